@@ -1,0 +1,76 @@
+/* daemon/daemon.h: the daemon's configuration and global state.
+ *
+ * There is one daemon_t per process, owned by main.c. Everything in it is
+ * used on the loop thread only unless a field says otherwise.
+ */
+#ifndef HIPD_DAEMON_H
+#define HIPD_DAEMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "rpc.h"
+
+/* An intrusive doubly linked list (circular, with a head node). */
+typedef struct list_node {
+  struct list_node *prev, *next;
+} list_node_t;
+
+static inline void list_init(list_node_t *h)
+{
+  h->prev = h->next = h;
+}
+static inline int list_empty(const list_node_t *h)
+{
+  return h->next == h;
+}
+static inline void list_insert_tail(list_node_t *h, list_node_t *n)
+{
+  n->prev = h->prev;
+  n->next = h;
+  h->prev->next = n;
+  h->prev = n;
+}
+static inline void list_remove(list_node_t *n)
+{
+  n->prev->next = n->next;
+  n->next->prev = n->prev;
+  n->prev = n->next = n;
+}
+#define list_entry(ptr, type, member)                                          \
+  ((type *)((char *)(ptr)-offsetof(type, member)))
+
+typedef struct daemon_config {
+  char *socket_path;         /* where to listen */
+  unsigned socket_mode;      /* permission bits of the socket file */
+  proto_limits_t limits;     /* decode limits for requests */
+  uint32_t max_inflight;     /* requests a session may have unanswered */
+  size_t output_cap;         /* bytes of replies queued for one session */
+  uint32_t write_timeout_ms; /* a session with no write progress is dropped */
+  uint32_t shutdown_ms;      /* how long in-flight work may take at exit */
+  uint32_t max_sessions;     /* connections at once */
+  uint32_t max_handles;      /* handles per session */
+  int listen_fd;             /* inherited socket (systemd), or -1 */
+} daemon_config_t;
+
+typedef struct server server_t;
+
+typedef struct hipd_daemon {
+  uv_loop_t *loop;
+  daemon_config_t cfg;
+  uint64_t start_ms;    /* uv_now() at start */
+  server_t *server;     /* the listening socket */
+  list_node_t sessions; /* live sessions (session_t.node) */
+  uint32_t nsessions;
+  uint64_t sessions_total; /* sessions accepted since start */
+  uint64_t next_session_id;
+  int stopping;            /* SIGINT/SIGTERM seen */
+  uv_timer_t housekeeping; /* write-stall checks */
+} daemon_t;
+
+/* Build features ("cpu", "hip-nvidia"...) as a static NULL-ended list. */
+const char *const *daemon_features(void);
+
+#endif

@@ -1,0 +1,317 @@
+/* daemon/main.c: options, start-up, signals and orderly shutdown of hipd. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "handles.h"
+#include "hipd.h"
+#include "log.h"
+#include "server.h"
+#include "session.h"
+
+static daemon_t daemon_state;
+static uv_signal_t sig_int, sig_term;
+static uv_timer_t shutdown_timer;
+static uint64_t shutdown_deadline;
+
+const char *const *daemon_features(void)
+{
+  /* Device drivers add themselves here as they are compiled in. */
+  static const char *const features[] = {NULL};
+  return features;
+}
+
+static void usage(FILE *f)
+{
+  fprintf(
+      f,
+      "Usage: hipd [OPTION]...\n"
+      "GPU execution daemon: serves devices, memory, streams, events and\n"
+      "kernels to clients over a Unix socket (msgpack-rpc).\n"
+      "\n"
+      "  -s, --socket PATH        listen on PATH (default: $HIPD_SOCKET,\n"
+      "                           else /run/hipd/hipd.sock as root, else\n"
+      "                           $XDG_RUNTIME_DIR/hipd.sock)\n"
+      "      --socket-mode MODE   octal permissions of the socket (0660)\n"
+      "  -l, --log-level LEVEL    error, warn, info (default) or debug\n"
+      "      --max-message BYTES  largest request accepted (512M)\n"
+      "      --max-depth N        deepest nesting of a request (16)\n"
+      "      --max-inflight N     unanswered requests per session before\n"
+      "                           reading pauses (256)\n"
+      "      --output-cap BYTES   queued reply bytes per session before\n"
+      "                           it is disconnected (1G)\n"
+      "      --write-timeout MS   disconnect a session whose replies make\n"
+      "                           no progress for MS (30000)\n"
+      "      --shutdown-timeout MS  time in-flight work gets at exit (5000)\n"
+      "      --max-sessions N     concurrent sessions (1024)\n"
+      "      --max-handles N      handles per session (1048576)\n"
+      "  -V, --version            print the version and exit\n"
+      "  -h, --help               print this help and exit\n"
+      "\n"
+      "SIGINT/SIGTERM stop accepting, let in-flight requests finish and "
+      "exit 0.\n");
+}
+
+/* Parse a size with an optional K/M/G suffix. */
+static int parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+  char *end;
+  unsigned long long v;
+
+  errno = 0;
+  v = strtoull(s, &end, 0);
+  if (errno != 0 || end == s || s[0] == '-')
+    return -1;
+  switch (*end) {
+  case 'k':
+  case 'K':
+    v <<= 10;
+    end++;
+    break;
+  case 'm':
+  case 'M':
+    v <<= 20;
+    end++;
+    break;
+  case 'g':
+  case 'G':
+    v <<= 30;
+    end++;
+    break;
+  default:
+    break;
+  }
+  if (*end != '\0' || v < min || v > max)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+enum {
+  OPT_SOCKET_MODE = 256,
+  OPT_MAX_MESSAGE,
+  OPT_MAX_DEPTH,
+  OPT_MAX_INFLIGHT,
+  OPT_OUTPUT_CAP,
+  OPT_WRITE_TIMEOUT,
+  OPT_SHUTDOWN_TIMEOUT,
+  OPT_MAX_SESSIONS,
+  OPT_MAX_HANDLES,
+};
+
+static int parse_options(int argc, char **argv, daemon_config_t *cfg)
+{
+  static const struct option longopts[] = {
+      {"socket", required_argument, NULL, 's'},
+      {"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
+      {"log-level", required_argument, NULL, 'l'},
+      {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
+      {"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
+      {"max-inflight", required_argument, NULL, OPT_MAX_INFLIGHT},
+      {"output-cap", required_argument, NULL, OPT_OUTPUT_CAP},
+      {"write-timeout", required_argument, NULL, OPT_WRITE_TIMEOUT},
+      {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
+      {"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
+      {"max-handles", required_argument, NULL, OPT_MAX_HANDLES},
+      {"version", no_argument, NULL, 'V'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  uint64_t v;
+  int opt, lvl;
+
+  while ((opt = getopt_long(argc, argv, "s:l:Vh", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 's':
+      free(cfg->socket_path);
+      cfg->socket_path = strdup(optarg);
+      break;
+    case OPT_SOCKET_MODE:
+      if (parse_size(optarg, 0, 0777, &v) != 0 || optarg[0] != '0')
+        goto bad;
+      cfg->socket_mode = (unsigned)v;
+      break;
+    case 'l':
+      if ((lvl = log_level_parse(optarg)) < 0)
+        goto bad;
+      log_set_level(lvl);
+      break;
+    case OPT_MAX_MESSAGE:
+      if (parse_size(optarg, 1024, (uint64_t)4 << 30, &v) != 0)
+        goto bad;
+      cfg->limits.max_message = v;
+      break;
+    case OPT_MAX_DEPTH:
+      if (parse_size(optarg, 2, PROTO_DEPTH_CAP, &v) != 0)
+        goto bad;
+      cfg->limits.max_depth = (unsigned)v;
+      break;
+    case OPT_MAX_INFLIGHT:
+      if (parse_size(optarg, 1, 1 << 20, &v) != 0)
+        goto bad;
+      cfg->max_inflight = (uint32_t)v;
+      break;
+    case OPT_OUTPUT_CAP:
+      if (parse_size(optarg, 4096, (uint64_t)64 << 30, &v) != 0)
+        goto bad;
+      cfg->output_cap = v;
+      break;
+    case OPT_WRITE_TIMEOUT:
+      if (parse_size(optarg, 10, UINT32_MAX, &v) != 0)
+        goto bad;
+      cfg->write_timeout_ms = (uint32_t)v;
+      break;
+    case OPT_SHUTDOWN_TIMEOUT:
+      if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+        goto bad;
+      cfg->shutdown_ms = (uint32_t)v;
+      break;
+    case OPT_MAX_SESSIONS:
+      if (parse_size(optarg, 1, 1 << 20, &v) != 0)
+        goto bad;
+      cfg->max_sessions = (uint32_t)v;
+      break;
+    case OPT_MAX_HANDLES:
+      if (parse_size(optarg, 1, HANDLES_MAX_DEFAULT * 16ull, &v) != 0)
+        goto bad;
+      cfg->max_handles = (uint32_t)v;
+      break;
+    case 'V':
+      printf("hipd %s (protocol %d)\n", PACKAGE_VERSION, HIPD_PROTOCOL_VERSION);
+      exit(0);
+    case 'h':
+      usage(stdout);
+      exit(0);
+    default:
+      usage(stderr);
+      return -1;
+    }
+    continue;
+  bad:
+    for (const struct option *o = longopts; o->name; o++)
+      if (o->val == opt)
+        fprintf(stderr, "hipd: invalid value '%s' for --%s\n", optarg, o->name);
+    return -1;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "hipd: unexpected argument '%s'\n", argv[optind]);
+    return -1;
+  }
+  return 0;
+}
+
+static void close_walk_cb(uv_handle_t *h, void *arg)
+{
+  (void)arg;
+  if (!uv_is_closing(h))
+    uv_close(h, NULL);
+}
+
+/* Close idle sessions; once none is left or time is up, close the rest and
+ * let the loop end. */
+static void shutdown_tick_cb(uv_timer_t *t)
+{
+  daemon_t *d = t->data;
+  int force = uv_now(d->loop) >= shutdown_deadline;
+  list_node_t *n, *next;
+
+  for (n = d->sessions.next; n != &d->sessions; n = next) {
+    next = n->next;
+    session_t *s = list_entry(n, session_t, node);
+    if (force || (s->inflight == 0 && s->out_queued == 0))
+      session_close(s, force ? "daemon shutdown (in-flight work abandoned)"
+                             : "daemon shutdown");
+  }
+  if (list_empty(&d->sessions)) {
+    uv_timer_stop(t);
+    uv_close((uv_handle_t *)t, NULL);
+    uv_close((uv_handle_t *)&sig_int, NULL);
+    uv_close((uv_handle_t *)&sig_term, NULL);
+    uv_close((uv_handle_t *)&d->housekeeping, NULL);
+  }
+}
+
+static void signal_cb(uv_signal_t *sig, int signum)
+{
+  daemon_t *d = sig->data;
+
+  if (d->stopping) {
+    log_warn(0, "second %s: stopping now", strsignal(signum));
+    shutdown_deadline = 0;
+    return;
+  }
+  d->stopping = 1;
+  log_info(0, "%s: stopping (%u sessions, up to %u ms for in-flight work)",
+           strsignal(signum), d->nsessions, d->cfg.shutdown_ms);
+  server_stop(d);
+  shutdown_deadline = uv_now(d->loop) + d->cfg.shutdown_ms;
+  uv_timer_init(d->loop, &shutdown_timer);
+  shutdown_timer.data = d;
+  uv_timer_start(&shutdown_timer, shutdown_tick_cb, 0, 20);
+}
+
+static void housekeeping_cb(uv_timer_t *t)
+{
+  session_check_stalls(t->data);
+}
+
+int main(int argc, char **argv)
+{
+  daemon_t *d = &daemon_state;
+  int rc;
+
+  d->cfg = (daemon_config_t){
+      .socket_mode = 0660,
+      .max_inflight = 256,
+      .output_cap = (size_t)1 << 30,
+      .write_timeout_ms = 30000,
+      .shutdown_ms = 5000,
+      .max_sessions = 1024,
+      .max_handles = HANDLES_MAX_DEFAULT,
+      .listen_fd = -1,
+  };
+  proto_limits_default(&d->cfg.limits);
+  if (parse_options(argc, argv, &d->cfg) != 0)
+    return 2;
+  if (d->cfg.socket_path == NULL)
+    d->cfg.socket_path = server_default_path();
+  signal(SIGPIPE, SIG_IGN);
+
+  d->loop = uv_default_loop();
+  list_init(&d->sessions);
+  d->start_ms = uv_now(d->loop);
+  log_info(0, "hipd %s starting (protocol %d, pid %d)", PACKAGE_VERSION,
+           HIPD_PROTOCOL_VERSION, (int)getpid());
+
+  if ((rc = server_start(d)) != 0) {
+    server_stop(d);
+    uv_run(d->loop, UV_RUN_DEFAULT);
+    log_error(0, "not started: %s", hipd_strerror(rc));
+    return 1;
+  }
+  uv_signal_init(d->loop, &sig_int);
+  uv_signal_init(d->loop, &sig_term);
+  sig_int.data = sig_term.data = d;
+  uv_signal_start(&sig_int, signal_cb, SIGINT);
+  uv_signal_start(&sig_term, signal_cb, SIGTERM);
+  uv_timer_init(d->loop, &d->housekeeping);
+  d->housekeeping.data = d;
+  uv_timer_start(&d->housekeeping, housekeeping_cb, 1000, 1000);
+
+  uv_run(d->loop, UV_RUN_DEFAULT);
+
+  /* Anything left (should be nothing) is closed before the loop goes. */
+  uv_walk(d->loop, close_walk_cb, NULL);
+  uv_run(d->loop, UV_RUN_DEFAULT);
+  uv_loop_close(d->loop);
+  log_info(0, "stopped");
+  free(d->cfg.socket_path);
+  return 0;
+}

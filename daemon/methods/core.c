@@ -1,0 +1,158 @@
+/* daemon/methods/core.c: hello, ping, daemon.info, session.info. */
+#include "config.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "methods.h"
+
+#define MIN_PROTOCOL 1
+
+static void pack_features(msgpack_packer *pk)
+{
+  const char *const *f = daemon_features();
+  uint32_t n = 0;
+
+  while (f[n] != NULL)
+    n++;
+  msgpack_pack_array(pk, n);
+  for (uint32_t i = 0; i < n; i++)
+    proto_pack_cstr(pk, f[i]);
+}
+
+/* hello [protocol, client_name] -> identity. The session speaks the lower of
+ * the two versions; a client below MIN_PROTOCOL is refused. */
+int m_hello(call_t *c)
+{
+  session_t *s = c->s;
+  int64_t proto = HIPD_PROTOCOL_VERSION;
+  char name[sizeof(s->client)] = "";
+  msgpack_packer *pk;
+  int rc;
+
+  if ((rc = call_arg_int(c, 0, "protocol", 0, INT32_MAX, &proto)) != 0 ||
+      (rc = call_arg_str(c, 1, "client_name", name, sizeof(name))) != 0)
+    return rc;
+  if (proto < MIN_PROTOCOL)
+    return call_fail(c, HIPD_EVERSION,
+                     "client speaks protocol %lld; this daemon speaks %d to "
+                     "%d",
+                     (long long)proto, MIN_PROTOCOL, HIPD_PROTOCOL_VERSION);
+  s->protocol =
+      proto < HIPD_PROTOCOL_VERSION ? (int)proto : HIPD_PROTOCOL_VERSION;
+  if (name[0] != '\0')
+    memcpy(s->client, name, sizeof(name));
+  log_info(s->id, "hello from '%s' (pid %d), protocol %d", s->client,
+           (int)s->peer_pid, s->protocol);
+
+  pk = call_result(c);
+  msgpack_pack_map(pk, 6);
+  proto_pack_cstr(pk, "name");
+  proto_pack_cstr(pk, PACKAGE_NAME);
+  proto_pack_cstr(pk, "version");
+  proto_pack_cstr(pk, PACKAGE_VERSION);
+  proto_pack_cstr(pk, "protocol");
+  msgpack_pack_int(pk, s->protocol);
+  proto_pack_cstr(pk, "features");
+  pack_features(pk);
+  proto_pack_cstr(pk, "session");
+  msgpack_pack_uint64(pk, s->id);
+  proto_pack_cstr(pk, "pid");
+  msgpack_pack_int(pk, (int)getpid());
+  return 0;
+}
+
+/* ping [payload] -> payload, as bin. */
+int m_ping(call_t *c)
+{
+  const char *p = NULL;
+  size_t n = 0;
+  msgpack_packer *pk;
+  int rc;
+
+  if ((rc = call_arg_bytes(c, 0, "payload", &p, &n)) != 0)
+    return rc;
+  pk = call_result(c);
+  msgpack_pack_bin(pk, n);
+  msgpack_pack_bin_body(pk, p, n);
+  return 0;
+}
+
+int m_daemon_info(call_t *c)
+{
+  daemon_t *d = c->s->d;
+  msgpack_packer *pk = call_result(c);
+
+  msgpack_pack_map(pk, 10);
+  proto_pack_cstr(pk, "name");
+  proto_pack_cstr(pk, PACKAGE_NAME);
+  proto_pack_cstr(pk, "version");
+  proto_pack_cstr(pk, PACKAGE_VERSION);
+  proto_pack_cstr(pk, "protocol");
+  msgpack_pack_int(pk, HIPD_PROTOCOL_VERSION);
+  proto_pack_cstr(pk, "pid");
+  msgpack_pack_int(pk, (int)getpid());
+  proto_pack_cstr(pk, "uptime_ms");
+  msgpack_pack_uint64(pk, uv_now(d->loop) - d->start_ms);
+  proto_pack_cstr(pk, "sessions");
+  msgpack_pack_uint32(pk, d->nsessions);
+  proto_pack_cstr(pk, "sessions_total");
+  msgpack_pack_uint64(pk, d->sessions_total);
+  proto_pack_cstr(pk, "features");
+  pack_features(pk);
+  proto_pack_cstr(pk, "socket");
+  proto_pack_cstr(pk, d->cfg.socket_path);
+  proto_pack_cstr(pk, "limits");
+  msgpack_pack_map(pk, 6);
+  proto_pack_cstr(pk, "max_message");
+  msgpack_pack_uint64(pk, d->cfg.limits.max_message);
+  proto_pack_cstr(pk, "max_depth");
+  msgpack_pack_uint32(pk, d->cfg.limits.max_depth);
+  proto_pack_cstr(pk, "max_inflight");
+  msgpack_pack_uint32(pk, d->cfg.max_inflight);
+  proto_pack_cstr(pk, "output_cap");
+  msgpack_pack_uint64(pk, d->cfg.output_cap);
+  proto_pack_cstr(pk, "max_sessions");
+  msgpack_pack_uint32(pk, d->cfg.max_sessions);
+  proto_pack_cstr(pk, "max_handles");
+  msgpack_pack_uint32(pk, d->cfg.max_handles);
+  return 0;
+}
+
+int m_session_info(call_t *c)
+{
+  session_t *s = c->s;
+  msgpack_packer *pk = call_result(c);
+
+  msgpack_pack_map(pk, 7);
+  proto_pack_cstr(pk, "id");
+  msgpack_pack_uint64(pk, s->id);
+  proto_pack_cstr(pk, "client");
+  proto_pack_cstr(pk, s->client);
+  proto_pack_cstr(pk, "protocol");
+  msgpack_pack_int(pk, s->protocol);
+  proto_pack_cstr(pk, "peer");
+  msgpack_pack_map(pk, 3);
+  proto_pack_cstr(pk, "pid");
+  msgpack_pack_int64(pk, s->peer_pid);
+  proto_pack_cstr(pk, "uid");
+  msgpack_pack_int64(pk, (int64_t)(int)s->peer_uid);
+  proto_pack_cstr(pk, "gid");
+  msgpack_pack_int64(pk, (int64_t)(int)s->peer_gid);
+  proto_pack_cstr(pk, "requests");
+  msgpack_pack_uint64(pk, s->requests);
+  proto_pack_cstr(pk, "inflight");
+  msgpack_pack_uint32(pk, s->inflight);
+  proto_pack_cstr(pk, "resources");
+  msgpack_pack_map(pk, HANDLE_TYPE_COUNT);
+  proto_pack_cstr(pk, "handles");
+  msgpack_pack_uint32(pk, s->handles.used);
+  for (int t = HANDLE_STREAM; t < HANDLE_TYPE_COUNT; t++) {
+    static const char *const keys[] = {"",        "streams", "events",
+                                       "buffers", "kernels", "shared_buffers"};
+    proto_pack_cstr(pk, keys[t]);
+    msgpack_pack_uint32(pk, s->handles.count[t]);
+  }
+  return 0;
+}

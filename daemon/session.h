@@ -1,0 +1,72 @@
+/* daemon/session.h: one client connection.
+ *
+ * A session reads bytes, frames and decodes requests (proto/), hands each to
+ * dispatch, and writes replies. It owns the client's handles and, through
+ * them, every resource the client created; closing it releases them.
+ *
+ * Lifetime: a session is reference-counted. The connection holds one
+ * reference until its pipe's close callback; every deferred call holds one.
+ * The memory is freed when the last reference goes, never from inside a
+ * callback that still uses it.
+ */
+#ifndef HIPD_SESSION_H
+#define HIPD_SESSION_H
+
+#include <msgpack.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "daemon.h"
+#include "handles.h"
+
+typedef struct session {
+  uv_pipe_t pipe; /* the connection; pipe.data = this */
+  daemon_t *d;
+  list_node_t node; /* in d->sessions */
+  uint64_t id;      /* unique for the daemon's life, from 1 */
+  int refs;         /* see the lifetime note above */
+  int closing;      /* session_close() was called */
+  pid_t peer_pid;   /* SO_PEERCRED */
+  uid_t peer_uid;
+  gid_t peer_gid;
+  char client[64]; /* name given in hello */
+  int protocol;    /* negotiated version, 0 before hello */
+  uint8_t *in;     /* bytes read and not yet consumed */
+  size_t in_len, in_cap;
+  size_t in_need;           /* bytes the next message needs at least */
+  int read_paused;          /* reading stopped: too many requests in flight */
+  int in_dispatch;          /* inside session_process_input() */
+  msgpack_zone zone;        /* decoded objects of the current request */
+  uint32_t inflight;        /* requests not yet answered */
+  uint64_t requests;        /* requests received */
+  size_t out_queued;        /* reply bytes handed to libuv, not yet written */
+  uint64_t out_progress_ms; /* last time output moved (or became non-empty) */
+  handle_table_t handles;
+} session_t;
+
+/* Accept a new connection from @p server_stream. Logs and drops it on
+ * failure (too many sessions, out of memory). */
+void session_accept(daemon_t *d, uv_stream_t *server_stream);
+
+/* Start closing the session: stop reading, close the socket, release its
+ * resources. @p reason is logged. Safe to call more than once. */
+void session_close(session_t *s, const char *reason);
+
+void session_incref(session_t *s);
+void session_decref(session_t *s);
+
+/* Queue @p len bytes of @p data (malloc'd; ownership passes to the
+ * session, which frees it after the write) as one reply. A closing session
+ * frees the bytes and drops the reply. May close the session if its output
+ * cap is exceeded. */
+void session_send(session_t *s, char *data, size_t len);
+
+/* A reply to one request left the dispatcher: count it, and resume
+ * reading and processing if the session was throttled. */
+void session_request_done(session_t *s);
+
+/* Drop sessions that made no write progress for the configured time. */
+void session_check_stalls(daemon_t *d);
+
+#endif
