@@ -116,7 +116,9 @@ HIPD_EXTERN int hipd_connect2(const char *path, const char *client_name,
  *  use @p conn once this is called. */
 HIPD_EXTERN void hipd_close(hipd_conn_t *conn);
 /** The daemon's message for the last call that failed on this connection in
- *  the calling thread ("" if none). Valid until that thread's next call. */
+ *  the calling thread ("" if none). Valid until that thread's next call.
+ *  With @p conn NULL: the message of the calling thread's last failed
+ *  hipd_connect(). */
 HIPD_EXTERN const char *hipd_last_error(hipd_conn_t *conn);
 /** The socket's file descriptor (for poll-based event loops), or -1. */
 HIPD_EXTERN int hipd_fileno(hipd_conn_t *conn);
@@ -128,10 +130,14 @@ HIPD_EXTERN void hipd_set_timeout(hipd_conn_t *conn, int timeout_ms);
 
 /**
  * Every method has a synchronous form, hipd_X(conn, ...), and a pipelined
- * form, hipd_X_async(conn, ..., &call), that sends the request and returns at
- * once. The result pointers given to the async form are filled when the reply
- * arrives; they must stay valid until hipd_wait() on the call returns.
+ * form, hipd_X_begin(conn, ..., &call), that sends the request and returns at
+ * once. The result pointers given to the pipelined form are filled when the
+ * reply arrives; they must stay valid until hipd_wait() on the call returns.
  * Replies may arrive in any order; calls may be waited for in any order.
+ *
+ * Not to be confused with the stream-ordered device operations whose names
+ * end in _async, as in HIP (hipd_mem_write_async: `mem.write_async`): those
+ * are methods of their own, and have _begin forms too where listed.
  */
 /** Wait for @p call to complete and free it. @return the call's result. */
 HIPD_EXTERN int hipd_wait(hipd_call_t *call);
@@ -178,19 +184,161 @@ HIPD_EXTERN int hipd_hello(hipd_conn_t *conn, hipd_info_t **out);
  *  @p cap; *@p out_len gets the length). HIPD_ERANGE if @p cap is too small. */
 HIPD_EXTERN int hipd_ping(hipd_conn_t *conn, const void *data, size_t len,
                           void *out, size_t cap, size_t *out_len);
-HIPD_EXTERN int hipd_ping_async(hipd_conn_t *conn, const void *data, size_t len,
+HIPD_EXTERN int hipd_ping_begin(hipd_conn_t *conn, const void *data, size_t len,
                                 void *out, size_t cap, size_t *out_len,
                                 hipd_call_t **call);
 
 /** `daemon.info`: version, uptime, sessions, build features. */
 HIPD_EXTERN int hipd_daemon_info(hipd_conn_t *conn, hipd_info_t **out);
-HIPD_EXTERN int hipd_daemon_info_async(hipd_conn_t *conn, hipd_info_t **out,
+HIPD_EXTERN int hipd_daemon_info_begin(hipd_conn_t *conn, hipd_info_t **out,
                                        hipd_call_t **call);
 
 /** `session.info`: this session's id, peer credentials, resource counts. */
 HIPD_EXTERN int hipd_session_info(hipd_conn_t *conn, hipd_info_t **out);
-HIPD_EXTERN int hipd_session_info_async(hipd_conn_t *conn, hipd_info_t **out,
+HIPD_EXTERN int hipd_session_info_begin(hipd_conn_t *conn, hipd_info_t **out,
                                         hipd_call_t **call);
+
+/* ---------------------------------------------------- backend and devices */
+
+/** Handles of daemon objects: opaque, valid only on the connection (session)
+ *  that created them. 0 is never a valid handle. */
+typedef uint64_t hipd_stream_t;
+typedef uint64_t hipd_buffer_t;
+typedef uint64_t hipd_event_t;
+
+/** Pass as a device id to mean the session's current device. */
+#define HIPD_DEVICE_CURRENT (-1)
+
+/** `backend.info`: {name "hip", version [major, minor, patch], available,
+ *  execution_model "jit", drivers [...]}. */
+HIPD_EXTERN int hipd_backend_info(hipd_conn_t *conn, hipd_info_t **out);
+/** `device.count`: how many devices the daemon serves. */
+HIPD_EXTERN int hipd_device_count(hipd_conn_t *conn, int *count);
+/** `device.list`: an array of device records (without live memory). */
+HIPD_EXTERN int hipd_device_list(hipd_conn_t *conn, hipd_info_t **out);
+/** `device.get`: the record of device @p dev: id, name, driver, platform,
+ *  arch, is_cpu, capabilities {...}, memory {free, total, hipd_allocated,
+ *  hipd_buffers}. */
+HIPD_EXTERN int hipd_device_get(hipd_conn_t *conn, int dev, hipd_info_t **out);
+/** `device.set_current` / `device.current`: the session's current device,
+ *  used where a call takes HIPD_DEVICE_CURRENT (initially 0). */
+HIPD_EXTERN int hipd_device_set_current(hipd_conn_t *conn, int dev);
+HIPD_EXTERN int hipd_device_current(hipd_conn_t *conn, int *dev);
+/** `device.synchronize`: wait for all of this session's streams on @p dev
+ *  (other sessions' work is not waited for). */
+HIPD_EXTERN int hipd_device_synchronize(hipd_conn_t *conn, int dev);
+
+/* ---------------------------------------------------------------- streams */
+
+/** `stream.create`: a new stream on @p dev; work on different streams may
+ *  overlap, work on one stream runs in order. */
+HIPD_EXTERN int hipd_stream_create(hipd_conn_t *conn, int dev,
+                                   hipd_stream_t *out);
+/** `stream.destroy`: queued work finishes first. The default stream cannot
+ *  be destroyed (HIPD_EPERM). */
+HIPD_EXTERN int hipd_stream_destroy(hipd_conn_t *conn, hipd_stream_t stream);
+/** `stream.synchronize`: returns when all work queued on @p stream is done. */
+HIPD_EXTERN int hipd_stream_synchronize(hipd_conn_t *conn,
+                                        hipd_stream_t stream);
+HIPD_EXTERN int hipd_stream_synchronize_begin(hipd_conn_t *conn,
+                                              hipd_stream_t stream,
+                                              hipd_call_t **call);
+/** `stream.query`: *@p idle = 1 when all its work has completed. */
+HIPD_EXTERN int hipd_stream_query(hipd_conn_t *conn, hipd_stream_t stream,
+                                  int *idle);
+/** `stream.default`: the session's default stream of @p dev. */
+HIPD_EXTERN int hipd_stream_default(hipd_conn_t *conn, int dev,
+                                    hipd_stream_t *out);
+
+/* ----------------------------------------------------------------- memory */
+
+/** `mem.alloc`: @p count elements of @p kind ("int8", "uint8", "int16",
+ *  "uint16", "float16", "int32", "uint32", "float32", "int64", "uint64",
+ *  "float64", "byte") on @p dev. Zero sizes are HIPD_EINVAL; past the
+ *  device's memory HIPD_ENOMEM; past the session quota HIPD_EQUOTA. */
+HIPD_EXTERN int hipd_mem_alloc(hipd_conn_t *conn, int dev, uint64_t count,
+                               const char *kind, hipd_buffer_t *out);
+/** `mem.alloc_custom`: @p count elements of @p elem_size bytes. */
+HIPD_EXTERN int hipd_mem_alloc_custom(hipd_conn_t *conn, int dev,
+                                      uint64_t count, uint64_t elem_size,
+                                      hipd_buffer_t *out);
+/** `mem.free`: the handle is gone at once; the memory after the work
+ *  queued on it. */
+HIPD_EXTERN int hipd_mem_free(hipd_conn_t *conn, hipd_buffer_t buf);
+/** `mem.write`: copy @p len bytes from @p data to @p buf at @p offset;
+ *  complete on the device when it returns. */
+HIPD_EXTERN int hipd_mem_write(hipd_conn_t *conn, hipd_buffer_t buf,
+                               uint64_t offset, const void *data, size_t len);
+/** `mem.write_async`: ordered on @p stream; returns once submitted. @p data
+ *  may be reused when the call returns (the daemon holds a copy). */
+HIPD_EXTERN int hipd_mem_write_async(hipd_conn_t *conn, hipd_buffer_t buf,
+                                     uint64_t offset, const void *data,
+                                     size_t len, hipd_stream_t stream);
+HIPD_EXTERN int hipd_mem_write_async_begin(hipd_conn_t *conn, hipd_buffer_t buf,
+                                           uint64_t offset, const void *data,
+                                           size_t len, hipd_stream_t stream,
+                                           hipd_call_t **call);
+/** `mem.read`: copy @p len bytes at @p offset of @p buf into @p out. */
+HIPD_EXTERN int hipd_mem_read(hipd_conn_t *conn, hipd_buffer_t buf,
+                              uint64_t offset, void *out, size_t len);
+/** `mem.read_async`: the same, ordered on @p stream. */
+HIPD_EXTERN int hipd_mem_read_async(hipd_conn_t *conn, hipd_buffer_t buf,
+                                    uint64_t offset, void *out, size_t len,
+                                    hipd_stream_t stream);
+HIPD_EXTERN int hipd_mem_read_async_begin(hipd_conn_t *conn, hipd_buffer_t buf,
+                                          uint64_t offset, void *out,
+                                          size_t len, hipd_stream_t stream,
+                                          hipd_call_t **call);
+/** `mem.copy`: device to device, also across devices. */
+HIPD_EXTERN int hipd_mem_copy(hipd_conn_t *conn, hipd_buffer_t dst,
+                              uint64_t dst_offset, hipd_buffer_t src,
+                              uint64_t src_offset, size_t len);
+HIPD_EXTERN int hipd_mem_copy_async(hipd_conn_t *conn, hipd_buffer_t dst,
+                                    uint64_t dst_offset, hipd_buffer_t src,
+                                    uint64_t src_offset, size_t len,
+                                    hipd_stream_t stream);
+/** `mem.memset`: set @p len bytes at @p offset to the byte @p value. */
+HIPD_EXTERN int hipd_mem_memset(hipd_conn_t *conn, hipd_buffer_t buf,
+                                uint64_t offset, size_t len, int value);
+HIPD_EXTERN int hipd_mem_memset_async(hipd_conn_t *conn, hipd_buffer_t buf,
+                                      uint64_t offset, size_t len, int value,
+                                      hipd_stream_t stream);
+/** `mem.size`: the buffer's size in bytes. */
+HIPD_EXTERN int hipd_mem_size(hipd_conn_t *conn, hipd_buffer_t buf,
+                              uint64_t *size);
+/** `mem.info`: {size, elem_size, count, device, device_ptr, zero_copy}. */
+HIPD_EXTERN int hipd_mem_info(hipd_conn_t *conn, hipd_buffer_t buf,
+                              hipd_info_t **out);
+
+/* ----------------------------------------------------------------- events */
+
+HIPD_EXTERN int hipd_event_create(hipd_conn_t *conn, int dev,
+                                  hipd_event_t *out);
+HIPD_EXTERN int hipd_event_destroy(hipd_conn_t *conn, hipd_event_t event);
+/** `event.record`: mark @p stream's current position (stream 0: the
+ *  session's default stream of the event's device). */
+HIPD_EXTERN int hipd_event_record(hipd_conn_t *conn, hipd_event_t event,
+                                  hipd_stream_t stream);
+/** `event.query`: *@p done = 1 once the stream has passed the mark;
+ *  HIPD_ENOTRECORDED if it was never recorded. */
+HIPD_EXTERN int hipd_event_query(hipd_conn_t *conn, hipd_event_t event,
+                                 int *done);
+HIPD_EXTERN int hipd_event_synchronize(hipd_conn_t *conn, hipd_event_t event);
+/** `event.elapsed`: milliseconds between two completed marks;
+ *  HIPD_ENOTRECORDED or HIPD_ENOTREADY otherwise. */
+HIPD_EXTERN int hipd_event_elapsed(hipd_conn_t *conn, hipd_event_t start,
+                                   hipd_event_t stop, float *ms);
+
+/* -------------------------------------------------------------- profiling */
+
+/** `profile.enable` / `profile.disable`: while on, every transfer and
+ *  launch of the session is timed on the device. */
+HIPD_EXTERN int hipd_profile_enable(hipd_conn_t *conn);
+HIPD_EXTERN int hipd_profile_disable(hipd_conn_t *conn);
+/** `session.profile`: {enabled, dropped, records [{op, stream, bytes,
+ *  start_ms, end_ms}]}; @p clear empties the records. */
+HIPD_EXTERN int hipd_session_profile(hipd_conn_t *conn, int clear,
+                                     hipd_info_t **out);
 
 #ifdef __cplusplus
 }

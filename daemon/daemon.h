@@ -53,6 +53,10 @@ typedef struct daemon_config {
   uint32_t max_sessions;     /* connections at once */
   uint32_t max_handles;      /* handles per session */
   int listen_fd;             /* inherited socket (systemd), or -1 */
+  uint64_t mem_quota;        /* device bytes per session, 0: unlimited */
+  uint32_t max_streams;      /* streams per session */
+  char *devices;             /* --devices selection, NULL: all */
+  int cpu_devices;           /* CPU devices to serve */
 } daemon_config_t;
 
 typedef struct server server_t;

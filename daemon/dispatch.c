@@ -13,11 +13,45 @@
  * method is one row here and one handler in methods/. The protocol
  * document proto/PROTOCOL.md lists the same methods. */
 static const method_t methods[] = {
-    /* name            handler         min max flags       since */
+    /* name                handler               min max flags  since */
+    {"backend.info", m_backend_info, 0, 0, 0, 1},
     {"daemon.info", m_daemon_info, 0, 0, 0, 1},
+    {"device.count", m_device_count, 0, 0, 0, 1},
+    {"device.current", m_device_current, 0, 0, 0, 1},
+    {"device.get", m_device_get, 0, 1, 0, 1},
+    {"device.list", m_device_list, 0, 0, 0, 1},
+    {"device.set_current", m_device_set_current, 1, 1, 0, 1},
+    {"device.synchronize", m_device_synchronize, 0, 1, 0, 1},
+    {"event.create", m_event_create, 0, 1, 0, 1},
+    {"event.destroy", m_event_destroy, 1, 1, 0, 1},
+    {"event.elapsed", m_event_elapsed, 2, 2, 0, 1},
+    {"event.query", m_event_query, 1, 1, 0, 1},
+    {"event.record", m_event_record, 1, 2, 0, 1},
+    {"event.synchronize", m_event_synchronize, 1, 1, 0, 1},
     {"hello", m_hello, 0, 2, M_PREHELLO, 1},
+    {"mem.alloc", m_mem_alloc, 2, 3, 0, 1},
+    {"mem.alloc_custom", m_mem_alloc_custom, 2, 3, 0, 1},
+    {"mem.copy", m_mem_copy, 5, 5, 0, 1},
+    {"mem.copy_async", m_mem_copy_async, 6, 6, 0, 1},
+    {"mem.free", m_mem_free, 1, 1, 0, 1},
+    {"mem.info", m_mem_info, 1, 1, 0, 1},
+    {"mem.memset", m_mem_memset, 4, 4, 0, 1},
+    {"mem.memset_async", m_mem_memset_async, 5, 5, 0, 1},
+    {"mem.read", m_mem_read, 3, 3, 0, 1},
+    {"mem.read_async", m_mem_read_async, 4, 4, 0, 1},
+    {"mem.size", m_mem_size, 1, 1, 0, 1},
+    {"mem.write", m_mem_write, 3, 3, 0, 1},
+    {"mem.write_async", m_mem_write_async, 4, 4, 0, 1},
     {"ping", m_ping, 0, 1, M_PREHELLO, 1},
+    {"profile.disable", m_profile_disable, 0, 0, 0, 1},
+    {"profile.enable", m_profile_enable, 0, 0, 0, 1},
     {"session.info", m_session_info, 0, 0, 0, 1},
+    {"session.profile", m_session_profile, 0, 1, 0, 1},
+    {"stream.create", m_stream_create, 0, 1, 0, 1},
+    {"stream.default", m_stream_default, 0, 1, 0, 1},
+    {"stream.destroy", m_stream_destroy, 1, 1, 0, 1},
+    {"stream.query", m_stream_query, 1, 1, 0, 1},
+    {"stream.synchronize", m_stream_synchronize, 1, 1, 0, 1},
 };
 
 const method_t *dispatch_methods(unsigned *count)
@@ -84,6 +118,19 @@ msgpack_packer *call_result(call_t *c)
   return &c->pk;
 }
 
+void call_result_bin(call_t *c, void *data, size_t len)
+{
+  msgpack_packer *pk = call_result(c);
+
+  msgpack_pack_bin(pk, len);
+  if (pk != &c->pk) {
+    free(data);
+    return;
+  }
+  c->tail = data;
+  c->tail_len = len;
+}
+
 static int call_failv(call_t *c, int code, const char *fmt, va_list ap)
 {
   char text[1024];
@@ -116,7 +163,8 @@ static void call_send(call_t *c)
     call_fail(c, HIPD_EINTERNAL, "handler returned without an answer");
   size_t len = c->out.size;
   char *data = msgpack_sbuffer_release(&c->out);
-  session_send(c->s, data, len);
+  session_send(c->s, data, len, c->tail, c->tail_len);
+  c->tail = NULL;
   session_request_done(c->s);
 }
 

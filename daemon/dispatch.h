@@ -41,6 +41,8 @@ struct call {
   uint32_t nparams;
   msgpack_sbuffer out; /* the reply being built */
   msgpack_packer pk;
+  void *tail; /* malloc'd payload sent after the reply, or NULL */
+  size_t tail_len;
   int answered; /* call_result() or call_fail() was used */
   int deferred; /* call_defer() made a copy of this call */
 };
@@ -57,6 +59,9 @@ const method_t *dispatch_find(const char *name, size_t len);
 /* Start the successful reply: pack exactly one value into the returned
  * packer. @return the packer. */
 msgpack_packer *call_result(call_t *c);
+/* Answer with a bin result whose @p len bytes are @p data (malloc'd; the
+ * call takes ownership and the bytes are written without a copy). */
+void call_result_bin(call_t *c, void *data, size_t len);
 /* Answer with an error; the message names the method and the problem.
  * @return @p code, so handlers can `return call_fail(...)`. */
 int call_fail(call_t *c, int code, const char *fmt, ...)

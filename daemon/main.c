@@ -10,7 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
 #include "daemon.h"
+#include "device.h"
+#include "drivers/cpu.h"
+#include "executor.h"
 #include "handles.h"
 #include "hipd.h"
 #include "log.h"
@@ -21,13 +28,6 @@ static daemon_t daemon_state;
 static uv_signal_t sig_int, sig_term;
 static uv_timer_t shutdown_timer;
 static uint64_t shutdown_deadline;
-
-const char *const *daemon_features(void)
-{
-  /* Device drivers add themselves here as they are compiled in. */
-  static const char *const features[] = {NULL};
-  return features;
-}
 
 static void usage(FILE *f)
 {
@@ -105,6 +105,10 @@ enum {
   OPT_SHUTDOWN_TIMEOUT,
   OPT_MAX_SESSIONS,
   OPT_MAX_HANDLES,
+  OPT_MAX_STREAMS,
+  OPT_MEM_QUOTA,
+  OPT_DEVICES,
+  OPT_CPU_DEVICES,
 };
 
 static int parse_options(int argc, char **argv, daemon_config_t *cfg)
@@ -121,6 +125,10 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
       {"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
       {"max-handles", required_argument, NULL, OPT_MAX_HANDLES},
+      {"max-streams", required_argument, NULL, OPT_MAX_STREAMS},
+      {"mem-quota", required_argument, NULL, OPT_MEM_QUOTA},
+      {"devices", required_argument, NULL, OPT_DEVICES},
+      {"cpu-devices", required_argument, NULL, OPT_CPU_DEVICES},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -183,6 +191,25 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
         goto bad;
       cfg->max_handles = (uint32_t)v;
       break;
+    case OPT_MAX_STREAMS:
+      if (parse_size(optarg, 1, 4096, &v) != 0)
+        goto bad;
+      cfg->max_streams = (uint32_t)v;
+      break;
+    case OPT_MEM_QUOTA:
+      if (parse_size(optarg, 1, UINT64_MAX >> 1, &v) != 0)
+        goto bad;
+      cfg->mem_quota = v;
+      break;
+    case OPT_DEVICES:
+      free(cfg->devices);
+      cfg->devices = strdup(optarg);
+      break;
+    case OPT_CPU_DEVICES:
+      if (parse_size(optarg, 0, 16, &v) != 0)
+        goto bad;
+      cfg->cpu_devices = (int)v;
+      break;
     case 'V':
       printf("hipd %s (protocol %d)\n", PACKAGE_VERSION, HIPD_PROTOCOL_VERSION);
       exit(0);
@@ -229,8 +256,11 @@ static void shutdown_tick_cb(uv_timer_t *t)
       session_close(s, force ? "daemon shutdown (in-flight work abandoned)"
                              : "daemon shutdown");
   }
-  if (list_empty(&d->sessions)) {
+  /* Device work of closed sessions (frees, stream teardown) finishes too,
+   * unless time is up. */
+  if (list_empty(&d->sessions) && (force || exec_outstanding() == 0)) {
     uv_timer_stop(t);
+    exec_bridge_close();
     uv_close((uv_handle_t *)t, NULL);
     uv_close((uv_handle_t *)&sig_int, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
@@ -251,6 +281,9 @@ static void signal_cb(uv_signal_t *sig, int signum)
   log_info(0, "%s: stopping (%u sessions, up to %u ms for in-flight work)",
            strsignal(signum), d->nsessions, d->cfg.shutdown_ms);
   server_stop(d);
+#ifdef HAVE_SYSTEMD
+  sd_notify(0, "STOPPING=1");
+#endif
   shutdown_deadline = uv_now(d->loop) + d->cfg.shutdown_ms;
   uv_timer_init(d->loop, &shutdown_timer);
   shutdown_timer.data = d;
@@ -276,10 +309,22 @@ int main(int argc, char **argv)
       .max_sessions = 1024,
       .max_handles = HANDLES_MAX_DEFAULT,
       .listen_fd = -1,
+      .max_streams = 64,
+      .cpu_devices = 1,
   };
   proto_limits_default(&d->cfg.limits);
   if (parse_options(argc, argv, &d->cfg) != 0)
     return 2;
+#ifdef HAVE_SYSTEMD
+  /* Socket activation: systemd passes the listening socket as fd 3. */
+  rc = sd_listen_fds(1);
+  if (rc > 1) {
+    log_error(0, "systemd passed %d sockets; hipd takes exactly one", rc);
+    return 1;
+  }
+  if (rc == 1)
+    d->cfg.listen_fd = SD_LISTEN_FDS_START;
+#endif
   if (d->cfg.socket_path == NULL)
     d->cfg.socket_path = server_default_path();
   signal(SIGPIPE, SIG_IGN);
@@ -290,8 +335,21 @@ int main(int argc, char **argv)
   log_info(0, "hipd %s starting (protocol %d, pid %d)", PACKAGE_VERSION,
            HIPD_PROTOCOL_VERSION, (int)getpid());
 
+  cpu_driver_set_count(d->cfg.cpu_devices);
+  if ((rc = exec_bridge_init(d->loop)) != 0) {
+    log_error(0, "cannot start the worker bridge: %s", uv_strerror(rc));
+    return 1;
+  }
+  {
+    char err[256] = "";
+    if ((rc = devices_init(d->cfg.devices, err, sizeof(err))) != 0) {
+      log_error(0, "not started: %s", err);
+      return 1;
+    }
+  }
   if ((rc = server_start(d)) != 0) {
     server_stop(d);
+    exec_bridge_close();
     uv_run(d->loop, UV_RUN_DEFAULT);
     log_error(0, "not started: %s", hipd_strerror(rc));
     return 1;
@@ -304,6 +362,10 @@ int main(int argc, char **argv)
   uv_timer_init(d->loop, &d->housekeeping);
   d->housekeeping.data = d;
   uv_timer_start(&d->housekeeping, housekeeping_cb, 1000, 1000);
+#ifdef HAVE_SYSTEMD
+  sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%d",
+             d->cfg.socket_path, (int)getpid());
+#endif
 
   uv_run(d->loop, UV_RUN_DEFAULT);
 
@@ -311,6 +373,14 @@ int main(int argc, char **argv)
   uv_walk(d->loop, close_walk_cb, NULL);
   uv_run(d->loop, UV_RUN_DEFAULT);
   uv_loop_close(d->loop);
+  if (exec_outstanding() == 0)
+    devices_shutdown();
+  else
+    log_warn(0,
+             "%u device tasks did not finish in time; exiting without "
+             "waiting for them",
+             exec_outstanding());
+  free(d->cfg.devices);
   log_info(0, "stopped");
   free(d->cfg.socket_path);
   return 0;

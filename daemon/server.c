@@ -118,7 +118,14 @@ int server_start(daemon_t *d)
                 uv_strerror(rc));
       return HIPD_EIO;
     }
-    log_info(0, "listening on inherited socket (fd %d)", d->cfg.listen_fd);
+    char name[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+    size_t nlen = sizeof(name);
+    if (uv_pipe_getsockname(&srv->pipe, name, &nlen) == 0 && nlen > 0) {
+      free(d->cfg.socket_path);
+      d->cfg.socket_path = strdup(name);
+    }
+    log_info(0, "listening on inherited socket %s (fd %d)", d->cfg.socket_path,
+             d->cfg.listen_fd);
     goto listen;
   }
 

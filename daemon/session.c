@@ -8,6 +8,7 @@
 
 #include "dispatch.h"
 #include "log.h"
+#include "objects.h"
 #include "session.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -16,7 +17,8 @@
 typedef struct {
   uv_write_t req;
   session_t *s;
-  uv_buf_t buf;
+  uv_buf_t bufs[2]; /* the packed reply and its optional payload tail */
+  size_t bytes;
 } write_req_t;
 
 static void process_input(session_t *s);
@@ -43,13 +45,6 @@ static void close_cb(uv_handle_t *h)
   session_decref(s);
 }
 
-static void release_resources(session_t *s)
-{
-  /* Resource families (streams, events, memory, kernels) register their
-   * release here, in dependency order, as they are added. */
-  (void)s;
-}
-
 void session_close(session_t *s, const char *reason)
 {
   if (s->closing)
@@ -59,7 +54,7 @@ void session_close(session_t *s, const char *reason)
            (unsigned long long)s->requests);
   list_remove(&s->node);
   s->d->nsessions--;
-  release_resources(s);
+  objects_release_session(s);
   uv_read_stop((uv_stream_t *)&s->pipe);
   uv_close((uv_handle_t *)&s->pipe, close_cb);
 }
@@ -69,9 +64,10 @@ static void write_cb(uv_write_t *req, int status)
   write_req_t *w = (write_req_t *)req;
   session_t *s = w->s;
 
-  s->out_queued -= w->buf.len;
+  s->out_queued -= w->bytes;
   s->out_progress_ms = uv_now(s->d->loop);
-  free(w->buf.base);
+  free(w->bufs[0].base);
+  free(w->bufs[1].base);
   free(w);
   if (status < 0 && !s->closing) {
     char why[128];
@@ -81,41 +77,47 @@ static void write_cb(uv_write_t *req, int status)
   session_decref(s);
 }
 
-void session_send(session_t *s, char *data, size_t len)
+void session_send(session_t *s, char *data, size_t len, void *tail,
+                  size_t tail_len)
 {
-  write_req_t *w;
+  write_req_t *w = NULL;
+  size_t bytes = len + tail_len;
   int rc;
 
-  if (s->closing) {
-    free(data);
-    return;
-  }
-  if (s->out_queued + len > s->d->cfg.output_cap) {
-    free(data);
+  if (s->closing)
+    goto drop;
+  if (s->out_queued + bytes > s->d->cfg.output_cap) {
     session_close(s, "output cap exceeded: the client is not reading its "
                      "replies");
-    return;
+    goto drop;
   }
   w = malloc(sizeof(*w));
   if (w == NULL) {
-    free(data);
     session_close(s, "out of memory queueing a reply");
-    return;
+    goto drop;
   }
   w->s = s;
-  w->buf = uv_buf_init(data, (unsigned)len);
+  w->bytes = bytes;
+  w->bufs[0] = uv_buf_init(data, (unsigned)len);
+  w->bufs[1] = uv_buf_init(tail, (unsigned)tail_len);
   if (s->out_queued == 0)
     s->out_progress_ms = uv_now(s->d->loop);
-  s->out_queued += len;
+  s->out_queued += bytes;
   session_incref(s);
-  rc = uv_write(&w->req, (uv_stream_t *)&s->pipe, &w->buf, 1, write_cb);
+  rc = uv_write(&w->req, (uv_stream_t *)&s->pipe, w->bufs, tail ? 2 : 1,
+                write_cb);
   if (rc < 0) {
-    s->out_queued -= len;
-    free(data);
+    s->out_queued -= bytes;
     free(w);
     session_decref(s);
     session_close(s, uv_strerror(rc));
+    goto drop;
   }
+  return;
+
+drop:
+  free(data);
+  free(tail);
 }
 
 void session_check_stalls(daemon_t *d)

@@ -43,6 +43,14 @@ typedef struct session {
   size_t out_queued;        /* reply bytes handed to libuv, not yet written */
   uint64_t out_progress_ms; /* last time output moved (or became non-empty) */
   handle_table_t handles;
+  int device; /* current device (global id) */
+  struct default_stream {
+    struct stream *st;     /* NULL until first used */
+    uint64_t handle;       /* its handle (the client cannot destroy it) */
+  } * defaults;            /* per device, indexed by global id */
+  uint64_t mem_used;       /* bytes allocated, for the quota */
+  struct profile *profile; /* records while profiling is on, else NULL */
+  uint32_t profile_gen;    /* profiling periods so far */
 } session_t;
 
 /* Accept a new connection from @p server_stream. Logs and drops it on
@@ -56,11 +64,14 @@ void session_close(session_t *s, const char *reason);
 void session_incref(session_t *s);
 void session_decref(session_t *s);
 
-/* Queue @p len bytes of @p data (malloc'd; ownership passes to the
- * session, which frees it after the write) as one reply. A closing session
- * frees the bytes and drops the reply. May close the session if its output
- * cap is exceeded. */
-void session_send(session_t *s, char *data, size_t len);
+/* Queue one reply: @p len bytes of @p data followed by @p tail_len bytes of
+ * @p tail (NULL for none), both malloc'd; ownership passes to the session,
+ * which frees them after the write. A large payload travels as the tail so
+ * it is never copied into the packed reply. A closing session frees the
+ * bytes and drops the reply. May close the session if its output cap is
+ * exceeded. */
+void session_send(session_t *s, char *data, size_t len, void *tail,
+                  size_t tail_len);
 
 /* A reply to one request left the dispatcher: count it, and resume
  * reading and processing if the session was throttled. */

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "device.h"
 #include "log.h"
 #include "methods.h"
 

@@ -1,14 +1,79 @@
-/* daemon/methods/methods.h: the handlers, one file per method family. The
- * table that names them is in dispatch.c. */
+/* daemon/methods/methods.h: the handlers, one file per method family, and
+ * the argument helpers they share. The table that names them is in
+ * dispatch.c. */
 #ifndef HIPD_METHODS_H
 #define HIPD_METHODS_H
 
+#include "device.h"
 #include "dispatch.h"
+#include "objects.h"
 
 /* core.c: handshake and daemon/session introspection */
 int m_hello(call_t *c);
 int m_ping(call_t *c);
 int m_daemon_info(call_t *c);
 int m_session_info(call_t *c);
+
+/* device.c: backend identity and devices */
+int m_backend_info(call_t *c);
+int m_device_count(call_t *c);
+int m_device_list(call_t *c);
+int m_device_get(call_t *c);
+int m_device_set_current(call_t *c);
+int m_device_current(call_t *c);
+int m_device_synchronize(call_t *c);
+
+/* stream.c */
+int m_stream_create(call_t *c);
+int m_stream_destroy(call_t *c);
+int m_stream_synchronize(call_t *c);
+int m_stream_query(call_t *c);
+int m_stream_default(call_t *c);
+
+/* memory.c */
+int m_mem_alloc(call_t *c);
+int m_mem_alloc_custom(call_t *c);
+int m_mem_free(call_t *c);
+int m_mem_write(call_t *c);
+int m_mem_write_async(call_t *c);
+int m_mem_read(call_t *c);
+int m_mem_read_async(call_t *c);
+int m_mem_copy(call_t *c);
+int m_mem_copy_async(call_t *c);
+int m_mem_memset(call_t *c);
+int m_mem_memset_async(call_t *c);
+int m_mem_size(call_t *c);
+int m_mem_info(call_t *c);
+
+/* event.c */
+int m_event_create(call_t *c);
+int m_event_destroy(call_t *c);
+int m_event_record(call_t *c);
+int m_event_query(call_t *c);
+int m_event_synchronize(call_t *c);
+int m_event_elapsed(call_t *c);
+
+/* profile.c */
+int m_profile_enable(call_t *c);
+int m_profile_disable(call_t *c);
+int m_session_profile(call_t *c);
+
+/* ---- helpers (common.c) ---- */
+
+/* Param @p i as a device id; absent or nil means the session's current
+ * device. Answers the call on error. */
+int arg_device(call_t *c, unsigned i, device_t **dev);
+/* The session's default stream on @p dev, created on first use. */
+int default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h);
+/* Param @p i as a stream handle of this session. */
+int arg_stream(call_t *c, unsigned i, stream_t **st, uint64_t *h);
+/* Param @p i as a buffer handle of this session. */
+int arg_buffer(call_t *c, unsigned i, const char *what, buffer_t **b);
+/* Check that [off, off + len) lies inside @p b; the error names both
+ * numbers and the buffer size. */
+int check_range(call_t *c, const char *what, const buffer_t *b, uint64_t off,
+                uint64_t len);
+/* Defer @p c for an op; NULL (call answered) when out of memory. */
+op_t *op_prepare(call_t *c, op_kind_t kind, stream_t *st, uint64_t sh);
 
 #endif

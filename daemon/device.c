@@ -1,0 +1,176 @@
+/* daemon/device.c: device enumeration, selection and global ids. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+#include "hipd.h"
+#include "log.h"
+
+#define MAX_DEVICES 64
+
+static device_t *devices[MAX_DEVICES];
+static int ndevices;
+
+const char *const *daemon_features(void)
+{
+  static const char *features[4];
+
+  if (features[0] == NULL) {
+    int n = 0;
+#ifdef HAVE_HIP
+    static char hip[32];
+    snprintf(hip, sizeof(hip), "hip-%s", HIPD_HIP_PLATFORM);
+    features[n++] = hip;
+#endif
+    features[n++] = "cpu";
+    features[n] = NULL;
+  }
+  return features;
+}
+
+/* Does @p spec select device @p local of driver @p name? */
+static int selected(const char *spec, const char *name, int local)
+{
+  char buf[256], *save = NULL;
+
+  if (spec == NULL || strcmp(spec, "all") == 0)
+    return 1;
+  snprintf(buf, sizeof(buf), "%s", spec);
+  for (char *tok = strtok_r(buf, ",", &save); tok != NULL;
+       tok = strtok_r(NULL, ",", &save)) {
+    char *colon = strchr(tok, ':');
+    if (colon == NULL) {
+      if (strcmp(tok, name) == 0)
+        return 1;
+    } else {
+      *colon = '\0';
+      if (strcmp(tok, name) == 0 && atoi(colon + 1) == local)
+        return 1;
+    }
+  }
+  return 0;
+}
+
+/* Reject words in @p spec that name no compiled-in driver. */
+static int check_spec(const char *spec, char *err, size_t errlen)
+{
+  char buf[256], *save = NULL;
+
+  if (spec == NULL || strcmp(spec, "all") == 0)
+    return 0;
+  if (strlen(spec) >= sizeof(buf)) {
+    snprintf(err, errlen, "--devices: list too long");
+    return HIPD_EINVAL;
+  }
+  snprintf(buf, sizeof(buf), "%s", spec);
+  for (char *tok = strtok_r(buf, ",", &save); tok != NULL;
+       tok = strtok_r(NULL, ",", &save)) {
+    char *colon = strchr(tok, ':');
+    char *end = NULL;
+    int known = 0;
+    if (colon != NULL) {
+      *colon = '\0';
+      long v = strtol(colon + 1, &end, 10);
+      if (end == colon + 1 || *end != '\0' || v < 0 || v >= MAX_DEVICES) {
+        snprintf(err, errlen, "--devices: bad device index in '%s:%s'", tok,
+                 colon + 1);
+        return HIPD_EINVAL;
+      }
+    }
+    for (driver_t **d = drivers_compiled(); *d != NULL; d++)
+      known |= strcmp((*d)->name, tok) == 0;
+    if (!known) {
+      snprintf(err, errlen, "--devices: no driver '%s' in this build", tok);
+      return HIPD_EINVAL;
+    }
+  }
+  return 0;
+}
+
+int device_bind(void *arg)
+{
+  device_t *dev = arg;
+
+  return dev->drv->bind_thread(dev->drv, dev->local);
+}
+
+int devices_init(const char *spec, char *err, size_t errlen)
+{
+  int rc = check_spec(spec, err, errlen);
+
+  if (rc != 0)
+    return rc;
+  for (driver_t **dp = drivers_compiled(); *dp != NULL; dp++) {
+    driver_t *drv = *dp;
+    int count = 0;
+
+    rc = drv->init(drv, &count);
+    if (rc != 0) {
+      log_warn(0, "driver %s unavailable: %s", drv->name, drv_last_error());
+      continue;
+    }
+    log_info(0, "driver %s (%s): %d device%s", drv->name, drv->platform, count,
+             count == 1 ? "" : "s");
+    for (int i = 0; i < count && ndevices < MAX_DEVICES; i++) {
+      device_t *dev;
+      char tname[32];
+
+      if (!selected(spec, drv->name, i))
+        continue;
+      dev = calloc(1, sizeof(*dev));
+      if (dev == NULL)
+        return HIPD_ENOMEM;
+      dev->drv = drv;
+      dev->local = i;
+      dev->id = ndevices;
+      rc = drv->get_caps(drv, i, &dev->caps);
+      if (rc != 0) {
+        log_warn(0, "%s:%d skipped: %s", drv->name, i, drv_last_error());
+        free(dev);
+        continue;
+      }
+      snprintf(tname, sizeof(tname), "hipd-svc%d", dev->id);
+      dev->service = exec_create(tname, device_bind, dev);
+      if (dev->service == NULL) {
+        free(dev);
+        snprintf(err, errlen, "cannot start a worker thread");
+        return HIPD_ENOMEM;
+      }
+      devices[ndevices++] = dev;
+      log_info(0, "device %d: %s:%d %s (%s, %llu MiB)", dev->id, drv->name, i,
+               dev->caps.name, dev->caps.arch,
+               (unsigned long long)(dev->caps.total_global_mem >> 20));
+    }
+  }
+  if (ndevices == 0) {
+    snprintf(err, errlen, "no devices to serve%s%s",
+             spec ? " with --devices " : "", spec ? spec : "");
+    return HIPD_ENODEV;
+  }
+  return 0;
+}
+
+void devices_shutdown(void)
+{
+  for (int i = 0; i < ndevices; i++) {
+    exec_destroy(devices[i]->service);
+    free(devices[i]);
+    devices[i] = NULL;
+  }
+  ndevices = 0;
+  for (driver_t **dp = drivers_compiled(); *dp != NULL; dp++)
+    (*dp)->shutdown(*dp);
+}
+
+int devices_count(void)
+{
+  return ndevices;
+}
+
+device_t *device_get(int id)
+{
+  return id >= 0 && id < ndevices ? devices[id] : NULL;
+}

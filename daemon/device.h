@@ -1,0 +1,43 @@
+/* daemon/device.h: the devices hipd serves, with global ids.
+ *
+ * At start every device of every compiled-in driver is enumerated (HIP
+ * devices first, then the CPU device) and, after --devices filtering,
+ * numbered from 0. Each device has a service executor for blocking
+ * housekeeping (allocation, frees, creating streams and events).
+ */
+#ifndef HIPD_DEVICE_H
+#define HIPD_DEVICE_H
+
+#include <stdint.h>
+
+#include "drivers/driver.h"
+#include "executor.h"
+
+typedef struct device {
+  int id; /* global id */
+  driver_t *drv;
+  int local; /* index within the driver */
+  dev_caps_t caps;
+  executor_t *service; /* blocking housekeeping for this device */
+  uint64_t allocated;  /* bytes hipd holds on it (loop thread) */
+  uint32_t buffers;    /* live allocations (loop thread) */
+} device_t;
+
+/* Enumerate and select devices. @p spec is NULL or "all", or a comma list
+ * of "hip", "cpu", "hip:N", "cpu:N" (N: the driver's own index). On error
+ * @p err gets a message. @return 0 or a negative code. */
+int devices_init(const char *spec, char *err, size_t errlen);
+/* Stop the service executors (blocking; at exit). */
+void devices_shutdown(void);
+int devices_count(void);
+/* The device with global id @p id, or NULL. */
+device_t *device_get(int id);
+
+/* Bind the calling worker thread to device @p dev (a device_t *): the
+ * executor bind hook. */
+int device_bind(void *dev);
+
+/* "cpu", "hip-amd", "hip-nvidia": the compiled-in drivers, NULL-ended. */
+const char *const *daemon_features(void);
+
+#endif

@@ -1,0 +1,123 @@
+/* daemon/drivers/driver.h: the interface every device driver implements.
+ *
+ * A driver is a table of functions (driver_t). Two exist: "hip" (the HIP
+ * runtime, on AMD or on NVIDIA through HIP's nvidia platform) and "cpu" (the
+ * host as a device). The layers above (devices.c, executors, methods) call
+ * only this interface; a driver never calls back into sessions or methods.
+ *
+ * Threads: a driver is called from the daemon's worker threads, never from
+ * the loop thread except where a function says it is non-blocking. Calls
+ * on one driver stream come from one thread at a time, in order.
+ *
+ * Errors: functions return 0 or a negative HIPD_E* code; on failure they
+ * describe the problem with drv_set_error() (thread-local), which the caller
+ * reads with drv_last_error().
+ */
+#ifndef HIPD_DRIVER_H
+#define HIPD_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The capabilities record of a device (the Backend API's, plus identity). */
+typedef struct dev_caps {
+  char name[256];
+  char arch[64]; /* "sm_90", "gfx90a", "host-x86_64" */
+  int max_threads_per_block;
+  int max_block_dims[3];
+  int max_grid_dims[3];
+  uint64_t shared_mem_per_block;
+  uint64_t total_global_mem;
+  int cc_major, cc_minor; /* compute capability, or gfx version */
+  int supports_fp64;
+  int supports_atomics;
+  int warp_size;
+  int max_registers_per_block;
+  int clock_rate_khz;
+  int multiprocessor_count;
+  int is_cpu;
+  int pci_bus_id; /* -1 when not a PCI device */
+} dev_caps_t;
+
+/* Device memory as the driver hands it out. */
+typedef struct drv_mem {
+  void *ptr;   /* device address (host address on the CPU device) */
+  size_t size; /* bytes */
+  int fd;      /* CPU device: the memfd backing it, else -1 */
+} drv_mem_t;
+
+/* Called when a stream reaches a point (see stream_notify). It runs on a
+ * driver or worker thread and must only hand the news on (no driver
+ * calls). @p status is 0 or a negative code. */
+typedef void (*drv_notify_fn)(void *arg, int status);
+
+typedef struct driver driver_t;
+struct driver {
+  const char *name;     /* "hip" or "cpu" */
+  const char *platform; /* "amd", "nvidia", "host" */
+
+  /* Start the driver and count its devices. Called once, on the main
+   * thread, before the loop runs. A driver with no devices returns 0 with
+   * *count = 0 (not an error). */
+  int (*init)(driver_t *drv, int *count);
+  void (*shutdown)(driver_t *drv);
+  /* Capabilities of device @p dev (0-based within the driver). */
+  int (*get_caps)(driver_t *drv, int dev, dev_caps_t *caps);
+  /* Free and total memory of the device, in bytes. */
+  int (*mem_info)(driver_t *drv, int dev, uint64_t *free_b, uint64_t *total);
+  /* Bind the calling thread to @p dev (HIP: hipSetDevice). Every worker
+   * thread calls it once before anything else. */
+  int (*bind_thread)(driver_t *drv, int dev);
+
+  int (*mem_alloc)(driver_t *drv, int dev, size_t size, drv_mem_t *out);
+  int (*mem_free)(driver_t *drv, int dev, drv_mem_t *mem);
+
+  /* Streams: an ordered queue of device work. */
+  int (*stream_create)(driver_t *drv, int dev, void **stream);
+  int (*stream_destroy)(driver_t *drv, int dev, void *stream);
+  /* Enqueue work on @p stream (may complete before returning, as on the
+   * CPU device). Host memory passed in must stay valid until the stream
+   * reaches the operation. @p stream may be NULL: the device's null
+   * stream, used by cross-device copies followed by stream_sync(NULL). */
+  int (*copy_h2d)(driver_t *drv, void *stream, void *dst, const void *src,
+                  size_t n);
+  int (*copy_d2h)(driver_t *drv, void *stream, void *dst, const void *src,
+                  size_t n);
+  int (*copy_d2d)(driver_t *drv, void *stream, void *dst, const void *src,
+                  size_t n);
+  int (*memset)(driver_t *drv, void *stream, void *dst, int value, size_t n);
+  /* 0 if all work enqueued on @p stream has completed, HIPD_ENOTREADY if
+   * not. Does not block. */
+  int (*stream_query)(driver_t *drv, void *stream);
+  /* Block until all work enqueued on @p stream has completed. */
+  int (*stream_sync)(driver_t *drv, void *stream);
+  /* Arrange for fn(arg, status) once all work enqueued so far on @p stream
+   * has completed. Does not block. */
+  int (*stream_notify)(driver_t *drv, void *stream, drv_notify_fn fn,
+                       void *arg);
+
+  /* Events: a timing mark on a stream. */
+  int (*event_create)(driver_t *drv, int dev, void **event);
+  int (*event_destroy)(driver_t *drv, int dev, void *event);
+  /* Enqueue the mark on @p stream. */
+  int (*event_record)(driver_t *drv, void *event, void *stream);
+  /* Milliseconds between two completed marks (non-blocking). */
+  int (*event_elapsed)(driver_t *drv, void *start, void *stop, float *ms);
+
+  void *priv; /* the driver's own state */
+};
+
+/* The drivers compiled in, NULL-terminated, HIP first. */
+driver_t **drivers_compiled(void);
+
+driver_t *driver_cpu(void);
+#ifdef HAVE_HIP
+driver_t *driver_hip(void);
+#endif
+
+/* Describe the current thread's last driver failure (printf-style). */
+void drv_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The current thread's last driver failure text ("" if none). */
+const char *drv_last_error(void);
+
+#endif

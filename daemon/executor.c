@@ -1,0 +1,236 @@
+/* daemon/executor.c: serial task queues on worker threads, and the uv_async
+ * bridge that runs completions on the loop thread. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor.h"
+#include "log.h"
+
+struct executor {
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  task_t *head, *tail; /* queued, not yet started */
+  uint32_t pending;    /* queued + running; read on the loop thread */
+  int stopping;        /* no more tasks after the queue drains */
+  int (*bind)(void *);
+  void *bind_arg;
+  char name[32];
+  void (*on_gone)(void *);
+  void *gone_arg;
+  task_t retire_task; /* posted to the loop when the thread has ended */
+};
+
+/* ---------------------------------------------------------------- bridge */
+
+static uint32_t outstanding; /* loop thread only */
+
+uint32_t exec_outstanding(void)
+{
+  return outstanding;
+}
+
+static struct {
+  uv_async_t async;
+  pthread_mutex_t mu;
+  task_t *head, *tail;
+  int ready;
+} bridge = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void bridge_cb(uv_async_t *a)
+{
+  task_t *list;
+
+  (void)a;
+  pthread_mutex_lock(&bridge.mu);
+  list = bridge.head;
+  bridge.head = bridge.tail = NULL;
+  pthread_mutex_unlock(&bridge.mu);
+  while (list != NULL) {
+    task_t *t = list;
+    list = t->next;
+    t->next = NULL;
+    outstanding--;
+    t->done(t);
+  }
+}
+
+int exec_bridge_init(uv_loop_t *loop)
+{
+  int rc = uv_async_init(loop, &bridge.async, bridge_cb);
+
+  if (rc == 0)
+    bridge.ready = 1;
+  return rc;
+}
+
+void exec_bridge_close(void)
+{
+  if (bridge.ready) {
+    bridge.ready = 0;
+    uv_close((uv_handle_t *)&bridge.async, NULL);
+  }
+}
+
+void task_expect(task_t *t)
+{
+  (void)t;
+  outstanding++;
+}
+
+void task_complete(task_t *t)
+{
+  t->next = NULL;
+  pthread_mutex_lock(&bridge.mu);
+  if (bridge.tail)
+    bridge.tail->next = t;
+  else
+    bridge.head = t;
+  bridge.tail = t;
+  pthread_mutex_unlock(&bridge.mu);
+  uv_async_send(&bridge.async);
+}
+
+void task_fail(task_t *t, int status, const char *fmt, ...)
+{
+  va_list ap;
+
+  t->status = status;
+  va_start(ap, fmt);
+  vsnprintf(t->err, sizeof(t->err), fmt, ap);
+  va_end(ap);
+}
+
+/* -------------------------------------------------------------- executors */
+
+static void *worker_main(void *arg)
+{
+  executor_t *ex = arg;
+  int bound = ex->bind ? ex->bind(ex->bind_arg) : 0;
+
+  if (bound != 0)
+    log_error(0, "executor %s: cannot bind its device (%d)", ex->name, bound);
+  for (;;) {
+    task_t *t;
+
+    pthread_mutex_lock(&ex->mu);
+    while (ex->head == NULL && !ex->stopping)
+      pthread_cond_wait(&ex->cv, &ex->mu);
+    t = ex->head;
+    if (t == NULL) {
+      pthread_mutex_unlock(&ex->mu);
+      break;
+    }
+    ex->head = t->next;
+    if (ex->head == NULL)
+      ex->tail = NULL;
+    pthread_mutex_unlock(&ex->mu);
+
+    t->next = NULL;
+    t->hold = 0;
+    if (bound != 0)
+      task_fail(t, bound, "the device could not be bound to its worker");
+    else
+      t->run(t);
+    __atomic_sub_fetch(&ex->pending, 1, __ATOMIC_RELEASE);
+    if (!t->hold)
+      task_complete(t);
+  }
+  if (ex->on_gone != NULL)
+    task_complete(&ex->retire_task);
+  return NULL;
+}
+
+static void retire_done(task_t *t)
+{
+  executor_t *ex =
+      (executor_t *)((char *)t - offsetof(executor_t, retire_task));
+  void (*fn)(void *) = ex->on_gone;
+  void *arg = ex->gone_arg;
+
+  pthread_join(ex->thread, NULL);
+  pthread_mutex_destroy(&ex->mu);
+  pthread_cond_destroy(&ex->cv);
+  free(ex);
+  fn(arg);
+}
+
+executor_t *exec_create(const char *name, int (*bind)(void *), void *bind_arg)
+{
+  executor_t *ex = calloc(1, sizeof(*ex));
+  pthread_attr_t attr;
+  int rc;
+
+  if (ex == NULL)
+    return NULL;
+  pthread_mutex_init(&ex->mu, NULL);
+  pthread_cond_init(&ex->cv, NULL);
+  ex->bind = bind;
+  ex->bind_arg = bind_arg;
+  snprintf(ex->name, sizeof(ex->name), "%s", name);
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 512 * 1024);
+  rc = pthread_create(&ex->thread, &attr, worker_main, ex);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    pthread_mutex_destroy(&ex->mu);
+    pthread_cond_destroy(&ex->cv);
+    free(ex);
+    return NULL;
+  }
+  pthread_setname_np(ex->thread, ex->name);
+  return ex;
+}
+
+void exec_submit(executor_t *ex, task_t *t)
+{
+  t->next = NULL;
+  t->status = 0;
+  t->err[0] = '\0';
+  outstanding++;
+  __atomic_add_fetch(&ex->pending, 1, __ATOMIC_RELAXED);
+  pthread_mutex_lock(&ex->mu);
+  if (ex->tail)
+    ex->tail->next = t;
+  else
+    ex->head = t;
+  ex->tail = t;
+  pthread_cond_signal(&ex->cv);
+  pthread_mutex_unlock(&ex->mu);
+}
+
+uint32_t exec_pending(const executor_t *ex)
+{
+  return __atomic_load_n(&ex->pending, __ATOMIC_ACQUIRE);
+}
+
+static void exec_stop(executor_t *ex)
+{
+  pthread_mutex_lock(&ex->mu);
+  ex->stopping = 1;
+  pthread_cond_signal(&ex->cv);
+  pthread_mutex_unlock(&ex->mu);
+}
+
+void exec_destroy(executor_t *ex)
+{
+  exec_stop(ex);
+  pthread_join(ex->thread, NULL);
+  pthread_mutex_destroy(&ex->mu);
+  pthread_cond_destroy(&ex->cv);
+  free(ex);
+}
+
+void exec_retire(executor_t *ex, void (*on_gone)(void *arg), void *arg)
+{
+  ex->on_gone = on_gone;
+  ex->gone_arg = arg;
+  ex->retire_task.done = retire_done;
+  outstanding++;
+  exec_stop(ex);
+}

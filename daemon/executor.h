@@ -1,0 +1,66 @@
+/* daemon/executor.h: worker threads that run device work in order, and the
+ * bridge that brings their results back to the loop thread.
+ *
+ * An executor is one serial queue with its own thread: each stream has one
+ * (so streams overlap and a blocking driver call delays only its stream),
+ * and each device has one for blocking housekeeping (allocation, frees,
+ * creating streams and events). The loop thread submits tasks; the worker
+ * runs them in order; each task's done() then runs on the loop thread, in
+ * the order the tasks completed. The loop never waits on a worker.
+ */
+#ifndef HIPD_EXECUTOR_H
+#define HIPD_EXECUTOR_H
+
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct task task_t;
+typedef struct executor executor_t;
+
+struct task {
+  /* Runs on the worker. It may set t->hold to keep the task from
+   * completing when run() returns; it must then call task_complete()
+   * exactly once later (from any thread). */
+  void (*run)(task_t *t);
+  /* Runs on the loop thread after completion. Owns the task's memory. */
+  void (*done)(task_t *t);
+  task_t *next;  /* queue link */
+  int status;    /* 0 or a negative HIPD_E* code, set by run() */
+  int hold;      /* see run() */
+  char err[256]; /* message for a failed status */
+};
+
+/* Start the loop bridge (once, on the loop thread). */
+int exec_bridge_init(uv_loop_t *loop);
+/* Close the bridge's async handle (at shutdown). */
+void exec_bridge_close(void);
+
+/* Create an executor whose worker first calls @p bind(bind_arg) (for
+ * example to make a device current on the thread). @p name names the
+ * thread. @return NULL if the thread cannot be started. */
+executor_t *exec_create(const char *name, int (*bind)(void *), void *bind_arg);
+/* Queue @p t to run after every task submitted before it. Loop thread. */
+void exec_submit(executor_t *ex, task_t *t);
+/* Finish the queue, stop and join the thread, free the executor. Tasks
+ * already queued run first. Blocking: only at shutdown or from a worker. */
+void exec_destroy(executor_t *ex);
+/* Stop after the queued tasks, from the loop thread, without blocking: the
+ * thread exits and is joined by the bridge, then @p on_gone runs on the
+ * loop thread. */
+void exec_retire(executor_t *ex, void (*on_gone)(void *arg), void *arg);
+/* Tasks submitted whose done() has not run yet, plus executors retiring:
+ * the daemon exits only when this is 0 (or its shutdown time is up). */
+uint32_t exec_outstanding(void);
+/* Tasks queued or running. */
+uint32_t exec_pending(const executor_t *ex);
+
+/* Count @p t as outstanding although it is never submitted: it will be
+ * completed with task_complete() by a driver callback. Loop thread. */
+void task_expect(task_t *t);
+/* Complete a held task (any thread): its done() will run on the loop. */
+void task_complete(task_t *t);
+/* Fail a task from run(): set status and a printf-formatted message. */
+void task_fail(task_t *t, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

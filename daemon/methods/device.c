@@ -1,0 +1,285 @@
+/* daemon/methods/device.c: backend identity and devices. */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "methods.h"
+
+/* The Backend API's identity: a JIT backend named "hip". */
+int m_backend_info(call_t *c)
+{
+  const char *const *f = daemon_features();
+  uint32_t nf = 0;
+  msgpack_packer *pk = call_result(c);
+  int major = 0, minor = 0, patch = 0;
+
+  while (f[nf] != NULL)
+    nf++;
+  sscanf(PACKAGE_VERSION, "%d.%d.%d", &major, &minor, &patch);
+  msgpack_pack_map(pk, 5);
+  proto_pack_cstr(pk, "name");
+  proto_pack_cstr(pk, "hip");
+  proto_pack_cstr(pk, "version");
+  msgpack_pack_array(pk, 3);
+  msgpack_pack_int(pk, major);
+  msgpack_pack_int(pk, minor);
+  msgpack_pack_int(pk, patch);
+  proto_pack_cstr(pk, "available");
+  msgpack_pack_object(pk, (msgpack_object){.type = MSGPACK_OBJECT_BOOLEAN,
+                                           .via.boolean = devices_count() > 0});
+  proto_pack_cstr(pk, "execution_model");
+  proto_pack_cstr(pk, "jit");
+  proto_pack_cstr(pk, "drivers");
+  msgpack_pack_array(pk, nf);
+  for (uint32_t i = 0; i < nf; i++)
+    proto_pack_cstr(pk, f[i]);
+  return 0;
+}
+
+int m_device_count(call_t *c)
+{
+  msgpack_pack_int(call_result(c), devices_count());
+  return 0;
+}
+
+static void pack_bool(msgpack_packer *pk, const char *key, int v)
+{
+  proto_pack_cstr(pk, key);
+  if (v)
+    msgpack_pack_true(pk);
+  else
+    msgpack_pack_false(pk);
+}
+
+static void pack_int(msgpack_packer *pk, const char *key, int64_t v)
+{
+  proto_pack_cstr(pk, key);
+  msgpack_pack_int64(pk, v);
+}
+
+static void pack_dims(msgpack_packer *pk, const char *key, const int *d)
+{
+  proto_pack_cstr(pk, key);
+  msgpack_pack_array(pk, 3);
+  for (int i = 0; i < 3; i++)
+    msgpack_pack_int(pk, d[i]);
+}
+
+/* The device record; with memory figures when @p free_b is not NULL. */
+static void pack_device(msgpack_packer *pk, const device_t *dev,
+                        const uint64_t *free_b, const uint64_t *total)
+{
+  const dev_caps_t *k = &dev->caps;
+
+  msgpack_pack_map(pk, free_b ? 8 : 7);
+  pack_int(pk, "id", dev->id);
+  proto_pack_cstr(pk, "name");
+  proto_pack_cstr(pk, k->name);
+  proto_pack_cstr(pk, "driver");
+  proto_pack_cstr(pk, dev->drv->name);
+  proto_pack_cstr(pk, "platform");
+  proto_pack_cstr(pk, dev->drv->platform);
+  proto_pack_cstr(pk, "arch");
+  proto_pack_cstr(pk, k->arch);
+  pack_bool(pk, "is_cpu", k->is_cpu);
+  proto_pack_cstr(pk, "capabilities");
+  msgpack_pack_map(pk, 15);
+  pack_int(pk, "max_threads_per_block", k->max_threads_per_block);
+  pack_dims(pk, "max_block_dims", k->max_block_dims);
+  pack_dims(pk, "max_grid_dims", k->max_grid_dims);
+  pack_int(pk, "shared_mem_per_block", (int64_t)k->shared_mem_per_block);
+  pack_int(pk, "total_global_mem", (int64_t)k->total_global_mem);
+  proto_pack_cstr(pk, "compute_capability");
+  msgpack_pack_array(pk, 2);
+  msgpack_pack_int(pk, k->cc_major);
+  msgpack_pack_int(pk, k->cc_minor);
+  pack_bool(pk, "supports_fp64", k->supports_fp64);
+  pack_bool(pk, "supports_atomics", k->supports_atomics);
+  pack_int(pk, "warp_size", k->warp_size);
+  pack_int(pk, "max_registers_per_block", k->max_registers_per_block);
+  pack_int(pk, "clock_rate_khz", k->clock_rate_khz);
+  pack_int(pk, "multiprocessor_count", k->multiprocessor_count);
+  pack_bool(pk, "is_cpu", k->is_cpu);
+  pack_int(pk, "pci_bus_id", k->pci_bus_id);
+  proto_pack_cstr(pk, "arch");
+  proto_pack_cstr(pk, k->arch);
+  if (free_b != NULL) {
+    proto_pack_cstr(pk, "memory");
+    msgpack_pack_map(pk, 4);
+    pack_int(pk, "free", (int64_t)*free_b);
+    pack_int(pk, "total", (int64_t)*total);
+    pack_int(pk, "hipd_allocated", (int64_t)dev->allocated);
+    pack_int(pk, "hipd_buffers", dev->buffers);
+  }
+}
+
+int m_device_list(call_t *c)
+{
+  msgpack_packer *pk = call_result(c);
+  int n = devices_count();
+
+  msgpack_pack_array(pk, (uint32_t)n);
+  for (int i = 0; i < n; i++)
+    pack_device(pk, device_get(i), NULL, NULL);
+  return 0;
+}
+
+typedef struct {
+  task_t t;
+  device_t *dev;
+  call_t *call;
+  uint64_t free_b, total;
+} meminfo_task_t;
+
+static void meminfo_run(task_t *t)
+{
+  meminfo_task_t *m = (meminfo_task_t *)t;
+  driver_t *drv = m->dev->drv;
+  int rc = drv->mem_info(drv, m->dev->local, &m->free_b, &m->total);
+
+  if (rc != 0)
+    task_fail(t, rc, "cannot read the memory of device %d: %s", m->dev->id,
+              drv_last_error());
+}
+
+static void meminfo_done(task_t *t)
+{
+  meminfo_task_t *m = (meminfo_task_t *)t;
+
+  if (t->status != 0)
+    call_fail(m->call, t->status, "%s", t->err);
+  else
+    pack_device(call_result(m->call), m->dev, &m->free_b, &m->total);
+  call_finish(m->call);
+  free(m);
+}
+
+/* device.get [device?]: the record with live memory figures, read on the
+ * device's service worker (the query may block). */
+int m_device_get(call_t *c)
+{
+  device_t *dev;
+  meminfo_task_t *m;
+  int rc;
+
+  if ((rc = arg_device(c, 0, &dev)) != 0)
+    return rc;
+  m = calloc(1, sizeof(*m));
+  if (m == NULL)
+    return call_fail(c, HIPD_ENOMEM, "out of memory");
+  m->call = call_defer(c);
+  if (m->call == NULL) {
+    free(m);
+    return HIPD_ENOMEM;
+  }
+  m->dev = dev;
+  m->t.run = meminfo_run;
+  m->t.done = meminfo_done;
+  exec_submit(dev->service, &m->t);
+  return 0;
+}
+
+int m_device_set_current(call_t *c)
+{
+  device_t *dev;
+  int rc;
+
+  if (!call_arg_present(c, 0))
+    return call_fail(c, HIPD_EPARAMS, "param 0 (device) is required");
+  if ((rc = arg_device(c, 0, &dev)) != 0)
+    return rc;
+  c->s->device = dev->id;
+  msgpack_pack_nil(call_result(c));
+  return 0;
+}
+
+int m_device_current(call_t *c)
+{
+  msgpack_pack_int(call_result(c), c->s->device);
+  return 0;
+}
+
+typedef struct {
+  device_t *dev;
+  stream_t **st;
+  uint64_t *h;
+  uint32_t n, cap;
+  int nomem;
+} stream_list_t;
+
+static void collect_stream_cb(void *ctx, uint64_t h, void *obj)
+{
+  stream_list_t *l = ctx;
+  stream_t *st = obj;
+
+  if (st->dev != l->dev || l->nomem)
+    return;
+  if (l->n == l->cap) {
+    uint32_t ncap = l->cap ? l->cap * 2 : 8;
+    stream_t **a = realloc(l->st, ncap * sizeof(*a));
+    uint64_t *b = a ? realloc(l->h, ncap * sizeof(*b)) : NULL;
+    if (a != NULL)
+      l->st = a;
+    if (b == NULL) {
+      l->nomem = 1;
+      return;
+    }
+    l->h = b;
+    l->cap = ncap;
+  }
+  l->st[l->n] = st;
+  l->h[l->n++] = h;
+}
+
+/* device.synchronize [device?]: wait for every stream this session has on
+ * the device. Other sessions' work is not waited for. */
+int m_device_synchronize(call_t *c)
+{
+  stream_list_t l = {0};
+  op_t **ops = NULL;
+  struct op_group *g = NULL;
+  call_t *d;
+  uint32_t made = 0;
+  int rc;
+
+  if ((rc = arg_device(c, 0, &l.dev)) != 0)
+    return rc;
+  handles_foreach(&c->s->handles, HANDLE_STREAM, collect_stream_cb, &l);
+  if (l.nomem)
+    goto nomem;
+  if (l.n == 0) {
+    msgpack_pack_nil(call_result(c));
+    goto out;
+  }
+  ops = calloc(l.n, sizeof(*ops));
+  if (ops == NULL)
+    goto nomem;
+  for (; made < l.n; made++)
+    if ((ops[made] = op_new(OP_SYNC, l.st[made], l.h[made], NULL)) == NULL)
+      goto nomem;
+  if ((d = call_defer(c)) == NULL)
+    goto fail; /* answered */
+  if ((g = op_group_new(d, l.n)) == NULL) {
+    call_fail(d, HIPD_ENOMEM, "out of memory");
+    call_finish(d);
+    goto fail;
+  }
+  for (uint32_t i = 0; i < l.n; i++) {
+    ops[i]->group = g;
+    op_submit(ops[i]);
+  }
+  goto out;
+
+nomem:
+  call_fail(c, HIPD_ENOMEM, "out of memory");
+fail:
+  for (uint32_t i = 0; i < made; i++) {
+    stream_unref(ops[i]->st);
+    free(ops[i]);
+  }
+out:
+  free(ops);
+  free(l.st);
+  free(l.h);
+  return 0;
+}

@@ -1,0 +1,416 @@
+/* daemon/methods/memory.c: device memory: alloc, free, transfers, info. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "methods.h"
+
+/* Element kinds of mem.alloc and their sizes. */
+static const struct {
+  const char *name;
+  size_t size;
+} kinds[] = {
+    {"int8", 1},    {"uint8", 1},  {"int16", 2},   {"uint16", 2},
+    {"float16", 2}, {"int32", 4},  {"uint32", 4},  {"float32", 4},
+    {"int64", 8},   {"uint64", 8}, {"float64", 8}, {"byte", 1},
+};
+
+typedef struct {
+  task_t t;
+  call_t *call;
+  device_t *dev;
+  size_t size, elem_size;
+  buffer_t *b; /* made on the worker, so done() cannot fail to make it */
+} alloc_task_t;
+
+static void alloc_run(task_t *t)
+{
+  alloc_task_t *a = (alloc_task_t *)t;
+  driver_t *drv = a->dev->drv;
+  int rc;
+
+  a->b = calloc(1, sizeof(*a->b));
+  if (a->b == NULL) {
+    task_fail(t, HIPD_ENOMEM, "out of memory");
+    return;
+  }
+  rc = drv->mem_alloc(drv, a->dev->local, a->size, &a->b->mem);
+  if (rc != 0) {
+    free(a->b);
+    a->b = NULL;
+    task_fail(t, rc, "cannot allocate %zu bytes on device %d: %s", a->size,
+              a->dev->id, drv_last_error());
+  }
+}
+
+static void alloc_done(task_t *t)
+{
+  alloc_task_t *a = (alloc_task_t *)t;
+  call_t *c = a->call;
+  session_t *s = c->s;
+  buffer_t *b = a->b;
+  uint64_t h;
+  int rc;
+
+  if (t->status != 0) {
+    s->mem_used -= a->size;
+    call_fail(c, t->status, "%s", t->err);
+    goto out;
+  }
+  b->dev = a->dev;
+  b->elem_size = a->elem_size;
+  b->refs = 1;
+  a->dev->allocated += a->size;
+  a->dev->buffers++;
+  rc = s->closing ? HIPD_ECANCELED
+                  : handles_add(&s->handles, HANDLE_BUFFER, b, &h);
+  if (rc != 0) {
+    s->mem_used -= a->size;
+    buffer_unref(b); /* frees on the service worker */
+    call_fail(c, rc, "cannot keep the allocation: %s", hipd_strerror(rc));
+    goto out;
+  }
+  msgpack_pack_uint64(call_result(c), h);
+out:
+  call_finish(c);
+  free(a);
+}
+
+/* Allocate @p count elements of @p elem_size bytes on @p dev. */
+static int alloc_common(call_t *c, device_t *dev, uint64_t count,
+                        uint64_t elem_size)
+{
+  session_t *s = c->s;
+  uint64_t quota = s->d->cfg.mem_quota;
+  alloc_task_t *a;
+  uint64_t size;
+
+  if (count == 0 || elem_size == 0)
+    return call_fail(c, HIPD_EINVAL, "cannot allocate 0 bytes");
+  if (count > SIZE_MAX / elem_size)
+    return call_fail(c, HIPD_ENOMEM, "%llu elements of %llu bytes overflow",
+                     (unsigned long long)count, (unsigned long long)elem_size);
+  size = count * elem_size;
+  if (size > dev->caps.total_global_mem)
+    return call_fail(c, HIPD_ENOMEM,
+                     "%llu bytes exceed device %d's %llu bytes of memory",
+                     (unsigned long long)size, dev->id,
+                     (unsigned long long)dev->caps.total_global_mem);
+  if (quota != 0 && size > quota - (s->mem_used < quota ? s->mem_used : quota))
+    return call_fail(c, HIPD_EQUOTA,
+                     "%llu bytes would exceed this session's quota of %llu "
+                     "bytes (%llu in use)",
+                     (unsigned long long)size, (unsigned long long)quota,
+                     (unsigned long long)s->mem_used);
+  a = calloc(1, sizeof(*a));
+  if (a == NULL)
+    return call_fail(c, HIPD_ENOMEM, "out of memory");
+  if ((a->call = call_defer(c)) == NULL) {
+    free(a);
+    return HIPD_ENOMEM;
+  }
+  a->dev = dev;
+  a->size = (size_t)size;
+  a->elem_size = (size_t)elem_size;
+  a->t.run = alloc_run;
+  a->t.done = alloc_done;
+  /* Reserved now so that concurrent allocations cannot pass the quota. */
+  s->mem_used += size;
+  exec_submit(dev->service, &a->t);
+  return 0;
+}
+
+/* mem.alloc [count, kind, device?] -> buffer handle */
+int m_mem_alloc(call_t *c)
+{
+  char kind[16] = "";
+  uint64_t count = 0;
+  device_t *dev;
+  int rc;
+
+  if ((rc = call_arg_uint(c, 0, "count", UINT64_MAX, &count)) != 0 ||
+      (rc = call_arg_str(c, 1, "kind", kind, sizeof(kind))) != 0 ||
+      (rc = arg_device(c, 2, &dev)) != 0)
+    return rc;
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+    if (strcmp(kinds[i].name, kind) == 0)
+      return alloc_common(c, dev, count, kinds[i].size);
+  return call_fail(c, HIPD_EINVAL,
+                   "unknown element kind '%s' (int8, uint8, int16, uint16, "
+                   "float16, int32, uint32, float32, int64, uint64, float64, "
+                   "byte)",
+                   kind);
+}
+
+/* mem.alloc_custom [size, elem_size, device?] -> buffer handle: @p size
+ * elements of @p elem_size bytes (a record type's size). */
+int m_mem_alloc_custom(call_t *c)
+{
+  uint64_t count = 0, elem = 0;
+  device_t *dev;
+  int rc;
+
+  if ((rc = call_arg_uint(c, 0, "size", UINT64_MAX, &count)) != 0 ||
+      (rc = call_arg_uint(c, 1, "elem_size", UINT32_MAX, &elem)) != 0 ||
+      (rc = arg_device(c, 2, &dev)) != 0)
+    return rc;
+  return alloc_common(c, dev, count, elem);
+}
+
+/* mem.free [buffer]: the handle goes now; the memory after the work
+ * queued on it. */
+int m_mem_free(call_t *c)
+{
+  buffer_t *b;
+  uint64_t h;
+  int rc;
+
+  if ((rc = call_arg_handle(c, 0, "buffer", HANDLE_BUFFER, &h, (void **)&b)))
+    return rc;
+  handles_remove(&c->s->handles, h, HANDLE_BUFFER, NULL);
+  c->s->mem_used -= b->mem.size;
+  buffer_unref(b);
+  msgpack_pack_nil(call_result(c));
+  return 0;
+}
+
+/* The stream for a transfer on @p dev: param @p i if given (it must be on
+ * one of the devices involved), else the session's default stream of
+ * @p dev. */
+static int op_stream(call_t *c, int i, device_t *dev, device_t *other,
+                     stream_t **st, uint64_t *h)
+{
+  int rc;
+
+  if (i < 0)
+    return default_stream(c, dev, st, h);
+  if ((rc = arg_stream(c, (unsigned)i, st, h)) != 0)
+    return rc;
+  if ((*st)->dev != dev && (*st)->dev != other)
+    return call_fail(c, HIPD_EINVAL,
+                     "stream 0x%llx is on device %d; the buffer is on "
+                     "device %d",
+                     (unsigned long long)*h, (*st)->dev->id, dev->id);
+  return 0;
+}
+
+/* mem.write[_async] [buffer, offset, data, stream] */
+static int write_common(call_t *c, int stream_arg)
+{
+  buffer_t *b;
+  stream_t *st;
+  const char *data = NULL;
+  size_t len = 0;
+  uint64_t off = 0, sh;
+  op_t *op;
+  int rc;
+
+  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0 ||
+      (rc = call_arg_uint(c, 1, "offset", UINT64_MAX, &off)) != 0 ||
+      (rc = call_arg_bytes(c, 2, "data", &data, &len)) != 0)
+    return rc;
+  if (data == NULL)
+    return call_fail(c, HIPD_EPARAMS, "param 2 (data) is required");
+  if ((rc = check_range(c, "write", b, off, len)) != 0 ||
+      (rc = op_stream(c, stream_arg, b->dev, NULL, &st, &sh)) != 0)
+    return rc;
+  /* The request's bytes go when the handler returns: stage a copy. */
+  void *copy = malloc(len ? len : 1);
+  if (copy == NULL)
+    return call_fail(c, HIPD_ENOMEM, "out of memory staging %zu bytes", len);
+  memcpy(copy, data, len);
+  if ((op = op_prepare(c, OP_WRITE, st, sh)) == NULL) {
+    free(copy);
+    return HIPD_ENOMEM;
+  }
+  op->host = copy;
+  op->dst = b;
+  buffer_ref(b);
+  op->dst_off = off;
+  op->n = len;
+  op->wait = stream_arg < 0;
+  op_submit(op);
+  return 0;
+}
+
+int m_mem_write(call_t *c)
+{
+  return write_common(c, -1);
+}
+
+int m_mem_write_async(call_t *c)
+{
+  return write_common(c, 3);
+}
+
+/* mem.read[_async] [buffer, offset, length, stream] -> bin */
+static int read_common(call_t *c, int stream_arg)
+{
+  buffer_t *b;
+  stream_t *st;
+  uint64_t off = 0, len = 0, sh;
+  size_t max = c->s->d->cfg.limits.max_message;
+  op_t *op;
+  void *host;
+  int rc;
+
+  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0 ||
+      (rc = call_arg_uint(c, 1, "offset", UINT64_MAX, &off)) != 0 ||
+      (rc = call_arg_uint(c, 2, "length", UINT64_MAX, &len)) != 0)
+    return rc;
+  if ((rc = check_range(c, "read", b, off, len)) != 0)
+    return rc;
+  if (len > max)
+    return call_fail(c, HIPD_EMSGSIZE,
+                     "%llu bytes do not fit in one reply (max message %zu): "
+                     "read in parts",
+                     (unsigned long long)len, max);
+  if ((rc = op_stream(c, stream_arg, b->dev, NULL, &st, &sh)) != 0)
+    return rc;
+  host = malloc(len ? len : 1);
+  if (host == NULL)
+    return call_fail(c, HIPD_ENOMEM, "out of memory for %llu bytes",
+                     (unsigned long long)len);
+  if ((op = op_prepare(c, OP_READ, st, sh)) == NULL) {
+    free(host);
+    return HIPD_ENOMEM;
+  }
+  op->host = host;
+  op->src = b;
+  buffer_ref(b);
+  op->src_off = off;
+  op->n = len;
+  op_submit(op);
+  return 0;
+}
+
+int m_mem_read(call_t *c)
+{
+  return read_common(c, -1);
+}
+
+int m_mem_read_async(call_t *c)
+{
+  return read_common(c, 3);
+}
+
+/* mem.copy[_async] [dst, dst_offset, src, src_offset, length, stream] */
+static int copy_common(call_t *c, int stream_arg)
+{
+  buffer_t *dst, *src;
+  stream_t *st;
+  uint64_t doff = 0, soff = 0, len = 0, sh;
+  op_t *op;
+  int rc;
+
+  if ((rc = arg_buffer(c, 0, "dst", &dst)) != 0 ||
+      (rc = call_arg_uint(c, 1, "dst_offset", UINT64_MAX, &doff)) != 0 ||
+      (rc = arg_buffer(c, 2, "src", &src)) != 0 ||
+      (rc = call_arg_uint(c, 3, "src_offset", UINT64_MAX, &soff)) != 0 ||
+      (rc = call_arg_uint(c, 4, "length", UINT64_MAX, &len)) != 0)
+    return rc;
+  if ((rc = check_range(c, "copy destination", dst, doff, len)) != 0 ||
+      (rc = check_range(c, "copy source", src, soff, len)) != 0 ||
+      (rc = op_stream(c, stream_arg, dst->dev, src->dev, &st, &sh)) != 0)
+    return rc;
+  if ((op = op_prepare(c, OP_COPY, st, sh)) == NULL)
+    return HIPD_ENOMEM;
+  op->dst = dst;
+  op->src = src;
+  buffer_ref(dst);
+  buffer_ref(src);
+  op->dst_off = doff;
+  op->src_off = soff;
+  op->n = len;
+  op->wait = stream_arg < 0;
+  op_submit(op);
+  return 0;
+}
+
+int m_mem_copy(call_t *c)
+{
+  return copy_common(c, -1);
+}
+
+int m_mem_copy_async(call_t *c)
+{
+  return copy_common(c, 5);
+}
+
+/* mem.memset[_async] [buffer, offset, length, value, stream] */
+static int memset_common(call_t *c, int stream_arg)
+{
+  buffer_t *b;
+  stream_t *st;
+  uint64_t off = 0, len = 0, value = 0, sh;
+  op_t *op;
+  int rc;
+
+  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0 ||
+      (rc = call_arg_uint(c, 1, "offset", UINT64_MAX, &off)) != 0 ||
+      (rc = call_arg_uint(c, 2, "length", UINT64_MAX, &len)) != 0 ||
+      (rc = call_arg_uint(c, 3, "value", 255, &value)) != 0)
+    return rc;
+  if ((rc = check_range(c, "memset", b, off, len)) != 0 ||
+      (rc = op_stream(c, stream_arg, b->dev, NULL, &st, &sh)) != 0)
+    return rc;
+  if ((op = op_prepare(c, OP_MEMSET, st, sh)) == NULL)
+    return HIPD_ENOMEM;
+  op->dst = b;
+  buffer_ref(b);
+  op->dst_off = off;
+  op->n = len;
+  op->value = (int)value;
+  op->wait = stream_arg < 0;
+  op_submit(op);
+  return 0;
+}
+
+int m_mem_memset(call_t *c)
+{
+  return memset_common(c, -1);
+}
+
+int m_mem_memset_async(call_t *c)
+{
+  return memset_common(c, 4);
+}
+
+int m_mem_size(call_t *c)
+{
+  buffer_t *b;
+  int rc;
+
+  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0)
+    return rc;
+  msgpack_pack_uint64(call_result(c), b->mem.size);
+  return 0;
+}
+
+/* mem.info [buffer] -> {size, elem_size, count, device, device_ptr,
+ * zero_copy} */
+int m_mem_info(call_t *c)
+{
+  buffer_t *b;
+  msgpack_packer *pk;
+  int rc;
+
+  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0)
+    return rc;
+  pk = call_result(c);
+  msgpack_pack_map(pk, 6);
+  proto_pack_cstr(pk, "size");
+  msgpack_pack_uint64(pk, b->mem.size);
+  proto_pack_cstr(pk, "elem_size");
+  msgpack_pack_uint64(pk, b->elem_size);
+  proto_pack_cstr(pk, "count");
+  msgpack_pack_uint64(pk, b->mem.size / b->elem_size);
+  proto_pack_cstr(pk, "device");
+  msgpack_pack_int(pk, b->dev->id);
+  proto_pack_cstr(pk, "device_ptr");
+  msgpack_pack_uint64(pk, (uint64_t)(uintptr_t)b->mem.ptr);
+  proto_pack_cstr(pk, "zero_copy");
+  msgpack_pack_false(pk);
+  return 0;
+}
