@@ -1,0 +1,97 @@
+/* daemon/kernels/cache.h: the compiled-kernel cache, shared by all
+ * sessions, in memory and on disk, persistent across restarts.
+ *
+ * An entry is keyed by a SHA-256 of everything that changes the binary
+ * (source, options, target architecture, driver and compiler versions, our
+ * prelude version): the caller feeds those parts to a cache_keyer_t. Disk
+ * entries are written atomically (temporary file, fsync, rename) and carry
+ * a checksum verified on load; a corrupt or truncated entry is deleted and
+ * compiled again, never loaded. A size cap evicts the least recently used
+ * entries. Concurrent requests for one key cause one compilation: the
+ * others wait for it. Compilation and disk I/O run on libuv's thread pool,
+ * never on the loop thread; everything else here is loop-thread only.
+ */
+#ifndef HIPD_CACHE_H
+#define HIPD_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define CACHE_KEY_SIZE 32
+
+typedef struct {
+  uint8_t b[CACHE_KEY_SIZE];
+} cache_key_t;
+
+/* Incremental key derivation. Each part is length-prefixed, so ("ab","c")
+ * and ("a","bc") differ. */
+typedef struct cache_keyer cache_keyer_t;
+cache_keyer_t *cache_keyer_new(void);
+void cache_keyer_add(cache_keyer_t *k, const char *label, const void *data,
+                     size_t len);
+void cache_keyer_add_str(cache_keyer_t *k, const char *label, const char *s);
+/* Finish into @p out and free the keyer. */
+void cache_keyer_finish(cache_keyer_t *k, cache_key_t *out);
+/* 64 hex digits + NUL. */
+void cache_key_hex(const cache_key_t *key, char out[2 * CACHE_KEY_SIZE + 1]);
+
+/* A compiled binary, reference-counted on the loop thread so that an
+ * eviction never frees bytes a kernel still uses. */
+typedef struct cache_blob {
+  int refs;
+  size_t len;
+  unsigned char data[];
+} cache_blob_t;
+void cache_blob_ref(cache_blob_t *b);
+void cache_blob_unref(cache_blob_t *b);
+
+typedef enum {
+  CACHE_MISS = 0,   /* compiled now */
+  CACHE_HIT_MEMORY, /* found in memory */
+  CACHE_HIT_DISK,   /* loaded from disk (e.g. after a restart) */
+  CACHE_WAITED,     /* another request compiled or loaded it meanwhile */
+} cache_source_t;
+
+/* Compile on a pool thread: on success set *out (malloc'd bytes, passed to
+ * the cache) and *len and return 0; on failure return a negative code and
+ * write the compiler's log into @p log. */
+typedef int (*cache_compile_fn)(void *arg, void **out, size_t *len, char *log,
+                                size_t logsz);
+/* The answer, on the loop thread. @p blob is borrowed: take a reference to
+ * keep it. @p log is the compiler's log on failure ("" otherwise). */
+typedef void (*cache_done_fn)(void *ctx, int status, cache_blob_t *blob,
+                              cache_source_t source, const char *log);
+
+typedef struct {
+  uint64_t hits_memory, hits_disk, misses, waits;
+  uint64_t compile_failures, corrupt, evictions;
+  uint64_t entries, bytes;           /* in memory */
+  uint64_t disk_entries, disk_bytes; /* on disk */
+  uint64_t max_bytes;
+  const char *dir; /* NULL when memory-only */
+} cache_stats_t;
+
+/* Start the cache in @p dir (created if missing; NULL or "" for memory
+ * only) with a cap of @p max_bytes on disk and in memory. Scans the
+ * directory (at start-up, before the loop runs). */
+int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes, char *err,
+               size_t errlen);
+void cache_shutdown(void);
+/* The default directory: /var/cache/hipd for root, else
+ * $XDG_CACHE_HOME/hipd or ~/.cache/hipd. malloc'd. */
+char *cache_default_dir(void);
+
+/* Find @p key, or compile it with fn(arg) once. @p done runs on the loop
+ * thread: at once on a memory hit, later otherwise. @p arg must live until
+ * @p done runs (compile_arg is used only by the request that compiles). */
+void cache_get(const cache_key_t *key, cache_compile_fn fn, void *arg,
+               cache_done_fn done, void *ctx);
+/* Whether the request for @p key would be a memory hit (no side effects). */
+int cache_has(const cache_key_t *key);
+void cache_get_stats(cache_stats_t *st);
+/* Forget every entry, in memory and on disk (files removed on a pool
+ * thread). Kernels holding blobs keep them. */
+void cache_clear(void);
+
+#endif
