@@ -205,7 +205,9 @@ void dispatch_request(session_t *s, uint32_t msgid, const char *method,
   s->inflight++;
   c.nparams = params->via.array.size;
   c.m = m;
-  if (m == NULL) {
+  if (s->d->stopping) {
+    call_fail(&c, HIPD_ESHUTDOWN, "the daemon is shutting down");
+  } else if (m == NULL) {
     call_fail(&c, HIPD_ENOMETHOD, "unknown method '%.*s'",
               (int)(method_len > 64 ? 64 : method_len), method);
   } else if (s->protocol == 0 && !(m->flags & M_PREHELLO)) {

@@ -141,11 +141,14 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       free(cfg->socket_path);
       cfg->socket_path = strdup(optarg);
       break;
-    case OPT_SOCKET_MODE:
-      if (parse_size(optarg, 0, 0777, &v) != 0 || optarg[0] != '0')
+    case OPT_SOCKET_MODE: {
+      char *end;
+      long m = strtol(optarg, &end, 8);
+      if (optarg[0] < '0' || optarg[0] > '7' || *end != '\0' || m < 0 ||
+          m > 0777)
         goto bad;
-      cfg->socket_mode = (unsigned)v;
-      break;
+      cfg->socket_mode = (unsigned)m;
+    } break;
     case 'l':
       if ((lvl = log_level_parse(optarg)) < 0)
         goto bad;

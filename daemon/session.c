@@ -151,9 +151,13 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
   size_t want = s->in_len + READ_CHUNK;
 
   (void)suggested;
-  /* A message known to be large is read straight to its full size. */
-  if (s->in_need > want)
-    want = s->in_need;
+  /* A message known to be large grows the buffer by doubling towards its
+   * size, so a header that merely claims a huge message costs nothing
+   * until the bytes arrive. */
+  if (s->in_need > want) {
+    size_t dbl = s->in_cap * 2;
+    want = s->in_need < dbl ? s->in_need : (dbl > want ? dbl : want);
+  }
   if (want > s->in_cap) {
     uint8_t *n = realloc(s->in, want);
     if (n == NULL) {

@@ -32,7 +32,8 @@ int m_hello(call_t *c)
   msgpack_packer *pk;
   int rc;
 
-  if ((rc = call_arg_int(c, 0, "protocol", 0, INT32_MAX, &proto)) != 0 ||
+  if ((rc = call_arg_int(c, 0, "protocol", INT32_MIN, INT32_MAX, &proto)) !=
+          0 ||
       (rc = call_arg_str(c, 1, "client_name", name, sizeof(name))) != 0)
     return rc;
   if (proto < MIN_PROTOCOL)

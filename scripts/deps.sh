@@ -1,0 +1,88 @@
+# shellcheck shell=bash
+# scripts/deps.sh: install hipd's build dependencies on Debian 12.
+# Sourced by scripts/quickstart.sh and scripts/test.sh; defines functions and
+# the package list, runs nothing by itself.
+
+# Everything a build, `make check` and `make distcheck` need. libamdhip64-dev
+# brings the HIP headers and runtime for the AMD driver; without a GPU the
+# daemon still builds and serves its CPU device.
+HIPD_DEPS=(
+  build-essential autoconf automake libtool pkg-config
+  libuv1-dev libmsgpack-dev check libffi-dev libsystemd-dev
+  libamdhip64-dev
+)
+
+# Print a step banner so a failure is easy to place in a long log.
+hipd_step()
+{
+  printf '\n==> %s\n' "$*"
+}
+
+# Print an error and exit non-zero.
+hipd_die()
+{
+  printf 'error: %s\n' "$*" >&2
+  exit 1
+}
+
+# Is Debian package $1 installed (not merely known, or removed with its
+# configuration files left)?
+hipd_pkg_installed()
+{
+  dpkg -s "$1" 2>/dev/null | grep -qx 'Status: install ok installed'
+}
+
+# Install the packages of HIPD_DEPS that are not installed yet. apt-get update
+# runs once, and only when something is missing, so a machine that has
+# everything is not touched (and needs neither root nor the network).
+hipd_install_deps()
+{
+  local missing=() pkg
+
+  command -v dpkg >/dev/null 2>&1 ||
+    hipd_die "dpkg not found: these scripts expect Debian 12 (install the" \
+      "packages listed in scripts/deps.sh by hand elsewhere)"
+  for pkg in "${HIPD_DEPS[@]}"; do
+    hipd_pkg_installed "$pkg" || missing+=("$pkg")
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    echo "all ${#HIPD_DEPS[@]} build dependencies are installed"
+    return 0
+  fi
+  echo "missing packages: ${missing[*]}"
+  [ "$(id -u)" -eq 0 ] ||
+    hipd_die "installing packages needs root: run this script as root (or" \
+      "with sudo), or install them yourself: apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update || hipd_die "apt-get update failed"
+  apt-get install -y "${missing[@]}" ||
+    hipd_die "apt-get install failed for: ${missing[*]}"
+  for pkg in "${missing[@]}"; do
+    hipd_pkg_installed "$pkg" || hipd_die "package $pkg is still not installed"
+  done
+}
+
+# Refuse to configure out of tree when the source tree was configured in
+# place: configure would stop with a less helpful message.
+hipd_check_srcdir_clean()
+{
+  [ ! -f config.status ] ||
+    hipd_die "the source tree was configured in place (config.status exists);" \
+      "run 'make distclean' in $(pwd) first"
+}
+
+# Run ./bootstrap, then configure in build directory $1 with the remaining
+# arguments. Runs from the repository root; leaves the cwd unchanged.
+hipd_configure()
+{
+  local dir=$1
+
+  shift
+  hipd_step "bootstrap (autoreconf -fi)"
+  ./bootstrap || hipd_die "./bootstrap failed"
+  hipd_check_srcdir_clean
+  hipd_step "configure in $dir/ $*"
+  mkdir -p "$dir"
+  (cd "$dir" && ../configure "$@") ||
+    hipd_die "configure failed in $dir/ (see $dir/config.log)"
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# scripts/test.sh: the full check, as CI runs it (.ci/run): install what is
+# missing, bootstrap, configure in _build/, build, make check, make distcheck.
+# If a CUDA toolkit is in /usr/local/cuda, also configure and build (not run)
+# the HIP-on-NVIDIA variant in _build-nvidia/.
+#
+# Usage: bash scripts/test.sh
+#   JOBS=N                        make's -j (default: nproc)
+#   DISTCHECK_CONFIGURE_FLAGS=... passed to make distcheck when set
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/deps.sh
+. scripts/deps.sh
+
+JOBS=${JOBS:-$(nproc)}
+BUILD=_build
+
+# Print the logs of the tests that failed (automake's parallel harness writes
+# tests/NAME.log and tests/NAME.trs next to each test program).
+print_failed_tests()
+{
+  local trs logf found=0
+
+  shopt -s nullglob
+  for trs in "$BUILD"/tests/*.trs; do
+    if grep -Eq '^:test-result: (FAIL|ERROR|XPASS)' "$trs"; then
+      logf=${trs%.trs}.log
+      found=1
+      printf '\n---- %s ----\n' "$logf" >&2
+      cat "$logf" >&2 || true
+    fi
+  done
+  shopt -u nullglob
+  if [ "$found" -eq 0 ] && [ -f "$BUILD/test-suite.log" ]; then
+    printf '\n---- %s ----\n' "$BUILD/test-suite.log" >&2
+    cat "$BUILD/test-suite.log" >&2
+  fi
+}
+
+hipd_step "dependencies"
+hipd_install_deps
+
+hipd_configure "$BUILD"
+
+hipd_step "make -j$JOBS"
+make -C "$BUILD" -j"$JOBS" || hipd_die "the build failed"
+
+hipd_step "make check"
+if ! make -C "$BUILD" -j"$JOBS" check; then
+  print_failed_tests
+  hipd_die "make check failed (logs above)"
+fi
+
+hipd_step "make distcheck"
+distcheck_args=()
+if [ -n "${DISTCHECK_CONFIGURE_FLAGS+set}" ]; then
+  distcheck_args+=("DISTCHECK_CONFIGURE_FLAGS=$DISTCHECK_CONFIGURE_FLAGS")
+fi
+make -C "$BUILD" -j"$JOBS" distcheck "${distcheck_args[@]}" ||
+  hipd_die "make distcheck failed"
+
+# The HIP-on-NVIDIA driver only has to compile and link here: its tests need
+# an NVIDIA GPU.
+if [ -d /usr/local/cuda ]; then
+  hipd_step "HIP on NVIDIA: configure and build _build-nvidia/"
+  mkdir -p _build-nvidia
+  (cd _build-nvidia && ../configure --with-hip=nvidia --with-cuda=/usr/local/cuda) ||
+    hipd_die "configure --with-hip=nvidia failed (see _build-nvidia/config.log)"
+  make -C _build-nvidia -j"$JOBS" || hipd_die "the --with-hip=nvidia build failed"
+else
+  echo
+  echo "/usr/local/cuda not found: skipping the --with-hip=nvidia build"
+fi
+
+echo
+echo "all checks passed"
