@@ -8,7 +8,7 @@
 # daemon still builds and serves its CPU device.
 HIPD_DEPS=(
   build-essential autoconf automake libtool pkg-config
-  libuv1-dev libmsgpack-dev check libffi-dev libsystemd-dev
+  libuv1-dev libmsgpack-dev check libffi-dev libsystemd-dev libssl-dev
   libamdhip64-dev
 )
 
