@@ -185,13 +185,16 @@ long long proto_frame_scan(const proto_limits_t *lim, const uint8_t *buf,
         *reason = "message larger than the maximum message size";
         return HIPD_EMSGSIZE;
       }
-      if (n > 0) {
-        if (depth + 1 > max_depth) {
-          *reason = "values nested deeper than the maximum depth";
-          return HIPD_EPROTO;
-        }
-        left[++depth] = n;
+      /* Empty arrays and maps do not count against max_depth (see
+       * PROTOCOL.md), but msgpack-c checks its stack before it looks at
+       * the count: it has no room for one below PROTO_DEPTH_CAP open
+       * containers. */
+      if (depth + 1 > (n > 0 ? max_depth : PROTO_DEPTH_CAP)) {
+        *reason = "values nested deeper than the maximum depth";
+        return HIPD_EPROTO;
       }
+      if (n > 0)
+        left[++depth] = n;
     }
     while (depth > 0 && left[depth] == 0)
       depth--;
