@@ -129,11 +129,13 @@ HIPD_EXTERN void hipd_set_timeout(hipd_conn_t *conn, int timeout_ms);
 /* ------------------------------------------------------------ pipelining */
 
 /**
- * Every method has a synchronous form, hipd_X(conn, ...), and a pipelined
- * form, hipd_X_begin(conn, ..., &call), that sends the request and returns at
- * once. The result pointers given to the pipelined form are filled when the
- * reply arrives; they must stay valid until hipd_wait() on the call returns.
- * Replies may arrive in any order; calls may be waited for in any order.
+ * Every method has a synchronous form, hipd_X(conn, ...); those a client
+ * pipelines (ping, info, transfers, synchronisation, launches) also have a
+ * pipelined form, hipd_X_begin(conn, ..., &call), declared below, that
+ * sends the request and returns at once. The result pointers given to the
+ * pipelined form are filled when the reply arrives; they must stay valid until
+ * hipd_wait() on the call returns. Replies may arrive in any order; calls may
+ * be waited for in any order.
  *
  * Not to be confused with the stream-ordered device operations whose names
  * end in _async, as in HIP (hipd_mem_write_async: `mem.write_async`): those
@@ -332,7 +334,8 @@ HIPD_EXTERN int hipd_event_elapsed(hipd_conn_t *conn, hipd_event_t start,
 /* -------------------------------------------------------------- profiling */
 
 /** `profile.enable` / `profile.disable`: while on, every transfer and
- *  launch of the session is timed on the device. */
+ *  launch of the session is timed on the device. Disabling discards the
+ *  records: read them with hipd_session_profile() first. */
 HIPD_EXTERN int hipd_profile_enable(hipd_conn_t *conn);
 HIPD_EXTERN int hipd_profile_disable(hipd_conn_t *conn);
 /** `session.profile`: {enabled, dropped, records [{op, stream, bytes,

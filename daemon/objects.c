@@ -78,8 +78,11 @@ void buffer_ref(buffer_t *b)
 static void buffer_free_run(task_t *t)
 {
   buffer_t *b = ((obj_task_t *)t)->obj;
+  /* The driver may clear what it is given (HIP zeroes the size); done()
+   * still needs the size for the device's accounting. */
+  drv_mem_t mem = b->mem;
 
-  b->dev->drv->mem_free(b->dev->drv, b->dev->local, &b->mem);
+  b->dev->drv->mem_free(b->dev->drv, b->dev->local, &mem);
 }
 
 static void buffer_free_done(task_t *t)
@@ -391,6 +394,13 @@ static int copy_across(op_t *op)
   return rc;
 }
 
+/* Free host bytes once a stream has passed the operation reading them. */
+static void free_notify(void *arg, int status)
+{
+  (void)status;
+  free(arg);
+}
+
 static void op_run(task_t *t)
 {
   op_t *op = (op_t *)t;
@@ -462,17 +472,24 @@ static void op_run(task_t *t)
   }
   if (rc != 0) {
     task_fail(t, rc, "%s", drv_last_error());
-    return;
+    goto out;
+  }
+  if (op->kind == OP_WRITE && !wait &&
+      drv->stream_notify(drv, st->drv, free_notify, op->host) == 0) {
+    /* The device may read the staged bytes after this returns: they are
+     * freed when the stream has passed the copy. */
+    op->host = NULL;
   }
   if (op->prof)
     drv->event_record(drv, op->pev[1], st->drv);
   if (wait && (rc = drv->stream_sync(drv, st->drv)) != 0) {
     task_fail(t, rc, "the stream failed: %s", drv_last_error());
-    return;
+    goto out;
   }
   if (op->prof)
     op->prof_ok =
         drv->event_elapsed(drv, op->pev[0], op->pev[1], &op->prof_ms) == 0;
+out:
   for (int i = 0; i < 2; i++)
     if (op->pev[i] != NULL)
       drv->event_destroy(drv, dev, op->pev[i]);

@@ -48,6 +48,7 @@ typedef struct session {
     struct stream *st;     /* NULL until first used */
     uint64_t handle;       /* its handle (the client cannot destroy it) */
   } * defaults;            /* per device, indexed by global id */
+  uint32_t ndefaults;      /* default streams made (not under max_streams) */
   uint64_t mem_used;       /* bytes allocated, for the quota */
   struct profile *profile; /* records while profiling is on, else NULL */
   uint32_t profile_gen;    /* profiling periods so far */

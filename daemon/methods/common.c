@@ -44,6 +44,7 @@ int default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h)
     }
     stream_start(n, NULL, 0);
     ds->st = n;
+    s->ndefaults++;
   }
   *st = ds->st;
   *h = ds->handle;

@@ -106,7 +106,7 @@ int m_daemon_info(call_t *c)
   proto_pack_cstr(pk, "socket");
   proto_pack_cstr(pk, d->cfg.socket_path);
   proto_pack_cstr(pk, "limits");
-  msgpack_pack_map(pk, 6);
+  msgpack_pack_map(pk, 9);
   proto_pack_cstr(pk, "max_message");
   msgpack_pack_uint64(pk, d->cfg.limits.max_message);
   proto_pack_cstr(pk, "max_depth");
@@ -119,6 +119,12 @@ int m_daemon_info(call_t *c)
   msgpack_pack_uint32(pk, d->cfg.max_sessions);
   proto_pack_cstr(pk, "max_handles");
   msgpack_pack_uint32(pk, d->cfg.max_handles);
+  proto_pack_cstr(pk, "max_streams");
+  msgpack_pack_uint32(pk, d->cfg.max_streams);
+  proto_pack_cstr(pk, "mem_quota");
+  msgpack_pack_uint64(pk, d->cfg.mem_quota);
+  proto_pack_cstr(pk, "write_timeout_ms");
+  msgpack_pack_uint32(pk, d->cfg.write_timeout_ms);
   return 0;
 }
 

@@ -250,7 +250,12 @@ static int read_common(call_t *c, int stream_arg)
   buffer_t *b;
   stream_t *st;
   uint64_t off = 0, len = 0, sh;
-  size_t max = c->s->d->cfg.limits.max_message;
+  /* The reply must fit the daemon's message limit and the client
+   * library's (the default), with room for its head. */
+  size_t max = c->s->d->cfg.limits.max_message < PROTO_DEFAULT_MAX_MESSAGE
+                   ? c->s->d->cfg.limits.max_message
+                   : PROTO_DEFAULT_MAX_MESSAGE;
+  max -= 64;
   op_t *op;
   void *host;
   int rc;
