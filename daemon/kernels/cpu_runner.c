@@ -1,0 +1,776 @@
+/* daemon/kernels/cpu_runner.c: hipd-cpu-runner, the helper process that
+ * runs kernels of hipd's CPU device.
+ *
+ *   hipd-cpu-runner --fd=N [--workers=N] [--reserve=ADDR:SIZE]
+ *
+ * Client kernels run natively, so a bad one can crash the process that runs
+ * it; this process is that one, so that the daemon survives. The daemon
+ * starts it with posix_spawn and talks to it over the SOCK_SEQPACKET socket
+ * at fd N, one request and one response at a time; the protocol is in
+ * cpu_proto.h. Device buffers are the daemon's memfds, passed here with
+ * SCM_RIGHTS and mapped at the address they have in the daemon, so device
+ * pointers mean the same in both processes. Kernel modules are shared
+ * objects built by cpu_compile.c; they are called through libffi with the
+ * signature each module reports (hipd_sig_<name>). Launches run on the
+ * worker pool of cpu_sched.c.
+ *
+ * --reserve: the daemon allocates CPU device buffers inside ADDR..ADDR+SIZE
+ * and asks for that range to be reserved here (PROT_NONE) first thing, so
+ * that nothing of this process can land where a buffer must be mapped.
+ * Without it, a buffer is mapped with MAP_FIXED_NOREPLACE and the request
+ * fails if the range is taken here.
+ *
+ * The process exits when the daemon closes the socket (or hangs up during
+ * a launch). It dumps no core: a crashing kernel is reported by the daemon.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <ffi.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cpu_proto.h"
+#include "cpu_sched.h"
+#include "hipd.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+typedef struct {
+  uint64_t addr, size;
+} mapping_t;
+
+typedef struct {
+  uint32_t id;
+  void *handle;
+  hipd_cpu_ctx_t **(*tls_slot)(void);
+} module_t;
+
+typedef struct {
+  uint32_t id;
+  uint32_t module;
+  const hipd_kernel_sig_t *sig;
+  ffi_type **atypes;
+  ffi_cif cif;
+} kernel_t;
+
+/* What one request produces: a status, and a payload or a message. */
+typedef struct {
+  int32_t status;
+  uint8_t *payload; /* points into out_buf */
+  uint32_t len;
+} reply_t;
+
+static struct {
+  int fd;
+  unsigned workers;
+  uint64_t reserve_addr, reserve_size;
+  char reserve_error[256]; /* reported by HELLO */
+  sched_t *sched;
+  mapping_t *maps;
+  size_t nmaps, capmaps;
+  module_t *mods;
+  size_t nmods, capmods;
+  kernel_t *kerns;
+  size_t nkerns, capkerns;
+  uint8_t in_buf[CPU_PROTO_MAX_MSG + 1];
+  uint8_t out_buf[CPU_PROTO_MAX_MSG];
+} R = {.fd = -1};
+
+/* Grow array @p *arr of @p *cap elements of @p elem bytes to hold n + 1. */
+static int grow(void *arr, size_t *cap, size_t n, size_t elem)
+{
+  void **p = arr;
+  size_t ncap;
+  void *q;
+
+  if (n < *cap)
+    return 0;
+  ncap = *cap == 0 ? 8 : *cap * 2;
+  q = realloc(*p, ncap * elem);
+  if (q == NULL)
+    return HIPD_ENOMEM;
+  *p = q;
+  *cap = ncap;
+  return 0;
+}
+
+static void reply_error(reply_t *rep, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void reply_error(reply_t *rep, int code, const char *fmt, ...)
+{
+  va_list ap;
+  int n;
+
+  va_start(ap, fmt);
+  n = vsnprintf((char *)R.out_buf, 1024, fmt, ap);
+  va_end(ap);
+  rep->status = code;
+  rep->payload = R.out_buf;
+  rep->len = n < 0 ? 0 : (n >= 1024 ? 1023 : (uint32_t)n);
+}
+
+/* The request's trailing string (path or name): NUL-terminated in place. */
+static const char *tail_string(uint8_t *p, size_t len, size_t max)
+{
+  if (len == 0 || len > max)
+    return NULL;
+  p[len] = '\0'; /* in_buf has a spare byte at the end */
+  if (strlen((char *)p) != len)
+    return NULL; /* embedded NUL */
+  return (const char *)p;
+}
+
+static module_t *module_find(uint32_t id)
+{
+  for (size_t i = 0; i < R.nmods; i++)
+    if (R.mods[i].id == id)
+      return &R.mods[i];
+  return NULL;
+}
+
+static kernel_t *kernel_find(uint32_t id)
+{
+  for (size_t i = 0; i < R.nkerns; i++)
+    if (R.kerns[i].id == id)
+      return &R.kerns[i];
+  return NULL;
+}
+
+static ffi_type *ffi_type_of(unsigned code)
+{
+  switch (code) {
+  case HIPD_CPU_T_PTR:
+    return &ffi_type_pointer;
+  case HIPD_CPU_T_I8:
+    return &ffi_type_sint8;
+  case HIPD_CPU_T_U8:
+  case HIPD_CPU_T_BOOL:
+    return &ffi_type_uint8;
+  case HIPD_CPU_T_I16:
+    return &ffi_type_sint16;
+  case HIPD_CPU_T_U16:
+    return &ffi_type_uint16;
+  case HIPD_CPU_T_I32:
+    return &ffi_type_sint32;
+  case HIPD_CPU_T_U32:
+    return &ffi_type_uint32;
+  case HIPD_CPU_T_I64:
+    return &ffi_type_sint64;
+  case HIPD_CPU_T_U64:
+    return &ffi_type_uint64;
+  case HIPD_CPU_T_F32:
+    return &ffi_type_float;
+  case HIPD_CPU_T_F64:
+    return &ffi_type_double;
+  default:
+    return NULL;
+  }
+}
+
+/* ------------------------------------------------------------ requests */
+
+static void do_hello(const uint8_t *p, size_t len, reply_t *rep)
+{
+  cpu_hello_req_t req;
+  cpu_hello_resp_t resp = {0};
+  char err[256] = "";
+  int rc;
+
+  if (len != sizeof(req)) {
+    reply_error(rep, HIPD_EPROTO, "HELLO: payload of %zu bytes", len);
+    return;
+  }
+  memcpy(&req, p, sizeof(req));
+  if (req.version != CPU_PROTO_VERSION) {
+    reply_error(rep, HIPD_EVERSION,
+                "the CPU device runner speaks protocol %d, the daemon %" PRIu32
+                " (mismatched installation)",
+                CPU_PROTO_VERSION, req.version);
+    return;
+  }
+  if (R.reserve_error[0] != '\0') {
+    reply_error(rep, HIPD_ENOMEM, "%s", R.reserve_error);
+    return;
+  }
+  if (R.sched == NULL &&
+      (rc = sched_create(R.workers, &R.sched, err, sizeof(err))) != 0) {
+    reply_error(rep, rc, "%s", err);
+    return;
+  }
+  resp.version = CPU_PROTO_VERSION;
+  resp.abi = HIPD_CPU_ABI_VERSION;
+  resp.workers = sched_workers(R.sched);
+  memcpy(R.out_buf, &resp, sizeof(resp));
+  rep->payload = R.out_buf;
+  rep->len = sizeof(resp);
+}
+
+static int in_reserve(uint64_t addr, uint64_t size)
+{
+  return R.reserve_size != 0 && addr >= R.reserve_addr &&
+         addr + size <= R.reserve_addr + R.reserve_size;
+}
+
+static void do_map(const uint8_t *p, size_t len, int fd, reply_t *rep)
+{
+  cpu_map_req_t req;
+  struct stat st;
+  long page = sysconf(_SC_PAGESIZE);
+  void *want, *got;
+  int flags = MAP_SHARED;
+
+  if (len != sizeof(req) || fd < 0) {
+    reply_error(rep, HIPD_EPROTO, "MAP: %s",
+                fd < 0 ? "no file descriptor attached" : "bad payload");
+    return;
+  }
+  memcpy(&req, p, sizeof(req));
+  want = (void *)(uintptr_t)req.addr;
+  if (req.size == 0 || req.addr % (uint64_t)page != 0 ||
+      req.addr + req.size < req.addr) {
+    reply_error(rep, HIPD_EINVAL,
+                "cannot map %" PRIu64 " bytes at 0x%" PRIx64
+                ": not a page-aligned, non-empty range",
+                req.size, req.addr);
+    return;
+  }
+  if (fstat(fd, &st) != 0) {
+    reply_error(rep, HIPD_EINVAL, "MAP: fstat of the buffer's file: %s",
+                strerror(errno));
+    return;
+  }
+  if ((uint64_t)st.st_size < req.size) {
+    reply_error(rep, HIPD_EINVAL,
+                "cannot map %" PRIu64 " bytes at 0x%" PRIx64
+                ": the buffer's file holds only %lld bytes",
+                req.size, req.addr, (long long)st.st_size);
+    return;
+  }
+  for (size_t i = 0; i < R.nmaps; i++) {
+    const mapping_t *m = &R.maps[i];
+    if (req.addr < m->addr + m->size && m->addr < req.addr + req.size) {
+      reply_error(rep, HIPD_EEXIST,
+                  "cannot map %" PRIu64 " bytes at 0x%" PRIx64
+                  ": it overlaps the buffer mapped at 0x%" PRIx64,
+                  req.size, req.addr, m->addr);
+      return;
+    }
+  }
+  if (grow(&R.maps, &R.capmaps, R.nmaps, sizeof(*R.maps)) != 0) {
+    reply_error(rep, HIPD_ENOMEM, "MAP: out of memory");
+    return;
+  }
+  /* Inside our own reservation MAP_FIXED only replaces PROT_NONE pages
+   * that nothing else uses (overlaps were refused above). */
+  flags |= in_reserve(req.addr, req.size) ? MAP_FIXED : MAP_FIXED_NOREPLACE;
+  got = mmap(want, req.size, PROT_READ | PROT_WRITE, flags, fd, 0);
+  if (got == MAP_FAILED || got != want) {
+    int e = errno;
+    if (got != MAP_FAILED) /* a kernel older than 4.17 took it as a hint */
+      munmap(got, req.size);
+    if (got != MAP_FAILED || e == EEXIST)
+      reply_error(rep, HIPD_EBUSY,
+                  "cannot map the buffer of %" PRIu64 " bytes at 0x%" PRIx64
+                  " in the CPU device runner: that address range is in use "
+                  "there",
+                  req.size, req.addr);
+    else
+      reply_error(rep, e == ENOMEM ? HIPD_ENOMEM : HIPD_EIO,
+                  "cannot map the buffer of %" PRIu64 " bytes at 0x%" PRIx64
+                  " in the CPU device runner: %s",
+                  req.size, req.addr, strerror(e));
+    return;
+  }
+  R.maps[R.nmaps++] = (mapping_t){req.addr, req.size};
+}
+
+static void do_unmap(const uint8_t *p, size_t len, reply_t *rep)
+{
+  cpu_map_req_t req;
+
+  if (len != sizeof(req)) {
+    reply_error(rep, HIPD_EPROTO, "UNMAP: bad payload");
+    return;
+  }
+  memcpy(&req, p, sizeof(req));
+  for (size_t i = 0; i < R.nmaps; i++) {
+    mapping_t *m = &R.maps[i];
+    if (m->addr != req.addr)
+      continue;
+    void *a = (void *)(uintptr_t)m->addr;
+    if (in_reserve(m->addr, m->size))
+      mmap(a, m->size, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    else
+      munmap(a, m->size);
+    R.maps[i] = R.maps[--R.nmaps];
+    return;
+  }
+  reply_error(rep, HIPD_ENOENT,
+              "no buffer is mapped at 0x%" PRIx64 " in the CPU device runner",
+              req.addr);
+}
+
+static void do_load(uint8_t *p, size_t len, reply_t *rep)
+{
+  cpu_load_req_t req;
+  const char *path;
+  void *h;
+  int (*abi)(void);
+  hipd_cpu_ctx_t **(*slot)(void);
+
+  if (len < sizeof(req) ||
+      (path = tail_string(p + sizeof(req), len - sizeof(req), CPU_MAX_PATH)) ==
+          NULL) {
+    reply_error(rep, HIPD_EPROTO, "LOAD: bad payload");
+    return;
+  }
+  memcpy(&req, p, sizeof(req));
+  if (module_find(req.module) != NULL) {
+    reply_error(rep, HIPD_EEXIST, "module %" PRIu32 " is loaded already",
+                req.module);
+    return;
+  }
+  if (grow(&R.mods, &R.capmods, R.nmods, sizeof(*R.mods)) != 0) {
+    reply_error(rep, HIPD_ENOMEM, "LOAD: out of memory");
+    return;
+  }
+  h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    reply_error(rep, HIPD_EIO, "cannot load kernel module: %s", dlerror());
+    return;
+  }
+  *(void **)&abi = dlsym(h, "hipd_cpu_abi_version");
+  *(void **)&slot = dlsym(h, "hipd_cpu_tls_slot");
+  if (abi == NULL || slot == NULL) {
+    dlclose(h);
+    reply_error(rep, HIPD_EINVAL,
+                "%s is not a kernel module of hipd's CPU device", path);
+    return;
+  }
+  if (abi() != HIPD_CPU_ABI_VERSION) {
+    int v = abi();
+    dlclose(h);
+    reply_error(rep, HIPD_EVERSION,
+                "kernel module %s was built for CPU device ABI %d, the "
+                "runner has ABI %d",
+                path, v, HIPD_CPU_ABI_VERSION);
+    return;
+  }
+  R.mods[R.nmods++] = (module_t){req.module, h, slot};
+}
+
+static void kernel_free(kernel_t *k)
+{
+  free(k->atypes);
+}
+
+static void do_unload(const uint8_t *p, size_t len, reply_t *rep)
+{
+  cpu_load_req_t req;
+  module_t *m;
+
+  if (len != sizeof(req)) {
+    reply_error(rep, HIPD_EPROTO, "UNLOAD: bad payload");
+    return;
+  }
+  memcpy(&req, p, sizeof(req));
+  m = module_find(req.module);
+  if (m == NULL) {
+    reply_error(rep, HIPD_ENOENT, "no module %" PRIu32 " is loaded",
+                req.module);
+    return;
+  }
+  for (size_t i = 0; i < R.nkerns;) {
+    if (R.kerns[i].module == req.module) {
+      kernel_free(&R.kerns[i]);
+      R.kerns[i] = R.kerns[--R.nkerns];
+    } else {
+      i++;
+    }
+  }
+  dlclose(m->handle);
+  *m = R.mods[--R.nmods];
+}
+
+static void do_kernel(uint8_t *p, size_t len, reply_t *rep)
+{
+  cpu_kernel_req_t req;
+  cpu_kernel_resp_t resp = {0};
+  const char *name;
+  char sym[3 * CPU_MAX_NAME + 16];
+  const hipd_kernel_sig_t *(*sigfn)(void);
+  const hipd_kernel_sig_t *sig;
+  module_t *m;
+  kernel_t *k;
+
+  if (len < sizeof(req) ||
+      (name = tail_string(p + sizeof(req), len - sizeof(req), CPU_MAX_NAME)) ==
+          NULL) {
+    reply_error(rep, HIPD_EPROTO, "KERNEL: bad payload");
+    return;
+  }
+  memcpy(&req, p, sizeof(req));
+  if ((m = module_find(req.module)) == NULL) {
+    reply_error(rep, HIPD_ENOENT, "no module %" PRIu32 " is loaded",
+                req.module);
+    return;
+  }
+  if (kernel_find(req.kernel) != NULL) {
+    reply_error(rep, HIPD_EEXIST, "kernel id %" PRIu32 " is in use",
+                req.kernel);
+    return;
+  }
+  if (cpu_kernel_symbol(name, sym, sizeof(sym)) != 0) {
+    reply_error(rep, HIPD_EINVAL, "kernel name too long");
+    return;
+  }
+  *(void **)&sigfn = dlsym(m->handle, sym);
+  if (sigfn == NULL) {
+    reply_error(rep, HIPD_ENOKERNEL,
+                "kernel '%s' is not in module %" PRIu32
+                " (only kernels named when it was compiled can be launched)",
+                name, req.module);
+    return;
+  }
+  sig = sigfn();
+  if (sig == NULL || sig->entry == NULL || sig->nargs > CPU_MAX_ARGS) {
+    reply_error(rep, HIPD_EINVAL,
+                "kernel '%s' has more than %d parameters, or a bad signature",
+                name, CPU_MAX_ARGS);
+    return;
+  }
+  for (uint32_t i = 0; i < sig->nargs; i++) {
+    if (ffi_type_of(sig->types[i]) == NULL) {
+      reply_error(rep, HIPD_EINVAL,
+                  "kernel '%s': parameter %" PRIu32 " has unknown type code %u",
+                  name, i, (unsigned)sig->types[i]);
+      return;
+    }
+  }
+  if (grow(&R.kerns, &R.capkerns, R.nkerns, sizeof(*R.kerns)) != 0) {
+    reply_error(rep, HIPD_ENOMEM, "KERNEL: out of memory");
+    return;
+  }
+  k = &R.kerns[R.nkerns];
+  memset(k, 0, sizeof(*k));
+  k->id = req.kernel;
+  k->module = req.module;
+  k->sig = sig;
+  k->atypes = calloc(sig->nargs + 1, sizeof(*k->atypes));
+  if (k->atypes == NULL) {
+    reply_error(rep, HIPD_ENOMEM, "KERNEL: out of memory");
+    return;
+  }
+  for (uint32_t i = 0; i < sig->nargs; i++)
+    k->atypes[i] = ffi_type_of(sig->types[i]);
+  if (ffi_prep_cif(&k->cif, FFI_DEFAULT_ABI, sig->nargs, &ffi_type_void,
+                   k->atypes) != FFI_OK) {
+    free(k->atypes);
+    reply_error(rep, HIPD_EINTERNAL, "kernel '%s': ffi_prep_cif failed", name);
+    return;
+  }
+  R.nkerns++;
+  resp.nargs = sig->nargs;
+  memcpy(R.out_buf, &resp, sizeof(resp));
+  memcpy(R.out_buf + sizeof(resp), sig->types, sig->nargs);
+  rep->payload = R.out_buf;
+  rep->len = (uint32_t)(sizeof(resp) + sig->nargs);
+}
+
+/* Storage for one argument as libffi reads it: the declared type. */
+typedef union {
+  int8_t i8;
+  uint8_t u8;
+  int16_t i16;
+  uint16_t u16;
+  int32_t i32;
+  uint32_t u32;
+  int64_t i64;
+  uint64_t u64;
+  float f32;
+  double f64;
+  void *ptr;
+} slot_t;
+
+static void arg_convert(unsigned type, const cpu_arg_t *a, slot_t *s)
+{
+  memset(s, 0, sizeof(*s));
+  switch (type) {
+  case HIPD_CPU_T_PTR:
+    s->ptr = (void *)(uintptr_t)a->ptr;
+    break;
+  case HIPD_CPU_T_I8:
+    s->i8 = (int8_t)a->i;
+    break;
+  case HIPD_CPU_T_U8:
+    s->u8 = (uint8_t)a->u;
+    break;
+  case HIPD_CPU_T_BOOL:
+    s->u8 = a->u != 0;
+    break;
+  case HIPD_CPU_T_I16:
+    s->i16 = (int16_t)a->i;
+    break;
+  case HIPD_CPU_T_U16:
+    s->u16 = (uint16_t)a->u;
+    break;
+  case HIPD_CPU_T_I32:
+    s->i32 = (int32_t)a->i;
+    break;
+  case HIPD_CPU_T_U32:
+    s->u32 = (uint32_t)a->u;
+    break;
+  case HIPD_CPU_T_I64:
+    s->i64 = a->i;
+    break;
+  case HIPD_CPU_T_U64:
+    s->u64 = a->u;
+    break;
+  case HIPD_CPU_T_F32:
+    s->f32 = a->f32;
+    break;
+  case HIPD_CPU_T_F64:
+    s->f64 = a->f64;
+    break;
+  }
+}
+
+static void do_launch(const uint8_t *p, size_t len, reply_t *rep)
+{
+  static slot_t slots[CPU_MAX_ARGS];
+  static void *avalues[CPU_MAX_ARGS];
+  cpu_launch_req_t req;
+  sched_launch_t l;
+  char msg[512];
+  kernel_t *k;
+  module_t *m;
+  int rc;
+
+  if (len < sizeof(req)) {
+    reply_error(rep, HIPD_EPROTO, "LAUNCH: bad payload");
+    return;
+  }
+  memcpy(&req, p, sizeof(req));
+  if (req.nargs > CPU_MAX_ARGS ||
+      len != sizeof(req) + (size_t)req.nargs * sizeof(cpu_arg_t)) {
+    reply_error(rep, HIPD_EPROTO, "LAUNCH: bad payload");
+    return;
+  }
+  if (R.sched == NULL) {
+    reply_error(rep, HIPD_EPROTO, "LAUNCH before HELLO");
+    return;
+  }
+  if ((k = kernel_find(req.kernel)) == NULL ||
+      (m = module_find(k->module)) == NULL) {
+    reply_error(rep, HIPD_ENOKERNEL, "no kernel %" PRIu32 " is loaded",
+                req.kernel);
+    return;
+  }
+  if (req.nargs != k->sig->nargs) {
+    reply_error(rep, HIPD_ESIGNATURE,
+                "the kernel takes %" PRIu32 " arguments, the launch passed "
+                "%" PRIu32,
+                k->sig->nargs, req.nargs);
+    return;
+  }
+  if ((rc = cpu_launch_check(req.grid, req.block, req.shared, msg,
+                             sizeof(msg))) != 0) {
+    reply_error(rep, rc, "%s", msg);
+    return;
+  }
+  for (uint32_t i = 0; i < req.nargs; i++) {
+    cpu_arg_t a;
+    memcpy(&a, p + sizeof(req) + i * sizeof(cpu_arg_t), sizeof(a));
+    arg_convert(k->sig->types[i], &a, &slots[i]);
+    avalues[i] = &slots[i];
+  }
+  l.entry = k->sig->entry;
+  l.cif = &k->cif;
+  l.avalues = avalues;
+  l.tls_slot = m->tls_slot;
+  memcpy(l.grid, req.grid, sizeof(l.grid));
+  memcpy(l.block, req.block, sizeof(l.block));
+  l.shared = req.shared;
+  rc = sched_run(R.sched, &l, R.fd, msg, sizeof(msg));
+  fflush(stdout); /* what the kernel printed */
+  if (rc != 0)
+    reply_error(rep, rc, "%s", msg);
+}
+
+/* --------------------------------------------------------------- main */
+
+static int send_reply(uint32_t op, const reply_t *rep)
+{
+  cpu_resp_t h = {.op = op, .status = rep->status, .len = rep->len};
+  struct iovec iov[2] = {{&h, sizeof(h)}, {rep->payload, rep->len}};
+  struct msghdr mh = {.msg_iov = iov, .msg_iovlen = rep->len ? 2 : 1};
+
+  for (;;) {
+    if (sendmsg(R.fd, &mh, MSG_NOSIGNAL) >= 0)
+      return 0;
+    if (errno != EINTR)
+      return -1;
+  }
+}
+
+static void serve(void)
+{
+  for (;;) {
+    union {
+      struct cmsghdr h;
+      char buf[CMSG_SPACE(sizeof(int) * 4)];
+    } cbuf;
+    struct iovec iov = {R.in_buf, CPU_PROTO_MAX_MSG};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = cbuf.buf,
+                        .msg_controllen = sizeof(cbuf.buf)};
+    reply_t rep = {0};
+    cpu_req_t h;
+    int fds[4], nfds = 0;
+    ssize_t n = recvmsg(R.fd, &mh, MSG_CMSG_CLOEXEC);
+
+    if (n == 0)
+      return; /* the daemon closed the socket */
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return;
+    }
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL;
+         c = CMSG_NXTHDR(&mh, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k && nfds < 4; i++)
+          memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      }
+    }
+    if ((size_t)n < sizeof(h) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+      h.op = 0;
+      reply_error(&rep, HIPD_EPROTO, "malformed request (%zd bytes)", n);
+    } else {
+      memcpy(&h, R.in_buf, sizeof(h));
+      uint8_t *p = R.in_buf + sizeof(h);
+      size_t len = (size_t)n - sizeof(h);
+      if (h.len != len)
+        reply_error(&rep, HIPD_EPROTO, "request length %" PRIu32 " != %zu",
+                    h.len, len);
+      else if (h.op != CPU_OP_HELLO && R.sched == NULL)
+        reply_error(&rep, HIPD_EPROTO, "request before HELLO");
+      else
+        switch (h.op) {
+        case CPU_OP_HELLO:
+          do_hello(p, len, &rep);
+          break;
+        case CPU_OP_MAP:
+          do_map(p, len, nfds == 1 ? fds[0] : -1, &rep);
+          break;
+        case CPU_OP_UNMAP:
+          do_unmap(p, len, &rep);
+          break;
+        case CPU_OP_LOAD:
+          do_load(p, len, &rep);
+          break;
+        case CPU_OP_UNLOAD:
+          do_unload(p, len, &rep);
+          break;
+        case CPU_OP_KERNEL:
+          do_kernel(p, len, &rep);
+          break;
+        case CPU_OP_LAUNCH:
+          do_launch(p, len, &rep);
+          break;
+        default:
+          reply_error(&rep, HIPD_EPROTO, "unknown request %" PRIu32, h.op);
+        }
+    }
+    for (int i = 0; i < nfds; i++)
+      close(fds[i]); /* a mapping keeps its file */
+    if (send_reply(h.op, &rep) != 0)
+      return;
+  }
+}
+
+static void usage(void)
+{
+  fprintf(stderr, "usage: hipd-cpu-runner --fd=N [--workers=N] "
+                  "[--reserve=ADDR:SIZE]\n"
+                  "The CPU device kernel runner of hipd; hipd starts it.\n");
+  exit(2);
+}
+
+static void reserve(void)
+{
+  void *want = (void *)(uintptr_t)R.reserve_addr;
+  void *got = mmap(
+      want, R.reserve_size, PROT_NONE,
+      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+
+  if (got == want)
+    return;
+  if (got != MAP_FAILED)
+    munmap(got, R.reserve_size);
+  snprintf(R.reserve_error, sizeof(R.reserve_error),
+           "the CPU device runner cannot reserve the buffer address range "
+           "0x%" PRIx64 "+%" PRIu64 ": %s",
+           R.reserve_addr, R.reserve_size,
+           got != MAP_FAILED ? "in use" : strerror(errno));
+  R.reserve_size = 0;
+}
+
+int main(int argc, char **argv)
+{
+  struct rlimit nocore = {0, 0};
+
+  for (int i = 1; i < argc; i++) {
+    char *end;
+    if (strncmp(argv[i], "--fd=", 5) == 0) {
+      long v = strtol(argv[i] + 5, &end, 10);
+      if (*end != '\0' || v < 0 || v > 65535)
+        usage();
+      R.fd = (int)v;
+    } else if (strncmp(argv[i], "--workers=", 10) == 0) {
+      unsigned long v = strtoul(argv[i] + 10, &end, 10);
+      if (*end != '\0' || v > 4096)
+        usage();
+      R.workers = (unsigned)v;
+    } else if (strncmp(argv[i], "--reserve=", 10) == 0) {
+      R.reserve_addr = strtoull(argv[i] + 10, &end, 0);
+      if (*end != ':')
+        usage();
+      R.reserve_size = strtoull(end + 1, &end, 0);
+      if (*end != '\0')
+        usage();
+    } else {
+      usage();
+    }
+  }
+  if (R.fd < 0)
+    usage();
+  setrlimit(RLIMIT_CORE, &nocore); /* crashes are reported, not dumped */
+  signal(SIGPIPE, SIG_IGN);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (R.reserve_size != 0)
+    reserve();
+  serve();
+  /* The daemon is gone or closed us: leave without unloading modules,
+   * whose destructors are client code. */
+  fflush(stdout);
+  _exit(0);
+}

@@ -1,0 +1,860 @@
+/* daemon/kernels/cpu_runner_client.c: start, talk to and restart the CPU
+ * device's kernel runner. The protocol is in cpu_proto.h, the contract in
+ * cpu_runner_client.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu_runner_client.h"
+#include "hipd.h"
+
+#ifndef LIBEXECDIR
+#define LIBEXECDIR "/usr/local/libexec"
+#endif
+#define RUNNER_DEFAULT LIBEXECDIR "/hipd-cpu-runner"
+
+/* How long the runner may take to start, or a request other than LAUNCH
+ * and LOAD to complete, before it is considered hung. */
+#define CONTROL_TIMEOUT_MS 30000
+/* How long it may take to exit once its socket is closed. */
+#define EXIT_GRACE_MS 2000
+
+extern char **environ;
+
+typedef struct {
+  void *addr;
+  size_t size;
+  int fd; /* the caller's */
+} map_rec_t;
+
+typedef struct {
+  uint32_t id;
+  char *path;
+} mod_rec_t;
+
+typedef struct {
+  uint32_t id;
+  uint32_t module;
+  char *name;
+  cpu_kernel_sig_t sig;
+} kern_rec_t;
+
+struct cpu_runner {
+  pthread_mutex_t lock;
+  char *path;
+  unsigned workers_req;
+  unsigned timeout_ms;
+  uint64_t reserve_addr, reserve_size;
+  pid_t pid; /* -1: none running */
+  int sock;  /* -1: none running */
+  unsigned workers;
+  unsigned restarts;
+  map_rec_t *maps;
+  size_t nmaps, capmaps;
+  mod_rec_t *mods;
+  size_t nmods, capmods;
+  kern_rec_t *kerns;
+  size_t nkerns, capkerns;
+  uint32_t next_module, next_kernel;
+  uint8_t buf[CPU_PROTO_MAX_MSG]; /* the last response */
+};
+
+/* Outcome of one exchange with the runner. */
+enum { RPC_OK = 0, RPC_DEAD, RPC_TIMEOUT };
+
+static void set_err(char *err, size_t errsz, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errsz, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (err == NULL || errsz == 0)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(err, errsz, fmt, ap);
+  va_end(ap);
+}
+
+static int grow(void *arr, size_t *cap, size_t n, size_t elem)
+{
+  void **p = arr;
+  size_t ncap;
+  void *q;
+
+  if (n < *cap)
+    return 0;
+  ncap = *cap == 0 ? 8 : *cap * 2;
+  q = realloc(*p, ncap * elem);
+  if (q == NULL)
+    return HIPD_ENOMEM;
+  *p = q;
+  *cap = ncap;
+  return 0;
+}
+
+static int64_t now_ms(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* "SIGSEGV (segmentation fault)" or "exit status 3". */
+static void describe_status(int st, char *buf, size_t size)
+{
+  static const struct {
+    int sig;
+    const char *name, *what;
+  } sigs[] = {
+      {SIGSEGV, "SIGSEGV", "segmentation fault"},
+      {SIGBUS, "SIGBUS", "bus error"},
+      {SIGFPE, "SIGFPE", "arithmetic exception"},
+      {SIGILL, "SIGILL", "illegal instruction"},
+      {SIGABRT, "SIGABRT", "aborted"},
+      {SIGTRAP, "SIGTRAP", "trap"},
+      {SIGKILL, "SIGKILL", "killed"},
+      {SIGTERM, "SIGTERM", "terminated"},
+      {SIGSYS, "SIGSYS", "bad system call"},
+      {SIGXCPU, "SIGXCPU", "CPU time limit exceeded"},
+      {SIGPIPE, "SIGPIPE", "broken pipe"},
+  };
+
+  if (WIFSIGNALED(st)) {
+    int sig = WTERMSIG(st);
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+      if (sigs[i].sig == sig) {
+        snprintf(buf, size, "%s (%s)", sigs[i].name, sigs[i].what);
+        return;
+      }
+    }
+    snprintf(buf, size, "signal %d", sig);
+  } else if (WIFEXITED(st)) {
+    snprintf(buf, size, "exit status %d", WEXITSTATUS(st));
+  } else {
+    snprintf(buf, size, "wait status 0x%x", (unsigned)st);
+  }
+}
+
+/* ------------------------------------------------------- one exchange */
+
+/*
+ * Send request @p op (header, then @p p1 and @p p2, and @p fd with
+ * SCM_RIGHTS if >= 0) and read its response into r->buf.
+ * @return RPC_OK with *status and the payload (*payload, *plen), RPC_DEAD
+ *         if the runner is gone, RPC_TIMEOUT if it did not answer within
+ *         @p timeout_ms (0: wait for ever).
+ */
+static int rpc(cpu_runner_t *r, uint32_t op, const void *p1, size_t l1,
+               const void *p2, size_t l2, int fd, unsigned timeout_ms,
+               int32_t *status, const uint8_t **payload, size_t *plen)
+{
+  cpu_req_t h = {.op = op, .len = (uint32_t)(l1 + l2)};
+  struct iovec iov[3] = {{&h, sizeof(h)}, {(void *)p1, l1}, {(void *)p2, l2}};
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } cbuf;
+  struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
+  int64_t deadline = timeout_ms ? now_ms() + timeout_ms : 0;
+  cpu_resp_t resp;
+  ssize_t n;
+
+  if (fd >= 0) {
+    struct cmsghdr *c;
+    memset(&cbuf, 0, sizeof(cbuf));
+    mh.msg_control = cbuf.buf;
+    mh.msg_controllen = sizeof(cbuf.buf);
+    c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  while (sendmsg(r->sock, &mh, MSG_NOSIGNAL) < 0) {
+    if (errno != EINTR)
+      return RPC_DEAD; /* EPIPE, ECONNRESET: it is gone */
+  }
+  for (;;) {
+    struct pollfd pfd = {.fd = r->sock, .events = POLLIN};
+    int wait = -1;
+    if (deadline != 0) {
+      int64_t left = deadline - now_ms();
+      if (left <= 0)
+        return RPC_TIMEOUT;
+      wait = left > INT32_MAX ? INT32_MAX : (int)left;
+    }
+    int pr = poll(&pfd, 1, wait);
+    if (pr < 0 && errno == EINTR)
+      continue;
+    if (pr < 0)
+      return RPC_DEAD;
+    if (pr == 0)
+      continue; /* the deadline check above decides */
+    n = recv(r->sock, r->buf, sizeof(r->buf), 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    break;
+  }
+  if (n <= 0)
+    return RPC_DEAD; /* end of file: it exited or was killed */
+  memcpy(&resp, r->buf, (size_t)n < sizeof(resp) ? (size_t)n : sizeof(resp));
+  if ((size_t)n < sizeof(resp) || resp.op != op ||
+      resp.len != (size_t)n - sizeof(resp))
+    return RPC_DEAD; /* garbled: treat the runner as broken */
+  *status = resp.status;
+  *payload = r->buf + sizeof(resp);
+  *plen = resp.len;
+  return RPC_OK;
+}
+
+/* ------------------------------------------------------ process control */
+
+/* Collect the runner's exit status into @p st, killing it first if
+ * @p kill_first or if it does not exit within EXIT_GRACE_MS. */
+static void runner_reap(cpu_runner_t *r, int kill_first, int *st)
+{
+  int64_t until = now_ms() + EXIT_GRACE_MS;
+
+  if (r->sock >= 0)
+    close(r->sock);
+  r->sock = -1;
+  if (r->pid <= 0)
+    return;
+  if (kill_first)
+    kill(r->pid, SIGKILL);
+  for (;;) {
+    pid_t w = waitpid(r->pid, st, WNOHANG);
+    if (w == r->pid || (w < 0 && errno != EINTR))
+      break;
+    if (w == 0 && now_ms() >= until) {
+      kill(r->pid, SIGKILL);
+      while (waitpid(r->pid, st, 0) < 0 && errno == EINTR)
+        ;
+      break;
+    }
+    if (w == 0) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  r->pid = -1;
+  r->workers = 0;
+}
+
+/* Start a runner process and greet it. */
+static int runner_spawn(cpu_runner_t *r, char *err, size_t errsz)
+{
+  static const int default_sigs[] = {
+      SIGPIPE, SIGINT,  SIGTERM, SIGHUP, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2,
+      SIGALRM, SIGSEGV, SIGBUS,  SIGFPE, SIGILL,  SIGABRT, SIGTRAP, SIGXCPU};
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  sigset_t none, dflt;
+  char fdarg[32], wkarg[32], rsarg[64];
+  char *argv[6];
+  int argc = 0, sv[2], child_fd, e, st = 0;
+  cpu_hello_req_t hello = {.version = CPU_PROTO_VERSION};
+  cpu_hello_resp_t hresp;
+  int32_t status;
+  const uint8_t *p;
+  size_t plen;
+  pid_t pid;
+
+  if (access(r->path, X_OK) != 0) {
+    e = errno;
+    set_err(err, errsz, "cannot start the CPU device runner %s: %s", r->path,
+            strerror(e));
+    return e == ENOENT ? HIPD_ENOENT : HIPD_EIO;
+  }
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    set_err(err, errsz, "cannot start the CPU device runner: socketpair: %s",
+            strerror(errno));
+    return HIPD_EIO;
+  }
+  /* dup2 onto a different number clears close-on-exec in the child. */
+  child_fd = sv[1] == 3 ? 4 : 3;
+  snprintf(fdarg, sizeof(fdarg), "--fd=%d", child_fd);
+  argv[argc++] = r->path;
+  argv[argc++] = fdarg;
+  if (r->workers_req != 0) {
+    snprintf(wkarg, sizeof(wkarg), "--workers=%u", r->workers_req);
+    argv[argc++] = wkarg;
+  }
+  if (r->reserve_size != 0) {
+    snprintf(rsarg, sizeof(rsarg), "--reserve=0x%" PRIx64 ":%" PRIu64,
+             r->reserve_addr, r->reserve_size);
+    argv[argc++] = rsarg;
+  }
+  argv[argc] = NULL;
+
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], child_fd);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+#ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
+  posix_spawn_file_actions_addclosefrom_np(&fa, child_fd + 1);
+#endif
+  posix_spawnattr_init(&attr);
+  sigemptyset(&none);
+  sigemptyset(&dflt);
+  for (size_t i = 0; i < sizeof(default_sigs) / sizeof(default_sigs[0]); i++)
+    sigaddset(&dflt, default_sigs[i]);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &dflt);
+  /* Its own process group: a terminal's ^C goes to the daemon, which
+   * decides; the runner ends when the daemon closes the socket. */
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF |
+                                      POSIX_SPAWN_SETPGROUP);
+  e = posix_spawn(&pid, r->path, &fa, &attr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  close(sv[1]);
+  if (e != 0) {
+    close(sv[0]);
+    set_err(err, errsz, "cannot start the CPU device runner %s: %s", r->path,
+            strerror(e));
+    return e == ENOENT ? HIPD_ENOENT : HIPD_EIO;
+  }
+  r->pid = pid;
+  r->sock = sv[0];
+
+  e = rpc(r, CPU_OP_HELLO, &hello, sizeof(hello), NULL, 0, -1,
+          CONTROL_TIMEOUT_MS, &status, &p, &plen);
+  if (e != RPC_OK) {
+    char why[64];
+    runner_reap(r, e == RPC_TIMEOUT, &st);
+    describe_status(st, why, sizeof(why));
+    /* 127: the exec failed after the spawn (as under valgrind, where
+     * posix_spawn cannot report exec errors). */
+    set_err(err, errsz, "the CPU device runner %s did not start: %s%s", r->path,
+            e == RPC_TIMEOUT ? "no answer" : why,
+            e != RPC_TIMEOUT && WIFEXITED(st) && WEXITSTATUS(st) == 127
+                ? " (cannot be executed)"
+                : "");
+    return HIPD_EIO;
+  }
+  if (status < 0 || plen != sizeof(hresp)) {
+    set_err(err, errsz, "the CPU device runner %s refused to start: %.*s",
+            r->path, (int)plen, (const char *)p);
+    runner_reap(r, 0, &st);
+    return status < 0 ? status : HIPD_EPROTO;
+  }
+  memcpy(&hresp, p, sizeof(hresp));
+  r->workers = hresp.workers;
+  return 0;
+}
+
+static int send_map(cpu_runner_t *r, const map_rec_t *m, int32_t *status,
+                    const uint8_t **p, size_t *plen)
+{
+  cpu_map_req_t req = {(uint64_t)(uintptr_t)m->addr, m->size};
+
+  return rpc(r, CPU_OP_MAP, &req, sizeof(req), NULL, 0, m->fd,
+             CONTROL_TIMEOUT_MS, status, p, plen);
+}
+
+static int send_load(cpu_runner_t *r, const mod_rec_t *m, int32_t *status,
+                     const uint8_t **p, size_t *plen)
+{
+  cpu_load_req_t req = {.module = m->id};
+
+  return rpc(r, CPU_OP_LOAD, &req, sizeof(req), m->path, strlen(m->path), -1,
+             r->timeout_ms, status, p, plen);
+}
+
+static int send_kernel(cpu_runner_t *r, uint32_t module, uint32_t id,
+                       const char *name, int32_t *status, const uint8_t **p,
+                       size_t *plen)
+{
+  cpu_kernel_req_t req = {.module = module, .kernel = id};
+
+  return rpc(r, CPU_OP_KERNEL, &req, sizeof(req), name, strlen(name), -1,
+             CONTROL_TIMEOUT_MS, status, p, plen);
+}
+
+/* Append "; <what>: <message>" to @p err for a failed replay step. */
+static void note_replay(char *err, size_t errsz, const char *what,
+                        const uint8_t *p, size_t plen)
+{
+  size_t used;
+
+  if (err == NULL || errsz == 0)
+    return;
+  used = strlen(err);
+  if (used + 1 < errsz)
+    snprintf(err + used, errsz - used, "%s%s: %.*s", used ? "; " : "", what,
+             (int)plen, (const char *)p);
+}
+
+/*
+ * Start a runner and give it every mapping, module and kernel on record.
+ * @return 0; HIPD_EDEVLOST with @p err describing the first failures if
+ * some replay step failed (the runner stays up); the spawn error if no
+ * runner could be started.
+ */
+static int runner_start(cpu_runner_t *r, char *err, size_t errsz)
+{
+  int rc = runner_spawn(r, err, errsz);
+  int failed = 0;
+  int32_t status;
+  const uint8_t *p;
+  size_t plen;
+  char what[96];
+
+  if (rc != 0)
+    return rc;
+  if (err != NULL && errsz > 0)
+    err[0] = '\0';
+  for (size_t i = 0; i < r->nmaps; i++) {
+    if (send_map(r, &r->maps[i], &status, &p, &plen) != RPC_OK)
+      goto dead;
+    if (status < 0) {
+      snprintf(what, sizeof(what), "buffer %p", r->maps[i].addr);
+      note_replay(err, errsz, what, p, plen);
+      failed = 1;
+    }
+  }
+  for (size_t i = 0; i < r->nmods; i++) {
+    if (send_load(r, &r->mods[i], &status, &p, &plen) != RPC_OK)
+      goto dead;
+    if (status < 0) {
+      snprintf(what, sizeof(what), "module %" PRIu32, r->mods[i].id);
+      note_replay(err, errsz, what, p, plen);
+      failed = 1;
+    }
+  }
+  for (size_t i = 0; i < r->nkerns; i++) {
+    kern_rec_t *k = &r->kerns[i];
+    if (send_kernel(r, k->module, k->id, k->name, &status, &p, &plen) != RPC_OK)
+      goto dead;
+    if (status < 0) {
+      snprintf(what, sizeof(what), "kernel %s", k->name);
+      note_replay(err, errsz, what, p, plen);
+      failed = 1;
+    }
+  }
+  return failed ? HIPD_EDEVLOST : 0;
+
+dead : {
+  int st = 0;
+  char why[64];
+  runner_reap(r, 1, &st);
+  describe_status(st, why, sizeof(why));
+  set_err(err, errsz, "the restarted CPU device runner died (%s)", why);
+  return HIPD_EDEVLOST;
+}
+}
+
+/* The runner died (or hung) during request @p op: describe why in @p err,
+ * reap it and start a new one. @return the code for the failed request. */
+static int runner_lost(cpu_runner_t *r, uint32_t op, int timed_out,
+                       const char *detail, char *err, size_t errsz)
+{
+  char why[64], restart[512] = "";
+  int st = 0, rc;
+
+  runner_reap(r, timed_out, &st);
+  describe_status(st, why, sizeof(why));
+  r->restarts++;
+  if (op == CPU_OP_LAUNCH && timed_out)
+    set_err(err, errsz,
+            "kernel did not finish within %u ms on the CPU device; its runner "
+            "was stopped",
+            r->timeout_ms);
+  else if (op == CPU_OP_LAUNCH && WIFSIGNALED(st))
+    set_err(err, errsz, "kernel crashed on the CPU device: %s", why);
+  else if (op == CPU_OP_LAUNCH)
+    set_err(err, errsz, "kernel ended the CPU device's runner: %s", why);
+  else if (op == CPU_OP_LOAD)
+    set_err(err, errsz,
+            "loading kernel module %s %s the CPU device's runner: %s", detail,
+            timed_out ? "hung" : "crashed", timed_out ? "timed out" : why);
+  else
+    set_err(err, errsz, "the CPU device's runner died: %s", why);
+  rc = runner_start(r, restart, sizeof(restart));
+  if (rc != 0 && err != NULL) {
+    size_t used = strlen(err);
+    if (used + 1 < errsz)
+      snprintf(err + used, errsz - used, "; restarting the runner failed: %s",
+               restart);
+  }
+  if (op == CPU_OP_LAUNCH)
+    return timed_out ? HIPD_ETIMEDOUT : HIPD_ELAUNCH;
+  return HIPD_EDEVICE;
+}
+
+/*
+ * One request, with the runner started first if none is running, and the
+ * runner replaced if it dies. @return 0 with the response payload in
+ * (*p, *plen), or a negative code with @p err set.
+ */
+static int request(cpu_runner_t *r, uint32_t op, const void *p1, size_t l1,
+                   const void *p2, size_t l2, int fd, const char *detail,
+                   const uint8_t **p, size_t *plen, char *err, size_t errsz)
+{
+  unsigned timeout = (op == CPU_OP_LAUNCH || op == CPU_OP_LOAD)
+                         ? r->timeout_ms
+                         : CONTROL_TIMEOUT_MS;
+  int32_t status;
+  int rc;
+
+  if (r->sock < 0) {
+    rc = runner_start(r, err, errsz);
+    if (rc != 0 && r->sock < 0)
+      return rc;
+  }
+  rc = rpc(r, op, p1, l1, p2, l2, fd, timeout, &status, p, plen);
+  if (rc != RPC_OK)
+    return runner_lost(r, op, rc == RPC_TIMEOUT, detail, err, errsz);
+  if (status < 0) {
+    set_err(err, errsz, "%.*s", (int)*plen, (const char *)*p);
+    return status;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------- the API */
+
+int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out, char *err,
+                     size_t errsz)
+{
+  cpu_runner_cfg_t dflt = {0};
+  const char *path;
+  cpu_runner_t *r;
+  int rc;
+
+  if (cfg == NULL)
+    cfg = &dflt;
+  path = cfg->path;
+  if (path == NULL)
+    path = getenv("HIPD_CPU_RUNNER");
+  if (path == NULL || path[0] == '\0')
+    path = RUNNER_DEFAULT;
+  r = calloc(1, sizeof(*r));
+  if (r == NULL || (r->path = strdup(path)) == NULL) {
+    free(r);
+    set_err(err, errsz, "out of memory");
+    return HIPD_ENOMEM;
+  }
+  pthread_mutex_init(&r->lock, NULL);
+  r->workers_req = cfg->workers;
+  r->timeout_ms = cfg->timeout_ms;
+  r->reserve_addr = (uint64_t)(uintptr_t)cfg->reserve_addr;
+  r->reserve_size = cfg->reserve_size;
+  r->pid = -1;
+  r->sock = -1;
+  r->next_module = 1;
+  r->next_kernel = 1;
+  rc = runner_spawn(r, err, errsz);
+  if (rc != 0) {
+    pthread_mutex_destroy(&r->lock);
+    free(r->path);
+    free(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
+}
+
+void cpu_runner_stop(cpu_runner_t *r)
+{
+  int st;
+
+  if (r == NULL)
+    return;
+  runner_reap(r, 0, &st);
+  for (size_t i = 0; i < r->nmods; i++)
+    free(r->mods[i].path);
+  for (size_t i = 0; i < r->nkerns; i++)
+    free(r->kerns[i].name);
+  free(r->maps);
+  free(r->mods);
+  free(r->kerns);
+  free(r->path);
+  pthread_mutex_destroy(&r->lock);
+  free(r);
+}
+
+int cpu_runner_map(cpu_runner_t *r, int fd, void *addr, size_t size, char *err,
+                   size_t errsz)
+{
+  cpu_map_req_t req = {(uint64_t)(uintptr_t)addr, size};
+  const uint8_t *p;
+  size_t plen;
+  int rc;
+
+  if (fd < 0 || addr == NULL || size == 0) {
+    set_err(err, errsz, "cpu_runner_map: bad buffer (fd %d, %p, %zu bytes)", fd,
+            addr, size);
+    return HIPD_EINVAL;
+  }
+  pthread_mutex_lock(&r->lock);
+  for (size_t i = 0; i < r->nmaps; i++) {
+    if (r->maps[i].addr == addr) {
+      set_err(err, errsz, "a buffer is mapped at %p already", addr);
+      rc = HIPD_EEXIST;
+      goto out;
+    }
+  }
+  if (grow(&r->maps, &r->capmaps, r->nmaps, sizeof(*r->maps)) != 0) {
+    set_err(err, errsz, "out of memory");
+    rc = HIPD_ENOMEM;
+    goto out;
+  }
+  rc = request(r, CPU_OP_MAP, &req, sizeof(req), NULL, 0, fd, NULL, &p, &plen,
+               err, errsz);
+  if (rc == 0)
+    r->maps[r->nmaps++] = (map_rec_t){addr, size, fd};
+out:
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int cpu_runner_unmap(cpu_runner_t *r, void *addr, char *err, size_t errsz)
+{
+  const uint8_t *p;
+  size_t plen, i;
+  int rc = 0;
+
+  pthread_mutex_lock(&r->lock);
+  for (i = 0; i < r->nmaps && r->maps[i].addr != addr; i++)
+    ;
+  if (i == r->nmaps) {
+    set_err(err, errsz, "no buffer is mapped at %p", addr);
+    rc = HIPD_ENOENT;
+    goto out;
+  }
+  cpu_map_req_t req = {(uint64_t)(uintptr_t)addr, r->maps[i].size};
+  r->maps[i] = r->maps[--r->nmaps];
+  /* A runner that is not running has nothing to unmap. */
+  if (r->sock >= 0)
+    rc = request(r, CPU_OP_UNMAP, &req, sizeof(req), NULL, 0, -1, NULL, &p,
+                 &plen, err, errsz);
+out:
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int cpu_runner_load(cpu_runner_t *r, const char *so_path, uint32_t *module,
+                    char *err, size_t errsz)
+{
+  mod_rec_t m;
+  const uint8_t *p;
+  size_t plen;
+  int rc;
+
+  if (so_path == NULL || so_path[0] == '\0' || strlen(so_path) > CPU_MAX_PATH) {
+    set_err(err, errsz, "cpu_runner_load: bad module path");
+    return HIPD_EINVAL;
+  }
+  pthread_mutex_lock(&r->lock);
+  if (grow(&r->mods, &r->capmods, r->nmods, sizeof(*r->mods)) != 0 ||
+      (m.path = strdup(so_path)) == NULL) {
+    set_err(err, errsz, "out of memory");
+    rc = HIPD_ENOMEM;
+    goto out;
+  }
+  m.id = r->next_module++;
+  cpu_load_req_t req = {.module = m.id};
+  rc = request(r, CPU_OP_LOAD, &req, sizeof(req), so_path, strlen(so_path), -1,
+               so_path, &p, &plen, err, errsz);
+  if (rc != 0) {
+    free(m.path);
+    goto out;
+  }
+  r->mods[r->nmods++] = m;
+  *module = m.id;
+out:
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int cpu_runner_unload(cpu_runner_t *r, uint32_t module, char *err, size_t errsz)
+{
+  cpu_load_req_t req = {.module = module};
+  const uint8_t *p;
+  size_t plen, i;
+  int rc = 0;
+
+  pthread_mutex_lock(&r->lock);
+  for (i = 0; i < r->nmods && r->mods[i].id != module; i++)
+    ;
+  if (i == r->nmods) {
+    set_err(err, errsz, "no module %" PRIu32 " is loaded", module);
+    rc = HIPD_ENOENT;
+    goto out;
+  }
+  free(r->mods[i].path);
+  r->mods[i] = r->mods[--r->nmods];
+  for (size_t k = 0; k < r->nkerns;) {
+    if (r->kerns[k].module == module) {
+      free(r->kerns[k].name);
+      r->kerns[k] = r->kerns[--r->nkerns];
+    } else {
+      k++;
+    }
+  }
+  if (r->sock >= 0)
+    rc = request(r, CPU_OP_UNLOAD, &req, sizeof(req), NULL, 0, -1, NULL, &p,
+                 &plen, err, errsz);
+out:
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int cpu_runner_kernel(cpu_runner_t *r, uint32_t module, const char *name,
+                      uint32_t *kernel, cpu_kernel_sig_t *sig, char *err,
+                      size_t errsz)
+{
+  cpu_kernel_resp_t resp;
+  kern_rec_t k;
+  const uint8_t *p;
+  size_t plen, i;
+  int rc;
+
+  if (name == NULL || name[0] == '\0' || strlen(name) > CPU_MAX_NAME) {
+    set_err(err, errsz, "cpu_runner_kernel: bad kernel name");
+    return HIPD_EINVAL;
+  }
+  pthread_mutex_lock(&r->lock);
+  for (i = 0; i < r->nmods && r->mods[i].id != module; i++)
+    ;
+  if (i == r->nmods) {
+    set_err(err, errsz, "no module %" PRIu32 " is loaded", module);
+    rc = HIPD_ENOENT;
+    goto out;
+  }
+  for (i = 0; i < r->nkerns; i++) {
+    if (r->kerns[i].module == module && strcmp(r->kerns[i].name, name) == 0) {
+      *kernel = r->kerns[i].id;
+      if (sig != NULL)
+        *sig = r->kerns[i].sig;
+      rc = 0;
+      goto out;
+    }
+  }
+  if (grow(&r->kerns, &r->capkerns, r->nkerns, sizeof(*r->kerns)) != 0 ||
+      (k.name = strdup(name)) == NULL) {
+    set_err(err, errsz, "out of memory");
+    rc = HIPD_ENOMEM;
+    goto out;
+  }
+  k.id = r->next_kernel++;
+  k.module = module;
+  cpu_kernel_req_t req = {.module = module, .kernel = k.id};
+  rc = request(r, CPU_OP_KERNEL, &req, sizeof(req), name, strlen(name), -1,
+               NULL, &p, &plen, err, errsz);
+  if (rc != 0) {
+    free(k.name);
+    goto out;
+  }
+  memcpy(&resp, p, plen < sizeof(resp) ? plen : sizeof(resp));
+  if (plen < sizeof(resp) || resp.nargs > CPU_MAX_ARGS ||
+      plen != sizeof(resp) + resp.nargs) {
+    set_err(err, errsz, "the CPU device runner sent a malformed signature");
+    rc = HIPD_EPROTO;
+    free(k.name);
+    goto out;
+  }
+  memset(&k.sig, 0, sizeof(k.sig));
+  k.sig.nargs = resp.nargs;
+  memcpy(k.sig.types, p + sizeof(resp), resp.nargs);
+  r->kerns[r->nkerns++] = k;
+  *kernel = k.id;
+  if (sig != NULL)
+    *sig = k.sig;
+  rc = 0;
+out:
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int cpu_runner_launch(cpu_runner_t *r, uint32_t kernel, const uint32_t grid[3],
+                      const uint32_t block[3], uint32_t shared,
+                      const cpu_arg_t *args, uint32_t nargs, char *err,
+                      size_t errsz)
+{
+  cpu_launch_req_t req = {.kernel = kernel, .nargs = nargs, .shared = shared};
+  char msg[256];
+  const uint8_t *p;
+  size_t plen, i;
+  int rc;
+
+  rc = cpu_launch_check(grid, block, shared, msg, sizeof(msg));
+  if (rc != 0) {
+    set_err(err, errsz, "%s", msg);
+    return rc;
+  }
+  memcpy(req.grid, grid, sizeof(req.grid));
+  memcpy(req.block, block, sizeof(req.block));
+  pthread_mutex_lock(&r->lock);
+  for (i = 0; i < r->nkerns && r->kerns[i].id != kernel; i++)
+    ;
+  if (i == r->nkerns) {
+    set_err(err, errsz, "no kernel %" PRIu32 " is loaded", kernel);
+    rc = HIPD_ENOKERNEL;
+    goto out;
+  }
+  if (nargs != r->kerns[i].sig.nargs) {
+    set_err(err, errsz,
+            "kernel '%s' takes %" PRIu32 " arguments, the launch passed "
+            "%" PRIu32,
+            r->kerns[i].name, r->kerns[i].sig.nargs, nargs);
+    rc = HIPD_ESIGNATURE;
+    goto out;
+  }
+  rc = request(r, CPU_OP_LAUNCH, &req, sizeof(req), args,
+               (size_t)nargs * sizeof(cpu_arg_t), -1, NULL, &p, &plen, err,
+               errsz);
+out:
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int cpu_runner_pid(cpu_runner_t *r)
+{
+  int pid;
+
+  pthread_mutex_lock(&r->lock);
+  pid = r->pid;
+  pthread_mutex_unlock(&r->lock);
+  return pid;
+}
+
+unsigned cpu_runner_restarts(cpu_runner_t *r)
+{
+  unsigned n;
+
+  pthread_mutex_lock(&r->lock);
+  n = r->restarts;
+  pthread_mutex_unlock(&r->lock);
+  return n;
+}
+
+unsigned cpu_runner_workers(cpu_runner_t *r)
+{
+  unsigned n;
+
+  pthread_mutex_lock(&r->lock);
+  n = r->workers;
+  pthread_mutex_unlock(&r->lock);
+  return n;
+}

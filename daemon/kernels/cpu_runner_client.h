@@ -1,0 +1,134 @@
+/* daemon/kernels/cpu_runner_client.h: the daemon's side of the CPU device's
+ * kernel runner (hipd-cpu-runner).
+ *
+ * A cpu_runner_t owns one runner process, started with posix_spawn, and the
+ * record of what the runner must hold: the buffer mappings, the loaded
+ * modules and the kernels looked up in them. When the runner dies (a kernel
+ * crashed, called exit, or ran past the launch timeout), the request that
+ * was in flight fails with a message naming the cause, the child is reaped,
+ * and a new runner is started and given every mapping, module and kernel
+ * again, with the same ids; buffers survive because the daemon holds their
+ * memfds. If that restart fails, the next request tries again.
+ *
+ * Thread safety: every function may be called from any thread; requests
+ * are serialized on the runner (one at a time, under a mutex), so a launch
+ * blocks the other callers until it completes.
+ *
+ * Errors: 0 or a negative HIPD_E* code; on failure @p err (of @p errsz
+ * bytes, may be NULL/0) receives a message that names the problem.
+ */
+#ifndef HIPD_KERNELS_CPU_RUNNER_CLIENT_H
+#define HIPD_KERNELS_CPU_RUNNER_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu_proto.h"
+
+typedef struct cpu_runner cpu_runner_t;
+
+typedef struct {
+  /* The runner binary: NULL for $HIPD_CPU_RUNNER, else the installed
+   * $(libexecdir)/hipd-cpu-runner. */
+  const char *path;
+  /* Worker threads: 0 for one per CPU. */
+  unsigned workers;
+  /* A launch (or a module load, which runs the module's constructors)
+   * that takes longer is stopped by killing the runner: 0 for no limit. */
+  unsigned timeout_ms;
+  /* Optional: the address range the daemon allocates CPU device buffers
+   * in; the runner reserves it at start so that buffers can always be
+   * mapped at their daemon address. 0/0 for none. */
+  void *reserve_addr;
+  size_t reserve_size;
+} cpu_runner_cfg_t;
+
+/* A kernel's declared parameters, as the runner reports them. */
+typedef struct {
+  uint32_t nargs;
+  uint8_t types[CPU_MAX_ARGS]; /* HIPD_CPU_T_* (see cpu_arg_type_name) */
+} cpu_kernel_sig_t;
+
+/**
+ * Start a runner.
+ * @param cfg settings (copied); NULL for the defaults.
+ * @param out the new runner, released with cpu_runner_stop().
+ * @return 0, HIPD_ENOENT/HIPD_EIO (the binary cannot be started),
+ *         HIPD_EVERSION (a runner of another build), HIPD_ENOMEM.
+ */
+int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out, char *err,
+                     size_t errsz);
+
+/** Stop the runner process (it exits when its socket closes; it is killed
+ *  if it does not within 2 s) and free @p r. Buffers' fds are not closed:
+ *  they belong to the caller. NULL is a no-op. */
+void cpu_runner_stop(cpu_runner_t *r);
+
+/**
+ * Map buffer [@p addr, @p addr + @p size), backed by memfd @p fd, at the
+ * same address in the runner.
+ * @p fd stays the caller's; it must stay open until cpu_runner_unmap(),
+ * because a restarted runner is given it again. Unmap before freeing the
+ * buffer: a stale mapping would block a later buffer at that address.
+ * @return 0, HIPD_EBUSY (the range is in use in the runner), HIPD_EEXIST
+ *         (overlaps a mapped buffer), HIPD_EINVAL (unaligned, empty, or
+ *         the file is smaller than @p size).
+ */
+int cpu_runner_map(cpu_runner_t *r, int fd, void *addr, size_t size, char *err,
+                   size_t errsz);
+
+/** Remove the mapping made at @p addr. @return 0 or HIPD_ENOENT. */
+int cpu_runner_unmap(cpu_runner_t *r, void *addr, char *err, size_t errsz);
+
+/**
+ * Load the kernel module (a shared object from cpu_compile()) at
+ * @p so_path. The file must stay in place until cpu_runner_unload(): a
+ * restarted runner loads it again.
+ * @param module receives the module's id.
+ * @return 0, HIPD_EIO (dlopen failed: its message), HIPD_EINVAL (not a
+ *         kernel module), HIPD_EVERSION (another CPU device ABI),
+ *         HIPD_EDEVICE (its constructors crashed the runner).
+ */
+int cpu_runner_load(cpu_runner_t *r, const char *so_path, uint32_t *module,
+                    char *err, size_t errsz);
+
+/** Unload a module and forget its kernels. @return 0 or HIPD_ENOENT. */
+int cpu_runner_unload(cpu_runner_t *r, uint32_t module, char *err,
+                      size_t errsz);
+
+/**
+ * Look kernel @p name up in @p module (it must have been named when the
+ * module was compiled). Looking the same name up again returns the same id.
+ * @param kernel receives the kernel's id.
+ * @param sig receives its declared parameter types (may be NULL).
+ * @return 0, HIPD_ENOENT (no such module), HIPD_ENOKERNEL.
+ */
+int cpu_runner_kernel(cpu_runner_t *r, uint32_t module, const char *name,
+                      uint32_t *kernel, cpu_kernel_sig_t *sig, char *err,
+                      size_t errsz);
+
+/**
+ * Run kernel @p kernel over @p grid blocks of @p block threads with
+ * @p shared bytes of dynamic shared memory, and wait for it to complete.
+ * @param args one value per declared parameter, in the member that its
+ *        type selects (see cpu_arg_t).
+ * @return 0; HIPD_ESIGNATURE (@p nargs differs from the kernel's);
+ *         HIPD_ELIMIT (geometry or shared memory past the device's limits);
+ *         HIPD_ENOKERNEL; HIPD_ELAUNCH when the kernel crashed the runner
+ *         ("kernel crashed on the CPU device: SIGSEGV (segmentation
+ *         fault)") or ended it; HIPD_ETIMEDOUT past the configured timeout.
+ *         After HIPD_ELAUNCH/HIPD_ETIMEDOUT a new runner is in place.
+ */
+int cpu_runner_launch(cpu_runner_t *r, uint32_t kernel, const uint32_t grid[3],
+                      const uint32_t block[3], uint32_t shared,
+                      const cpu_arg_t *args, uint32_t nargs, char *err,
+                      size_t errsz);
+
+/** The runner's process id (-1 when none is running). */
+int cpu_runner_pid(cpu_runner_t *r);
+/** How many times the runner was restarted after it died. */
+unsigned cpu_runner_restarts(cpu_runner_t *r);
+/** The runner's worker threads (0 when none is running). */
+unsigned cpu_runner_workers(cpu_runner_t *r);
+
+#endif
