@@ -1080,6 +1080,78 @@ int conn_decode_uint(hipd_call_t *call, const msgpack_object *result,
   return 0;
 }
 
+int conn_decode_int32(hipd_call_t *call, const msgpack_object *result,
+                      const conn_outs_t *outs)
+{
+  int64_t v;
+
+  if (proto_obj_int(result, INT_MIN, INT_MAX, &v) < 0)
+    return conn_call_fail(call, HIPD_EPROTO,
+                          "%s: expected a small integer in the reply, got %s",
+                          call->method, proto_obj_type_name(result));
+  if (outs->p[0] != NULL)
+    *(int *)outs->p[0] = (int)v;
+  return 0;
+}
+
+int conn_decode_bool(hipd_call_t *call, const msgpack_object *result,
+                     const conn_outs_t *outs)
+{
+  if (result->type != MSGPACK_OBJECT_BOOLEAN)
+    return conn_call_fail(call, HIPD_EPROTO,
+                          "%s: expected a boolean in the reply, got %s",
+                          call->method, proto_obj_type_name(result));
+  if (outs->p[0] != NULL)
+    *(int *)outs->p[0] = result->via.boolean ? 1 : 0;
+  return 0;
+}
+
+int conn_decode_float(hipd_call_t *call, const msgpack_object *result,
+                      const conn_outs_t *outs)
+{
+  double v;
+
+  if (proto_obj_double(result, &v) < 0)
+    return conn_call_fail(call, HIPD_EPROTO,
+                          "%s: expected a number in the reply, got %s",
+                          call->method, proto_obj_type_name(result));
+  if (outs->p[0] != NULL)
+    *(float *)outs->p[0] = (float)v;
+  return 0;
+}
+
+/* ----------------------------------------------------- common parameters */
+
+int conn_check_device(hipd_conn_t *conn, const char *method, int dev)
+{
+  if (dev < 0 && dev != HIPD_DEVICE_CURRENT)
+    return conn_fail(conn, HIPD_ENODEV,
+                     "%s: no device %d (a device index, or "
+                     "HIPD_DEVICE_CURRENT)",
+                     method, dev);
+  return 0;
+}
+
+void conn_pack_device(msgpack_packer *pk, int dev)
+{
+  if (dev == HIPD_DEVICE_CURRENT)
+    msgpack_pack_nil(pk);
+  else
+    msgpack_pack_int(pk, dev);
+}
+
+int conn_call_handle(hipd_conn_t *conn, const char *method, uint64_t handle,
+                     conn_decode_fn decode, conn_outs_t outs, hipd_call_t **out)
+{
+  hipd_call_t *c;
+  int err = conn_call_begin(conn, method, 1, &c);
+
+  if (err < 0)
+    return err;
+  msgpack_pack_uint64(&c->pk, handle);
+  return conn_call_send(c, decode, outs, out);
+}
+
 /* ------------------------------------------------------------ connecting */
 
 /* The default socket path (see hipd_connect), malloc'd into *out. */
@@ -1143,7 +1215,8 @@ static int conn_open(const char *path, const char *client_name,
   proto_limits_default(&conn->limits);
   conn->table_size = TABLE_MIN;
   conn->table = calloc(TABLE_MIN, sizeof(*conn->table));
-  conn->client_name = strdup(client_name);
+  /* The daemon keeps at most 63 bytes of the name: send no more. */
+  conn->client_name = strndup(client_name, 63);
   if (conn->table == NULL || conn->client_name == NULL) {
     err = conn_fail(NULL, HIPD_ENOMEM, "out of memory");
     goto fail;
@@ -1198,6 +1271,14 @@ int hipd_connect2(const char *path, const char *client_name, hipd_conn_t **out)
   if (client_name == NULL || *client_name == '\0')
     client_name = program_invocation_short_name;
   err = conn_open(path, client_name, &conn);
+  if (err == HIPD_ECONNECT && defpath != NULL &&
+      strcmp(defpath, "/run/hipd/hipd.sock") != 0 &&
+      getenv("HIPD_SOCKET") == NULL && access(defpath, F_OK) != 0) {
+    /* No daemon of the user's own: try the system daemon's socket (the
+     * user may be in its group). */
+    path = "/run/hipd/hipd.sock";
+    err = conn_open(path, client_name, &conn);
+  }
   if (err < 0)
     goto done;
   err = hipd_hello(conn, NULL);

@@ -156,6 +156,35 @@ int conn_decode_int(hipd_call_t *call, const msgpack_object *result,
 int conn_decode_uint(hipd_call_t *call, const msgpack_object *result,
                      const conn_outs_t *outs);
 
+/* An integer result that fits an int into (int *)p[0] (a device id or
+ * count). */
+int conn_decode_int32(hipd_call_t *call, const msgpack_object *result,
+                      const conn_outs_t *outs);
+/* A boolean result into (int *)p[0] as 0 or 1. */
+int conn_decode_bool(hipd_call_t *call, const msgpack_object *result,
+                     const conn_outs_t *outs);
+/* A number (float or integer) result into (float *)p[0]. */
+int conn_decode_float(hipd_call_t *call, const msgpack_object *result,
+                      const conn_outs_t *outs);
+
+/* ------------------------------------------------ common parameters */
+
+/* Check a device id given to a method: a device index (>= 0) or
+ * HIPD_DEVICE_CURRENT. @return 0, or HIPD_ENODEV with the thread's last
+ * error set. */
+int conn_check_device(hipd_conn_t *conn, const char *method, int dev);
+/* Pack a device id checked by conn_check_device(): HIPD_DEVICE_CURRENT
+ * travels as nil, which the daemon reads as the session's current device. */
+void conn_pack_device(msgpack_packer *pk, int dev);
+
+/*
+ * The whole of a method whose one param is a handle: begin @p method, pack
+ * @p handle, send with @p decode and @p outs. @return as conn_call_send().
+ */
+int conn_call_handle(hipd_conn_t *conn, const char *method, uint64_t handle,
+                     conn_decode_fn decode, conn_outs_t outs,
+                     hipd_call_t **out);
+
 /* ------------------------------------------------------------- info.c */
 
 /* Deep-copy @p o into a new info record (strings and binaries are copied and

@@ -16,10 +16,11 @@ int m_stream_create(call_t *c)
 
   if ((rc = arg_device(c, 0, &dev)) != 0)
     return rc;
-  if (s->handles.count[HANDLE_STREAM] >= s->d->cfg.max_streams)
+  /* Default streams do not count: the limit is on streams made here. */
+  if (s->handles.count[HANDLE_STREAM] - s->ndefaults >= s->d->cfg.max_streams)
     return call_fail(c, HIPD_ETOOMANY,
                      "this session already has %u streams (the limit)",
-                     s->handles.count[HANDLE_STREAM]);
+                     s->handles.count[HANDLE_STREAM] - s->ndefaults);
   st = stream_new(dev);
   if (st == NULL)
     return call_fail(c, HIPD_ENOMEM, "cannot start a stream worker");
@@ -79,9 +80,22 @@ int m_stream_synchronize(call_t *c)
   return stream_op(c, OP_SYNC);
 }
 
-/* stream.query [stream] -> true when all its work has completed. */
+/* stream.query [stream] -> true when all its work has completed. It never
+ * waits: while the stream's worker still has ops (queued or running; on the
+ * CPU device an op runs to completion there) the answer is false at once.
+ * Only an idle worker asks the driver about work left on the device. */
 int m_stream_query(call_t *c)
 {
+  stream_t *st;
+  uint64_t h;
+  int rc;
+
+  if ((rc = arg_stream(c, 0, &st, &h)) != 0)
+    return rc;
+  if (exec_pending(st->ex) > 0) {
+    msgpack_pack_false(call_result(c));
+    return 0;
+  }
   return stream_op(c, OP_QUERY);
 }
 
