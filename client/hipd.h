@@ -343,6 +343,96 @@ HIPD_EXTERN int hipd_profile_disable(hipd_conn_t *conn);
 HIPD_EXTERN int hipd_session_profile(hipd_conn_t *conn, int clear,
                                      hipd_info_t **out);
 
+/* ---------------------------------------------------------------- kernels */
+
+typedef uint64_t hipd_kernel_t;
+
+/** Kernel launch arguments, by position, each of a stated kind. Build one
+ *  with hipd_args_new() and the adders; reuse it across launches with
+ *  hipd_args_clear(). Not thread-safe. */
+typedef struct hipd_args hipd_args_t;
+HIPD_EXTERN hipd_args_t *hipd_args_new(void);
+HIPD_EXTERN void hipd_args_free(hipd_args_t *args);
+HIPD_EXTERN void hipd_args_clear(hipd_args_t *args);
+/** A buffer of this session, at a byte offset: the kernel gets its device
+ *  address. */
+HIPD_EXTERN int hipd_args_buffer(hipd_args_t *args, hipd_buffer_t buf,
+                                 uint64_t offset);
+/** A raw device address; the daemon accepts it only inside a buffer of
+ *  this session on the kernel's device. */
+HIPD_EXTERN int hipd_args_ptr(hipd_args_t *args, uint64_t device_ptr);
+HIPD_EXTERN int hipd_args_i32(hipd_args_t *args, int32_t v);
+HIPD_EXTERN int hipd_args_i64(hipd_args_t *args, int64_t v);
+HIPD_EXTERN int hipd_args_f32(hipd_args_t *args, float v);
+HIPD_EXTERN int hipd_args_f64(hipd_args_t *args, double v);
+
+/** `kernel.compile`: compile @p source (HIP C++) and load kernel @p name on
+ *  device @p dev (HIPD_DEVICE_CURRENT for the current one); the binary
+ *  replaces any cached one. @p options (NULL-ended, may be NULL) are
+ *  compiler options such as "-DN=4". A compile error is HIPD_ECOMPILE with
+ *  the compiler's log in hipd_last_error(). @p info, if not NULL, gets
+ *  {kernel, cache, key, bytes, compile_ms, params}. */
+HIPD_EXTERN int hipd_kernel_compile(hipd_conn_t *conn, int dev,
+                                    const char *source, const char *name,
+                                    const char *const *options,
+                                    hipd_kernel_t *out, hipd_info_t **info);
+/** `kernel.compile_cached`: the same through the compiled-kernel cache. */
+HIPD_EXTERN int hipd_kernel_compile_cached(hipd_conn_t *conn, int dev,
+                                           const char *source,
+                                           const char *name,
+                                           const char *const *options,
+                                           hipd_kernel_t *out,
+                                           hipd_info_t **info);
+/** Compile for a target architecture ("gfx90a", "sm_90", "host-x86_64")
+ *  without a device: checks the source and fills the cache. @p info gets
+ *  {kernel: nil, cache, key, bytes, compile_ms, params}. */
+HIPD_EXTERN int hipd_kernel_compile_for(hipd_conn_t *conn, const char *arch,
+                                        const char *source, const char *name,
+                                        const char *const *options,
+                                        int cached, hipd_info_t **info);
+/** `kernel.info`: {name, device, params (declared types, or nil)}. */
+HIPD_EXTERN int hipd_kernel_info(hipd_conn_t *conn, hipd_kernel_t kernel,
+                                 hipd_info_t **out);
+HIPD_EXTERN int hipd_kernel_destroy(hipd_conn_t *conn, hipd_kernel_t kernel);
+/** `kernel.launch`: queue @p kernel over @p grid blocks of @p block threads
+ *  (3-D) with @p shared bytes of dynamic shared memory on @p stream (0: the
+ *  default stream of the kernel's device). Returns once queued; errors of
+ *  the kernel's run come from the next synchronisation. Limits are checked
+ *  first (HIPD_ELIMIT); where the kernel's declaration is known the
+ *  arguments are checked against it (HIPD_ESIGNATURE). */
+HIPD_EXTERN int hipd_kernel_launch(hipd_conn_t *conn, hipd_kernel_t kernel,
+                                   const uint32_t grid[3],
+                                   const uint32_t block[3], uint32_t shared,
+                                   hipd_stream_t stream,
+                                   const hipd_args_t *args);
+HIPD_EXTERN int hipd_kernel_launch_begin(hipd_conn_t *conn,
+                                         hipd_kernel_t kernel,
+                                         const uint32_t grid[3],
+                                         const uint32_t block[3],
+                                         uint32_t shared, hipd_stream_t stream,
+                                         const hipd_args_t *args,
+                                         hipd_call_t **call);
+/** `run_source`: compile through the cache for the current device, launch
+ *  on its default stream and return when the kernel has run. @p lang is
+ *  one of hipd_supported_source_langs(); others are HIPD_ELANG. */
+HIPD_EXTERN int hipd_run_source(hipd_conn_t *conn, const char *source,
+                                const char *lang, const char *kernel_name,
+                                const uint32_t block[3],
+                                const uint32_t grid[3], uint32_t shared,
+                                const hipd_args_t *args);
+/** `supported_source_langs`: the languages device @p dev takes, as an
+ *  info array ("hip", and "cuda" on NVIDIA). */
+HIPD_EXTERN int hipd_supported_source_langs(hipd_conn_t *conn, int dev,
+                                            hipd_info_t **out);
+/** `execute_direct`: always HIPD_ENOTSUP (hip is a JIT backend). */
+HIPD_EXTERN int hipd_execute_direct(hipd_conn_t *conn);
+/** `cache.stats`: {hits, hits_memory, hits_disk, misses, waits,
+ *  compile_failures, corrupt, evictions, entries, bytes, disk_entries,
+ *  disk_bytes}. */
+HIPD_EXTERN int hipd_cache_stats(hipd_conn_t *conn, hipd_info_t **out);
+/** `cache.clear`: empty the shared cache (root or the daemon's user). */
+HIPD_EXTERN int hipd_cache_clear(hipd_conn_t *conn);
+
 #ifdef __cplusplus
 }
 #endif

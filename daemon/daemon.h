@@ -57,6 +57,8 @@ typedef struct daemon_config {
   uint32_t max_streams;      /* streams per session */
   char *devices;             /* --devices selection, NULL: all */
   int cpu_devices;           /* CPU devices to serve */
+  char *cache_dir;           /* kernel cache directory, "" for none */
+  uint64_t cache_size;       /* its cap in bytes */
 } daemon_config_t;
 
 typedef struct server server_t;

@@ -15,6 +15,8 @@
 static const method_t methods[] = {
     /* name                handler               min max flags  since */
     {"backend.info", m_backend_info, 0, 0, 0, 1},
+    {"cache.clear", m_cache_clear, 0, 0, 0, 1},
+    {"cache.stats", m_cache_stats, 0, 0, 0, 1},
     {"daemon.info", m_daemon_info, 0, 0, 0, 1},
     {"device.count", m_device_count, 0, 0, 0, 1},
     {"device.current", m_device_current, 0, 0, 0, 1},
@@ -28,7 +30,13 @@ static const method_t methods[] = {
     {"event.query", m_event_query, 1, 1, 0, 1},
     {"event.record", m_event_record, 1, 2, 0, 1},
     {"event.synchronize", m_event_synchronize, 1, 1, 0, 1},
+    {"execute_direct", m_execute_direct, 0, 255, 0, 1},
     {"hello", m_hello, 0, 2, M_PREHELLO, 1},
+    {"kernel.compile", m_kernel_compile, 2, 4, 0, 1},
+    {"kernel.compile_cached", m_kernel_compile_cached, 2, 4, 0, 1},
+    {"kernel.destroy", m_kernel_destroy, 1, 1, 0, 1},
+    {"kernel.info", m_kernel_info, 1, 1, 0, 1},
+    {"kernel.launch", m_kernel_launch, 6, 6, 0, 1},
     {"mem.alloc", m_mem_alloc, 2, 3, 0, 1},
     {"mem.alloc_custom", m_mem_alloc_custom, 2, 3, 0, 1},
     {"mem.copy", m_mem_copy, 5, 5, 0, 1},
@@ -45,6 +53,7 @@ static const method_t methods[] = {
     {"ping", m_ping, 0, 1, M_PREHELLO, 1},
     {"profile.disable", m_profile_disable, 0, 0, 0, 1},
     {"profile.enable", m_profile_enable, 0, 0, 0, 1},
+    {"run_source", m_run_source, 7, 7, 0, 1},
     {"session.info", m_session_info, 0, 0, 0, 1},
     {"session.profile", m_session_profile, 0, 1, 0, 1},
     {"stream.create", m_stream_create, 0, 1, 0, 1},
@@ -52,6 +61,7 @@ static const method_t methods[] = {
     {"stream.destroy", m_stream_destroy, 1, 1, 0, 1},
     {"stream.query", m_stream_query, 1, 1, 0, 1},
     {"stream.synchronize", m_stream_synchronize, 1, 1, 0, 1},
+    {"supported_source_langs", m_supported_source_langs, 0, 1, 0, 1},
 };
 
 const method_t *dispatch_methods(unsigned *count)
@@ -133,7 +143,7 @@ void call_result_bin(call_t *c, void *data, size_t len)
 
 static int call_failv(call_t *c, int code, const char *fmt, va_list ap)
 {
-  char text[1024];
+  char text[16384]; /* room for a compiler log */
   int n = 0;
 
   if (call_begin(c) != 0)

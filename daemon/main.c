@@ -20,6 +20,7 @@
 #include "executor.h"
 #include "handles.h"
 #include "hipd.h"
+#include "kernels/cache.h"
 #include "log.h"
 #include "server.h"
 #include "session.h"
@@ -109,6 +110,8 @@ enum {
   OPT_MEM_QUOTA,
   OPT_DEVICES,
   OPT_CPU_DEVICES,
+  OPT_CACHE_DIR,
+  OPT_CACHE_SIZE,
 };
 
 static int parse_options(int argc, char **argv, daemon_config_t *cfg)
@@ -129,6 +132,8 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       {"mem-quota", required_argument, NULL, OPT_MEM_QUOTA},
       {"devices", required_argument, NULL, OPT_DEVICES},
       {"cpu-devices", required_argument, NULL, OPT_CPU_DEVICES},
+      {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+      {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -212,6 +217,15 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       if (parse_size(optarg, 0, 16, &v) != 0)
         goto bad;
       cfg->cpu_devices = (int)v;
+      break;
+    case OPT_CACHE_DIR:
+      free(cfg->cache_dir);
+      cfg->cache_dir = strdup(optarg);
+      break;
+    case OPT_CACHE_SIZE:
+      if (parse_size(optarg, 4096, UINT64_MAX >> 1, &v) != 0)
+        goto bad;
+      cfg->cache_size = v;
       break;
     case 'V':
       printf("hipd %s (protocol %d)\n", PACKAGE_VERSION, HIPD_PROTOCOL_VERSION);
@@ -314,6 +328,7 @@ int main(int argc, char **argv)
       .listen_fd = -1,
       .max_streams = 64,
       .cpu_devices = 1,
+      .cache_size = (uint64_t)1 << 30,
   };
   proto_limits_default(&d->cfg.limits);
   if (parse_options(argc, argv, &d->cfg) != 0)
@@ -346,6 +361,16 @@ int main(int argc, char **argv)
   {
     char err[256] = "";
     if ((rc = devices_init(d->cfg.devices, err, sizeof(err))) != 0) {
+      log_error(0, "not started: %s", err);
+      return 1;
+    }
+  }
+  if (d->cfg.cache_dir == NULL)
+    d->cfg.cache_dir = cache_default_dir();
+  {
+    char err[512] = "";
+    if (cache_init(d->loop, d->cfg.cache_dir, d->cfg.cache_size, err,
+                   sizeof(err)) != 0) {
       log_error(0, "not started: %s", err);
       return 1;
     }
@@ -383,6 +408,8 @@ int main(int argc, char **argv)
              "%u device tasks did not finish in time; exiting without "
              "waiting for them",
              exec_outstanding());
+  cache_shutdown();
+  free(d->cfg.cache_dir);
   free(d->cfg.devices);
   log_info(0, "stopped");
   free(d->cfg.socket_path);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/kernels.h"
 #include "log.h"
 #include "objects.h"
 
@@ -457,6 +458,10 @@ static void op_run(task_t *t)
     if (rc == HIPD_ENOTREADY)
       rc = 0;
     break;
+  case OP_LAUNCH:
+    rc = drv->launch(drv, st->drv, op->kernel->fn, op->grid, op->block,
+                     op->shared, op->args, op->nargs);
+    break;
   case OP_RECORD: {
     obj_task_t *mark = op->mark;
     op->mark = NULL; /* it completes on its own */
@@ -497,9 +502,9 @@ out:
 
 static const char *op_name(const op_t *op)
 {
-  static const char *const names[] = {"mem.write",   "mem.read", "mem.copy",
-                                      "mem.memset",  "sync",     "query",
-                                      "event.record"};
+  static const char *const names[] = {
+      "mem.write", "mem.read", "mem.copy",     "mem.memset",
+      "sync",      "query",    "event.record", "kernel.launch"};
   return names[op->kind];
 }
 
@@ -584,6 +589,12 @@ static void op_done(task_t *t)
     buffer_unref(op->src);
   if (op->ev)
     event_unref(op->ev);
+  if (op->kernel)
+    kernel_unref(op->kernel);
+  for (uint32_t i = 0; i < op->nbufs; i++)
+    buffer_unref(op->bufs[i]);
+  free(op->bufs);
+  free(op->args);
   stream_unref(op->st);
   free(op->host);
   free(op);
@@ -643,10 +654,19 @@ static void release_stream_cb(void *ctx, uint64_t h, void *obj)
   stream_unref(obj);
 }
 
+static void release_kernel_cb(void *ctx, uint64_t h, void *obj)
+{
+  session_t *s = ctx;
+
+  handles_remove(&s->handles, h, HANDLE_KERNEL, NULL);
+  kernel_unref(obj);
+}
+
 void objects_release_session(session_t *s)
 {
   /* Events and buffers first, then streams: queued work holds its own
    * references, so each driver object goes after the work that uses it. */
+  handles_foreach(&s->handles, HANDLE_KERNEL, release_kernel_cb, s);
   handles_foreach(&s->handles, HANDLE_EVENT, release_event_cb, s);
   handles_foreach(&s->handles, HANDLE_BUFFER, release_buffer_cb, s);
   handles_foreach(&s->handles, HANDLE_STREAM, release_stream_cb, s);

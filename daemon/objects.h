@@ -104,7 +104,10 @@ typedef enum {
   OP_SYNC,   /* wait for the stream; answer when done */
   OP_QUERY,  /* answer whether the stream is idle */
   OP_RECORD, /* record an event */
+  OP_LAUNCH, /* launch a kernel */
 } op_kind_t;
+
+struct kernel;
 
 typedef struct op {
   task_t t;
@@ -127,6 +130,13 @@ typedef struct op {
   float prof_ms;         /* device time between the profiling events */
   void *pev[2];          /* profiling events around the operation */
   uint64_t submit_ns;
+  /* OP_LAUNCH */
+  struct kernel *kernel; /* holds a reference */
+  uint32_t grid[3], block[3], shared;
+  drv_arg_t *args; /* malloc'd */
+  uint32_t nargs;
+  buffer_t **bufs; /* buffers passed, each holding a reference */
+  uint32_t nbufs;
 } op_t;
 
 /* A new op of @p kind on @p st answering @p c (taking a stream ref). */

@@ -343,7 +343,7 @@ void proto_pack_error(msgpack_packer *pk, int code, const char *message)
 void proto_pack_error_responsev(msgpack_packer *pk, uint32_t msgid, int code,
                                 const char *fmt, va_list ap)
 {
-  char text[1024];
+  char text[16384];
 
   vsnprintf(text, sizeof(text), fmt, ap);
   msgpack_pack_array(pk, 4);

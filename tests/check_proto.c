@@ -1382,7 +1382,7 @@ START_TEST(test_pack_error_response_long)
   buf_t b;
   msgpack_zone zone;
   proto_msg_t msg;
-  char big[3000];
+  char big[40000]; /* past the 16 KiB formatting buffer */
   const char *m;
   size_t len;
 

@@ -9,16 +9,22 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cpu.h"
 #include "driver.h"
 #include "hipd.h"
+#include "kernels/cpu_compile.h"
+#include "kernels/cpu_runner_client.h"
 
 typedef struct {
   int dev;
@@ -29,6 +35,56 @@ typedef struct {
 } cpu_event_t;
 
 static int device_count = 1;
+
+#if defined(__x86_64__)
+#define HOST_ARCH "host-x86_64"
+#elif defined(__aarch64__)
+#define HOST_ARCH "host-aarch64"
+#else
+#define HOST_ARCH "host"
+#endif
+
+/* The driver's type codes are the CPU device ABI's. */
+_Static_assert((int)DRV_T_PTR == (int)HIPD_CPU_T_PTR &&
+                   (int)DRV_T_BOOL == (int)HIPD_CPU_T_BOOL &&
+                   (int)DRV_T_F32 == (int)HIPD_CPU_T_F32,
+               "DRV_T_* must match HIPD_CPU_T_*");
+
+static void find_compiler_id(void);
+
+/* A live buffer, remembered so that a runner started later maps it. */
+typedef struct live_buf {
+  void *ptr;
+  size_t size;
+  int fd;
+  struct live_buf *next;
+} live_buf_t;
+
+/* A kernel: its id in the runner and its declared parameters. */
+typedef struct cpu_kernel {
+  uint32_t id;
+  drv_sig_t sig;
+  struct cpu_kernel *next; /* in its module */
+} cpu_kernel_t;
+
+/* A module: the shared object written for the runner, its id there, and
+ * the kernels looked up in it (freed with it). */
+typedef struct {
+  uint32_t id;
+  char path[4096];
+  cpu_kernel_t *kernels;
+} cpu_module_t;
+
+/* Kernel execution state, shared by all CPU devices (they are one host).
+ * The runner is started when the first module is loaded. */
+static struct {
+  pthread_mutex_t mu;
+  cpu_runner_t *runner;
+  live_buf_t *bufs;
+  char moddir[4096];  /* private directory of loaded modules */
+  unsigned nmodules;  /* for unique module file names */
+  char compiler[256]; /* compiler_id */
+} K = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void cpu_driver_set_count(int n)
 {
@@ -86,12 +142,19 @@ static int cpu_init(driver_t *drv, int *count)
 {
   (void)drv;
   *count = device_count;
+  find_compiler_id();
   return 0;
 }
 
 static void cpu_shutdown(driver_t *drv)
 {
   (void)drv;
+  pthread_mutex_lock(&K.mu);
+  cpu_runner_stop(K.runner);
+  K.runner = NULL;
+  if (K.moddir[0] != '\0')
+    rmdir(K.moddir);
+  pthread_mutex_unlock(&K.mu);
 }
 
 static uint64_t total_memory(void)
@@ -114,13 +177,7 @@ static int cpu_get_caps(driver_t *drv, int dev, dev_caps_t *c)
     size_t n = strlen(c->name);
     snprintf(c->name + n, sizeof(c->name) - n, " (CPU device %d)", dev);
   }
-#if defined(__x86_64__)
-  snprintf(c->arch, sizeof(c->arch), "host-x86_64");
-#elif defined(__aarch64__)
-  snprintf(c->arch, sizeof(c->arch), "host-aarch64");
-#else
-  snprintf(c->arch, sizeof(c->arch), "host");
-#endif
+  snprintf(c->arch, sizeof(c->arch), "%s", HOST_ARCH);
   /* Limits follow a common GPU so that code tuned for GPUs runs as is. */
   c->max_threads_per_block = 1024;
   c->max_block_dims[0] = 1024;
@@ -169,6 +226,53 @@ static int cpu_bind_thread(driver_t *drv, int dev)
   return 0;
 }
 
+/* Remember a new buffer and map it into the runner if one runs. A buffer
+ * the runner cannot map at the same address fails the allocation: kernels
+ * could not use it. */
+static int track_buffer(const drv_mem_t *m)
+{
+  live_buf_t *b = malloc(sizeof(*b));
+  char err[256];
+  int rc = 0;
+
+  if (b == NULL) {
+    drv_set_error("out of memory");
+    return HIPD_ENOMEM;
+  }
+  b->ptr = m->ptr;
+  b->size = m->size;
+  b->fd = m->fd;
+  pthread_mutex_lock(&K.mu);
+  if (K.runner != NULL && (rc = cpu_runner_map(K.runner, m->fd, m->ptr, m->size,
+                                               err, sizeof(err))) != 0) {
+    drv_set_error("the kernel runner cannot map the buffer: %s", err);
+    free(b);
+  } else {
+    b->next = K.bufs;
+    K.bufs = b;
+  }
+  pthread_mutex_unlock(&K.mu);
+  return rc;
+}
+
+static void untrack_buffer(void *ptr)
+{
+  char err[256];
+
+  pthread_mutex_lock(&K.mu);
+  for (live_buf_t **pp = &K.bufs; *pp != NULL; pp = &(*pp)->next) {
+    if ((*pp)->ptr == ptr) {
+      live_buf_t *b = *pp;
+      *pp = b->next;
+      if (K.runner != NULL)
+        cpu_runner_unmap(K.runner, ptr, err, sizeof(err));
+      free(b);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&K.mu);
+}
+
 static int cpu_mem_alloc(driver_t *drv, int dev, size_t size, drv_mem_t *out)
 {
   uint64_t total = total_memory();
@@ -208,6 +312,11 @@ static int cpu_mem_alloc(driver_t *drv, int dev, size_t size, drv_mem_t *out)
   out->ptr = p;
   out->size = size;
   out->fd = fd;
+  if (track_buffer(out) != 0) {
+    munmap(p, size);
+    close(fd);
+    return HIPD_EBUSY;
+  }
   return 0;
 }
 
@@ -215,6 +324,7 @@ static int cpu_mem_free(driver_t *drv, int dev, drv_mem_t *mem)
 {
   (void)drv;
   (void)dev;
+  untrack_buffer(mem->ptr);
   munmap(mem->ptr, mem->size);
   if (mem->fd >= 0)
     close(mem->fd);
@@ -325,6 +435,264 @@ static int cpu_event_elapsed(driver_t *drv, void *start, void *stop, float *ms)
   return 0;
 }
 
+/* ------------------------------------------------------------- kernels */
+
+/* The first line of `CXX --version`, run once (at start-up). */
+static void find_compiler_id(void)
+{
+  const char *cxx = cpu_compile_compiler();
+  char *argv[] = {(char *)cxx, "--version", NULL};
+  posix_spawn_file_actions_t fa;
+  int pipefd[2];
+  pid_t pid;
+  ssize_t n;
+
+  snprintf(K.compiler, sizeof(K.compiler), "%s", cxx ? cxx : "none");
+  if (cxx == NULL || pipe2(pipefd, O_CLOEXEC) != 0)
+    return;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+  if (posix_spawnp(&pid, cxx, &fa, NULL, argv, NULL) == 0) {
+    close(pipefd[1]);
+    n = read(pipefd[0], K.compiler, sizeof(K.compiler) - 1);
+    K.compiler[n > 0 ? n : 0] = '\0';
+    K.compiler[strcspn(K.compiler, "\n")] = '\0';
+    waitpid(pid, NULL, 0);
+  } else {
+    close(pipefd[1]);
+  }
+  close(pipefd[0]);
+  posix_spawn_file_actions_destroy(&fa);
+}
+
+static const char *cpu_compiler_id(driver_t *drv)
+{
+  (void)drv;
+  return K.compiler;
+}
+
+static int cpu_arch_supported(driver_t *drv, const char *arch)
+{
+  (void)drv;
+  return strcmp(arch, HOST_ARCH) == 0;
+}
+
+static int cpu_compile_image(driver_t *drv, const char *arch, const char *src,
+                             size_t len, const char *const *names,
+                             size_t nnames, const char *const *opts,
+                             size_t nopts, void **image, size_t *image_len,
+                             char *log, size_t logsz)
+{
+  char *so = NULL;
+  struct stat st;
+  void *buf = NULL;
+  int fd = -1, rc;
+
+  if (!cpu_arch_supported(drv, arch)) {
+    drv_set_error("the CPU device compiles for its own host only, not %s",
+                  arch);
+    return HIPD_ENOTSUP;
+  }
+  rc = cpu_compile(NULL, src, len, names, nnames, opts, nopts, &so, log, logsz);
+  if (rc != 0) {
+    drv_set_error("%s", rc == HIPD_ECOMPILE ? "compilation failed" : log);
+    return rc;
+  }
+  fd = open(so, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0 ||
+      (buf = malloc((size_t)st.st_size)) == NULL ||
+      read(fd, buf, (size_t)st.st_size) != st.st_size) {
+    drv_set_error("cannot read the compiled module: %s", strerror(errno));
+    rc = HIPD_EIO;
+    free(buf);
+    buf = NULL;
+  } else {
+    *image = buf;
+    *image_len = (size_t)st.st_size;
+  }
+  if (fd >= 0)
+    close(fd);
+  cpu_compile_free(so);
+  return rc;
+}
+
+/* Start the runner and give it every live buffer. Under K.mu. */
+static int runner_ensure(void)
+{
+  char err[512];
+  int rc;
+
+  if (K.runner != NULL)
+    return 0;
+  if (K.moddir[0] == '\0') {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(K.moddir, sizeof(K.moddir), "%s/hipd-modules-XXXXXX",
+             tmp && tmp[0] ? tmp : "/tmp");
+    if (mkdtemp(K.moddir) == NULL) {
+      drv_set_error("cannot create a module directory: %s", strerror(errno));
+      K.moddir[0] = '\0';
+      return HIPD_EIO;
+    }
+  }
+  rc = cpu_runner_start(NULL, &K.runner, err, sizeof(err));
+  if (rc != 0) {
+    drv_set_error("cannot start the CPU kernel runner: %s", err);
+    K.runner = NULL;
+    return rc;
+  }
+  for (live_buf_t *b = K.bufs; b != NULL; b = b->next)
+    if ((rc = cpu_runner_map(K.runner, b->fd, b->ptr, b->size, err,
+                             sizeof(err))) != 0)
+      drv_set_error("the kernel runner cannot map a buffer: %s", err);
+  return 0;
+}
+
+static int cpu_module_load(driver_t *drv, int dev, const void *image,
+                           size_t len, void **module)
+{
+  cpu_module_t *m = calloc(1, sizeof(*m));
+  char err[512];
+  int fd, rc;
+
+  (void)drv;
+  (void)dev;
+  if (m == NULL)
+    return HIPD_ENOMEM;
+  pthread_mutex_lock(&K.mu);
+  if ((rc = runner_ensure()) != 0)
+    goto out;
+  snprintf(m->path, sizeof(m->path), "%s/module-%u.so", K.moddir, ++K.nmodules);
+  fd = open(m->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 || write(fd, image, len) != (ssize_t)len) {
+    drv_set_error("cannot write the module for the runner: %s",
+                  strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    unlink(m->path);
+    rc = HIPD_EIO;
+    goto out;
+  }
+  close(fd);
+  rc = cpu_runner_load(K.runner, m->path, &m->id, err, sizeof(err));
+  if (rc != 0) {
+    drv_set_error("%s", err);
+    unlink(m->path);
+  }
+out:
+  pthread_mutex_unlock(&K.mu);
+  if (rc != 0) {
+    free(m);
+    return rc;
+  }
+  *module = m;
+  return 0;
+}
+
+static int cpu_module_unload(driver_t *drv, int dev, void *module)
+{
+  cpu_module_t *m = module;
+  char err[256];
+
+  (void)drv;
+  (void)dev;
+  pthread_mutex_lock(&K.mu);
+  if (K.runner != NULL)
+    cpu_runner_unload(K.runner, m->id, err, sizeof(err));
+  pthread_mutex_unlock(&K.mu);
+  unlink(m->path);
+  while (m->kernels != NULL) {
+    cpu_kernel_t *k = m->kernels;
+    m->kernels = k->next;
+    free(k);
+  }
+  free(m);
+  return 0;
+}
+
+static int cpu_kernel_get(driver_t *drv, void *module, const char *name,
+                          void **fn, drv_sig_t *sig)
+{
+  cpu_module_t *m = module;
+  cpu_kernel_t *k = calloc(1, sizeof(*k));
+  cpu_kernel_sig_t cs;
+  char err[512];
+  int rc;
+
+  (void)drv;
+  if (k == NULL)
+    return HIPD_ENOMEM;
+  pthread_mutex_lock(&K.mu);
+  rc = K.runner ? cpu_runner_kernel(K.runner, m->id, name, &k->id, &cs, err,
+                                    sizeof(err))
+                : HIPD_EDEVICE;
+  pthread_mutex_unlock(&K.mu);
+  if (rc != 0) {
+    drv_set_error("%s", K.runner ? err : "the kernel runner is not running");
+    free(k);
+    return rc;
+  }
+  k->sig.known = 1;
+  k->sig.nargs = cs.nargs;
+  memcpy(k->sig.types, cs.types, cs.nargs);
+  *sig = k->sig;
+  *fn = k;
+  pthread_mutex_lock(&K.mu);
+  k->next = m->kernels;
+  m->kernels = k;
+  pthread_mutex_unlock(&K.mu);
+  return 0;
+}
+
+static int cpu_launch(driver_t *drv, void *stream, void *fn,
+                      const uint32_t grid[3], const uint32_t block[3],
+                      uint32_t shared, const drv_arg_t *args, uint32_t nargs)
+{
+  cpu_kernel_t *k = fn;
+  cpu_arg_t cargs[DRV_MAX_ARGS];
+  cpu_runner_t *r;
+  char err[512];
+  int rc;
+
+  (void)drv;
+  (void)stream;
+  if (nargs > DRV_MAX_ARGS)
+    return HIPD_ESIGNATURE;
+  for (uint32_t i = 0; i < nargs; i++) {
+    switch (args[i].kind) {
+    case KARG_PTR:
+      cargs[i].ptr = (uint64_t)(uintptr_t)args[i].v.ptr;
+      break;
+    case KARG_I32:
+      cargs[i].i = args[i].v.i32;
+      break;
+    case KARG_I64:
+      cargs[i].i = args[i].v.i64;
+      break;
+    case KARG_F32:
+      cargs[i].f64 = 0;
+      cargs[i].f32 = args[i].v.f32;
+      break;
+    default:
+      cargs[i].f64 = args[i].v.f64;
+      break;
+    }
+  }
+  pthread_mutex_lock(&K.mu);
+  r = K.runner;
+  pthread_mutex_unlock(&K.mu);
+  if (r == NULL) {
+    drv_set_error("the kernel runner is not running");
+    return HIPD_EDEVICE;
+  }
+  /* The runner serializes requests itself; K.mu is not held across the
+   * launch so that allocations on other threads go on meanwhile. */
+  rc = cpu_runner_launch(r, k->id, grid, block, shared, cargs, nargs, err,
+                         sizeof(err));
+  if (rc != 0)
+    drv_set_error("%s", err);
+  return rc;
+}
+
 static driver_t cpu_driver = {
     .name = "cpu",
     .platform = "host",
@@ -348,6 +716,13 @@ static driver_t cpu_driver = {
     .event_destroy = cpu_event_destroy,
     .event_record = cpu_event_record,
     .event_elapsed = cpu_event_elapsed,
+    .compiler_id = cpu_compiler_id,
+    .arch_supported = cpu_arch_supported,
+    .compile = cpu_compile_image,
+    .module_load = cpu_module_load,
+    .module_unload = cpu_module_unload,
+    .kernel_get = cpu_kernel_get,
+    .launch = cpu_launch,
 };
 
 driver_t *driver_cpu(void)

@@ -46,6 +46,47 @@ typedef struct drv_mem {
   int fd;      /* CPU device: the memfd backing it, else -1 */
 } drv_mem_t;
 
+/* Kernel parameter types, as far as a driver knows a kernel's declaration
+ * (the values match the CPU device ABI's HIPD_CPU_T_* codes). */
+enum {
+  DRV_T_PTR = 1,
+  DRV_T_I8,
+  DRV_T_U8,
+  DRV_T_I16,
+  DRV_T_U16,
+  DRV_T_I32,
+  DRV_T_U32,
+  DRV_T_I64,
+  DRV_T_U64,
+  DRV_T_F32,
+  DRV_T_F64,
+  DRV_T_BOOL,
+};
+
+#define DRV_MAX_ARGS 256
+
+/* A kernel's declared parameters. known = 0 when the driver cannot tell
+ * (HIP code objects do not record them). */
+typedef struct drv_sig {
+  int known;
+  uint32_t nargs;
+  uint8_t types[DRV_MAX_ARGS]; /* DRV_T_* */
+} drv_sig_t;
+
+/* One launch argument, of the kind the client gave. */
+typedef enum { KARG_PTR = 1, KARG_I32, KARG_I64, KARG_F32, KARG_F64 } karg_kind_t;
+
+typedef struct drv_arg {
+  uint8_t kind; /* karg_kind_t */
+  union {
+    void *ptr;
+    int32_t i32;
+    int64_t i64;
+    float f32;
+    double f64;
+  } v;
+} drv_arg_t;
+
 /* Called when a stream reaches a point (see stream_notify). It runs on a
  * driver or worker thread and must only hand the news on (no driver
  * calls). @p status is 0 or a negative code. */
@@ -103,6 +144,38 @@ struct driver {
   int (*event_record)(driver_t *drv, void *event, void *stream);
   /* Milliseconds between two completed marks (non-blocking). */
   int (*event_elapsed)(driver_t *drv, void *start, void *stop, float *ms);
+
+  /* ---- kernels ---- */
+  /* The compiler and its version, for cache keys ("hiprtc 5.2.21153",
+   * "g++ 12.2.0"). Non-blocking. */
+  const char *(*compiler_id)(driver_t *drv);
+  /* Does this driver compile for target architecture @p arch ("gfx90a",
+   * "sm_90", "host-x86_64")? Non-blocking. */
+  int (*arch_supported)(driver_t *drv, const char *arch);
+  /* Compile HIP source for @p arch, no device needed (a pool thread; it
+   * may take seconds). @p names are the kernels to make launchable; names
+   * of kernels that are not extern "C" are resolved here (hiprtc name
+   * expressions). On success *image is a malloc'd image in the driver's
+   * own format, which module_load takes. On failure the compiler's log is
+   * in @p log. */
+  int (*compile)(driver_t *drv, const char *arch, const char *src,
+                 size_t len, const char *const *names, size_t nnames,
+                 const char *const *opts, size_t nopts, void **image,
+                 size_t *image_len, char *log, size_t logsz);
+  /* Load an image on device @p dev; @p module gets the driver's module. */
+  int (*module_load)(driver_t *drv, int dev, const void *image, size_t len,
+                     void **module);
+  int (*module_unload)(driver_t *drv, int dev, void *module);
+  /* Find kernel @p name (as given to compile) in @p module; *sig gets its
+   * declared parameters where the driver knows them. */
+  int (*kernel_get)(driver_t *drv, void *module, const char *name, void **fn,
+                    drv_sig_t *sig);
+  /* Enqueue a launch on @p stream. Limits were checked by the caller;
+   * argument values follow their kinds (a KARG_PTR is a device address).
+   * On the CPU device it runs to completion before returning. */
+  int (*launch)(driver_t *drv, void *stream, void *fn, const uint32_t grid[3],
+                const uint32_t block[3], uint32_t shared,
+                const drv_arg_t *args, uint32_t nargs);
 
   void *priv; /* the driver's own state */
 };

@@ -57,6 +57,7 @@ typedef struct pending {
   cache_compile_fn fn;
   void *arg;
   waiter_t *waiters; /* the first one is the requester */
+  int refresh;       /* skip the disk: compile anew */
   struct pending *hnext;
   /* results of the pool thread */
   int status;
@@ -483,7 +484,7 @@ static void get_work(uv_work_t *w)
   pending_t *p = (pending_t *)w;
 
   p->log[0] = '\0';
-  if (C.dir != NULL) {
+  if (C.dir != NULL && !p->refresh) {
     int rc = disk_load(&p->key, &p->data, &p->len);
     if (rc == 0) {
       p->source = CACHE_HIT_DISK;
@@ -558,10 +559,20 @@ static void get_after(uv_work_t *w, int status)
 void cache_get(const cache_key_t *key, cache_compile_fn fn, void *arg,
                cache_done_fn done, void *ctx)
 {
+  cache_get_flags(key, 0, fn, arg, done, ctx);
+}
+
+void cache_get_flags(const cache_key_t *key, int flags, cache_compile_fn fn,
+                     void *arg, cache_done_fn done, void *ctx)
+{
   mem_entry_t *e = mem_find(key);
   pending_t *p;
   waiter_t *w;
 
+  if (e != NULL && (flags & CACHE_REFRESH) && pending_find(key) == NULL) {
+    mem_remove(e); /* replaced by the fresh compile */
+    e = NULL;
+  }
   if (e != NULL) {
     lru_unlink(e);
     lru_push(e);
@@ -598,6 +609,7 @@ void cache_get(const cache_key_t *key, cache_compile_fn fn, void *arg,
   p->key = *key;
   p->fn = fn;
   p->arg = arg;
+  p->refresh = (flags & CACHE_REFRESH) != 0;
   p->waiters = w;
   p->hnext = C.pending[bucket(key)];
   C.pending[bucket(key)] = p;

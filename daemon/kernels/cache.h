@@ -87,6 +87,12 @@ char *cache_default_dir(void);
  * @p done runs (compile_arg is used only by the request that compiles). */
 void cache_get(const cache_key_t *key, cache_compile_fn fn, void *arg,
                cache_done_fn done, void *ctx);
+/* The same, with CACHE_REFRESH: compile even if the key is cached, and
+ * replace the entry (a compile already running for the key is waited for
+ * instead: its result is fresh). */
+enum { CACHE_REFRESH = 1 };
+void cache_get_flags(const cache_key_t *key, int flags, cache_compile_fn fn,
+                     void *arg, cache_done_fn done, void *ctx);
 /* Whether the request for @p key would be a memory hit (no side effects). */
 int cache_has(const cache_key_t *key);
 void cache_get_stats(cache_stats_t *st);

@@ -58,6 +58,18 @@ int m_profile_enable(call_t *c);
 int m_profile_disable(call_t *c);
 int m_session_profile(call_t *c);
 
+/* kernel.c */
+int m_kernel_compile(call_t *c);
+int m_kernel_compile_cached(call_t *c);
+int m_kernel_destroy(call_t *c);
+int m_kernel_info(call_t *c);
+int m_kernel_launch(call_t *c);
+int m_run_source(call_t *c);
+int m_supported_source_langs(call_t *c);
+int m_execute_direct(call_t *c);
+int m_cache_stats(call_t *c);
+int m_cache_clear(call_t *c);
+
 /* ---- helpers (common.c) ---- */
 
 /* Param @p i as a device id; absent or nil means the session's current

@@ -1,0 +1,385 @@
+/* daemon/kernels/kernels.c: compile through the cache, share loaded
+ * modules between sessions, make per-session kernels. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hipd.h"
+#include "kernels/kernels.h"
+#include "log.h"
+
+enum { MOD_LOADING, MOD_READY, MOD_FAILED };
+
+struct module_ref {
+  device_t *dev;
+  cache_key_t key;
+  void *drv;  /* the driver's module once loaded */
+  int state;  /* MOD_* */
+  int status; /* load error */
+  char err[512];
+  int refs;              /* kernels and builds using it */
+  cache_blob_t *blob;    /* the image, held while loading */
+  struct build *waiters; /* builds waiting for the load */
+  module_ref_t *next;    /* in the global list */
+};
+
+typedef struct build {
+  task_t task; /* load and lookup tasks on the service worker */
+  char *source;
+  size_t source_len;
+  char *name;
+  char **opts;
+  size_t nopts;
+  device_t *dev;
+  driver_t *drv;
+  char arch[64];
+  kernel_done_fn done;
+  void *ctx;
+  uint64_t start_ns;
+  kernel_result_t res;
+  module_ref_t *mod;
+  void *fn;
+  drv_sig_t sig;
+  struct build *next_waiter;
+  char err[16384];
+} build_t;
+
+static module_ref_t *modules; /* loaded (or loading) modules, all devices */
+
+static uint64_t now_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+driver_t *kernels_driver_for_arch(const char *arch)
+{
+  for (driver_t **d = drivers_compiled(); *d != NULL; d++)
+    if ((*d)->arch_supported != NULL && (*d)->arch_supported(*d, arch))
+      return *d;
+  return NULL;
+}
+
+static void build_free(build_t *b)
+{
+  free(b->source);
+  free(b->name);
+  for (size_t i = 0; i < b->nopts; i++)
+    free(b->opts[i]);
+  free(b->opts);
+  free(b);
+}
+
+static void finish(build_t *b, int status)
+{
+  b->res.status = status;
+  b->res.error = status != 0 ? b->err : NULL;
+  b->res.compile_ms = (double)(now_ns() - b->start_ns) / 1e6;
+  b->done(b->ctx, &b->res);
+  build_free(b);
+}
+
+/* ---------------------------------------------------------------- modules */
+
+static void module_unload_run(task_t *t)
+{
+  module_ref_t *m = (module_ref_t *)((build_t *)t)->mod;
+
+  if (m->drv != NULL)
+    m->dev->drv->module_unload(m->dev->drv, m->dev->local, m->drv);
+}
+
+static void module_unload_done(task_t *t)
+{
+  build_t *b = (build_t *)t;
+
+  free(b->mod);
+  build_free(b);
+}
+
+static void module_unref(module_ref_t *m)
+{
+  build_t *b;
+
+  if (--m->refs > 0)
+    return;
+  for (module_ref_t **pp = &modules; *pp != NULL; pp = &(*pp)->next)
+    if (*pp == m) {
+      *pp = m->next;
+      break;
+    }
+  if (m->blob != NULL)
+    cache_blob_unref(m->blob);
+  /* A bare build carries the unload task. */
+  b = calloc(1, sizeof(*b));
+  if (b == NULL) {
+    log_error(0, "out of memory unloading a module; it stays loaded");
+    return;
+  }
+  b->mod = m;
+  b->task.run = module_unload_run;
+  b->task.done = module_unload_done;
+  exec_submit(m->dev->service, &b->task);
+}
+
+static void lookup_start(build_t *b);
+
+static void load_run(task_t *t)
+{
+  module_ref_t *m = ((build_t *)t)->mod;
+  driver_t *drv = m->dev->drv;
+  int rc = drv->module_load(drv, m->dev->local, m->blob->data, m->blob->len,
+                            &m->drv);
+
+  if (rc != 0) {
+    m->drv = NULL;
+    task_fail(t, rc, "cannot load the kernel on device %d: %s", m->dev->id,
+              drv_last_error());
+  }
+}
+
+static void load_done(task_t *t)
+{
+  build_t *first = (build_t *)t;
+  module_ref_t *m = first->mod;
+  build_t *w = m->waiters;
+
+  m->waiters = NULL;
+  m->state = t->status == 0 ? MOD_READY : MOD_FAILED;
+  m->status = t->status;
+  snprintf(m->err, sizeof(m->err), "%s", t->err);
+  cache_blob_unref(m->blob);
+  m->blob = NULL;
+  if (m->state == MOD_FAILED) {
+    /* Forget it, so that a later request tries again. */
+    for (module_ref_t **pp = &modules; *pp != NULL; pp = &(*pp)->next)
+      if (*pp == m) {
+        *pp = m->next;
+        break;
+      }
+    m->next = NULL;
+  }
+  while (w != NULL) {
+    build_t *next = w->next_waiter;
+    if (m->state == MOD_READY) {
+      lookup_start(w);
+    } else {
+      snprintf(w->err, sizeof(w->err), "%s", m->err);
+      w->mod = NULL;
+      finish(w, m->status);
+      if (--m->refs == 0)
+        free(m);
+    }
+    w = next;
+  }
+  build_free(first);
+}
+
+/* Get the module of @p blob loaded on the build's device, then look the
+ * kernel up in it. */
+static void module_acquire(build_t *b, cache_blob_t *blob)
+{
+  module_ref_t *m;
+
+  for (m = modules; m != NULL; m = m->next)
+    if (m->dev == b->dev && memcmp(m->key.b, b->res.key.b, CACHE_KEY_SIZE) == 0)
+      break;
+  if (m == NULL) {
+    m = calloc(1, sizeof(*m));
+    if (m == NULL) {
+      snprintf(b->err, sizeof(b->err), "out of memory");
+      finish(b, HIPD_ENOMEM);
+      return;
+    }
+    m->dev = b->dev;
+    m->key = b->res.key;
+    m->state = MOD_LOADING;
+    m->blob = blob;
+    cache_blob_ref(blob);
+    m->next = modules;
+    modules = m;
+    m->refs = 1;
+    b->mod = m;
+    m->waiters = b;
+    /* The first waiter carries the load task. */
+    build_t *loader = calloc(1, sizeof(*loader));
+    if (loader == NULL) {
+      log_error(0, "out of memory loading a module");
+      abort();
+    }
+    loader->mod = m;
+    loader->task.run = load_run;
+    loader->task.done = load_done;
+    exec_submit(m->dev->service, &loader->task);
+    return;
+  }
+  m->refs++;
+  b->mod = m;
+  if (m->state == MOD_LOADING) {
+    b->next_waiter = m->waiters;
+    m->waiters = b;
+  } else {
+    lookup_start(b);
+  }
+}
+
+/* ---------------------------------------------------------------- lookups */
+
+static void lookup_run(task_t *t)
+{
+  build_t *b = (build_t *)t;
+  driver_t *drv = b->dev->drv;
+  int rc = drv->kernel_get(drv, b->mod->drv, b->name, &b->fn, &b->sig);
+
+  if (rc != 0)
+    task_fail(t, rc, "kernel '%s' not found: %s", b->name, drv_last_error());
+}
+
+static void lookup_done(task_t *t)
+{
+  build_t *b = (build_t *)t;
+  kernel_t *k;
+
+  if (t->status != 0) {
+    snprintf(b->err, sizeof(b->err), "%s", t->err);
+    module_unref(b->mod);
+    finish(b, t->status);
+    return;
+  }
+  k = calloc(1, sizeof(*k));
+  if (k == NULL) {
+    snprintf(b->err, sizeof(b->err), "out of memory");
+    module_unref(b->mod);
+    finish(b, HIPD_ENOMEM);
+    return;
+  }
+  k->dev = b->dev;
+  k->mod = b->mod; /* the build's module reference passes to the kernel */
+  k->fn = b->fn;
+  k->sig = b->sig;
+  k->refs = 1;
+  snprintf(k->name, sizeof(k->name), "%s", b->name);
+  b->res.kernel = k;
+  finish(b, 0);
+}
+
+static void lookup_start(build_t *b)
+{
+  b->task.run = lookup_run;
+  b->task.done = lookup_done;
+  exec_submit(b->dev->service, &b->task);
+}
+
+/* ------------------------------------------------------------ compiling */
+
+static int compile_cb(void *arg, void **out, size_t *len, char *log,
+                      size_t logsz)
+{
+  build_t *b = arg;
+  const char *names[1] = {b->name};
+  int rc = b->drv->compile(b->drv, b->arch, b->source, b->source_len, names, 1,
+                           (const char *const *)b->opts, b->nopts, out, len,
+                           log, logsz);
+
+  if (rc != 0 && log[0] == '\0')
+    snprintf(log, logsz, "%s", drv_last_error());
+  return rc;
+}
+
+static void compiled_cb(void *ctx, int status, cache_blob_t *blob,
+                        cache_source_t source, const char *log)
+{
+  build_t *b = ctx;
+
+  b->res.cache = source;
+  if (status != 0) {
+    snprintf(b->err, sizeof(b->err), "%s for %s failed%s%s",
+             status == HIPD_ECOMPILE ? "compilation" : "the compiler", b->arch,
+             log[0] ? ":\n" : "", log);
+    finish(b, status);
+    return;
+  }
+  b->res.bytes = blob->len;
+  if (b->dev == NULL) {
+    finish(b, 0);
+    return;
+  }
+  module_acquire(b, blob);
+}
+
+void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
+{
+  build_t *b = calloc(1, sizeof(*b));
+  cache_keyer_t *k;
+  int fail = 0;
+
+  if (b == NULL) {
+    kernel_result_t r = {.status = HIPD_ENOMEM, .error = "out of memory"};
+    done(ctx, &r);
+    return;
+  }
+  b->done = done;
+  b->ctx = ctx;
+  b->start_ns = now_ns();
+  b->dev = req->dev;
+  b->drv = req->dev ? req->dev->drv : kernels_driver_for_arch(req->arch);
+  snprintf(b->arch, sizeof(b->arch), "%s",
+           req->dev ? req->dev->caps.arch : req->arch);
+  b->source = malloc(req->source_len + 1);
+  b->name = strdup(req->name);
+  b->opts = calloc(req->nopts + 1, sizeof(char *));
+  if (b->source == NULL || b->name == NULL || b->opts == NULL)
+    fail = 1;
+  else
+    memcpy(b->source, req->source, req->source_len);
+  for (size_t i = 0; !fail && i < req->nopts; i++, b->nopts++)
+    if ((b->opts[i] = strdup(req->opts[i])) == NULL)
+      fail = 1;
+  if (fail) {
+    snprintf(b->err, sizeof(b->err), "out of memory");
+    finish(b, HIPD_ENOMEM);
+    return;
+  }
+  b->source[req->source_len] = '\0';
+  b->source_len = req->source_len;
+  if (b->drv == NULL || b->drv->compile == NULL) {
+    snprintf(b->err, sizeof(b->err),
+             "no compiler in this build targets architecture '%s'", b->arch);
+    finish(b, HIPD_ENOTSUP);
+    return;
+  }
+
+  /* Everything that changes the binary is in the key. */
+  k = cache_keyer_new();
+  cache_keyer_add(k, "source", b->source, b->source_len);
+  cache_keyer_add_str(k, "kernel", b->name);
+  for (size_t i = 0; i < b->nopts; i++)
+    cache_keyer_add_str(k, "option", b->opts[i]);
+  cache_keyer_add_str(k, "arch", b->arch);
+  cache_keyer_add_str(k, "driver", b->drv->name);
+  cache_keyer_add_str(k, "platform", b->drv->platform);
+  cache_keyer_add_str(k, "compiler", b->drv->compiler_id(b->drv));
+  cache_keyer_add_str(k, "prelude", KERNELS_PRELUDE_VERSION);
+  cache_keyer_finish(k, &b->res.key);
+
+  cache_get_flags(&b->res.key, req->refresh ? CACHE_REFRESH : 0, compile_cb, b,
+                  compiled_cb, b);
+}
+
+void kernel_ref(kernel_t *k)
+{
+  k->refs++;
+}
+
+void kernel_unref(kernel_t *k)
+{
+  if (--k->refs > 0)
+    return;
+  module_unref(k->mod);
+  free(k);
+}

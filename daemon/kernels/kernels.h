@@ -1,0 +1,65 @@
+/* daemon/kernels/kernels.h: compiled kernels: compile through the cache,
+ * load once per device, hand out per-session kernel objects.
+ *
+ * A loaded module is shared by every session that compiled the same
+ * binary for the same device (keyed by the cache key); a kernel_t is one
+ * session's handle to a kernel in it. Compilation runs on the cache's pool
+ * threads, loading and lookups on the device's service executor: the loop
+ * thread never waits for either. Loop-thread only.
+ */
+#ifndef HIPD_KERNELS_H
+#define HIPD_KERNELS_H
+
+#include "device.h"
+#include "kernels/cache.h"
+
+typedef struct module_ref module_ref_t;
+
+typedef struct kernel {
+  device_t *dev;
+  module_ref_t *mod;
+  void *fn;      /* the driver's kernel */
+  drv_sig_t sig; /* declared parameters, where known */
+  char name[256];
+  int refs; /* the session's handle + launches in flight */
+} kernel_t;
+
+/* Bumped when the CPU device header or the HIP preludes change: part of
+ * every cache key. */
+#define KERNELS_PRELUDE_VERSION "hipd-prelude-1"
+
+/* What to compile. The strings are copied. */
+typedef struct {
+  const char *source;
+  size_t source_len;
+  const char *name; /* the kernel to make launchable */
+  const char *const *opts;
+  size_t nopts;
+  device_t *dev;    /* the target device, or NULL ... */
+  const char *arch; /* ... with a target architecture */
+  int refresh;      /* compile even if cached (kernel.compile) */
+} kernel_request_t;
+
+typedef struct {
+  int status;
+  const char *error;    /* message on failure (includes the log) */
+  cache_source_t cache; /* where the binary came from */
+  cache_key_t key;
+  size_t bytes;      /* binary size */
+  double compile_ms; /* request to answer, on the loop */
+  kernel_t *kernel;  /* with a device: a new kernel (1 ref) */
+} kernel_result_t;
+
+typedef void (*kernel_done_fn)(void *ctx, const kernel_result_t *res);
+
+/* Compile (or find) and, with a device, load and look up the kernel; then
+ * @p done(ctx, result) on the loop thread. */
+void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx);
+
+void kernel_ref(kernel_t *k);
+void kernel_unref(kernel_t *k);
+
+/* The driver that compiles for @p arch, or NULL. */
+driver_t *kernels_driver_for_arch(const char *arch);
+
+#endif

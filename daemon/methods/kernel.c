@@ -1,0 +1,705 @@
+/* daemon/methods/kernel.c: kernel.compile, compile_cached, launch, info,
+ * destroy; run_source, supported_source_langs, execute_direct; cache.stats
+ * and cache.clear. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/kernels.h"
+#include "methods.h"
+
+#define MAX_OPTIONS 64
+
+static const char *cache_source_name(cache_source_t s)
+{
+  static const char *const names[] = {"miss", "memory", "disk", "waited"};
+  return names[s];
+}
+
+static const char *type_name(uint8_t t)
+{
+  static const char *const names[] = {
+      "?",      "pointer", "int8",   "uint8", "int16",  "uint16", "int32",
+      "uint32", "int64",   "uint64", "float", "double", "bool"};
+  return t <= DRV_T_BOOL ? names[t] : "?";
+}
+
+static void pack_params(msgpack_packer *pk, const kernel_t *k)
+{
+  if (k == NULL || !k->sig.known) {
+    msgpack_pack_nil(pk);
+    return;
+  }
+  msgpack_pack_array(pk, k->sig.nargs);
+  for (uint32_t i = 0; i < k->sig.nargs; i++)
+    proto_pack_cstr(pk, type_name(k->sig.types[i]));
+}
+
+/* ------------------------------------------------------------ arguments */
+
+/* Launch arguments, parsed and checked, holding buffer references. */
+typedef struct {
+  drv_arg_t *args;
+  uint32_t nargs;
+  buffer_t **bufs;
+  uint32_t nbufs;
+} launch_args_t;
+
+static void args_release(launch_args_t *a)
+{
+  for (uint32_t i = 0; i < a->nbufs; i++)
+    buffer_unref(a->bufs[i]);
+  free(a->bufs);
+  free(a->args);
+  memset(a, 0, sizeof(*a));
+}
+
+typedef struct {
+  uint64_t addr;
+  buffer_t *found;
+  device_t *dev;
+} ptr_search_t;
+
+static void find_ptr_cb(void *ctx, uint64_t h, void *obj)
+{
+  ptr_search_t *p = ctx;
+  buffer_t *b = obj;
+  uint64_t base = (uint64_t)(uintptr_t)b->mem.ptr;
+
+  (void)h;
+  if (p->found == NULL && b->dev == p->dev && p->addr >= base &&
+      p->addr <= base + b->mem.size)
+    p->found = b;
+}
+
+static int arg_fail(call_t *c, unsigned i, const char *fmt, const char *what)
+{
+  return call_fail(c, HIPD_EPARAMS, "argument %u: %s%s", i, fmt, what);
+}
+
+/* Parse param @p pi, an array of [kind, value(, offset)] for @p dev. */
+static int args_parse(call_t *c, unsigned pi, device_t *dev, launch_args_t *out)
+{
+  const msgpack_object *o = &c->params->via.array.ptr[pi];
+  uint32_t n;
+
+  memset(out, 0, sizeof(*out));
+  if (o->type != MSGPACK_OBJECT_ARRAY)
+    return call_fail(c, HIPD_EPARAMS,
+                     "param %u (args) must be an array of [kind, value]", pi);
+  n = o->via.array.size;
+  if (n > DRV_MAX_ARGS)
+    return call_fail(c, HIPD_EPARAMS, "%u arguments, more than %d", n,
+                     DRV_MAX_ARGS);
+  out->args = calloc(n ? n : 1, sizeof(*out->args));
+  out->bufs = calloc(n ? n : 1, sizeof(*out->bufs));
+  if (out->args == NULL || out->bufs == NULL) {
+    args_release(out);
+    return call_fail(c, HIPD_ENOMEM, "out of memory");
+  }
+  out->nargs = n;
+  for (uint32_t i = 0; i < n; i++) {
+    const msgpack_object *a = &o->via.array.ptr[i];
+    const msgpack_object *v;
+    drv_arg_t *d = &out->args[i];
+    int64_t iv;
+    double dv;
+    int rc = 0;
+
+    if (a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size < 2 ||
+        a->via.array.size > 3 || a->via.array.ptr[0].type != MSGPACK_OBJECT_STR)
+      rc = arg_fail(c, i, "must be [kind, value] with kind ",
+                    "buf, ptr, i32, i64, f32 or f64");
+    else if ((v = &a->via.array.ptr[1]),
+             proto_obj_streq(&a->via.array.ptr[0], "buf")) {
+      buffer_t *b;
+      uint64_t off = 0;
+      int hr = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER
+                   ? handles_get(&c->s->handles, v->via.u64, HANDLE_BUFFER,
+                                 (void **)&b)
+                   : HIPD_EHANDLE;
+      if (hr != 0) {
+        rc = call_fail_handle(c, "buffer argument", v->via.u64, HANDLE_BUFFER,
+                              hr);
+      } else if (a->via.array.size == 3 &&
+                 proto_obj_uint(&a->via.array.ptr[2], UINT64_MAX, &off) != 0) {
+        rc =
+            arg_fail(c, i, "the buffer offset must be ", "an unsigned integer");
+      } else if (off > b->mem.size) {
+        rc = call_fail(c, HIPD_ERANGE,
+                       "argument %u: offset %llu is past the end of a "
+                       "buffer of %zu bytes",
+                       i, (unsigned long long)off, b->mem.size);
+      } else if (b->dev != dev) {
+        rc = call_fail(c, HIPD_EINVAL,
+                       "argument %u: the buffer is on device %d, the kernel "
+                       "on device %d",
+                       i, b->dev->id, dev->id);
+      } else {
+        d->kind = KARG_PTR;
+        d->v.ptr = (char *)b->mem.ptr + off;
+        buffer_ref(b);
+        out->bufs[out->nbufs++] = b;
+      }
+    } else if (proto_obj_streq(&a->via.array.ptr[0], "ptr")) {
+      ptr_search_t ps = {.dev = dev};
+      if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        rc = arg_fail(c, i, "a raw pointer must be ", "an unsigned integer");
+      } else {
+        ps.addr = v->via.u64;
+        handles_foreach(&c->s->handles, HANDLE_BUFFER, find_ptr_cb, &ps);
+        if (ps.found == NULL) {
+          rc = call_fail(c, HIPD_EPERM,
+                         "argument %u: pointer 0x%llx is not inside a buffer "
+                         "of this session on device %d",
+                         i, (unsigned long long)ps.addr, dev->id);
+        } else {
+          d->kind = KARG_PTR;
+          d->v.ptr = (void *)(uintptr_t)ps.addr;
+          buffer_ref(ps.found);
+          out->bufs[out->nbufs++] = ps.found;
+        }
+      }
+    } else if (proto_obj_streq(&a->via.array.ptr[0], "i32")) {
+      rc = proto_obj_int(v, INT32_MIN, UINT32_MAX, &iv);
+      if (rc != 0)
+        rc = arg_fail(c, i, "an i32 must be ", "an integer in 32 bits");
+      d->kind = KARG_I32;
+      d->v.i32 = (int32_t)(uint32_t)iv;
+    } else if (proto_obj_streq(&a->via.array.ptr[0], "i64")) {
+      uint64_t u;
+      if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        u = v->via.u64;
+        d->v.i64 = (int64_t)u;
+      } else if (proto_obj_int(v, INT64_MIN, INT64_MAX, &iv) == 0) {
+        d->v.i64 = iv;
+      } else {
+        rc = arg_fail(c, i, "an i64 must be ", "an integer");
+      }
+      d->kind = KARG_I64;
+    } else if (proto_obj_streq(&a->via.array.ptr[0], "f32") ||
+               proto_obj_streq(&a->via.array.ptr[0], "f64")) {
+      if (proto_obj_double(v, &dv) != 0) {
+        rc = arg_fail(c, i, "a float must be ", "a number");
+      } else if (proto_obj_streq(&a->via.array.ptr[0], "f32")) {
+        d->kind = KARG_F32;
+        d->v.f32 = (float)dv;
+      } else {
+        d->kind = KARG_F64;
+        d->v.f64 = dv;
+      }
+    } else {
+      rc = arg_fail(c, i, "unknown kind (use ",
+                    "buf, ptr, i32, i64, f32 or f64)");
+    }
+    if (rc != 0) {
+      args_release(out);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+/* The kinds a declared parameter type takes. */
+static int kind_fits(uint8_t type, uint8_t kind)
+{
+  switch (type) {
+  case DRV_T_PTR:
+    return kind == KARG_PTR;
+  case DRV_T_I64:
+  case DRV_T_U64:
+    return kind == KARG_I64;
+  case DRV_T_F32:
+    return kind == KARG_F32;
+  case DRV_T_F64:
+    return kind == KARG_F64;
+  default: /* 8-, 16-, 32-bit integers and bool */
+    return kind == KARG_I32;
+  }
+}
+
+static const char *kind_name(uint8_t kind)
+{
+  static const char *const names[] = {"?",   "buf/ptr", "i32",
+                                      "i64", "f32",     "f64"};
+  return kind <= KARG_F64 ? names[kind] : "?";
+}
+
+/* Check the arguments against the kernel's declared parameters, where the
+ * driver knows them. */
+static int args_check(call_t *c, const kernel_t *k, const launch_args_t *a)
+{
+  if (!k->sig.known)
+    return 0;
+  if (a->nargs != k->sig.nargs)
+    return call_fail(c, HIPD_ESIGNATURE,
+                     "kernel '%s' takes %u arguments, got %u", k->name,
+                     k->sig.nargs, a->nargs);
+  for (uint32_t i = 0; i < a->nargs; i++)
+    if (!kind_fits(k->sig.types[i], a->args[i].kind))
+      return call_fail(c, HIPD_ESIGNATURE,
+                       "kernel '%s' argument %u is declared %s; a %s was "
+                       "given",
+                       k->name, i, type_name(k->sig.types[i]),
+                       kind_name(a->args[i].kind));
+  return 0;
+}
+
+/* Param @p i as dims [x, y, z] (1 to 3 positive integers; missing ones
+ * are 1). */
+static int arg_dims(call_t *c, unsigned i, const char *what, uint32_t d[3])
+{
+  const msgpack_object *o = &c->params->via.array.ptr[i];
+
+  d[0] = d[1] = d[2] = 1;
+  if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= UINT32_MAX) {
+    d[0] = (uint32_t)o->via.u64;
+    return d[0] == 0 ? call_fail(c, HIPD_ELIMIT, "%s.x is 0", what) : 0;
+  }
+  if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size < 1 ||
+      o->via.array.size > 3)
+    return call_fail(c, HIPD_EPARAMS,
+                     "param %u (%s) must be [x, y, z] positive integers", i,
+                     what);
+  for (uint32_t j = 0; j < o->via.array.size; j++) {
+    uint64_t v;
+    if (proto_obj_uint(&o->via.array.ptr[j], UINT32_MAX, &v) != 0)
+      return call_fail(c, HIPD_EPARAMS,
+                       "param %u (%s) must be [x, y, z] positive integers", i,
+                       what);
+    if (v == 0)
+      return call_fail(c, HIPD_ELIMIT, "%s.%c is 0", what, "xyz"[j]);
+    d[j] = (uint32_t)v;
+  }
+  return 0;
+}
+
+/* The launch's geometry against the device's limits. */
+static int check_limits(call_t *c, const device_t *dev, const uint32_t g[3],
+                        const uint32_t b[3], uint64_t shared)
+{
+  const dev_caps_t *k = &dev->caps;
+  uint64_t threads = (uint64_t)b[0] * b[1] * b[2];
+
+  for (int j = 0; j < 3; j++) {
+    if (b[j] > (uint32_t)k->max_block_dims[j])
+      return call_fail(c, HIPD_ELIMIT,
+                       "block.%c = %u exceeds device %d's maximum of %d",
+                       "xyz"[j], b[j], dev -> id, k -> max_block_dims[j]);
+    if (g[j] > (uint32_t)k->max_grid_dims[j])
+      return call_fail(c, HIPD_ELIMIT,
+                       "grid.%c = %u exceeds device %d's maximum of %d",
+                       "xyz"[j], g[j], dev -> id, k -> max_grid_dims[j]);
+  }
+  if (threads > (uint64_t)k->max_threads_per_block)
+    return call_fail(c, HIPD_ELIMIT,
+                     "a block of %llu threads exceeds device %d's maximum "
+                     "of %d",
+                     (unsigned long long)threads, dev->id,
+                     k->max_threads_per_block);
+  if (shared > k->shared_mem_per_block)
+    return call_fail(c, HIPD_ELIMIT,
+                     "%llu bytes of shared memory exceed device %d's %llu "
+                     "per block",
+                     (unsigned long long)shared, dev->id,
+                     (unsigned long long)k->shared_mem_per_block);
+  return 0;
+}
+
+/* Queue the launch of @p k as an op on @p st answering deferred call @p d
+ * (taking @p a's buffers and a kernel reference). */
+static void launch_submit(call_t *d, kernel_t *k, stream_t *st, uint64_t sh,
+                          const uint32_t g[3], const uint32_t b[3],
+                          uint32_t shared, launch_args_t *a, int wait)
+{
+  op_t *op = op_new(OP_LAUNCH, st, sh, d);
+
+  if (op == NULL) {
+    args_release(a);
+    call_fail(d, HIPD_ENOMEM, "out of memory");
+    call_finish(d);
+    return;
+  }
+  op->kernel = k;
+  kernel_ref(k);
+  memcpy(op->grid, g, sizeof(op->grid));
+  memcpy(op->block, b, sizeof(op->block));
+  op->shared = shared;
+  op->args = a->args;
+  op->nargs = a->nargs;
+  op->bufs = a->bufs;
+  op->nbufs = a->nbufs;
+  op->wait = wait;
+  memset(a, 0, sizeof(*a));
+  op_submit(op);
+}
+
+/* ------------------------------------------------------------- compiling */
+
+typedef struct {
+  call_t *call;
+  int run; /* run_source: launch when built */
+  uint32_t grid[3], block[3], shared;
+  launch_args_t args;
+} compile_ctx_t;
+
+static void compile_done(void *ctx, const kernel_result_t *r)
+{
+  compile_ctx_t *cc = ctx;
+  call_t *c = cc->call;
+  session_t *s = c->s;
+  char hex[2 * CACHE_KEY_SIZE + 1];
+  uint64_t h = 0;
+  msgpack_packer *pk;
+  int rc;
+
+  if (r->status != 0) {
+    call_fail(c, r->status, "%s", r->error);
+    goto out;
+  }
+  if (cc->run) {
+    stream_t *st;
+    uint64_t sh;
+    if (s->closing || args_check(c, r->kernel, &cc->args) != 0 ||
+        default_stream(c, r->kernel->dev, &st, &sh) != 0) {
+      if (s->closing)
+        call_fail(c, HIPD_ECANCELED, "the session closed");
+      kernel_unref(r->kernel);
+      goto out;
+    }
+    launch_submit(c, r->kernel, st, sh, cc->grid, cc->block, cc->shared,
+                  &cc->args, 1);
+    kernel_unref(r->kernel); /* the op holds its own reference */
+    free(cc);
+    return;
+  }
+  if (r->kernel != NULL) {
+    rc = s->closing ? HIPD_ECANCELED
+                    : handles_add(&s->handles, HANDLE_KERNEL, r->kernel, &h);
+    if (rc != 0) {
+      kernel_unref(r->kernel);
+      call_fail(c, rc, "cannot keep the kernel: %s", hipd_strerror(rc));
+      goto out;
+    }
+  }
+  cache_key_hex(&r->key, hex);
+  pk = call_result(c);
+  msgpack_pack_map(pk, 6);
+  proto_pack_cstr(pk, "kernel");
+  if (r->kernel != NULL)
+    msgpack_pack_uint64(pk, h);
+  else
+    msgpack_pack_nil(pk);
+  proto_pack_cstr(pk, "cache");
+  proto_pack_cstr(pk, cache_source_name(r->cache));
+  proto_pack_cstr(pk, "key");
+  proto_pack_cstr(pk, hex);
+  proto_pack_cstr(pk, "bytes");
+  msgpack_pack_uint64(pk, r->bytes);
+  proto_pack_cstr(pk, "compile_ms");
+  msgpack_pack_double(pk, r->compile_ms);
+  proto_pack_cstr(pk, "params");
+  pack_params(pk, r->kernel);
+out:
+  args_release(&cc->args);
+  call_finish(c);
+  free(cc);
+}
+
+/* Read the source, name, options and target of a compile request. */
+static int compile_common(call_t *c, int refresh)
+{
+  const char *src = NULL;
+  size_t len = 0;
+  char name[256] = "", arch[64] = "";
+  const char *opts[MAX_OPTIONS];
+  char optbuf[MAX_OPTIONS][256];
+  size_t nopts = 0;
+  kernel_request_t req = {0};
+  compile_ctx_t *cc;
+  int rc;
+
+  if ((rc = call_arg_bytes(c, 0, "source", &src, &len)) != 0 ||
+      (rc = call_arg_str(c, 1, "name", name, sizeof(name))) != 0)
+    return rc;
+  if (src == NULL || name[0] == '\0')
+    return call_fail(c, HIPD_EPARAMS,
+                     "the source and the kernel name are "
+                     "required");
+  if (call_arg_present(c, 2)) {
+    const msgpack_object *o = &c->params->via.array.ptr[2];
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > MAX_OPTIONS)
+      return call_fail(c, HIPD_EPARAMS,
+                       "param 2 (options) must be an array of at most %d "
+                       "strings",
+                       MAX_OPTIONS);
+    for (uint32_t i = 0; i < o->via.array.size; i++) {
+      const msgpack_object *e = &o->via.array.ptr[i];
+      if (e->type != MSGPACK_OBJECT_STR || e->via.str.size >= 256 ||
+          memchr(e->via.str.ptr, '\0', e->via.str.size) != NULL)
+        return call_fail(c, HIPD_EPARAMS,
+                         "option %u must be a string of under 256 bytes", i);
+      memcpy(optbuf[i], e->via.str.ptr, e->via.str.size);
+      optbuf[i][e->via.str.size] = '\0';
+      opts[nopts++] = optbuf[i];
+    }
+  }
+  if (call_arg_present(c, 3) &&
+      c->params->via.array.ptr[3].type == MSGPACK_OBJECT_STR) {
+    if ((rc = call_arg_str(c, 3, "target", arch, sizeof(arch))) != 0)
+      return rc;
+    req.arch = arch;
+  } else if ((rc = arg_device(c, 3, &req.dev)) != 0) {
+    return rc;
+  }
+  cc = calloc(1, sizeof(*cc));
+  if (cc == NULL)
+    return call_fail(c, HIPD_ENOMEM, "out of memory");
+  if ((cc->call = call_defer(c)) == NULL) {
+    free(cc);
+    return HIPD_ENOMEM;
+  }
+  req.source = src;
+  req.source_len = len;
+  req.name = name;
+  req.opts = opts;
+  req.nopts = nopts;
+  req.refresh = refresh;
+  kernel_build(&req, compile_done, cc);
+  return 0;
+}
+
+/* kernel.compile [source, name, options?, target?]: compile now (the
+ * binary replaces any cached one). target: a device id (default: the
+ * current device) or an architecture name ("gfx90a", "sm_90") to compile
+ * without loading. */
+int m_kernel_compile(call_t *c)
+{
+  return compile_common(c, 1);
+}
+
+/* kernel.compile_cached: the same, through the cache. */
+int m_kernel_compile_cached(call_t *c)
+{
+  return compile_common(c, 0);
+}
+
+int m_kernel_destroy(call_t *c)
+{
+  kernel_t *k;
+  uint64_t h;
+  int rc;
+
+  if ((rc = call_arg_handle(c, 0, "kernel", HANDLE_KERNEL, &h, (void **)&k)))
+    return rc;
+  handles_remove(&c->s->handles, h, HANDLE_KERNEL, NULL);
+  kernel_unref(k);
+  msgpack_pack_nil(call_result(c));
+  return 0;
+}
+
+int m_kernel_info(call_t *c)
+{
+  kernel_t *k;
+  uint64_t h;
+  msgpack_packer *pk;
+  int rc;
+
+  if ((rc = call_arg_handle(c, 0, "kernel", HANDLE_KERNEL, &h, (void **)&k)))
+    return rc;
+  pk = call_result(c);
+  msgpack_pack_map(pk, 3);
+  proto_pack_cstr(pk, "name");
+  proto_pack_cstr(pk, k->name);
+  proto_pack_cstr(pk, "device");
+  msgpack_pack_int(pk, k->dev->id);
+  proto_pack_cstr(pk, "params");
+  pack_params(pk, k);
+  return 0;
+}
+
+/* kernel.launch [kernel, grid, block, shared_mem, stream?, args]: queue the
+ * launch (answered once submitted; errors of the kernel's execution are
+ * reported by the stream's next synchronisation, and on the CPU device by
+ * this call). */
+int m_kernel_launch(call_t *c)
+{
+  kernel_t *k;
+  stream_t *st;
+  uint64_t h, sh, shared = 0;
+  uint32_t g[3], b[3];
+  launch_args_t a;
+  call_t *d;
+  int rc;
+
+  if ((rc = call_arg_handle(c, 0, "kernel", HANDLE_KERNEL, &h, (void **)&k)) ||
+      (rc = arg_dims(c, 1, "grid", g)) || (rc = arg_dims(c, 2, "block", b)) ||
+      (rc = call_arg_uint(c, 3, "shared_mem", UINT32_MAX, &shared)) ||
+      (rc = check_limits(c, k->dev, g, b, shared)))
+    return rc;
+  if (call_arg_present(c, 4)) {
+    if ((rc = arg_stream(c, 4, &st, &sh)) != 0)
+      return rc;
+    if (st->dev != k->dev)
+      return call_fail(c, HIPD_EINVAL,
+                       "stream 0x%llx is on device %d; the kernel on device "
+                       "%d",
+                       (unsigned long long)sh, st->dev->id, k->dev->id);
+  } else if ((rc = default_stream(c, k->dev, &st, &sh)) != 0) {
+    return rc;
+  }
+  if ((rc = args_parse(c, 5, k->dev, &a)) != 0)
+    return rc;
+  if ((rc = args_check(c, k, &a)) != 0) {
+    args_release(&a);
+    return rc;
+  }
+  if ((d = call_defer(c)) == NULL) {
+    args_release(&a);
+    return HIPD_ENOMEM;
+  }
+  launch_submit(d, k, st, sh, g, b, (uint32_t)shared, &a, 0);
+  return 0;
+}
+
+/* The source languages a device's driver takes. */
+static const char *const *langs_of(const device_t *dev)
+{
+  static const char *const hip[] = {"hip", NULL};
+  static const char *const nvidia[] = {"hip", "cuda", NULL};
+
+  return strcmp(dev->drv->platform, "nvidia") == 0 ? nvidia : hip;
+}
+
+/* run_source [source, lang, kernel_name, block, grid, shared_mem, args]:
+ * compile through the cache for the current device and launch on its
+ * default stream; answered when the kernel has run. */
+int m_run_source(call_t *c)
+{
+  char lang[16] = "", name[256] = "";
+  const char *src = NULL;
+  size_t len = 0;
+  uint64_t shared = 0;
+  device_t *dev;
+  compile_ctx_t *cc;
+  kernel_request_t req = {0};
+  const char *const *l;
+  int rc, ok = 0;
+
+  if ((rc = call_arg_bytes(c, 0, "source", &src, &len)) ||
+      (rc = call_arg_str(c, 1, "lang", lang, sizeof(lang))) ||
+      (rc = call_arg_str(c, 2, "kernel_name", name, sizeof(name))))
+    return rc;
+  dev = device_get(c->s->device);
+  if (src == NULL || name[0] == '\0')
+    return call_fail(c, HIPD_EPARAMS,
+                     "the source and the kernel name are "
+                     "required");
+  for (l = langs_of(dev); *l != NULL; l++)
+    ok |= strcmp(*l, lang) == 0;
+  if (!ok)
+    return call_fail(c, HIPD_ELANG,
+                     "unsupported source language '%s' on device %d (%s)", lang,
+                     dev->id, dev->drv->name);
+  cc = calloc(1, sizeof(*cc));
+  if (cc == NULL)
+    return call_fail(c, HIPD_ENOMEM, "out of memory");
+  cc->run = 1;
+  if ((rc = arg_dims(c, 3, "block", cc->block)) ||
+      (rc = arg_dims(c, 4, "grid", cc->grid)) ||
+      (rc = call_arg_uint(c, 5, "shared_mem", UINT32_MAX, &shared)) ||
+      (rc = check_limits(c, dev, cc->grid, cc->block, shared)) ||
+      (rc = args_parse(c, 6, dev, &cc->args))) {
+    free(cc);
+    return rc;
+  }
+  cc->shared = (uint32_t)shared;
+  if ((cc->call = call_defer(c)) == NULL) {
+    args_release(&cc->args);
+    free(cc);
+    return HIPD_ENOMEM;
+  }
+  req.source = src;
+  req.source_len = len;
+  req.name = name;
+  req.dev = dev;
+  kernel_build(&req, compile_done, cc);
+  return 0;
+}
+
+/* supported_source_langs [device?] -> ["hip", ...] */
+int m_supported_source_langs(call_t *c)
+{
+  device_t *dev;
+  const char *const *l;
+  uint32_t n = 0;
+  msgpack_packer *pk;
+  int rc;
+
+  if ((rc = arg_device(c, 0, &dev)) != 0)
+    return rc;
+  l = langs_of(dev);
+  while (l[n] != NULL)
+    n++;
+  pk = call_result(c);
+  msgpack_pack_array(pk, n);
+  for (uint32_t i = 0; i < n; i++)
+    proto_pack_cstr(pk, l[i]);
+  return 0;
+}
+
+int m_execute_direct(call_t *c)
+{
+  return call_fail(c, HIPD_ENOTSUP,
+                   "hip is a JIT backend: it does not execute directly; "
+                   "compile and launch, or use run_source");
+}
+
+int m_cache_stats(call_t *c)
+{
+  cache_stats_t st;
+  msgpack_packer *pk = call_result(c);
+
+  cache_get_stats(&st);
+  msgpack_pack_map(pk, 12);
+  proto_pack_cstr(pk, "hits_memory");
+  msgpack_pack_uint64(pk, st.hits_memory);
+  proto_pack_cstr(pk, "hits_disk");
+  msgpack_pack_uint64(pk, st.hits_disk);
+  proto_pack_cstr(pk, "hits");
+  msgpack_pack_uint64(pk, st.hits_memory + st.hits_disk + st.waits);
+  proto_pack_cstr(pk, "misses");
+  msgpack_pack_uint64(pk, st.misses);
+  proto_pack_cstr(pk, "waits");
+  msgpack_pack_uint64(pk, st.waits);
+  proto_pack_cstr(pk, "compile_failures");
+  msgpack_pack_uint64(pk, st.compile_failures);
+  proto_pack_cstr(pk, "corrupt");
+  msgpack_pack_uint64(pk, st.corrupt);
+  proto_pack_cstr(pk, "evictions");
+  msgpack_pack_uint64(pk, st.evictions);
+  proto_pack_cstr(pk, "entries");
+  msgpack_pack_uint64(pk, st.entries);
+  proto_pack_cstr(pk, "bytes");
+  msgpack_pack_uint64(pk, st.bytes);
+  proto_pack_cstr(pk, "disk_entries");
+  msgpack_pack_uint64(pk, st.disk_entries);
+  proto_pack_cstr(pk, "disk_bytes");
+  msgpack_pack_uint64(pk, st.disk_bytes);
+  return 0;
+}
+
+/* cache.clear: only the daemon's own user (or root) may empty the cache
+ * every session shares. */
+int m_cache_clear(call_t *c)
+{
+  if (c->s->peer_uid != 0 && c->s->peer_uid != geteuid())
+    return call_fail(c, HIPD_EPERM,
+                     "only root or the daemon's user may clear the shared "
+                     "kernel cache");
+  cache_clear();
+  msgpack_pack_nil(call_result(c));
+  return 0;
+}
