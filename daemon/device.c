@@ -153,6 +153,68 @@ int devices_init(const char *spec, char *err, size_t errlen)
   return 0;
 }
 
+uint32_t device_epoch(const device_t *dev)
+{
+  return __atomic_load_n(&dev->epoch, __ATOMIC_ACQUIRE);
+}
+
+int device_alive(const device_t *dev, uint32_t epoch)
+{
+  return !dev->lost && device_epoch(dev) == epoch;
+}
+
+typedef struct {
+  task_t t;
+  device_t *dev;
+} reset_task_t;
+
+static void reset_run(task_t *t)
+{
+  device_t *dev = ((reset_task_t *)t)->dev;
+  int rc = dev->drv->device_reset(dev->drv, dev->local);
+
+  /* Whatever the reset said, the old objects are gone: a new generation
+   * starts here, before any later task on this worker runs. */
+  __atomic_add_fetch(&dev->epoch, 1, __ATOMIC_RELEASE);
+  if (rc != 0)
+    task_fail(t, rc, "%s", drv_last_error());
+}
+
+static void reset_done(task_t *t)
+{
+  device_t *dev = ((reset_task_t *)t)->dev;
+
+  dev->lost = 0;
+  if (t->status != 0)
+    log_error(0, "device %d: reset failed (%s); the next fault tries again",
+              dev->id, t->err);
+  else
+    log_info(0, "device %d: context reset; new objects work again", dev->id);
+  free(t);
+}
+
+void device_mark_lost(device_t *dev, const char *why)
+{
+  reset_task_t *t;
+
+  if (dev->lost || dev->drv->device_reset == NULL)
+    return;
+  dev->lost = 1;
+  log_error(0,
+            "device %d lost its context (%s): its objects are now invalid; "
+            "resetting it",
+            dev->id, why);
+  t = calloc(1, sizeof(*t));
+  if (t == NULL) {
+    dev->lost = 0;
+    return;
+  }
+  t->dev = dev;
+  t->t.run = reset_run;
+  t->t.done = reset_done;
+  exec_submit(dev->service, &t->t);
+}
+
 void devices_shutdown(void)
 {
   for (int i = 0; i < ndevices; i++) {

@@ -21,6 +21,9 @@ typedef struct device {
   executor_t *service; /* blocking housekeeping for this device */
   uint64_t allocated;  /* bytes hipd holds on it (loop thread) */
   uint32_t buffers;    /* live allocations (loop thread) */
+  uint32_t epoch;      /* context generation; objects made in an older one
+                          are dead (atomic: workers read it) */
+  int lost;            /* the context is lost; a reset is under way */
 } device_t;
 
 /* Enumerate and select devices. @p spec is NULL or "all", or a comma list
@@ -36,6 +39,15 @@ device_t *device_get(int id);
 /* Bind the calling worker thread to device @p dev (a device_t *): the
  * executor bind hook. */
 int device_bind(void *dev);
+
+/* The device's context generation (any thread). */
+uint32_t device_epoch(const device_t *dev);
+/* Is an object made in context generation @p epoch still usable? */
+int device_alive(const device_t *dev, uint32_t epoch);
+/* A driver call on @p dev failed with HIPD_EDEVLOST: fail every object of
+ * the lost context from now on, and reset the device on its service worker
+ * so that new objects work again. Loop thread; idempotent while lost. */
+void device_mark_lost(device_t *dev, const char *why);
 
 /* "cpu", "hip-amd", "hip-nvidia": the compiled-in drivers, NULL-ended. */
 const char *const *daemon_features(void);

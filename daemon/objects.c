@@ -79,6 +79,9 @@ void buffer_ref(buffer_t *b)
 static void buffer_free_run(task_t *t)
 {
   buffer_t *b = ((obj_task_t *)t)->obj;
+
+  if (b->epoch != device_epoch(b->dev))
+    return; /* the memory went with the reset context */
   /* The driver may clear what it is given (HIP zeroes the size); done()
    * still needs the size for the device's accounting. */
   drv_mem_t mem = b->mem;
@@ -155,7 +158,8 @@ static void stream_destroy_run(task_t *t)
 {
   stream_t *st = ((obj_task_t *)t)->obj;
 
-  if (st->drv != NULL)
+  /* A stream of a reset context is gone already. */
+  if (st->drv != NULL && st->epoch == device_epoch(st->dev))
     st->dev->drv->stream_destroy(st->dev->drv, st->dev->local, st->drv);
   st->drv = NULL;
 }
@@ -170,6 +174,7 @@ stream_t *stream_new(device_t *dev)
   snprintf(name, sizeof(name), "hipd-st%d", dev->id);
   st->dev = dev;
   st->refs = 1;
+  st->epoch = device_epoch(dev);
   st->ex = exec_create(name, device_bind, dev);
   if (st->ex == NULL) {
     free(st);
@@ -205,6 +210,8 @@ void event_ref(event_t *ev)
 static void event_create_run(task_t *t)
 {
   event_t *ev = ((obj_task_t *)t)->obj;
+
+  ev->epoch = device_epoch(ev->dev);
   driver_t *drv = ev->dev->drv;
   int rc = drv->event_create(drv, ev->dev->local, &ev->drv);
 
@@ -247,7 +254,7 @@ static void event_destroy_run(task_t *t)
 {
   event_t *ev = ((obj_task_t *)t)->obj;
 
-  if (ev->drv != NULL)
+  if (ev->drv != NULL && ev->epoch == device_epoch(ev->dev))
     ev->dev->drv->event_destroy(ev->dev->drv, ev->dev->local, ev->drv);
 }
 
@@ -410,6 +417,18 @@ static void op_run(task_t *t)
   int dev = st->dev->local;
   int rc = 0, wait = op->wait;
 
+  if (st->epoch != device_epoch(st->dev)) {
+    task_fail(t, HIPD_EDEVLOST,
+              "device %d lost its context (a kernel fault): this stream "
+              "and the objects made with it are gone",
+              st->dev->id);
+    if (op->mark != NULL) {
+      op->mark->t.status = HIPD_EDEVLOST;
+      task_complete(&op->mark->t);
+      op->mark = NULL;
+    }
+    return;
+  }
   if (st->status != 0) {
     task_fail(t, st->status, "the stream could not be created");
     if (op->mark != NULL) {
@@ -557,6 +576,9 @@ static void op_done(task_t *t)
 {
   op_t *op = (op_t *)t;
   call_t *c = op->call;
+
+  if (t->status == HIPD_EDEVLOST)
+    device_mark_lost(op->st->dev, t->err);
 
   if (c != NULL) {
     if (t->status != 0) {

@@ -23,6 +23,7 @@ typedef struct buffer {
   device_t *dev;
   drv_mem_t mem;
   size_t elem_size; /* bytes per element (1 for raw byte buffers) */
+  uint32_t epoch;   /* the device context it was made in */
   int refs;
 } buffer_t;
 
@@ -33,6 +34,7 @@ typedef struct stream {
   int status;     /* creation result: later ops fail with it */
   int refs;
   int is_default; /* a session's default stream for its device */
+  uint32_t epoch; /* the device context it was made in */
 } stream_t;
 
 enum { EVENT_UNRECORDED, EVENT_PENDING, EVENT_COMPLETE };
@@ -45,6 +47,7 @@ typedef struct event {
   uint32_t seq; /* records issued; only the latest completes it */
   int refs;
   struct waiter *waiters; /* event.synchronize calls to answer */
+  uint32_t epoch;         /* the device context it was made in */
 } event_t;
 
 /* Profiling records of a session. */

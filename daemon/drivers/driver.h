@@ -177,6 +177,11 @@ struct driver {
                 const uint32_t block[3], uint32_t shared,
                 const drv_arg_t *args, uint32_t nargs);
 
+  /* Reset device @p dev after its context was lost (a kernel fault on
+   * NVIDIA poisons the whole context): every object made on it before is
+   * gone. NULL for drivers whose devices cannot be lost. Blocking. */
+  int (*device_reset)(driver_t *drv, int dev);
+
   void *priv; /* the driver's own state */
 };
 

@@ -21,6 +21,7 @@ struct module_ref {
   int status; /* load error */
   char err[512];
   int refs;              /* kernels and builds using it */
+  uint32_t epoch;        /* the device context it was loaded in */
   cache_blob_t *blob;    /* the image, held while loading */
   struct build *waiters; /* builds waiting for the load */
   module_ref_t *next;    /* in the global list */
@@ -90,7 +91,7 @@ static void module_unload_run(task_t *t)
 {
   module_ref_t *m = (module_ref_t *)((build_t *)t)->mod;
 
-  if (m->drv != NULL)
+  if (m->drv != NULL && m->epoch == device_epoch(m->dev))
     m->dev->drv->module_unload(m->dev->drv, m->dev->local, m->drv);
 }
 
@@ -133,8 +134,11 @@ static void load_run(task_t *t)
 {
   module_ref_t *m = ((build_t *)t)->mod;
   driver_t *drv = m->dev->drv;
-  int rc = drv->module_load(drv, m->dev->local, m->blob->data, m->blob->len,
-                            &m->drv);
+  int rc;
+
+  m->epoch = device_epoch(m->dev);
+  rc = drv->module_load(drv, m->dev->local, m->blob->data, m->blob->len,
+                        &m->drv);
 
   if (rc != 0) {
     m->drv = NULL;
@@ -151,6 +155,8 @@ static void load_done(task_t *t)
 
   m->waiters = NULL;
   m->state = t->status == 0 ? MOD_READY : MOD_FAILED;
+  if (t->status == HIPD_EDEVLOST)
+    device_mark_lost(m->dev, t->err);
   m->status = t->status;
   snprintf(m->err, sizeof(m->err), "%s", t->err);
   cache_blob_unref(m->blob);
@@ -184,10 +190,12 @@ static void load_done(task_t *t)
  * kernel up in it. */
 static void module_acquire(build_t *b, cache_blob_t *blob)
 {
-  module_ref_t *m;
-
+  module_ref_t
+      *m; /* A module of a reset context is dead: it is not shared again. */
   for (m = modules; m != NULL; m = m->next)
-    if (m->dev == b->dev && memcmp(m->key.b, b->res.key.b, CACHE_KEY_SIZE) == 0)
+    if (m->dev == b->dev &&
+        memcmp(m->key.b, b->res.key.b, CACHE_KEY_SIZE) == 0 &&
+        (m->state == MOD_LOADING || m->epoch == device_epoch(m->dev)))
       break;
   if (m == NULL) {
     m = calloc(1, sizeof(*m));
@@ -369,6 +377,11 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
 
   cache_get_flags(&b->res.key, req->refresh ? CACHE_REFRESH : 0, compile_cb, b,
                   compiled_cb, b);
+}
+
+uint32_t kernel_epoch(const kernel_t *k)
+{
+  return k->mod->epoch;
 }
 
 void kernel_ref(kernel_t *k)

@@ -56,6 +56,8 @@ typedef void (*kernel_done_fn)(void *ctx, const kernel_result_t *res);
  * @p done(ctx, result) on the loop thread. */
 void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx);
 
+/* The device context generation the kernel was loaded in. */
+uint32_t kernel_epoch(const kernel_t *k);
 void kernel_ref(kernel_t *k);
 void kernel_unref(kernel_t *k);
 

@@ -16,6 +16,8 @@ int arg_device(call_t *c, unsigned i, device_t **dev)
   if (*dev == NULL)
     return call_fail(c, HIPD_ENODEV, "no device %llu (this daemon serves %d)",
                      (unsigned long long)id, devices_count());
+  if ((*dev)->lost)
+    return check_alive(c, "device", *dev, 0);
   return 0;
 }
 
@@ -31,6 +33,15 @@ int default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h)
       return call_fail(c, HIPD_ENOMEM, "out of memory");
   }
   ds = &s->defaults[dev->id];
+  if (dev->lost)
+    return check_alive(c, "stream", dev, 0);
+  if (ds->st != NULL && ds->st->epoch != device_epoch(dev)) {
+    /* The default stream went with a reset context: make a new one. */
+    handles_remove(&s->handles, ds->handle, HANDLE_STREAM, NULL);
+    stream_unref(ds->st);
+    ds->st = NULL;
+    s->ndefaults--;
+  }
   if (ds->st == NULL) {
     stream_t *n = stream_new(dev);
     if (n == NULL)
@@ -51,16 +62,35 @@ int default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h)
   return 0;
 }
 
+int check_alive(call_t *c, const char *what, const device_t *dev,
+                uint32_t epoch)
+{
+  if (dev->lost)
+    return call_fail(c, HIPD_EDEVLOST,
+                     "device %d lost its context after a kernel fault and "
+                     "is being reset; retry shortly",
+                     dev->id);
+  if (epoch != device_epoch(dev))
+    return call_fail(c, HIPD_EDEVLOST,
+                     "this %s was lost when device %d's context was reset "
+                     "after a kernel fault: free it and make a new one",
+                     what, dev->id);
+  return 0;
+}
+
 int arg_stream(call_t *c, unsigned i, stream_t **st, uint64_t *h)
 {
-  return call_arg_handle(c, i, "stream", HANDLE_STREAM, h, (void **)st);
+  int rc = call_arg_handle(c, i, "stream", HANDLE_STREAM, h, (void **)st);
+
+  return rc != 0 ? rc : check_alive(c, "stream", (*st)->dev, (*st)->epoch);
 }
 
 int arg_buffer(call_t *c, unsigned i, const char *what, buffer_t **b)
 {
   uint64_t h;
+  int rc = call_arg_handle(c, i, what, HANDLE_BUFFER, &h, (void **)b);
 
-  return call_arg_handle(c, i, what, HANDLE_BUFFER, &h, (void **)b);
+  return rc != 0 ? rc : check_alive(c, "buffer", (*b)->dev, (*b)->epoch);
 }
 
 int check_range(call_t *c, const char *what, const buffer_t *b, uint64_t off,

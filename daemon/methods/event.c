@@ -40,7 +40,9 @@ int m_event_create(call_t *c)
 static int arg_event(call_t *c, unsigned i, const char *what, event_t **ev,
                      uint64_t *h)
 {
-  return call_arg_handle(c, i, what, HANDLE_EVENT, h, (void **)ev);
+  int rc = call_arg_handle(c, i, what, HANDLE_EVENT, h, (void **)ev);
+
+  return rc != 0 ? rc : check_alive(c, "event", (*ev)->dev, (*ev)->epoch);
 }
 
 int m_event_destroy(call_t *c)

@@ -535,6 +535,7 @@ int m_kernel_launch(call_t *c)
   int rc;
 
   if ((rc = call_arg_handle(c, 0, "kernel", HANDLE_KERNEL, &h, (void **)&k)) ||
+      (rc = check_alive(c, "kernel", k->dev, kernel_epoch(k))) ||
       (rc = arg_dims(c, 1, "grid", g)) || (rc = arg_dims(c, 2, "block", b)) ||
       (rc = call_arg_uint(c, 3, "shared_mem", UINT32_MAX, &shared)) ||
       (rc = check_limits(c, k->dev, g, b, shared)))

@@ -35,6 +35,7 @@ static void alloc_run(task_t *t)
     task_fail(t, HIPD_ENOMEM, "out of memory");
     return;
   }
+  a->b->epoch = device_epoch(a->dev);
   rc = drv->mem_alloc(drv, a->dev->local, a->size, &a->b->mem);
   if (rc != 0) {
     free(a->b);
@@ -55,6 +56,8 @@ static void alloc_done(task_t *t)
 
   if (t->status != 0) {
     s->mem_used -= a->size;
+    if (t->status == HIPD_EDEVLOST)
+      device_mark_lost(a->dev, t->err);
     call_fail(c, t->status, "%s", t->err);
     goto out;
   }

@@ -77,6 +77,10 @@ int m_cache_clear(call_t *c);
 int arg_device(call_t *c, unsigned i, device_t **dev);
 /* The session's default stream on @p dev, created on first use. */
 int default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h);
+/* HIPD_EDEVLOST (answered) if @p dev is being reset or an object made in
+ * context generation @p epoch is gone with an earlier context. */
+int check_alive(call_t *c, const char *what, const device_t *dev,
+                uint32_t epoch);
 /* Param @p i as a stream handle of this session. */
 int arg_stream(call_t *c, unsigned i, stream_t **st, uint64_t *h);
 /* Param @p i as a buffer handle of this session. */
