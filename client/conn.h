@@ -195,5 +195,8 @@ int info_create(const msgpack_object *o, hipd_info_t **out);
  * (hipd_info_t **)p[0]; with p[0] NULL the result is checked and dropped. */
 int info_decode(hipd_call_t *call, const msgpack_object *result,
                 const conn_outs_t *outs);
+/* The same for methods returning an array (`device.list`). */
+int info_decode_array(hipd_call_t *call, const msgpack_object *result,
+                      const conn_outs_t *outs);
 
 #endif /* HIPD_CLIENT_CONN_H */

@@ -7,20 +7,6 @@
 
 #include "conn.h"
 
-/* `device.list` returns an array of records, not a map: keep it whole. */
-static int list_decode(hipd_call_t *call, const msgpack_object *result,
-                       const conn_outs_t *outs)
-{
-  if (result->type != MSGPACK_OBJECT_ARRAY)
-    return conn_call_fail(call, HIPD_EPROTO,
-                          "%s: expected an array in the reply, got %s",
-                          call->method, proto_obj_type_name(result));
-  if (info_create(result, outs->p[0]) < 0)
-    return conn_call_fail(call, HIPD_ENOMEM,
-                          "%s: out of memory copying the reply", call->method);
-  return 0;
-}
-
 /* A method without params whose result goes to @p out through @p decode. */
 static int call_plain(hipd_conn_t *conn, const char *method, void *out,
                       conn_decode_fn decode)
@@ -72,7 +58,7 @@ int hipd_device_list(hipd_conn_t *conn, hipd_info_t **out)
 {
   if (out != NULL)
     *out = NULL;
-  return call_plain(conn, "device.list", out, list_decode);
+  return call_plain(conn, "device.list", out, info_decode_array);
 }
 
 int hipd_device_get(hipd_conn_t *conn, int dev, hipd_info_t **out)

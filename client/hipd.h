@@ -160,6 +160,11 @@ HIPD_EXTERN const char *hipd_call_error(hipd_call_t *call);
  */
 HIPD_EXTERN int hipd_info_int(const hipd_info_t *info, const char *path,
                               int64_t *out);
+/** An unsigned integer field, all 64 bits of it (handles: session tags set
+ *  the top bit, which hipd_info_int() reports as HIPD_ERANGE). A negative
+ *  value is HIPD_ERANGE. */
+HIPD_EXTERN int hipd_info_uint(const hipd_info_t *info, const char *path,
+                               uint64_t *out);
 HIPD_EXTERN int hipd_info_double(const hipd_info_t *info, const char *path,
                                  double *out);
 HIPD_EXTERN int hipd_info_bool(const hipd_info_t *info, const char *path,
@@ -378,8 +383,7 @@ HIPD_EXTERN int hipd_kernel_compile(hipd_conn_t *conn, int dev,
                                     hipd_kernel_t *out, hipd_info_t **info);
 /** `kernel.compile_cached`: the same through the compiled-kernel cache. */
 HIPD_EXTERN int hipd_kernel_compile_cached(hipd_conn_t *conn, int dev,
-                                           const char *source,
-                                           const char *name,
+                                           const char *source, const char *name,
                                            const char *const *options,
                                            hipd_kernel_t *out,
                                            hipd_info_t **info);
@@ -388,8 +392,8 @@ HIPD_EXTERN int hipd_kernel_compile_cached(hipd_conn_t *conn, int dev,
  *  {kernel: nil, cache, key, bytes, compile_ms, params}. */
 HIPD_EXTERN int hipd_kernel_compile_for(hipd_conn_t *conn, const char *arch,
                                         const char *source, const char *name,
-                                        const char *const *options,
-                                        int cached, hipd_info_t **info);
+                                        const char *const *options, int cached,
+                                        hipd_info_t **info);
 /** `kernel.info`: {name, device, params (declared types, or nil)}. */
 HIPD_EXTERN int hipd_kernel_info(hipd_conn_t *conn, hipd_kernel_t kernel,
                                  hipd_info_t **out);
@@ -405,21 +409,18 @@ HIPD_EXTERN int hipd_kernel_launch(hipd_conn_t *conn, hipd_kernel_t kernel,
                                    const uint32_t block[3], uint32_t shared,
                                    hipd_stream_t stream,
                                    const hipd_args_t *args);
-HIPD_EXTERN int hipd_kernel_launch_begin(hipd_conn_t *conn,
-                                         hipd_kernel_t kernel,
-                                         const uint32_t grid[3],
-                                         const uint32_t block[3],
-                                         uint32_t shared, hipd_stream_t stream,
-                                         const hipd_args_t *args,
-                                         hipd_call_t **call);
+HIPD_EXTERN int
+hipd_kernel_launch_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
+                         const uint32_t grid[3], const uint32_t block[3],
+                         uint32_t shared, hipd_stream_t stream,
+                         const hipd_args_t *args, hipd_call_t **call);
 /** `run_source`: compile through the cache for the current device, launch
  *  on its default stream and return when the kernel has run. @p lang is
  *  one of hipd_supported_source_langs(); others are HIPD_ELANG. */
 HIPD_EXTERN int hipd_run_source(hipd_conn_t *conn, const char *source,
                                 const char *lang, const char *kernel_name,
-                                const uint32_t block[3],
-                                const uint32_t grid[3], uint32_t shared,
-                                const hipd_args_t *args);
+                                const uint32_t block[3], const uint32_t grid[3],
+                                uint32_t shared, const hipd_args_t *args);
 /** `supported_source_langs`: the languages device @p dev takes, as an
  *  info array ("hip", and "cuda" on NVIDIA). */
 HIPD_EXTERN int hipd_supported_source_langs(hipd_conn_t *conn, int dev,

@@ -123,6 +123,21 @@ int info_decode(hipd_call_t *call, const msgpack_object *result,
   return 0;
 }
 
+int info_decode_array(hipd_call_t *call, const msgpack_object *result,
+                      const conn_outs_t *outs)
+{
+  if (result->type != MSGPACK_OBJECT_ARRAY)
+    return conn_call_fail(call, HIPD_EPROTO,
+                          "%s: expected an array in the reply, got %s",
+                          call->method, proto_obj_type_name(result));
+  if (outs->p[0] == NULL)
+    return 0;
+  if (info_create(result, outs->p[0]) < 0)
+    return conn_call_fail(call, HIPD_ENOMEM,
+                          "%s: out of memory copying the reply", call->method);
+  return 0;
+}
+
 void hipd_info_free(hipd_info_t *info)
 {
   if (info == NULL)
@@ -226,6 +241,22 @@ int hipd_info_int(const hipd_info_t *info, const char *path, int64_t *out)
     *out = o->via.i64;
     return 0;
   }
+  return HIPD_EHANDLETYPE;
+}
+
+int hipd_info_uint(const hipd_info_t *info, const char *path, uint64_t *out)
+{
+  const msgpack_object *o;
+  int err = info_get(info, path, &o);
+
+  if (err < 0)
+    return err;
+  if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+    *out = o->via.u64;
+    return 0;
+  }
+  if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+    return HIPD_ERANGE;
   return HIPD_EHANDLETYPE;
 }
 

@@ -609,7 +609,9 @@ void cache_get_flags(const cache_key_t *key, int flags, cache_compile_fn fn,
   p->key = *key;
   p->fn = fn;
   p->arg = arg;
-  p->refresh = (flags & CACHE_REFRESH) != 0;
+  /* Only entries the index knows are read from disk: one cache_clear()
+   * forgot may not be unlinked yet. */
+  p->refresh = (flags & CACHE_REFRESH) != 0 || disk_find(key) == NULL;
   p->waiters = w;
   p->hnext = C.pending[bucket(key)];
   C.pending[bucket(key)] = p;

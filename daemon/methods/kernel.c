@@ -579,7 +579,7 @@ static const char *const *langs_of(const device_t *dev)
  * default stream; answered when the kernel has run. */
 int m_run_source(call_t *c)
 {
-  char lang[16] = "", name[256] = "";
+  char lang[64] = "", name[256] = "";
   const char *src = NULL;
   size_t len = 0;
   uint64_t shared = 0;

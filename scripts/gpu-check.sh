@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh: build a release tarball on a GPU machine without a
+# package registry and run every test there, plus the examples, against
+# the GPU (HIP on NVIDIA) and the CPU device.
+#
+# On the build machine:   make dist && ../shared/offline-deps/fetch .offline libssl-dev libssl3
+# On the GPU machine:     bash scripts/gpu-check.sh hipd-X.Y.Z.tar.gz .offline OUTDIR
+#
+# Writes the configure summary, test logs and example output into OUTDIR.
+set -uo pipefail
+tarball=${1:?usage: gpu-check.sh TARBALL OFFLINE_DEPS OUTDIR}
+deps=${2:?usage: gpu-check.sh TARBALL OFFLINE_DEPS OUTDIR}
+out=${3:?usage: gpu-check.sh TARBALL OFFLINE_DEPS OUTDIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+# shellcheck source=/dev/null
+. "$deps/env.sh"
+work=$(mktemp -d)
+tar xzf "$tarball" -C "$work"
+cd "$work"/hipd-* || exit 1
+nvidia-smi -L > "$out/gpus.txt" 2>&1
+./configure --with-hip=nvidia --with-cuda=/usr/local/cuda > "$out/configure.txt" 2>&1 ||
+  { tail -30 "$out/configure.txt"; exit 1; }
+tail -16 "$out/configure.txt"
+make -j"$(nproc)" > "$out/make.txt" 2>&1 || { tail -40 "$out/make.txt"; exit 1; }
+make -j4 check > "$out/check.txt" 2>&1
+rc=$?
+grep -E '^(PASS|FAIL|ERROR|SKIP|# )' "$out/check.txt"
+cp tests/*.log "$out/" 2>/dev/null
+# The examples against a daemon serving the GPU and the CPU device.
+sock=$work/hipd.sock
+./hipd --socket "$sock" --cache-dir "$work/cache" > "$out/hipd.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+./examples/hello "$sock" > "$out/hello.txt" 2>&1 || rc=1
+./examples/vecadd "$sock" > "$out/vecadd.txt" 2>&1 || rc=1
+kill -TERM "$pid"
+wait "$pid" || rc=1
+# A restart: the cached kernel comes from disk.
+./hipd --socket "$sock" --cache-dir "$work/cache" >> "$out/hipd.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+./examples/vecadd "$sock" > "$out/vecadd-restart.txt" 2>&1 || rc=1
+kill -TERM "$pid"
+wait "$pid" || rc=1
+cat "$out/hello.txt" "$out/vecadd.txt" "$out/vecadd-restart.txt"
+exit $rc

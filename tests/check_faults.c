@@ -1,0 +1,187 @@
+/* tests/check_faults.c: a kernel fault on a GPU, as the daemon must handle
+ * it (see PROTOCOL.md, "Kernel faults"): the launching client gets an
+ * error, the daemon stays up, other sessions on that device get a clear
+ * error for their objects of the lost context, and once the daemon has
+ * reset the device new objects and new sessions work.
+ *
+ * Only GPU devices fault this way; a daemon without one (CI) runs nothing
+ * here and says so. The CPU device's crash containment is tested in
+ * check_kernels. */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "hipd.h"
+
+static const char *fault_src =
+    "extern \"C\" __global__ void fault(int *p, int n)\n"
+    "{\n"
+    "  /* An address no allocation has: an illegal address. */\n"
+    "  volatile int *bad = (volatile int *)(0x8ull + (unsigned long long)n);\n"
+    "  *bad = p[0];\n"
+    "}\n";
+
+static const char *fill_src =
+    "extern \"C\" __global__ void fill(int *p, int v, int n)\n"
+    "{\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n)\n"
+    "    p[i] = v + i;\n"
+    "}\n";
+
+static harness_daemon_t *d;
+
+static hipd_conn_t *conn(void)
+{
+  hipd_conn_t *c = NULL;
+
+  ck_assert_int_eq(hipd_connect(d->socket, &c), 0);
+  return c;
+}
+
+/* Fill @p n ints of a new buffer on @p dev with v + i and check them. */
+static void fill_and_check(hipd_conn_t *c, int dev, int v)
+{
+  enum { N = 4096 };
+  static int out[N];
+  hipd_buffer_t b;
+  hipd_kernel_t k;
+  hipd_args_t *a = hipd_args_new();
+  uint32_t grid[3] = {N / 256, 1, 1}, block[3] = {256, 1, 1};
+
+  ck_assert_int_eq(hipd_mem_alloc(c, dev, N, "int32", &b), 0);
+  ck_assert_int_eq(
+      hipd_kernel_compile_cached(c, dev, fill_src, "fill", NULL, &k, NULL), 0);
+  hipd_args_buffer(a, b, 0);
+  hipd_args_i32(a, v);
+  hipd_args_i32(a, N);
+  ck_assert_int_eq(hipd_kernel_launch(c, k, grid, block, 0, 0, a), 0);
+  ck_assert_int_eq(hipd_mem_read(c, b, 0, out, sizeof(out)), 0);
+  for (int i = 0; i < N; i++)
+    ck_assert_int_eq(out[i], v + i);
+  ck_assert_int_eq(hipd_mem_free(c, b), 0);
+  ck_assert_int_eq(hipd_kernel_destroy(c, k), 0);
+  hipd_args_free(a);
+}
+
+START_TEST(test_gpu_fault)
+{
+  hipd_conn_t *a = conn(), *b = conn(), *c;
+  hipd_info_t *info;
+  hipd_buffer_t ba, bb;
+  hipd_kernel_t kf;
+  hipd_stream_t st;
+  hipd_args_t *args = hipd_args_new();
+  uint32_t one[3] = {1, 1, 1};
+  int ndev = 0, gpus = 0, rc, x = 7;
+
+  ck_assert_int_eq(hipd_device_count(a, &ndev), 0);
+  for (int dev = 0; dev < ndev; dev++) {
+    int is_cpu = 1;
+    ck_assert_int_eq(hipd_device_get(a, dev, &info), 0);
+    ck_assert_int_eq(hipd_info_bool(info, "is_cpu", &is_cpu), 0);
+    hipd_info_free(info);
+    if (is_cpu)
+      continue;
+    gpus++;
+    /* A works on the device; B, a bystander, has a buffer there. */
+    fill_and_check(b, dev, 100);
+    ck_assert_int_eq(hipd_mem_alloc(a, dev, 16, "int32", &ba), 0);
+    ck_assert_int_eq(hipd_mem_write(a, ba, 0, &x, sizeof(x)), 0);
+    ck_assert_int_eq(hipd_mem_alloc(b, dev, 16, "int32", &bb), 0);
+    ck_assert_int_eq(hipd_mem_write(b, bb, 0, &x, sizeof(x)), 0);
+
+    /* A's kernel faults: A is told, at the launch or at the next
+     * synchronisation of its stream. */
+    ck_assert_int_eq(
+        hipd_kernel_compile(a, dev, fault_src, "fault", NULL, &kf, NULL), 0);
+    ck_assert_int_eq(hipd_stream_default(a, dev, &st), 0);
+    hipd_args_clear(args);
+    hipd_args_buffer(args, ba, 0);
+    hipd_args_i32(args, 0);
+    rc = hipd_kernel_launch(a, kf, one, one, 0, st, args);
+    if (rc == 0)
+      rc = hipd_stream_synchronize(a, st);
+    ck_assert_msg(rc == HIPD_EDEVLOST || rc == HIPD_ELAUNCH,
+                  "fault reported as %s: %s", hipd_err_name(rc),
+                  hipd_last_error(a));
+
+    /* The daemon is up; B's objects of the lost context fail clearly. */
+    {
+      size_t n = 0;
+      ck_assert_int_eq(hipd_ping(b, "x", 1, &x, sizeof(x), &n), 0);
+    }
+    rc = hipd_mem_read(b, bb, 0, &x, sizeof(x));
+    ck_assert_msg(rc == HIPD_EDEVLOST, "bystander read: %s: %s",
+                  hipd_err_name(rc), hipd_last_error(b));
+    ck_assert_ptr_nonnull(strstr(hipd_last_error(b), "device"));
+    /* Freeing dead objects is fine. */
+    ck_assert_int_eq(hipd_mem_free(b, bb), 0);
+    ck_assert_int_eq(hipd_mem_free(a, ba), 0);
+    ck_assert_int_eq(hipd_kernel_destroy(a, kf), 0);
+
+    /* After the reset, a new session works on the device, and so do the
+     * old sessions with new objects. */
+    c = conn();
+    for (int tries = 0; tries < 200; tries++) {
+      hipd_buffer_t t;
+      rc = hipd_mem_alloc(c, dev, 16, "int32", &t);
+      if (rc == 0) {
+        hipd_mem_free(c, t);
+        break;
+      }
+      ck_assert_int_eq(rc, HIPD_EDEVLOST);
+      usleep(50 * 1000);
+    }
+    ck_assert_int_eq(rc, 0);
+    fill_and_check(c, dev, 1000);
+    fill_and_check(b, dev, 2000);
+    fill_and_check(a, dev, 3000);
+    hipd_close(c);
+    ck_assert(harness_log_contains(d, "lost its context"));
+  }
+  if (gpus == 0)
+    printf("check_faults: no GPU device: nothing to fault (CPU-device "
+           "crashes are tested in check_kernels)\n");
+  hipd_args_free(args);
+  hipd_close(a);
+  hipd_close(b);
+}
+END_TEST
+
+static void setup(void)
+{
+  d = harness_start("--cache-dir", "", NULL);
+  ck_assert_ptr_nonnull(d);
+}
+
+static void teardown(void)
+{
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+
+int main(void)
+{
+  Suite *s = suite_create("faults");
+  TCase *tc = tcase_create("gpu");
+  SRunner *sr;
+  int failed;
+
+  harness_init("faults");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_gpu_fault);
+  suite_add_tcase(s, tc);
+  sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  harness_fini();
+  return failed == 0 ? 0 : 1;
+}
