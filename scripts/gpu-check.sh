@@ -15,6 +15,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 # shellcheck source=/dev/null
 . "$deps/env.sh"
+# Debian's multiarch headers (ffi.h) sit where only Debian's gcc looks.
+export CPATH="$(cd "$deps" && pwd)/root/usr/include/x86_64-linux-gnu:$CPATH"
 work=$(mktemp -d)
 tar xzf "$tarball" -C "$work"
 cd "$work"/hipd-* || exit 1
