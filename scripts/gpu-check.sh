@@ -29,7 +29,10 @@ make -j4 check > "$out/check.txt" 2>&1
 rc=$?
 grep -E '^(PASS|FAIL|ERROR|SKIP|# )' "$out/check.txt"
 cp tests/*.log "$out/" 2>/dev/null
-# The examples against a daemon serving the GPU and the CPU device.
+# The examples against a daemon serving the GPU and the CPU device, run
+# from the build tree like the tests.
+export HIPD_CPU_RUNNER=$PWD/hipd-cpu-runner
+export HIPD_CPU_HEADER=$PWD/daemon/kernels/hipd_cpu_device.h
 sock=$work/hipd.sock
 ./hipd --socket "$sock" --cache-dir "$work/cache" > "$out/hipd.log" 2>&1 &
 pid=$!
@@ -46,4 +49,6 @@ for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 kill -TERM "$pid"
 wait "$pid" || rc=1
 cat "$out/hello.txt" "$out/vecadd.txt" "$out/vecadd-restart.txt"
+# One file back: the device tool returns a few files only.
+tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
 exit $rc

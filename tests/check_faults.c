@@ -135,7 +135,8 @@ START_TEST(test_gpu_fault)
         hipd_mem_free(c, t);
         break;
       }
-      ck_assert_int_eq(rc, HIPD_EDEVLOST);
+      ck_assert_msg(rc == HIPD_EDEVLOST, "alloc after the fault: %s: %s",
+                    hipd_err_name(rc), hipd_last_error(c));
       usleep(50 * 1000);
     }
     ck_assert_int_eq(rc, 0);
@@ -156,7 +157,7 @@ END_TEST
 
 static void setup(void)
 {
-  d = harness_start("--cache-dir", "", NULL);
+  d = harness_start("--cache-dir", "", "--log-level", "debug", NULL);
   ck_assert_ptr_nonnull(d);
 }
 
