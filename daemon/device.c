@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "device.h"
 #include "hipd.h"
@@ -168,10 +169,32 @@ typedef struct {
   device_t *dev;
 } reset_task_t;
 
+/* After a reset the device may answer "busy" while it cleans up the
+ * faulted context: probe it with a small allocation for a while. */
+static int probe_device(device_t *dev)
+{
+  drv_mem_t m;
+  int rc = HIPD_EDEVICE;
+
+  for (int i = 0; i < 100; i++) {
+    rc = dev->drv->mem_alloc(dev->drv, dev->local, 256, &m);
+    if (rc == 0) {
+      dev->drv->mem_free(dev->drv, dev->local, &m);
+      return 0;
+    }
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return rc;
+}
+
 static void reset_run(task_t *t)
 {
   device_t *dev = ((reset_task_t *)t)->dev;
   int rc = dev->drv->device_reset(dev->drv, dev->local);
+
+  if (rc == 0)
+    rc = probe_device(dev);
 
   /* Whatever the reset said, the old objects are gone: a new generation
    * starts here, before any later task on this worker runs. */
@@ -183,12 +206,19 @@ static void reset_run(task_t *t)
 static void reset_done(task_t *t)
 {
   device_t *dev = ((reset_task_t *)t)->dev;
-
-  dev->lost = 0;
-  if (t->status != 0)
-    log_error(0, "device %d: reset failed (%s); the next fault tries again",
+  if (t->status != 0) {
+    /* CUDA documents a sticky fault as unrecoverable within the process:
+     * the device stays lost (its calls fail with EDEVLOST) until hipd is
+     * restarted. Other devices are unaffected. */
+    log_error(0,
+              "device %d could not be recovered in this process (%s): it "
+              "stays unavailable until hipd restarts",
               dev->id, t->err);
-  else
+    dev->unrecoverable = 1;
+  } else {
+    dev->lost = 0;
+  }
+  if (t->status == 0)
     log_info(0, "device %d: context reset; new objects work again", dev->id);
   free(t);
 }

@@ -24,6 +24,7 @@ typedef struct device {
   uint32_t epoch;      /* context generation; objects made in an older one
                           are dead (atomic: workers read it) */
   int lost;            /* the context is lost; a reset is under way */
+  int unrecoverable;   /* the reset failed: lost until hipd restarts */
 } device_t;
 
 /* Enumerate and select devices. @p spec is NULL or "all", or a comma list

@@ -67,8 +67,12 @@ int check_alive(call_t *c, const char *what, const device_t *dev,
 {
   if (dev->lost)
     return call_fail(c, HIPD_EDEVLOST,
-                     "device %d lost its context after a kernel fault and "
-                     "is being reset; retry shortly",
+                     dev->unrecoverable
+                         ? "device %d lost its context after a kernel fault "
+                           "and cannot be reset in this process: it is "
+                           "unavailable until hipd restarts"
+                         : "device %d lost its context after a kernel fault "
+                           "and is being reset; retry shortly",
                      dev->id);
   if (epoch != device_epoch(dev))
     return call_fail(c, HIPD_EDEVLOST,

@@ -69,8 +69,10 @@ static void find_ptr_cb(void *ctx, uint64_t h, void *obj)
   uint64_t base = (uint64_t)(uintptr_t)b->mem.ptr;
 
   (void)h;
+  /* Strictly inside: one past the end can be the start of another
+   * session's buffer (GPU allocations are packed). */
   if (p->found == NULL && b->dev == p->dev && p->addr >= base &&
-      p->addr <= base + b->mem.size)
+      p->addr < base + b->mem.size)
     p->found = b;
 }
 
@@ -127,10 +129,10 @@ static int args_parse(call_t *c, unsigned pi, device_t *dev, launch_args_t *out)
                  proto_obj_uint(&a->via.array.ptr[2], UINT64_MAX, &off) != 0) {
         rc =
             arg_fail(c, i, "the buffer offset must be ", "an unsigned integer");
-      } else if (off > b->mem.size) {
+      } else if (off >= b->mem.size) {
         rc = call_fail(c, HIPD_ERANGE,
-                       "argument %u: offset %llu is past the end of a "
-                       "buffer of %zu bytes",
+                       "argument %u: offset %llu is not inside a buffer of "
+                       "%zu bytes",
                        i, (unsigned long long)off, b->mem.size);
       } else if (b->dev != dev) {
         rc = call_fail(c, HIPD_EINVAL,
