@@ -175,8 +175,7 @@ static int probe_device(device_t *dev)
 {
   drv_mem_t m;
   int rc = HIPD_EDEVICE;
-
-  for (int i = 0; i < 100; i++) {
+  for (int i = 0; i < 200; i++) {
     rc = dev->drv->mem_alloc(dev->drv, dev->local, 256, &m);
     if (rc == 0) {
       dev->drv->mem_free(dev->drv, dev->local, &m);

@@ -128,7 +128,7 @@ START_TEST(test_gpu_fault)
     /* After the reset, a new session works on the device, and so do the
      * old sessions with new objects. */
     c = conn();
-    for (int tries = 0; tries < 200; tries++) {
+    for (int tries = 0; tries < 600; tries++) {
       hipd_buffer_t t;
       rc = hipd_mem_alloc(c, dev, 16, "int32", &t);
       if (rc == 0) {
