@@ -13,6 +13,14 @@
 #define MAX_DEVICES 64
 
 static device_t *devices[MAX_DEVICES];
+static void (*unrecoverable_fn)(device_t *, void *);
+static void *unrecoverable_arg;
+
+void devices_on_unrecoverable(void (*fn)(device_t *dev, void *arg), void *arg)
+{
+  unrecoverable_fn = fn;
+  unrecoverable_arg = arg;
+}
 static int ndevices;
 
 const char *const *daemon_features(void)
@@ -175,7 +183,7 @@ static int probe_device(device_t *dev)
 {
   drv_mem_t m;
   int rc = HIPD_EDEVICE;
-  for (int i = 0; i < 200; i++) {
+  for (int i = 0; i < 50; i++) {
     rc = dev->drv->mem_alloc(dev->drv, dev->local, 256, &m);
     if (rc == 0) {
       dev->drv->mem_free(dev->drv, dev->local, &m);
@@ -214,6 +222,8 @@ static void reset_done(task_t *t)
               "stays unavailable until hipd restarts",
               dev->id, t->err);
     dev->unrecoverable = 1;
+    if (unrecoverable_fn != NULL)
+      unrecoverable_fn(dev, unrecoverable_arg);
   } else {
     dev->lost = 0;
   }

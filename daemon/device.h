@@ -49,6 +49,9 @@ int device_alive(const device_t *dev, uint32_t epoch);
  * the lost context from now on, and reset the device on its service worker
  * so that new objects work again. Loop thread; idempotent while lost. */
 void device_mark_lost(device_t *dev, const char *why);
+/* Called (loop thread) when a lost device cannot be reset in this process:
+ * the daemon then restarts itself to get a fresh runtime. */
+void devices_on_unrecoverable(void (*fn)(device_t *dev, void *arg), void *arg);
 
 /* "cpu", "hip-amd", "hip-nvidia": the compiled-in drivers, NULL-ended. */
 const char *const *daemon_features(void);

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -29,6 +30,7 @@ static daemon_t daemon_state;
 static uv_signal_t sig_int, sig_term;
 static uv_timer_t shutdown_timer;
 static uint64_t shutdown_deadline;
+static int restart_fd = -1; /* the listener kept for an in-place restart */
 
 static void usage(FILE *f)
 {
@@ -285,6 +287,22 @@ static void shutdown_tick_cb(uv_timer_t *t)
   }
 }
 
+/* Stop accepting, let in-flight work finish (bounded), end the loop. */
+static void begin_stop(daemon_t *d, const char *why)
+{
+  d->stopping = 1;
+  log_info(0, "%s: stopping (%u sessions, up to %u ms for in-flight work)", why,
+           d->nsessions, d->cfg.shutdown_ms);
+  server_stop(d, restart_fd >= 0);
+#ifdef HAVE_SYSTEMD
+  sd_notify(0, "STOPPING=1");
+#endif
+  shutdown_deadline = uv_now(d->loop) + d->cfg.shutdown_ms;
+  uv_timer_init(d->loop, &shutdown_timer);
+  shutdown_timer.data = d;
+  uv_timer_start(&shutdown_timer, shutdown_tick_cb, 0, 20);
+}
+
 static void signal_cb(uv_signal_t *sig, int signum)
 {
   daemon_t *d = sig->data;
@@ -294,17 +312,73 @@ static void signal_cb(uv_signal_t *sig, int signum)
     shutdown_deadline = 0;
     return;
   }
-  d->stopping = 1;
-  log_info(0, "%s: stopping (%u sessions, up to %u ms for in-flight work)",
-           strsignal(signum), d->nsessions, d->cfg.shutdown_ms);
-  server_stop(d);
-#ifdef HAVE_SYSTEMD
-  sd_notify(0, "STOPPING=1");
-#endif
-  shutdown_deadline = uv_now(d->loop) + d->cfg.shutdown_ms;
-  uv_timer_init(d->loop, &shutdown_timer);
-  shutdown_timer.data = d;
-  uv_timer_start(&shutdown_timer, shutdown_tick_cb, 0, 20);
+  begin_stop(d, strsignal(signum));
+}
+
+/* A device lost its context and the runtime cannot reset it in this
+ * process (CUDA: a sticky fault is unrecoverable until the process ends).
+ * Restart in place: same pid, same listening socket, fresh runtime. Every
+ * session is closed (clients see "disconnected" and reconnect). */
+static void unrecoverable_cb(device_t *dev, void *arg)
+{
+  daemon_t *d = arg;
+  char why[128];
+
+  if (d->stopping)
+    return;
+  restart_fd = server_dup_listener(d);
+  if (restart_fd < 0) {
+    log_error(0,
+              "cannot keep the listening socket for a restart; device "
+              "%d stays unavailable until hipd is restarted",
+              dev->id);
+    return;
+  }
+  snprintf(why, sizeof(why),
+           "device %d cannot be reset in this process: restarting hipd",
+           dev->id);
+  begin_stop(d, why);
+}
+
+/* Replace this process with a fresh hipd on the same socket. Returns only
+ * if that fails. */
+static void restart_in_place(daemon_t *d, char **argv)
+{
+  char pid[32];
+
+  if (restart_fd != 3) {
+    if (dup2(restart_fd, 3) < 0)
+      return;
+    close(restart_fd);
+  }
+  snprintf(pid, sizeof(pid), "%d", (int)getpid());
+  setenv("LISTEN_PID", pid, 1);
+  setenv("LISTEN_FDS", "1", 1);
+  setenv("HIPD_OWNS_SOCKET", "1", 1);
+  log_info(0, "restarting in place (pid %s) on %s", pid, d->cfg.socket_path);
+  execv("/proc/self/exe", argv);
+  log_error(0, "restart failed: %s", strerror(errno));
+}
+
+/* The listening socket handed over by systemd (socket activation) or by an
+ * in-place restart: LISTEN_PID is ours and LISTEN_FDS is 1. */
+static int inherited_listener(void)
+{
+  const char *pid = getenv("LISTEN_PID"), *n = getenv("LISTEN_FDS");
+  int fd = -1;
+
+  if (pid != NULL && n != NULL && atoi(pid) == (int)getpid()) {
+    if (atoi(n) != 1) {
+      log_error(0, "%s sockets were passed; hipd takes exactly one", n);
+      exit(1);
+    }
+    fd = 3;
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  unsetenv("LISTEN_PID");
+  unsetenv("LISTEN_FDS");
+  unsetenv("LISTEN_FDNAMES");
+  return fd;
 }
 
 static void housekeeping_cb(uv_timer_t *t)
@@ -333,16 +407,8 @@ int main(int argc, char **argv)
   proto_limits_default(&d->cfg.limits);
   if (parse_options(argc, argv, &d->cfg) != 0)
     return 2;
-#ifdef HAVE_SYSTEMD
-  /* Socket activation: systemd passes the listening socket as fd 3. */
-  rc = sd_listen_fds(1);
-  if (rc > 1) {
-    log_error(0, "systemd passed %d sockets; hipd takes exactly one", rc);
-    return 1;
-  }
-  if (rc == 1)
-    d->cfg.listen_fd = SD_LISTEN_FDS_START;
-#endif
+  /* Socket activation, or an in-place restart: the socket is fd 3. */
+  d->cfg.listen_fd = inherited_listener();
   if (d->cfg.socket_path == NULL)
     d->cfg.socket_path = server_default_path();
   signal(SIGPIPE, SIG_IGN);
@@ -376,7 +442,7 @@ int main(int argc, char **argv)
     }
   }
   if ((rc = server_start(d)) != 0) {
-    server_stop(d);
+    server_stop(d, 0);
     exec_bridge_close();
     uv_run(d->loop, UV_RUN_DEFAULT);
     log_error(0, "not started: %s", hipd_strerror(rc));
@@ -390,6 +456,7 @@ int main(int argc, char **argv)
   uv_timer_init(d->loop, &d->housekeeping);
   d->housekeeping.data = d;
   uv_timer_start(&d->housekeeping, housekeeping_cb, 1000, 1000);
+  devices_on_unrecoverable(unrecoverable_cb, d);
 #ifdef HAVE_SYSTEMD
   sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%d",
              d->cfg.socket_path, (int)getpid());
@@ -401,6 +468,11 @@ int main(int argc, char **argv)
   uv_walk(d->loop, close_walk_cb, NULL);
   uv_run(d->loop, UV_RUN_DEFAULT);
   uv_loop_close(d->loop);
+  if (restart_fd >= 0) {
+    /* The lost device's runtime cannot be shut down cleanly: exec now. */
+    restart_in_place(d, argv);
+    return 1;
+  }
   if (exec_outstanding() == 0)
     devices_shutdown();
   else

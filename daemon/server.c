@@ -126,6 +126,14 @@ int server_start(daemon_t *d)
     }
     log_info(0, "listening on inherited socket %s (fd %d)", d->cfg.socket_path,
              d->cfg.listen_fd);
+    /* After an in-place restart the socket file is still ours. */
+    if (getenv("HIPD_OWNS_SOCKET") != NULL &&
+        stat(d->cfg.socket_path, &st) == 0) {
+      srv->own_file = 1;
+      srv->dev = st.st_dev;
+      srv->ino = st.st_ino;
+    }
+    unsetenv("HIPD_OWNS_SOCKET");
     goto listen;
   }
 
@@ -171,7 +179,16 @@ static void free_cb(uv_handle_t *h)
   free(list_entry(h, server_t, pipe));
 }
 
-void server_stop(daemon_t *d)
+int server_dup_listener(daemon_t *d)
+{
+  uv_os_fd_t fd;
+
+  if (d->server == NULL || uv_fileno((uv_handle_t *)&d->server->pipe, &fd))
+    return -1;
+  return dup(fd); /* dup() leaves close-on-exec off */
+}
+
+void server_stop(daemon_t *d, int keep_file)
 {
   server_t *srv = d->server;
   struct stat st;
@@ -180,7 +197,7 @@ void server_stop(daemon_t *d)
     return;
   srv->closed = 1;
   /* Remove the file only if it is still the socket we created. */
-  if (srv->own_file && stat(d->cfg.socket_path, &st) == 0 &&
+  if (!keep_file && srv->own_file && stat(d->cfg.socket_path, &st) == 0 &&
       st.st_dev == srv->dev && st.st_ino == srv->ino)
     unlink(d->cfg.socket_path);
   uv_close((uv_handle_t *)&srv->pipe, free_cb);

@@ -12,7 +12,11 @@ int server_start(daemon_t *d);
 
 /* Stop accepting, close the socket and remove its file if we created it.
  * Safe to call more than once. */
-void server_stop(daemon_t *d);
+void server_stop(daemon_t *d, int keep_file);
+
+/* For an in-place restart: a duplicate of the listening socket (without
+ * close-on-exec), or -1. Call before server_stop(d, 1). */
+int server_dup_listener(daemon_t *d);
 
 /* The default socket path: $HIPD_SOCKET, else /run/hipd/hipd.sock for root,
  * else $XDG_RUNTIME_DIR/hipd.sock. @return a malloc'd string. */

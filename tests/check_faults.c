@@ -71,14 +71,15 @@ static void fill_and_check(hipd_conn_t *c, int dev, int v)
 
 START_TEST(test_gpu_fault)
 {
-  hipd_conn_t *a = conn(), *b = conn(), *c;
+  hipd_conn_t *a = conn(), *b = conn(), *c = NULL;
   hipd_info_t *info;
-  hipd_buffer_t ba, bb;
+  hipd_buffer_t ba, bb, t;
   hipd_kernel_t kf;
   hipd_stream_t st;
   hipd_args_t *args = hipd_args_new();
   uint32_t one[3] = {1, 1, 1};
-  int ndev = 0, gpus = 0, rc, x = 7;
+  int ndev = 0, gpu = -1, other_gpu = -1, rc, x = 7;
+  size_t n = 0;
 
   ck_assert_int_eq(hipd_device_count(a, &ndev), 0);
   for (int dev = 0; dev < ndev; dev++) {
@@ -86,69 +87,89 @@ START_TEST(test_gpu_fault)
     ck_assert_int_eq(hipd_device_get(a, dev, &info), 0);
     ck_assert_int_eq(hipd_info_bool(info, "is_cpu", &is_cpu), 0);
     hipd_info_free(info);
-    if (is_cpu)
-      continue;
-    gpus++;
-    /* A works on the device; B, a bystander, has a buffer there. */
-    fill_and_check(b, dev, 100);
-    ck_assert_int_eq(hipd_mem_alloc(a, dev, 16, "int32", &ba), 0);
-    ck_assert_int_eq(hipd_mem_write(a, ba, 0, &x, sizeof(x)), 0);
-    ck_assert_int_eq(hipd_mem_alloc(b, dev, 16, "int32", &bb), 0);
-    ck_assert_int_eq(hipd_mem_write(b, bb, 0, &x, sizeof(x)), 0);
+    if (!is_cpu && gpu < 0)
+      gpu = dev;
+    else if (!is_cpu && other_gpu < 0)
+      other_gpu = dev;
+  }
+  if (gpu < 0) {
+    printf("check_faults: no GPU device: nothing to fault (CPU-device "
+           "crashes are tested in check_kernels)\n");
+    goto out;
+  }
+  /* A works on the GPU; B, a bystander, has a buffer there. */
+  fill_and_check(b, gpu, 100);
+  ck_assert_int_eq(hipd_mem_alloc(a, gpu, 16, "int32", &ba), 0);
+  ck_assert_int_eq(hipd_mem_write(a, ba, 0, &x, sizeof(x)), 0);
+  ck_assert_int_eq(hipd_mem_alloc(b, gpu, 16, "int32", &bb), 0);
+  ck_assert_int_eq(hipd_mem_write(b, bb, 0, &x, sizeof(x)), 0);
 
-    /* A's kernel faults: A is told, at the launch or at the next
-     * synchronisation of its stream. */
-    ck_assert_int_eq(
-        hipd_kernel_compile(a, dev, fault_src, "fault", NULL, &kf, NULL), 0);
-    ck_assert_int_eq(hipd_stream_default(a, dev, &st), 0);
-    hipd_args_clear(args);
-    hipd_args_buffer(args, ba, 0);
-    hipd_args_i32(args, 0);
-    rc = hipd_kernel_launch(a, kf, one, one, 0, st, args);
-    if (rc == 0)
-      rc = hipd_stream_synchronize(a, st);
-    ck_assert_msg(rc == HIPD_EDEVLOST || rc == HIPD_ELAUNCH,
-                  "fault reported as %s: %s", hipd_err_name(rc),
-                  hipd_last_error(a));
+  /* A's kernel faults: A is told, at the launch or at the next
+   * synchronisation of its stream. */
+  ck_assert_int_eq(
+      hipd_kernel_compile(a, gpu, fault_src, "fault", NULL, &kf, NULL), 0);
+  ck_assert_int_eq(hipd_stream_default(a, gpu, &st), 0);
+  hipd_args_buffer(args, ba, 0);
+  hipd_args_i32(args, 0);
+  rc = hipd_kernel_launch(a, kf, one, one, 0, st, args);
+  if (rc == 0)
+    rc = hipd_stream_synchronize(a, st);
+  ck_assert_msg(rc == HIPD_EDEVLOST || rc == HIPD_ELAUNCH,
+                "fault reported as %s: %s", hipd_err_name(rc),
+                hipd_last_error(a));
 
-    /* The daemon is up; B's objects of the lost context fail clearly. */
-    {
-      size_t n = 0;
-      ck_assert_int_eq(hipd_ping(b, "x", 1, &x, sizeof(x), &n), 0);
+  /* The daemon is up; B's objects of the lost context fail clearly, and
+   * another GPU is unaffected. */
+  ck_assert_int_eq(hipd_ping(b, "x", 1, &x, sizeof(x), &n), 0);
+  rc = hipd_mem_read(b, bb, 0, &x, sizeof(x));
+  ck_assert_msg(rc == HIPD_EDEVLOST, "bystander read: %s: %s",
+                hipd_err_name(rc), hipd_last_error(b));
+  ck_assert_ptr_nonnull(strstr(hipd_last_error(b), "device"));
+  if (other_gpu >= 0)
+    fill_and_check(b, other_gpu, 500);
+
+  /* The daemon recovers the device (in place when the runtime can reset
+   * it, else by restarting itself on the same socket): a new session then
+   * works on it. Old sessions are either still connected or were told
+   * they were disconnected. */
+  for (int tries = 0; tries < 1200; tries++) {
+    if (c == NULL && hipd_connect(d->socket, &c) != 0)
+      c = NULL;
+    rc = c ? hipd_mem_alloc(c, gpu, 16, "int32", &t) : HIPD_ECONNECT;
+    if (rc == 0) {
+      hipd_mem_free(c, t);
+      break;
     }
-    rc = hipd_mem_read(b, bb, 0, &x, sizeof(x));
-    ck_assert_msg(rc == HIPD_EDEVLOST, "bystander read: %s: %s",
-                  hipd_err_name(rc), hipd_last_error(b));
-    ck_assert_ptr_nonnull(strstr(hipd_last_error(b), "device"));
-    /* Freeing dead objects is fine. */
+    ck_assert_msg(rc == HIPD_EDEVLOST || rc == HIPD_EDISCONNECTED ||
+                      rc == HIPD_ECONNECT,
+                  "alloc after the fault: %s: %s", hipd_err_name(rc),
+                  c ? hipd_last_error(c) : hipd_last_error(NULL));
+    if (rc == HIPD_EDISCONNECTED) {
+      hipd_close(c);
+      c = NULL;
+    }
+    usleep(50 * 1000);
+  }
+  ck_assert_int_eq(rc, 0);
+  fill_and_check(c, gpu, 1000);
+  ck_assert(harness_log_contains(d, "lost its context"));
+  rc = hipd_ping(a, "x", 1, &x, sizeof(x), &n);
+  if (rc == HIPD_EDISCONNECTED) {
+    /* Restarted: the old sessions are gone; new ones work. */
+    hipd_close(a);
+    hipd_close(b);
+    a = conn();
+    b = conn();
+  } else {
+    ck_assert_int_eq(rc, 0);
     ck_assert_int_eq(hipd_mem_free(b, bb), 0);
     ck_assert_int_eq(hipd_mem_free(a, ba), 0);
     ck_assert_int_eq(hipd_kernel_destroy(a, kf), 0);
-
-    /* After the reset, a new session works on the device, and so do the
-     * old sessions with new objects. */
-    c = conn();
-    for (int tries = 0; tries < 600; tries++) {
-      hipd_buffer_t t;
-      rc = hipd_mem_alloc(c, dev, 16, "int32", &t);
-      if (rc == 0) {
-        hipd_mem_free(c, t);
-        break;
-      }
-      ck_assert_msg(rc == HIPD_EDEVLOST, "alloc after the fault: %s: %s",
-                    hipd_err_name(rc), hipd_last_error(c));
-      usleep(50 * 1000);
-    }
-    ck_assert_int_eq(rc, 0);
-    fill_and_check(c, dev, 1000);
-    fill_and_check(b, dev, 2000);
-    fill_and_check(a, dev, 3000);
-    hipd_close(c);
-    ck_assert(harness_log_contains(d, "lost its context"));
   }
-  if (gpus == 0)
-    printf("check_faults: no GPU device: nothing to fault (CPU-device "
-           "crashes are tested in check_kernels)\n");
+  fill_and_check(b, gpu, 2000);
+  fill_and_check(a, gpu, 3000);
+  hipd_close(c);
+out:
   hipd_args_free(args);
   hipd_close(a);
   hipd_close(b);
