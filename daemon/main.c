@@ -56,6 +56,16 @@ static void usage(FILE *f)
       "      --shutdown-timeout MS  time in-flight work gets at exit (5000)\n"
       "      --max-sessions N     concurrent sessions (1024)\n"
       "      --max-handles N      handles per session (1048576)\n"
+      "      --max-streams N      streams per session (64)\n"
+      "      --mem-quota BYTES    device memory per session (default:\n"
+      "                           unlimited)\n"
+      "      --devices LIST       serve only these devices: all (default),\n"
+      "                           or a comma list of hip, cpu, hip:N, cpu:N\n"
+      "      --cpu-devices N      how many CPU devices to serve (1)\n"
+      "      --cache-dir DIR      compiled-kernel cache (default:\n"
+      "                           /var/cache/hipd as root, else\n"
+      "                           $XDG_CACHE_HOME/hipd); '' for memory only\n"
+      "      --cache-size BYTES   cache cap, on disk and in memory (1G)\n"
       "  -V, --version            print the version and exit\n"
       "  -h, --help               print this help and exit\n"
       "\n"
@@ -295,7 +305,8 @@ static void begin_stop(daemon_t *d, const char *why)
            d->nsessions, d->cfg.shutdown_ms);
   server_stop(d, restart_fd >= 0);
 #ifdef HAVE_SYSTEMD
-  sd_notify(0, "STOPPING=1");
+  if (restart_fd < 0)
+    sd_notify(0, "STOPPING=1");
 #endif
   shutdown_deadline = uv_now(d->loop) + d->cfg.shutdown_ms;
   uv_timer_init(d->loop, &shutdown_timer);
@@ -306,7 +317,13 @@ static void begin_stop(daemon_t *d, const char *why)
 static void signal_cb(uv_signal_t *sig, int signum)
 {
   daemon_t *d = sig->data;
-
+  if (d->stopping && restart_fd >= 0) {
+    /* Asked to stop while draining for a restart: stop instead. */
+    log_info(0, "%s: stopping instead of restarting", strsignal(signum));
+    close(restart_fd);
+    restart_fd = -1;
+    return;
+  }
   if (d->stopping) {
     log_warn(0, "second %s: stopping now", strsignal(signum));
     shutdown_deadline = 0;

@@ -23,6 +23,7 @@
 
 #include "harness.h"
 #include "hipd.h"
+#include "testutil.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -68,15 +69,6 @@ static int device_count(hipd_conn_t *conn)
   return n;
 }
 
-static int64_t info_int(const hipd_info_t *info, const char *path)
-{
-  int64_t v = 0;
-  int rc = hipd_info_int(info, path, &v);
-
-  ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
-  return v;
-}
-
 static double info_double(const hipd_info_t *info, const char *path)
 {
   double v = 0;
@@ -84,37 +76,6 @@ static double info_double(const hipd_info_t *info, const char *path)
 
   ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
   return v;
-}
-
-static int info_bool(const hipd_info_t *info, const char *path)
-{
-  int v = 0;
-  int rc = hipd_info_bool(info, path, &v);
-
-  ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
-  return v;
-}
-
-static const char *info_str(const hipd_info_t *info, const char *path)
-{
-  const char *s = NULL;
-  size_t len = 0;
-  int rc = hipd_info_str(info, path, &s, &len);
-
-  ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
-  return s;
-}
-
-/* Is device @p dev the host (a CPU device)? */
-static int device_is_cpu(hipd_conn_t *conn, int dev)
-{
-  hipd_info_t *info = NULL;
-  int cpu;
-
-  OK(conn, hipd_device_get(conn, dev, &info));
-  cpu = info_bool(info, "is_cpu");
-  hipd_info_free(info);
-  return cpu;
 }
 
 /* hipd_allocated and hipd_buffers of device @p dev. */

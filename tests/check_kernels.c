@@ -37,6 +37,7 @@
 
 #include "harness.h"
 #include "hipd.h"
+#include "testutil.h"
 
 #define MAX_DEVICES 64
 
@@ -221,15 +222,6 @@ static int device_count(hipd_conn_t *conn)
   return n;
 }
 
-static int64_t info_int(const hipd_info_t *info, const char *path)
-{
-  int64_t v = 0;
-  int rc = hipd_info_int(info, path, &v);
-
-  ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
-  return v;
-}
-
 static uint64_t info_uint(const hipd_info_t *info, const char *path)
 {
   uint64_t v = 0;
@@ -237,25 +229,6 @@ static uint64_t info_uint(const hipd_info_t *info, const char *path)
 
   ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
   return v;
-}
-
-static int info_bool(const hipd_info_t *info, const char *path)
-{
-  int v = 0;
-  int rc = hipd_info_bool(info, path, &v);
-
-  ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
-  return v;
-}
-
-static const char *info_str(const hipd_info_t *info, const char *path)
-{
-  const char *s = NULL;
-  size_t len = 0;
-  int rc = hipd_info_str(info, path, &s, &len);
-
-  ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
-  return s;
 }
 
 /* Is @p s one of the strings of the array at @p path? */
@@ -272,17 +245,6 @@ static int info_has_str(const hipd_info_t *info, const char *path,
       return 1;
   }
   return 0;
-}
-
-static int device_is_cpu(hipd_conn_t *conn, int dev)
-{
-  hipd_info_t *info = NULL;
-  int cpu;
-
-  OK(conn, hipd_device_get(conn, dev, &info));
-  cpu = info_bool(info, "is_cpu");
-  hipd_info_free(info);
-  return cpu;
 }
 
 /* A capability of device @p dev ("capabilities.<name>"). */

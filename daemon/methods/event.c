@@ -51,7 +51,8 @@ int m_event_destroy(call_t *c)
   uint64_t h;
   int rc;
 
-  if ((rc = arg_event(c, 0, "event", &ev, &h)) != 0)
+  if ((rc = call_arg_handle(c, 0, "event", HANDLE_EVENT, &h, (void **)&ev)) !=
+      0)
     return rc;
   handles_remove(&c->s->handles, h, HANDLE_EVENT, NULL);
   event_unref(ev);

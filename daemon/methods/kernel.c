@@ -134,6 +134,8 @@ static int args_parse(call_t *c, unsigned pi, device_t *dev, launch_args_t *out)
                        "argument %u: offset %llu is not inside a buffer of "
                        "%zu bytes",
                        i, (unsigned long long)off, b->mem.size);
+      } else if ((rc = check_alive(c, "buffer", b->dev, b->epoch)) != 0) {
+        /* answered */
       } else if (b->dev != dev) {
         rc = call_fail(c, HIPD_EINVAL,
                        "argument %u: the buffer is on device %d, the kernel "
@@ -157,6 +159,9 @@ static int args_parse(call_t *c, unsigned pi, device_t *dev, launch_args_t *out)
                          "argument %u: pointer 0x%llx is not inside a buffer "
                          "of this session on device %d",
                          i, (unsigned long long)ps.addr, dev->id);
+        } else if ((rc = check_alive(c, "buffer", ps.found->dev,
+                                     ps.found->epoch)) != 0) {
+          /* answered */
         } else {
           d->kind = KARG_PTR;
           d->v.ptr = (void *)(uintptr_t)ps.addr;

@@ -45,7 +45,8 @@ int m_stream_destroy(call_t *c)
   uint64_t h;
   int rc;
 
-  if ((rc = arg_stream(c, 0, &st, &h)) != 0)
+  if ((rc = call_arg_handle(c, 0, "stream", HANDLE_STREAM, &h, (void **)&st)) !=
+      0)
     return rc;
   if (st->is_default)
     return call_fail(c, HIPD_EPERM,
