@@ -367,6 +367,11 @@ static int copy_across(op_t *op)
     memmove(dst, src, op->n);
     return 0;
   }
+  if (sd->drv == dd->drv && sd->drv->copy_peer != NULL) {
+    /* Two GPUs of one runtime: peer to peer on the op's stream. */
+    return sd->drv->copy_peer(sd->drv, op->st->drv, dst, dd->local, src,
+                              sd->local, op->n);
+  }
   if (!sd->caps.is_cpu && !dd->caps.is_cpu) {
     staging = malloc(op->n < STAGING_CHUNK ? op->n : STAGING_CHUNK);
     if (staging == NULL) {

@@ -39,6 +39,7 @@ pid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 ./examples/hello "$sock" > "$out/hello.txt" 2>&1 || rc=1
 ./examples/vecadd "$sock" > "$out/vecadd.txt" 2>&1 || rc=1
+./examples/xcopy "$sock" 256 > "$out/xcopy.txt" 2>&1 || rc=1
 kill -TERM "$pid"
 wait "$pid" || rc=1
 # A restart: the cached kernel comes from disk.
@@ -48,7 +49,7 @@ for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 ./examples/vecadd "$sock" > "$out/vecadd-restart.txt" 2>&1 || rc=1
 kill -TERM "$pid"
 wait "$pid" || rc=1
-cat "$out/hello.txt" "$out/vecadd.txt" "$out/vecadd-restart.txt"
+cat "$out/hello.txt" "$out/vecadd.txt" "$out/vecadd-restart.txt" "$out/xcopy.txt"
 # One file back: the device tool returns a few files only.
 tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
 exit $rc

@@ -1305,6 +1305,66 @@ static void busy_finish(busy_t *b, int dev)
   OK(b->conn, hipd_mem_free(b->conn, b->buf));
 }
 
+/* Two sessions, each on its own device, working at the same time: every
+ * round trip of each is checked byte for byte. */
+typedef struct {
+  int dev;
+  int failures;
+  char why[256];
+} pair_t;
+
+static void *pair_main(void *arg)
+{
+  enum { LEN = 1 << 20, ROUNDS = 20 };
+  pair_t *p = arg;
+  hipd_conn_t *c = NULL;
+  unsigned char *in = malloc(LEN), *out = malloc(LEN);
+  hipd_buffer_t a = 0, b = 0;
+
+  if (hipd_connect(shared->socket, &c) != 0 || in == NULL || out == NULL ||
+      hipd_mem_alloc(c, p->dev, LEN, "uint8", &a) != 0 ||
+      hipd_mem_alloc(c, p->dev, LEN, "uint8", &b) != 0) {
+    p->failures++;
+    snprintf(p->why, sizeof(p->why), "setup on device %d: %s", p->dev,
+             c ? hipd_last_error(c) : hipd_last_error(NULL));
+    goto out;
+  }
+  for (int r = 0; r < ROUNDS; r++) {
+    fill_random(in, LEN, (unsigned)(p->dev * 1000 + r));
+    if (hipd_mem_write(c, a, 0, in, LEN) != 0 ||
+        hipd_mem_copy(c, b, 0, a, 0, LEN) != 0 ||
+        hipd_mem_read(c, b, 0, out, LEN) != 0 || memcmp(in, out, LEN) != 0) {
+      p->failures++;
+      snprintf(p->why, sizeof(p->why), "device %d round %d: %s", p->dev, r,
+               hipd_last_error(c));
+      break;
+    }
+  }
+out:
+  if (c != NULL)
+    hipd_close(c);
+  free(in);
+  free(out);
+  return NULL;
+}
+
+START_TEST(test_sessions_on_two_devices)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  int n = device_count(conn);
+  pair_t p[2] = {{.dev = 0}, {.dev = n > 1 ? 1 : 0}};
+  pthread_t t[2];
+
+  hipd_close(conn);
+  for (int i = 0; i < 2; i++)
+    ck_assert_int_eq(pthread_create(&t[i], NULL, pair_main, &p[i]), 0);
+  for (int i = 0; i < 2; i++) {
+    pthread_join(t[i], NULL);
+    ck_assert_msg(p[i].failures == 0, "%s", p[i].why);
+  }
+}
+END_TEST
+
 /* Client A waits in stream.synchronize behind large memsets while client B
  * pings and reads device records: B is served before A's wait returns. */
 START_TEST(test_concurrent_sessions)
@@ -1467,6 +1527,7 @@ static Suite *devices_suite(void)
   tcase_set_timeout(tc, 180);
   tcase_add_unchecked_fixture(tc, shared_setup, shared_teardown);
   tcase_add_test(tc, test_concurrent_sessions);
+  tcase_add_test(tc, test_sessions_on_two_devices);
   tcase_add_test(tc, test_stream_query_busy);
   tcase_add_test(tc, test_two_streams);
   suite_add_tcase(s, tc);

@@ -74,7 +74,13 @@ typedef struct drv_sig {
 } drv_sig_t;
 
 /* One launch argument, of the kind the client gave. */
-typedef enum { KARG_PTR = 1, KARG_I32, KARG_I64, KARG_F32, KARG_F64 } karg_kind_t;
+typedef enum {
+  KARG_PTR = 1,
+  KARG_I32,
+  KARG_I64,
+  KARG_F32,
+  KARG_F64
+} karg_kind_t;
 
 typedef struct drv_arg {
   uint8_t kind; /* karg_kind_t */
@@ -127,6 +133,11 @@ struct driver {
   int (*copy_d2d)(driver_t *drv, void *stream, void *dst, const void *src,
                   size_t n);
   int (*memset)(driver_t *drv, void *stream, void *dst, int value, size_t n);
+  /* Copy between two devices of this driver on @p stream (of either
+   * device): peer to peer where the hardware allows, else staged by the
+   * runtime. NULL when the driver has no such path. */
+  int (*copy_peer)(driver_t *drv, void *stream, void *dst, int dst_dev,
+                   const void *src, int src_dev, size_t n);
   /* 0 if all work enqueued on @p stream has completed, HIPD_ENOTREADY if
    * not. Does not block. */
   int (*stream_query)(driver_t *drv, void *stream);
@@ -158,8 +169,8 @@ struct driver {
    * expressions). On success *image is a malloc'd image in the driver's
    * own format, which module_load takes. On failure the compiler's log is
    * in @p log. */
-  int (*compile)(driver_t *drv, const char *arch, const char *src,
-                 size_t len, const char *const *names, size_t nnames,
+  int (*compile)(driver_t *drv, const char *arch, const char *src, size_t len,
+                 const char *const *names, size_t nnames,
                  const char *const *opts, size_t nopts, void **image,
                  size_t *image_len, char *log, size_t logsz);
   /* Load an image on device @p dev; @p module gets the driver's module. */
@@ -174,8 +185,8 @@ struct driver {
    * argument values follow their kinds (a KARG_PTR is a device address).
    * On the CPU device it runs to completion before returning. */
   int (*launch)(driver_t *drv, void *stream, void *fn, const uint32_t grid[3],
-                const uint32_t block[3], uint32_t shared,
-                const drv_arg_t *args, uint32_t nargs);
+                const uint32_t block[3], uint32_t shared, const drv_arg_t *args,
+                uint32_t nargs);
 
   /* Reset device @p dev after its context was lost (a kernel fault on
    * NVIDIA poisons the whole context): every object made on it before is

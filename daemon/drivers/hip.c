@@ -438,6 +438,18 @@ static int hip_copy_d2d(driver_t *drv, void *stream, void *dst, const void *src,
   return copy(stream, dst, src, n, hipMemcpyDeviceToDevice);
 }
 
+static int hip_copy_peer(driver_t *drv, void *stream, void *dst, int dst_dev,
+                         const void *src, int src_dev, size_t n)
+{
+  hipError_t err;
+
+  (void)drv;
+  err = hipMemcpyPeerAsync(dst, dst_dev, src, src_dev, n, (hipStream_t)stream);
+  if (err != hipSuccess)
+    return report_error("hipMemcpyPeerAsync", err);
+  return 0;
+}
+
 static int hip_memset(driver_t *drv, void *stream, void *dst, int value,
                       size_t n)
 {
@@ -2004,6 +2016,7 @@ static driver_t hip_driver = {
     .copy_h2d = hip_copy_h2d,
     .copy_d2h = hip_copy_d2h,
     .copy_d2d = hip_copy_d2d,
+    .copy_peer = hip_copy_peer,
     .memset = hip_memset,
     .stream_query = hip_stream_query,
     .stream_sync = hip_stream_sync,
