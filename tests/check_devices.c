@@ -1207,7 +1207,7 @@ END_TEST
  * stream.synchronize behind them. On a CPU device a memset runs to
  * completion inside its call, so one 512 MiB memset (the first touch of
  * its pages) is issued by a thread of its own and the synchronize is
- * queued while it runs; on a GPU the memsets are asynchronous, so 256 of
+ * queued while it runs; on a GPU the memsets are asynchronous, so 1024 of
  * 2 GiB are queued first. Either way a hundred milliseconds or more of
  * device work are pending once busy_start() returns; tests then check that
  * what they do meanwhile is not held up (busy_pending() still true
@@ -1268,7 +1268,7 @@ static void busy_start(busy_t *b, hipd_conn_t *conn, int dev)
   b->conn = conn;
   b->cpu = device_is_cpu(conn, dev);
   b->size = b->cpu ? 512 * MiB : 2048 * MiB;
-  b->reps = b->cpu ? 1 : 256;
+  b->reps = b->cpu ? 1 : 1024;
   atomic_init(&b->issued, 0);
   atomic_init(&b->synced, 0);
   OK(conn, hipd_mem_alloc(conn, dev, b->size, "byte", &b->buf));
