@@ -59,6 +59,7 @@ typedef struct daemon_config {
   int cpu_devices;           /* CPU devices to serve */
   char *cache_dir;           /* kernel cache directory, "" for none */
   uint64_t cache_size;       /* its cap in bytes */
+  uint32_t cpu_kernel_timeout_ms; /* CPU-device launch limit, 0: none */
 } daemon_config_t;
 
 typedef struct server server_t;

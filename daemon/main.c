@@ -66,6 +66,8 @@ static void usage(FILE *f)
       "                           /var/cache/hipd as root, else\n"
       "                           $XDG_CACHE_HOME/hipd); '' for memory only\n"
       "      --cache-size BYTES   cache cap, on disk and in memory (1G)\n"
+      "      --cpu-kernel-timeout MS  stop a CPU-device kernel running\n"
+      "                           longer (600000; 0: no limit)\n"
       "  -V, --version            print the version and exit\n"
       "  -h, --help               print this help and exit\n"
       "\n"
@@ -124,6 +126,7 @@ enum {
   OPT_CPU_DEVICES,
   OPT_CACHE_DIR,
   OPT_CACHE_SIZE,
+  OPT_CPU_KERNEL_TIMEOUT,
 };
 
 static int parse_options(int argc, char **argv, daemon_config_t *cfg)
@@ -146,6 +149,7 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       {"cpu-devices", required_argument, NULL, OPT_CPU_DEVICES},
       {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
       {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
+      {"cpu-kernel-timeout", required_argument, NULL, OPT_CPU_KERNEL_TIMEOUT},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -229,6 +233,11 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       if (parse_size(optarg, 0, 16, &v) != 0)
         goto bad;
       cfg->cpu_devices = (int)v;
+      break;
+    case OPT_CPU_KERNEL_TIMEOUT:
+      if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+        goto bad;
+      cfg->cpu_kernel_timeout_ms = (uint32_t)v;
       break;
     case OPT_CACHE_DIR:
       free(cfg->cache_dir);
@@ -420,6 +429,7 @@ int main(int argc, char **argv)
       .max_streams = 64,
       .cpu_devices = 1,
       .cache_size = (uint64_t)1 << 30,
+      .cpu_kernel_timeout_ms = 600000,
   };
   proto_limits_default(&d->cfg.limits);
   if (parse_options(argc, argv, &d->cfg) != 0)
@@ -435,8 +445,8 @@ int main(int argc, char **argv)
   d->start_ms = uv_now(d->loop);
   log_info(0, "hipd %s starting (protocol %d, pid %d)", PACKAGE_VERSION,
            HIPD_PROTOCOL_VERSION, (int)getpid());
-
   cpu_driver_set_count(d->cfg.cpu_devices);
+  cpu_driver_set_launch_timeout(d->cfg.cpu_kernel_timeout_ms);
   if ((rc = exec_bridge_init(d->loop)) != 0) {
     log_error(0, "cannot start the worker bridge: %s", uv_strerror(rc));
     return 1;

@@ -1931,6 +1931,57 @@ END_TEST
 
 /* ------------------------------------------------------------------ suite */
 
+/* A CPU-device kernel that never ends is stopped at --cpu-kernel-timeout:
+ * the launch fails with ETIMEDOUT and the device goes on. */
+static const char *SPIN_SRC =
+    "extern \"C\" __global__ void spin(volatile int *flag, int *out)\n"
+    "{\n"
+    "  long long n = 0;\n"
+    "  while (*flag)\n"
+    "    n++;\n"
+    "  out[0] = (int)n;\n"
+    "}\n";
+
+START_TEST(test_cpu_kernel_timeout)
+{
+  char dir[256];
+  harness_daemon_t *d;
+  hipd_conn_t *conn;
+  hipd_buffer_t flag, out;
+  hipd_kernel_t k;
+  hipd_args_t *args = args_new();
+  uint32_t one[3] = {1, 1, 1};
+  int dev, on = 1, rc;
+
+  cache_dir_make(dir, sizeof(dir));
+  d = harness_start("--cpu-devices", "2", "--cache-dir", dir,
+                    "--cpu-kernel-timeout", "700", NULL);
+  ck_assert_ptr_nonnull(d);
+  conn = connect_to(d);
+  dev = first_cpu_device(conn);
+  k = compile(conn, dev, SPIN_SRC, "spin", NULL);
+  OK(conn, hipd_mem_alloc(conn, dev, 1, "int32", &flag));
+  OK(conn, hipd_mem_alloc(conn, dev, 1, "int32", &out));
+  OK(conn, hipd_mem_write(conn, flag, 0, &on, sizeof(on)));
+  hipd_args_buffer(args, flag, 0);
+  hipd_args_buffer(args, out, 0);
+  rc = hipd_kernel_launch(conn, k, one, one, 0, 0, args);
+  if (rc == 0)
+    rc = hipd_device_synchronize(conn, dev);
+  ck_assert_msg(rc == HIPD_ETIMEDOUT, "spinning kernel: %s (%s)",
+                hipd_err_name(rc), hipd_last_error(conn));
+  /* The device goes on: the same buffers, a launch that ends. */
+  on = 0;
+  OK(conn, hipd_mem_write(conn, flag, 0, &on, sizeof(on)));
+  OK(conn, hipd_kernel_launch(conn, k, one, one, 0, 0, args));
+  OK(conn, hipd_device_synchronize(conn, dev));
+  hipd_args_free(args);
+  hipd_close(conn);
+  stop_daemon(d);
+  cache_dir_remove(dir);
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
   Suite *s = suite_create("kernels");
@@ -1974,6 +2025,7 @@ static Suite *kernels_suite(void)
   tcase_add_unchecked_fixture(tc, shared_setup, shared_teardown);
   tcase_add_test(tc, test_crash_cpu);
   tcase_add_test(tc, test_killed_session);
+  tcase_add_test(tc, test_cpu_kernel_timeout);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("cache");

@@ -86,9 +86,16 @@ static struct {
   char compiler[256]; /* compiler_id */
 } K = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+static unsigned launch_timeout_ms;
+
 void cpu_driver_set_count(int n)
 {
   device_count = n;
+}
+
+void cpu_driver_set_launch_timeout(unsigned ms)
+{
+  launch_timeout_ms = ms;
 }
 
 /* A "key: value" line of a /proc file, as a number (first one found). */
@@ -534,7 +541,10 @@ static int runner_ensure(void)
       return HIPD_EIO;
     }
   }
-  rc = cpu_runner_start(NULL, &K.runner, err, sizeof(err));
+  {
+    cpu_runner_cfg_t cfg = {.timeout_ms = launch_timeout_ms};
+    rc = cpu_runner_start(&cfg, &K.runner, err, sizeof(err));
+  }
   if (rc != 0) {
     drv_set_error("cannot start the CPU kernel runner: %s", err);
     K.runner = NULL;

@@ -6,5 +6,9 @@
  * CPU devices share the host; they exist to exercise multi-device code
  * without GPUs. */
 void cpu_driver_set_count(int n);
+/* A kernel launch on the CPU device that runs longer than @p ms (0: no
+ * limit) is stopped by restarting the kernel runner: it fails with
+ * HIPD_ETIMEDOUT and the device goes on. */
+void cpu_driver_set_launch_timeout(unsigned ms);
 
 #endif
