@@ -36,37 +36,15 @@ static harness_daemon_t *shared;
 
 /* Assert that @p expr returns @p want, naming the call, the device and the
  * daemon's message. `dev` must be in scope (-1 when there is none). */
-#define EXPECT(conn, expr, want)                                               \
-  do {                                                                         \
-    int rc_ = (expr);                                                          \
-    ck_assert_msg(rc_ == (want), "device %d: %s -> %s (%s), expected %s", dev, \
-                  #expr, rc_ == 0 ? "0" : hipd_err_name(rc_),                  \
-                  hipd_last_error(conn),                                       \
-                  (want) == 0 ? "0" : hipd_err_name(want));                    \
-  } while (0)
-#define OK(conn, expr) EXPECT(conn, expr, 0)
 
 static hipd_conn_t *connect_to(const harness_daemon_t *d)
 {
-  hipd_conn_t *conn = NULL;
-  int rc;
-
-  ck_assert_msg(d != NULL, "no daemon");
-  rc = hipd_connect2(d->socket, "check_devices", &conn);
-  ck_assert_msg(rc == 0, "connect: %s (%s)", hipd_err_name(rc),
-                hipd_last_error(NULL));
-  /* A hung daemon fails the test instead of hanging it. */
-  hipd_set_timeout(conn, 60000);
-  return conn;
+  return connect_named(d, "check_devices", 60000);
 }
 
 static int device_count(hipd_conn_t *conn)
 {
-  int n = -1, dev = -1;
-
-  OK(conn, hipd_device_count(conn, &n));
-  ck_assert_int_ge(n, 2);
-  return n;
+  return device_count_min2(conn);
 }
 
 static double info_double(const hipd_info_t *info, const char *path)

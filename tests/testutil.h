@@ -8,6 +8,44 @@
 #include "harness.h"
 #include "hipd.h"
 
+/* Assert that a call returns @p want, naming the device (a variable `dev`
+ * in scope), the call, its error and the daemon's message. */
+#define EXPECT(conn, expr, want)                                               \
+  do {                                                                         \
+    int rc_ = (expr);                                                          \
+    ck_assert_msg(rc_ == (want), "device %d: %s -> %s (%s), expected %s", dev, \
+                  #expr, rc_ == 0 ? "0" : hipd_err_name(rc_),                  \
+                  hipd_last_error(conn),                                       \
+                  (want) == 0 ? "0" : hipd_err_name(want));                    \
+  } while (0)
+#define OK(conn, expr) EXPECT(conn, expr, 0)
+
+/* Connect to daemon @p d as @p name; a hung daemon fails the test after
+ * @p timeout_ms instead of hanging it. */
+static inline hipd_conn_t *connect_named(const harness_daemon_t *d,
+                                         const char *name, int timeout_ms)
+{
+  hipd_conn_t *conn = NULL;
+  int rc;
+
+  ck_assert_msg(d != NULL, "no daemon");
+  rc = hipd_connect2(d->socket, name, &conn);
+  ck_assert_msg(rc == 0, "connect: %s (%s)", hipd_err_name(rc),
+                hipd_last_error(NULL));
+  hipd_set_timeout(conn, timeout_ms);
+  return conn;
+}
+
+/* The daemon's device count, which these suites need to be at least 2. */
+static inline int device_count_min2(hipd_conn_t *conn)
+{
+  int n = -1, dev = -1;
+
+  OK(conn, hipd_device_count(conn, &n));
+  ck_assert_int_ge(n, 2);
+  return n;
+}
+
 static inline int64_t info_int(const hipd_info_t *info, const char *path)
 {
   int64_t v = 0;

@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define HIPD_CPU_ABI_ONLY
@@ -238,6 +239,26 @@ static inline int cpu_launch_check(const uint32_t grid[3],
              shared, CPU_MAX_SHARED_BYTES);
     return HIPD_ELIMIT;
   }
+  return 0;
+}
+
+/* Grow the array at *@p arr (of *@p cap elements of @p elem bytes) so that
+ * it holds @p n + 1; both sides keep their tables of mappings, modules and
+ * kernels this way. @return 0 or HIPD_ENOMEM (the array is unchanged). */
+static inline int cpu_grow(void *arr, size_t *cap, size_t n, size_t elem)
+{
+  void **p = (void **)arr;
+  size_t ncap;
+  void *q;
+
+  if (n < *cap)
+    return 0;
+  ncap = *cap == 0 ? 8 : *cap * 2;
+  q = realloc(*p, ncap * elem);
+  if (q == NULL)
+    return HIPD_ENOMEM;
+  *p = q;
+  *cap = ncap;
   return 0;
 }
 

@@ -90,24 +90,6 @@ static struct {
   uint8_t out_buf[CPU_PROTO_MAX_MSG];
 } R = {.fd = -1};
 
-/* Grow array @p *arr of @p *cap elements of @p elem bytes to hold n + 1. */
-static int grow(void *arr, size_t *cap, size_t n, size_t elem)
-{
-  void **p = arr;
-  size_t ncap;
-  void *q;
-
-  if (n < *cap)
-    return 0;
-  ncap = *cap == 0 ? 8 : *cap * 2;
-  q = realloc(*p, ncap * elem);
-  if (q == NULL)
-    return HIPD_ENOMEM;
-  *p = q;
-  *cap = ncap;
-  return 0;
-}
-
 static void reply_error(reply_t *rep, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -271,7 +253,7 @@ static void do_map(const uint8_t *p, size_t len, int fd, reply_t *rep)
       return;
     }
   }
-  if (grow(&R.maps, &R.capmaps, R.nmaps, sizeof(*R.maps)) != 0) {
+  if (cpu_grow(&R.maps, &R.capmaps, R.nmaps, sizeof(*R.maps)) != 0) {
     reply_error(rep, HIPD_ENOMEM, "MAP: out of memory");
     return;
   }
@@ -346,7 +328,7 @@ static void do_load(uint8_t *p, size_t len, reply_t *rep)
                 req.module);
     return;
   }
-  if (grow(&R.mods, &R.capmods, R.nmods, sizeof(*R.mods)) != 0) {
+  if (cpu_grow(&R.mods, &R.capmods, R.nmods, sizeof(*R.mods)) != 0) {
     reply_error(rep, HIPD_ENOMEM, "LOAD: out of memory");
     return;
   }
@@ -463,7 +445,7 @@ static void do_kernel(uint8_t *p, size_t len, reply_t *rep)
       return;
     }
   }
-  if (grow(&R.kerns, &R.capkerns, R.nkerns, sizeof(*R.kerns)) != 0) {
+  if (cpu_grow(&R.kerns, &R.capkerns, R.nkerns, sizeof(*R.kerns)) != 0) {
     reply_error(rep, HIPD_ENOMEM, "KERNEL: out of memory");
     return;
   }

@@ -91,23 +91,6 @@ static void set_err(char *err, size_t errsz, const char *fmt, ...)
   va_end(ap);
 }
 
-static int grow(void *arr, size_t *cap, size_t n, size_t elem)
-{
-  void **p = arr;
-  size_t ncap;
-  void *q;
-
-  if (n < *cap)
-    return 0;
-  ncap = *cap == 0 ? 8 : *cap * 2;
-  q = realloc(*p, ncap * elem);
-  if (q == NULL)
-    return HIPD_ENOMEM;
-  *p = q;
-  *cap = ncap;
-  return 0;
-}
-
 static int64_t now_ms(void)
 {
   struct timespec ts;
@@ -614,7 +597,7 @@ int cpu_runner_map(cpu_runner_t *r, int fd, void *addr, size_t size, char *err,
       goto out;
     }
   }
-  if (grow(&r->maps, &r->capmaps, r->nmaps, sizeof(*r->maps)) != 0) {
+  if (cpu_grow(&r->maps, &r->capmaps, r->nmaps, sizeof(*r->maps)) != 0) {
     set_err(err, errsz, "out of memory");
     rc = HIPD_ENOMEM;
     goto out;
@@ -666,7 +649,7 @@ int cpu_runner_load(cpu_runner_t *r, const char *so_path, uint32_t *module,
     return HIPD_EINVAL;
   }
   pthread_mutex_lock(&r->lock);
-  if (grow(&r->mods, &r->capmods, r->nmods, sizeof(*r->mods)) != 0 ||
+  if (cpu_grow(&r->mods, &r->capmods, r->nmods, sizeof(*r->mods)) != 0 ||
       (m.path = strdup(so_path)) == NULL) {
     set_err(err, errsz, "out of memory");
     rc = HIPD_ENOMEM;
@@ -751,7 +734,7 @@ int cpu_runner_kernel(cpu_runner_t *r, uint32_t module, const char *name,
       goto out;
     }
   }
-  if (grow(&r->kerns, &r->capkerns, r->nkerns, sizeof(*r->kerns)) != 0 ||
+  if (cpu_grow(&r->kerns, &r->capkerns, r->nkerns, sizeof(*r->kerns)) != 0 ||
       (k.name = strdup(name)) == NULL) {
     set_err(err, errsz, "out of memory");
     rc = HIPD_ENOMEM;
