@@ -317,6 +317,91 @@ HIPD_EXTERN int hipd_mem_size(hipd_conn_t *conn, hipd_buffer_t buf,
 HIPD_EXTERN int hipd_mem_info(hipd_conn_t *conn, hipd_buffer_t buf,
                               hipd_info_t **out);
 
+/* ------------------------------------------------- shared host memory */
+
+/**
+ * A shared host buffer: memory of this process that the daemon maps too, so
+ * transfers between it and device memory move no bytes through the socket.
+ * hipd_shm_create() makes a memfd, seals it against shrinking (the daemon
+ * never faults on a truncated file), maps it here and passes it to the
+ * daemon over the socket (SCM_RIGHTS); the daemon maps it and registers it
+ * with its GPUs (page-locked), so copies run at pinned-memory speed.
+ * A shared buffer belongs to the session that created it; it is unmapped in
+ * the daemon when freed or when the session ends.
+ */
+typedef struct hipd_shm hipd_shm_t;
+
+/** `shm.register`: create a shared buffer of @p size bytes (rounded up to
+ *  the page size), zero-filled. HIPD_ENOTSUP where the daemon cannot take
+ *  descriptors (not a local Unix socket). */
+HIPD_EXTERN int hipd_shm_create(hipd_conn_t *conn, size_t size,
+                                hipd_shm_t **out);
+/** The buffer's memory in this process, valid until hipd_shm_free(). */
+HIPD_EXTERN void *hipd_shm_ptr(const hipd_shm_t *shm);
+/** Its size in bytes (the page-rounded size). */
+HIPD_EXTERN size_t hipd_shm_size(const hipd_shm_t *shm);
+/** Its handle in the daemon (for messages and hipd_session_info). */
+HIPD_EXTERN uint64_t hipd_shm_handle(const hipd_shm_t *shm);
+/** `shm.free`, then unmap it here. Transfers queued on it finish first;
+ *  zero-copy buffers made from it keep the daemon's mapping until they are
+ *  freed. @p shm is freed even when the call fails. */
+HIPD_EXTERN int hipd_shm_free(hipd_conn_t *conn, hipd_shm_t *shm);
+
+/** `mem.write_shm`: copy @p len bytes at @p shm_offset of @p shm into
+ *  @p buf at @p offset; complete when it returns. */
+HIPD_EXTERN int hipd_mem_write_shm(hipd_conn_t *conn, hipd_buffer_t buf,
+                                   uint64_t offset, const hipd_shm_t *shm,
+                                   uint64_t shm_offset, size_t len);
+/** `mem.write_shm_async`: the same, ordered on @p stream (0: the default
+ *  stream of the buffer's device); returns once queued. The shared bytes
+ *  must not change until the stream has passed the copy. */
+HIPD_EXTERN int hipd_mem_write_shm_async(hipd_conn_t *conn, hipd_buffer_t buf,
+                                         uint64_t offset,
+                                         const hipd_shm_t *shm,
+                                         uint64_t shm_offset, size_t len,
+                                         hipd_stream_t stream);
+HIPD_EXTERN int hipd_mem_write_shm_async_begin(
+    hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
+    const hipd_shm_t *shm, uint64_t shm_offset, size_t len,
+    hipd_stream_t stream, hipd_call_t **call);
+/** `mem.read_shm`: copy @p len bytes at @p offset of @p buf into @p shm at
+ *  @p shm_offset; the bytes are there when it returns. */
+HIPD_EXTERN int hipd_mem_read_shm(hipd_conn_t *conn, hipd_buffer_t buf,
+                                  uint64_t offset, const hipd_shm_t *shm,
+                                  uint64_t shm_offset, size_t len);
+/** `mem.read_shm_async`: ordered on @p stream; the bytes are in @p shm once
+ *  the stream has passed the copy (synchronize the stream or an event). */
+HIPD_EXTERN int hipd_mem_read_shm_async(hipd_conn_t *conn, hipd_buffer_t buf,
+                                        uint64_t offset, const hipd_shm_t *shm,
+                                        uint64_t shm_offset, size_t len,
+                                        hipd_stream_t stream);
+HIPD_EXTERN int hipd_mem_read_shm_async_begin(
+    hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
+    const hipd_shm_t *shm, uint64_t shm_offset, size_t len,
+    hipd_stream_t stream, hipd_call_t **call);
+/** `mem.alloc_zero_copy`: a buffer on @p dev whose memory is @p shm itself
+ *  (the Backend API's alloc_zero_copy). On the CPU device kernels use the
+ *  shared pages directly; on a GPU they reach them as mapped host memory
+ *  over the bus (HIPD_ENOTSUP where the device cannot map host memory).
+ *  The buffer reports zero_copy in hipd_mem_info(). */
+HIPD_EXTERN int hipd_mem_alloc_zero_copy(hipd_conn_t *conn, int dev,
+                                         const hipd_shm_t *shm,
+                                         hipd_buffer_t *out);
+
+/* ------------------------------------------------- batched submission */
+
+/**
+ * Cork the connection: requests are kept in this process and written
+ * together (one system call for many) when the connection is uncorked, when
+ * the calling thread waits for any call, or when 64 KiB are pending. Use it
+ * around a run of _begin calls (launches, async copies, event records).
+ * Replies and errors still come to each call. Thread-safe; corks nest.
+ */
+HIPD_EXTERN void hipd_cork(hipd_conn_t *conn);
+/** Undo one hipd_cork(); the last one sends what is pending.
+ *  @return 0 or the code the connection broke with. */
+HIPD_EXTERN int hipd_uncork(hipd_conn_t *conn);
+
 /* ----------------------------------------------------------------- events */
 
 HIPD_EXTERN int hipd_event_create(hipd_conn_t *conn, int dev,
