@@ -56,6 +56,7 @@
 #define STACK_IOV 16         /* iovecs a request sends from the stack */
 #define ERROR_MAX (64 << 10) /* longest message kept from the daemon */
 #define NO_DEADLINE INT64_C(-1)
+#define CORK_FLUSH ((size_t)64 << 10) /* corked bytes that force a write */
 
 struct hipd_conn {
   pthread_mutex_t lock;
@@ -82,6 +83,10 @@ struct hipd_conn {
   size_t rneed;          /* the message at rbuf needs at least this much */
   proto_limits_t limits; /* for replies */
   msgpack_zone zone;     /* objects of the reply being dispatched */
+  /* Corked requests (hipd_cork), written together later. */
+  unsigned corked; /* hipd_cork() nesting depth */
+  char *obuf;      /* whole requests not yet written */
+  size_t olen, ocap;
 };
 
 /* ------------------------------------------------------------- versions */
@@ -370,6 +375,7 @@ static void conn_destroy(hipd_conn_t *conn)
     close(conn->wake_fd);
   free(conn->table);
   free(conn->rbuf);
+  free(conn->obuf);
   free(conn->client_name);
   msgpack_zone_destroy(&conn->zone);
   pthread_cond_destroy(&conn->cond);
@@ -715,10 +721,16 @@ static int io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
  * other thread does, until @p deadline (0: just read what has arrived).
  * @return 0 once done, or HIPD_ETIMEDOUT.
  */
+static int obuf_flush_locked(hipd_conn_t *conn, int64_t deadline);
+
 static int call_wait_locked(hipd_call_t *call, int64_t deadline)
 {
   hipd_conn_t *conn = call->conn;
 
+  /* A corked request is written before anyone waits for a reply (its own
+   * or a later one's). */
+  if (conn->olen > 0 && call->state != CALL_DONE)
+    obuf_flush_locked(conn, deadline_after(conn->timeout_ms));
   while (call->state != CALL_DONE) {
     if (!conn->io_busy && conn->send_waiters == 0) {
       int err;
@@ -745,8 +757,12 @@ static int call_wait_locked(hipd_call_t *call, int64_t deadline)
  * is left as it is); or the negative code the connection broke with.
  */
 static int io_send(hipd_conn_t *conn, struct iovec *iov, size_t niov,
-                   int64_t deadline, size_t *sent)
+                   int send_fd, int64_t deadline, size_t *sent)
 {
+  union {
+    struct cmsghdr h;
+    char space[CMSG_SPACE(sizeof(int))];
+  } ctl;
   size_t i = 0;
 
   while (i < niov) {
@@ -761,8 +777,23 @@ static int io_send(hipd_conn_t *conn, struct iovec *iov, size_t niov,
     }
     mh.msg_iov = iov + i;
     mh.msg_iovlen = niov - i < IOV_MAX ? niov - i : IOV_MAX;
+    if (send_fd >= 0) {
+      /* The descriptor rides on the request's first bytes: the daemon
+       * receives it no later than the request. */
+      struct cmsghdr *cm;
+
+      memset(&ctl, 0, sizeof(ctl));
+      mh.msg_control = ctl.space;
+      mh.msg_controllen = sizeof(ctl.space);
+      cm = CMSG_FIRSTHDR(&mh);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(cm), &send_fd, sizeof(int));
+    }
     n = sendmsg(conn->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) {
+      send_fd = -1;
       size_t left = (size_t)n;
       *sent += left;
       while (left > 0) {
@@ -872,6 +903,7 @@ int conn_call_begin(hipd_conn_t *conn, const char *method, uint32_t nparams,
   call->method = method;
   call->nparams = nparams;
   call->state = CALL_BUILDING;
+  call->send_fd = -1;
   pthread_mutex_lock(&conn->lock);
   conn->refs++;
   pthread_mutex_unlock(&conn->lock);
@@ -918,6 +950,106 @@ static int io_acquire_send(hipd_conn_t *conn, hipd_call_t *call,
   return 0;
 }
 
+/*
+ * Write the corked requests (lock held on entry and on return; released
+ * while writing). A request that went only partly out breaks the
+ * connection, as in conn_call_send(). @return 0, HIPD_ETIMEDOUT or the
+ * code the connection broke with.
+ */
+static int obuf_flush_locked(hipd_conn_t *conn, int64_t deadline)
+{
+  int err = 0;
+
+  while (conn->olen > 0 && err == 0) {
+    struct iovec iov;
+    size_t sent = 0, len;
+    char *buf;
+
+    if (conn->broken)
+      return conn->broken;
+    conn->send_waiters++;
+    if (conn->io_busy)
+      wake_owner(conn);
+    while (conn->io_busy && !conn->broken && err == 0)
+      err = cond_wait_until(conn, deadline);
+    conn->send_waiters--;
+    if (conn->broken)
+      return conn->broken;
+    if (err != 0 || conn->io_busy)
+      return HIPD_ETIMEDOUT;
+    if (conn->olen == 0)
+      break; /* another thread wrote them meanwhile */
+    conn->io_busy = 1;
+    buf = conn->obuf;
+    len = conn->olen;
+    conn->obuf = NULL;
+    conn->olen = conn->ocap = 0;
+    pthread_mutex_unlock(&conn->lock);
+    iov = (struct iovec){.iov_base = buf, .iov_len = len};
+    err = io_send(conn, &iov, 1, -1, deadline, &sent);
+    free(buf);
+    pthread_mutex_lock(&conn->lock);
+    conn->io_busy = 0;
+    pthread_cond_broadcast(&conn->cond);
+    if (err == HIPD_ETIMEDOUT)
+      conn_break(conn, HIPD_EDISCONNECTED,
+                 "disconnected from hipd (timed out writing corked "
+                 "requests)");
+  }
+  return err;
+}
+
+/* Append a whole request to the corked bytes (lock held). */
+static int obuf_append(hipd_conn_t *conn, const struct iovec *iov, size_t niov)
+{
+  size_t len = 0;
+
+  for (size_t i = 0; i < niov; i++)
+    len += iov[i].iov_len;
+  if (conn->ocap - conn->olen < len) {
+    size_t ncap = conn->ocap ? conn->ocap : 4096;
+    char *n;
+
+    while (ncap - conn->olen < len)
+      ncap *= 2;
+    if ((n = realloc(conn->obuf, ncap)) == NULL)
+      return HIPD_ENOMEM;
+    conn->obuf = n;
+    conn->ocap = ncap;
+  }
+  for (size_t i = 0; i < niov; i++) {
+    memcpy(conn->obuf + conn->olen, iov[i].iov_base, iov[i].iov_len);
+    conn->olen += iov[i].iov_len;
+  }
+  return 0;
+}
+
+void hipd_cork(hipd_conn_t *conn)
+{
+  if (conn == NULL)
+    return;
+  pthread_mutex_lock(&conn->lock);
+  conn->corked++;
+  pthread_mutex_unlock(&conn->lock);
+}
+
+int hipd_uncork(hipd_conn_t *conn)
+{
+  int err = 0;
+
+  if (conn == NULL)
+    return conn_fail(NULL, HIPD_EINVAL, "hipd_uncork: the connection is NULL");
+  pthread_mutex_lock(&conn->lock);
+  if (conn->corked > 0 && --conn->corked == 0)
+    err = obuf_flush_locked(conn, deadline_after(conn->timeout_ms));
+  if (err == 0 && conn->broken)
+    err = conn->broken;
+  pthread_mutex_unlock(&conn->lock);
+  if (err < 0)
+    return conn_fail(conn, err, "hipd_uncork: %s", hipd_strerror(err));
+  return 0;
+}
+
 int conn_call_send(hipd_call_t *call, conn_decode_fn decode, conn_outs_t outs,
                    hipd_call_t **out)
 {
@@ -931,7 +1063,7 @@ int conn_call_send(hipd_call_t *call, conn_decode_fn decode, conn_outs_t outs,
   msgpack_packer hpk;
   char msg[ERR_LEN];
   int timeout_ms;
-  int err;
+  int err = 0;
 
   if (out == NULL)
     return conn_call_abort(call, HIPD_EINVAL, "%s: the call pointer is NULL",
@@ -973,15 +1105,33 @@ int conn_call_send(hipd_call_t *call, conn_decode_fn decode, conn_outs_t outs,
   iov[0] = (struct iovec){.iov_base = head.data, .iov_len = head.len};
   timeout_ms = conn->timeout_ms;
 
-  err = io_acquire_send(conn, call, deadline_after(timeout_ms));
+  if (conn->corked > 0 && call->send_fd < 0 &&
+      head.len + body_len <= CORK_FLUSH) {
+    /* Corked: keep it with the others; write them when enough are here. */
+    err = obuf_append(conn, iov, nvec + 1);
+    if (err == 0 && conn->olen >= CORK_FLUSH)
+      err = obuf_flush_locked(conn, deadline_after(timeout_ms));
+    if (err == 0 || call->state == CALL_DONE)
+      goto sent;
+    table_remove(conn, call->msgid);
+    snprintf(msg, sizeof(msg), "%s: %s", method, hipd_strerror(err));
+    goto fail;
+  }
+  /* Whatever was corked goes first, to keep the order of requests. */
+  if (conn->olen > 0)
+    err = obuf_flush_locked(conn, deadline_after(timeout_ms));
+  if (err == 0)
+    err = io_acquire_send(conn, call, deadline_after(timeout_ms));
   if (err == 0) {
     pthread_mutex_unlock(&conn->lock);
-    err = io_send(conn, iov, nvec + 1, deadline_after(timeout_ms), &sent);
+    err = io_send(conn, iov, nvec + 1, call->send_fd,
+                  deadline_after(timeout_ms), &sent);
     pthread_mutex_lock(&conn->lock);
     conn->io_busy = 0;
     pthread_cond_broadcast(&conn->cond);
   }
   if (err == 0) {
+  sent:
     /* The call may even be done already; hipd_wait will tell. */
     pthread_mutex_unlock(&conn->lock);
     msgpack_vrefbuffer_destroy(&call->body);

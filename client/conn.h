@@ -78,6 +78,8 @@ struct hipd_call {
   msgpack_packer pk;     /* the wrapper packs the params with this */
   msgpack_vrefbuffer body; /* the packed params (large ones by reference) */
   int pack_failed;         /* packing ran out of memory */
+  int send_fd; /* a descriptor sent with the request (SCM_RIGHTS), or -1;
+                  the caller's, not closed */
   hipd_call_t *hnext;      /* next in the pending table's bucket */
 };
 

@@ -86,15 +86,20 @@ static void buffer_free_run(task_t *t)
    * still needs the size for the device's accounting. */
   drv_mem_t mem = b->mem;
 
-  b->dev->drv->mem_free(b->dev->drv, b->dev->local, &mem);
+  if (b->shm != NULL)
+    b->dev->drv->host_unmap(b->dev->drv, b->dev->local, &mem);
+  else
+    b->dev->drv->mem_free(b->dev->drv, b->dev->local, &mem);
 }
 
 static void buffer_free_done(task_t *t)
 {
   buffer_t *b = ((obj_task_t *)t)->obj;
 
-  b->dev->allocated -= b->mem.size;
+  b->dev->allocated -= buffer_quota_bytes(b);
   b->dev->buffers--;
+  if (b->shm != NULL)
+    shm_unref(b->shm);
   free(b);
   free(t);
 }
@@ -503,7 +508,7 @@ static void op_run(task_t *t)
     task_fail(t, rc, "%s", drv_last_error());
     goto out;
   }
-  if (op->kind == OP_WRITE && !wait &&
+  if (op->kind == OP_WRITE && !wait && op->shm == NULL &&
       drv->stream_notify(drv, st->drv, free_notify, op->host) == 0) {
     /* The device may read the staged bytes after this returns: they are
      * freed when the stream has passed the copy. */
@@ -593,6 +598,10 @@ static void op_done(task_t *t)
         profile_add(c->s, op);
       switch (op->kind) {
       case OP_READ:
+        if (op->shm != NULL) {
+          msgpack_pack_nil(call_result(c));
+          break;
+        }
         call_result_bin(c, op->host, op->n);
         op->host = NULL;
         break;
@@ -623,7 +632,10 @@ static void op_done(task_t *t)
   free(op->bufs);
   free(op->args);
   stream_unref(op->st);
-  free(op->host);
+  if (op->shm != NULL)
+    shm_unref(op->shm);
+  else
+    free(op->host);
   free(op);
 }
 
@@ -669,8 +681,17 @@ static void release_buffer_cb(void *ctx, uint64_t h, void *obj)
   session_t *s = ctx;
 
   handles_remove(&s->handles, h, HANDLE_BUFFER, NULL);
-  s->mem_used -= ((buffer_t *)obj)->mem.size;
+  s->mem_used -= buffer_quota_bytes(obj);
   buffer_unref(obj);
+}
+
+static void release_shm_cb(void *ctx, uint64_t h, void *obj)
+{
+  session_t *s = ctx;
+
+  handles_remove(&s->handles, h, HANDLE_SHM, NULL);
+  s->mem_used -= ((shm_t *)obj)->size;
+  shm_unref(obj);
 }
 
 static void release_stream_cb(void *ctx, uint64_t h, void *obj)
@@ -696,6 +717,7 @@ void objects_release_session(session_t *s)
   handles_foreach(&s->handles, HANDLE_KERNEL, release_kernel_cb, s);
   handles_foreach(&s->handles, HANDLE_EVENT, release_event_cb, s);
   handles_foreach(&s->handles, HANDLE_BUFFER, release_buffer_cb, s);
+  handles_foreach(&s->handles, HANDLE_SHM, release_shm_cb, s);
   handles_foreach(&s->handles, HANDLE_STREAM, release_stream_cb, s);
   free(s->defaults);
   s->defaults = NULL;

@@ -18,6 +18,7 @@
 #include "device.h"
 #include "dispatch.h"
 #include "executor.h"
+#include "shm.h"
 
 typedef struct buffer {
   device_t *dev;
@@ -25,6 +26,8 @@ typedef struct buffer {
   size_t elem_size; /* bytes per element (1 for raw byte buffers) */
   uint32_t epoch;   /* the device context it was made in */
   int refs;
+  struct shm *shm; /* zero-copy: the client's shared memory it is, holding a
+                      reference; NULL for device memory */
 } buffer_t;
 
 typedef struct stream {
@@ -122,8 +125,10 @@ typedef struct op {
   buffer_t *dst, *src;
   size_t dst_off, src_off, n;
   int value;
-  void *host; /* WRITE: staged bytes (owned); READ: result */
-  int wait;   /* complete only when the device has finished */
+  void *host;      /* WRITE: staged bytes (owned); READ: result; with shm: a
+                      pointer into the shared memory (borrowed) */
+  struct shm *shm; /* the shared memory host points into, holding a ref */
+  int wait;        /* complete only when the device has finished */
   event_t *ev;
   struct obj_task *mark; /* RECORD: completes the event later */
   int idle;              /* QUERY result */
@@ -150,6 +155,13 @@ void op_submit(op_t *op);
 
 /* Answer @p c after every op in a group of @p n (device.synchronize). */
 struct op_group *op_group_new(call_t *c, uint32_t n);
+
+/* Bytes of a buffer that count against the session's quota (zero-copy
+ * buffers count as their shared memory, once, at shm.register). */
+static inline uint64_t buffer_quota_bytes(const buffer_t *b)
+{
+  return b->shm != NULL ? 0 : b->mem.size;
+}
 
 /* Release everything a closing session owns, in dependency order. */
 void objects_release_session(session_t *s);

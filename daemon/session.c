@@ -2,9 +2,11 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "dispatch.h"
 #include "log.h"
@@ -34,6 +36,8 @@ void session_decref(session_t *s)
     return;
   msgpack_zone_destroy(&s->zone);
   handles_destroy(&s->handles);
+  for (uint32_t i = 0; i < s->nfds; i++)
+    close(s->fds[i]);
   free(s->in);
   free(s);
 }
@@ -172,6 +176,60 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
   buf->len = s->in_cap - s->in_len;
 }
 
+static void fd_pipe_close_cb(uv_handle_t *h)
+{
+  free(h);
+}
+
+/*
+ * Move the descriptors that came with the bytes just read into s->fds.
+ * libuv hands a received descriptor out only through uv_accept() into a
+ * handle; a throwaway pipe handle takes it, we keep a duplicate and close
+ * the handle. More than SESSION_MAX_FDS unclaimed descriptors is a
+ * protocol violation. @return 0, or -1 with the session closing.
+ */
+static int collect_fds(session_t *s)
+{
+  while (uv_pipe_pending_count(&s->pipe) > 0) {
+    uv_pipe_t *tmp = malloc(sizeof(*tmp));
+    uv_os_fd_t fd = -1;
+    int dup_fd = -1;
+
+    if (tmp == NULL) {
+      session_close(s, "out of memory for a received descriptor");
+      return -1;
+    }
+    uv_pipe_init(s->d->loop, tmp, 0);
+    if (uv_accept((uv_stream_t *)&s->pipe, (uv_stream_t *)tmp) == 0 &&
+        uv_fileno((uv_handle_t *)tmp, &fd) == 0)
+      dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    uv_close((uv_handle_t *)tmp, fd_pipe_close_cb);
+    if (dup_fd < 0) {
+      session_close(s, "cannot take a descriptor the client sent");
+      return -1;
+    }
+    if (s->nfds == SESSION_MAX_FDS) {
+      close(dup_fd);
+      session_close(s, "protocol violation: more than 8 descriptors sent "
+                       "and not claimed by requests");
+      return -1;
+    }
+    s->fds[s->nfds++] = dup_fd;
+  }
+  return 0;
+}
+
+int session_take_fd(session_t *s)
+{
+  int fd;
+
+  if (s->nfds == 0)
+    return -1;
+  fd = s->fds[0];
+  memmove(s->fds, s->fds + 1, --s->nfds * sizeof(s->fds[0]));
+  return fd;
+}
+
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
   session_t *s = stream->data;
@@ -190,6 +248,8 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     return;
   }
   s->in_len += (size_t)nread;
+  if (uv_pipe_pending_count(&s->pipe) > 0 && collect_fds(s) != 0)
+    return;
   if (s->in_len < s->in_need)
     return;
   session_incref(s);
@@ -309,7 +369,8 @@ void session_accept(daemon_t *d, uv_stream_t *server_stream)
   s->d = d;
   s->refs = 1;
   list_init(&s->node);
-  uv_pipe_init(d->loop, &s->pipe, 0);
+  /* An IPC pipe receives descriptors (shared host buffers, SCM_RIGHTS). */
+  uv_pipe_init(d->loop, &s->pipe, 1);
   s->pipe.data = s;
   rc = uv_accept(server_stream, (uv_stream_t *)&s->pipe);
   if (rc < 0) {

@@ -20,6 +20,9 @@
 #include "daemon.h"
 #include "handles.h"
 
+/* Descriptors a client may send ahead of the requests that claim them. */
+#define SESSION_MAX_FDS 8
+
 typedef struct session {
   uv_pipe_t pipe; /* the connection; pipe.data = this */
   daemon_t *d;
@@ -50,6 +53,8 @@ typedef struct session {
   } * defaults;            /* per device, indexed by global id */
   uint32_t ndefaults;      /* default streams made (not under max_streams) */
   uint64_t mem_used;       /* bytes allocated, for the quota */
+  int fds[SESSION_MAX_FDS]; /* descriptors received, not yet claimed */
+  uint32_t nfds;
   struct profile *profile; /* records while profiling is on, else NULL */
   uint32_t profile_gen;    /* profiling periods so far */
 } session_t;
@@ -77,6 +82,11 @@ void session_send(session_t *s, char *data, size_t len, void *tail,
 /* A reply to one request left the dispatcher: count it, and resume
  * reading and processing if the session was throttled. */
 void session_request_done(session_t *s);
+
+/* The oldest descriptor the client sent and no request claimed yet, now
+ * the caller's; -1 if none. Descriptors come in the order they were sent
+ * (each with the bytes of the request that claims it). */
+int session_take_fd(session_t *s);
 
 /* Drop sessions that made no write progress for the configured time. */
 void session_check_stalls(daemon_t *d);

@@ -12,14 +12,18 @@
  */
 #include "config.h"
 
+#define _GNU_SOURCE 1
+
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -921,6 +925,129 @@ START_TEST(test_unknown_notification)
 }
 END_TEST
 
+/* Send what was packed with r->pk, with descriptor @p fd attached
+ * (SCM_RIGHTS) to its first byte. @return 0 or -1. */
+static int raw_flush_fd(raw_t *r, int fd)
+{
+  union {
+    struct cmsghdr h;
+    char space[CMSG_SPACE(sizeof(int))];
+  } ctl;
+  struct iovec iov = {.iov_base = r->out.data, .iov_len = r->out.size};
+  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+  struct cmsghdr *cm;
+  ssize_t n;
+
+  memset(&ctl, 0, sizeof(ctl));
+  mh.msg_control = ctl.space;
+  mh.msg_controllen = sizeof(ctl.space);
+  cm = CMSG_FIRSTHDR(&mh);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  n = sendmsg(r->fd, &mh, MSG_NOSIGNAL);
+  msgpack_sbuffer_clear(&r->out);
+  return n == (ssize_t)iov.iov_len ? 0 : -1;
+}
+
+/* A memfd of @p size bytes with @p seals added. */
+static int memfd_sealed(size_t size, int seals)
+{
+  int fd = memfd_create("check-daemon", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+  if (seals != 0)
+    ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, seals), 0);
+  return fd;
+}
+
+/* shm.register with descriptor @p fd (-1: none) for @p size bytes.
+ * @return the error code; the message goes to @p msg. */
+static int raw_shm_register(raw_t *r, uint32_t msgid, int fd, uint64_t size,
+                            char *msg, size_t msgsz)
+{
+  raw_request(r, msgid, "shm.register", 1);
+  msgpack_pack_uint64(&r->pk, size);
+  ck_assert_int_eq(fd >= 0 ? raw_flush_fd(r, fd) : raw_flush(r), 0);
+  return raw_response(r, msgid, msg, msgsz);
+}
+
+/* Descriptors on the connection: only a memfd of the peer, sealed against
+ * shrinking and as large as claimed, is taken; each refusal says why and
+ * the session goes on. Descriptors nobody claims are a violation. */
+START_TEST(test_shm_descriptors)
+{
+  harness_daemon_t *d = harness_start("--devices", "cpu", NULL);
+  char msg[256], path[256];
+  int pipefd[2], fd;
+  raw_t *r;
+
+  ck_assert_ptr_nonnull(d);
+  r = raw_open(d->socket);
+  raw_hello(r);
+
+  ck_assert_int_eq(raw_shm_register(r, 1, -1, 4096, msg, sizeof(msg)),
+                   HIPD_EINVAL);
+  ck_assert_msg(strstr(msg, "no file descriptor") != NULL, "%s", msg);
+
+  fd = memfd_sealed(8192, 0);
+  ck_assert_int_eq(raw_shm_register(r, 2, fd, 8192, msg, sizeof(msg)),
+                   HIPD_EINVAL);
+  ck_assert_msg(strstr(msg, "F_SEAL_SHRINK") != NULL, "%s", msg);
+  close(fd);
+
+  fd = memfd_sealed(8192, F_SEAL_SHRINK);
+  ck_assert_int_eq(raw_shm_register(r, 3, fd, 16384, msg, sizeof(msg)),
+                   HIPD_EINVAL);
+  ck_assert_msg(strstr(msg, "beyond") != NULL, "%s", msg);
+  ck_assert_int_eq(raw_shm_register(r, 4, fd, 8192, msg, sizeof(msg)), 0);
+  ck_assert_int_eq(r->msg.result->type, MSGPACK_OBJECT_MAP);
+  close(fd);
+
+  ck_assert_int_eq(pipe(pipefd), 0);
+  ck_assert_int_eq(raw_shm_register(r, 5, pipefd[0], 4096, msg, sizeof(msg)),
+                   HIPD_EINVAL);
+  ck_assert_msg(strstr(msg, "not a memfd") != NULL, "%s", msg);
+  close(pipefd[0]);
+  close(pipefd[1]);
+
+  /* A file on disk cannot be sealed: refused as unsealed. */
+  snprintf(path, sizeof(path), "%s", harness_temp_path("not-memfd"));
+  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(ftruncate(fd, 4096), 0);
+  ck_assert_int_eq(raw_shm_register(r, 6, fd, 4096, msg, sizeof(msg)),
+                   HIPD_EINVAL);
+  close(fd);
+  unlink(path);
+
+  /* The session is still fine. */
+  raw_request(r, 7, "ping", 0);
+  ck_assert_int_eq(raw_flush(r), 0);
+  ck_assert_int_eq(raw_response(r, 7, NULL, 0), 0);
+
+  /* Nine descriptors sent with pings, never claimed: the connection is
+   * closed; the daemon goes on. */
+  fd = memfd_sealed(4096, F_SEAL_SHRINK);
+  for (uint32_t i = 0; i < 9; i++) {
+    raw_request(r, 100 + i, "ping", 0);
+    if (raw_flush_fd(r, fd) != 0)
+      break;
+  }
+  close(fd);
+  ck_assert_int_eq(harness_raw_wait_closed(r->fd, 5000), 1);
+  ck_assert(harness_log_wait(d, "more than 8 descriptors", 5000));
+  raw_close(r);
+  r = raw_open(d->socket);
+  raw_hello(r);
+  raw_close(r);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
 /* A client that hangs up with 100 requests in flight, one of them a large
  * allocation still running, leaves nothing behind. */
 START_TEST(test_disconnect_inflight)
@@ -1206,6 +1333,7 @@ static Suite *daemon_suite(void)
   tcase_add_loop_test(tc, test_protocol_violations, 0,
                       sizeof(violations) / sizeof(violations[0]));
   tcase_add_test(tc, test_unknown_notification);
+  tcase_add_test(tc, test_shm_descriptors);
   tcase_add_test(tc, test_disconnect_inflight);
   tcase_add_test(tc, test_output_cap);
   suite_add_tcase(s, tc);

@@ -340,6 +340,32 @@ static int cpu_mem_free(driver_t *drv, int dev, drv_mem_t *mem)
   return 0;
 }
 
+/* A zero-copy buffer is the client's memory itself: the daemon's mapping
+ * of its memfd, mapped at the same address in the kernel runner. */
+static int cpu_host_map(driver_t *drv, int dev, void *addr, size_t size, int fd,
+                        drv_mem_t *out)
+{
+  (void)drv;
+  (void)dev;
+  out->ptr = addr;
+  out->size = size;
+  out->fd = fd;
+  if (track_buffer(out) != 0) {
+    out->ptr = NULL;
+    return HIPD_EBUSY;
+  }
+  return 0;
+}
+
+static int cpu_host_unmap(driver_t *drv, int dev, drv_mem_t *mem)
+{
+  (void)drv;
+  (void)dev;
+  untrack_buffer(mem->ptr);
+  mem->ptr = NULL;
+  return 0;
+}
+
 static int cpu_stream_create(driver_t *drv, int dev, void **stream)
 {
   cpu_stream_t *s = malloc(sizeof(*s));
@@ -713,6 +739,8 @@ static driver_t cpu_driver = {
     .bind_thread = cpu_bind_thread,
     .mem_alloc = cpu_mem_alloc,
     .mem_free = cpu_mem_free,
+    .host_map = cpu_host_map,
+    .host_unmap = cpu_host_unmap,
     .stream_create = cpu_stream_create,
     .stream_destroy = cpu_stream_destroy,
     .copy_h2d = cpu_copy,

@@ -188,6 +188,23 @@ struct driver {
                 const uint32_t block[3], uint32_t shared, const drv_arg_t *args,
                 uint32_t nargs);
 
+  /* ---- host memory shared with clients (a sealed memfd the daemon mapped
+   * at @p addr) ---- */
+  /* Page-lock [addr, addr + size) for every device of this driver so that
+   * copies between it and device memory run at full speed, mapped for
+   * device access where the platform can. NULL for drivers that copy from
+   * any host memory at full speed (the CPU device). Blocking. */
+  int (*host_register)(driver_t *drv, void *addr, size_t size);
+  int (*host_unregister)(driver_t *drv, void *addr);
+  /* A device view of shared host memory for a zero-copy buffer on @p dev:
+   * *out->ptr is the address kernels use. @p fd is the memfd behind it
+   * (the CPU device maps it into its kernel runner). HIP requires
+   * host_register first. HIPD_ENOTSUP where the device cannot address
+   * host memory. host_unmap undoes it; neither frees the memory. */
+  int (*host_map)(driver_t *drv, int dev, void *addr, size_t size, int fd,
+                  drv_mem_t *out);
+  int (*host_unmap)(driver_t *drv, int dev, drv_mem_t *mem);
+
   /* Reset device @p dev after its context was lost (a kernel fault on
    * NVIDIA poisons the whole context): every object made on it before is
    * gone. NULL for drivers whose devices cannot be lost. Blocking. */

@@ -2001,6 +2001,73 @@ static int hip_launch(driver_t *drv, void *stream, void *fn,
   }
 }
 
+/* ---------------------------------------------------- shared host memory */
+
+/* Portable: page-locked for every device, not only the current one;
+ * mapped: a device address exists for it (zero-copy buffers). */
+static int hip_host_register(driver_t *drv, void *addr, size_t size)
+{
+  hipError_t err;
+
+  (void)drv;
+  err = hipHostRegister(addr, size,
+                        hipHostRegisterPortable | hipHostRegisterMapped);
+  if (err != hipSuccess) {
+    char call[80];
+
+    snprintf(call, sizeof(call), "hipHostRegister of %zu bytes", size);
+    return report_error(call, err);
+  }
+  return 0;
+}
+
+static int hip_host_unregister(driver_t *drv, void *addr)
+{
+  hipError_t err;
+
+  (void)drv;
+  err = hipHostUnregister(addr);
+  if (err != hipSuccess)
+    return report_error("hipHostUnregister", err);
+  return 0;
+}
+
+static int hip_host_map(driver_t *drv, int dev, void *addr, size_t size, int fd,
+                        drv_mem_t *out)
+{
+  void *dptr = NULL;
+  hipError_t err;
+  int can = 0, prev, rc;
+
+  (void)drv;
+  (void)fd;
+  err = hipDeviceGetAttribute(&can, hipDeviceAttributeCanMapHostMemory, dev);
+  if (err != hipSuccess)
+    return report_error("hipDeviceGetAttribute(CanMapHostMemory)", err);
+  if (!can) {
+    drv_set_error("device %d cannot map host memory", dev);
+    return HIPD_ENOTSUP;
+  }
+  if ((rc = enter_device(dev, &prev)) != 0)
+    return rc;
+  err = hipHostGetDevicePointer(&dptr, addr, 0);
+  leave_device(dev, prev);
+  if (err != hipSuccess)
+    return report_error("hipHostGetDevicePointer", err);
+  out->ptr = dptr;
+  out->size = size;
+  out->fd = -1;
+  return 0;
+}
+
+static int hip_host_unmap(driver_t *drv, int dev, drv_mem_t *mem)
+{
+  (void)drv;
+  (void)dev;
+  mem->ptr = NULL;
+  return 0;
+}
+
 static driver_t hip_driver = {
     .name = "hip",
     .platform = HIPD_HIP_PLATFORM,
@@ -2017,6 +2084,10 @@ static driver_t hip_driver = {
     .copy_d2h = hip_copy_d2h,
     .copy_d2d = hip_copy_d2d,
     .copy_peer = hip_copy_peer,
+    .host_register = hip_host_register,
+    .host_unregister = hip_host_unregister,
+    .host_map = hip_host_map,
+    .host_unmap = hip_host_unmap,
     .memset = hip_memset,
     .stream_query = hip_stream_query,
     .stream_sync = hip_stream_sync,

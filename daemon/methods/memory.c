@@ -172,7 +172,7 @@ int m_mem_free(call_t *c)
   if ((rc = call_arg_handle(c, 0, "buffer", HANDLE_BUFFER, &h, (void **)&b)))
     return rc;
   handles_remove(&c->s->handles, h, HANDLE_BUFFER, NULL);
-  c->s->mem_used -= b->mem.size;
+  c->s->mem_used -= buffer_quota_bytes(b);
   buffer_unref(b);
   msgpack_pack_nil(call_result(c));
   return 0;
@@ -419,6 +419,9 @@ int m_mem_info(call_t *c)
   proto_pack_cstr(pk, "device_ptr");
   msgpack_pack_uint64(pk, (uint64_t)(uintptr_t)b->mem.ptr);
   proto_pack_cstr(pk, "zero_copy");
-  msgpack_pack_false(pk);
+  if (b->shm != NULL)
+    msgpack_pack_true(pk);
+  else
+    msgpack_pack_false(pk);
   return 0;
 }

@@ -45,6 +45,15 @@ int m_mem_memset_async(call_t *c);
 int m_mem_size(call_t *c);
 int m_mem_info(call_t *c);
 
+/* shm.c: shared host buffers */
+int m_shm_register(call_t *c);
+int m_shm_free(call_t *c);
+int m_mem_write_shm(call_t *c);
+int m_mem_write_shm_async(call_t *c);
+int m_mem_read_shm(call_t *c);
+int m_mem_read_shm_async(call_t *c);
+int m_mem_alloc_zero_copy(call_t *c);
+
 /* event.c */
 int m_event_create(call_t *c);
 int m_event_destroy(call_t *c);

@@ -1,0 +1,287 @@
+/* daemon/methods/shm.c: shared host buffers: registering a client's memfd,
+ * transfers between it and device memory, zero-copy buffers on it. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "methods.h"
+#include "session.h"
+
+typedef struct {
+  task_t t;
+  call_t *call;
+  shm_t *m;
+} shm_reg_t;
+
+static void register_done(task_t *t)
+{
+  shm_reg_t *r = (shm_reg_t *)t;
+  call_t *c = r->call;
+  session_t *s = c->s;
+  msgpack_packer *pk;
+  uint64_t h;
+  int rc;
+
+  rc = s->closing ? HIPD_ECANCELED
+                  : handles_add(&s->handles, HANDLE_SHM, r->m, &h);
+  if (rc != 0) {
+    s->mem_used -= r->m->size;
+    shm_unref(r->m);
+    call_fail(c, rc, "shm.register: cannot keep the shared buffer: %s",
+              hipd_strerror(rc));
+  } else {
+    pk = call_result(c);
+    msgpack_pack_map(pk, 3);
+    proto_pack_cstr(pk, "handle");
+    msgpack_pack_uint64(pk, h);
+    proto_pack_cstr(pk, "size");
+    msgpack_pack_uint64(pk, r->m->size);
+    proto_pack_cstr(pk, "registered");
+    if (r->m->reg != NULL)
+      msgpack_pack_true(pk);
+    else
+      msgpack_pack_false(pk);
+  }
+  call_finish(c);
+  free(r);
+}
+
+/* shm.register [size] -> {handle, size, registered}: the memfd came with
+ * this request's bytes (SCM_RIGHTS). */
+int m_shm_register(call_t *c)
+{
+  session_t *s = c->s;
+  uint64_t quota = s->d->cfg.mem_quota, size = 0;
+  /* Claimed first, so that a bad request cannot leave it to the next. */
+  int fd = session_take_fd(s);
+  char err[200];
+  shm_reg_t *r;
+  shm_t *m;
+  int rc;
+
+  if (fd < 0)
+    return call_fail(c, HIPD_EINVAL,
+                     "shm.register: no file descriptor came with the request "
+                     "(send the memfd with SCM_RIGHTS on its bytes)");
+  if ((rc = call_arg_uint(c, 0, "size", UINT64_MAX, &size)) != 0) {
+    close(fd);
+    return rc;
+  }
+  if (quota != 0 &&
+      size > quota - (s->mem_used < quota ? s->mem_used : quota)) {
+    close(fd);
+    return call_fail(c, HIPD_EQUOTA,
+                     "shm.register: %llu bytes would exceed this session's "
+                     "quota of %llu bytes (%llu in use)",
+                     (unsigned long long)size, (unsigned long long)quota,
+                     (unsigned long long)s->mem_used);
+  }
+  if ((rc = shm_open_fd(fd, size, s->peer_uid, &m, err, sizeof(err))) != 0)
+    return call_fail(c, rc, "shm.register: %s", err);
+  if ((r = calloc(1, sizeof(*r))) == NULL ||
+      (r->call = call_defer(c)) == NULL) {
+    free(r);
+    shm_unref(m);
+    return r == NULL ? call_fail(c, HIPD_ENOMEM, "out of memory") : HIPD_ENOMEM;
+  }
+  r->m = m;
+  s->mem_used += m->size;
+  shm_register(m, &r->t, register_done);
+  return 0;
+}
+
+/* shm.free [shm]: the handle goes now; the mapping after the transfers and
+ * zero-copy buffers that use it. */
+int m_shm_free(call_t *c)
+{
+  shm_t *m;
+  uint64_t h;
+  int rc;
+
+  if ((rc = call_arg_handle(c, 0, "shm", HANDLE_SHM, &h, (void **)&m)) != 0)
+    return rc;
+  handles_remove(&c->s->handles, h, HANDLE_SHM, NULL);
+  c->s->mem_used -= m->size;
+  shm_unref(m);
+  msgpack_pack_nil(call_result(c));
+  return 0;
+}
+
+/* mem.{write,read}_shm[_async] [buffer, offset, shm, shm_offset, length,
+ * stream] */
+static int xfer_common(call_t *c, int write, int stream_arg)
+{
+  const char *what = write ? "write" : "read";
+  uint64_t off = 0, moff = 0, len = 0, mh, sh;
+  buffer_t *b;
+  stream_t *st;
+  shm_t *m;
+  op_t *op;
+  int rc;
+
+  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0 ||
+      (rc = call_arg_uint(c, 1, "offset", UINT64_MAX, &off)) != 0 ||
+      (rc = call_arg_handle(c, 2, "shm", HANDLE_SHM, &mh, (void **)&m)) != 0 ||
+      (rc = call_arg_uint(c, 3, "shm_offset", UINT64_MAX, &moff)) != 0 ||
+      (rc = call_arg_uint(c, 4, "length", UINT64_MAX, &len)) != 0)
+    return rc;
+  if ((rc = check_range(c, what, b, off, len)) != 0)
+    return rc;
+  if (!shm_range_ok(m, moff, len))
+    return call_fail(c, HIPD_ERANGE,
+                     "%s: shm offset %llu + %llu bytes exceeds the shared "
+                     "buffer of %zu bytes",
+                     what, (unsigned long long)moff, (unsigned long long)len,
+                     m->size);
+  if (stream_arg < 0)
+    rc = default_stream(c, b->dev, &st, &sh);
+  else if ((rc = arg_stream(c, (unsigned)stream_arg, &st, &sh)) == 0 &&
+           st->dev != b->dev)
+    rc = call_fail(c, HIPD_EINVAL,
+                   "stream 0x%llx is on device %d; the buffer is on device %d",
+                   (unsigned long long)sh, st->dev->id, b->dev->id);
+  if (rc != 0)
+    return rc;
+  if ((op = op_prepare(c, write ? OP_WRITE : OP_READ, st, sh)) == NULL)
+    return HIPD_ENOMEM;
+  op->shm = m;
+  shm_ref(m);
+  op->host = (char *)m->addr + moff;
+  if (write) {
+    op->dst = b;
+    op->dst_off = off;
+  } else {
+    op->src = b;
+    op->src_off = off;
+  }
+  buffer_ref(b);
+  op->n = len;
+  /* The op (and its reference on the mapping) ends only once the device
+   * has finished with the shared bytes. */
+  op->wait = 1;
+  op_submit(op);
+  return 0;
+}
+
+int m_mem_write_shm(call_t *c)
+{
+  return xfer_common(c, 1, -1);
+}
+
+int m_mem_write_shm_async(call_t *c)
+{
+  return xfer_common(c, 1, 5);
+}
+
+int m_mem_read_shm(call_t *c)
+{
+  return xfer_common(c, 0, -1);
+}
+
+int m_mem_read_shm_async(call_t *c)
+{
+  return xfer_common(c, 0, 5);
+}
+
+typedef struct {
+  task_t t;
+  call_t *call;
+  device_t *dev;
+  shm_t *m;
+  buffer_t *b;
+} zc_task_t;
+
+static void zero_copy_run(task_t *t)
+{
+  zc_task_t *z = (zc_task_t *)t;
+  driver_t *drv = z->dev->drv;
+  int rc;
+
+  z->b = calloc(1, sizeof(*z->b));
+  if (z->b == NULL) {
+    task_fail(t, HIPD_ENOMEM, "out of memory");
+    return;
+  }
+  z->b->epoch = device_epoch(z->dev);
+  rc = drv->host_map(drv, z->dev->local, z->m->addr, z->m->size, z->m->fd,
+                     &z->b->mem);
+  if (rc != 0) {
+    free(z->b);
+    z->b = NULL;
+    task_fail(t, rc, "device %d cannot use the shared buffer: %s", z->dev->id,
+              drv_last_error());
+  }
+}
+
+static void zero_copy_done(task_t *t)
+{
+  zc_task_t *z = (zc_task_t *)t;
+  call_t *c = z->call;
+  session_t *s = c->s;
+  buffer_t *b = z->b;
+  uint64_t h;
+  int rc;
+
+  if (t->status != 0) {
+    shm_unref(z->m);
+    call_fail(c, t->status, "mem.alloc_zero_copy: %s", t->err);
+    goto out;
+  }
+  b->dev = z->dev;
+  b->elem_size = 1;
+  b->refs = 1;
+  b->shm = z->m; /* the task's reference passes to the buffer */
+  z->dev->buffers++;
+  rc = s->closing ? HIPD_ECANCELED
+                  : handles_add(&s->handles, HANDLE_BUFFER, b, &h);
+  if (rc != 0) {
+    buffer_unref(b);
+    call_fail(c, rc, "mem.alloc_zero_copy: cannot keep the buffer: %s",
+              hipd_strerror(rc));
+    goto out;
+  }
+  msgpack_pack_uint64(call_result(c), h);
+out:
+  call_finish(c);
+  free(z);
+}
+
+/* mem.alloc_zero_copy [shm, device?] -> buffer handle */
+int m_mem_alloc_zero_copy(call_t *c)
+{
+  device_t *dev;
+  zc_task_t *z;
+  shm_t *m;
+  uint64_t mh;
+  int rc;
+
+  if ((rc = call_arg_handle(c, 0, "shm", HANDLE_SHM, &mh, (void **)&m)) != 0 ||
+      (rc = arg_device(c, 1, &dev)) != 0 ||
+      (rc = check_alive(c, "device", dev, device_epoch(dev))) != 0)
+    return rc;
+  if (dev->drv->host_map == NULL)
+    return call_fail(c, HIPD_ENOTSUP,
+                     "mem.alloc_zero_copy: device %d (%s) cannot use host "
+                     "memory directly",
+                     dev->id, dev->drv->name);
+  /* A GPU reaches host memory only through the registration. */
+  if (dev->drv->host_register != NULL && m->reg == NULL)
+    return call_fail(c, HIPD_ENOTSUP,
+                     "mem.alloc_zero_copy: shared buffer 0x%llx could not be "
+                     "page-locked, so device %d cannot map it",
+                     (unsigned long long)mh, dev->id);
+  if ((z = calloc(1, sizeof(*z))) == NULL)
+    return call_fail(c, HIPD_ENOMEM, "out of memory");
+  if ((z->call = call_defer(c)) == NULL) {
+    free(z);
+    return HIPD_ENOMEM;
+  }
+  z->dev = dev;
+  z->m = m;
+  shm_ref(m);
+  z->t.run = zero_copy_run;
+  z->t.done = zero_copy_done;
+  exec_submit(dev->service, &z->t);
+  return 0;
+}

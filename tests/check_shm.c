@@ -1,0 +1,370 @@
+/* tests/check_shm.c: shared host buffers (zero-copy transfers), zero-copy
+ * device buffers and corked submission, through libhipd against a real
+ * hipd (tests/harness.c). Every test runs on every device the daemon serves:
+ * it is started with --cpu-devices 2, and on a GPU host the HIP devices come
+ * first and are covered the same way.
+ */
+#include "config.h"
+
+#define _GNU_SOURCE 1
+#include <check.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "hipd.h"
+#include "testutil.h"
+
+#define MIB ((size_t)1 << 20)
+
+static harness_daemon_t *shared;
+
+static void shared_start(void)
+{
+  shared = harness_start("--cpu-devices", "2", NULL);
+  if (shared == NULL)
+    abort();
+}
+
+static void shared_stop(void)
+{
+  harness_stop(shared);
+  harness_free(shared);
+  shared = NULL;
+}
+
+static void fill(uint8_t *p, size_t n, unsigned seed)
+{
+  uint32_t x = seed * 2654435761u + 1;
+
+  for (size_t i = 0; i < n; i++) {
+    x = x * 1664525u + 1013904223u;
+    p[i] = (uint8_t)(x >> 24);
+  }
+}
+
+/* Write from a shared buffer, read back inline and into the shared buffer,
+ * synchronously and on a stream, on every device. */
+START_TEST(test_shm_roundtrip)
+{
+  hipd_conn_t *conn = connect_named(shared, "shm-roundtrip", 60000);
+  const size_t n = 3 * MIB + 123;
+  uint8_t *check = malloc(n);
+  hipd_shm_t *shm = NULL;
+  int ndev, dev = -1;
+
+  ck_assert_ptr_nonnull(check);
+  ndev = device_count_min2(conn);
+  OK(conn, hipd_shm_create(conn, 2 * n, &shm));
+  ck_assert_uint_ge(hipd_shm_size(shm), 2 * n);
+  ck_assert_uint_eq(hipd_shm_size(shm) % 4096, 0);
+  ck_assert_uint_ne(hipd_shm_handle(shm), 0);
+  uint8_t *p = hipd_shm_ptr(shm);
+  ck_assert_ptr_nonnull(p);
+  for (dev = 0; dev < ndev; dev++) {
+    hipd_buffer_t b = 0;
+    hipd_stream_t st = 0;
+
+    fill(p, n, (unsigned)dev + 1);
+    memset(p + n, 0, n);
+    OK(conn, hipd_mem_alloc(conn, dev, n, "byte", &b));
+    OK(conn, hipd_mem_write_shm(conn, b, 0, shm, 0, n));
+    /* Inline read: what the device holds is what the shared buffer held. */
+    OK(conn, hipd_mem_read(conn, b, 0, check, n));
+    ck_assert_msg(memcmp(check, p, n) == 0, "device %d: write_shm differs",
+                  dev);
+    OK(conn, hipd_mem_read_shm(conn, b, 0, shm, n, n));
+    ck_assert_msg(memcmp(p + n, p, n) == 0, "device %d: read_shm differs", dev);
+
+    /* On a stream: an unaligned part, then read back after a sync. */
+    OK(conn, hipd_stream_create(conn, dev, &st));
+    fill(p, n, (unsigned)dev + 100);
+    memset(p + n, 0, n);
+    OK(conn, hipd_mem_write_shm_async(conn, b, 7, shm, 1, n - 8, st));
+    OK(conn, hipd_mem_read_shm_async(conn, b, 7, shm, n + 1, n - 8, st));
+    OK(conn, hipd_stream_synchronize(conn, st));
+    ck_assert_msg(memcmp(p + n + 1, p + 1, n - 8) == 0,
+                  "device %d: async shm round trip differs", dev);
+    OK(conn, hipd_stream_destroy(conn, st));
+    OK(conn, hipd_mem_free(conn, b));
+  }
+  OK(conn, hipd_shm_free(conn, shm));
+  free(check);
+  hipd_close(conn);
+}
+END_TEST
+
+/* Ranges and handles are checked before anything moves. */
+START_TEST(test_shm_errors)
+{
+  hipd_conn_t *conn = connect_named(shared, "shm-errors", 60000);
+  hipd_conn_t *other = connect_named(shared, "shm-other", 60000);
+  hipd_shm_t *shm = NULL, *theirs = NULL;
+  int ndev, dev = -1;
+
+  ndev = device_count_min2(conn);
+  OK(conn, hipd_shm_create(conn, MIB, &shm));
+  OK(other, hipd_shm_create(other, MIB, &theirs));
+  {
+    hipd_shm_t *none = NULL;
+    EXPECT(conn, hipd_shm_create(conn, 0, &none), HIPD_EINVAL);
+    ck_assert_ptr_null(none);
+  }
+  for (dev = 0; dev < ndev; dev++) {
+    hipd_buffer_t b = 0;
+
+    OK(conn, hipd_mem_alloc(conn, dev, MIB, "byte", &b));
+    /* Past the end of the shared buffer. */
+    EXPECT(conn, hipd_mem_write_shm(conn, b, 0, shm, MIB - 10, 11),
+           HIPD_ERANGE);
+    ck_assert_msg(strstr(hipd_last_error(conn), "shm offset") != NULL, "%s",
+                  hipd_last_error(conn));
+    EXPECT(conn, hipd_mem_read_shm(conn, b, 0, shm, UINT64_MAX, 2),
+           HIPD_ERANGE);
+    /* Past the end of the device buffer. */
+    EXPECT(conn, hipd_mem_read_shm(conn, b, 1, shm, 0, MIB), HIPD_ERANGE);
+    /* Another session's shared buffer is not ours to use. */
+    int rc = hipd_mem_write_shm(conn, b, 0, theirs, 0, 16);
+    ck_assert_msg(rc == HIPD_EFOREIGN || rc == HIPD_EHANDLE, "%s: %s",
+                  hipd_err_name(rc), hipd_last_error(conn));
+    OK(conn, hipd_mem_free(conn, b));
+  }
+  /* A freed one is gone. */
+  uint64_t h = hipd_shm_handle(shm);
+  OK(conn, hipd_shm_free(conn, shm));
+  ck_assert_uint_ne(h, 0);
+  OK(other, hipd_shm_free(other, theirs));
+  hipd_close(other);
+  hipd_close(conn);
+}
+END_TEST
+
+/* Shared buffers count against --mem-quota, and come back when freed or
+ * when the session ends. */
+START_TEST(test_shm_quota_and_cleanup)
+{
+  harness_daemon_t *d =
+      harness_start("--cpu-devices", "1", "--mem-quota", "4M", NULL);
+  hipd_conn_t *conn = connect_named(d, "shm-quota", 60000);
+  hipd_shm_t *a = NULL, *b = NULL;
+  int dev = -1;
+
+  OK(conn, hipd_shm_create(conn, 3 * MIB, &a));
+  EXPECT(conn, hipd_shm_create(conn, 2 * MIB, &b), HIPD_EQUOTA);
+  ck_assert_msg(strstr(hipd_last_error(conn), "quota") != NULL, "%s",
+                hipd_last_error(conn));
+  OK(conn, hipd_shm_free(conn, a));
+  OK(conn, hipd_shm_create(conn, 2 * MIB, &b));
+  OK(conn, hipd_shm_free(conn, b));
+
+  /* A client that dies holding shared buffers leaves nothing behind: its
+   * session closes and the next one has the whole quota. */
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    hipd_conn_t *c = NULL;
+    hipd_shm_t *m = NULL;
+    if (hipd_connect(d->socket, &c) != 0 || hipd_shm_create(c, 3 * MIB, &m))
+      _exit(2);
+    raise(SIGKILL);
+  }
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert(WIFSIGNALED(status));
+  for (int i = 0; i < 100; i++) {
+    hipd_info_t *info = NULL;
+    int64_t n = 0;
+    OK(conn, hipd_daemon_info(conn, &info));
+    n = info_int(info, "sessions");
+    hipd_info_free(info);
+    if (n == 1)
+      break;
+    harness_sleep_ms(50);
+  }
+  hipd_close(conn);
+  conn = connect_named(d, "shm-quota-2", 60000);
+  OK(conn, hipd_shm_create(conn, 4 * MIB, &a));
+  OK(conn, hipd_shm_free(conn, a));
+  hipd_close(conn);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+static const char FILL_SRC[] =
+    "extern \"C\" __global__ void fill_idx(unsigned *out, unsigned add, int "
+    "n)\n"
+    "{\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n)\n"
+    "    out[i] = (unsigned)i * 3u + add;\n"
+    "}\n";
+
+/* A zero-copy buffer is the shared memory itself: a kernel's writes appear
+ * in this process without a transfer. On a GPU it is mapped host memory. */
+START_TEST(test_zero_copy)
+{
+  hipd_conn_t *conn = connect_named(shared, "zero-copy", 120000);
+  const int n = 100000;
+  hipd_shm_t *shm = NULL;
+  int ndev, dev = -1;
+
+  ndev = device_count_min2(conn);
+  OK(conn, hipd_shm_create(conn, (size_t)n * 4, &shm));
+  unsigned *p = hipd_shm_ptr(shm);
+  for (dev = 0; dev < ndev; dev++) {
+    hipd_buffer_t zb = 0, db = 0;
+    hipd_kernel_t k = 0;
+    hipd_info_t *info = NULL;
+    hipd_args_t *args = hipd_args_new();
+    const uint32_t grid[3] = {(uint32_t)(n + 255) / 256, 1, 1};
+    const uint32_t block[3] = {256, 1, 1};
+
+    int rc = hipd_mem_alloc_zero_copy(conn, dev, shm, &zb);
+    if (rc == HIPD_ENOTSUP) {
+      /* Only a GPU that cannot map host memory may say so. */
+      ck_assert_msg(!device_is_cpu(conn, dev), "CPU device %d: %s", dev,
+                    hipd_last_error(conn));
+      hipd_args_free(args);
+      continue;
+    }
+    OK(conn, rc);
+    OK(conn, hipd_mem_info(conn, zb, &info));
+    ck_assert(info_bool(info, "zero_copy"));
+    ck_assert_int_eq(info_int(info, "size"), (int64_t)hipd_shm_size(shm));
+    hipd_info_free(info);
+
+    memset(p, 0, (size_t)n * 4);
+    OK(conn, hipd_kernel_compile_cached(conn, dev, FILL_SRC, "fill_idx", NULL,
+                                        &k, NULL));
+    OK(conn, hipd_args_buffer(args, zb, 0));
+    OK(conn, hipd_args_i32(args, 7 + dev));
+    OK(conn, hipd_args_i32(args, n));
+    OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+    OK(conn, hipd_device_synchronize(conn, dev));
+    for (int i = 0; i < n; i++)
+      ck_assert_msg(p[i] == (unsigned)i * 3u + 7u + (unsigned)dev,
+                    "device %d: p[%d] = %u", dev, i, p[i]);
+
+    /* Device memory and a zero-copy buffer copy to each other. */
+    OK(conn, hipd_mem_alloc(conn, dev, (uint64_t)n * 4, "byte", &db));
+    OK(conn, hipd_mem_copy(conn, db, 0, zb, 0, (size_t)n * 4));
+    memset(p, 0, (size_t)n * 4);
+    OK(conn, hipd_mem_copy(conn, zb, 0, db, 0, (size_t)n * 4));
+    ck_assert_uint_eq(p[n - 1], (unsigned)(n - 1) * 3u + 7u + (unsigned)dev);
+
+    OK(conn, hipd_mem_free(conn, db));
+    OK(conn, hipd_mem_free(conn, zb));
+    OK(conn, hipd_kernel_destroy(conn, k));
+    hipd_args_free(args);
+  }
+  /* The daemon keeps its mapping while a zero-copy buffer uses it, even
+   * after shm.free: the buffer stays usable. */
+  {
+    hipd_buffer_t zb = 0;
+    uint8_t tmp[64];
+    dev = ndev - 1; /* a CPU device */
+    OK(conn, hipd_mem_alloc_zero_copy(conn, dev, shm, &zb));
+    memset(p, 0x5a, 64);
+    OK(conn, hipd_shm_free(conn, shm));
+    OK(conn, hipd_mem_read(conn, zb, 0, tmp, sizeof(tmp)));
+    ck_assert_uint_eq(tmp[0], 0x5a);
+    ck_assert_uint_eq(tmp[63], 0x5a);
+    OK(conn, hipd_mem_free(conn, zb));
+  }
+  hipd_close(conn);
+}
+END_TEST
+
+/* Corked submission: many requests written together; each still gets its
+ * own reply, and an error goes to the call that caused it. */
+START_TEST(test_cork)
+{
+  hipd_conn_t *conn = connect_named(shared, "cork", 60000);
+  enum { N = 300 };
+  hipd_call_t *calls[N];
+  int ndev, dev = -1;
+
+  ndev = device_count_min2(conn);
+  for (dev = 0; dev < ndev; dev++) {
+    hipd_buffer_t b = 0;
+    hipd_stream_t st = 0;
+    uint32_t vals[N], back[N];
+
+    OK(conn, hipd_mem_alloc(conn, dev, N, "uint32", &b));
+    OK(conn, hipd_stream_create(conn, dev, &st));
+    hipd_cork(conn);
+    hipd_cork(conn); /* corks nest */
+    for (int i = 0; i < N; i++) {
+      vals[i] = (uint32_t)(i * 7 + dev);
+      /* Request 150 names a buffer that does not exist. */
+      OK(conn,
+         hipd_mem_write_async_begin(conn, i == 150 ? b + 1 : b, (uint64_t)i * 4,
+                                    &vals[i], 4, st, &calls[i]));
+    }
+    ck_assert_int_eq(hipd_uncork(conn), 0);
+    /* Still corked once; waiting for a call writes what is pending. */
+    ck_assert_int_eq(hipd_wait(calls[0]), 0);
+    ck_assert_int_eq(hipd_uncork(conn), 0);
+    for (int i = 1; i < N; i++) {
+      int rc = hipd_wait(calls[i]);
+      if (i == 150)
+        ck_assert_msg(rc == HIPD_EHANDLE || rc == HIPD_EFOREIGN ||
+                          rc == HIPD_EHANDLETYPE,
+                      "call %d: %s", i, hipd_err_name(rc));
+      else
+        ck_assert_msg(rc == 0, "device %d call %d: %s (%s)", dev, i,
+                      hipd_err_name(rc), hipd_last_error(conn));
+    }
+    OK(conn, hipd_stream_synchronize(conn, st));
+    OK(conn, hipd_mem_read(conn, b, 0, back, sizeof(back)));
+    for (int i = 0; i < N; i++)
+      if (i != 150)
+        ck_assert_uint_eq(back[i], vals[i]);
+    OK(conn, hipd_stream_destroy(conn, st));
+    OK(conn, hipd_mem_free(conn, b));
+  }
+  hipd_close(conn);
+}
+END_TEST
+
+static Suite *shm_suite(void)
+{
+  Suite *s = suite_create("shm");
+  TCase *tc = tcase_create("shared");
+
+  tcase_add_unchecked_fixture(tc, shared_start, shared_stop);
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_shm_roundtrip);
+  tcase_add_test(tc, test_shm_errors);
+  tcase_add_test(tc, test_zero_copy);
+  tcase_add_test(tc, test_cork);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("quota");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_shm_quota_and_cleanup);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *sr;
+  int failed;
+
+  harness_init("check_shm");
+  sr = srunner_create(shm_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  harness_fini();
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
