@@ -268,15 +268,22 @@ START_TEST(test_zero_copy)
   /* The daemon keeps its mapping while a zero-copy buffer uses it, even
    * after shm.free: the buffer stays usable. */
   {
-    hipd_buffer_t zb = 0;
+    hipd_buffer_t zb = 0, zb2 = 0;
     uint8_t tmp[64];
-    dev = ndev - 1; /* a CPU device */
+    /* The two CPU devices (the last two) use one shared memory at once. */
+    dev = ndev - 1;
     OK(conn, hipd_mem_alloc_zero_copy(conn, dev, shm, &zb));
+    dev = ndev - 2;
+    OK(conn, hipd_mem_alloc_zero_copy(conn, dev, shm, &zb2));
     memset(p, 0x5a, 64);
     OK(conn, hipd_shm_free(conn, shm));
     OK(conn, hipd_mem_read(conn, zb, 0, tmp, sizeof(tmp)));
     ck_assert_uint_eq(tmp[0], 0x5a);
     ck_assert_uint_eq(tmp[63], 0x5a);
+    OK(conn, hipd_mem_free(conn, zb2));
+    OK(conn, hipd_mem_memset(conn, zb, 0, 64, 0x33));
+    OK(conn, hipd_mem_read(conn, zb, 0, tmp, sizeof(tmp)));
+    ck_assert_uint_eq(tmp[10], 0x33);
     OK(conn, hipd_mem_free(conn, zb));
   }
   hipd_close(conn);

@@ -57,6 +57,8 @@ typedef struct live_buf {
   void *ptr;
   size_t size;
   int fd;
+  int users; /* buffers on it: zero-copy buffers of one shared memory on
+                several CPU devices (or twice) share the runner's mapping */
   struct live_buf *next;
 } live_buf_t;
 
@@ -249,7 +251,16 @@ static int track_buffer(const drv_mem_t *m)
   b->ptr = m->ptr;
   b->size = m->size;
   b->fd = m->fd;
+  b->users = 1;
   pthread_mutex_lock(&K.mu);
+  for (live_buf_t *o = K.bufs; o != NULL; o = o->next) {
+    if (o->ptr == m->ptr && o->size == m->size && o->fd == m->fd) {
+      o->users++;
+      pthread_mutex_unlock(&K.mu);
+      free(b);
+      return 0;
+    }
+  }
   if (K.runner != NULL && (rc = cpu_runner_map(K.runner, m->fd, m->ptr, m->size,
                                                err, sizeof(err))) != 0) {
     drv_set_error("the kernel runner cannot map the buffer: %s", err);
@@ -270,6 +281,8 @@ static void untrack_buffer(void *ptr)
   for (live_buf_t **pp = &K.bufs; *pp != NULL; pp = &(*pp)->next) {
     if ((*pp)->ptr == ptr) {
       live_buf_t *b = *pp;
+      if (--b->users > 0)
+        break;
       *pp = b->next;
       if (K.runner != NULL)
         cpu_runner_unmap(K.runner, ptr, err, sizeof(err));
