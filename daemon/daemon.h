@@ -75,6 +75,12 @@ typedef struct hipd_daemon {
   uint64_t next_session_id;
   int stopping;            /* SIGINT/SIGTERM seen */
   uv_timer_t housekeeping; /* write-stall checks */
+  /* Replies are gathered per session while the loop handles events and
+   * written once per session per loop iteration (session.c). */
+  list_node_t flushq;         /* sessions with replies gathered */
+  uv_check_t flush_check;     /* writes them after the poll phase... */
+  uv_prepare_t flush_prepare; /* ...or before polling again */
+  int flush_active;           /* the two handles are started */
 } daemon_t;
 
 /* Build features ("cpu", "hip-nvidia"...) as a static NULL-ended list. */

@@ -303,6 +303,7 @@ static void shutdown_tick_cb(uv_timer_t *t)
     uv_close((uv_handle_t *)&sig_int, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_close((uv_handle_t *)&d->housekeeping, NULL);
+    sessions_flush_close(d);
   }
 }
 
@@ -480,6 +481,7 @@ int main(int argc, char **argv)
   sig_int.data = sig_term.data = d;
   uv_signal_start(&sig_int, signal_cb, SIGINT);
   uv_signal_start(&sig_term, signal_cb, SIGTERM);
+  sessions_flush_init(d);
   uv_timer_init(d->loop, &d->housekeeping);
   d->housekeeping.data = d;
   uv_timer_start(&d->housekeeping, housekeeping_cb, 1000, 1000);

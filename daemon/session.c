@@ -19,7 +19,8 @@
 typedef struct {
   uv_write_t req;
   session_t *s;
-  uv_buf_t bufs[2]; /* the packed reply and its optional payload tail */
+  uv_buf_t *bufs; /* the replies (and their payload tails), each malloc'd */
+  uint32_t nbufs;
   size_t bytes;
 } write_req_t;
 
@@ -36,6 +37,9 @@ void session_decref(session_t *s)
     return;
   msgpack_zone_destroy(&s->zone);
   handles_destroy(&s->handles);
+  for (uint32_t i = 0; i < s->ngather; i++)
+    free(s->gather[i].base);
+  free(s->gather);
   for (uint32_t i = 0; i < s->nfds; i++)
     close(s->fds[i]);
   free(s->in);
@@ -70,8 +74,9 @@ static void write_cb(uv_write_t *req, int status)
 
   s->out_queued -= w->bytes;
   s->out_progress_ms = uv_now(s->d->loop);
-  free(w->bufs[0].base);
-  free(w->bufs[1].base);
+  for (uint32_t i = 0; i < w->nbufs; i++)
+    free(w->bufs[i].base);
+  free(w->bufs);
   free(w);
   if (status < 0 && !s->closing) {
     char why[128];
@@ -81,41 +86,130 @@ static void write_cb(uv_write_t *req, int status)
   session_decref(s);
 }
 
+/* Drop the replies gathered for @p s (it is closing). */
+static void gather_free(session_t *s)
+{
+  for (uint32_t i = 0; i < s->ngather; i++)
+    free(s->gather[i].base);
+  free(s->gather);
+  s->gather = NULL;
+  s->out_queued -= s->gather_bytes;
+  s->ngather = s->gather_cap = 0;
+  s->gather_bytes = 0;
+}
+
+/* Write what @p s gathered, as one uv_write (one writev). */
+static void session_flush(session_t *s)
+{
+  write_req_t *w;
+  int rc;
+
+  if (s->closing) {
+    gather_free(s);
+    return;
+  }
+  w = malloc(sizeof(*w));
+  if (w == NULL) {
+    session_close(s, "out of memory writing replies");
+    gather_free(s);
+    return;
+  }
+  w->s = s;
+  w->bufs = s->gather;
+  w->nbufs = s->ngather;
+  w->bytes = s->gather_bytes;
+  s->gather = NULL;
+  s->ngather = s->gather_cap = 0;
+  s->gather_bytes = 0;
+  session_incref(s);
+  rc = uv_write(&w->req, (uv_stream_t *)&s->pipe, w->bufs, w->nbufs, write_cb);
+  if (rc < 0) {
+    write_cb(&w->req, rc); /* frees, closes the session */
+  }
+}
+
+/* After the poll phase (replies made by requests and completed device
+ * work) and before the next (replies made by timers and close callbacks):
+ * write what every session gathered. */
+static void flush_all(daemon_t *d)
+{
+  while (!list_empty(&d->flushq)) {
+    session_t *s = list_entry(d->flushq.next, session_t, flush_node);
+    list_remove(&s->flush_node);
+    list_init(&s->flush_node);
+    session_flush(s);
+    session_decref(s);
+  }
+  if (d->flush_active) {
+    d->flush_active = 0;
+    uv_check_stop(&d->flush_check);
+    uv_prepare_stop(&d->flush_prepare);
+  }
+}
+
+static void flush_check_cb(uv_check_t *h)
+{
+  flush_all(h->data);
+}
+
+static void flush_prepare_cb(uv_prepare_t *h)
+{
+  flush_all(h->data);
+}
+
+void sessions_flush_init(daemon_t *d)
+{
+  list_init(&d->flushq);
+  uv_check_init(d->loop, &d->flush_check);
+  uv_prepare_init(d->loop, &d->flush_prepare);
+  d->flush_check.data = d->flush_prepare.data = d;
+}
+
+void sessions_flush_close(daemon_t *d)
+{
+  flush_all(d);
+  uv_close((uv_handle_t *)&d->flush_check, NULL);
+  uv_close((uv_handle_t *)&d->flush_prepare, NULL);
+}
+
 void session_send(session_t *s, char *data, size_t len, void *tail,
                   size_t tail_len)
 {
-  write_req_t *w = NULL;
+  daemon_t *d = s->d;
   size_t bytes = len + tail_len;
-  int rc;
 
   if (s->closing)
     goto drop;
-  if (s->out_queued + bytes > s->d->cfg.output_cap) {
+  if (s->out_queued + bytes > d->cfg.output_cap) {
     session_close(s, "output cap exceeded: the client is not reading its "
                      "replies");
     goto drop;
   }
-  w = malloc(sizeof(*w));
-  if (w == NULL) {
-    session_close(s, "out of memory queueing a reply");
-    goto drop;
+  if (s->gather_cap - s->ngather < 2) {
+    uint32_t ncap = s->gather_cap ? s->gather_cap * 2 : 16;
+    uv_buf_t *n = realloc(s->gather, ncap * sizeof(*n));
+    if (n == NULL) {
+      session_close(s, "out of memory queueing a reply");
+      goto drop;
+    }
+    s->gather = n;
+    s->gather_cap = ncap;
   }
-  w->s = s;
-  w->bytes = bytes;
-  w->bufs[0] = uv_buf_init(data, (unsigned)len);
-  w->bufs[1] = uv_buf_init(tail, (unsigned)tail_len);
+  s->gather[s->ngather++] = uv_buf_init(data, (unsigned)len);
+  if (tail != NULL)
+    s->gather[s->ngather++] = uv_buf_init(tail, (unsigned)tail_len);
+  s->gather_bytes += bytes;
   if (s->out_queued == 0)
-    s->out_progress_ms = uv_now(s->d->loop);
+    s->out_progress_ms = uv_now(d->loop);
   s->out_queued += bytes;
-  session_incref(s);
-  rc = uv_write(&w->req, (uv_stream_t *)&s->pipe, w->bufs, tail ? 2 : 1,
-                write_cb);
-  if (rc < 0) {
-    s->out_queued -= bytes;
-    free(w);
-    session_decref(s);
-    session_close(s, uv_strerror(rc));
-    goto drop;
+  if (list_empty(&s->flush_node)) {
+    session_incref(s);
+    list_insert_tail(&d->flushq, &s->flush_node);
+  }
+  if (!d->flush_active) {
+    d->flush_active = 1;
+    uv_check_start(&d->flush_check, flush_check_cb);
+    uv_prepare_start(&d->flush_prepare, flush_prepare_cb);
   }
   return;
 
@@ -369,6 +463,7 @@ void session_accept(daemon_t *d, uv_stream_t *server_stream)
   s->d = d;
   s->refs = 1;
   list_init(&s->node);
+  list_init(&s->flush_node);
   /* An IPC pipe receives descriptors (shared host buffers, SCM_RIGHTS). */
   uv_pipe_init(d->loop, &s->pipe, 1);
   s->pipe.data = s;

@@ -37,22 +37,27 @@ typedef struct session {
   int protocol;    /* negotiated version, 0 before hello */
   uint8_t *in;     /* bytes read and not yet consumed */
   size_t in_len, in_cap;
-  size_t in_need;           /* bytes the next message needs at least */
-  int read_paused;          /* reading stopped: too many requests in flight */
-  int in_dispatch;          /* inside session_process_input() */
-  msgpack_zone zone;        /* decoded objects of the current request */
-  uint32_t inflight;        /* requests not yet answered */
-  uint64_t requests;        /* requests received */
-  size_t out_queued;        /* reply bytes handed to libuv, not yet written */
+  size_t in_need;    /* bytes the next message needs at least */
+  int read_paused;   /* reading stopped: too many requests in flight */
+  int in_dispatch;   /* inside session_process_input() */
+  msgpack_zone zone; /* decoded objects of the current request */
+  uint32_t inflight; /* requests not yet answered */
+  uint64_t requests; /* requests received */
+  size_t out_queued; /* reply bytes gathered or handed to libuv, not
+                        yet written */
+  uv_buf_t *gather;  /* replies gathered for the next write */
+  uint32_t ngather, gather_cap;
+  size_t gather_bytes;
+  list_node_t flush_node;   /* in d->flushq while gather is not empty */
   uint64_t out_progress_ms; /* last time output moved (or became non-empty) */
   handle_table_t handles;
   int device; /* current device (global id) */
   struct default_stream {
-    struct stream *st;     /* NULL until first used */
-    uint64_t handle;       /* its handle (the client cannot destroy it) */
-  } * defaults;            /* per device, indexed by global id */
-  uint32_t ndefaults;      /* default streams made (not under max_streams) */
-  uint64_t mem_used;       /* bytes allocated, for the quota */
+    struct stream *st;      /* NULL until first used */
+    uint64_t handle;        /* its handle (the client cannot destroy it) */
+  } * defaults;             /* per device, indexed by global id */
+  uint32_t ndefaults;       /* default streams made (not under max_streams) */
+  uint64_t mem_used;        /* bytes allocated, for the quota */
   int fds[SESSION_MAX_FDS]; /* descriptors received, not yet claimed */
   uint32_t nfds;
   struct profile *profile; /* records while profiling is on, else NULL */
@@ -78,6 +83,11 @@ void session_decref(session_t *s);
  * exceeded. */
 void session_send(session_t *s, char *data, size_t len, void *tail,
                   size_t tail_len);
+
+/* Start/stop the reply coalescing of daemon @p d (its check and prepare
+ * handles). Loop thread; sessions_flush_close() at shutdown. */
+void sessions_flush_init(daemon_t *d);
+void sessions_flush_close(daemon_t *d);
 
 /* A reply to one request left the dispatcher: count it, and resume
  * reading and processing if the session was throttled. */

@@ -119,23 +119,28 @@ static void measure_round_trip(void)
 /* Send a batch of pings before reading any reply, then collect the replies
  * last to first: each async call fills its own buffer whenever its reply is
  * read, whichever call is being waited for. */
-static void pipeline(void)
+static void pipeline(int corked)
 {
   static char sent[PIPELINED][16], echo[PIPELINED][16];
   static size_t len[PIPELINED];
   hipd_call_t *calls[PIPELINED];
+  int err;
   double start = now_us(), elapsed;
 
+  /* Corked, the requests leave in one write instead of one each. */
+  if (corked)
+    hipd_cork(conn);
   for (int i = 0; i < PIPELINED; i++) {
-    int err;
     snprintf(sent[i], sizeof(sent[i]), "ping #%d", i);
     err = hipd_ping_begin(conn, sent[i], strlen(sent[i]), echo[i],
                           sizeof(echo[i]), &len[i], &calls[i]);
     if (err < 0)
       die("ping (async)", err);
   }
+  if (corked && (err = hipd_uncork(conn)) < 0)
+    die("uncork", err);
   for (int i = PIPELINED - 1; i >= 0; i--) {
-    int err = hipd_wait(calls[i]);
+    err = hipd_wait(calls[i]);
     if (err < 0)
       die("waiting for a ping", err);
     if (len[i] != strlen(sent[i]) || memcmp(echo[i], sent[i], len[i]) != 0) {
@@ -147,7 +152,8 @@ static void pipeline(void)
   elapsed = now_us() - start;
   printf("%-14s %d pings in flight, waited for last to first: %.0f us "
          "(%.1f us per ping)\n",
-         "pipelining:", PIPELINED, elapsed, elapsed / PIPELINED);
+         corked ? "corked:" : "pipelining:", PIPELINED, elapsed,
+         elapsed / PIPELINED);
 }
 
 static void show_infos(void)
@@ -187,7 +193,8 @@ int main(int argc, char **argv)
   show_identity();
   check_echo();
   measure_round_trip();
-  pipeline();
+  pipeline(0);
+  pipeline(1);
   show_infos();
 
   hipd_close(conn);
