@@ -1,0 +1,22 @@
+#!/bin/sh
+# tests/bench-smoke.sh: hipd_bench in its seconds-long smoke mode on the CPU
+# device, with its own daemon, socket and cache directory. Asserts only that
+# it completes and reports every figure; timings are never checked.
+json=tests/bench-smoke.json
+rm -f "$json"
+./bench/hipd_bench --smoke --device cpu --daemon-arg=--devices=cpu \
+  --daemon-arg=--cpu-devices=2 --spread=0,1 --peer 0,1 --timeout 240 \
+  --json "$json" || exit 1
+test -s "$json" || { echo "bench-smoke: no $json"; exit 1; }
+missing=0
+for name in sync_rtt launch_throughput \
+  h2d_shm_1KiB d2h_shm_1KiB h2d_inline_1KiB d2h_inline_1KiB \
+  h2d_shm_1MiB d2h_shm_1MiB h2d_inline_1MiB d2h_inline_1MiB \
+  compile_cold compile_hit_memory compile_hit_memory_loaded compile_hit_disk \
+  share_n1 share_n4 share_n1_spread share_n4_spread peer_copy_0_to_1_1MiB; do
+  if ! grep -q "\"name\": \"$name\"" "$json"; then
+    echo "bench-smoke: figure $name is missing from $json"
+    missing=1
+  fi
+done
+exit $missing
