@@ -5,6 +5,7 @@
 #
 # On the build machine:   make dist && ../shared/offline-deps/fetch .offline libssl-dev libssl3
 # On the GPU machine:     bash scripts/gpu-check.sh hipd-X.Y.Z.tar.gz .offline OUTDIR
+# (with GPU_CHECK_BENCH=1 in the environment it also runs make bench)
 #
 # Writes the configure summary, test logs and example output into OUTDIR.
 set -uo pipefail
@@ -50,6 +51,14 @@ for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 kill -TERM "$pid"
 wait "$pid" || rc=1
 cat "$out/hello.txt" "$out/vecadd.txt" "$out/vecadd-restart.txt" "$out/xcopy.txt"
+# The benchmarks (bench/README.md), when asked for: GPU_CHECK_BENCH=1, or
+# the options to give hipd_bench (GPU_CHECK_BENCH='--clients 1,4,16').
+if [ -n "${GPU_CHECK_BENCH:-}" ]; then
+  [ "$GPU_CHECK_BENCH" = 1 ] && GPU_CHECK_BENCH=
+  make bench BENCH_FLAGS="$GPU_CHECK_BENCH" > "$out/bench.txt" 2>&1 || rc=1
+  cp bench/results.json "$out/bench-results.json" 2>/dev/null
+  sed -n '/^figure/,$p' "$out/bench.txt"
+fi
 # One file back: the device tool returns a few files only.
 tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
 exit $rc
