@@ -378,10 +378,13 @@ typedef struct {
   char err[600];
 } dout_t;
 
+static const char *dout_find(const dout_t *out, const char *kind);
+
 /* Run direct_hip with @p args (the mode first; NULL-ended), collecting its
- * JSON lines, for @p timeout seconds at most. @return 0, or -1 with the
- * reason in out->err. */
-static int direct_run(const char *const *args, double timeout, dout_t *out)
+ * JSON lines, for @p timeout seconds at most; a line of kind @p want must
+ * be among them. @return 0, or -1 with the reason in out->err. */
+static int direct_run(const char *const *args, double timeout, const char *want,
+                      dout_t *out)
 {
   const char *argv[32];
   char line[512];
@@ -423,6 +426,11 @@ static int direct_run(const char *const *args, double timeout, dout_t *out)
     if (out->err[0] == '\0')
       snprintf(out->err, sizeof(out->err), "direct_hip %s: exit status %d",
                args[0], code);
+    return -1;
+  }
+  if (dout_find(out, want) == NULL) {
+    snprintf(out->err, sizeof(out->err), "direct_hip %s printed no %s result",
+             args[0], want);
     return -1;
   }
   return 0;
@@ -580,7 +588,7 @@ static int discover(void)
     out = malloc(sizeof(*out));
     if (out == NULL)
       return -1;
-    if (direct_run(args, 120, out) != 0) {
+    if (direct_run(args, 120, "info", out) != 0) {
       snprintf(B.direct_na, sizeof(B.direct_na),
                "direct_hip info failed: %.200s", out->err);
     } else if ((line = dout_find(out, "info")) != NULL) {
@@ -878,12 +886,15 @@ static void sec_rtt(void)
     dout_t *out = malloc(sizeof(*out));
 
     note("sync round trip: direct HIP");
-    if (out != NULL && direct_run(args, 300, out) == 0 &&
+    if (out != NULL && direct_run(args, 300, "rtt", out) == 0 &&
         isfinite(direct = dnum(dout_find(out, "rtt"), "us_median"))) {
       base_set(f, "direct", "direct HIP (same kernel, same device)", direct);
     } else {
       base_na(f, "direct", "direct HIP (same kernel, same device)",
-              "direct_hip failed: %s", out ? out->err : "out of memory");
+              "direct_hip failed: %s",
+              out == NULL   ? "out of memory"
+              : out->err[0] ? out->err
+                            : "no value");
       report_failure();
     }
     free(out);
@@ -952,12 +963,15 @@ static void sec_launch(void)
     double v = NAN;
 
     note("launch throughput: direct HIP");
-    if (out != NULL && direct_run(args, 300, out) == 0 &&
+    if (out != NULL && direct_run(args, 300, "launch", out) == 0 &&
         isfinite(v = dnum(dout_find(out, "launch"), "per_s"))) {
       base_set(f, "direct", "direct HIP (same kernel, same device)", v);
     } else {
       base_na(f, "direct", "direct HIP (same kernel, same device)",
-              "direct_hip failed: %s", out ? out->err : "out of memory");
+              "direct_hip failed: %s",
+              out == NULL   ? "out of memory"
+              : out->err[0] ? out->err
+                            : "no value");
       report_failure();
     }
     free(out);
@@ -1083,19 +1097,18 @@ static void sec_bw(void)
     snprintf(budget, sizeof(budget), "%g", B.bw_budget);
     note("bandwidth: direct HIP, pinned and pageable");
     out = malloc(sizeof(*out));
-    if (out == NULL || direct_run(args, 600, out) != 0) {
+    if (out == NULL || direct_run(args, 600, "bw", out) != 0) {
       direct_failed = 1;
       report_failure();
     }
   }
   for (int si = 0; si < B.nsizes; si++) {
     uint64_t size = B.sizes[si];
-    char label[32], name[48], title[96], bytes[32];
+    char label[32], name[48], title[96], shm_err[600] = "";
     xfer_t x;
-    int rc, ok = 1;
+    int rc, ok = 1, shm_ok = 1;
 
     bu_size_label(size, label, sizeof(label));
-    snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)size);
     for (int d2h = 0; d2h < 2; d2h++)
       for (int inl = 0; inl < 2; inl++) {
         figure_t *f;
@@ -1129,9 +1142,9 @@ static void sec_bw(void)
                hipd_err_name(rc), hipd_last_error(B.conn));
       ok = 0;
     } else if ((rc = hipd_shm_create(B.conn, x.len, &x.shm)) != 0) {
-      snprintf(x.err, sizeof(x.err), "shm.register of %s: %s: %s", label,
+      snprintf(shm_err, sizeof(shm_err), "shm.register of %s: %s: %s", label,
                hipd_err_name(rc), hipd_last_error(B.conn));
-      ok = 0;
+      shm_ok = 0; /* the inline figures go on */
     } else if (xfer_check(&x, hipd_shm_ptr(x.shm)) != 0) {
       ok = 0;
     }
@@ -1139,8 +1152,8 @@ static void sec_bw(void)
       for (int inl = 0; inl < 2; inl++) {
         figure_t *f = figs[si][d2h][inl];
 
-        if (!ok) {
-          fig_fail(f, "%s", x.err);
+        if (!ok || (!inl && !shm_ok)) {
+          fig_fail(f, "%s", ok ? shm_err : x.err);
           continue;
         }
         x.mode = inl ? XFER_INLINE : XFER_SHM;
@@ -1159,8 +1172,10 @@ static void sec_bw(void)
     char err[300] = "";
 
     note("bandwidth: socket and memcpy baselines at %s", label);
-    if (sock_bulk(size, B.bw_budget, &sock, err, sizeof(err)) != 0)
+    if (sock_bulk(size, B.bw_budget, &sock, err, sizeof(err)) != 0) {
       sock = NAN;
+      report_failure();
+    }
     if (cpu && x.host != NULL && (x.host2 = malloc(x.len)) != NULL) {
       memset(x.host2, 1, x.len);
       for (int d2h = 0; d2h < 2; d2h++) {
@@ -1397,7 +1412,7 @@ baselines:
     const char *line;
 
     note("compile: direct hiprtc (%d)", nv);
-    if (out != NULL && direct_run(args, 600, out) == 0 &&
+    if (out != NULL && direct_run(args, 600, "compile", out) == 0 &&
         (line = dout_find(out, "compile")) != NULL &&
         isfinite(hiprtc = dnum(line, "ms_median"))) {
       detail_num(fc, "hiprtc_compile_ms", dnum(line, "compile_ms_median"));
@@ -1405,7 +1420,9 @@ baselines:
       detail_num(fc, "hiprtc_first_in_process_ms", dnum(line, "first_ms"));
     } else {
       snprintf(na, sizeof(na), "direct_hip failed: %.250s",
-               out ? out->err : "out of memory");
+               out == NULL   ? "out of memory"
+               : out->err[0] ? out->err
+                             : "no value");
       report_failure();
     }
     free(out);
@@ -1875,14 +1892,17 @@ static void sec_peer(int a, int b)
     snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)len);
     snprintf(budget, sizeof(budget), "%g", B.bw_budget);
     note("peer copy: direct hipMemcpyPeerAsync");
-    if (out != NULL && direct_run(args, 300, out) == 0 &&
+    if (out != NULL && direct_run(args, 300, "peer", out) == 0 &&
         (line = dout_find(out, "peer")) != NULL &&
         isfinite(v = dnum(line, "gbps"))) {
       base_set(f, "direct", "direct hipMemcpyPeerAsync + sync", v);
       detail_num(f, "direct_peer_access", dnum(line, "peer_access"));
     } else {
       base_na(f, "direct", "direct hipMemcpyPeerAsync + sync",
-              "direct_hip failed: %s", out ? out->err : "out of memory");
+              "direct_hip failed: %s",
+              out == NULL   ? "out of memory"
+              : out->err[0] ? out->err
+                            : "no value");
       report_failure();
     }
     free(out);
