@@ -1486,8 +1486,6 @@ static int hipd_worker(void *arg, int in_fd, int out_fd)
 
   if (out == NULL)
     return 1;
-  if (B.conn != NULL)
-    close(hipd_fileno(B.conn)); /* the parent's session is not ours */
   if ((rc = hipd_connect2(B.sock_path, "hipd_bench worker", &c)) != 0) {
     char msg[600];
 
@@ -1612,7 +1610,7 @@ static int share_hipd(const int *devs, int ndevs, int n, double *agg,
   }
   for (; started < n; started++) {
     args[started].dev = devs[started % ndevs];
-    if (proc_fork(&w[started], hipd_worker, &args[started]) != 0) {
+    if (proc_fork(&w[started], hipd_worker, &args[started], -1) != 0) {
       snprintf(err, errsz, "fork: %s", strerror(errno));
       goto out;
     }
@@ -2284,8 +2282,16 @@ int main(int argc, char **argv)
     else if (B.spread_forced)
       note("--spread: the daemon serves %d GPU(s); give --spread=LIST", n);
   }
-  if (B.only & (SEC_SHARE | SEC_SPREAD))
+  if (B.only & (SEC_SHARE | SEC_SPREAD)) {
+    /* hipd has nothing left to measure: the MPS server gets a GPU that no
+     * context of ours shares with it. */
+    if (B.own_daemon && B.nshares > 0 && !B.devs[B.dev].is_cpu) {
+      conn_close();
+      if (daemon_stop() != 0)
+        report_failure();
+    }
     share_mps();
+  }
 
   report_print(stdout);
   if (B.json_path != NULL) {

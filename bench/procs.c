@@ -1,6 +1,7 @@
 /* bench/procs.c: see procs.h. */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -86,14 +87,32 @@ static void child_setup(pid_t parent, int own_group)
   sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-static void close_from(int lowfd)
+/* In a new child: close every descriptor from 3 up but @p keep (-1 for
+ * none), so that no pipe or socket of the bench's stays open in it (a
+ * pipe the bench closes must reach end of file in its reader). */
+static void close_fds(int keep)
 {
-  long max = sysconf(_SC_OPEN_MAX);
+  int fds[1024], n = 0, dfd;
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *e;
 
-  if (max < 0 || max > 65536)
-    max = 65536;
-  for (int fd = lowfd; fd < max; fd++)
-    close(fd);
+  if (d == NULL) {
+    for (int fd = 3; fd < 1024; fd++)
+      if (fd != keep)
+        close(fd);
+    return;
+  }
+  dfd = dirfd(d);
+  while ((e = readdir(d)) != NULL && n < 1024) {
+    int fd = atoi(e->d_name);
+
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && fd >= 3 && fd != dfd &&
+        fd != keep)
+      fds[n++] = fd;
+  }
+  closedir(d);
+  for (int i = 0; i < n; i++)
+    close(fds[i]);
 }
 
 /* environ plus @p extra, whose names replace environ's; malloc'd. */
@@ -169,7 +188,7 @@ int proc_spawn(proc_t *p, const char *const *argv, const char *const *env_extra,
       dup2(in[0], 0);
       dup2(out[1], 1);
     }
-    close_from(3);
+    close_fds(-1);
     execve(argv[0], (char *const *)argv, env);
     fprintf(stderr, "hipd_bench: cannot run %s: %s\n", argv[0],
             strerror(errno));
@@ -201,7 +220,8 @@ fail:
   return -1;
 }
 
-int proc_fork(proc_t *p, int (*fn)(void *arg, int in_fd, int out_fd), void *arg)
+int proc_fork(proc_t *p, int (*fn)(void *arg, int in_fd, int out_fd), void *arg,
+              int keep_fd)
 {
   int in[2], out[2];
   pid_t parent = getpid();
@@ -228,9 +248,10 @@ int proc_fork(proc_t *p, int (*fn)(void *arg, int in_fd, int out_fd), void *arg)
   }
   if (p->pid == 0) {
     child_setup(parent, 0);
-    close(in[1]);
-    close(out[0]);
-    _exit(fn(arg, in[0], out[1]));
+    if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0)
+      _exit(127);
+    close_fds(keep_fd);
+    _exit(fn(arg, 0, 1));
   }
   record(p->pid, 0);
   close(in[0]);

@@ -33,11 +33,13 @@ typedef struct {
 int proc_spawn(proc_t *p, const char *const *argv, const char *const *env_extra,
                const char *log_path, int own_group);
 
-/* Fork a child that runs @p fn(@p arg, in_fd, out_fd) and exits with its
- * return value: in_fd reads what the parent proc_write()s, out_fd writes
- * what the parent proc_readline()s. @return 0 or -1. */
-int proc_fork(proc_t *p, int (*fn)(void *arg, int in_fd, int out_fd),
-              void *arg);
+/* Fork a child that runs @p fn(@p arg, 0, 1) and exits with its return
+ * value: its stdin (0) reads what the parent proc_write()s, its stdout (1)
+ * writes what the parent proc_readline()s. Every other descriptor of the
+ * bench is closed in it but stderr and @p keep_fd (-1: none). @return 0 or
+ * -1. */
+int proc_fork(proc_t *p, int (*fn)(void *arg, int in_fd, int out_fd), void *arg,
+              int keep_fd);
 
 /* Read one line of the child's stdout (without its newline) into @p line,
  * waiting until @p deadline (bu_now() seconds). @return 1 with a line, 0 at

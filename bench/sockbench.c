@@ -16,7 +16,6 @@
 
 typedef struct {
   int fd;        /* the peer's end */
-  int other;     /* the bench's end, closed in the peer */
   size_t msg;    /* ping-pong: bytes per message; 0 for bulk */
   uint64_t bulk; /* bulk: bytes per transfer */
 } peer_t;
@@ -65,7 +64,6 @@ static int peer_main(void *arg, int in_fd, int out_fd)
 
   (void)in_fd;
   (void)out_fd;
-  close(pr->other); /* so that the bench closing its end is our EOF */
   if (buf == NULL)
     return 1;
   for (;;) {
@@ -102,8 +100,7 @@ static int peer_start(proc_t *proc, peer_t *pr, int *fd, char *err,
     return -1;
   }
   pr->fd = sv[1];
-  pr->other = sv[0];
-  if (proc_fork(proc, peer_main, pr) != 0) {
+  if (proc_fork(proc, peer_main, pr, sv[1]) != 0) {
     snprintf(err, errsz, "fork: %s", strerror(errno));
     close(sv[0]);
     close(sv[1]);
