@@ -2168,6 +2168,31 @@ static void programs_find(void)
 
 /* ------------------------------------------------------------------- main */
 
+/* Write the JSON file, if one was asked for: after each section (so that
+ * an interrupted run leaves what it measured) and, @p complete, at the
+ * end. @return 0 or -1. */
+static int json_save(int complete)
+{
+  report_meta_t meta = {
+      .hipd_version = B.hipd_version,
+      .features = B.features,
+      .date = B.date,
+      .host = B.host,
+      .mode = B.smoke ? "smoke" : "full",
+      .complete = complete,
+      .own_daemon = B.own_daemon,
+      .devs = B.devs,
+      .ndevs = B.ndevs,
+      .device = B.dev,
+      .platform = B.platform,
+      .hip_version = B.hip_version,
+      .runtime_version = B.runtime_version,
+      .driver_version = B.driver_version,
+  };
+
+  return B.json_path != NULL ? report_write_json(B.json_path, &meta) : 0;
+}
+
 static int cleanup(void)
 {
   int rc = 0;
@@ -2230,13 +2255,13 @@ int main(int argc, char **argv)
     note("no direct HIP baselines: %s", B.devs[B.dev].na);
 
   if (B.only & SEC_RTT)
-    sec_rtt();
+    sec_rtt(), json_save(0);
   if (B.only & SEC_LAUNCH)
-    sec_launch();
+    sec_launch(), json_save(0);
   if (B.only & SEC_BW)
-    sec_bw();
+    sec_bw(), json_save(0);
   if (B.only & SEC_COMPILE)
-    sec_compile();
+    sec_compile(), json_save(0);
   if (B.only & SEC_PEER) {
     int a = -1, b = -1;
 
@@ -2250,15 +2275,20 @@ int main(int argc, char **argv)
         report_failure();
       }
     } else {
-      for (int i = 0; i < B.ndevs; i++)
-        if (!B.devs[i].is_cpu)
-          a < 0 ? (a = i) : b < 0 ? (b = i) : 0;
+      for (int i = 0; i < B.ndevs && b < 0; i++) {
+        if (B.devs[i].is_cpu)
+          continue;
+        if (a < 0)
+          a = i;
+        else
+          b = i;
+      }
     }
     if (a >= 0 && b >= 0)
-      sec_peer(a, b);
+      sec_peer(a, b), json_save(0);
   }
   if (B.only & SEC_SHARE)
-    sec_share(&B.dev, 1, "");
+    sec_share(&B.dev, 1, ""), json_save(0);
   if (B.only & SEC_SPREAD) {
     int devs[MAX_DEVICES], n = 0;
 
@@ -2278,7 +2308,7 @@ int main(int argc, char **argv)
           devs[n++] = i;
     }
     if (n >= 2 || (B.spread_forced && n >= 1))
-      sec_share(devs, n, "_spread");
+      sec_share(devs, n, "_spread"), json_save(0);
     else if (B.spread_forced)
       note("--spread: the daemon serves %d GPU(s); give --spread=LIST", n);
   }
@@ -2294,24 +2324,7 @@ int main(int argc, char **argv)
   }
 
   report_print(stdout);
-  if (B.json_path != NULL) {
-    report_meta_t meta = {
-        .hipd_version = B.hipd_version,
-        .features = B.features,
-        .date = B.date,
-        .host = B.host,
-        .mode = B.smoke ? "smoke" : "full",
-        .own_daemon = B.own_daemon,
-        .devs = B.devs,
-        .ndevs = B.ndevs,
-        .device = B.dev,
-        .platform = B.platform,
-        .hip_version = B.hip_version,
-        .runtime_version = B.runtime_version,
-        .driver_version = B.driver_version,
-    };
-    rc = report_write_json(B.json_path, &meta);
-  }
+  rc = json_save(1);
   if (B.json_path != NULL && rc == 0)
     note("figures written to %s", B.json_path);
   if (cleanup() != 0)

@@ -319,6 +319,7 @@ int report_write_json(const char *path, const report_meta_t *m)
   json_kv_str(f, "date", m->date, 1);
   json_kv_str(f, "host", m->host, 1);
   json_kv_str(f, "mode", m->mode, 1);
+  fprintf(f, "\"complete\": %s, ", m->complete ? "true" : "false");
   fprintf(f, "\"own_daemon\": %s,\n  ", m->own_daemon ? "true" : "false");
   fputs("\"device\": ", f);
   json_device(f, &m->devs[m->device]);

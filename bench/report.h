@@ -65,6 +65,7 @@ typedef struct {
 /* What the JSON file says about the run. */
 typedef struct {
   const char *hipd_version, *features, *date, *host, *mode;
+  int complete; /* 0 while the run goes on */
   int own_daemon;
   const devinfo_t *devs; /* the daemon's devices */
   int ndevs;
