@@ -342,6 +342,58 @@ START_TEST(test_cork)
 }
 END_TEST
 
+/* Large inline writes pipelined back to back with small ones: the daemon
+ * hands a large request's input buffer to the write and goes on with the
+ * bytes after it. Every byte lands where it should. */
+START_TEST(test_large_writes_pipelined)
+{
+  hipd_conn_t *conn = connect_named(shared, "large-writes", 120000);
+  enum { K = 12 };
+  const size_t big = MIB + 4099;
+  hipd_call_t *calls[2 * K];
+  int ndev, dev = -1;
+
+  ndev = device_count_min2(conn);
+  uint8_t *src = malloc(K * big), *back = malloc(K * big);
+  uint32_t small[K];
+  ck_assert_ptr_nonnull(src);
+  ck_assert_ptr_nonnull(back);
+  for (dev = 0; dev < ndev; dev++) {
+    hipd_buffer_t b = 0, s4 = 0;
+    hipd_stream_t st = 0;
+    uint32_t sback[K];
+
+    fill(src, K * big, (unsigned)dev + 7);
+    OK(conn, hipd_mem_alloc(conn, dev, K * big, "byte", &b));
+    OK(conn, hipd_mem_alloc(conn, dev, K, "uint32", &s4));
+    OK(conn, hipd_stream_create(conn, dev, &st));
+    for (int i = 0; i < K; i++) {
+      small[i] = (uint32_t)(i * 31 + dev);
+      OK(conn, hipd_mem_write_async_begin(conn, b, (uint64_t)i * big,
+                                          src + (size_t)i * big, big, st,
+                                          &calls[2 * i]));
+      OK(conn, hipd_mem_write_async_begin(conn, s4, (uint64_t)i * 4, &small[i],
+                                          4, st, &calls[2 * i + 1]));
+    }
+    for (int i = 0; i < 2 * K; i++)
+      ck_assert_int_eq(hipd_wait(calls[i]), 0);
+    OK(conn, hipd_stream_synchronize(conn, st));
+    for (int i = 0; i < K; i++)
+      OK(conn, hipd_mem_read(conn, b, (uint64_t)i * big, back + (size_t)i * big,
+                             big));
+    ck_assert_msg(memcmp(src, back, K * big) == 0, "device %d differs", dev);
+    OK(conn, hipd_mem_read(conn, s4, 0, sback, sizeof(sback)));
+    ck_assert_msg(memcmp(small, sback, sizeof(sback)) == 0, "device %d", dev);
+    OK(conn, hipd_stream_destroy(conn, st));
+    OK(conn, hipd_mem_free(conn, b));
+    OK(conn, hipd_mem_free(conn, s4));
+  }
+  free(src);
+  free(back);
+  hipd_close(conn);
+}
+END_TEST
+
 static Suite *shm_suite(void)
 {
   Suite *s = suite_create("shm");
@@ -353,6 +405,7 @@ static Suite *shm_suite(void)
   tcase_add_test(tc, test_shm_errors);
   tcase_add_test(tc, test_zero_copy);
   tcase_add_test(tc, test_cork);
+  tcase_add_test(tc, test_large_writes_pipelined);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("quota");
