@@ -335,6 +335,29 @@ START_TEST(test_cork)
     for (int i = 0; i < N; i++)
       if (i != 150)
         ck_assert_uint_eq(back[i], vals[i]);
+    /* A memset, a copy and an event record, corked together. */
+    {
+      hipd_buffer_t b2 = 0;
+      hipd_event_t ev = 0;
+      hipd_call_t *c3[3];
+      uint32_t back2[N];
+      OK(conn, hipd_mem_alloc(conn, dev, N, "uint32", &b2));
+      OK(conn, hipd_event_create(conn, dev, &ev));
+      hipd_cork(conn);
+      OK(conn, hipd_mem_memset_async_begin(conn, b2, 0, sizeof(back2), 0xff, st,
+                                           &c3[0]));
+      OK(conn, hipd_mem_copy_async_begin(conn, b2, 0, b, 0, 600, st, &c3[1]));
+      OK(conn, hipd_event_record_begin(conn, ev, st, &c3[2]));
+      ck_assert_int_eq(hipd_uncork(conn), 0);
+      for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(hipd_wait(c3[i]), 0);
+      OK(conn, hipd_event_synchronize(conn, ev));
+      OK(conn, hipd_mem_read(conn, b2, 0, back2, sizeof(back2)));
+      ck_assert_int_eq(memcmp(back2, back, 600), 0);
+      ck_assert_uint_eq(back2[N - 1], 0xffffffffu);
+      OK(conn, hipd_event_destroy(conn, ev));
+      OK(conn, hipd_mem_free(conn, b2));
+    }
     OK(conn, hipd_stream_destroy(conn, st));
     OK(conn, hipd_mem_free(conn, b));
   }
