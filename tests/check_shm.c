@@ -28,7 +28,9 @@ static harness_daemon_t *shared;
 
 static void shared_start(void)
 {
-  shared = harness_start("--cpu-devices", "2", NULL);
+  /* Busy polling on: this suite also exercises the spinning loop and
+   * workers. */
+  shared = harness_start("--cpu-devices", "2", "--busy-poll", "20", NULL);
   if (shared == NULL)
     abort();
 }
