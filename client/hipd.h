@@ -514,6 +514,19 @@ hipd_kernel_launch_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
                          const uint32_t grid[3], const uint32_t block[3],
                          uint32_t shared, hipd_stream_t stream,
                          const hipd_args_t *args, hipd_call_t **call);
+/** `kernel.launch` with `wait`: the same, answered once the kernel has run
+ *  on @p stream (after the work queued before it): one request for a launch
+ *  and its synchronisation, with the errors of the kernel's run. */
+HIPD_EXTERN int hipd_kernel_run(hipd_conn_t *conn, hipd_kernel_t kernel,
+                                const uint32_t grid[3], const uint32_t block[3],
+                                uint32_t shared, hipd_stream_t stream,
+                                const hipd_args_t *args);
+HIPD_EXTERN int hipd_kernel_run_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
+                                      const uint32_t grid[3],
+                                      const uint32_t block[3], uint32_t shared,
+                                      hipd_stream_t stream,
+                                      const hipd_args_t *args,
+                                      hipd_call_t **call);
 /** `run_source`: compile through the cache for the current device, launch
  *  on its default stream and return when the kernel has run. @p lang is
  *  one of hipd_supported_source_langs(); others are HIPD_ELANG. */
