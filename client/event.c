@@ -34,10 +34,10 @@ int hipd_event_destroy(hipd_conn_t *conn, hipd_event_t event)
 
 /* Stream 0 is left out: the daemon then records on the session's default
  * stream of the event's device. */
-int hipd_event_record(hipd_conn_t *conn, hipd_event_t event,
-                      hipd_stream_t stream)
+int hipd_event_record_begin(hipd_conn_t *conn, hipd_event_t event,
+                            hipd_stream_t stream, hipd_call_t **call)
 {
-  hipd_call_t *c, *call;
+  hipd_call_t *c;
   int err = conn_call_begin(conn, "event.record", stream ? 2 : 1, &c);
 
   if (err < 0)
@@ -45,8 +45,15 @@ int hipd_event_record(hipd_conn_t *conn, hipd_event_t event,
   msgpack_pack_uint64(&c->pk, event);
   if (stream != 0)
     msgpack_pack_uint64(&c->pk, stream);
-  err = conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), &call);
-  return conn_sync(err, &call);
+  return conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), call);
+}
+
+int hipd_event_record(hipd_conn_t *conn, hipd_event_t event,
+                      hipd_stream_t stream)
+{
+  hipd_call_t *call;
+
+  return conn_sync(hipd_event_record_begin(conn, event, stream, &call), &call);
 }
 
 int hipd_event_query(hipd_conn_t *conn, hipd_event_t event, int *done)

@@ -304,12 +304,23 @@ HIPD_EXTERN int hipd_mem_copy_async(hipd_conn_t *conn, hipd_buffer_t dst,
                                     uint64_t dst_offset, hipd_buffer_t src,
                                     uint64_t src_offset, size_t len,
                                     hipd_stream_t stream);
+HIPD_EXTERN int hipd_mem_copy_async_begin(hipd_conn_t *conn, hipd_buffer_t dst,
+                                          uint64_t dst_offset,
+                                          hipd_buffer_t src,
+                                          uint64_t src_offset, size_t len,
+                                          hipd_stream_t stream,
+                                          hipd_call_t **call);
 /** `mem.memset`: set @p len bytes at @p offset to the byte @p value. */
 HIPD_EXTERN int hipd_mem_memset(hipd_conn_t *conn, hipd_buffer_t buf,
                                 uint64_t offset, size_t len, int value);
 HIPD_EXTERN int hipd_mem_memset_async(hipd_conn_t *conn, hipd_buffer_t buf,
                                       uint64_t offset, size_t len, int value,
                                       hipd_stream_t stream);
+HIPD_EXTERN int hipd_mem_memset_async_begin(hipd_conn_t *conn,
+                                            hipd_buffer_t buf, uint64_t offset,
+                                            size_t len, int value,
+                                            hipd_stream_t stream,
+                                            hipd_call_t **call);
 /** `mem.size`: the buffer's size in bytes. */
 HIPD_EXTERN int hipd_mem_size(hipd_conn_t *conn, hipd_buffer_t buf,
                               uint64_t *size);
@@ -356,14 +367,14 @@ HIPD_EXTERN int hipd_mem_write_shm(hipd_conn_t *conn, hipd_buffer_t buf,
  *  stream of the buffer's device); returns once queued. The shared bytes
  *  must not change until the stream has passed the copy. */
 HIPD_EXTERN int hipd_mem_write_shm_async(hipd_conn_t *conn, hipd_buffer_t buf,
-                                         uint64_t offset,
-                                         const hipd_shm_t *shm,
+                                         uint64_t offset, const hipd_shm_t *shm,
                                          uint64_t shm_offset, size_t len,
                                          hipd_stream_t stream);
-HIPD_EXTERN int hipd_mem_write_shm_async_begin(
-    hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
-    const hipd_shm_t *shm, uint64_t shm_offset, size_t len,
-    hipd_stream_t stream, hipd_call_t **call);
+HIPD_EXTERN int
+hipd_mem_write_shm_async_begin(hipd_conn_t *conn, hipd_buffer_t buf,
+                               uint64_t offset, const hipd_shm_t *shm,
+                               uint64_t shm_offset, size_t len,
+                               hipd_stream_t stream, hipd_call_t **call);
 /** `mem.read_shm`: copy @p len bytes at @p offset of @p buf into @p shm at
  *  @p shm_offset; the bytes are there when it returns. */
 HIPD_EXTERN int hipd_mem_read_shm(hipd_conn_t *conn, hipd_buffer_t buf,
@@ -375,10 +386,11 @@ HIPD_EXTERN int hipd_mem_read_shm_async(hipd_conn_t *conn, hipd_buffer_t buf,
                                         uint64_t offset, const hipd_shm_t *shm,
                                         uint64_t shm_offset, size_t len,
                                         hipd_stream_t stream);
-HIPD_EXTERN int hipd_mem_read_shm_async_begin(
-    hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
-    const hipd_shm_t *shm, uint64_t shm_offset, size_t len,
-    hipd_stream_t stream, hipd_call_t **call);
+HIPD_EXTERN int
+hipd_mem_read_shm_async_begin(hipd_conn_t *conn, hipd_buffer_t buf,
+                              uint64_t offset, const hipd_shm_t *shm,
+                              uint64_t shm_offset, size_t len,
+                              hipd_stream_t stream, hipd_call_t **call);
 /** `mem.alloc_zero_copy`: a buffer on @p dev whose memory is @p shm itself
  *  (the Backend API's alloc_zero_copy). On the CPU device kernels use the
  *  shared pages directly; on a GPU they reach them as mapped host memory
@@ -411,6 +423,9 @@ HIPD_EXTERN int hipd_event_destroy(hipd_conn_t *conn, hipd_event_t event);
  *  session's default stream of the event's device). */
 HIPD_EXTERN int hipd_event_record(hipd_conn_t *conn, hipd_event_t event,
                                   hipd_stream_t stream);
+HIPD_EXTERN int hipd_event_record_begin(hipd_conn_t *conn, hipd_event_t event,
+                                        hipd_stream_t stream,
+                                        hipd_call_t **call);
 /** `event.query`: *@p done = 1 once the stream has passed the mark;
  *  HIPD_ENOTRECORDED if it was never recorded. */
 HIPD_EXTERN int hipd_event_query(hipd_conn_t *conn, hipd_event_t event,
@@ -499,6 +514,19 @@ hipd_kernel_launch_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
                          const uint32_t grid[3], const uint32_t block[3],
                          uint32_t shared, hipd_stream_t stream,
                          const hipd_args_t *args, hipd_call_t **call);
+/** `kernel.launch` with `wait`: the same, answered once the kernel has run
+ *  on @p stream (after the work queued before it): one request for a launch
+ *  and its synchronisation, with the errors of the kernel's run. */
+HIPD_EXTERN int hipd_kernel_run(hipd_conn_t *conn, hipd_kernel_t kernel,
+                                const uint32_t grid[3], const uint32_t block[3],
+                                uint32_t shared, hipd_stream_t stream,
+                                const hipd_args_t *args);
+HIPD_EXTERN int hipd_kernel_run_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
+                                      const uint32_t grid[3],
+                                      const uint32_t block[3], uint32_t shared,
+                                      hipd_stream_t stream,
+                                      const hipd_args_t *args,
+                                      hipd_call_t **call);
 /** `run_source`: compile through the cache for the current device, launch
  *  on its default stream and return when the kernel has run. @p lang is
  *  one of hipd_supported_source_langs(); others are HIPD_ELANG. */

@@ -352,10 +352,11 @@ int hipd_kernel_destroy(hipd_conn_t *conn, hipd_kernel_t kernel)
                    &call);
 }
 
-int hipd_kernel_launch_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
-                             const uint32_t grid[3], const uint32_t block[3],
-                             uint32_t shared, hipd_stream_t stream,
-                             const hipd_args_t *args, hipd_call_t **call)
+/* `kernel.launch`, with the `wait` param when @p wait. */
+static int launch_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
+                        const uint32_t grid[3], const uint32_t block[3],
+                        uint32_t shared, hipd_stream_t stream,
+                        const hipd_args_t *args, int wait, hipd_call_t **call)
 {
   hipd_call_t *c;
   int err;
@@ -363,7 +364,7 @@ int hipd_kernel_launch_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
   if (grid == NULL || block == NULL)
     return conn_fail(conn, HIPD_EINVAL, "kernel.launch: %s is NULL",
                      grid == NULL ? "grid" : "block");
-  if ((err = conn_call_begin(conn, "kernel.launch", 6, &c)) < 0)
+  if ((err = conn_call_begin(conn, "kernel.launch", wait ? 7 : 6, &c)) < 0)
     return err;
   msgpack_pack_uint64(&c->pk, kernel);
   dims_pack(&c->pk, grid);
@@ -374,7 +375,37 @@ int hipd_kernel_launch_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
   else
     msgpack_pack_uint64(&c->pk, stream);
   args_pack(&c->pk, args);
+  if (wait)
+    msgpack_pack_true(&c->pk);
   return conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), call);
+}
+
+int hipd_kernel_launch_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
+                             const uint32_t grid[3], const uint32_t block[3],
+                             uint32_t shared, hipd_stream_t stream,
+                             const hipd_args_t *args, hipd_call_t **call)
+{
+  return launch_begin(conn, kernel, grid, block, shared, stream, args, 0, call);
+}
+
+int hipd_kernel_run_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
+                          const uint32_t grid[3], const uint32_t block[3],
+                          uint32_t shared, hipd_stream_t stream,
+                          const hipd_args_t *args, hipd_call_t **call)
+{
+  return launch_begin(conn, kernel, grid, block, shared, stream, args, 1, call);
+}
+
+int hipd_kernel_run(hipd_conn_t *conn, hipd_kernel_t kernel,
+                    const uint32_t grid[3], const uint32_t block[3],
+                    uint32_t shared, hipd_stream_t stream,
+                    const hipd_args_t *args)
+{
+  hipd_call_t *call;
+
+  return conn_sync(hipd_kernel_run_begin(conn, kernel, grid, block, shared,
+                                         stream, args, &call),
+                   &call);
 }
 
 int hipd_kernel_launch(hipd_conn_t *conn, hipd_kernel_t kernel,

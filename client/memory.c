@@ -188,12 +188,12 @@ int hipd_mem_read_async(hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
 
 /* ---------------------------------------------------------------- copies */
 
-static int copy_sync(hipd_conn_t *conn, const char *method, hipd_buffer_t dst,
-                     uint64_t dst_offset, hipd_buffer_t src,
-                     uint64_t src_offset, size_t len, int with_stream,
-                     hipd_stream_t stream)
+static int copy_begin(hipd_conn_t *conn, const char *method, hipd_buffer_t dst,
+                      uint64_t dst_offset, hipd_buffer_t src,
+                      uint64_t src_offset, size_t len, int with_stream,
+                      hipd_stream_t stream, hipd_call_t **call)
 {
-  hipd_call_t *c, *call;
+  hipd_call_t *c;
   int err = conn_call_begin(conn, method, with_stream ? 6 : 5, &c);
 
   if (err < 0)
@@ -205,8 +205,19 @@ static int copy_sync(hipd_conn_t *conn, const char *method, hipd_buffer_t dst,
   msgpack_pack_uint64(&c->pk, len);
   if (with_stream)
     msgpack_pack_uint64(&c->pk, stream);
-  err = conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), &call);
-  return conn_sync(err, &call);
+  return conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), call);
+}
+
+static int copy_sync(hipd_conn_t *conn, const char *method, hipd_buffer_t dst,
+                     uint64_t dst_offset, hipd_buffer_t src,
+                     uint64_t src_offset, size_t len, int with_stream,
+                     hipd_stream_t stream)
+{
+  hipd_call_t *call;
+
+  return conn_sync(copy_begin(conn, method, dst, dst_offset, src, src_offset,
+                              len, with_stream, stream, &call),
+                   &call);
 }
 
 int hipd_mem_copy(hipd_conn_t *conn, hipd_buffer_t dst, uint64_t dst_offset,
@@ -214,6 +225,15 @@ int hipd_mem_copy(hipd_conn_t *conn, hipd_buffer_t dst, uint64_t dst_offset,
 {
   return copy_sync(conn, "mem.copy", dst, dst_offset, src, src_offset, len, 0,
                    0);
+}
+
+int hipd_mem_copy_async_begin(hipd_conn_t *conn, hipd_buffer_t dst,
+                              uint64_t dst_offset, hipd_buffer_t src,
+                              uint64_t src_offset, size_t len,
+                              hipd_stream_t stream, hipd_call_t **call)
+{
+  return copy_begin(conn, "mem.copy_async", dst, dst_offset, src, src_offset,
+                    len, 1, stream, call);
 }
 
 int hipd_mem_copy_async(hipd_conn_t *conn, hipd_buffer_t dst,
@@ -228,11 +248,12 @@ int hipd_mem_copy_async(hipd_conn_t *conn, hipd_buffer_t dst,
 
 /* @p value is converted to unsigned char, as by C's memset() (so -1 fills
  * with 0xff, as in HIP code). */
-static int memset_sync(hipd_conn_t *conn, const char *method, hipd_buffer_t buf,
-                       uint64_t offset, size_t len, int value, int with_stream,
-                       hipd_stream_t stream)
+static int memset_begin(hipd_conn_t *conn, const char *method,
+                        hipd_buffer_t buf, uint64_t offset, size_t len,
+                        int value, int with_stream, hipd_stream_t stream,
+                        hipd_call_t **call)
 {
-  hipd_call_t *c, *call;
+  hipd_call_t *c;
   int err = conn_call_begin(conn, method, with_stream ? 5 : 4, &c);
 
   if (err < 0)
@@ -243,14 +264,32 @@ static int memset_sync(hipd_conn_t *conn, const char *method, hipd_buffer_t buf,
   msgpack_pack_unsigned_char(&c->pk, (unsigned char)value);
   if (with_stream)
     msgpack_pack_uint64(&c->pk, stream);
-  err = conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), &call);
-  return conn_sync(err, &call);
+  return conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), call);
+}
+
+static int memset_sync(hipd_conn_t *conn, const char *method, hipd_buffer_t buf,
+                       uint64_t offset, size_t len, int value, int with_stream,
+                       hipd_stream_t stream)
+{
+  hipd_call_t *call;
+
+  return conn_sync(memset_begin(conn, method, buf, offset, len, value,
+                                with_stream, stream, &call),
+                   &call);
 }
 
 int hipd_mem_memset(hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
                     size_t len, int value)
 {
   return memset_sync(conn, "mem.memset", buf, offset, len, value, 0, 0);
+}
+
+int hipd_mem_memset_async_begin(hipd_conn_t *conn, hipd_buffer_t buf,
+                                uint64_t offset, size_t len, int value,
+                                hipd_stream_t stream, hipd_call_t **call)
+{
+  return memset_begin(conn, "mem.memset_async", buf, offset, len, value, 1,
+                      stream, call);
 }
 
 int hipd_mem_memset_async(hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,

@@ -60,6 +60,7 @@ typedef struct daemon_config {
   char *cache_dir;           /* kernel cache directory, "" for none */
   uint64_t cache_size;       /* its cap in bytes */
   uint32_t cpu_kernel_timeout_ms; /* CPU-device launch limit, 0: none */
+  int busy_poll_us; /* spin before sleeping (loop, workers); -1: auto */
 } daemon_config_t;
 
 typedef struct server server_t;

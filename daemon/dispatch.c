@@ -36,7 +36,7 @@ static const method_t methods[] = {
     {"kernel.compile_cached", m_kernel_compile_cached, 2, 4, 0, 1},
     {"kernel.destroy", m_kernel_destroy, 1, 1, 0, 1},
     {"kernel.info", m_kernel_info, 1, 1, 0, 1},
-    {"kernel.launch", m_kernel_launch, 6, 6, 0, 1},
+    {"kernel.launch", m_kernel_launch, 6, 7, 0, 1},
     {"mem.alloc", m_mem_alloc, 2, 3, 0, 1},
     {"mem.alloc_custom", m_mem_alloc_custom, 2, 3, 0, 1},
     {"mem.alloc_zero_copy", m_mem_alloc_zero_copy, 1, 2, 0, 1},

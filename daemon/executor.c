@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "executor.h"
 #include "log.h"
@@ -108,6 +109,46 @@ void task_fail(task_t *t, int status, const char *fmt, ...)
 
 /* -------------------------------------------------------------- executors */
 
+static uint64_t busy_poll_ns;
+
+void exec_set_busy_poll(uint32_t us)
+{
+  busy_poll_ns = (uint64_t)us * 1000;
+}
+
+uint64_t exec_now_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* Wait up to busy_poll_ns for work without sleeping (lock not held). The
+ * queue head is read without the lock as a hint; the caller rechecks it
+ * under the lock. */
+static void spin_for_work(executor_t *ex)
+{
+  uint64_t until = exec_now_ns() + busy_poll_ns;
+
+  while (__atomic_load_n(&ex->head, __ATOMIC_ACQUIRE) == NULL &&
+         !__atomic_load_n(&ex->stopping, __ATOMIC_RELAXED)) {
+    for (int i = 0; i < 64; i++)
+      cpu_relax();
+    if (exec_now_ns() >= until)
+      break;
+  }
+}
+
 static void *worker_main(void *arg)
 {
   executor_t *ex = arg;
@@ -118,6 +159,9 @@ static void *worker_main(void *arg)
   for (;;) {
     task_t *t;
 
+    if (busy_poll_ns != 0 &&
+        __atomic_load_n(&ex->head, __ATOMIC_ACQUIRE) == NULL)
+      spin_for_work(ex);
     pthread_mutex_lock(&ex->mu);
     while (ex->head == NULL && !ex->stopping)
       pthread_cond_wait(&ex->cv, &ex->mu);
@@ -198,7 +242,7 @@ void exec_submit(executor_t *ex, task_t *t)
   if (ex->tail)
     ex->tail->next = t;
   else
-    ex->head = t;
+    __atomic_store_n(&ex->head, t, __ATOMIC_RELEASE);
   ex->tail = t;
   pthread_cond_signal(&ex->cv);
   pthread_mutex_unlock(&ex->mu);

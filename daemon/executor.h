@@ -30,6 +30,12 @@ struct task {
   char err[256]; /* message for a failed status */
 };
 
+/* Workers poll their queue for @p us microseconds after each task before
+ * they sleep (0: never). Set once, before executors start. */
+void exec_set_busy_poll(uint32_t us);
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t exec_now_ns(void);
+
 /* Start the loop bridge (once, on the loop thread). */
 int exec_bridge_init(uv_loop_t *loop);
 /* Close the bridge's async handle (at shutdown). */

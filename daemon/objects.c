@@ -509,10 +509,11 @@ static void op_run(task_t *t)
     goto out;
   }
   if (op->kind == OP_WRITE && !wait && op->shm == NULL &&
-      drv->stream_notify(drv, st->drv, free_notify, op->host) == 0) {
+      drv->stream_notify(drv, st->drv, free_notify,
+                         op->host_block ? op->host_block : op->host) == 0) {
     /* The device may read the staged bytes after this returns: they are
      * freed when the stream has passed the copy. */
-    op->host = NULL;
+    op->host = op->host_block = NULL;
   }
   if (op->prof)
     drv->event_record(drv, op->pev[1], st->drv);
@@ -634,6 +635,8 @@ static void op_done(task_t *t)
   stream_unref(op->st);
   if (op->shm != NULL)
     shm_unref(op->shm);
+  else if (op->host_block != NULL)
+    free(op->host_block);
   else
     free(op->host);
   free(op);

@@ -125,10 +125,12 @@ typedef struct op {
   buffer_t *dst, *src;
   size_t dst_off, src_off, n;
   int value;
-  void *host;      /* WRITE: staged bytes (owned); READ: result; with shm: a
-                      pointer into the shared memory (borrowed) */
-  struct shm *shm; /* the shared memory host points into, holding a ref */
-  int wait;        /* complete only when the device has finished */
+  void *host;       /* WRITE: staged bytes (owned); READ: result; with shm: a
+                       pointer into the shared memory (borrowed) */
+  struct shm *shm;  /* the shared memory host points into, holding a ref */
+  void *host_block; /* WRITE: the allocation host points into when it is
+                       not host itself (a request's input buffer), owned */
+  int wait;         /* complete only when the device has finished */
   event_t *ev;
   struct obj_task *mark; /* RECORD: completes the event later */
   int idle;              /* QUERY result */

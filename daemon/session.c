@@ -313,6 +313,29 @@ static int collect_fds(session_t *s)
   return 0;
 }
 
+void *session_steal_input(session_t *s, const void *data, size_t len)
+{
+  const uint8_t *p = data;
+  size_t rest, cap;
+  uint8_t *block, *next;
+
+  if (!s->in_dispatch || s->in_next != NULL || s->in == NULL || p < s->in ||
+      p + len > s->in + s->in_msg_end)
+    return NULL;
+  rest = s->in_len - s->in_msg_end;
+  cap = rest > READ_CHUNK ? rest : READ_CHUNK;
+  if ((next = malloc(cap)) == NULL)
+    return NULL;
+  memcpy(next, s->in + s->in_msg_end, rest);
+  block = s->in;
+  /* The loop in process_input() switches to it after this request; until
+   * then s->in stays valid (the block is the caller's from now on). */
+  s->in_next = next;
+  s->in_next_len = rest;
+  s->in_next_cap = cap;
+  return block;
+}
+
 int session_take_fd(session_t *s)
 {
   int fd;
@@ -410,8 +433,17 @@ static void process_input(session_t *s)
       break;
     }
     s->in_need = 0;
+    s->in_msg_end = off + (size_t)n;
     handle_message(s, s->in + off, (size_t)n);
     off += (size_t)n;
+    if (s->in_next != NULL) {
+      /* The handler took the buffer: go on with what followed. */
+      s->in = s->in_next;
+      s->in_len = s->in_next_len;
+      s->in_cap = s->in_next_cap;
+      s->in_next = NULL;
+      off = 0;
+    }
   }
   s->in_dispatch = 0;
   if (s->closing)

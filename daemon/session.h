@@ -40,6 +40,10 @@ typedef struct session {
   size_t in_need;    /* bytes the next message needs at least */
   int read_paused;   /* reading stopped: too many requests in flight */
   int in_dispatch;   /* inside session_process_input() */
+  size_t in_msg_end; /* end of the request being handled, in in */
+  uint8_t *in_next;  /* after session_steal_input(): the bytes after the
+                        request, to go on with (in_next_len) */
+  size_t in_next_len, in_next_cap;
   msgpack_zone zone; /* decoded objects of the current request */
   uint32_t inflight; /* requests not yet answered */
   uint64_t requests; /* requests received */
@@ -83,6 +87,13 @@ void session_decref(session_t *s);
  * exceeded. */
 void session_send(session_t *s, char *data, size_t len, void *tail,
                   size_t tail_len);
+
+/* During a request's handler: take the session's input buffer, which holds
+ * the request, if [data, data + len) lies in it. The caller owns the
+ * returned block (free() it) and may keep using pointers into it; the
+ * session goes on with a copy of the bytes after the request. @return the
+ * block, or NULL (the bytes are elsewhere, or out of memory): copy them. */
+void *session_steal_input(session_t *s, const void *data, size_t len);
 
 /* Start/stop the reply coalescing of daemon @p d (its check and prepare
  * handles). Loop thread; sessions_flush_close() at shutdown. */

@@ -58,6 +58,18 @@ int shm_open_fd(int fd, uint64_t size, uid_t peer_uid, shm_t **out, char *err,
     rc = HIPD_EINVAL;
     goto fail;
   }
+  /* Page-locking pins every page: more than half the host's memory would
+   * starve everything else on the node (a sparse memfd costs the client
+   * nothing to make that large). */
+  uint64_t phys =
+      (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+  if (phys > 0 && size > phys / 2) {
+    snprintf(err, errlen,
+             "size %llu exceeds half of the host's %llu bytes of memory",
+             (unsigned long long)size, (unsigned long long)phys);
+    rc = HIPD_ENOMEM;
+    goto fail;
+  }
   if (size > SIZE_MAX) {
     snprintf(err, errlen, "size %llu cannot be mapped",
              (unsigned long long)size);

@@ -1006,6 +1006,18 @@ START_TEST(test_shm_descriptors)
   ck_assert_int_eq(r->msg.result->type, MSGPACK_OBJECT_MAP);
   close(fd);
 
+  /* A sparse memfd as large as the host's memory costs nothing to make;
+   * pinning it would starve the node. */
+  {
+    uint64_t phys =
+        (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    fd = memfd_sealed((size_t)phys, F_SEAL_SHRINK);
+    ck_assert_int_eq(raw_shm_register(r, 40, fd, phys, msg, sizeof(msg)),
+                     HIPD_ENOMEM);
+    ck_assert_msg(strstr(msg, "half of the host") != NULL, "%s", msg);
+    close(fd);
+  }
+
   ck_assert_int_eq(pipe(pipefd), 0);
   ck_assert_int_eq(raw_shm_register(r, 5, pipefd[0], 4096, msg, sizeof(msg)),
                    HIPD_EINVAL);

@@ -28,7 +28,9 @@ static harness_daemon_t *shared;
 
 static void shared_start(void)
 {
-  shared = harness_start("--cpu-devices", "2", NULL);
+  /* Busy polling on: this suite also exercises the spinning loop and
+   * workers. */
+  shared = harness_start("--cpu-devices", "2", "--busy-poll", "20", NULL);
   if (shared == NULL)
     abort();
 }
@@ -247,8 +249,8 @@ START_TEST(test_zero_copy)
     OK(conn, hipd_args_buffer(args, zb, 0));
     OK(conn, hipd_args_i32(args, 7 + dev));
     OK(conn, hipd_args_i32(args, n));
-    OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
-    OK(conn, hipd_device_synchronize(conn, dev));
+    /* Launched and waited for in one request: the result is there. */
+    OK(conn, hipd_kernel_run(conn, k, grid, block, 0, 0, args));
     for (int i = 0; i < n; i++)
       ck_assert_msg(p[i] == (unsigned)i * 3u + 7u + (unsigned)dev,
                     "device %d: p[%d] = %u", dev, i, p[i]);
@@ -335,9 +337,84 @@ START_TEST(test_cork)
     for (int i = 0; i < N; i++)
       if (i != 150)
         ck_assert_uint_eq(back[i], vals[i]);
+    /* A memset, a copy and an event record, corked together. */
+    {
+      hipd_buffer_t b2 = 0;
+      hipd_event_t ev = 0;
+      hipd_call_t *c3[3];
+      uint32_t back2[N];
+      OK(conn, hipd_mem_alloc(conn, dev, N, "uint32", &b2));
+      OK(conn, hipd_event_create(conn, dev, &ev));
+      hipd_cork(conn);
+      OK(conn, hipd_mem_memset_async_begin(conn, b2, 0, sizeof(back2), 0xff, st,
+                                           &c3[0]));
+      OK(conn, hipd_mem_copy_async_begin(conn, b2, 0, b, 0, 600, st, &c3[1]));
+      OK(conn, hipd_event_record_begin(conn, ev, st, &c3[2]));
+      ck_assert_int_eq(hipd_uncork(conn), 0);
+      for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(hipd_wait(c3[i]), 0);
+      OK(conn, hipd_event_synchronize(conn, ev));
+      OK(conn, hipd_mem_read(conn, b2, 0, back2, sizeof(back2)));
+      ck_assert_int_eq(memcmp(back2, back, 600), 0);
+      ck_assert_uint_eq(back2[N - 1], 0xffffffffu);
+      OK(conn, hipd_event_destroy(conn, ev));
+      OK(conn, hipd_mem_free(conn, b2));
+    }
     OK(conn, hipd_stream_destroy(conn, st));
     OK(conn, hipd_mem_free(conn, b));
   }
+  hipd_close(conn);
+}
+END_TEST
+
+/* Large inline writes pipelined back to back with small ones: the daemon
+ * hands a large request's input buffer to the write and goes on with the
+ * bytes after it. Every byte lands where it should. */
+START_TEST(test_large_writes_pipelined)
+{
+  hipd_conn_t *conn = connect_named(shared, "large-writes", 120000);
+  enum { K = 12 };
+  const size_t big = MIB + 4099;
+  hipd_call_t *calls[2 * K];
+  int ndev, dev = -1;
+
+  ndev = device_count_min2(conn);
+  uint8_t *src = malloc(K * big), *back = malloc(K * big);
+  uint32_t small[K];
+  ck_assert_ptr_nonnull(src);
+  ck_assert_ptr_nonnull(back);
+  for (dev = 0; dev < ndev; dev++) {
+    hipd_buffer_t b = 0, s4 = 0;
+    hipd_stream_t st = 0;
+    uint32_t sback[K];
+
+    fill(src, K * big, (unsigned)dev + 7);
+    OK(conn, hipd_mem_alloc(conn, dev, K * big, "byte", &b));
+    OK(conn, hipd_mem_alloc(conn, dev, K, "uint32", &s4));
+    OK(conn, hipd_stream_create(conn, dev, &st));
+    for (int i = 0; i < K; i++) {
+      small[i] = (uint32_t)(i * 31 + dev);
+      OK(conn, hipd_mem_write_async_begin(conn, b, (uint64_t)i * big,
+                                          src + (size_t)i * big, big, st,
+                                          &calls[2 * i]));
+      OK(conn, hipd_mem_write_async_begin(conn, s4, (uint64_t)i * 4, &small[i],
+                                          4, st, &calls[2 * i + 1]));
+    }
+    for (int i = 0; i < 2 * K; i++)
+      ck_assert_int_eq(hipd_wait(calls[i]), 0);
+    OK(conn, hipd_stream_synchronize(conn, st));
+    for (int i = 0; i < K; i++)
+      OK(conn, hipd_mem_read(conn, b, (uint64_t)i * big, back + (size_t)i * big,
+                             big));
+    ck_assert_msg(memcmp(src, back, K * big) == 0, "device %d differs", dev);
+    OK(conn, hipd_mem_read(conn, s4, 0, sback, sizeof(sback)));
+    ck_assert_msg(memcmp(small, sback, sizeof(sback)) == 0, "device %d", dev);
+    OK(conn, hipd_stream_destroy(conn, st));
+    OK(conn, hipd_mem_free(conn, b));
+    OK(conn, hipd_mem_free(conn, s4));
+  }
+  free(src);
+  free(back);
   hipd_close(conn);
 }
 END_TEST
@@ -353,6 +430,7 @@ static Suite *shm_suite(void)
   tcase_add_test(tc, test_shm_errors);
   tcase_add_test(tc, test_zero_copy);
   tcase_add_test(tc, test_cork);
+  tcase_add_test(tc, test_large_writes_pipelined);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("quota");

@@ -527,10 +527,10 @@ int m_kernel_info(call_t *c)
   return 0;
 }
 
-/* kernel.launch [kernel, grid, block, shared_mem, stream?, args]: queue the
- * launch (answered once submitted; errors of the kernel's execution are
- * reported by the stream's next synchronisation, and on the CPU device by
- * this call). */
+/* kernel.launch [kernel, grid, block, shared_mem, stream?, args, wait?]:
+ * queue the launch (answered once submitted; errors of the kernel's
+ * execution are reported by the stream's next synchronisation, and on the
+ * CPU device by this call); with wait true, answered once it has run. */
 int m_kernel_launch(call_t *c)
 {
   kernel_t *k;
@@ -539,7 +539,7 @@ int m_kernel_launch(call_t *c)
   uint32_t g[3], b[3];
   launch_args_t a;
   call_t *d;
-  int rc;
+  int rc, wait = 0;
 
   if ((rc = call_arg_handle(c, 0, "kernel", HANDLE_KERNEL, &h, (void **)&k)) ||
       (rc = check_alive(c, "kernel", k->dev, kernel_epoch(k))) ||
@@ -558,6 +558,8 @@ int m_kernel_launch(call_t *c)
   } else if ((rc = default_stream(c, k->dev, &st, &sh)) != 0) {
     return rc;
   }
+  if (call_arg_present(c, 6) && (rc = call_arg_bool(c, 6, "wait", &wait)) != 0)
+    return rc;
   if ((rc = args_parse(c, 5, k->dev, &a)) != 0)
     return rc;
   if ((rc = args_check(c, k, &a)) != 0) {
@@ -568,7 +570,7 @@ int m_kernel_launch(call_t *c)
     args_release(&a);
     return HIPD_ENOMEM;
   }
-  launch_submit(d, k, st, sh, g, b, (uint32_t)shared, &a, 0);
+  launch_submit(d, k, st, sh, g, b, (uint32_t)shared, &a, wait);
   return 0;
 }
 

@@ -5,6 +5,10 @@
 #include <string.h>
 
 #include "methods.h"
+#include "session.h"
+
+/* Writes this large take the request's input buffer rather than a copy. */
+#define WRITE_STEAL_MIN ((size_t)256 << 10)
 
 /* Element kinds of mem.alloc and their sizes. */
 static const struct {
@@ -218,16 +222,25 @@ static int write_common(call_t *c, int stream_arg)
   if ((rc = check_range(c, "write", b, off, len)) != 0 ||
       (rc = op_stream(c, stream_arg, b->dev, NULL, &st, &sh)) != 0)
     return rc;
-  /* The request's bytes go when the handler returns: stage a copy. */
-  void *copy = malloc(len ? len : 1);
-  if (copy == NULL)
-    return call_fail(c, HIPD_ENOMEM, "out of memory staging %zu bytes", len);
-  memcpy(copy, data, len);
+  /* The request's bytes go when the handler returns. A large write takes
+   * the session's whole input buffer instead (no copy on the loop); a
+   * small one stages a copy. */
+  void *block = NULL, *copy;
+  if (len >= WRITE_STEAL_MIN &&
+      (block = session_steal_input(c->s, data, len)) != NULL) {
+    copy = (void *)data;
+  } else {
+    copy = malloc(len ? len : 1);
+    if (copy == NULL)
+      return call_fail(c, HIPD_ENOMEM, "out of memory staging %zu bytes", len);
+    memcpy(copy, data, len);
+  }
   if ((op = op_prepare(c, OP_WRITE, st, sh)) == NULL) {
-    free(copy);
+    free(block ? block : copy);
     return HIPD_ENOMEM;
   }
   op->host = copy;
+  op->host_block = block;
   op->dst = b;
   buffer_ref(b);
   op->dst_off = off;
