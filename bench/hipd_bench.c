@@ -80,6 +80,17 @@ static const struct {
     {"peer", SEC_PEER},
 };
 
+/* How a client launches a kernel and waits for it (--sync). */
+enum { SYNC_RUN, SYNC_CORKED, SYNC_CALLS, SYNC_MODES };
+static const char *const sync_names[SYNC_MODES] = {"run", "corked", "calls"};
+static const char *const sync_how[SYNC_MODES] = {
+    "kernel.launch with wait (hipd_kernel_run): one request, answered once "
+    "the kernel has run",
+    "kernel.launch_begin + stream.synchronize_begin, corked (one write), "
+    "both replies waited for",
+    "kernel.launch then stream.synchronize: two calls, two round trips",
+};
+
 /* A sharing run whose MPS baseline is measured after all the others. */
 typedef struct {
   figure_t *fig;
@@ -107,6 +118,7 @@ static struct {
   double share_seconds;
   int share_elems;
   int no_mps;
+  int sync_mode; /* SYNC_* */
   /* iteration counts, from --smoke */
   int rtt_iters, rtt_warmup, launch_iters, compile_variants, compile_hits;
   double bw_budget;
@@ -738,10 +750,10 @@ static int hk_wait(hk_t *h, hipd_call_t *call, const char *what, int rc)
   return rc;
 }
 
-/* Launch the kernel and synchronize its stream as a client should: both
- * requests written at once (corked) and their replies waited for
- * together, one round trip. @return 0 or a hipd code (h->err). */
-static int hk_launch_sync(hk_t *h)
+/* Launch and synchronize as two pipelined requests written at once
+ * (corked), their replies waited for together: one round trip.
+ * @return 0 or a hipd code (h->err). */
+static int hk_sync_corked(hk_t *h)
 {
   hipd_call_t *lc = NULL, *sc = NULL;
   int rc, rc2;
@@ -761,7 +773,7 @@ static int hk_launch_sync(hk_t *h)
 }
 
 /* The same as two plain calls: two round trips. */
-static int hk_launch_then_sync(hk_t *h)
+static int hk_sync_calls(hk_t *h)
 {
   int rc = hipd_kernel_launch(h->c, h->k, h->grid, h->block, 0, h->s, h->args);
 
@@ -770,6 +782,23 @@ static int hk_launch_then_sync(hk_t *h)
   if ((rc = hipd_stream_synchronize(h->c, h->s)) != 0)
     return hk_fail(h, "stream.synchronize", rc);
   return 0;
+}
+
+/* Launch the kernel and wait until it has run, the @p mode way (SYNC_*).
+ * @return 0 or a hipd code (h->err). */
+static int hk_launch_sync(hk_t *h, int mode)
+{
+  int rc;
+
+  switch (mode) {
+  case SYNC_CORKED:
+    return hk_sync_corked(h);
+  case SYNC_CALLS:
+    return hk_sync_calls(h);
+  default:
+    rc = hipd_kernel_run(h->c, h->k, h->grid, h->block, 0, h->s, h->args);
+    return rc != 0 ? hk_fail(h, "kernel.launch (wait)", rc) : 0;
+  }
 }
 
 /* @p n launches with up to LAUNCH_WINDOW in flight, corked so that they
@@ -813,10 +842,8 @@ static void sec_rtt(void)
   char err[300];
   hk_t h;
 
-  snprintf(f->how, sizeof(f->how),
-           "median of %d launch_begin + stream.synchronize_begin, corked "
-           "(one write), both replies waited for",
-           iters);
+  snprintf(f->how, sizeof(f->how), "median of %d: %s", iters,
+           sync_how[B.sync_mode]);
   if (us == NULL) {
     fig_fail(f, "out of memory");
     return;
@@ -828,11 +855,11 @@ static void sec_rtt(void)
     int rc = 0;
 
     for (int i = 0; i < warm && rc == 0; i++)
-      rc = hk_launch_sync(&h);
+      rc = hk_launch_sync(&h, B.sync_mode);
     for (int i = 0; i < iters && rc == 0; i++) {
       double t0 = bu_now();
 
-      rc = hk_launch_sync(&h);
+      rc = hk_launch_sync(&h, B.sync_mode);
       us[i] = (bu_now() - t0) * 1e6;
     }
     if (rc == 0) {
@@ -840,27 +867,36 @@ static void sec_rtt(void)
       f->hipd = bu_median(us, (size_t)iters);
       detail_num(f, "hipd_p10_us", bu_quantile(us, (size_t)iters, 0.1));
       detail_num(f, "hipd_p90_us", bu_quantile(us, (size_t)iters, 0.9));
-      /* For reference: the same as two plain calls, and hipd's ping. */
-      for (int i = 0; i < iters2 && rc == 0; i++) {
-        double t0 = bu_now();
-
-        rc = hk_launch_then_sync(&h);
-        us[i] = (bu_now() - t0) * 1e6;
-      }
-      if (rc == 0)
-        detail_num(f, "hipd_two_calls_us", bu_median(us, (size_t)iters2));
-      for (int i = 0; i < iters2 && rc == 0; i++) {
-        char echo[64] = {0};
-        size_t len;
-        double t0 = bu_now();
-
-        if ((rc = hipd_ping(B.conn, echo, 64, echo, sizeof(echo), &len)) != 0)
-          hk_fail(&h, "ping", rc);
-        us[i] = (bu_now() - t0) * 1e6;
-      }
-      if (rc == 0)
-        detail_num(f, "hipd_ping_64B_us", bu_median(us, (size_t)iters2));
+      detail_str(f, "hipd_sync", sync_names[B.sync_mode]);
     }
+    /* For reference: the other ways to wait for a kernel, and hipd's
+     * ping, each the median of a quarter as many. */
+    for (int m = 0; m < SYNC_MODES && rc == 0; m++) {
+      char key[40];
+
+      if (m == B.sync_mode)
+        continue;
+      for (int i = 0; i < iters2 && rc == 0; i++) {
+        double t0 = bu_now();
+
+        rc = hk_launch_sync(&h, m);
+        us[i] = (bu_now() - t0) * 1e6;
+      }
+      snprintf(key, sizeof(key), "hipd_%s_us", sync_names[m]);
+      if (rc == 0)
+        detail_num(f, key, bu_median(us, (size_t)iters2));
+    }
+    for (int i = 0; i < iters2 && rc == 0; i++) {
+      char echo[64] = {0};
+      size_t len;
+      double t0 = bu_now();
+
+      if ((rc = hipd_ping(B.conn, echo, 64, echo, sizeof(echo), &len)) != 0)
+        hk_fail(&h, "ping", rc);
+      us[i] = (bu_now() - t0) * 1e6;
+    }
+    if (rc == 0)
+      detail_num(f, "hipd_ping_64B_us", bu_median(us, (size_t)iters2));
     if (rc != 0)
       fig_fail(f, "%s", h.err);
   }
@@ -1500,7 +1536,7 @@ static int hipd_worker(void *arg, int in_fd, int out_fd)
     return 1;
   }
   for (int i = 0; i < 10; i++)
-    if (hk_launch_sync(&h) != 0) {
+    if (hk_launch_sync(&h, B.sync_mode) != 0) {
       worker_error(out, h.err);
       return 1;
     }
@@ -1510,7 +1546,7 @@ static int hipd_worker(void *arg, int in_fd, int out_fd)
     return 0; /* the bench gave up */
   t0 = bu_now();
   do {
-    if (hk_launch_sync(&h) != 0) {
+    if (hk_launch_sync(&h, B.sync_mode) != 0) {
       worker_error(out, h.err);
       return 1;
     }
@@ -1712,9 +1748,9 @@ static void sec_share(const int *devs, int ndevs, const char *suffix)
     f->device = devs[0];
     snprintf(f->how, sizeof(f->how),
              "%d forked clients, client i on device devs[i mod %d], each "
-             "looping {launch a %d-float kernel; synchronize} (corked, one "
-             "round trip) for %g s, started together; sum of their rates",
-             n, ndevs, B.share_elems, B.share_seconds);
+             "looping {launch a %d-float kernel; wait for it} for %g s, "
+             "started together; sum of their rates. Each iteration: %s",
+             n, ndevs, B.share_elems, B.share_seconds, sync_how[B.sync_mode]);
     detail_num(f, "clients", n);
     note("sharing: %d hipd client%s on device%s %s", n, n == 1 ? "" : "s",
          ndevs > 1 ? "s" : "", dl);
@@ -1942,6 +1978,9 @@ static void usage(FILE *f)
       "  --elems N          sharing: floats per small kernel (65536; smoke "
       "1024)\n"
       "  --no-mps           skip the MPS baseline\n"
+      "  --sync MODE        how clients wait for a kernel: run (one request,\n"
+      "                     the default), corked (launch + synchronize\n"
+      "                     written together) or calls (two round trips)\n"
       "  --timeout S        stop everything after S seconds (900; smoke 300)\n"
       "  -h, --help         this help\n"
       "\n"
@@ -1951,36 +1990,38 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv)
 {
   enum {
-    O_SOCKET = 256,
-    O_DAEMON_ARG,
-    O_DEVICE,
-    O_SMOKE,
-    O_JSON,
-    O_ONLY,
-    O_CLIENTS,
-    O_SPREAD,
-    O_PEER,
-    O_SIZES,
-    O_SECONDS,
-    O_ELEMS,
-    O_NO_MPS,
-    O_TIMEOUT,
+    OPT_SOCKET = 256,
+    OPT_DAEMON_ARG,
+    OPT_DEVICE,
+    OPT_SMOKE,
+    OPT_JSON,
+    OPT_ONLY,
+    OPT_CLIENTS,
+    OPT_SPREAD,
+    OPT_PEER,
+    OPT_SIZES,
+    OPT_SECONDS,
+    OPT_ELEMS,
+    OPT_NO_MPS,
+    OPT_SYNC,
+    OPT_TIMEOUT,
   };
   static const struct option longopts[] = {
-      {"socket", required_argument, NULL, O_SOCKET},
-      {"daemon-arg", required_argument, NULL, O_DAEMON_ARG},
-      {"device", required_argument, NULL, O_DEVICE},
-      {"smoke", no_argument, NULL, O_SMOKE},
-      {"json", required_argument, NULL, O_JSON},
-      {"only", required_argument, NULL, O_ONLY},
-      {"clients", required_argument, NULL, O_CLIENTS},
-      {"spread", optional_argument, NULL, O_SPREAD},
-      {"peer", required_argument, NULL, O_PEER},
-      {"sizes", required_argument, NULL, O_SIZES},
-      {"seconds", required_argument, NULL, O_SECONDS},
-      {"elems", required_argument, NULL, O_ELEMS},
-      {"no-mps", no_argument, NULL, O_NO_MPS},
-      {"timeout", required_argument, NULL, O_TIMEOUT},
+      {"socket", required_argument, NULL, OPT_SOCKET},
+      {"daemon-arg", required_argument, NULL, OPT_DAEMON_ARG},
+      {"device", required_argument, NULL, OPT_DEVICE},
+      {"smoke", no_argument, NULL, OPT_SMOKE},
+      {"json", required_argument, NULL, OPT_JSON},
+      {"only", required_argument, NULL, OPT_ONLY},
+      {"clients", required_argument, NULL, OPT_CLIENTS},
+      {"spread", optional_argument, NULL, OPT_SPREAD},
+      {"peer", required_argument, NULL, OPT_PEER},
+      {"sizes", required_argument, NULL, OPT_SIZES},
+      {"seconds", required_argument, NULL, OPT_SECONDS},
+      {"elems", required_argument, NULL, OPT_ELEMS},
+      {"no-mps", no_argument, NULL, OPT_NO_MPS},
+      {"sync", required_argument, NULL, OPT_SYNC},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -1990,26 +2031,26 @@ static int parse_args(int argc, char **argv)
 
   while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (c) {
-    case O_SOCKET:
+    case OPT_SOCKET:
       B.socket = optarg;
       break;
-    case O_DAEMON_ARG:
+    case OPT_DAEMON_ARG:
       if (B.ndaemon_args == MAX_DAEMON_ARGS) {
         note("too many --daemon-arg");
         return -1;
       }
       B.daemon_args[B.ndaemon_args++] = optarg;
       break;
-    case O_DEVICE:
+    case OPT_DEVICE:
       B.dev_arg = optarg;
       break;
-    case O_SMOKE:
+    case OPT_SMOKE:
       B.smoke = 1;
       break;
-    case O_JSON:
+    case OPT_JSON:
       B.json_path = optarg;
       break;
-    case O_ONLY: {
+    case OPT_ONLY: {
       char buf[256], *save = NULL, *tok;
 
       snprintf(buf, sizeof(buf), "%s", optarg);
@@ -2029,7 +2070,7 @@ static int parse_args(int argc, char **argv)
       }
       break;
     }
-    case O_CLIENTS:
+    case OPT_CLIENTS:
       nclients = bu_parse_int_list(optarg, B.clients, MAX_CLIENTS);
       for (int i = 0; i < nclients; i++)
         if (B.clients[i] < 1 || B.clients[i] > MAX_WORKERS)
@@ -2040,7 +2081,7 @@ static int parse_args(int argc, char **argv)
       }
       B.nclients = nclients;
       break;
-    case O_SPREAD:
+    case OPT_SPREAD:
       B.spread_forced = 1;
       if (optarg != NULL && (B.nspread = bu_parse_int_list(
                                  optarg, B.spread_devs, MAX_DEVICES)) < 1) {
@@ -2048,7 +2089,7 @@ static int parse_args(int argc, char **argv)
         return -1;
       }
       break;
-    case O_PEER:
+    case OPT_PEER:
       if (bu_parse_int_list(optarg, B.peer_devs, 2) != 2 ||
           B.peer_devs[0] == B.peer_devs[1]) {
         note("--peer: two different device ids, A,B");
@@ -2056,7 +2097,7 @@ static int parse_args(int argc, char **argv)
       }
       B.npeer = 2;
       break;
-    case O_SIZES:
+    case OPT_SIZES:
       nsizes = bu_parse_size_list(optarg, B.sizes, MAX_SIZES);
       if (nsizes < 0) {
         note("--sizes: a comma list of sizes such as 1K,1M,256M");
@@ -2064,24 +2105,33 @@ static int parse_args(int argc, char **argv)
       }
       B.nsizes = nsizes;
       break;
-    case O_SECONDS:
+    case OPT_SECONDS:
       seconds = atof(optarg);
       if (!(seconds > 0 && seconds < 3600)) {
         note("--seconds: between 0 and 3600");
         return -1;
       }
       break;
-    case O_ELEMS:
+    case OPT_ELEMS:
       elems = atol(optarg);
       if (elems < 1 || elems > 1 << 28) {
         note("--elems: 1 to 2^28");
         return -1;
       }
       break;
-    case O_NO_MPS:
+    case OPT_NO_MPS:
       B.no_mps = 1;
       break;
-    case O_TIMEOUT:
+    case OPT_SYNC:
+      for (B.sync_mode = 0; B.sync_mode < SYNC_MODES; B.sync_mode++)
+        if (strcmp(optarg, sync_names[B.sync_mode]) == 0)
+          break;
+      if (B.sync_mode == SYNC_MODES) {
+        note("--sync: run, corked or calls");
+        return -1;
+      }
+      break;
+    case OPT_TIMEOUT:
       timeout = atof(optarg);
       if (!(timeout >= 1)) {
         note("--timeout: at least 1 second");

@@ -34,7 +34,7 @@ typedef struct {
   int speedup;      /* ratio = baseline / hipd ("times faster") */
   int no_targets;   /* on a CPU device: the targets are the GPU's */
   double hipd;      /* NAN: not measured */
-  char how[200];    /* how the hipd figure was measured */
+  char how[400];    /* how the hipd figure was measured */
   char error[400];  /* the hipd figure failed: why */
   char na[240];     /* the hipd figure was not measured (not a failure) */
   char devices[64]; /* hipd device ids, "0" or "0,1" */
