@@ -8,6 +8,7 @@ rm -f "$json"
   --daemon-arg=--cpu-devices=2 --spread=0,1 --peer 0,1 --timeout 240 \
   --json "$json" || exit 1
 test -s "$json" || { echo "bench-smoke: no $json"; exit 1; }
+grep -q '"complete": true' "$json" || { echo "bench-smoke: $json is not complete"; exit 1; }
 missing=0
 for name in sync_rtt launch_throughput \
   h2d_shm_1KiB d2h_shm_1KiB h2d_inline_1KiB d2h_inline_1KiB \
