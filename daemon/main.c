@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 #endif
 
+#include "bufpool.h"
 #include "daemon.h"
 #include "device.h"
 #include "drivers/cpu.h"
@@ -449,9 +450,34 @@ static int inherited_listener(void)
   return fd;
 }
 
+typedef struct {
+  task_t t;
+  int busy;
+} trim_task_t;
+
+static void trim_run(task_t *t)
+{
+  (void)t;
+  bufpool_trim(10000);
+}
+
+static void trim_done(task_t *t)
+{
+  ((trim_task_t *)t)->busy = 0;
+}
+
 static void housekeeping_cb(uv_timer_t *t)
 {
+  static trim_task_t trim = {.t = {.run = trim_run, .done = trim_done}};
+  device_t *dev = device_get(0);
+
   session_check_stalls(t->data);
+  /* Transfer buffers unused for 10 s go back to the system, off the loop
+   * (unmapping a large one takes milliseconds). */
+  if (dev != NULL && !trim.busy) {
+    trim.busy = 1;
+    exec_submit(dev->service, &trim.t);
+  }
 }
 
 int main(int argc, char **argv)

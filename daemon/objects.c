@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bufpool.h"
 #include "kernels/kernels.h"
 #include "log.h"
 #include "objects.h"
@@ -416,7 +417,7 @@ static int copy_across(op_t *op)
 static void free_notify(void *arg, int status)
 {
   (void)status;
-  free(arg);
+  bufpool_put(arg);
 }
 
 static void op_run(task_t *t)
@@ -636,9 +637,9 @@ static void op_done(task_t *t)
   if (op->shm != NULL)
     shm_unref(op->shm);
   else if (op->host_block != NULL)
-    free(op->host_block);
+    bufpool_put(op->host_block);
   else
-    free(op->host);
+    bufpool_put(op->host);
   free(op);
 }
 

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bufpool.h"
 #include "dispatch.h"
 #include "log.h"
 #include "objects.h"
@@ -42,7 +43,7 @@ void session_decref(session_t *s)
   free(s->gather);
   for (uint32_t i = 0; i < s->nfds; i++)
     close(s->fds[i]);
-  free(s->in);
+  bufpool_put(s->in);
   free(s);
 }
 
@@ -75,7 +76,7 @@ static void write_cb(uv_write_t *req, int status)
   s->out_queued -= w->bytes;
   s->out_progress_ms = uv_now(s->d->loop);
   for (uint32_t i = 0; i < w->nbufs; i++)
-    free(w->bufs[i].base);
+    bufpool_put(w->bufs[i].base);
   free(w->bufs);
   free(w);
   if (status < 0 && !s->closing) {
@@ -254,6 +255,15 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
    * until the bytes arrive. */
   if (s->in_need > want) {
     size_t dbl = s->in_cap * 2;
+    uint8_t *n;
+    /* Its bytes are coming: a cached block of the whole size costs nothing
+     * (fresh memory costs a page fault per page). */
+    if (s->in_need > s->in_cap && (n = bufpool_take(s->in_need)) != NULL) {
+      memcpy(n, s->in, s->in_len);
+      bufpool_put(s->in);
+      s->in = n;
+      s->in_cap = s->in_need;
+    }
     want = s->in_need < dbl ? s->in_need : (dbl > want ? dbl : want);
   }
   if (want > s->in_cap) {
@@ -458,7 +468,7 @@ static void process_input(session_t *s)
       s->in_need = 0;
   }
   if (s->in_len == 0 && s->in_cap > IDLE_BUFFER_KEEP) {
-    free(s->in);
+    bufpool_put(s->in);
     s->in = NULL;
     s->in_cap = 0;
   }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bufpool.h"
 #include "methods.h"
 #include "session.h"
 
@@ -236,7 +237,7 @@ static int write_common(call_t *c, int stream_arg)
     memcpy(copy, data, len);
   }
   if ((op = op_prepare(c, OP_WRITE, st, sh)) == NULL) {
-    free(block ? block : copy);
+    bufpool_put(block ? block : copy);
     return HIPD_ENOMEM;
   }
   op->host = copy;
@@ -289,12 +290,12 @@ static int read_common(call_t *c, int stream_arg)
                      (unsigned long long)len, max);
   if ((rc = op_stream(c, stream_arg, b->dev, NULL, &st, &sh)) != 0)
     return rc;
-  host = malloc(len ? len : 1);
+  host = bufpool_get(len);
   if (host == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory for %llu bytes",
                      (unsigned long long)len);
   if ((op = op_prepare(c, OP_READ, st, sh)) == NULL) {
-    free(host);
+    bufpool_put(host);
     return HIPD_ENOMEM;
   }
   op->host = host;
