@@ -107,6 +107,8 @@ const method_t *dispatch_find(const char *name, size_t len)
 
 /* ---------------------------------------------------------------- replies */
 
+#define REPLY_INITIAL 128
+
 static int call_begin(call_t *c)
 {
   if (c->answered) {
@@ -116,6 +118,10 @@ static int call_begin(call_t *c)
   }
   c->answered = 1;
   msgpack_sbuffer_init(&c->out);
+  /* Most replies take a few dozen bytes: start small rather than with the
+   * sbuffer's 8 KiB (it doubles from here as needed). */
+  if ((c->out.data = malloc(REPLY_INITIAL)) != NULL)
+    c->out.alloc = REPLY_INITIAL;
   msgpack_packer_init(&c->pk, &c->out, msgpack_sbuffer_write);
   return 0;
 }
