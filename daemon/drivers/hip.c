@@ -150,6 +150,34 @@ static int means_no_device(hipError_t err)
 
 /* Without a usable device, returns 0 with *count = 0 and leaves the reason
  * in drv_last_error() for an informational log line. */
+/* Let device @p dev read and write the memory of every other device it
+ * can reach directly (NVLink, PCIe peer to peer), and them its memory:
+ * copies between GPUs then go device to device instead of through host
+ * memory. A pair that cannot is left as it is (hipMemcpyPeer stages
+ * through the host there). Peer access belongs to a context, so a reset
+ * device needs it again. */
+static void enable_peers(int dev, int n)
+{
+  int prev;
+
+  for (int other = 0; other < n; other++) {
+    int can = 0;
+    if (other == dev)
+      continue;
+    if (hipDeviceCanAccessPeer(&can, dev, other) == hipSuccess && can &&
+        enter_device(dev, &prev) == 0) {
+      (void)hipDeviceEnablePeerAccess(other, 0);
+      leave_device(dev, prev);
+    }
+    if (hipDeviceCanAccessPeer(&can, other, dev) == hipSuccess && can &&
+        enter_device(other, &prev) == 0) {
+      (void)hipDeviceEnablePeerAccess(dev, 0);
+      leave_device(other, prev);
+    }
+  }
+  (void)hipGetLastError(); /* "already enabled" is not an error here */
+}
+
 static int hip_init(driver_t *drv, int *count)
 {
   hipError_t init_err, err;
@@ -177,6 +205,8 @@ static int hip_init(driver_t *drv, int *count)
     return report_error("hipInit", init_err);
   if (n == 0)
     drv_set_error("hipGetDeviceCount: 0 devices");
+  for (int dev = 0; dev + 1 < n; dev++)
+    enable_peers(dev, n);
   *count = n;
   return 0;
 }
@@ -311,6 +341,11 @@ static int hip_device_reset(driver_t *drv, int dev)
   leave_device(dev, prev);
   if (err != hipSuccess)
     return report_error("hipDeviceReset", err);
+  {
+    int n = 0;
+    if (hipGetDeviceCount(&n) == hipSuccess)
+      enable_peers(dev, n);
+  }
   return 0;
 }
 

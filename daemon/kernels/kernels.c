@@ -13,6 +13,18 @@
 
 enum { MOD_LOADING, MOD_READY, MOD_FAILED };
 
+/* Loaded modules nobody uses stay loaded, this many at most (the least
+ * recently used go first): a cache hit on one of them costs no load. */
+#define MODULES_IDLE_MAX 64
+
+/* A kernel found in a module: the next request for it needs no lookup. */
+typedef struct mod_fn {
+  char *name;
+  void *fn;
+  drv_sig_t sig;
+  struct mod_fn *next;
+} mod_fn_t;
+
 struct module_ref {
   device_t *dev;
   cache_key_t key;
@@ -24,6 +36,8 @@ struct module_ref {
   uint32_t epoch;        /* the device context it was loaded in */
   cache_blob_t *blob;    /* the image, held while loading */
   struct build *waiters; /* builds waiting for the load */
+  mod_fn_t *fns;         /* kernels looked up in it */
+  uint64_t idle_ns;      /* when refs went to 0 (kept loaded, idle) */
   module_ref_t *next;    /* in the global list */
 };
 
@@ -49,6 +63,7 @@ typedef struct build {
 } build_t;
 
 static module_ref_t *modules; /* loaded (or loading) modules, all devices */
+static unsigned idle_modules; /* of them, loaded with refs == 0 */
 
 static uint64_t now_ns(void)
 {
@@ -99,16 +114,51 @@ static void module_unload_done(task_t *t)
 {
   build_t *b = (build_t *)t;
 
+  while (b->mod->fns != NULL) {
+    mod_fn_t *f = b->mod->fns;
+    b->mod->fns = f->next;
+    free(f->name);
+    free(f);
+  }
   free(b->mod);
   build_free(b);
 }
 
+static void module_unload(module_ref_t *m);
+
+/* Unload the least recently used idle module. */
+static void evict_idle(void)
+{
+  module_ref_t *old = NULL;
+
+  for (module_ref_t *m = modules; m != NULL; m = m->next)
+    if (m->refs == 0 && (old == NULL || m->idle_ns < old->idle_ns))
+      old = m;
+  if (old != NULL) {
+    idle_modules--;
+    module_unload(old);
+  }
+}
+
 static void module_unref(module_ref_t *m)
+{
+  if (--m->refs > 0)
+    return;
+  if (m->state == MOD_READY && m->epoch == device_epoch(m->dev)) {
+    /* Keep it loaded for the next request of the same binary. */
+    m->idle_ns = now_ns();
+    if (++idle_modules > MODULES_IDLE_MAX)
+      evict_idle();
+    return;
+  }
+  module_unload(m);
+}
+
+/* Take @p m (no references left) out of the list and unload it. */
+static void module_unload(module_ref_t *m)
 {
   build_t *b;
 
-  if (--m->refs > 0)
-    return;
   for (module_ref_t **pp = &modules; *pp != NULL; pp = &(*pp)->next)
     if (*pp == m) {
       *pp = m->next;
@@ -226,7 +276,8 @@ static void module_acquire(build_t *b, cache_blob_t *blob)
     exec_submit(m->dev->service, &loader->task);
     return;
   }
-  m->refs++;
+  if (m->refs++ == 0)
+    idle_modules--;
   b->mod = m;
   if (m->state == MOD_LOADING) {
     b->next_waiter = m->waiters;
@@ -248,18 +299,11 @@ static void lookup_run(task_t *t)
     task_fail(t, rc, "kernel '%s' not found: %s", b->name, drv_last_error());
 }
 
-static void lookup_done(task_t *t)
+/* The build found its kernel (b->fn, b->sig): make the session's kernel. */
+static void make_kernel(build_t *b)
 {
-  build_t *b = (build_t *)t;
-  kernel_t *k;
+  kernel_t *k = calloc(1, sizeof(*k));
 
-  if (t->status != 0) {
-    snprintf(b->err, sizeof(b->err), "%s", t->err);
-    module_unref(b->mod);
-    finish(b, t->status);
-    return;
-  }
-  k = calloc(1, sizeof(*k));
   if (k == NULL) {
     snprintf(b->err, sizeof(b->err), "out of memory");
     module_unref(b->mod);
@@ -276,8 +320,40 @@ static void lookup_done(task_t *t)
   finish(b, 0);
 }
 
+static void lookup_done(task_t *t)
+{
+  build_t *b = (build_t *)t;
+  mod_fn_t *f;
+
+  if (t->status != 0) {
+    snprintf(b->err, sizeof(b->err), "%s", t->err);
+    module_unref(b->mod);
+    finish(b, t->status);
+    return;
+  }
+  /* Remembered, so that the next request for it is answered from here. */
+  if ((f = calloc(1, sizeof(*f))) != NULL &&
+      (f->name = strdup(b->name)) != NULL) {
+    f->fn = b->fn;
+    f->sig = b->sig;
+    f->next = b->mod->fns;
+    b->mod->fns = f;
+  } else {
+    free(f);
+  }
+  make_kernel(b);
+}
+
 static void lookup_start(build_t *b)
 {
+  for (mod_fn_t *f = b->mod->fns; f != NULL; f = f->next) {
+    if (strcmp(f->name, b->name) == 0) {
+      b->fn = f->fn;
+      b->sig = f->sig;
+      make_kernel(b);
+      return;
+    }
+  }
   b->task.run = lookup_run;
   b->task.done = lookup_done;
   exec_submit(b->dev->service, &b->task);
