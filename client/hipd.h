@@ -125,6 +125,12 @@ HIPD_EXTERN int hipd_fileno(hipd_conn_t *conn);
 /** Per-call timeout in milliseconds for waits on this connection (0: none,
  *  the default). A call past it returns HIPD_ETIMEDOUT. */
 HIPD_EXTERN void hipd_set_timeout(hipd_conn_t *conn, int timeout_ms);
+/** While waiting for a reply, poll the socket without sleeping for up to
+ *  @p us microseconds first (0: sleep at once): a reply that comes within
+ *  that time is read without a thread wake-up's latency, for the CPU time
+ *  of the spin. Default: $HIPD_BUSY_POLL_US, else 20 on machines with 8 or
+ *  more CPUs, else 0. */
+HIPD_EXTERN void hipd_set_busy_poll(hipd_conn_t *conn, int us);
 
 /* ------------------------------------------------------------ pipelining */
 

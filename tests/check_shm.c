@@ -297,6 +297,8 @@ END_TEST
 START_TEST(test_cork)
 {
   hipd_conn_t *conn = connect_named(shared, "cork", 60000);
+  /* Waits spin before they sleep here (the CPU count may not turn it on). */
+  hipd_set_busy_poll(conn, 50);
   enum { N = 300 };
   hipd_call_t *calls[N];
   int ndev, dev = -1;
