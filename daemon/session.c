@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "codegen/intrinsics.h"
 #include "dispatch.h"
 #include "log.h"
 #include "objects.h"
@@ -34,6 +35,7 @@ void session_decref(session_t *s)
     return;
   msgpack_zone_destroy(&s->zone);
   handles_destroy(&s->handles);
+  intr_set_unref(s->intrinsics);
   free(s->in);
   free(s);
 }

@@ -52,6 +52,7 @@ typedef struct session {
   uint64_t mem_used;       /* bytes allocated, for the quota */
   struct profile *profile; /* records while profiling is on, else NULL */
   uint32_t profile_gen;    /* profiling periods so far */
+  struct intr_set *intrinsics; /* intrinsics.register'ed, NULL: none */
 } session_t;
 
 /* Accept a new connection from @p server_stream. Logs and drops it on
