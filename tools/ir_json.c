@@ -448,6 +448,30 @@ int ir_json_to_msgpack(const char *text, size_t len, msgpack_sbuffer *out,
   return rc;
 }
 
+int ir_json_member(const char *text, size_t len, const char *key,
+                   msgpack_sbuffer *out, char *err, size_t errsz)
+{
+  jp_t j = {text, text, text + len, err, errsz, 0, 0};
+  jv_t root = {0};
+  msgpack_packer pk;
+  int rc, found = 0;
+
+  if (errsz > 0)
+    err[0] = '\0';
+  rc = parse_value(&j, &root);
+  if (rc == 0 && root.t != J_OBJ)
+    rc = jfail(&j, "the document is not an object");
+  for (size_t i = 0; rc == 0 && i < root.n; i++)
+    if (strcmp(root.items[2 * i].s, key) == 0) {
+      msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+      pack(&pk, &root.items[2 * i + 1]);
+      found = 1;
+      break;
+    }
+  jv_free(&root);
+  return rc != 0 ? -1 : found;
+}
+
 char *ir_json_read_file(const char *path, size_t *len)
 {
   FILE *f = fopen(path, "rb");

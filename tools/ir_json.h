@@ -19,6 +19,13 @@
 int ir_json_to_msgpack(const char *text, size_t len, msgpack_sbuffer *out,
                        char *err, size_t errsz);
 
+/* Append the msgpack form of the value of member @p key of the top-level
+ * object of JSON text @p text[0, len) to @p out (fixture annotations such
+ * as "_soa_params"). @return 1 if found, 0 if there is no such member, or
+ * -1 (the text is not JSON, or not an object) with @p err set. */
+int ir_json_member(const char *text, size_t len, const char *key,
+                   msgpack_sbuffer *out, char *err, size_t errsz);
+
 /* Read the whole file @p path (malloc'd, NUL-terminated; *len its size).
  * @return NULL with errno set on failure. */
 char *ir_json_read_file(const char *path, size_t *len);

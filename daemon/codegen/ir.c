@@ -46,8 +46,13 @@ void *ir_alloc(ir_arena_t *a, size_t n)
   n = ALIGN_UP(n ? n : 1);
   if (c == NULL || c->size - c->used < n) {
     size_t size = n > CHUNK_MIN ? n : CHUNK_MIN;
-    if (a->cap != 0 && a->total + size > a->cap)
-      return NULL;
+    if (a->cap != 0) {
+      size_t left = a->total < a->cap ? a->cap - a->total : 0;
+      if (n > left)
+        return NULL;
+      if (size > left)
+        size = left;
+    }
     c = malloc(sizeof(*c) + size);
     if (c == NULL)
       return NULL;

@@ -99,8 +99,9 @@ static int oom(dec_t *d, const ir_path_t *at)
   if (d->lim.max_memory != 0 &&
       ir_arena_used(d->arena) + (64u << 10) >= d->lim.max_memory)
     return ir_error_set(d->err, HIPD_EIR, at,
-                        "the document needs more than %zu MiB of memory",
-                        d->lim.max_memory >> 20);
+                        "the document needs more than %zu bytes of memory "
+                        "once decoded",
+                        d->lim.max_memory);
   return ir_error_set(d->err, HIPD_ENOMEM, at, "out of memory");
 }
 
