@@ -16,7 +16,7 @@ __global__ void ops(int a, int b, float x, double y, long long l, int flag, int*
     oi[10] = (a >= b);
     oi[11] = ((a > 0) && flag);
     oi[12] = ((b > 100) || 0);
-    oi[13] = (a << 3);
+    oi[13] = (b << 3);
     oi[14] = (b >> 2);
     oi[15] = (a & b);
     oi[16] = (a | b);
