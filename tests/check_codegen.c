@@ -35,6 +35,9 @@
 #ifndef FIXTURES_DIR
 #error "FIXTURES_DIR must name tests/codegen"
 #endif
+#ifndef IR_MD
+#error "IR_MD must name proto/IR.md"
+#endif
 
 /* ------------------------------------------------------------ fixtures */
 
@@ -1320,6 +1323,49 @@ START_TEST(test_registry)
 }
 END_TEST
 
+/* ------------------------------------------------------------- IR.md */
+
+/* The JSON examples of proto/IR.md decode and generate, and the vector
+ * add's generated source is the one the document shows. */
+START_TEST(test_doc_examples)
+{
+  size_t len, n = 0;
+  char *doc = ir_json_read_file(IR_MD, &len);
+  const char *p;
+
+  ck_assert_msg(doc != NULL, "%s: %s", IR_MD, strerror(errno));
+  for (p = strstr(doc, "```json\n"); p != NULL; p = strstr(p, "```json\n")) {
+    const char *start = p + 8, *end = strstr(start, "```");
+    char *json = strndup(start, (size_t)(end - start));
+    msgpack_sbuffer mp;
+    ir_doc_t *d;
+    ir_error_t err;
+    gen_options_t o = {.platform = CG_PLATFORM_AMD};
+    gen_result_t r;
+
+    pack_json(json, &mp);
+    ck_assert_msg(ir_decode(mp.data, mp.size, NULL, &d, &err) == 0,
+                  "IR.md example %zu: %s: %s", n, err.path, err.msg);
+    ck_assert_msg(gen_hip(d, &o, &r, &err) == 0, "IR.md example %zu: %s: %s", n,
+                  err.path, err.msg);
+    if (n == 0) {
+      ck_assert_uint_eq(mp.size, 396); /* as the document says */
+      ck_assert_msg(strstr(doc, r.source) != NULL,
+                    "IR.md does not show the vector add as generated:\n%s",
+                    r.source);
+    }
+    gen_result_free(&r);
+    ir_doc_free(d);
+    msgpack_sbuffer_destroy(&mp);
+    free(json);
+    n++;
+    p = end + 3;
+  }
+  ck_assert_uint_eq(n, 3);
+  free(doc);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- suite */
 
 static Suite *codegen_suite(void)
@@ -1334,6 +1380,7 @@ static Suite *codegen_suite(void)
   tcase_add_test(tc, test_platforms);
   tcase_add_test(tc, test_deterministic);
   tcase_add_test(tc, test_param_lists);
+  tcase_add_test(tc, test_doc_examples);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("malformed");
