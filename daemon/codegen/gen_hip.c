@@ -863,9 +863,11 @@ static int gen_stmt(gen_t *g, const ir_stmt_t *s)
     if (soa_assign(g, s, &handled) != 0 || handled)
       return g->failed ? g->err->code : 0;
     sb_init(&a, 0);
+    sb_init(&b, 0);
     if (gen_lvalue(g, &a, s->u.assign.target) != 0 ||
         expr_string(g, s->u.assign.value, &b) != 0) {
       sb_free(&a);
+      sb_free(&b);
       return g->err->code;
     }
     gen_line(g);
