@@ -553,6 +553,85 @@ HIPD_EXTERN int hipd_cache_stats(hipd_conn_t *conn, hipd_info_t **out);
 /** `cache.clear`: empty the shared cache (root or the daemon's user). */
 HIPD_EXTERN int hipd_cache_clear(hipd_conn_t *conn);
 
+/* -------------------------------------------------------- code generation */
+
+/**
+ * Kernels from the Sarek IR (proto/IR.md): the IR travels as the msgpack
+ * bytes of an IR document (@p ir, @p ir_len); `hipd-ir pack` makes them
+ * from the document's JSON form. Malformed IR is HIPD_EIR, an intrinsic
+ * neither built in nor registered HIPD_EINTRINSIC; hipd_last_error() then
+ * says where in the document ("kernel.body[3].then: unknown stmt tag
+ * 'iff'"). Common parameters:
+ * @param block NULL, or the block dimensions the kernel will be launched
+ *        with at most: the kernel gets __launch_bounds__(x*y*z) and a
+ *        larger launch is HIPD_ELIMIT.
+ * @param soa_params NULL-ended names of vec-of-record params to lower as
+ *        Structure-of-Arrays (one pointer per leaf field and one length),
+ *        or NULL.
+ */
+
+/** `kernel.generate_source`: the HIP source for device @p dev
+ *  (HIPD_DEVICE_CURRENT: the current one) or, when @p arch is not NULL, for
+ *  that architecture ("gfx90a", "sm_90", "host-x86_64"; @p dev is then
+ *  ignored). @p out gets {source, name, platform, arguments [{name, type,
+ *  role, param, field?}], max_threads?}: `arguments` is the kernel's
+ *  parameter list, what a launch passes, in order. */
+HIPD_EXTERN int hipd_kernel_generate_source(
+    hipd_conn_t *conn, int dev, const char *arch, const void *ir, size_t ir_len,
+    const uint32_t block[3], const char *const *soa_params, hipd_info_t **out);
+/** `kernel.compile_ir`: generate, compile through the cache (keyed by the
+ *  generated source) and load on device @p dev. The kernel's parameter
+ *  list is known, so every launch of it is checked (HIPD_ESIGNATURE names
+ *  the argument and both kinds). @p options: as hipd_kernel_compile().
+ *  @p info, if not NULL, gets {kernel, name, platform, cache, key, bytes,
+ *  compile_ms, params, arguments}. */
+HIPD_EXTERN int hipd_kernel_compile_ir(hipd_conn_t *conn, int dev,
+                                       const void *ir, size_t ir_len,
+                                       const uint32_t block[3],
+                                       const char *const *soa_params,
+                                       const char *const *options,
+                                       hipd_kernel_t *out, hipd_info_t **info);
+/** The same for architecture @p arch without a device (checks the IR and
+ *  the generated source, fills the cache); {kernel: nil, ...}. */
+HIPD_EXTERN int hipd_kernel_compile_ir_for(hipd_conn_t *conn, const char *arch,
+                                           const void *ir, size_t ir_len,
+                                           const uint32_t block[3],
+                                           const char *const *soa_params,
+                                           const char *const *options,
+                                           hipd_info_t **info);
+
+/** The convergence class of an intrinsic: uniform (the same for every
+ *  thread of a block), divergent (per thread), sync (every thread must
+ *  reach it: barriers). */
+typedef enum {
+  HIPD_CONV_UNIFORM = 0,
+  HIPD_CONV_DIVERGENT,
+  HIPD_CONV_SYNC
+} hipd_convergence_t;
+
+/** `intrinsics.list`: an array of {name, code, arity (nil: any),
+ *  convergence, builtin}: the built-ins as generated for @p dev or @p arch
+ *  (see hipd_kernel_generate_source), then this session's registrations. */
+HIPD_EXTERN int hipd_intrinsics_list(hipd_conn_t *conn, int dev,
+                                     const char *arch, hipd_info_t **out);
+/** `intrinsics.find`: the forms a call of @p name ("sin",
+ *  "Float32.sqrt") uses, as an array like hipd_intrinsics_list()'s;
+ *  HIPD_ENOENT if none. */
+HIPD_EXTERN int hipd_intrinsics_find(hipd_conn_t *conn, const char *name,
+                                     int dev, const char *arch,
+                                     hipd_info_t **out);
+/** `intrinsics.register`: make intrinsic @p name (a dotted name,
+ *  "Gpu.float") generate @p code in this session's kernels only. @p code
+ *  is one C expression: %s placeholders take the arguments in order
+ *  ("atomicExch(&%s, %s)"); without placeholders it is applied to the
+ *  arguments ("sinf": "sinf(x)", "(float)": "(float)(x)") or stands alone
+ *  when there are none ("warpSize"). @p arity: the number of arguments, or
+ *  -1 for any (a template's is its placeholder count). A built-in name is
+ *  HIPD_EEXIST; registering a name again replaces it. */
+HIPD_EXTERN int hipd_intrinsics_register(hipd_conn_t *conn, const char *name,
+                                         const char *code,
+                                         hipd_convergence_t conv, int arity);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bufpool.h"
+#include "codegen/intrinsics.h"
 #include "dispatch.h"
 #include "log.h"
 #include "objects.h"
@@ -43,6 +44,7 @@ void session_decref(session_t *s)
   free(s->gather);
   for (uint32_t i = 0; i < s->nfds; i++)
     close(s->fds[i]);
+  intr_set_unref(s->intrinsics);
   bufpool_put(s->in);
   free(s);
 }

@@ -66,6 +66,7 @@ typedef struct session {
   uint32_t nfds;
   struct profile *profile; /* records while profiling is on, else NULL */
   uint32_t profile_gen;    /* profiling periods so far */
+  struct intr_set *intrinsics; /* intrinsics.register'ed, NULL: none */
 } session_t;
 
 /* Accept a new connection from @p server_stream. Logs and drops it on

@@ -58,6 +58,9 @@ typedef struct build {
   module_ref_t *mod;
   void *fn;
   drv_sig_t sig;
+  drv_sig_t known;      /* the generator's signature ... */
+  int has_known;        /* ... if the request gave one */
+  uint32_t max_threads; /* the request's launch bound */
   struct build *next_waiter;
   char err[16384];
 } build_t;
@@ -299,11 +302,44 @@ static void lookup_run(task_t *t)
     task_fail(t, rc, "kernel '%s' not found: %s", b->name, drv_last_error());
 }
 
-/* The build found its kernel (b->fn, b->sig): make the session's kernel. */
+/* Do a generated signature and a driver's agree? (Integers of 32 bits
+ * and less all take i32 arguments.) */
+static int sig_agree(const drv_sig_t *a, const drv_sig_t *b)
+{
+  if (a->nargs != b->nargs)
+    return 0;
+  for (uint32_t i = 0; i < a->nargs; i++) {
+    uint8_t x = a->types[i], y = b->types[i];
+    int xs = x >= DRV_T_I8 && x <= DRV_T_U32,
+        ys = y >= DRV_T_I8 && y <= DRV_T_U32;
+    if (x == DRV_T_BOOL)
+      xs = 1;
+    if (y == DRV_T_BOOL)
+      ys = 1;
+    if (!(x == y || (xs && ys) ||
+          ((x == DRV_T_I64 || x == DRV_T_U64) &&
+           (y == DRV_T_I64 || y == DRV_T_U64))))
+      return 0;
+  }
+  return 1;
+}
+
+/* The build found its kernel (b->fn, b->sig): make the session's kernel,
+ * whose signature is the generated one where hipd generated it. */
 static void make_kernel(build_t *b)
 {
-  kernel_t *k = calloc(1, sizeof(*k));
+  kernel_t *k;
 
+  if (b->has_known && b->sig.known && !sig_agree(&b->known, &b->sig)) {
+    snprintf(b->err, sizeof(b->err),
+             "kernel '%s': the generated parameter list (%u) disagrees with "
+             "the compiled kernel's (%u): a code generator bug",
+             b->name, b->known.nargs, b->sig.nargs);
+    module_unref(b->mod);
+    finish(b, HIPD_EINTERNAL);
+    return;
+  }
+  k = calloc(1, sizeof(*k));
   if (k == NULL) {
     snprintf(b->err, sizeof(b->err), "out of memory");
     module_unref(b->mod);
@@ -313,7 +349,8 @@ static void make_kernel(build_t *b)
   k->dev = b->dev;
   k->mod = b->mod; /* the build's module reference passes to the kernel */
   k->fn = b->fn;
-  k->sig = b->sig;
+  k->sig = b->has_known ? b->known : b->sig;
+  k->max_threads = b->max_threads;
   k->refs = 1;
   snprintf(k->name, sizeof(k->name), "%s", b->name);
   b->res.kernel = k;
@@ -411,6 +448,11 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
   b->ctx = ctx;
   b->start_ns = now_ns();
   b->dev = req->dev;
+  if (req->sig != NULL) {
+    b->known = *req->sig;
+    b->has_known = 1;
+  }
+  b->max_threads = req->max_threads;
   b->drv = req->dev ? req->dev->drv : kernels_driver_for_arch(req->arch);
   snprintf(b->arch, sizeof(b->arch), "%s",
            req->dev ? req->dev->caps.arch : req->arch);

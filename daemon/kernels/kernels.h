@@ -18,8 +18,9 @@ typedef struct module_ref module_ref_t;
 typedef struct kernel {
   device_t *dev;
   module_ref_t *mod;
-  void *fn;      /* the driver's kernel */
-  drv_sig_t sig; /* declared parameters, where known */
+  void *fn;             /* the driver's kernel */
+  drv_sig_t sig;        /* declared parameters, where known */
+  uint32_t max_threads; /* launch bound of a generated kernel, 0: none */
   char name[256];
   int refs; /* the session's handle + launches in flight */
 } kernel_t;
@@ -38,6 +39,11 @@ typedef struct {
   device_t *dev;    /* the target device, or NULL ... */
   const char *arch; /* ... with a target architecture */
   int refresh;      /* compile even if cached (kernel.compile) */
+  /* A kernel hipd generated (kernel.compile_ir): its parameter list, which
+   * launches are checked against, and its launch bound (0: none). Where
+   * the driver also knows the declaration, the two must agree. */
+  const drv_sig_t *sig;
+  uint32_t max_threads;
 } kernel_request_t;
 
 typedef struct {

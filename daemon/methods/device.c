@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "codegen/ir.h"
 #include "methods.h"
 
 /* The Backend API's identity: a JIT backend named "hip". */
@@ -16,7 +17,7 @@ int m_backend_info(call_t *c)
   while (f[nf] != NULL)
     nf++;
   sscanf(PACKAGE_VERSION, "%d.%d.%d", &major, &minor, &patch);
-  msgpack_pack_map(pk, 5);
+  msgpack_pack_map(pk, 6);
   proto_pack_cstr(pk, "name");
   proto_pack_cstr(pk, "hip");
   proto_pack_cstr(pk, "version");
@@ -33,6 +34,11 @@ int m_backend_info(call_t *c)
   msgpack_pack_array(pk, nf);
   for (uint32_t i = 0; i < nf; i++)
     proto_pack_cstr(pk, f[i]);
+  /* the Sarek IR versions kernel.generate_source and compile_ir read */
+  proto_pack_cstr(pk, "ir_versions");
+  msgpack_pack_array(pk, IR_VERSION_MAX - IR_VERSION_MIN + 1);
+  for (int v = IR_VERSION_MIN; v <= IR_VERSION_MAX; v++)
+    msgpack_pack_int(pk, v);
   return 0;
 }
 

@@ -547,6 +547,12 @@ int m_kernel_launch(call_t *c)
       (rc = call_arg_uint(c, 3, "shared_mem", UINT32_MAX, &shared)) ||
       (rc = check_limits(c, k->dev, g, b, shared)))
     return rc;
+  if (k->max_threads != 0 && (uint64_t)b[0] * b[1] * b[2] > k->max_threads)
+    return call_fail(c, HIPD_ELIMIT,
+                     "kernel '%s' was generated for blocks of at most %u "
+                     "threads (its block param); this block has %llu",
+                     k->name, k->max_threads,
+                     (unsigned long long)b[0] * b[1] * b[2]);
   if (call_arg_present(c, 4)) {
     if ((rc = arg_stream(c, 4, &st, &sh)) != 0)
       return rc;

@@ -79,6 +79,13 @@ int m_execute_direct(call_t *c);
 int m_cache_stats(call_t *c);
 int m_cache_clear(call_t *c);
 
+/* codegen.c: code generation from the Sarek IR */
+int m_kernel_generate_source(call_t *c);
+int m_kernel_compile_ir(call_t *c);
+int m_intrinsics_list(call_t *c);
+int m_intrinsics_find(call_t *c);
+int m_intrinsics_register(call_t *c);
+
 /* ---- helpers (common.c) ---- */
 
 /* Param @p i as a device id; absent or nil means the session's current

@@ -1,0 +1,274 @@
+/* daemon/codegen/cg_util.c: string builder and hash maps. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/cg_util.h"
+
+/* ------------------------------------------------------------ sbuf */
+
+void sb_init(sbuf_t *b, size_t limit)
+{
+  memset(b, 0, sizeof(*b));
+  b->limit = limit;
+}
+
+void sb_free(sbuf_t *b)
+{
+  free(b->p);
+  memset(b, 0, sizeof(*b));
+}
+
+static int sb_reserve(sbuf_t *b, size_t n)
+{
+  size_t need, cap;
+  char *p;
+
+  if (b->oom || b->over)
+    return -1;
+  need = b->len + n + 1;
+  if (b->limit != 0 && b->len + n > b->limit) {
+    b->over = 1;
+    return -1;
+  }
+  if (need <= b->cap)
+    return 0;
+  cap = b->cap ? b->cap : 256;
+  while (cap < need)
+    cap *= 2;
+  p = realloc(b->p, cap);
+  if (p == NULL) {
+    b->oom = 1;
+    return -1;
+  }
+  b->p = p;
+  b->cap = cap;
+  return 0;
+}
+
+void sb_addn(sbuf_t *b, const char *s, size_t n)
+{
+  if (sb_reserve(b, n) != 0)
+    return;
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+
+void sb_add(sbuf_t *b, const char *s)
+{
+  sb_addn(b, s, strlen(s));
+}
+
+void sb_addc(sbuf_t *b, char c)
+{
+  sb_addn(b, &c, 1);
+}
+
+void sb_printf(sbuf_t *b, const char *fmt, ...)
+{
+  va_list ap;
+  char small[256];
+  int n;
+
+  va_start(ap, fmt);
+  n = vsnprintf(small, sizeof(small), fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    b->oom = 1;
+    return;
+  }
+  if ((size_t)n < sizeof(small)) {
+    sb_addn(b, small, (size_t)n);
+    return;
+  }
+  if (sb_reserve(b, (size_t)n) != 0)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+char *sb_take(sbuf_t *b, size_t *len)
+{
+  char *p;
+
+  if (sb_failed(b)) {
+    sb_free(b);
+    return NULL;
+  }
+  if (b->p == NULL && sb_reserve(b, 0) != 0)
+    return NULL;
+  if (b->len == 0)
+    b->p[0] = '\0';
+  p = b->p;
+  if (len != NULL)
+    *len = b->len;
+  b->p = NULL;
+  b->len = b->cap = 0;
+  return p;
+}
+
+/* ------------------------------------------------------------ strmap */
+
+static uint64_t str_hash(const char *s)
+{
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+  while (*s != '\0') {
+    h ^= (unsigned char)*s++;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void strmap_init(strmap_t *m)
+{
+  memset(m, 0, sizeof(*m));
+}
+
+void strmap_free(strmap_t *m)
+{
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof(*m));
+}
+
+static size_t strmap_find(const strmap_t *m, const char *key)
+{
+  size_t i = (size_t)str_hash(key) & (m->cap - 1);
+
+  while (m->keys[i] != NULL && strcmp(m->keys[i], key) != 0)
+    i = (i + 1) & (m->cap - 1);
+  return i;
+}
+
+static int strmap_grow(strmap_t *m)
+{
+  size_t cap = m->cap ? m->cap * 2 : 64;
+  strmap_t n = {calloc(cap, sizeof(char *)), calloc(cap, sizeof(void *)), 0,
+                cap};
+
+  if (n.keys == NULL || n.vals == NULL) {
+    free(n.keys);
+    free(n.vals);
+    return -1;
+  }
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->keys[i] != NULL) {
+      size_t j = strmap_find(&n, m->keys[i]);
+      n.keys[j] = m->keys[i];
+      n.vals[j] = m->vals[i];
+      n.n++;
+    }
+  free(m->keys);
+  free(m->vals);
+  *m = n;
+  return 0;
+}
+
+void **strmap_slot(strmap_t *m, const char *key)
+{
+  size_t i;
+
+  if ((m->n + 1) * 2 > m->cap && strmap_grow(m) != 0)
+    return NULL;
+  i = strmap_find(m, key);
+  if (m->keys[i] == NULL) {
+    m->keys[i] = key;
+    m->vals[i] = NULL;
+    m->n++;
+  }
+  return &m->vals[i];
+}
+
+void *strmap_get(const strmap_t *m, const char *key)
+{
+  size_t i;
+
+  if (m->cap == 0)
+    return NULL;
+  i = strmap_find(m, key);
+  return m->keys[i] != NULL ? m->vals[i] : NULL;
+}
+
+/* ------------------------------------------------------------ u64map */
+
+static size_t u64_hash(uint64_t k)
+{
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  return (size_t)k;
+}
+
+void u64map_init(u64map_t *m)
+{
+  memset(m, 0, sizeof(*m));
+}
+
+void u64map_free(u64map_t *m)
+{
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof(*m));
+}
+
+void u64map_clear(u64map_t *m)
+{
+  if (m->cap != 0)
+    memset(m->vals, 0, m->cap * sizeof(void *));
+  m->n = 0;
+}
+
+static size_t u64map_find(const u64map_t *m, uint64_t key)
+{
+  size_t i = u64_hash(key) & (m->cap - 1);
+
+  while (m->vals[i] != NULL && m->keys[i] != key)
+    i = (i + 1) & (m->cap - 1);
+  return i;
+}
+
+int u64map_put(u64map_t *m, uint64_t key, void *val)
+{
+  size_t i;
+
+  if ((m->n + 1) * 2 > m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    u64map_t n = {calloc(cap, sizeof(uint64_t)), calloc(cap, sizeof(void *)), 0,
+                  cap};
+    if (n.keys == NULL || n.vals == NULL) {
+      free(n.keys);
+      free(n.vals);
+      return -1;
+    }
+    for (size_t j = 0; j < m->cap; j++)
+      if (m->vals[j] != NULL) {
+        size_t k = u64map_find(&n, m->keys[j]);
+        n.keys[k] = m->keys[j];
+        n.vals[k] = m->vals[j];
+        n.n++;
+      }
+    free(m->keys);
+    free(m->vals);
+    *m = n;
+  }
+  i = u64map_find(m, key);
+  if (m->vals[i] == NULL)
+    m->n++;
+  m->keys[i] = key;
+  m->vals[i] = val;
+  return 0;
+}
+
+void *u64map_get(const u64map_t *m, uint64_t key)
+{
+  if (m->cap == 0)
+    return NULL;
+  return m->vals[u64map_find(m, key)];
+}

@@ -1,0 +1,77 @@
+/* daemon/codegen/gen_internal.h: the generator's state, shared by
+ * gen_hip.c and the SoA lowering (soa.c). Private to daemon/codegen. */
+#ifndef HIPD_CODEGEN_GEN_INTERNAL_H
+#define HIPD_CODEGEN_GEN_INTERNAL_H
+
+#include "codegen/cg_util.h"
+#include "codegen/gen_hip.h"
+
+/* One leaf of an SoA-lowered param. */
+typedef struct soa_leaf {
+  char *path;  /* "pos.x" */
+  char *cname; /* "pts_pos_x" */
+  const ir_type_t *type;
+} soa_leaf_t;
+
+typedef struct soa_param {
+  ir_var_t *var;
+  const ir_record_t *rec;
+  soa_leaf_t *leaves;
+  uint32_t nleaves;
+} soa_param_t;
+
+typedef struct gen {
+  ir_doc_t *doc;
+  const ir_kernel_t *k;
+  const gen_options_t *o;
+  ir_error_t *err;
+  int failed;
+  sbuf_t out;   /* the source */
+  strmap_t top; /* top-level C names */
+  strmap_t vis; /* C names visible in the function: value = count */
+  const char **visstack;
+  size_t nvis, capvis;
+  unsigned tmp; /* the function's temporaries so far */
+  int indent;
+  gen_param_t *params;
+  uint32_t nparams, capparams;
+  soa_param_t *soa;
+  uint32_t nsoa;
+} gen_t;
+
+/* Record a failure (the first one wins). @return its code. */
+int gen_fail(gen_t *g, int code, const ir_path_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Append the C expression of @p e to @p b. @return 0 or an error code. */
+int gen_expr(gen_t *g, sbuf_t *b, const ir_expr_t *e);
+/* The C type of @p t ("int", "Geo_point", "float*"). */
+const char *gen_ctype(const ir_type_t *t, char *buf, size_t size);
+/* Start a line of the source at the current indentation. */
+void gen_line(gen_t *g);
+/* A fresh temporary name "sarek_<prefix><n>" of the function. */
+void gen_temp(gen_t *g, const char *prefix, char *buf, size_t size);
+/* Make @p name visible in the current C scope (the caller pops it with
+ * the scope). @return 0 or HIPD_ENOMEM. */
+int gen_visible_push(gen_t *g, const char *name);
+/* Is @p e free of side effects and cheap to repeat (vars, constants,
+ * fields, indexing and arithmetic on those)? */
+int gen_expr_simple(const ir_expr_t *e);
+/* Add a kernel parameter to the result. @return 0 or HIPD_ENOMEM. */
+int gen_param_add(gen_t *g, const char *name, gen_ptype_t type, gen_role_t role,
+                  const char *param, const char *leaf);
+
+/* soa.c */
+/* Check the options' soa_params and mark the params (leaves computed). */
+int soa_setup(gen_t *g);
+void soa_cleanup(gen_t *g);
+soa_param_t *soa_find(gen_t *g, const ir_var_t *v);
+/* Emit the expanded parameter list of SoA param @p sp. */
+int soa_emit_params(gen_t *g, soa_param_t *sp, int *first);
+/* If @p e (a field or aread) reads an SoA param, append the lowered read
+ * to @p b and set *handled. */
+int soa_read(gen_t *g, sbuf_t *b, const ir_expr_t *e, int *handled);
+/* If @p s (an assign) writes an SoA param, emit the lowered statements
+ * and set *handled. */
+int soa_assign(gen_t *g, const ir_stmt_t *s, int *handled);
+
+#endif

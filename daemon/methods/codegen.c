@@ -1,0 +1,570 @@
+/* daemon/methods/codegen.c: code generation from the Sarek IR:
+ * kernel.generate_source, kernel.compile_ir, intrinsics.list,
+ * intrinsics.register, intrinsics.find.
+ *
+ * Decoding and generating are CPU work proportional to the IR's size: a
+ * small IR (most kernels are a few KiB) is handled on the loop thread, a
+ * large one on libuv's pool, so that a 100 MiB document never stalls
+ * other sessions. Compiling goes through kernel_build (the cache, keyed by
+ * the generated source) and the kernel gets the generated parameter list
+ * as its known signature: launches of it are checked (ESIGNATURE).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/gen_hip.h"
+#include "codegen/intrinsics.h"
+#include "codegen/ir.h"
+#include "kernels/kernels.h"
+#include "methods.h"
+
+/* IR documents up to this size are decoded on the loop thread. */
+#define INLINE_MAX ((size_t)64 << 10)
+#define MAX_SOA 256
+#define MAX_OPTIONS 64
+#define MAX_BLOCK_THREADS 1024
+
+typedef struct cg_job {
+  uv_work_t work;
+  call_t *call; /* deferred, once the answer comes later */
+  int compile;  /* kernel.compile_ir */
+  char *ir;
+  size_t ir_len;
+  char *soa_names[MAX_SOA];
+  const char *soa[MAX_SOA];
+  gen_options_t opts;
+  intr_set_t *intrinsics; /* a reference to the session's set */
+  /* compile_ir */
+  device_t *dev;
+  char arch[64];
+  char *options[MAX_OPTIONS];
+  size_t noptions;
+  /* results */
+  int rc;
+  ir_error_t err;
+  gen_result_t res;
+  drv_sig_t sig;
+} cg_job_t;
+
+static void job_free(cg_job_t *j)
+{
+  free(j->ir);
+  for (uint32_t i = 0; i < j->opts.nsoa; i++)
+    free(j->soa_names[i]);
+  for (size_t i = 0; i < j->noptions; i++)
+    free(j->options[i]);
+  intr_set_unref(j->intrinsics);
+  gen_result_free(&j->res);
+  free(j);
+}
+
+/* ---------------------------------------------------------- parameters */
+
+/* Param @p i as a target: absent/nil (the current device), a device id or
+ * an architecture name. Sets the platform and either *dev or arch. */
+static int arg_target(call_t *c, unsigned i, cg_job_t *j)
+{
+  const msgpack_object *o =
+      i < c->nparams ? &c->params->via.array.ptr[i] : NULL;
+  int rc;
+
+  if (o != NULL && o->type == MSGPACK_OBJECT_STR) {
+    if ((rc = call_arg_str(c, i, "target", j->arch, sizeof(j->arch))) != 0)
+      return rc;
+    if (cg_platform_from_arch(j->arch, &j->opts.platform) != 0)
+      return call_fail(c, HIPD_EPARAMS,
+                       "param %u (target): unknown architecture '%s' (gfx..., "
+                       "sm_..., compute_... or host-...)",
+                       i, j->arch);
+    return 0;
+  }
+  if ((rc = arg_device(c, i, &j->dev)) != 0)
+    return rc;
+  if (cg_platform_from_name(j->dev->drv->platform, &j->opts.platform) != 0)
+    return call_fail(c, HIPD_ENOTSUP,
+                     "device %d's platform '%s' has no code "
+                     "generator",
+                     j->dev->id, j->dev->drv->platform);
+  return 0;
+}
+
+/* Param @p i: nil or block dims [x, y, z] (or x). */
+static int arg_block(call_t *c, unsigned i, cg_job_t *j)
+{
+  const msgpack_object *o;
+  uint64_t threads = 1;
+
+  if (!call_arg_present(c, i))
+    return 0;
+  o = &c->params->via.array.ptr[i];
+  j->opts.block[0] = j->opts.block[1] = j->opts.block[2] = 1;
+  if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 >= 1 &&
+      o->via.u64 <= MAX_BLOCK_THREADS) {
+    j->opts.block[0] = (uint32_t)o->via.u64;
+  } else if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size >= 1 &&
+             o->via.array.size <= 3) {
+    for (uint32_t k = 0; k < o->via.array.size; k++) {
+      uint64_t v;
+      if (proto_obj_uint(&o->via.array.ptr[k], MAX_BLOCK_THREADS, &v) != 0 ||
+          v == 0)
+        return call_fail(c, HIPD_EPARAMS,
+                         "param %u (block) must be [x, y, z], each 1 to %d", i,
+                         MAX_BLOCK_THREADS);
+      j->opts.block[k] = (uint32_t)v;
+    }
+  } else {
+    return call_fail(c, HIPD_EPARAMS,
+                     "param %u (block) must be [x, y, z], each 1 to %d", i,
+                     MAX_BLOCK_THREADS);
+  }
+  threads = (uint64_t)j->opts.block[0] * j->opts.block[1] * j->opts.block[2];
+  if (threads > MAX_BLOCK_THREADS)
+    return call_fail(c, HIPD_ELIMIT, "a block of %llu threads (at most %d)",
+                     (unsigned long long)threads, MAX_BLOCK_THREADS);
+  j->opts.has_block = 1;
+  return 0;
+}
+
+/* Param @p i: nil or an array of param names. */
+static int arg_soa(call_t *c, unsigned i, cg_job_t *j)
+{
+  const msgpack_object *o;
+
+  if (!call_arg_present(c, i))
+    return 0;
+  o = &c->params->via.array.ptr[i];
+  if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > MAX_SOA)
+    return call_fail(c, HIPD_EPARAMS,
+                     "param %u (soa_params) must be an array of at most %d "
+                     "param names",
+                     i, MAX_SOA);
+  for (uint32_t k = 0; k < o->via.array.size; k++) {
+    const msgpack_object *e = &o->via.array.ptr[k];
+    if (e->type != MSGPACK_OBJECT_STR || e->via.str.size == 0 ||
+        e->via.str.size > 255 ||
+        memchr(e->via.str.ptr, '\0', e->via.str.size) != NULL)
+      return call_fail(c, HIPD_EPARAMS,
+                       "soa_params[%u] must be a param name (a string of 1 "
+                       "to 255 bytes)",
+                       k);
+    j->soa_names[k] = strndup(e->via.str.ptr, e->via.str.size);
+    if (j->soa_names[k] == NULL)
+      return call_fail(c, HIPD_ENOMEM, "out of memory");
+    j->soa[k] = j->soa_names[k];
+    j->opts.nsoa = k + 1;
+  }
+  j->opts.soa = j->soa;
+  return 0;
+}
+
+static int arg_options(call_t *c, unsigned i, cg_job_t *j)
+{
+  const msgpack_object *o;
+
+  if (!call_arg_present(c, i))
+    return 0;
+  o = &c->params->via.array.ptr[i];
+  if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > MAX_OPTIONS)
+    return call_fail(c, HIPD_EPARAMS,
+                     "param %u (options) must be an array of at most %d "
+                     "strings",
+                     i, MAX_OPTIONS);
+  for (uint32_t k = 0; k < o->via.array.size; k++) {
+    const msgpack_object *e = &o->via.array.ptr[k];
+    if (e->type != MSGPACK_OBJECT_STR || e->via.str.size >= 256 ||
+        memchr(e->via.str.ptr, '\0', e->via.str.size) != NULL)
+      return call_fail(c, HIPD_EPARAMS,
+                       "option %u must be a string of under 256 bytes", k);
+    j->options[k] = strndup(e->via.str.ptr, e->via.str.size);
+    if (j->options[k] == NULL)
+      return call_fail(c, HIPD_ENOMEM, "out of memory");
+    j->noptions = k + 1;
+  }
+  return 0;
+}
+
+/* --------------------------------------------------------------- work */
+
+static void job_run(cg_job_t *j)
+{
+  ir_doc_t *doc = NULL;
+
+  j->rc = ir_decode(j->ir, j->ir_len, NULL, &doc, &j->err);
+  if (j->rc == 0)
+    j->rc = gen_hip(doc, &j->opts, &j->res, &j->err);
+  ir_doc_free(doc);
+}
+
+static void pack_arguments(msgpack_packer *pk, const gen_result_t *r)
+{
+  msgpack_pack_array(pk, r->nparams);
+  for (uint32_t i = 0; i < r->nparams; i++) {
+    const gen_param_t *p = &r->params[i];
+    msgpack_pack_map(pk, p->leaf ? 5 : 4);
+    proto_pack_cstr(pk, "name");
+    proto_pack_cstr(pk, p->name);
+    proto_pack_cstr(pk, "type");
+    proto_pack_cstr(pk, gen_ptype_name(p->type));
+    proto_pack_cstr(pk, "role");
+    proto_pack_cstr(pk, gen_role_name(p->role));
+    proto_pack_cstr(pk, "param");
+    proto_pack_cstr(pk, p->param);
+    if (p->leaf) {
+      proto_pack_cstr(pk, "field");
+      proto_pack_cstr(pk, p->leaf);
+    }
+  }
+}
+
+static const char *cache_source_name(cache_source_t s)
+{
+  static const char *const names[] = {"miss", "memory", "disk", "waited"};
+  return names[s];
+}
+
+/* kernel.compile_ir's answer, once built. */
+static void compiled_done(void *ctx, const kernel_result_t *r)
+{
+  cg_job_t *j = ctx;
+  call_t *c = j->call;
+  session_t *s = c->s;
+  char hex[2 * CACHE_KEY_SIZE + 1];
+  uint64_t h = 0;
+  msgpack_packer *pk;
+  int rc;
+
+  if (r->status != 0) {
+    call_fail(c, r->status, "%s", r->error);
+    goto out;
+  }
+  if (r->kernel != NULL) {
+    rc = s->closing ? HIPD_ECANCELED
+                    : handles_add(&s->handles, HANDLE_KERNEL, r->kernel, &h);
+    if (rc != 0) {
+      kernel_unref(r->kernel);
+      call_fail(c, rc, "cannot keep the kernel: %s", hipd_strerror(rc));
+      goto out;
+    }
+  }
+  cache_key_hex(&r->key, hex);
+  pk = call_result(c);
+  msgpack_pack_map(pk, 9);
+  proto_pack_cstr(pk, "kernel");
+  if (r->kernel != NULL)
+    msgpack_pack_uint64(pk, h);
+  else
+    msgpack_pack_nil(pk);
+  proto_pack_cstr(pk, "name");
+  proto_pack_cstr(pk, j->res.name);
+  proto_pack_cstr(pk, "platform");
+  proto_pack_cstr(pk, cg_platform_name(j->opts.platform));
+  proto_pack_cstr(pk, "cache");
+  proto_pack_cstr(pk, cache_source_name(r->cache));
+  proto_pack_cstr(pk, "key");
+  proto_pack_cstr(pk, hex);
+  proto_pack_cstr(pk, "bytes");
+  msgpack_pack_uint64(pk, r->bytes);
+  proto_pack_cstr(pk, "compile_ms");
+  msgpack_pack_double(pk, r->compile_ms);
+  proto_pack_cstr(pk, "params");
+  msgpack_pack_array(pk, j->res.nparams);
+  for (uint32_t i = 0; i < j->res.nparams; i++)
+    proto_pack_cstr(pk, gen_ptype_name(j->res.params[i].type));
+  proto_pack_cstr(pk, "arguments");
+  pack_arguments(pk, &j->res);
+out:
+  call_finish(c);
+  job_free(j);
+}
+
+/* Answer @p c with the job's result (generate_source), or start the
+ * compile (compile_ir, which answers later). @p c is deferred unless the
+ * job ran inline for generate_source. @return 1 if @p c was answered. */
+static int job_finish(call_t *c, cg_job_t *j)
+{
+  static const uint8_t drv_types[] = {DRV_T_PTR, DRV_T_I32, DRV_T_I64,
+                                      DRV_T_F32, DRV_T_F64};
+  kernel_request_t req = {0};
+  const char *opts[MAX_OPTIONS];
+  msgpack_packer *pk;
+
+  if (j->rc != 0) {
+    call_fail(c, j->rc, "%s: %s", j->err.path, j->err.msg);
+    return 1;
+  }
+  if (!j->compile) {
+    pk = call_result(c);
+    msgpack_pack_map(pk, j->res.max_threads ? 5 : 4);
+    proto_pack_cstr(pk, "source");
+    msgpack_pack_str(pk, j->res.len);
+    msgpack_pack_str_body(pk, j->res.source, j->res.len);
+    proto_pack_cstr(pk, "name");
+    proto_pack_cstr(pk, j->res.name);
+    proto_pack_cstr(pk, "platform");
+    proto_pack_cstr(pk, cg_platform_name(j->opts.platform));
+    proto_pack_cstr(pk, "arguments");
+    pack_arguments(pk, &j->res);
+    if (j->res.max_threads) {
+      proto_pack_cstr(pk, "max_threads");
+      msgpack_pack_uint32(pk, j->res.max_threads);
+    }
+    return 1;
+  }
+  j->sig.known = 1;
+  j->sig.nargs = j->res.nparams;
+  for (uint32_t i = 0; i < j->res.nparams; i++)
+    j->sig.types[i] = drv_types[j->res.params[i].type];
+  for (size_t i = 0; i < j->noptions; i++)
+    opts[i] = j->options[i];
+  req.source = j->res.source;
+  req.source_len = j->res.len;
+  req.name = j->res.name;
+  req.opts = opts;
+  req.nopts = j->noptions;
+  req.dev = j->dev;
+  req.arch = j->dev ? NULL : j->arch;
+  req.sig = &j->sig;
+  req.max_threads = j->res.max_threads;
+  j->call = c;
+  kernel_build(&req, compiled_done, j);
+  return 0;
+}
+
+static void work_cb(uv_work_t *w)
+{
+  job_run(w->data);
+}
+
+static void after_work_cb(uv_work_t *w, int status)
+{
+  cg_job_t *j = w->data;
+  call_t *c = j->call;
+
+  if (c->s->closing || status != 0) {
+    call_fail(c, HIPD_ECANCELED, "the session closed");
+  } else if (!job_finish(c, j)) {
+    return; /* compiling: compiled_done answers */
+  }
+  call_finish(c);
+  job_free(j);
+}
+
+/* kernel.generate_source [ir, block?, soa_params?, target?]
+ * kernel.compile_ir [ir, block?, soa_params?, options?, target?] */
+static int codegen_request(call_t *c, int compile)
+{
+  cg_job_t *j = calloc(1, sizeof(*j));
+  const msgpack_object *o = &c->params->via.array.ptr[0];
+  call_t *d;
+  int rc;
+
+  if (j == NULL)
+    return call_fail(c, HIPD_ENOMEM, "out of memory");
+  j->compile = compile;
+  if (o->type != MSGPACK_OBJECT_BIN) {
+    rc = call_fail(c, HIPD_EPARAMS,
+                   "param 0 (ir) must be bin (the msgpack bytes of the IR "
+                   "document), not %s",
+                   proto_obj_type_name(o));
+    goto fail;
+  }
+  if ((rc = arg_block(c, 1, j)) != 0 || (rc = arg_soa(c, 2, j)) != 0 ||
+      (compile && (rc = arg_options(c, 3, j)) != 0) ||
+      (rc = arg_target(c, compile ? 4 : 3, j)) != 0)
+    goto fail;
+  if (j->dev != NULL && j->opts.has_block &&
+      (uint64_t)j->opts.block[0] * j->opts.block[1] * j->opts.block[2] >
+          (uint64_t)j->dev->caps.max_threads_per_block) {
+    rc = call_fail(c, HIPD_ELIMIT,
+                   "a block of %u threads exceeds device %d's maximum of %d",
+                   j->opts.block[0] * j->opts.block[1] * j->opts.block[2],
+                   j->dev->id, j->dev->caps.max_threads_per_block);
+    goto fail;
+  }
+  j->ir_len = o->via.bin.size;
+  j->ir = malloc(j->ir_len ? j->ir_len : 1);
+  if (j->ir == NULL) {
+    rc = call_fail(c, HIPD_ENOMEM, "out of memory");
+    goto fail;
+  }
+  memcpy(j->ir, o->via.bin.ptr, j->ir_len);
+  j->intrinsics = c->s->intrinsics;
+  intr_set_ref(j->intrinsics);
+  j->opts.intrinsics = j->intrinsics;
+
+  if (j->ir_len <= INLINE_MAX) {
+    job_run(j);
+    if (!compile || j->rc != 0) {
+      job_finish(c, j);
+      job_free(j);
+      return 0;
+    }
+    if ((d = call_defer(c)) == NULL) {
+      job_free(j);
+      return HIPD_ENOMEM;
+    }
+    job_finish(d, j);
+    return 0;
+  }
+  if ((d = call_defer(c)) == NULL) {
+    job_free(j);
+    return HIPD_ENOMEM;
+  }
+  j->call = d;
+  j->work.data = j;
+  rc = uv_queue_work(c->s->d->loop, &j->work, work_cb, after_work_cb);
+  if (rc != 0) {
+    call_fail(d, HIPD_EINTERNAL, "cannot queue the work: %s", uv_strerror(rc));
+    call_finish(d);
+    job_free(j);
+  }
+  return 0;
+fail:
+  job_free(j);
+  return rc;
+}
+
+int m_kernel_generate_source(call_t *c)
+{
+  return codegen_request(c, 0);
+}
+
+int m_kernel_compile_ir(call_t *c)
+{
+  return codegen_request(c, 1);
+}
+
+/* ------------------------------------------------------------ intrinsics */
+
+static void pack_def(msgpack_packer *pk, const intr_def_t *d)
+{
+  msgpack_pack_map(pk, 5);
+  proto_pack_cstr(pk, "name");
+  proto_pack_cstr(pk, d->name);
+  proto_pack_cstr(pk, "code");
+  proto_pack_cstr(pk, d->code);
+  proto_pack_cstr(pk, "arity");
+  if (d->arity >= 0)
+    msgpack_pack_int(pk, d->arity);
+  else
+    msgpack_pack_nil(pk);
+  proto_pack_cstr(pk, "convergence");
+  proto_pack_cstr(pk, intr_conv_name(d->conv));
+  proto_pack_cstr(pk, "builtin");
+  if (d->builtin)
+    msgpack_pack_true(pk);
+  else
+    msgpack_pack_false(pk);
+}
+
+/* The platform of param @p i (a target), for the built-ins' code. */
+static int arg_platform(call_t *c, unsigned i, cg_platform_t *p)
+{
+  cg_job_t j = {0};
+  int rc = arg_target(c, i, &j);
+
+  *p = j.opts.platform;
+  return rc;
+}
+
+/* intrinsics.list [target?] -> [{name, code, arity, convergence,
+ * builtin}], the built-ins (for the target's platform) then the
+ * session's registrations, each part sorted by name. */
+int m_intrinsics_list(call_t *c)
+{
+  const intr_def_t *b;
+  cg_platform_t p;
+  size_t nb, nr = intr_set_count(c->s->intrinsics);
+  msgpack_packer *pk;
+  int rc;
+
+  if ((rc = arg_platform(c, 0, &p)) != 0)
+    return rc;
+  nb = intr_builtins(p, &b);
+  pk = call_result(c);
+  msgpack_pack_array(pk, (uint32_t)(nb + nr));
+  for (size_t i = 0; i < nb; i++)
+    pack_def(pk, &b[i]);
+  for (size_t i = 0; i < nr; i++)
+    pack_def(pk, intr_set_at(c->s->intrinsics, i));
+  return 0;
+}
+
+/* intrinsics.find [name, target?] -> the forms a call of @p name uses
+ * (built-in forms by the last component of a dotted name, else the
+ * registration of the full name, else of the last component). */
+int m_intrinsics_find(call_t *c)
+{
+  char name[256] = "";
+  const char *last;
+  const intr_def_t *b, *d = NULL;
+  cg_platform_t p;
+  size_t nb, n = 0;
+  msgpack_packer *pk;
+  int rc;
+
+  if ((rc = call_arg_str(c, 0, "name", name, sizeof(name))) != 0 ||
+      (rc = arg_platform(c, 1, &p)) != 0)
+    return rc;
+  last = strrchr(name, '.') ? strrchr(name, '.') + 1 : name;
+  nb = intr_builtins(p, &b);
+  for (size_t i = 0; i < nb; i++)
+    n += strcmp(b[i].name, last) == 0;
+  if (n == 0) {
+    d = intr_set_find(c->s->intrinsics, name);
+    if (d == NULL)
+      d = intr_set_find(c->s->intrinsics, last);
+    if (d == NULL)
+      return call_fail(c, HIPD_ENOENT,
+                       "no intrinsic '%s' (neither built in nor registered)",
+                       name);
+  }
+  pk = call_result(c);
+  msgpack_pack_array(pk, d ? 1 : (uint32_t)n);
+  if (d != NULL)
+    pack_def(pk, d);
+  for (size_t i = 0; d == NULL && i < nb; i++)
+    if (strcmp(b[i].name, last) == 0)
+      pack_def(pk, &b[i]);
+  return 0;
+}
+
+/* intrinsics.register [name, code, convergence, arity?]: for this session
+ * only (a registration of the same name replaces the previous one). */
+int m_intrinsics_register(call_t *c)
+{
+  char name[256] = "", code[INTR_CODE_MAX + 1] = "", conv[16] = "", msg[400];
+  int64_t arity = -1;
+  intr_def_t def = {0};
+  intr_set_t *n;
+  int rc;
+
+  if ((rc = call_arg_str(c, 0, "name", name, sizeof(name))) != 0 ||
+      (rc = call_arg_str(c, 1, "code", code, sizeof(code))) != 0 ||
+      (rc = call_arg_str(c, 2, "convergence", conv, sizeof(conv))) != 0 ||
+      (rc = call_arg_int(c, 3, "arity", 0, 64, &arity)) != 0)
+    return rc;
+  if (intr_conv_parse(conv, &def.conv) != 0)
+    return call_fail(c, HIPD_EPARAMS,
+                     "param 2 (convergence) must be \"uniform\", \"divergent\" "
+                     "or \"sync\", not '%s'",
+                     conv);
+  rc = intr_check_registration(name, code, (int)arity, msg, sizeof(msg));
+  if (rc != 0)
+    return call_fail(c, rc, "%s", msg);
+  def.name = name;
+  def.code = code;
+  def.arity = (int)arity;
+  rc = intr_set_add(c->s->intrinsics, &def, &n);
+  if (rc == HIPD_ETOOMANY)
+    return call_fail(c, rc, "a session registers at most %d intrinsics",
+                     INTR_SET_MAX);
+  if (rc != 0)
+    return call_fail(c, rc, "out of memory");
+  intr_set_unref(c->s->intrinsics);
+  c->s->intrinsics = n;
+  msgpack_pack_nil(call_result(c));
+  return 0;
+}

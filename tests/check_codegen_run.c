@@ -1,0 +1,1450 @@
+/* tests/check_codegen_run.c: kernels generated from the Sarek IR, end to
+ * end: a real hipd over a real socket generates, compiles (through the
+ * cache) and launches each fixture of tests/codegen, and the results are
+ * compared with references computed here in C.
+ *
+ * Every runtime test runs on every device the daemon serves (it is started
+ * with --cpu-devices 2; on a GPU host the HIP devices come first and run
+ * the same fixtures). hiprtc compiles every fixture for an AMD target
+ * (gfx90a) when hipd is built for AMD HIP, for the GPU's own architecture
+ * when it is built for NVIDIA.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "hipd.h"
+#include "ir_json.h"
+#include "testutil.h"
+
+#ifndef FIXTURES_DIR
+#error "FIXTURES_DIR must name tests/codegen"
+#endif
+
+#define MAX_DEVICES 64
+
+static harness_daemon_t *shared;
+static char shared_cache[256];
+
+static const uint32_t ONE[3] = {1, 1, 1};
+
+/* --------------------------------------------------------------- helpers */
+
+static hipd_conn_t *connect_to(const harness_daemon_t *d)
+{
+  return connect_named(d, "check_codegen_run", 120000);
+}
+
+static int device_count(hipd_conn_t *conn)
+{
+  int n = device_count_min2(conn);
+
+  ck_assert_int_le(n, MAX_DEVICES);
+  return n;
+}
+
+static void *xmalloc(size_t n)
+{
+  void *p = calloc(1, n ? n : 1);
+
+  ck_assert_ptr_nonnull(p);
+  return p;
+}
+
+static int info_has_str(const hipd_info_t *info, const char *path,
+                        const char *s)
+{
+  int n = hipd_info_len(info, path);
+
+  for (int i = 0; i < n; i++) {
+    char p[128];
+    const char *v = NULL;
+    snprintf(p, sizeof(p), "%s%s%d", path, path[0] ? "." : "", i);
+    if (hipd_info_str(info, p, &v, NULL) == 0 && strcmp(v, s) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+/* A fixture: its IR as msgpack bytes and the generator options its
+ * annotations give. */
+typedef struct {
+  char *ir;
+  size_t len;
+  const char *soa[8];
+  char *soa_names[8];
+  int nsoa;
+  uint32_t block[3];
+  int has_block;
+  struct {
+    char name[256], code[1100], conv[16];
+    int arity;
+  } reg[8];
+  int nreg;
+} fixture_t;
+
+static char *fixture_text(const char *name, const char *ext, size_t *len)
+{
+  char path[512];
+  char *text;
+
+  snprintf(path, sizeof(path), "%s/%s%s", FIXTURES_DIR, name, ext);
+  text = ir_json_read_file(path, len);
+  ck_assert_msg(text != NULL, "%s: %s", path, strerror(errno));
+  return text;
+}
+
+static msgpack_object annotation(const char *text, const char *key,
+                                 msgpack_zone *zone, msgpack_sbuffer *buf)
+{
+  msgpack_object o = {.type = MSGPACK_OBJECT_NIL};
+  char err[300];
+  int rc;
+
+  msgpack_sbuffer_init(buf);
+  rc = ir_json_member(text, strlen(text), key, buf, err, sizeof(err));
+  ck_assert_msg(rc >= 0, "%s", err);
+  if (rc == 1)
+    ck_assert_int_eq(msgpack_unpack(buf->data, buf->size, NULL, zone, &o),
+                     MSGPACK_UNPACK_SUCCESS);
+  return o;
+}
+
+static void fixture_load(const char *name, fixture_t *f)
+{
+  size_t len;
+  char *text = fixture_text(name, ".ir.json", &len), err[300];
+  msgpack_sbuffer mp, b1, b2, b3;
+  msgpack_zone zone;
+  msgpack_object o;
+
+  memset(f, 0, sizeof(*f));
+  msgpack_sbuffer_init(&mp);
+  ck_assert_msg(ir_json_to_msgpack(text, len, &mp, err, sizeof(err)) == 0,
+                "%s: %s", name, err);
+  f->ir = mp.data; /* the sbuffer's memory is the caller's now */
+  f->len = mp.size;
+  msgpack_zone_init(&zone, 4096);
+  o = annotation(text, "_soa_params", &zone, &b1);
+  for (uint32_t i = 0; o.type == MSGPACK_OBJECT_ARRAY && i < o.via.array.size;
+       i++) {
+    f->soa_names[i] = strndup(o.via.array.ptr[i].via.str.ptr,
+                              o.via.array.ptr[i].via.str.size);
+    f->soa[i] = f->soa_names[i];
+    f->nsoa = (int)i + 1;
+  }
+  o = annotation(text, "_block", &zone, &b2);
+  if (o.type == MSGPACK_OBJECT_ARRAY) {
+    f->has_block = 1;
+    for (int i = 0; i < 3; i++)
+      f->block[i] = (uint32_t)o.via.array.ptr[i].via.u64;
+  }
+  o = annotation(text, "_register", &zone, &b3);
+  for (uint32_t i = 0; o.type == MSGPACK_OBJECT_ARRAY && i < o.via.array.size;
+       i++) {
+    msgpack_object *r = o.via.array.ptr[i].via.array.ptr;
+    snprintf(f->reg[i].name, sizeof(f->reg[i].name), "%.*s",
+             (int)r[0].via.str.size, r[0].via.str.ptr);
+    snprintf(f->reg[i].code, sizeof(f->reg[i].code), "%.*s",
+             (int)r[1].via.str.size, r[1].via.str.ptr);
+    snprintf(f->reg[i].conv, sizeof(f->reg[i].conv), "%.*s",
+             (int)r[2].via.str.size, r[2].via.str.ptr);
+    f->reg[i].arity =
+        o.via.array.ptr[i].via.array.size > 3 ? (int)r[3].via.u64 : -1;
+    f->nreg = (int)i + 1;
+  }
+  msgpack_sbuffer_destroy(&b1);
+  msgpack_sbuffer_destroy(&b2);
+  msgpack_sbuffer_destroy(&b3);
+  msgpack_zone_destroy(&zone);
+  free(text);
+}
+
+static void fixture_free(fixture_t *f)
+{
+  free(f->ir);
+  for (int i = 0; i < f->nsoa; i++)
+    free(f->soa_names[i]);
+}
+
+static const char *const *fixture_soa(fixture_t *f)
+{
+  f->soa[f->nsoa] = NULL;
+  return f->nsoa ? f->soa : NULL;
+}
+
+static hipd_convergence_t conv_of(const char *s)
+{
+  return strcmp(s, "sync") == 0        ? HIPD_CONV_SYNC
+         : strcmp(s, "divergent") == 0 ? HIPD_CONV_DIVERGENT
+                                       : HIPD_CONV_UNIFORM;
+}
+
+/* Register the fixture's intrinsics on this session. */
+static void fixture_register(hipd_conn_t *conn, const fixture_t *f)
+{
+  int dev = -1;
+
+  for (int i = 0; i < f->nreg; i++)
+    OK(conn,
+       hipd_intrinsics_register(conn, f->reg[i].name, f->reg[i].code,
+                                conv_of(f->reg[i].conv), f->reg[i].arity));
+}
+
+/* Generate, compile and load fixture @p name on @p dev. */
+static hipd_kernel_t compile_fixture(hipd_conn_t *conn, int dev,
+                                     const char *name, hipd_info_t **info)
+{
+  fixture_t f;
+  hipd_kernel_t k = 0;
+
+  fixture_load(name, &f);
+  fixture_register(conn, &f);
+  OK(conn, hipd_kernel_compile_ir(conn, dev, f.ir, f.len,
+                                  f.has_block ? f.block : NULL, fixture_soa(&f),
+                                  NULL, &k, info));
+  ck_assert_uint_ne(k, 0);
+  fixture_free(&f);
+  return k;
+}
+
+static hipd_buffer_t buffer(hipd_conn_t *conn, int dev, size_t bytes,
+                            const void *data)
+{
+  hipd_buffer_t b = 0;
+
+  OK(conn, hipd_mem_alloc(conn, dev, bytes, "byte", &b));
+  if (data != NULL)
+    OK(conn, hipd_mem_write(conn, b, 0, data, bytes));
+  else
+    OK(conn, hipd_mem_memset(conn, b, 0, bytes, 0));
+  return b;
+}
+
+static void readback(hipd_conn_t *conn, int dev, hipd_buffer_t b, void *out,
+                     size_t bytes)
+{
+  OK(conn, hipd_mem_read(conn, b, 0, out, bytes));
+  OK(conn, hipd_mem_free(conn, b));
+}
+
+static hipd_args_t *args_new(void)
+{
+  hipd_args_t *a = hipd_args_new();
+
+  ck_assert_ptr_nonnull(a);
+  return a;
+}
+
+/* A buffer argument followed by its length (a vec param). */
+static void arg_vec(hipd_args_t *a, hipd_buffer_t b, int n)
+{
+  hipd_args_buffer(a, b, 0);
+  hipd_args_i32(a, n);
+}
+
+static int close_to(double got, double want, double rel)
+{
+  return fabs(got - want) <= rel * (fabs(want) > 1 ? fabs(want) : 1);
+}
+
+/* --------------------------------------------------------- the fixtures */
+
+static void run_vec_add(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 1000 };
+  float *a = xmalloc(N * 4), *b = xmalloc(N * 4), *c = xmalloc(N * 4);
+  hipd_buffer_t ba, bb, bc;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {(N + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
+
+  for (int i = 0; i < N; i++) {
+    a[i] = (float)i * 0.5f;
+    b[i] = (float)(1000 - i);
+  }
+  ba = buffer(conn, dev, N * 4, a);
+  bb = buffer(conn, dev, N * 4, b);
+  bc = buffer(conn, dev, N * 4, NULL);
+  arg_vec(args, ba, N);
+  arg_vec(args, bb, N);
+  arg_vec(args, bc, N);
+  hipd_args_i32(args, N - 10); /* the last 10 stay 0 */
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  readback(conn, dev, bc, c, N * 4);
+  for (int i = 0; i < N; i++)
+    ck_assert_msg(c[i] == (i < N - 10 ? a[i] + b[i] : 0.0f),
+                  "device %d: c[%d] = %g", dev, i, c[i]);
+  OK(conn, hipd_mem_free(conn, ba));
+  OK(conn, hipd_mem_free(conn, bb));
+  hipd_args_free(args);
+  free(a);
+  free(b);
+  free(c);
+}
+
+static void run_math_map(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 512 };
+  float *x = xmalloc(N * 4), *y = xmalloc(N * 4);
+  double *z = xmalloc(N * 8);
+  hipd_buffer_t bx, by, bz;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {N / 64, 1, 1}, block[3] = {64, 1, 1};
+
+  for (int i = 0; i < N; i++)
+    x[i] = -3.0f + 6.0f * (float)i / N;
+  bx = buffer(conn, dev, N * 4, x);
+  by = buffer(conn, dev, N * 4, NULL);
+  bz = buffer(conn, dev, N * 8, NULL);
+  arg_vec(args, bx, N);
+  arg_vec(args, by, N);
+  arg_vec(args, bz, N);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  readback(conn, dev, by, y, N * 4);
+  readback(conn, dev, bz, z, N * 8);
+  for (int i = 0; i < N; i++) {
+    float v = x[i];
+    float wy =
+        ((sqrtf(fabsf(v)) + sinf(v) * cosf(v)) +
+         (expf(-(v * v)) + powf(v, 2.0f))) +
+        ((fmaxf(v, 0.5f) - fminf(v, -0.5f)) +
+         (fmaf(v, 2.0f, 1.25f) + (floorf(v) + (atan2f(v, 1.0f) + tanhf(v)))));
+    double wz = (double)v * 3.0 + (log((double)fabsf(v) + 1.0) + cbrt(v));
+    /* GPU math functions may differ from the host's by a few ulps, and
+     * compilers may contract a * b + c into an fma */
+    ck_assert_msg(close_to(y[i], wy, 1e-4), "device %d: y[%d] = %.9g, not %.9g",
+                  dev, i, y[i], wy);
+    ck_assert_msg(close_to(z[i], wz, 1e-12),
+                  "device %d: z[%d] = %.17g, not %.17g", dev, i, z[i], wz);
+  }
+  OK(conn, hipd_mem_free(conn, bx));
+  hipd_args_free(args);
+  free(x);
+  free(y);
+  free(z);
+}
+
+/* Every built-in math intrinsic, on floats and on doubles. */
+static void run_math_all(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 64, K = 27 };
+  float x[N], *r32 = xmalloc(N * K * 4);
+  double xd[N], *r64 = xmalloc(N * K * 8);
+  hipd_buffer_t bx, bxd, b32, b64;
+  hipd_args_t *args = args_new();
+  uint32_t block[3] = {N, 1, 1};
+
+  for (int i = 0; i < N; i++) {
+    x[i] = 0.1f + 0.8f * (float)i / N;
+    xd[i] = 0.1 + 0.8 * i / N;
+  }
+  bx = buffer(conn, dev, sizeof(x), x);
+  bxd = buffer(conn, dev, sizeof(xd), xd);
+  b32 = buffer(conn, dev, N * K * 4, NULL);
+  b64 = buffer(conn, dev, N * K * 8, NULL);
+  arg_vec(args, bx, N);
+  arg_vec(args, bxd, N);
+  arg_vec(args, b32, N * K);
+  arg_vec(args, b64, N * K);
+  OK(conn, hipd_kernel_launch(conn, k, ONE, block, 0, 0, args));
+  readback(conn, dev, b32, r32, N * K * 4);
+  readback(conn, dev, b64, r64, N * K * 8);
+  for (int i = 0; i < N; i++) {
+    float v = x[i];
+    double w = xd[i];
+    const float f[K] = {sinf(v),         cosf(v),          tanf(v),
+                        asinf(v),        acosf(v),         atanf(v),
+                        sinhf(v),        coshf(v),         tanhf(v),
+                        expf(v),         exp2f(v),         logf(v),
+                        log2f(v),        log10f(v),        sqrtf(v),
+                        1.0f / sqrtf(v), cbrtf(v),         floorf(v),
+                        ceilf(v),        roundf(v),        truncf(v),
+                        fabsf(v),        atan2f(v, 0.75f), powf(v, 0.75f),
+                        fminf(v, 0.75f), fmaxf(v, 0.75f),  fmaf(v, 2.0f, 0.5f)};
+    const double d[K] = {
+        sin(w),        cos(w),        tan(w),          asin(w),
+        acos(w),       atan(w),       sinh(w),         cosh(w),
+        tanh(w),       exp(w),        exp2(w),         log(w),
+        log2(w),       log10(w),      sqrt(w),         1.0 / sqrt(w),
+        cbrt(w),       floor(w),      ceil(w),         round(w),
+        trunc(w),      fabs(w),       atan2(w, 0.75),  pow(w, 0.75),
+        fmin(w, 0.75), fmax(w, 0.75), fma(w, 2.0, 0.5)};
+    for (int j = 0; j < K; j++) {
+      ck_assert_msg(close_to(r32[i * K + j], f[j], 2e-5),
+                    "device %d: float function %d of %.9g = %.9g, not %.9g",
+                    dev, j, v, r32[i * K + j], f[j]);
+      ck_assert_msg(close_to(r64[i * K + j], d[j], 1e-13),
+                    "device %d: double function %d of %.17g = %.17g, not "
+                    "%.17g",
+                    dev, j, w, r64[i * K + j], d[j]);
+    }
+  }
+  OK(conn, hipd_mem_free(conn, bx));
+  OK(conn, hipd_mem_free(conn, bxd));
+  hipd_args_free(args);
+  free(r32);
+  free(r64);
+}
+
+static void run_reduce_shared(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 1000, B = 256, G = (N + B - 1) / B };
+  int *in = xmalloc(N * 4), partial[G], total = 0, want[G] = {0}, sum = 0;
+  hipd_buffer_t bi, bp, bt;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {G, 1, 1}, block[3] = {B, 1, 1}, big[3] = {512, 1, 1};
+
+  for (int i = 0; i < N; i++) {
+    in[i] = i % 7 - 3 + (i % 13 == 0 ? 100 : 0);
+    want[i / B] += in[i];
+    sum += in[i];
+  }
+  bi = buffer(conn, dev, N * 4, in);
+  bp = buffer(conn, dev, G * 4, NULL);
+  bt = buffer(conn, dev, 4, NULL);
+  arg_vec(args, bi, N);
+  arg_vec(args, bp, G);
+  arg_vec(args, bt, 1);
+  hipd_args_i32(args, N);
+  /* generated for blocks of 256 threads: a larger block is refused */
+  EXPECT(conn, hipd_kernel_launch(conn, k, grid, big, 0, 0, args), HIPD_ELIMIT);
+  ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "at most 256"));
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  readback(conn, dev, bp, partial, sizeof(partial));
+  readback(conn, dev, bt, &total, 4);
+  for (int g = 0; g < G; g++)
+    ck_assert_msg(partial[g] == want[g], "device %d: block %d sums %d, not %d",
+                  dev, g, partial[g], want[g]);
+  ck_assert_int_eq(total, sum);
+  OK(conn, hipd_mem_free(conn, bi));
+  hipd_args_free(args);
+  free(in);
+}
+
+/* The C layout of the fixture's records. */
+typedef struct {
+  float x, y;
+} vec2_t;
+typedef struct {
+  vec2_t pos;
+  double mass;
+  int id;
+  int alive;
+} particle_t;
+
+static void run_record_particles(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 300 };
+  particle_t *p = xmalloc(N * sizeof(*p)), *q = xmalloc(N * sizeof(*q));
+  float *norm = xmalloc(N * 4);
+  hipd_buffer_t bp, bn;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {(N + 127) / 128, 1, 1}, block[3] = {128, 1, 1};
+
+  ck_assert_uint_eq(sizeof(particle_t), 24);
+  for (int i = 0; i < N; i++) {
+    p[i].pos.x = (float)i * 0.5f;
+    p[i].pos.y = (float)-i;
+    p[i].mass = i * 1.5;
+    p[i].id = i;
+    p[i].alive = 0;
+  }
+  bp = buffer(conn, dev, N * sizeof(*p), p);
+  bn = buffer(conn, dev, N * 4, NULL);
+  arg_vec(args, bp, N);
+  arg_vec(args, bn, N);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  readback(conn, dev, bp, q, N * sizeof(*q));
+  readback(conn, dev, bn, norm, N * 4);
+  for (int i = 0; i < N; i++) {
+    float wn = sqrtf(p[i].pos.x * p[i].pos.x + p[i].pos.y * p[i].pos.y);
+    ck_assert_msg(q[i].pos.x == p[i].pos.y && q[i].pos.y == p[i].pos.x &&
+                      q[i].mass == p[i].mass * 2.0 + 0.5 &&
+                      q[i].id == p[i].id + 1 && q[i].alive == (p[i].id > 2),
+                  "device %d: particle %d = {{%g, %g}, %g, %d, %d}", dev, i,
+                  q[i].pos.x, q[i].pos.y, q[i].mass, q[i].id, q[i].alive);
+    ck_assert_msg(close_to(norm[i], wn, 1e-5), "device %d: norm[%d] = %g", dev,
+                  i, norm[i]);
+  }
+  hipd_args_free(args);
+  free(p);
+  free(q);
+  free(norm);
+}
+
+/* The C layout of the fixture's variant. */
+enum { CIRCLE, RECT, EMPTY };
+typedef struct {
+  int tag;
+  union {
+    float Circle_v;
+    struct {
+      float _0, _1;
+    } Rect_v;
+  } data;
+} shape_t;
+
+static void run_variant_shapes(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 90 };
+  shape_t *s = xmalloc(N * sizeof(*s)), *t = xmalloc(N * sizeof(*t));
+  float *area = xmalloc(N * 4);
+  int *kind = xmalloc(N * 4);
+  hipd_buffer_t bs, ba, bk;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {3, 1, 1}, block[3] = {32, 1, 1};
+
+  ck_assert_uint_eq(sizeof(shape_t), 12);
+  for (int i = 0; i < N; i++) {
+    s[i].tag = i % 3;
+    if (i % 3 == CIRCLE)
+      s[i].data.Circle_v = (float)i * 0.1f;
+    if (i % 3 == RECT) {
+      s[i].data.Rect_v._0 = (float)i * 0.2f;
+      s[i].data.Rect_v._1 = 0.5f;
+    }
+  }
+  bs = buffer(conn, dev, N * sizeof(*s), s);
+  ba = buffer(conn, dev, N * 4, NULL);
+  bk = buffer(conn, dev, N * 4, NULL);
+  arg_vec(args, bs, N);
+  arg_vec(args, ba, N);
+  arg_vec(args, bk, N);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  readback(conn, dev, bs, t, N * sizeof(*t));
+  readback(conn, dev, ba, area, N * 4);
+  readback(conn, dev, bk, kind, N * 4);
+  for (int i = 0; i < N; i++) {
+    float wa = s[i].tag == CIRCLE
+                   ? 3.0f * (s[i].data.Circle_v * s[i].data.Circle_v)
+               : s[i].tag == RECT ? s[i].data.Rect_v._0 * s[i].data.Rect_v._1
+                                  : 0.0f;
+    int wk = s[i].tag == CIRCLE ? 1 : s[i].tag == RECT ? 10 + (int)wa : 0;
+    ck_assert_msg(area[i] == wa, "device %d: area[%d] = %g, not %g", dev, i,
+                  area[i], wa);
+    ck_assert_msg(kind[i] == wk, "device %d: kind[%d] = %d, not %d", dev, i,
+                  kind[i], wk);
+    if (wa > 10.0f)
+      ck_assert_msg(t[i].tag == EMPTY, "device %d: s[%d].tag = %d", dev, i,
+                    t[i].tag);
+    else
+      ck_assert_msg(t[i].tag == CIRCLE && t[i].data.Circle_v == wa,
+                    "device %d: s[%d] = {%d, %g}", dev, i, t[i].tag,
+                    t[i].data.Circle_v);
+  }
+  hipd_args_free(args);
+  free(s);
+  free(t);
+  free(area);
+  free(kind);
+}
+
+static int gcd(int x, int y)
+{
+  return y == 0 ? x : gcd(y, x % y);
+}
+
+static void run_helpers(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 200 };
+  int a[N], b[N], g[N];
+  float f[N], f2[N];
+  hipd_buffer_t ba, bb, bg, bf;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {4, 1, 1}, block[3] = {64, 1, 1};
+
+  for (int i = 0; i < N; i++) {
+    a[i] = (i + 1) * 12;
+    b[i] = (i % 9 + 1) * 8;
+    f[i] = (float)i - 100.5f;
+  }
+  ba = buffer(conn, dev, sizeof(a), a);
+  bb = buffer(conn, dev, sizeof(b), b);
+  bg = buffer(conn, dev, sizeof(g), NULL);
+  bf = buffer(conn, dev, sizeof(f), f);
+  arg_vec(args, ba, N);
+  arg_vec(args, bb, N);
+  arg_vec(args, bg, N);
+  arg_vec(args, bf, N);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  readback(conn, dev, bg, g, sizeof(g));
+  readback(conn, dev, bf, f2, sizeof(f2));
+  for (int i = 0; i < N; i++) {
+    ck_assert_msg(g[i] == 2 * gcd(a[i], b[i]), "device %d: g[%d] = %d", dev, i,
+                  g[i]);
+    ck_assert_msg(f2[i] == f[i] * f[i], "device %d: f[%d] = %g", dev, i, f2[i]);
+  }
+  OK(conn, hipd_mem_free(conn, ba));
+  OK(conn, hipd_mem_free(conn, bb));
+  hipd_args_free(args);
+}
+
+static void run_soa_points(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 100 };
+  float x[N], y[N], wa[N], out[N];
+  int wb[N];
+  hipd_buffer_t bx, by, ba, bb, bo;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {2, 1, 1}, block[3] = {64, 1, 1};
+
+  for (int i = 0; i < N; i++) {
+    x[i] = (float)i;
+    y[i] = (float)(2 * i);
+    wa[i] = 0.5f * (float)i;
+    wb[i] = i;
+  }
+  bx = buffer(conn, dev, sizeof(x), x);
+  by = buffer(conn, dev, sizeof(y), y);
+  ba = buffer(conn, dev, sizeof(wa), wa);
+  bb = buffer(conn, dev, sizeof(wb), wb);
+  bo = buffer(conn, dev, sizeof(out), NULL);
+
+  /* The packed (AoS) argument list is refused: the kernel's parameter
+   * list is known, so the positional shift is caught. */
+  hipd_args_buffer(args, bx, 0);
+  hipd_args_i32(args, N);
+  arg_vec(args, bo, N);
+  EXPECT(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args),
+         HIPD_ESIGNATURE);
+  ck_assert_ptr_nonnull(
+      strstr(hipd_last_error(conn), "takes 7 arguments, got 4"));
+  /* So is a kind in the wrong place. */
+  hipd_args_clear(args);
+  hipd_args_buffer(args, bx, 0);
+  hipd_args_buffer(args, by, 0);
+  hipd_args_buffer(args, ba, 0);
+  hipd_args_i32(args, N);
+  hipd_args_buffer(args, bb, 0);
+  arg_vec(args, bo, N);
+  EXPECT(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args),
+         HIPD_ESIGNATURE);
+  ck_assert_ptr_nonnull(strstr(hipd_last_error(conn),
+                               "argument 3 is declared pointer; a i32 was "
+                               "given"));
+
+  hipd_args_clear(args);
+  hipd_args_buffer(args, bx, 0);
+  hipd_args_buffer(args, by, 0);
+  hipd_args_buffer(args, ba, 0);
+  hipd_args_buffer(args, bb, 0);
+  hipd_args_i32(args, N);
+  arg_vec(args, bo, N);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  {
+    float x2[N], y2[N], wa2[N];
+    int wb2[N];
+    readback(conn, dev, bx, x2, sizeof(x2));
+    readback(conn, dev, by, y2, sizeof(y2));
+    readback(conn, dev, ba, wa2, sizeof(wa2));
+    readback(conn, dev, bb, wb2, sizeof(wb2));
+    readback(conn, dev, bo, out, sizeof(out));
+    for (int i = 0; i < N; i++)
+      ck_assert_msg(x2[i] == y[i] && y2[i] == x[i] && wa2[i] == wa[i] * 2 &&
+                        wb2[i] == (wb[i] + 1) * 10 &&
+                        out[i] == y[i] + wa[i] * 2,
+                    "device %d: point %d = {%g, %g, {%g, %d}}, out %g", dev, i,
+                    x2[i], y2[i], wa2[i], wb2[i], out[i]);
+  }
+  hipd_args_free(args);
+}
+
+static void run_ops(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  int a = -7, b = 3;
+  float x = 2.75f;
+  double y = 10.0;
+  long long l = 1LL << 40;
+  int oi[27];
+  long long ol[5];
+  float of[9];
+  double od[7];
+  const int wi[27] = {a + b,
+                      a - b,
+                      a * b,
+                      a / b,
+                      a % b,
+                      a == b,
+                      a != b,
+                      a<b, a <= b, a>
+                          b,
+                      a >= b,
+                      0,
+                      0,
+                      b << 3,
+                      b >> 2,
+                      a & b,
+                      a | b,
+                      a ^ b,
+                      -a,
+                      !(a > b),
+                      ~a,
+                      INT32_MIN,
+                      2,
+                      1,
+                      0,
+                      1,
+                      2147483647 + a};
+  const long long wl[5] = {INT64_MIN, 9007199254740993LL,
+                           (long long)a * 4294967296LL, l - 1, INT64_MAX};
+  hipd_buffer_t bi, bl, bf, bd;
+  hipd_args_t *args = args_new();
+
+  bi = buffer(conn, dev, sizeof(oi), NULL);
+  bl = buffer(conn, dev, sizeof(ol), NULL);
+  bf = buffer(conn, dev, sizeof(of), NULL);
+  bd = buffer(conn, dev, sizeof(od), NULL);
+  hipd_args_i32(args, a);
+  hipd_args_i32(args, b);
+  hipd_args_f32(args, x);
+  hipd_args_f64(args, y);
+  hipd_args_i64(args, l);
+  hipd_args_i32(args, 1);
+  arg_vec(args, bi, 27);
+  arg_vec(args, bl, 5);
+  arg_vec(args, bf, 9);
+  arg_vec(args, bd, 7);
+  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args));
+  readback(conn, dev, bi, oi, sizeof(oi));
+  readback(conn, dev, bl, ol, sizeof(ol));
+  readback(conn, dev, bf, of, sizeof(of));
+  readback(conn, dev, bd, od, sizeof(od));
+  for (int i = 0; i < 27; i++)
+    ck_assert_msg(oi[i] == wi[i], "device %d: oi[%d] = %d, not %d", dev, i,
+                  oi[i], wi[i]);
+  for (int i = 0; i < 5; i++)
+    ck_assert_msg(ol[i] == wl[i], "device %d: ol[%d] = %lld, not %lld", dev, i,
+                  ol[i], wl[i]);
+  ck_assert_float_eq(of[0], x * 2.5f);
+  ck_assert(isnan(of[1]));
+  ck_assert(isinf(of[2]) && of[2] > 0);
+  ck_assert(isinf(of[3]) && of[3] < 0);
+  ck_assert_float_eq(of[4], 0.1f);
+  ck_assert_float_eq(of[5], (float)y);
+  ck_assert(of[6] == 0.0f && signbit(of[6]));
+  ck_assert_float_eq(of[7], 1e-07f);
+  ck_assert_float_eq(of[8], 16777216.0f);
+  ck_assert_double_eq(od[0], y / 3.0);
+  ck_assert(isnan(od[1]));
+  ck_assert_double_eq(od[2], 1e300);
+  ck_assert_double_eq(od[3], (double)a);
+  ck_assert_double_eq(od[4], 0.1);
+  ck_assert(isinf(od[5]) && od[5] < 0);
+  ck_assert_double_eq(od[6], (double)l);
+  hipd_args_free(args);
+}
+
+static void run_control(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  int out[6], w1 = 0, w = 10;
+  hipd_buffer_t bo = buffer(conn, dev, sizeof(out), NULL);
+  hipd_args_t *args = args_new();
+
+  for (int i = 10; i >= 1; i--)
+    w1 = w1 * 2 + i;
+  while (w > 1)
+    w = w % 2 == 0 ? w / 2 : w * 3 + 1;
+  hipd_args_i32(args, 10);
+  arg_vec(args, bo, 6);
+  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args));
+  readback(conn, dev, bo, out, sizeof(out));
+  ck_assert_int_eq(out[0], 55);
+  ck_assert_int_eq(out[1], w1);
+  ck_assert_int_eq(out[2], 3 + 30); /* the loops at INT_MAX and INT_MIN end */
+  ck_assert_int_eq(out[3], w);
+  ck_assert_int_eq(out[4], 42); /* the native HIP code, not the CUDA one */
+  ck_assert_int_eq(out[5], 43);
+  hipd_args_free(args);
+}
+
+static void run_arrays(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { T = 64 };
+  int data[T], raw[T], out[T];
+  hipd_buffer_t bd, br, bo;
+  hipd_args_t *args = args_new();
+  uint32_t block[3] = {T, 1, 1};
+
+  for (int t = 0; t < T; t++) {
+    data[t] = 3 * t;
+    raw[t] = 100 + t;
+  }
+  bd = buffer(conn, dev, sizeof(data), data);
+  br = buffer(conn, dev, sizeof(raw), raw);
+  bo = buffer(conn, dev, sizeof(out), NULL);
+  arg_vec(args, bd, T);          /* data: arrinfo, so a length */
+  hipd_args_buffer(args, br, 0); /* raw: none */
+  arg_vec(args, bo, T);
+  OK(conn, hipd_kernel_launch(conn, k, ONE, block, T * sizeof(float), 0, args));
+  readback(conn, dev, bo, out, sizeof(out));
+  for (int t = 0; t < T; t++) {
+    int tmp = data[63 - t] + raw[t ^ 1];
+    int want = (tmp + T) + (1000 - t);
+    ck_assert_msg(out[t] == want, "device %d: out[%d] = %d, not %d", dev, t,
+                  out[t], want);
+  }
+  OK(conn, hipd_mem_free(conn, bd));
+  OK(conn, hipd_mem_free(conn, br));
+  hipd_args_free(args);
+}
+
+static void run_names(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  int out[5];
+  hipd_buffer_t bo = buffer(conn, dev, sizeof(out), NULL);
+  hipd_args_t *args = args_new();
+  static const int want[5] = {605, 49, 49, 13, 42};
+
+  arg_vec(args, bo, 5);
+  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args));
+  readback(conn, dev, bo, out, sizeof(out));
+  for (int i = 0; i < 5; i++)
+    ck_assert_msg(out[i] == want[i], "device %d: out[%d] = %d, not %d", dev, i,
+                  out[i], want[i]);
+  hipd_args_free(args);
+}
+
+static void run_intrinsics(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { NT = 16 };
+  int ids[NT * 16], counters[7] = {0, 0, 0, 0, 0, 1000, -1};
+  float fl[NT];
+  hipd_buffer_t bi, bc, bf;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {2, 1, 1}, block[3] = {2, 2, 2};
+
+  bi = buffer(conn, dev, sizeof(ids), NULL);
+  bc = buffer(conn, dev, sizeof(counters), counters);
+  bf = buffer(conn, dev, sizeof(fl), NULL);
+  arg_vec(args, bi, NT * 16);
+  arg_vec(args, bc, 7);
+  arg_vec(args, bf, NT);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  readback(conn, dev, bi, ids, sizeof(ids));
+  readback(conn, dev, bc, counters, sizeof(counters));
+  readback(conn, dev, bf, fl, sizeof(fl));
+  for (int bx = 0; bx < 2; bx++)
+    for (int tz = 0; tz < 2; tz++)
+      for (int ty = 0; ty < 2; ty++)
+        for (int tx = 0; tx < 2; tx++) {
+          int g = tx + 2 * (ty + 2 * (tz + 2 * bx)), *o = &ids[g * 16];
+          int gx = tx + 2 * bx;
+          const int want[16] = {
+              tx,  ty,     tz,
+              bx,  0,      222,
+              211, gx,     gx,
+              gx,  ty,     tz,
+              4,   tx - 1, tx > ty ? (tx > tz ? tx : tz) : (ty > tz ? ty : tz),
+              1};
+          for (int j = 0; j < 16; j++)
+            ck_assert_msg(o[j] == want[j],
+                          "device %d: thread (%d,%d,%d) of block %d: value "
+                          "%d is %d, not %d",
+                          dev, tx, ty, tz, bx, j, o[j], want[j]);
+          ck_assert_float_eq(fl[g], (float)g + 0.5f);
+        }
+  ck_assert_int_eq(counters[0], NT);
+  ck_assert_int_eq(counters[1], NT * (NT - 1) / 2);
+  ck_assert_int_eq(counters[2], 2 * NT);
+  ck_assert_int_eq(counters[3], 4 * NT);
+  ck_assert_int_eq(counters[4], -NT * (NT - 1) / 2);
+  ck_assert_int_eq(counters[5], 0);
+  ck_assert_int_eq(counters[6], NT - 1);
+  hipd_args_free(args);
+}
+
+typedef struct {
+  const char *name;
+  void (*run)(hipd_conn_t *conn, int dev, hipd_kernel_t k);
+} runtime_t;
+
+/* Every fixture runs: a fixture without a runner here fails the suite
+ * (test_every_fixture_runs). */
+static const runtime_t runtimes[] = {
+    {"arrays", run_arrays},
+    {"control", run_control},
+    {"helpers", run_helpers},
+    {"intrinsics", run_intrinsics},
+    {"math_all", run_math_all},
+    {"math_map", run_math_map},
+    {"names", run_names},
+    {"ops", run_ops},
+    {"record_particles", run_record_particles},
+    {"reduce_shared", run_reduce_shared},
+    {"soa_points", run_soa_points},
+    {"variant_shapes", run_variant_shapes},
+    {"vec_add", run_vec_add},
+};
+#define NRUNTIMES (sizeof(runtimes) / sizeof(runtimes[0]))
+
+/* Fixture @p i of the table, on every device. */
+static void run_fixture(size_t i)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  int n = device_count(conn), dev;
+
+  for (dev = 0; dev < n; dev++) {
+    hipd_info_t *info = NULL;
+    hipd_kernel_t k = compile_fixture(conn, dev, runtimes[i].name, &info);
+    ck_assert_str_eq(
+        info_str(info, "name"),
+        strcmp(runtimes[i].name, "reduce_shared") == 0      ? "block_sum"
+        : strcmp(runtimes[i].name, "helpers") == 0          ? "use_helpers"
+        : strcmp(runtimes[i].name, "record_particles") == 0 ? "particles"
+        : strcmp(runtimes[i].name, "variant_shapes") == 0   ? "shapes"
+                                                            : runtimes[i].name);
+    ck_assert_int_eq(hipd_info_len(info, "params"),
+                     hipd_info_len(info, "arguments"));
+    hipd_info_free(info);
+    runtimes[i].run(conn, dev, k);
+    OK(conn, hipd_kernel_destroy(conn, k));
+  }
+  hipd_close(conn);
+}
+
+START_TEST(test_fixture)
+{
+  run_fixture((size_t)_i);
+}
+END_TEST
+
+/* Every fixture of tests/codegen has a runner above. */
+START_TEST(test_every_fixture_runs)
+{
+  char path[600];
+  int missing = 0;
+
+  for (size_t i = 0; i < NRUNTIMES; i++) {
+    snprintf(path, sizeof(path), "%s/%s.ir.json", FIXTURES_DIR,
+             runtimes[i].name);
+    ck_assert_msg(access(path, R_OK) == 0, "%s: %s", path, strerror(errno));
+  }
+  {
+    DIR *dir = opendir(FIXTURES_DIR);
+    struct dirent *e;
+    ck_assert_ptr_nonnull(dir);
+    while ((e = readdir(dir)) != NULL) {
+      size_t len = strlen(e->d_name);
+      int found = 0;
+      if (len <= 8 || strcmp(e->d_name + len - 8, ".ir.json") != 0)
+        continue;
+      for (size_t i = 0; i < NRUNTIMES; i++)
+        found |= strlen(runtimes[i].name) == len - 8 &&
+                 strncmp(runtimes[i].name, e->d_name, len - 8) == 0;
+      if (!found) {
+        fprintf(stderr, "fixture %s has no runtime test\n", e->d_name);
+        missing++;
+      }
+    }
+    closedir(dir);
+  }
+  ck_assert_int_eq(missing, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------ through the wire */
+
+/* kernel.generate_source returns what the golden files hold (for an AMD
+ * target), the parameter list, and the platform of a device target. */
+START_TEST(test_generate_source)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  hipd_info_t *info = NULL;
+  fixture_t f;
+  size_t len;
+  char *golden = fixture_text("soa_points", ".hip", &len);
+  const char *src;
+  size_t slen;
+  int dev = -1;
+  static const char *const soa[] = {"pts", NULL};
+
+  fixture_load("soa_points", &f);
+  OK(conn, hipd_kernel_generate_source(conn, 0, "gfx90a", f.ir, f.len, NULL,
+                                       soa, &info));
+  ck_assert_int_eq(hipd_info_str(info, "source", &src, &slen), 0);
+  ck_assert_uint_eq(slen, len);
+  ck_assert_int_eq(memcmp(src, golden, len), 0);
+  ck_assert_str_eq(info_str(info, "platform"), "amd");
+  ck_assert_str_eq(info_str(info, "name"), "soa_points");
+  ck_assert_int_eq(hipd_info_len(info, "arguments"), 7);
+  ck_assert_str_eq(info_str(info, "arguments.0.name"), "pts_x");
+  ck_assert_str_eq(info_str(info, "arguments.0.type"), "pointer");
+  ck_assert_str_eq(info_str(info, "arguments.0.role"), "leaf");
+  ck_assert_str_eq(info_str(info, "arguments.0.param"), "pts");
+  ck_assert_str_eq(info_str(info, "arguments.0.field"), "x");
+  ck_assert_str_eq(info_str(info, "arguments.3.field"), "w.b");
+  ck_assert_str_eq(info_str(info, "arguments.4.name"), "sarek_pts_length");
+  ck_assert_str_eq(info_str(info, "arguments.4.role"), "length");
+  ck_assert_str_eq(info_str(info, "arguments.4.type"), "int32");
+  hipd_info_free(info);
+  free(golden);
+
+  /* without soa_params the same IR is the packed layout */
+  OK(conn, hipd_kernel_generate_source(conn, 0, "sm_90", f.ir, f.len, NULL,
+                                       NULL, &info));
+  ck_assert_str_eq(info_str(info, "platform"), "nvidia");
+  ck_assert_int_eq(hipd_info_len(info, "arguments"), 4);
+  ck_assert_str_eq(info_str(info, "arguments.0.name"), "pts");
+  ck_assert_str_eq(info_str(info, "arguments.0.role"), "array");
+  hipd_info_free(info);
+
+  /* a device target: the last device is a CPU device */
+  {
+    int n = device_count(conn);
+    OK(conn,
+       hipd_kernel_generate_source(conn, n - 1, NULL, f.ir, f.len,
+                                   (const uint32_t[3]){64, 2, 1}, NULL, &info));
+    ck_assert_str_eq(info_str(info, "platform"), "host");
+    ck_assert_int_eq(info_int(info, "max_threads"), 128);
+    ck_assert_int_eq(hipd_info_str(info, "source", &src, &slen), 0);
+    ck_assert_ptr_nonnull(strstr(src, "__launch_bounds__(128) soa_points("));
+    hipd_info_free(info);
+  }
+
+  /* bad params */
+  EXPECT(conn,
+         hipd_kernel_generate_source(conn, 0, "vax11", f.ir, f.len, NULL, NULL,
+                                     &info),
+         HIPD_EPARAMS);
+  ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "unknown architecture"));
+  EXPECT(conn,
+         hipd_kernel_generate_source(conn, 0, "gfx90a", f.ir, f.len,
+                                     (const uint32_t[3]){1024, 2, 1}, NULL,
+                                     &info),
+         HIPD_ELIMIT);
+  EXPECT(conn,
+         hipd_kernel_generate_source(conn, 0, "gfx90a", f.ir, f.len,
+                                     (const uint32_t[3]){0, 1, 1}, NULL, &info),
+         HIPD_EPARAMS);
+  EXPECT(conn,
+         hipd_kernel_generate_source(conn, 0, "gfx90a", f.ir, f.len, NULL,
+                                     (const char *const[]){"nope", NULL},
+                                     &info),
+         HIPD_EIR);
+  ck_assert_str_eq(hipd_last_error(conn),
+                   "kernel.generate_source: soa_params[0]: the kernel has no "
+                   "param named 'nope'");
+  fixture_free(&f);
+  hipd_close(conn);
+}
+END_TEST
+
+/* Malformed IR over the wire: the code and a message naming the method,
+ * the path and the problem; the session goes on. */
+START_TEST(test_wire_errors)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  hipd_info_t *info = NULL;
+  hipd_kernel_t k = 0;
+  fixture_t f;
+  msgpack_sbuffer mp;
+  char err[300];
+  int dev = -1;
+  const char *bad =
+      "{\"ir\":1,\"kernel\":{\"name\":\"k\",\"params\":[],\"body\":[\"seq\","
+      "[[\"empty\"],[\"assign\",[\"var\",7,\"j\"],[\"const\",[\"i32\",1]]]]]}}";
+
+  msgpack_sbuffer_init(&mp);
+  ck_assert_int_eq(ir_json_to_msgpack(bad, strlen(bad), &mp, err, sizeof(err)),
+                   0);
+  EXPECT(conn,
+         hipd_kernel_compile_ir(conn, HIPD_DEVICE_CURRENT, mp.data, mp.size,
+                                NULL, NULL, NULL, &k, &info),
+         HIPD_EIR);
+  ck_assert_str_eq(hipd_last_error(conn),
+                   "kernel.compile_ir: kernel.body[1].target: var 7 ('j') is "
+                   "not declared in this function");
+  ck_assert_uint_eq(k, 0);
+  /* truncated */
+  EXPECT(conn,
+         hipd_kernel_generate_source(conn, HIPD_DEVICE_CURRENT, NULL, mp.data,
+                                     mp.size / 2, NULL, NULL, &info),
+         HIPD_EIR);
+  ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "truncated"));
+  /* not even msgpack */
+  EXPECT(conn,
+         hipd_kernel_generate_source(conn, HIPD_DEVICE_CURRENT, NULL, "\xc1", 1,
+                                     NULL, NULL, &info),
+         HIPD_EIR);
+  ck_assert_str_eq(hipd_last_error(conn),
+                   "kernel.generate_source: document: not msgpack: byte 0xc1 "
+                   "starts no value");
+  msgpack_sbuffer_destroy(&mp);
+
+  /* an intrinsic nobody registered */
+  fixture_load("intrinsics", &f);
+  EXPECT(conn,
+         hipd_kernel_compile_ir(conn, HIPD_DEVICE_CURRENT, f.ir, f.len, NULL,
+                                NULL, NULL, &k, &info),
+         HIPD_EINTRINSIC);
+  ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "'Sarek.imax3'"));
+  fixture_free(&f);
+
+  /* the session is fine */
+  k = compile_fixture(conn, HIPD_DEVICE_CURRENT, "vec_add", NULL);
+  OK(conn, hipd_kernel_destroy(conn, k));
+  hipd_close(conn);
+}
+END_TEST
+
+/* The IR param must be a bin. */
+START_TEST(test_wire_params)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  hipd_info_t *info = NULL;
+  int dev = -1;
+
+  /* hipd_backend_info lists the IR versions */
+  OK(conn, hipd_backend_info(conn, &info));
+  ck_assert_int_eq(hipd_info_len(info, "ir_versions"), 1);
+  ck_assert_int_eq(info_int(info, "ir_versions.0"), 1);
+  hipd_info_free(info);
+  /* a str where the bin belongs: through the raw protocol */
+  {
+    int fd = harness_raw_connect(shared->socket);
+    msgpack_sbuffer b;
+    msgpack_packer pk;
+    char reply[4096];
+    ssize_t n;
+    ck_assert_int_ge(fd, 0);
+    msgpack_sbuffer_init(&b);
+    msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 4);
+    msgpack_pack_int(&pk, 0);
+    msgpack_pack_int(&pk, 1);
+    msgpack_pack_str_with_body(&pk, "hello", 5);
+    msgpack_pack_array(&pk, 0);
+    msgpack_pack_array(&pk, 4);
+    msgpack_pack_int(&pk, 0);
+    msgpack_pack_int(&pk, 2);
+    msgpack_pack_str_with_body(&pk, "kernel.generate_source", 22);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_str_with_body(&pk, "{}", 2);
+    ck_assert_int_eq(harness_raw_send(fd, b.data, b.size), 0);
+    msgpack_sbuffer_destroy(&b);
+    /* read until the second reply has arrived */
+    size_t got = 0;
+    long long until = harness_now_ms() + 10000;
+    while (got < sizeof(reply) && harness_now_ms() < until &&
+           memmem(reply, got, "must be bin", 11) == NULL) {
+      n = read(fd, reply + got, sizeof(reply) - got);
+      if (n <= 0)
+        break;
+      got += (size_t)n;
+    }
+    ck_assert_ptr_nonnull(memmem(reply, got,
+                                 "param 0 (ir) must be bin (the msgpack bytes "
+                                 "of the IR document), not str",
+                                 sizeof("param 0 (ir) must be bin (the msgpack "
+                                        "bytes of the IR document), not str") -
+                                     1));
+    close(fd);
+  }
+  hipd_close(conn);
+}
+END_TEST
+
+/* Registrations belong to their session; the registry lists and finds. */
+START_TEST(test_intrinsics_registry)
+{
+  hipd_conn_t *a = connect_to(shared), *b = connect_to(shared);
+  hipd_info_t *info = NULL;
+  hipd_kernel_t k = 0;
+  fixture_t f;
+  int dev = -1, n, found = 0;
+
+  OK(a, hipd_intrinsics_list(a, 0, "gfx90a", &info));
+  n = hipd_info_len(info, "");
+  ck_assert_int_gt(n, 50);
+  for (int i = 0; i < n; i++) {
+    char p[64];
+    const char *name;
+    snprintf(p, sizeof(p), "%d.name", i);
+    name = info_str(info, p);
+    if (strcmp(name, "warp_barrier") == 0) {
+      snprintf(p, sizeof(p), "%d.code", i);
+      ck_assert_ptr_nonnull(strstr(info_str(info, p), "wave_barrier"));
+      snprintf(p, sizeof(p), "%d.convergence", i);
+      ck_assert_str_eq(info_str(info, p), "sync");
+      snprintf(p, sizeof(p), "%d.builtin", i);
+      ck_assert(info_bool(info, p));
+      found = 1;
+    }
+  }
+  ck_assert(found);
+  hipd_info_free(info);
+  OK(a, hipd_intrinsics_find(a, "Gpu.warp_barrier", 0, "sm_90", &info));
+  ck_assert_str_eq(info_str(info, "0.code"), "__syncwarp()");
+  hipd_info_free(info);
+  OK(a, hipd_intrinsics_find(a, "atomic_add", 0, "gfx90a", &info));
+  ck_assert_int_eq(hipd_info_len(info, ""), 2);
+  hipd_info_free(info);
+  EXPECT(a,
+         hipd_intrinsics_find(a, "Gpu.float", HIPD_DEVICE_CURRENT, NULL, &info),
+         HIPD_ENOENT);
+
+  /* registrations: errors, then the fixture's */
+  EXPECT(a,
+         hipd_intrinsics_register(a, "Float32.sqrt", "sqrtf", HIPD_CONV_UNIFORM,
+                                  -1),
+         HIPD_EEXIST);
+  EXPECT(a,
+         hipd_intrinsics_register(a, "evil", "x; system(0)", HIPD_CONV_UNIFORM,
+                                  -1),
+         HIPD_EPARAMS);
+  EXPECT(a, hipd_intrinsics_register(a, "f", "g(%s)", HIPD_CONV_UNIFORM, 2),
+         HIPD_EPARAMS);
+  fixture_load("intrinsics", &f);
+  fixture_register(a, &f);
+  OK(a, hipd_intrinsics_find(a, "Gpu.float", HIPD_DEVICE_CURRENT, NULL, &info));
+  ck_assert_str_eq(info_str(info, "0.code"), "(float)");
+  ck_assert_str_eq(info_str(info, "0.convergence"), "uniform");
+  ck_assert(!info_bool(info, "0.builtin"));
+  hipd_info_free(info);
+  OK(a, hipd_intrinsics_list(a, HIPD_DEVICE_CURRENT, NULL, &info));
+  ck_assert_int_eq(hipd_info_len(info, ""), n + 3);
+  hipd_info_free(info);
+  OK(a, hipd_kernel_compile_ir_for(a, "host-x86_64", f.ir, f.len, NULL, NULL,
+                                   NULL, &info));
+  hipd_info_free(info);
+
+  /* session b knows nothing of a's registrations */
+  EXPECT(b,
+         hipd_intrinsics_find(b, "Gpu.float", HIPD_DEVICE_CURRENT, NULL, &info),
+         HIPD_ENOENT);
+  EXPECT(b,
+         hipd_kernel_compile_ir(b, HIPD_DEVICE_CURRENT, f.ir, f.len, NULL, NULL,
+                                NULL, &k, &info),
+         HIPD_EINTRINSIC);
+  ck_assert_ptr_nonnull(strstr(hipd_last_error(b), "unknown intrinsic"));
+  OK(b, hipd_intrinsics_list(b, HIPD_DEVICE_CURRENT, NULL, &info));
+  ck_assert_int_eq(hipd_info_len(info, ""), n);
+  hipd_info_free(info);
+  /* a registration replaces the previous one of the same name */
+  OK(a, hipd_intrinsics_register(a, "Gpu.float", "(double)",
+                                 HIPD_CONV_DIVERGENT, 1));
+  OK(a, hipd_intrinsics_find(a, "Gpu.float", HIPD_DEVICE_CURRENT, NULL, &info));
+  ck_assert_str_eq(info_str(info, "0.code"), "(double)");
+  ck_assert_int_eq(info_int(info, "0.arity"), 1);
+  hipd_info_free(info);
+  fixture_free(&f);
+  hipd_close(a);
+  hipd_close(b);
+}
+END_TEST
+
+/* A document over 64 KiB is decoded off the loop thread; the answer is
+ * the same. */
+START_TEST(test_large_ir)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  hipd_info_t *info = NULL;
+  enum { STMTS = 4000 };
+  size_t cap = STMTS * 96 + 512, o = 0;
+  char *json = xmalloc(cap), err[300];
+  msgpack_sbuffer mp;
+  const char *src;
+  size_t slen;
+  int dev = -1;
+
+  o += (size_t)snprintf(json, cap,
+                        "{\"ir\":1,\"kernel\":{\"name\":\"big\",\"params\":[["
+                        "\"param\",{\"name\":\"c\",\"id\":0,\"type\":[\"vec\","
+                        "[\"i32\"]]},null]],\"body\":[\"seq\",[");
+  for (int i = 0; i < STMTS; i++)
+    o += (size_t)snprintf(json + o, cap - o,
+                          "%s[\"assign\",[\"aelem\",\"c\",[\"const\",[\"i32\","
+                          "%d]]],[\"const\",[\"i32\",%d]]]",
+                          i ? "," : "", i % 16, i);
+  snprintf(json + o, cap - o, "]]}}");
+  msgpack_sbuffer_init(&mp);
+  ck_assert_int_eq(
+      ir_json_to_msgpack(json, strlen(json), &mp, err, sizeof(err)), 0);
+  ck_assert_uint_gt(mp.size, 64 << 10);
+  OK(conn, hipd_kernel_generate_source(conn, HIPD_DEVICE_CURRENT, NULL, mp.data,
+                                       mp.size, NULL, NULL, &info));
+  ck_assert_int_eq(hipd_info_str(info, "source", &src, &slen), 0);
+  ck_assert_ptr_nonnull(strstr(src, "  c[15] = 3999;\n"));
+  hipd_info_free(info);
+  /* and a large broken one */
+  mp.data[mp.size - 3] = (char)0xc1;
+  EXPECT(conn,
+         hipd_kernel_generate_source(conn, HIPD_DEVICE_CURRENT, NULL, mp.data,
+                                     mp.size, NULL, NULL, &info),
+         HIPD_EIR);
+  msgpack_sbuffer_destroy(&mp);
+  free(json);
+  hipd_close(conn);
+}
+END_TEST
+
+/* The compiled kernel goes through the cache keyed by the generated
+ * source: the same IR twice is a hit; kernel.info knows the signature. */
+START_TEST(test_cache_and_info)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  hipd_info_t *info = NULL;
+  hipd_kernel_t k1, k2;
+  char key[80];
+  int dev = HIPD_DEVICE_CURRENT;
+
+  k1 = compile_fixture(conn, dev, "helpers", &info);
+  snprintf(key, sizeof(key), "%s", info_str(info, "key"));
+  hipd_info_free(info);
+  k2 = compile_fixture(conn, dev, "helpers", &info);
+  ck_assert_str_eq(info_str(info, "key"), key);
+  ck_assert_str_ne(info_str(info, "cache"), "miss");
+  hipd_info_free(info);
+  OK(conn, hipd_kernel_info(conn, k2, &info));
+  ck_assert_int_eq(hipd_info_len(info, "params"), 8);
+  ck_assert_str_eq(info_str(info, "params.0"), "pointer");
+  ck_assert_str_eq(info_str(info, "params.1"), "int32");
+  hipd_info_free(info);
+  OK(conn, hipd_kernel_destroy(conn, k1));
+  OK(conn, hipd_kernel_destroy(conn, k2));
+  hipd_close(conn);
+}
+END_TEST
+
+/* hiprtc (or NVRTC) compiles every fixture for the HIP platform this hipd
+ * is built for. */
+START_TEST(test_compile_for_gpu)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  hipd_info_t *info = NULL;
+  char arch[64] = "";
+  int dev = -1, n;
+
+  OK(conn, hipd_daemon_info(conn, &info));
+  if (info_has_str(info, "features", "hip-amd")) {
+    snprintf(arch, sizeof(arch), "gfx90a");
+  } else if (info_has_str(info, "features", "hip-nvidia")) {
+    hipd_info_t *d = NULL;
+    OK(conn, hipd_device_get(conn, 0, &d));
+    if (!info_bool(d, "is_cpu"))
+      snprintf(arch, sizeof(arch), "%s", info_str(d, "arch"));
+    hipd_info_free(d);
+  }
+  hipd_info_free(info);
+  if (arch[0] == '\0') {
+    printf("check_codegen_run: hipd has no HIP compiler for a GPU target "
+           "here: the fixtures were not compiled for a GPU\n");
+    hipd_close(conn);
+    return;
+  }
+  n = (int)NRUNTIMES;
+  for (int i = 0; i < n; i++) {
+    fixture_t f;
+    fixture_load(runtimes[i].name, &f);
+    fixture_register(conn, &f);
+    OK(conn, hipd_kernel_compile_ir_for(conn, arch, f.ir, f.len,
+                                        f.has_block ? f.block : NULL,
+                                        fixture_soa(&f), NULL, &info));
+    ck_assert_msg(info_int(info, "bytes") > 0, "%s for %s: no code",
+                  runtimes[i].name, arch);
+    ck_assert_str_eq(info_str(info, "platform"),
+                     strncmp(arch, "gfx", 3) == 0 ? "amd" : "nvidia");
+    hipd_info_free(info);
+    fixture_free(&f);
+  }
+  printf("check_codegen_run: %d fixtures compiled for %s\n", n, arch);
+  hipd_close(conn);
+}
+END_TEST
+
+/* -------------------------------------------------------------- fixtures */
+
+static int remove_cb(const char *path, const struct stat *st, int flag,
+                     struct FTW *ftw)
+{
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+static void shared_setup(void)
+{
+  shared =
+      harness_start("--cpu-devices", "2", "--cache-dir", shared_cache, NULL);
+  ck_assert_msg(shared != NULL, "hipd did not start");
+}
+
+static void shared_teardown(void)
+{
+  int code;
+
+  if (shared == NULL)
+    return;
+  code = harness_stop(shared);
+  if (code != 0)
+    harness_log_dump(shared);
+  harness_free(shared);
+  shared = NULL;
+  ck_assert_msg(code == 0, "hipd exited with %d", code);
+}
+
+static Suite *codegen_run_suite(void)
+{
+  Suite *s = suite_create("codegen_run");
+  TCase *tc;
+
+  tc = tcase_create("fixtures");
+  tcase_set_timeout(tc, 300);
+  tcase_add_unchecked_fixture(tc, shared_setup, shared_teardown);
+  tcase_add_test(tc, test_every_fixture_runs);
+  tcase_add_loop_test(tc, test_fixture, 0, (int)NRUNTIMES);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("methods");
+  tcase_set_timeout(tc, 300);
+  tcase_add_unchecked_fixture(tc, shared_setup, shared_teardown);
+  tcase_add_test(tc, test_generate_source);
+  tcase_add_test(tc, test_wire_errors);
+  tcase_add_test(tc, test_wire_params);
+  tcase_add_test(tc, test_intrinsics_registry);
+  tcase_add_test(tc, test_large_ir);
+  tcase_add_test(tc, test_cache_and_info);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("gpu_compile");
+  tcase_set_timeout(tc, 300);
+  tcase_add_unchecked_fixture(tc, shared_setup, shared_teardown);
+  tcase_add_test(tc, test_compile_for_gpu);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *sr;
+  int failed;
+  const char *root = getenv("HIPD_TEST_TMP");
+
+  harness_init("check_codegen_run");
+  snprintf(shared_cache, sizeof(shared_cache), "%s/cgcache-XXXXXX",
+           root != NULL && root[0] != '\0' ? root : "/tmp");
+  if (mkdtemp(shared_cache) == NULL) {
+    fprintf(stderr, "mkdtemp %s: %s\n", shared_cache, strerror(errno));
+    return EXIT_FAILURE;
+  }
+  sr = srunner_create(codegen_run_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  nftw(shared_cache, remove_cb, 16, FTW_DEPTH | FTW_PHYS);
+  harness_fini();
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
