@@ -38,6 +38,7 @@
 
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,7 @@ static struct {
   double budget;  /* seconds per bandwidth measurement */
   double seconds; /* worker loop */
   int elems;      /* worker kernel size */
+  int threads;    /* worker: loops in this one process, one stream each */
   uint64_t bytes; /* peer copy */
 } O = {
     .device = 0,
@@ -468,6 +470,77 @@ static int mode_peer(void)
   return 0;
 }
 
+/* One loop of the threaded worker: its own stream and buffer in the
+ * process's one context on the device. */
+typedef struct {
+  pthread_t th;
+  kern_t *k;
+  pthread_barrier_t *go;
+  long long count;
+} loop_t;
+
+static void *loop_main(void *arg)
+{
+  loop_t *l = arg;
+  unsigned grid =
+      (unsigned)((O.elems + BENCH_SMALL_BLOCK - 1) / BENCH_SMALL_BLOCK);
+  int n = O.elems;
+  hipStream_t s;
+  float *x;
+  void *args[2] = {&x, &n};
+  double t0;
+
+  CHECK(hipSetDevice(O.device));
+  CHECK(hipMalloc((void **)&x, sizeof(float) * (size_t)n));
+  CHECK(hipStreamCreate(&s));
+  pthread_barrier_wait(l->go);
+  t0 = bu_now();
+  do {
+    CHECK(hipModuleLaunchKernel(l->k->fn, grid, 1, 1, BENCH_SMALL_BLOCK, 1, 1,
+                                0, s, args, NULL));
+    CHECK(hipStreamSynchronize(s));
+    l->count++;
+  } while (bu_now() - t0 < O.seconds);
+  CHECK(hipStreamDestroy(s));
+  CHECK(hipFree(x));
+  return NULL;
+}
+
+/* worker --threads N: N loops at once in this process (one context), the
+ * way hipd runs many clients' work: how far one process's runtime scales. */
+static int mode_worker_threads(void)
+{
+  loop_t *loops = calloc((size_t)O.threads, sizeof(*loops));
+  pthread_barrier_t go;
+  long long count = 0;
+  double t0, t;
+  kern_t k;
+
+  if (loops == NULL)
+    die("out of memory");
+  device_open(O.device);
+  kernel_build(O.device, BENCH_SMALL_SOURCE, BENCH_SMALL_NAME, &k);
+  pthread_barrier_init(&go, NULL, (unsigned)O.threads + 1);
+  for (int i = 0; i < O.threads; i++) {
+    loops[i].k = &k;
+    loops[i].go = &go;
+    if (pthread_create(&loops[i].th, NULL, loop_main, &loops[i]) != 0)
+      die("pthread_create failed");
+  }
+  pthread_barrier_wait(&go);
+  t0 = bu_now();
+  for (int i = 0; i < O.threads; i++) {
+    pthread_join(loops[i].th, NULL);
+    count += loops[i].count;
+  }
+  t = bu_now() - t0;
+  printf("{\"kind\":\"worker\",\"threads\":%d,\"kernels\":%lld,"
+         "\"seconds\":%.6f}\n",
+         O.threads, count, t);
+  free(loops);
+  return 0;
+}
+
 static int mode_worker(void)
 {
   unsigned grid =
@@ -524,7 +597,9 @@ static void usage(FILE *f)
              "  --peer N       destination device (peer)\n"
              "  --bytes N      bytes per copy (peer)\n"
              "  --seconds S    length of the loop (worker)\n"
-             "  --elems N      floats the small kernel updates (worker)\n");
+             "  --elems N      floats the small kernel updates (worker)\n"
+             "  --threads N    worker: N loops at once in this process, one\n"
+             "                 stream each, started at once (no handshake)\n");
 }
 
 static int parse_int(const char *s, int min, int *out)
@@ -550,6 +625,7 @@ int main(int argc, char **argv)
       {"bytes", required_argument, NULL, 'y'},
       {"seconds", required_argument, NULL, 's'},
       {"elems", required_argument, NULL, 'e'},
+      {"threads", required_argument, NULL, 't'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -595,6 +671,9 @@ int main(int argc, char **argv)
     case 'e':
       bad |= parse_int(optarg, 1, &O.elems);
       break;
+    case 't':
+      bad |= parse_int(optarg, 1, &O.threads);
+      break;
     case 'h':
       usage(stdout);
       return 0;
@@ -619,6 +698,6 @@ int main(int argc, char **argv)
   if (strcmp(O.mode, "peer") == 0)
     return mode_peer();
   if (strcmp(O.mode, "worker") == 0)
-    return mode_worker();
+    return O.threads > 1 ? mode_worker_threads() : mode_worker();
   die("unknown mode '%s'", O.mode);
 }

@@ -61,6 +61,7 @@ typedef struct daemon_config {
   uint64_t cache_size;       /* its cap in bytes */
   uint32_t cpu_kernel_timeout_ms; /* CPU-device launch limit, 0: none */
   int busy_poll_us; /* spin before sleeping (loop, workers); -1: auto */
+  int gpu_wait;     /* hip_driver_set_wait() mode */
 } daemon_config_t;
 
 typedef struct server server_t;

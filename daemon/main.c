@@ -71,6 +71,9 @@ static void usage(FILE *f)
       "      --cache-size BYTES   cache cap, on disk and in memory (1G)\n"
       "      --cpu-kernel-timeout MS  stop a CPU-device kernel running\n"
       "                           longer (600000; 0: no limit)\n"
+      "      --gpu-wait MODE      how device workers wait for a GPU: auto\n"
+      "                           (the runtime's choice, default), spin,\n"
+      "                           yield or block\n"
       "      --busy-poll US       after each event, poll for the next one for\n"
       "                           US microseconds before sleeping (the loop\n"
       "                           and the device workers): lower latency for\n"
@@ -136,6 +139,7 @@ enum {
   OPT_CACHE_SIZE,
   OPT_CPU_KERNEL_TIMEOUT,
   OPT_BUSY_POLL,
+  OPT_GPU_WAIT,
 };
 
 static int parse_options(int argc, char **argv, daemon_config_t *cfg)
@@ -160,6 +164,7 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
       {"cpu-kernel-timeout", required_argument, NULL, OPT_CPU_KERNEL_TIMEOUT},
       {"busy-poll", required_argument, NULL, OPT_BUSY_POLL},
+      {"gpu-wait", required_argument, NULL, OPT_GPU_WAIT},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -244,6 +249,22 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
         goto bad;
       cfg->cpu_devices = (int)v;
       break;
+    case OPT_GPU_WAIT: {
+      static const char *const modes[] = {"auto", "spin", "yield", "block"};
+      int m = -1;
+      for (int i = 0; i < 4; i++)
+        if (strcmp(optarg, modes[i]) == 0)
+          m = i;
+      if (m < 0) {
+        fprintf(stderr,
+                "hipd: --gpu-wait: '%s' is not auto, spin, yield "
+                "or block\n",
+                optarg);
+        return -1;
+      }
+      cfg->gpu_wait = m;
+      break;
+    }
     case OPT_BUSY_POLL:
       if (parse_size(optarg, 0, 1000000, &v) != 0)
         goto bad;
@@ -526,6 +547,9 @@ int main(int argc, char **argv)
   if (d->cfg.busy_poll_us < 0)
     d->cfg.busy_poll_us = sysconf(_SC_NPROCESSORS_ONLN) >= 8 ? 50 : 0;
   exec_set_busy_poll((uint32_t)d->cfg.busy_poll_us);
+#ifdef HAVE_HIP
+  hip_driver_set_wait(d->cfg.gpu_wait);
+#endif
   if ((rc = exec_bridge_init(d->loop)) != 0) {
     log_error(0, "cannot start the worker bridge: %s", uv_strerror(rc));
     return 1;

@@ -219,6 +219,9 @@ driver_t **drivers_compiled(void);
 driver_t *driver_cpu(void);
 #ifdef HAVE_HIP
 driver_t *driver_hip(void);
+/* How a thread waiting for a GPU waits (hipSetDeviceFlags): 0 the
+ * runtime's default, 1 spin, 2 yield, 3 block. Before init. */
+void hip_driver_set_wait(int mode);
 #endif
 
 /* Describe the current thread's last driver failure (printf-style). */

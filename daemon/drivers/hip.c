@@ -178,6 +178,13 @@ static void enable_peers(int dev, int n)
   (void)hipGetLastError(); /* "already enabled" is not an error here */
 }
 
+static int wait_mode; /* hip_driver_set_wait() */
+
+void hip_driver_set_wait(int mode)
+{
+  wait_mode = mode;
+}
+
 static int hip_init(driver_t *drv, int *count)
 {
   hipError_t init_err, err;
@@ -205,6 +212,16 @@ static int hip_init(driver_t *drv, int *count)
     return report_error("hipInit", init_err);
   if (n == 0)
     drv_set_error("hipGetDeviceCount: 0 devices");
+  if (wait_mode != 0) {
+    static const unsigned flags[] = {0, hipDeviceScheduleSpin,
+                                     hipDeviceScheduleYield,
+                                     hipDeviceScheduleBlockingSync};
+    /* Before any context exists: the flags are the primary context's. */
+    for (int dev = 0; dev < n; dev++)
+      if (hipSetDevice(dev) != hipSuccess ||
+          hipSetDeviceFlags(flags[wait_mode]) != hipSuccess)
+        (void)hipGetLastError();
+  }
   for (int dev = 0; dev + 1 < n; dev++)
     enable_peers(dev, n);
   *count = n;
