@@ -1178,7 +1178,7 @@ static void sec_bw(void)
                hipd_err_name(rc), hipd_last_error(B.conn));
       ok = 0;
     } else if ((rc = hipd_shm_create(B.conn, x.len, &x.shm)) != 0) {
-      snprintf(shm_err, sizeof(shm_err), "shm.register of %s: %s: %s", label,
+      snprintf(shm_err, sizeof(shm_err), "shm.create of %s: %s: %s", label,
                hipd_err_name(rc), hipd_last_error(B.conn));
       shm_ok = 0; /* the inline figures go on */
     } else if (xfer_check(&x, hipd_shm_ptr(x.shm)) != 0) {

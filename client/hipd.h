@@ -348,7 +348,7 @@ HIPD_EXTERN int hipd_mem_info(hipd_conn_t *conn, hipd_buffer_t buf,
  */
 typedef struct hipd_shm hipd_shm_t;
 
-/** `shm.register`: create a shared buffer of @p size bytes (rounded up to
+/** `shm.create`: create a shared buffer of @p size bytes (rounded up to
  *  the page size), zero-filled. HIPD_ENOTSUP where the daemon cannot take
  *  descriptors (not a local Unix socket). */
 HIPD_EXTERN int hipd_shm_create(hipd_conn_t *conn, size_t size,

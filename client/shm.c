@@ -1,6 +1,6 @@
 /* client/shm.c: shared host buffers (`shm.*`, `mem.*_shm*`,
  * `mem.alloc_zero_copy`). The memory is a memfd of this process, sealed
- * against shrinking and passed to the daemon with the `shm.register`
+ * against shrinking and passed to the daemon with the `shm.create`
  * request (SCM_RIGHTS); no transfer through it moves bytes over the socket.
  */
 #include "config.h"
@@ -22,7 +22,7 @@ struct hipd_shm {
   int fd;
 };
 
-/* The `shm.register` result: {handle, size, registered}. */
+/* The `shm.create` result: {handle, size, registered}. */
 static int register_decode(hipd_call_t *call, const msgpack_object *result,
                            const conn_outs_t *outs)
 {
@@ -52,20 +52,19 @@ int hipd_shm_create(hipd_conn_t *conn, size_t size, hipd_shm_t **out)
   int err;
 
   if (out == NULL)
-    return conn_fail(conn, HIPD_EINVAL, "shm.register: out is NULL");
+    return conn_fail(conn, HIPD_EINVAL, "shm.create: out is NULL");
   *out = NULL;
   if (size == 0)
-    return conn_fail(conn, HIPD_EINVAL, "shm.register: size is 0");
+    return conn_fail(conn, HIPD_EINVAL, "shm.create: size is 0");
   if (size > SIZE_MAX - (size_t)page)
-    return conn_fail(conn, HIPD_EINVAL, "shm.register: size %zu too large",
-                     size);
+    return conn_fail(conn, HIPD_EINVAL, "shm.create: size %zu too large", size);
   size = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
   if ((m = calloc(1, sizeof(*m))) == NULL)
-    return conn_fail(conn, HIPD_ENOMEM, "shm.register: out of memory");
+    return conn_fail(conn, HIPD_ENOMEM, "shm.create: out of memory");
   m->fd = memfd_create("hipd-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (m->fd < 0) {
     err = errno == ENOMEM ? HIPD_ENOMEM : HIPD_ENOTSUP;
-    conn_fail(conn, err, "shm.register: memfd_create: %s", strerror(errno));
+    conn_fail(conn, err, "shm.create: memfd_create: %s", strerror(errno));
     free(m);
     return err;
   }
@@ -75,7 +74,7 @@ int hipd_shm_create(hipd_conn_t *conn, size_t size, hipd_shm_t **out)
       fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) !=
           0) {
     err = errno == ENOSPC || errno == ENOMEM ? HIPD_ENOMEM : HIPD_EINVAL;
-    conn_fail(conn, err, "shm.register: preparing %zu bytes: %s", size,
+    conn_fail(conn, err, "shm.create: preparing %zu bytes: %s", size,
               strerror(errno));
     goto fail;
   }
@@ -83,12 +82,12 @@ int hipd_shm_create(hipd_conn_t *conn, size_t size, hipd_shm_t **out)
   if (m->addr == MAP_FAILED) {
     m->addr = NULL;
     err = HIPD_ENOMEM;
-    conn_fail(conn, err, "shm.register: mapping %zu bytes: %s", size,
+    conn_fail(conn, err, "shm.create: mapping %zu bytes: %s", size,
               strerror(errno));
     goto fail;
   }
   m->size = size;
-  if ((err = conn_call_begin(conn, "shm.register", 1, &c)) < 0)
+  if ((err = conn_call_begin(conn, "shm.create", 1, &c)) < 0)
     goto fail;
   msgpack_pack_uint64(&c->pk, size);
   c->send_fd = m->fd;

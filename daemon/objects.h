@@ -159,7 +159,7 @@ void op_submit(op_t *op);
 struct op_group *op_group_new(call_t *c, uint32_t n);
 
 /* Bytes of a buffer that count against the session's quota (zero-copy
- * buffers count as their shared memory, once, at shm.register). */
+ * buffers count as their shared memory, once, at shm.create). */
 static inline uint64_t buffer_quota_bytes(const buffer_t *b)
 {
   return b->shm != NULL ? 0 : b->mem.size;

@@ -963,12 +963,12 @@ static int memfd_sealed(size_t size, int seals)
   return fd;
 }
 
-/* shm.register with descriptor @p fd (-1: none) for @p size bytes.
+/* shm.create with descriptor @p fd (-1: none) for @p size bytes.
  * @return the error code; the message goes to @p msg. */
-static int raw_shm_register(raw_t *r, uint32_t msgid, int fd, uint64_t size,
-                            char *msg, size_t msgsz)
+static int raw_shm_create(raw_t *r, uint32_t msgid, int fd, uint64_t size,
+                          char *msg, size_t msgsz)
 {
-  raw_request(r, msgid, "shm.register", 1);
+  raw_request(r, msgid, "shm.create", 1);
   msgpack_pack_uint64(&r->pk, size);
   ck_assert_int_eq(fd >= 0 ? raw_flush_fd(r, fd) : raw_flush(r), 0);
   return raw_response(r, msgid, msg, msgsz);
@@ -988,21 +988,21 @@ START_TEST(test_shm_descriptors)
   r = raw_open(d->socket);
   raw_hello(r);
 
-  ck_assert_int_eq(raw_shm_register(r, 1, -1, 4096, msg, sizeof(msg)),
+  ck_assert_int_eq(raw_shm_create(r, 1, -1, 4096, msg, sizeof(msg)),
                    HIPD_EINVAL);
   ck_assert_msg(strstr(msg, "no file descriptor") != NULL, "%s", msg);
 
   fd = memfd_sealed(8192, 0);
-  ck_assert_int_eq(raw_shm_register(r, 2, fd, 8192, msg, sizeof(msg)),
+  ck_assert_int_eq(raw_shm_create(r, 2, fd, 8192, msg, sizeof(msg)),
                    HIPD_EINVAL);
   ck_assert_msg(strstr(msg, "F_SEAL_SHRINK") != NULL, "%s", msg);
   close(fd);
 
   fd = memfd_sealed(8192, F_SEAL_SHRINK);
-  ck_assert_int_eq(raw_shm_register(r, 3, fd, 16384, msg, sizeof(msg)),
+  ck_assert_int_eq(raw_shm_create(r, 3, fd, 16384, msg, sizeof(msg)),
                    HIPD_EINVAL);
   ck_assert_msg(strstr(msg, "beyond") != NULL, "%s", msg);
-  ck_assert_int_eq(raw_shm_register(r, 4, fd, 8192, msg, sizeof(msg)), 0);
+  ck_assert_int_eq(raw_shm_create(r, 4, fd, 8192, msg, sizeof(msg)), 0);
   ck_assert_int_eq(r->msg.result->type, MSGPACK_OBJECT_MAP);
   close(fd);
 
@@ -1012,14 +1012,14 @@ START_TEST(test_shm_descriptors)
     uint64_t phys =
         (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
     fd = memfd_sealed((size_t)phys, F_SEAL_SHRINK);
-    ck_assert_int_eq(raw_shm_register(r, 40, fd, phys, msg, sizeof(msg)),
+    ck_assert_int_eq(raw_shm_create(r, 40, fd, phys, msg, sizeof(msg)),
                      HIPD_ENOMEM);
     ck_assert_msg(strstr(msg, "half of the host") != NULL, "%s", msg);
     close(fd);
   }
 
   ck_assert_int_eq(pipe(pipefd), 0);
-  ck_assert_int_eq(raw_shm_register(r, 5, pipefd[0], 4096, msg, sizeof(msg)),
+  ck_assert_int_eq(raw_shm_create(r, 5, pipefd[0], 4096, msg, sizeof(msg)),
                    HIPD_EINVAL);
   ck_assert_msg(strstr(msg, "not a memfd") != NULL, "%s", msg);
   close(pipefd[0]);
@@ -1030,7 +1030,7 @@ START_TEST(test_shm_descriptors)
   fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(ftruncate(fd, 4096), 0);
-  ck_assert_int_eq(raw_shm_register(r, 6, fd, 4096, msg, sizeof(msg)),
+  ck_assert_int_eq(raw_shm_create(r, 6, fd, 4096, msg, sizeof(msg)),
                    HIPD_EINVAL);
   close(fd);
   unlink(path);

@@ -46,7 +46,7 @@ int m_mem_size(call_t *c);
 int m_mem_info(call_t *c);
 
 /* shm.c: shared host buffers */
-int m_shm_register(call_t *c);
+int m_shm_create(call_t *c);
 int m_shm_free(call_t *c);
 int m_mem_write_shm(call_t *c);
 int m_mem_write_shm_async(call_t *c);

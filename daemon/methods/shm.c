@@ -28,8 +28,7 @@ static void register_done(task_t *t)
   if (rc != 0) {
     s->mem_used -= r->m->size;
     shm_unref(r->m);
-    call_fail(c, rc, "shm.register: cannot keep the shared buffer: %s",
-              hipd_strerror(rc));
+    call_fail(c, rc, "cannot keep the shared buffer: %s", hipd_strerror(rc));
   } else {
     pk = call_result(c);
     msgpack_pack_map(pk, 3);
@@ -47,9 +46,9 @@ static void register_done(task_t *t)
   free(r);
 }
 
-/* shm.register [size] -> {handle, size, registered}: the memfd came with
+/* shm.create [size] -> {handle, size, registered}: the memfd came with
  * this request's bytes (SCM_RIGHTS). */
-int m_shm_register(call_t *c)
+int m_shm_create(call_t *c)
 {
   session_t *s = c->s;
   uint64_t quota = s->d->cfg.mem_quota, size = 0;
@@ -62,7 +61,7 @@ int m_shm_register(call_t *c)
 
   if (fd < 0)
     return call_fail(c, HIPD_EINVAL,
-                     "shm.register: no file descriptor came with the request "
+                     "no file descriptor came with the request "
                      "(send the memfd with SCM_RIGHTS on its bytes)");
   if ((rc = call_arg_uint(c, 0, "size", UINT64_MAX, &size)) != 0) {
     close(fd);
@@ -72,13 +71,13 @@ int m_shm_register(call_t *c)
       size > quota - (s->mem_used < quota ? s->mem_used : quota)) {
     close(fd);
     return call_fail(c, HIPD_EQUOTA,
-                     "shm.register: %llu bytes would exceed this session's "
+                     "%llu bytes would exceed this session's "
                      "quota of %llu bytes (%llu in use)",
                      (unsigned long long)size, (unsigned long long)quota,
                      (unsigned long long)s->mem_used);
   }
   if ((rc = shm_open_fd(fd, size, s->peer_uid, &m, err, sizeof(err))) != 0)
-    return call_fail(c, rc, "shm.register: %s", err);
+    return call_fail(c, rc, "%s", err);
   if ((r = calloc(1, sizeof(*r))) == NULL ||
       (r->call = call_defer(c)) == NULL) {
     free(r);
@@ -225,7 +224,7 @@ static void zero_copy_done(task_t *t)
 
   if (t->status != 0) {
     shm_unref(z->m);
-    call_fail(c, t->status, "mem.alloc_zero_copy: %s", t->err);
+    call_fail(c, t->status, "%s", t->err);
     goto out;
   }
   b->dev = z->dev;
@@ -237,8 +236,7 @@ static void zero_copy_done(task_t *t)
                   : handles_add(&s->handles, HANDLE_BUFFER, b, &h);
   if (rc != 0) {
     buffer_unref(b);
-    call_fail(c, rc, "mem.alloc_zero_copy: cannot keep the buffer: %s",
-              hipd_strerror(rc));
+    call_fail(c, rc, "cannot keep the buffer: %s", hipd_strerror(rc));
     goto out;
   }
   msgpack_pack_uint64(call_result(c), h);
@@ -262,13 +260,13 @@ int m_mem_alloc_zero_copy(call_t *c)
     return rc;
   if (dev->drv->host_map == NULL)
     return call_fail(c, HIPD_ENOTSUP,
-                     "mem.alloc_zero_copy: device %d (%s) cannot use host "
+                     "device %d (%s) cannot use host "
                      "memory directly",
                      dev->id, dev->drv->name);
   /* A GPU reaches host memory only through the registration. */
   if (dev->drv->host_register != NULL && m->reg == NULL)
     return call_fail(c, HIPD_ENOTSUP,
-                     "mem.alloc_zero_copy: shared buffer 0x%llx could not be "
+                     "shared buffer 0x%llx could not be "
                      "page-locked, so device %d cannot map it",
                      (unsigned long long)mh, dev->id);
   if ((z = calloc(1, sizeof(*z))) == NULL)
