@@ -56,7 +56,8 @@
 #define STACK_IOV 16         /* iovecs a request sends from the stack */
 #define ERROR_MAX (64 << 10) /* longest message kept from the daemon */
 #define NO_DEADLINE INT64_C(-1)
-#define CORK_FLUSH ((size_t)64 << 10) /* corked bytes that force a write */
+#define CORK_FLUSH ((size_t)64 << 10)  /* corked bytes that force a write */
+#define DIRECT_MIN ((size_t)256 << 10) /* replies received in place */
 
 struct hipd_conn {
   pthread_mutex_t lock;
@@ -88,6 +89,11 @@ struct hipd_conn {
   unsigned corked; /* hipd_cork() nesting depth */
   char *obuf;      /* whole requests not yet written */
   size_t olen, ocap;
+  /* A large reply being received straight into its caller's buffer (the
+   * io owner's, under the lock): its call, out of the table. */
+  hipd_call_t *dcall;
+  uint8_t *ddst; /* where the payload goes; NULL: discarded (abandoned) */
+  size_t dlen, dgot;
 };
 
 /* ------------------------------------------------------------- versions */
@@ -485,6 +491,16 @@ static void conn_break(hipd_conn_t *conn, int code, const char *fmt, ...)
     }
   }
   conn->npending = 0;
+  if (conn->dcall != NULL) {
+    hipd_call_t *c = conn->dcall;
+    conn->dcall = NULL;
+    if (c->state == CALL_ABANDONED) {
+      call_destroy(c);
+    } else {
+      conn_call_fail(c, code, "%s", conn->broken_msg);
+      c->state = CALL_DONE;
+    }
+  }
   wake_owner(conn);
   pthread_cond_broadcast(&conn->cond);
 }
@@ -588,6 +604,127 @@ static int conn_dispatch(hipd_conn_t *conn, const uint8_t *buf, size_t len)
  * only once rneed bytes are there, so a large reply is not rescanned for
  * every read. @return 0 or the negative code the connection broke with.
  */
+/* Read a msgpack uint at @p p (at most @p n bytes). @return its length in
+ * bytes, or 0 if it is not one or incomplete. */
+static size_t read_uint(const uint8_t *p, size_t n, uint64_t *v)
+{
+  size_t len;
+
+  if (n < 1)
+    return 0;
+  if (p[0] <= 0x7f) {
+    *v = p[0];
+    return 1;
+  }
+  len = p[0] == 0xcc ? 1 : p[0] == 0xcd ? 2 : p[0] == 0xce ? 4 : 0;
+  if (len == 0 || n < 1 + len)
+    return 0;
+  *v = 0;
+  for (size_t i = 1; i <= len; i++)
+    *v = *v << 8 | p[i];
+  return 1 + len;
+}
+
+/*
+ * An incomplete message at rbuf + pos that is the successful reply to a
+ * call waiting for exactly that many bytes ([1, msgid, nil, bin]): take
+ * the call out of the table, copy the payload received so far into its
+ * buffer and receive the rest there (direct_recv). Lock held, io owner.
+ * @return 1 if so, 0 to go on the usual way.
+ */
+static int direct_start(hipd_conn_t *conn, size_t pos)
+{
+  const uint8_t *p = conn->rbuf + pos;
+  size_t n = conn->rlen - pos, off = 2, k, len = 0;
+  uint64_t msgid, blen = 0;
+  hipd_call_t *call;
+
+  if (conn->dcall != NULL || n < 3 || p[0] != 0x94 || p[1] != 0x01)
+    return 0;
+  if ((k = read_uint(p + off, n - off, &msgid)) == 0 || msgid > UINT32_MAX)
+    return 0;
+  off += k;
+  if (n < off + 2 || p[off] != 0xc0)
+    return 0;
+  off++;
+  if (p[off] == 0xc4)
+    len = 1;
+  else if (p[off] == 0xc5)
+    len = 2;
+  else if (p[off] == 0xc6)
+    len = 4;
+  if (len == 0 || n < off + 1 + len)
+    return 0;
+  for (size_t i = 1; i <= len; i++)
+    blen = blen << 8 | p[off + i];
+  off += 1 + len;
+  call = table_find(conn, (uint32_t)msgid);
+  if (call == NULL || call->state != CALL_PENDING || call->direct_dst == NULL ||
+      call->direct_len != blen || n - off > blen)
+    return 0;
+  table_remove(conn, (uint32_t)msgid);
+  memcpy(call->direct_dst, p + off, n - off);
+  conn->dcall = call;
+  conn->ddst = call->direct_dst;
+  conn->dlen = blen;
+  conn->dgot = n - off;
+  conn->rneed = 0;
+  return 1;
+}
+
+/* io_recv() for a reply received in place: read its next bytes into the
+ * caller's buffer, and complete the call with the last. */
+static ssize_t direct_recv(hipd_conn_t *conn)
+{
+  static _Thread_local uint8_t sink[64 << 10]; /* an abandoned call's bytes */
+  hipd_call_t *call;
+  ssize_t n;
+  int e;
+
+  pthread_mutex_lock(&conn->lock);
+  call = conn->dcall;
+  if (call == NULL) {
+    /* The connection broke meanwhile and failed the call. */
+    n = conn->broken;
+    pthread_mutex_unlock(&conn->lock);
+    return n;
+  }
+  if (call->state == CALL_ABANDONED)
+    conn->ddst = NULL; /* its buffer may be gone: drop the rest */
+  do {
+    size_t want = conn->dlen - conn->dgot;
+    if (conn->ddst == NULL && want > sizeof(sink))
+      want = sizeof(sink);
+    n = recv(conn->fd, conn->ddst ? conn->ddst + conn->dgot : sink, want,
+             MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  e = errno;
+  if (n < 0 && (e == EAGAIN || e == EWOULDBLOCK)) {
+    pthread_mutex_unlock(&conn->lock);
+    return 0;
+  }
+  if (n <= 0) {
+    conn_break(conn, HIPD_EDISCONNECTED, "disconnected from hipd (%s)",
+               n == 0 ? "the daemon closed the connection" : strerror(e));
+    n = conn->broken;
+    pthread_mutex_unlock(&conn->lock);
+    return n;
+  }
+  conn->dgot += (size_t)n;
+  if (conn->dgot == conn->dlen) {
+    conn->dcall = NULL;
+    if (call->state == CALL_ABANDONED) {
+      call_destroy(call);
+    } else {
+      call->result = 0;
+      call->state = CALL_DONE;
+      pthread_cond_broadcast(&conn->cond);
+    }
+  }
+  pthread_mutex_unlock(&conn->lock);
+  return n;
+}
+
 static int conn_input(hipd_conn_t *conn)
 {
   size_t pos = 0;
@@ -600,6 +737,8 @@ static int conn_input(hipd_conn_t *conn)
                                    conn->rlen - pos, &need, &reason);
     if (n == 0) {
       conn->rneed = need;
+      if (need >= DIRECT_MIN && direct_start(conn, pos))
+        conn->rlen = pos; /* the rest of the reply bypasses rbuf */
       break;
     }
     if (n < 0) {
@@ -663,6 +802,12 @@ static ssize_t io_recv(hipd_conn_t *conn)
 {
   ssize_t n;
   int err, e;
+
+  pthread_mutex_lock(&conn->lock);
+  n = conn->dcall != NULL;
+  pthread_mutex_unlock(&conn->lock);
+  if (n)
+    return direct_recv(conn);
 
   if (rbuf_reserve(conn) < 0) {
     pthread_mutex_lock(&conn->lock);

@@ -80,6 +80,8 @@ struct hipd_call {
   int pack_failed;         /* packing ran out of memory */
   int send_fd; /* a descriptor sent with the request (SCM_RIGHTS), or -1;
                   the caller's, not closed */
+  void *direct_dst;  /* a reply that is one bin of direct_len bytes may be */
+  size_t direct_len; /* received straight into here (mem.read); or NULL */
   hipd_call_t *hnext;      /* next in the pending table's bucket */
 };
 

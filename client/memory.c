@@ -156,6 +156,10 @@ static int read_begin(hipd_conn_t *conn, const char *method, hipd_buffer_t buf,
   msgpack_pack_uint64(&c->pk, len);
   if (with_stream)
     msgpack_pack_uint64(&c->pk, stream);
+  /* A large reply's bytes go from the socket into @p out, not through the
+   * receive buffer (conn.c). */
+  c->direct_dst = out;
+  c->direct_len = len;
   return conn_call_send(c, read_decode, CONN_OUTS(len, out), call);
 }
 

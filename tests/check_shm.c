@@ -411,6 +411,24 @@ START_TEST(test_large_writes_pipelined)
     ck_assert_msg(memcmp(src, back, K * big) == 0, "device %d differs", dev);
     OK(conn, hipd_mem_read(conn, s4, 0, sback, sizeof(sback)));
     ck_assert_msg(memcmp(small, sback, sizeof(sback)) == 0, "device %d", dev);
+
+    /* Large reads pipelined with small ones: each large reply goes from the
+     * socket straight into its own buffer, the small ones through the
+     * connection's buffer, all in order. */
+    memset(back, 0, K * big);
+    memset(sback, 0, sizeof(sback));
+    for (int i = 0; i < K; i++) {
+      OK(conn, hipd_mem_read_async_begin(conn, b, (uint64_t)i * big,
+                                         back + (size_t)i * big, big, st,
+                                         &calls[2 * i]));
+      OK(conn, hipd_mem_read_async_begin(conn, s4, (uint64_t)i * 4, &sback[i],
+                                         4, st, &calls[2 * i + 1]));
+    }
+    for (int i = 2 * K - 1; i >= 0; i--)
+      ck_assert_int_eq(hipd_wait(calls[i]), 0);
+    ck_assert_msg(memcmp(src, back, K * big) == 0, "device %d: reads differ",
+                  dev);
+    ck_assert_msg(memcmp(small, sback, sizeof(sback)) == 0, "device %d", dev);
     OK(conn, hipd_stream_destroy(conn, st));
     OK(conn, hipd_mem_free(conn, b));
     OK(conn, hipd_mem_free(conn, s4));
