@@ -469,6 +469,39 @@ static double dnum(const char *line, const char *key)
   return v;
 }
 
+/*
+ * Run direct_hip with @p args for the line of kind @p kind and make its
+ * number @p field baseline @p id (@p label) of @p f. A failure marks the
+ * baseline n/a with the reason and counts as a failed measurement. With
+ * @p field2, *@p v2 gets that number of the same line. @return the value,
+ * or NAN.
+ */
+static double direct_baseline(figure_t *f, const char *id, const char *label,
+                              const char *const *args, const char *kind,
+                              const char *field, const char *field2, double *v2)
+{
+  dout_t *out = malloc(sizeof(*out));
+  const char *line = NULL;
+  double v = NAN;
+
+  if (out != NULL && direct_run(args, 300, kind, out) == 0 &&
+      (line = dout_find(out, kind)) != NULL &&
+      isfinite(v = dnum(line, field))) {
+    base_set(f, id, label, v);
+    if (field2 != NULL)
+      *v2 = dnum(line, field2);
+  } else {
+    v = NAN;
+    base_na(f, id, label, "direct_hip failed: %s",
+            out == NULL   ? "out of memory"
+            : out->err[0] ? out->err
+                          : "no value");
+    report_failure();
+  }
+  free(out);
+  return v;
+}
+
 /* An integer field of a direct_hip line, or @p def. */
 static int dint(const char *line, const char *key, int def)
 {
@@ -919,21 +952,11 @@ static void sec_rtt(void)
                           "--warmup",
                           itoa_tmp(warm, w, sizeof(w)),
                           NULL};
-    dout_t *out = malloc(sizeof(*out));
 
     note("sync round trip: direct HIP");
-    if (out != NULL && direct_run(args, 300, "rtt", out) == 0 &&
-        isfinite(direct = dnum(dout_find(out, "rtt"), "us_median"))) {
-      base_set(f, "direct", "direct HIP (same kernel, same device)", direct);
-    } else {
-      base_na(f, "direct", "direct HIP (same kernel, same device)",
-              "direct_hip failed: %s",
-              out == NULL   ? "out of memory"
-              : out->err[0] ? out->err
-                            : "no value");
-      report_failure();
-    }
-    free(out);
+    direct =
+        direct_baseline(f, "direct", "direct HIP (same kernel, same device)",
+                        args, "rtt", "us_median", NULL, NULL);
   } else {
     base_na(f, "direct", "direct HIP (same kernel, same device)", "%s", why);
   }
@@ -995,22 +1018,10 @@ static void sec_launch(void)
                           "--warmup",
                           itoa_tmp(B.rtt_warmup, w, sizeof(w)),
                           NULL};
-    dout_t *out = malloc(sizeof(*out));
-    double v = NAN;
 
     note("launch throughput: direct HIP");
-    if (out != NULL && direct_run(args, 300, "launch", out) == 0 &&
-        isfinite(v = dnum(dout_find(out, "launch"), "per_s"))) {
-      base_set(f, "direct", "direct HIP (same kernel, same device)", v);
-    } else {
-      base_na(f, "direct", "direct HIP (same kernel, same device)",
-              "direct_hip failed: %s",
-              out == NULL   ? "out of memory"
-              : out->err[0] ? out->err
-                            : "no value");
-      report_failure();
-    }
-    free(out);
+    direct_baseline(f, "direct", "direct HIP (same kernel, same device)", args,
+                    "launch", "per_s", NULL, NULL);
   } else {
     base_na(f, "direct", "direct HIP (same kernel, same device)", "%s", why);
   }
@@ -1919,27 +1930,15 @@ static void sec_peer(int a, int b)
                           "--budget",
                           budget,
                           NULL};
-    dout_t *out = malloc(sizeof(*out));
-    const char *line;
-    double v;
+    double access = NAN;
 
     snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)len);
     snprintf(budget, sizeof(budget), "%g", B.bw_budget);
     note("peer copy: direct hipMemcpyPeerAsync");
-    if (out != NULL && direct_run(args, 300, "peer", out) == 0 &&
-        (line = dout_find(out, "peer")) != NULL &&
-        isfinite(v = dnum(line, "gbps"))) {
-      base_set(f, "direct", "direct hipMemcpyPeerAsync + sync", v);
-      detail_num(f, "direct_peer_access", dnum(line, "peer_access"));
-    } else {
-      base_na(f, "direct", "direct hipMemcpyPeerAsync + sync",
-              "direct_hip failed: %s",
-              out == NULL   ? "out of memory"
-              : out->err[0] ? out->err
-                            : "no value");
-      report_failure();
-    }
-    free(out);
+    if (isfinite(direct_baseline(f, "direct",
+                                 "direct hipMemcpyPeerAsync + sync", args,
+                                 "peer", "gbps", "peer_access", &access)))
+      detail_num(f, "direct_peer_access", access);
   } else {
     base_na(f, "direct", "direct hipMemcpyPeerAsync + sync", "%s", why);
   }

@@ -80,32 +80,6 @@ int hipd_kernel_generate_source(hipd_conn_t *conn, int dev, const char *arch,
   return conn_sync(err, &call);
 }
 
-/* compile_ir's reply: the handle into (hipd_kernel_t *)p[0] if not NULL
- * (the reply must then have one), the record into (hipd_info_t **)p[1]
- * if not NULL. */
-static int compiled_decode(hipd_call_t *call, const msgpack_object *result,
-                           const conn_outs_t *outs)
-{
-  const msgpack_object *k;
-  hipd_kernel_t *out = outs->p[0];
-  int err;
-
-  if (result->type != MSGPACK_OBJECT_MAP)
-    return conn_call_fail(call, HIPD_EPROTO,
-                          "%s: expected a map in the reply, got %s",
-                          call->method, proto_obj_type_name(result));
-  k = proto_map_get(result, "kernel");
-  if (out != NULL && (k == NULL || k->type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-                      k->via.u64 == 0))
-    return conn_call_fail(call, HIPD_EPROTO,
-                          "%s: the reply has no kernel handle", call->method);
-  if ((err = info_decode(call, result, &CONN_OUTS(0, outs->p[1]))) < 0)
-    return err;
-  if (out != NULL)
-    *out = k->via.u64;
-  return 0;
-}
-
 static int compile_ir_call(hipd_conn_t *conn, int dev, const char *arch,
                            const void *ir, size_t ir_len,
                            const uint32_t block[3],
@@ -132,7 +106,7 @@ static int compile_ir_call(hipd_conn_t *conn, int dev, const char *arch,
   strings_pack(&c->pk, soa_params);
   strings_pack(&c->pk, options);
   target_pack(&c->pk, dev, arch);
-  err = conn_call_send(c, compiled_decode, CONN_OUTS(0, out, info), &call);
+  err = conn_call_send(c, conn_decode_compiled, CONN_OUTS(0, out, info), &call);
   return conn_sync(err, &call);
 }
 

@@ -929,10 +929,7 @@ static int call_wait_locked(hipd_call_t *call, int64_t deadline)
 static int io_send(hipd_conn_t *conn, struct iovec *iov, size_t niov,
                    int send_fd, int64_t deadline, size_t *sent)
 {
-  union {
-    struct cmsghdr h;
-    char space[CMSG_SPACE(sizeof(int))];
-  } ctl;
+  proto_fd_ctl_t ctl;
   size_t i = 0;
 
   while (i < niov) {
@@ -947,20 +944,10 @@ static int io_send(hipd_conn_t *conn, struct iovec *iov, size_t niov,
     }
     mh.msg_iov = iov + i;
     mh.msg_iovlen = niov - i < IOV_MAX ? niov - i : IOV_MAX;
-    if (send_fd >= 0) {
-      /* The descriptor rides on the request's first bytes: the daemon
-       * receives it no later than the request. */
-      struct cmsghdr *cm;
-
-      memset(&ctl, 0, sizeof(ctl));
-      mh.msg_control = ctl.space;
-      mh.msg_controllen = sizeof(ctl.space);
-      cm = CMSG_FIRSTHDR(&mh);
-      cm->cmsg_level = SOL_SOCKET;
-      cm->cmsg_type = SCM_RIGHTS;
-      cm->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(cm), &send_fd, sizeof(int));
-    }
+    /* The descriptor rides on the request's first bytes: the daemon
+     * receives it no later than the request. */
+    if (send_fd >= 0)
+      proto_msg_attach_fd(&mh, &ctl, send_fd);
     n = sendmsg(conn->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) {
       send_fd = -1;

@@ -78,11 +78,11 @@ struct hipd_call {
   msgpack_packer pk;     /* the wrapper packs the params with this */
   msgpack_vrefbuffer body; /* the packed params (large ones by reference) */
   int pack_failed;         /* packing ran out of memory */
-  int send_fd; /* a descriptor sent with the request (SCM_RIGHTS), or -1;
-                  the caller's, not closed */
-  void *direct_dst;  /* a reply that is one bin of direct_len bytes may be */
-  size_t direct_len; /* received straight into here (mem.read); or NULL */
-  hipd_call_t *hnext;      /* next in the pending table's bucket */
+  int send_fd;        /* a descriptor sent with the request (SCM_RIGHTS), or -1;
+                         the caller's, not closed */
+  void *direct_dst;   /* a reply that is one bin of direct_len bytes may be */
+  size_t direct_len;  /* received straight into here (mem.read); or NULL */
+  hipd_call_t *hnext; /* next in the pending table's bucket */
 };
 
 enum {
@@ -170,6 +170,12 @@ int conn_decode_bool(hipd_call_t *call, const msgpack_object *result,
 /* A number (float or integer) result into (float *)p[0]. */
 int conn_decode_float(hipd_call_t *call, const msgpack_object *result,
                       const conn_outs_t *outs);
+
+/* The answer to a compile (kernel.compile*, kernel.compile_ir; kernel.c):
+ * the handle into (hipd_kernel_t *)p[0] if not NULL (the reply must then
+ * have one), the whole record into (hipd_info_t **)p[1] if not NULL. */
+int conn_decode_compiled(hipd_call_t *call, const msgpack_object *result,
+                         const conn_outs_t *outs);
 
 /* ------------------------------------------------ common parameters */
 

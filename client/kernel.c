@@ -218,11 +218,8 @@ static void dims_pack(msgpack_packer *pk, const uint32_t d[3])
 
 /* ------------------------------------------------------------ compiling */
 
-/* The result of `kernel.compile[_cached]`: the handle into
- * (hipd_kernel_t *)p[0] if not NULL (the reply must then have one), the
- * whole record into (hipd_info_t **)p[1] if not NULL. */
-static int compile_decode(hipd_call_t *call, const msgpack_object *result,
-                          const conn_outs_t *outs)
+int conn_decode_compiled(hipd_call_t *call, const msgpack_object *result,
+                         const conn_outs_t *outs)
 {
   const msgpack_object *k;
   hipd_kernel_t *out = outs->p[0];
@@ -289,7 +286,7 @@ static int compile_call(hipd_conn_t *conn, const char *method, int dev,
     proto_pack_cstr(&c->pk, arch);
   else
     conn_pack_device(&c->pk, dev);
-  err = conn_call_send(c, compile_decode, CONN_OUTS(0, out, info), &call);
+  err = conn_call_send(c, conn_decode_compiled, CONN_OUTS(0, out, info), &call);
   return conn_sync(err, &call);
 }
 

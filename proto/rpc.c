@@ -489,3 +489,17 @@ const char *proto_obj_type_name(const msgpack_object *o)
     return "unknown";
   }
 }
+
+void proto_msg_attach_fd(struct msghdr *mh, proto_fd_ctl_t *ctl, int fd)
+{
+  struct cmsghdr *cm;
+
+  memset(ctl, 0, sizeof(*ctl));
+  mh->msg_control = ctl->space;
+  mh->msg_controllen = sizeof(ctl->space);
+  cm = CMSG_FIRSTHDR(mh);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+}

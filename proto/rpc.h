@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "hipd.h"
 
@@ -125,5 +126,17 @@ int proto_obj_bytes(const msgpack_object *o, const char **ptr, size_t *len);
 int proto_obj_streq(const msgpack_object *o, const char *s);
 /* Name of the type of @p o ("nil", "int", "str"...), for messages. */
 const char *proto_obj_type_name(const msgpack_object *o);
+
+/* ---- passing a descriptor over a Unix socket (SCM_RIGHTS) ---- */
+
+/* Room for one descriptor in a message's ancillary data. */
+typedef union {
+  struct cmsghdr h;
+  char space[CMSG_SPACE(sizeof(int))];
+} proto_fd_ctl_t;
+
+/* Attach descriptor @p fd to the message @p mh for sendmsg(), with @p ctl
+ * (which must live until then) as its control buffer. */
+void proto_msg_attach_fd(struct msghdr *mh, proto_fd_ctl_t *ctl, int fd);
 
 #endif /* HIPD_PROTO_RPC_H */

@@ -62,21 +62,6 @@ static void *xmalloc(size_t n)
   return p;
 }
 
-static int info_has_str(const hipd_info_t *info, const char *path,
-                        const char *s)
-{
-  int n = hipd_info_len(info, path);
-
-  for (int i = 0; i < n; i++) {
-    char p[128];
-    const char *v = NULL;
-    snprintf(p, sizeof(p), "%s%s%d", path, path[0] ? "." : "", i);
-    if (hipd_info_str(info, p, &v, NULL) == 0 && strcmp(v, s) == 0)
-      return 1;
-  }
-  return 0;
-}
-
 /* A fixture: its IR as msgpack bytes and the generator options its
  * annotations give. */
 typedef struct {
@@ -1384,16 +1369,7 @@ static void shared_setup(void)
 
 static void shared_teardown(void)
 {
-  int code;
-
-  if (shared == NULL)
-    return;
-  code = harness_stop(shared);
-  if (code != 0)
-    harness_log_dump(shared);
-  harness_free(shared);
-  shared = NULL;
-  ck_assert_msg(code == 0, "hipd exited with %d", code);
+  stop_checked(&shared);
 }
 
 static Suite *codegen_run_suite(void)

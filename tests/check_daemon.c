@@ -929,23 +929,12 @@ END_TEST
  * (SCM_RIGHTS) to its first byte. @return 0 or -1. */
 static int raw_flush_fd(raw_t *r, int fd)
 {
-  union {
-    struct cmsghdr h;
-    char space[CMSG_SPACE(sizeof(int))];
-  } ctl;
+  proto_fd_ctl_t ctl;
   struct iovec iov = {.iov_base = r->out.data, .iov_len = r->out.size};
   struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-  struct cmsghdr *cm;
   ssize_t n;
 
-  memset(&ctl, 0, sizeof(ctl));
-  mh.msg_control = ctl.space;
-  mh.msg_controllen = sizeof(ctl.space);
-  cm = CMSG_FIRSTHDR(&mh);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  proto_msg_attach_fd(&mh, &ctl, fd);
   n = sendmsg(r->fd, &mh, MSG_NOSIGNAL);
   msgpack_sbuffer_clear(&r->out);
   return n == (ssize_t)iov.iov_len ? 0 : -1;

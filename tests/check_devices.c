@@ -115,16 +115,7 @@ static void shared_setup(void)
 
 static void shared_teardown(void)
 {
-  int code;
-
-  if (shared == NULL)
-    return;
-  code = harness_stop(shared);
-  if (code != 0)
-    harness_log_dump(shared);
-  harness_free(shared);
-  shared = NULL;
-  ck_assert_msg(code == 0, "hipd exited with %d", code);
+  stop_checked(&shared);
 }
 
 /* -------------------------------------------------- backend and devices */

@@ -211,22 +211,6 @@ static uint64_t info_uint(const hipd_info_t *info, const char *path)
   return v;
 }
 
-/* Is @p s one of the strings of the array at @p path? */
-static int info_has_str(const hipd_info_t *info, const char *path,
-                        const char *s)
-{
-  int n = hipd_info_len(info, path);
-
-  for (int i = 0; i < n; i++) {
-    char p[128];
-    const char *v = NULL;
-    snprintf(p, sizeof(p), "%s%s%d", path, path[0] ? "." : "", i);
-    if (hipd_info_str(info, p, &v, NULL) == 0 && strcmp(v, s) == 0)
-      return 1;
-  }
-  return 0;
-}
-
 /* A capability of device @p dev ("capabilities.<name>"). */
 static int64_t device_cap(hipd_conn_t *conn, int dev, const char *name)
 {
@@ -402,12 +386,7 @@ static harness_daemon_t *start_with_cache(const char *dir)
 
 static void stop_daemon(harness_daemon_t *d)
 {
-  int code = harness_stop(d);
-
-  if (code != 0)
-    harness_log_dump(d);
-  harness_free(d);
-  ck_assert_msg(code == 0, "hipd exited with %d", code);
+  stop_checked(&d);
 }
 
 static void shared_setup(void)
@@ -417,16 +396,7 @@ static void shared_setup(void)
 
 static void shared_teardown(void)
 {
-  int code;
-
-  if (shared == NULL)
-    return;
-  code = harness_stop(shared);
-  if (code != 0)
-    harness_log_dump(shared);
-  harness_free(shared);
-  shared = NULL;
-  ck_assert_msg(code == 0, "hipd exited with %d", code);
+  stop_checked(&shared);
 }
 
 /* ------------------------------------------------------------ running */

@@ -37,9 +37,7 @@ static void shared_start(void)
 
 static void shared_stop(void)
 {
-  harness_stop(shared);
-  harness_free(shared);
-  shared = NULL;
+  stop_checked(&shared);
 }
 
 static void fill(uint8_t *p, size_t n, unsigned seed)

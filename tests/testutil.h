@@ -3,7 +3,9 @@
 #define HIPD_TESTS_TESTUTIL_H
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 #include "hipd.h"
@@ -34,6 +36,22 @@ static inline hipd_conn_t *connect_named(const harness_daemon_t *d,
                 hipd_last_error(NULL));
   hipd_set_timeout(conn, timeout_ms);
   return conn;
+}
+
+/* Stop daemon *@p d (if any) and free it; its log is printed if it exited
+ * with an error, and the test then fails. */
+static inline void stop_checked(harness_daemon_t **d)
+{
+  int code;
+
+  if (*d == NULL)
+    return;
+  code = harness_stop(*d);
+  if (code != 0)
+    harness_log_dump(*d);
+  harness_free(*d);
+  *d = NULL;
+  ck_assert_msg(code == 0, "hipd exited with %d", code);
 }
 
 /* The daemon's device count, which these suites need to be at least 2. */
@@ -72,6 +90,22 @@ static inline const char *info_str(const hipd_info_t *info, const char *path)
 
   ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
   return s;
+}
+
+/* Is @p s one of the strings of the array at @p path? */
+static inline int info_has_str(const hipd_info_t *info, const char *path,
+                               const char *s)
+{
+  int n = hipd_info_len(info, path);
+
+  for (int i = 0; i < n; i++) {
+    char p[128];
+    const char *v = NULL;
+    snprintf(p, sizeof(p), "%s%s%d", path, path[0] ? "." : "", i);
+    if (hipd_info_str(info, p, &v, NULL) == 0 && strcmp(v, s) == 0)
+      return 1;
+  }
+  return 0;
 }
 
 /* Is device @p dev the host (a CPU device)? */

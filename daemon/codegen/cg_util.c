@@ -272,3 +272,17 @@ void *u64map_get(const u64map_t *m, uint64_t key)
     return NULL;
   return m->vals[u64map_find(m, key)];
 }
+
+int cg_word_ok(const char *s, size_t n)
+{
+  if (n == 0)
+    return 0;
+  if (!(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') ||
+        (s[0] >= 'a' && s[0] <= 'z')))
+    return 0;
+  for (size_t i = 1; i < n; i++)
+    if (!(s[i] == '_' || (s[i] >= 'A' && s[i] <= 'Z') ||
+          (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
+      return 0;
+  return 1;
+}

@@ -68,4 +68,7 @@ void u64map_clear(u64map_t *m);
 int u64map_put(u64map_t *m, uint64_t key, void *val);
 void *u64map_get(const u64map_t *m, uint64_t key);
 
+/* Is [s, s + n) a C identifier ([A-Za-z_][A-Za-z0-9_]*, not empty)? */
+int cg_word_ok(const char *s, size_t n);
+
 #endif

@@ -170,20 +170,6 @@ static int is_builtin(const char *name)
 
 /* ---------------------------------------------------------- registration */
 
-static int word_ok(const char *s, size_t n)
-{
-  if (n == 0)
-    return 0;
-  if (!(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') ||
-        (s[0] >= 'a' && s[0] <= 'z')))
-    return 0;
-  for (size_t i = 1; i < n; i++)
-    if (!(s[i] == '_' || (s[i] >= 'A' && s[i] <= 'Z') ||
-          (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
-      return 0;
-  return 1;
-}
-
 /* The number of %s in a valid template, or -1. */
 static int placeholders(const char *code)
 {
@@ -215,7 +201,7 @@ int intr_check_registration(const char *name, const char *code, int arity,
   for (size_t i = 0; i <= n; i++) {
     if (i < n && name[i] != '.')
       continue;
-    if (!word_ok(name + start, i - start)) {
+    if (!cg_word_ok(name + start, i - start)) {
       snprintf(
           msg, msgsz,
           "'%.255s' is not an intrinsic name (words [A-Za-z_][A-Za-z0-9_]* "

@@ -429,16 +429,7 @@ enum { NAME_WORD, NAME_IDENT, NAME_TNAME, NAME_KEY };
 
 static int word_ok(const char *s, size_t n)
 {
-  if (n == 0 || n > 255)
-    return 0;
-  if (!(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') ||
-        (s[0] >= 'a' && s[0] <= 'z')))
-    return 0;
-  for (size_t i = 1; i < n; i++)
-    if (!(s[i] == '_' || (s[i] >= 'A' && s[i] <= 'Z') ||
-          (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
-      return 0;
-  return 1;
+  return n <= 255 && cg_word_ok(s, n);
 }
 
 /* Why @p s (a valid word) is not an ident, or NULL. */

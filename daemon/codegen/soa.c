@@ -252,6 +252,19 @@ static void build_value(gen_t *g, sbuf_t *b, const ir_record_t *r,
   sb_addc(b, '}');
 }
 
+/* A field chain is collected innermost first: put the outermost first. */
+static void chain_reverse(const char **fields, const ir_path_t **paths, int n)
+{
+  for (int i = 0; i < n / 2; i++) {
+    const char *f = fields[i];
+    const ir_path_t *p = paths[i];
+    fields[i] = fields[n - 1 - i];
+    paths[i] = paths[n - 1 - i];
+    fields[n - 1 - i] = f;
+    paths[n - 1 - i] = p;
+  }
+}
+
 int soa_read(gen_t *g, sbuf_t *b, const ir_expr_t *e, int *handled)
 {
   const char *fields[CHAIN_MAX];
@@ -274,15 +287,7 @@ int soa_read(gen_t *g, sbuf_t *b, const ir_expr_t *e, int *handled)
   if (n == CHAIN_MAX)
     return gen_fail(g, HIPD_EIR, e->path, "more than %d nested fields",
                     CHAIN_MAX - 1);
-  /* outermost field first */
-  for (int i = 0; i < n / 2; i++) {
-    const char *f = fields[i];
-    const ir_path_t *p = paths[i];
-    fields[i] = fields[n - 1 - i];
-    paths[i] = paths[n - 1 - i];
-    fields[n - 1 - i] = f;
-    paths[n - 1 - i] = p;
-  }
+  chain_reverse(fields, paths, n);
   sp = soa_find(g, cur->u.aread.decl);
   sb_init(&prefix, 0);
   sb_init(&idx, 0);
@@ -364,14 +369,7 @@ int soa_assign(gen_t *g, const ir_stmt_t *s, int *handled)
   if (n == CHAIN_MAX)
     return gen_fail(g, HIPD_EIR, s->path, "more than %d nested fields",
                     CHAIN_MAX - 1);
-  for (int i = 0; i < n / 2; i++) {
-    const char *f = fields[i];
-    const ir_path_t *p = paths[i];
-    fields[i] = fields[n - 1 - i];
-    paths[i] = paths[n - 1 - i];
-    fields[n - 1 - i] = f;
-    paths[n - 1 - i] = p;
-  }
+  chain_reverse(fields, paths, n);
   sp = soa_find(g, cur->u.aelem.decl);
   sb_init(&prefix, 0);
   sb_init(&idx, 0);

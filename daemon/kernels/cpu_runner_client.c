@@ -22,6 +22,7 @@
 
 #include "cpu_runner_client.h"
 #include "hipd.h"
+#include "rpc.h"
 
 #ifndef LIBEXECDIR
 #define LIBEXECDIR "/usr/local/libexec"
@@ -150,26 +151,14 @@ static int rpc(cpu_runner_t *r, uint32_t op, const void *p1, size_t l1,
 {
   cpu_req_t h = {.op = op, .len = (uint32_t)(l1 + l2)};
   struct iovec iov[3] = {{&h, sizeof(h)}, {(void *)p1, l1}, {(void *)p2, l2}};
-  union {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } cbuf;
+  proto_fd_ctl_t cbuf;
   struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
   int64_t deadline = timeout_ms ? now_ms() + timeout_ms : 0;
   cpu_resp_t resp;
   ssize_t n;
 
-  if (fd >= 0) {
-    struct cmsghdr *c;
-    memset(&cbuf, 0, sizeof(cbuf));
-    mh.msg_control = cbuf.buf;
-    mh.msg_controllen = sizeof(cbuf.buf);
-    c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  }
+  if (fd >= 0)
+    proto_msg_attach_fd(&mh, &cbuf, fd);
   while (sendmsg(r->sock, &mh, MSG_NOSIGNAL) < 0) {
     if (errno != EINTR)
       return RPC_DEAD; /* EPIPE, ECONNRESET: it is gone */

@@ -218,56 +218,19 @@ static void pack_arguments(msgpack_packer *pk, const gen_result_t *r)
   }
 }
 
-static const char *cache_source_name(cache_source_t s)
-{
-  static const char *const names[] = {"miss", "memory", "disk", "waited"};
-  return names[s];
-}
-
 /* kernel.compile_ir's answer, once built. */
 static void compiled_done(void *ctx, const kernel_result_t *r)
 {
   cg_job_t *j = ctx;
   call_t *c = j->call;
-  session_t *s = c->s;
-  char hex[2 * CACHE_KEY_SIZE + 1];
-  uint64_t h = 0;
   msgpack_packer *pk;
-  int rc;
 
-  if (r->status != 0) {
-    call_fail(c, r->status, "%s", r->error);
+  if ((pk = compile_answer(c, r, 4)) == NULL)
     goto out;
-  }
-  if (r->kernel != NULL) {
-    rc = s->closing ? HIPD_ECANCELED
-                    : handles_add(&s->handles, HANDLE_KERNEL, r->kernel, &h);
-    if (rc != 0) {
-      kernel_unref(r->kernel);
-      call_fail(c, rc, "cannot keep the kernel: %s", hipd_strerror(rc));
-      goto out;
-    }
-  }
-  cache_key_hex(&r->key, hex);
-  pk = call_result(c);
-  msgpack_pack_map(pk, 9);
-  proto_pack_cstr(pk, "kernel");
-  if (r->kernel != NULL)
-    msgpack_pack_uint64(pk, h);
-  else
-    msgpack_pack_nil(pk);
   proto_pack_cstr(pk, "name");
   proto_pack_cstr(pk, j->res.name);
   proto_pack_cstr(pk, "platform");
   proto_pack_cstr(pk, cg_platform_name(j->opts.platform));
-  proto_pack_cstr(pk, "cache");
-  proto_pack_cstr(pk, cache_source_name(r->cache));
-  proto_pack_cstr(pk, "key");
-  proto_pack_cstr(pk, hex);
-  proto_pack_cstr(pk, "bytes");
-  msgpack_pack_uint64(pk, r->bytes);
-  proto_pack_cstr(pk, "compile_ms");
-  msgpack_pack_double(pk, r->compile_ms);
   proto_pack_cstr(pk, "params");
   msgpack_pack_array(pk, j->res.nparams);
   for (uint32_t i = 0; i < j->res.nparams; i++)

@@ -124,3 +124,45 @@ op_t *op_prepare(call_t *c, op_kind_t kind, stream_t *st, uint64_t sh)
   }
   return op;
 }
+
+msgpack_packer *compile_answer(call_t *c, const kernel_result_t *r,
+                               uint32_t extra)
+{
+  static const char *const sources[] = {"miss", "memory", "disk", "waited"};
+  session_t *s = c->s;
+  char hex[2 * CACHE_KEY_SIZE + 1];
+  msgpack_packer *pk;
+  uint64_t h = 0;
+  int rc;
+
+  if (r->status != 0) {
+    call_fail(c, r->status, "%s", r->error);
+    return NULL;
+  }
+  if (r->kernel != NULL) {
+    rc = s->closing ? HIPD_ECANCELED
+                    : handles_add(&s->handles, HANDLE_KERNEL, r->kernel, &h);
+    if (rc != 0) {
+      kernel_unref(r->kernel);
+      call_fail(c, rc, "cannot keep the kernel: %s", hipd_strerror(rc));
+      return NULL;
+    }
+  }
+  cache_key_hex(&r->key, hex);
+  pk = call_result(c);
+  msgpack_pack_map(pk, 5 + extra);
+  proto_pack_cstr(pk, "kernel");
+  if (r->kernel != NULL)
+    msgpack_pack_uint64(pk, h);
+  else
+    msgpack_pack_nil(pk);
+  proto_pack_cstr(pk, "cache");
+  proto_pack_cstr(pk, sources[r->cache]);
+  proto_pack_cstr(pk, "key");
+  proto_pack_cstr(pk, hex);
+  proto_pack_cstr(pk, "bytes");
+  msgpack_pack_uint64(pk, r->bytes);
+  proto_pack_cstr(pk, "compile_ms");
+  msgpack_pack_double(pk, r->compile_ms);
+  return pk;
+}

@@ -12,12 +12,6 @@
 
 #define MAX_OPTIONS 64
 
-static const char *cache_source_name(cache_source_t s)
-{
-  static const char *const names[] = {"miss", "memory", "disk", "waited"};
-  return names[s];
-}
-
 static const char *type_name(uint8_t t)
 {
   static const char *const names[] = {
@@ -357,10 +351,7 @@ static void compile_done(void *ctx, const kernel_result_t *r)
   compile_ctx_t *cc = ctx;
   call_t *c = cc->call;
   session_t *s = c->s;
-  char hex[2 * CACHE_KEY_SIZE + 1];
-  uint64_t h = 0;
   msgpack_packer *pk;
-  int rc;
 
   if (r->status != 0) {
     call_fail(c, r->status, "%s", r->error);
@@ -382,33 +373,10 @@ static void compile_done(void *ctx, const kernel_result_t *r)
     free(cc);
     return;
   }
-  if (r->kernel != NULL) {
-    rc = s->closing ? HIPD_ECANCELED
-                    : handles_add(&s->handles, HANDLE_KERNEL, r->kernel, &h);
-    if (rc != 0) {
-      kernel_unref(r->kernel);
-      call_fail(c, rc, "cannot keep the kernel: %s", hipd_strerror(rc));
-      goto out;
-    }
+  if ((pk = compile_answer(c, r, 1)) != NULL) {
+    proto_pack_cstr(pk, "params");
+    pack_params(pk, r->kernel);
   }
-  cache_key_hex(&r->key, hex);
-  pk = call_result(c);
-  msgpack_pack_map(pk, 6);
-  proto_pack_cstr(pk, "kernel");
-  if (r->kernel != NULL)
-    msgpack_pack_uint64(pk, h);
-  else
-    msgpack_pack_nil(pk);
-  proto_pack_cstr(pk, "cache");
-  proto_pack_cstr(pk, cache_source_name(r->cache));
-  proto_pack_cstr(pk, "key");
-  proto_pack_cstr(pk, hex);
-  proto_pack_cstr(pk, "bytes");
-  msgpack_pack_uint64(pk, r->bytes);
-  proto_pack_cstr(pk, "compile_ms");
-  msgpack_pack_double(pk, r->compile_ms);
-  proto_pack_cstr(pk, "params");
-  pack_params(pk, r->kernel);
 out:
   args_release(&cc->args);
   call_finish(c);

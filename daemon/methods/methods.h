@@ -6,6 +6,7 @@
 
 #include "device.h"
 #include "dispatch.h"
+#include "kernels/kernels.h"
 #include "objects.h"
 
 /* core.c: handshake and daemon/session introspection */
@@ -107,5 +108,14 @@ int check_range(call_t *c, const char *what, const buffer_t *b, uint64_t off,
                 uint64_t len);
 /* Defer @p c for an op; NULL (call answered) when out of memory. */
 op_t *op_prepare(call_t *c, op_kind_t kind, stream_t *st, uint64_t sh);
+
+/* Start the answer to a compile (kernel.compile*, kernel.compile_ir): on
+ * failure answer with its error; else keep the kernel (if any) under a
+ * handle, open a map of 5 + @p extra keys and pack the 5 every compile
+ * answers (kernel, cache, key, bytes, compile_ms). @return the packer for
+ * the caller's @p extra keys, or NULL when @p c was answered with an error
+ * (the kernel's reference then dropped). */
+msgpack_packer *compile_answer(call_t *c, const kernel_result_t *r,
+                               uint32_t extra);
 
 #endif
