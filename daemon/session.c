@@ -373,7 +373,10 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     return;
   }
   if (nread < 0) {
-    session_close(s, uv_strerror((int)nread));
+    char why[128];
+    snprintf(why, sizeof(why), "connection error: %s",
+             uv_strerror((int)nread));
+    session_close(s, why);
     return;
   }
   s->in_len += (size_t)nread;
@@ -545,6 +548,9 @@ void session_accept(daemon_t *d, uv_stream_t *server_stream)
   log_info(s->id, "session opened: peer pid %d uid %d gid %d", (int)s->peer_pid,
            (int)s->peer_uid, (int)s->peer_gid);
   rc = uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);
-  if (rc < 0)
-    session_close(s, uv_strerror(rc));
+  if (rc < 0) {
+    char why[128];
+    snprintf(why, sizeof(why), "connection error: %s", uv_strerror(rc));
+    session_close(s, why);
+  }
 }
