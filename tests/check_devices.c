@@ -315,14 +315,22 @@ START_TEST(test_streams)
     ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "default"));
     OK(conn, hipd_stream_synchronize(conn, def));
 
-    /* Work queued on a stream finishes before the stream goes. */
+    /* Work queued on a stream still runs after the stream is destroyed.
+     * Streams are not ordered with one another, so the read on the default
+     * stream waits for it through an event recorded on s1 after the
+     * memset (an event follows its record). */
     {
       hipd_buffer_t buf = 0;
+      hipd_event_t ev = 0;
       uint8_t back[256];
       OK(conn, hipd_mem_alloc(conn, dev, sizeof(back), "byte", &buf));
+      OK(conn, hipd_event_create(conn, dev, &ev));
       OK(conn, hipd_mem_memset(conn, buf, 0, sizeof(back), 0));
       OK(conn, hipd_mem_memset_async(conn, buf, 0, sizeof(back), 0x33, s1));
+      OK(conn, hipd_event_record(conn, ev, s1));
       OK(conn, hipd_stream_destroy(conn, s1));
+      OK(conn, hipd_event_synchronize(conn, ev));
+      OK(conn, hipd_event_destroy(conn, ev));
       OK(conn, hipd_mem_read(conn, buf, 0, back, sizeof(back)));
       for (size_t i = 0; i < sizeof(back); i++)
         ck_assert_uint_eq(back[i], 0x33);
