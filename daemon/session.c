@@ -43,7 +43,7 @@ void session_decref(session_t *s)
     free(s->gather[i].base);
   free(s->gather);
   for (uint32_t i = 0; i < s->nfds; i++)
-    close(s->fds[i]);
+    close(s->fds[i].fd);
   intr_set_unref(s->intrinsics);
   bufpool_put(s->in);
   free(s);
@@ -221,17 +221,35 @@ drop:
   free(tail);
 }
 
-void session_check_stalls(daemon_t *d)
+void session_check_timeouts(daemon_t *d)
 {
+  const daemon_config_t *cfg = &d->cfg;
   uint64_t now = uv_now(d->loop);
   list_node_t *n, *next;
+  char why[128];
 
   for (n = d->sessions.next; n != &d->sessions; n = next) {
     next = n->next;
     session_t *s = list_entry(n, session_t, node);
-    if (s->out_queued > 0 && now - s->out_progress_ms > d->cfg.write_timeout_ms)
+    if (s->out_queued > 0 && now - s->out_progress_ms > cfg->write_timeout_ms) {
       session_close(s, "write stalled: the client is not reading its "
                        "replies");
+    } else if (cfg->hello_timeout_ms != 0 && s->protocol == 0 &&
+               now - s->opened_ms > cfg->hello_timeout_ms) {
+      snprintf(why, sizeof(why),
+               "handshake timeout: no successful hello within %u ms",
+               cfg->hello_timeout_ms);
+      session_close(s, why);
+    } else if (cfg->request_timeout_ms != 0 && s->partial_since_ms != 0 &&
+               !s->read_paused &&
+               now - s->partial_since_ms > cfg->request_timeout_ms) {
+      /* A throttled session is not read: its incomplete request is then
+       * not the client's doing. */
+      snprintf(why, sizeof(why),
+               "request timeout: a request incomplete for more than %u ms",
+               cfg->request_timeout_ms);
+      session_close(s, why);
+    }
   }
 }
 
@@ -288,13 +306,14 @@ static void fd_pipe_close_cb(uv_handle_t *h)
 }
 
 /*
- * Move the descriptors that came with the bytes just read into s->fds.
+ * Move the descriptors that came with the bytes just read, stream offsets
+ * [from, to), into s->fds.
  * libuv hands a received descriptor out only through uv_accept() into a
  * handle; a throwaway pipe handle takes it, we keep a duplicate and close
  * the handle. More than SESSION_MAX_FDS unclaimed descriptors is a
  * protocol violation. @return 0, or -1 with the session closing.
  */
-static int collect_fds(session_t *s)
+static int collect_fds(session_t *s, uint64_t from, uint64_t to)
 {
   while (uv_pipe_pending_count(&s->pipe) > 0) {
     uv_pipe_t *tmp = malloc(sizeof(*tmp));
@@ -320,7 +339,7 @@ static int collect_fds(session_t *s)
                        "and not claimed by requests");
       return -1;
     }
-    s->fds[s->nfds++] = dup_fd;
+    s->fds[s->nfds++] = (struct session_fd){dup_fd, from, to};
   }
   return 0;
 }
@@ -348,15 +367,42 @@ void *session_steal_input(session_t *s, const void *data, size_t len)
   return block;
 }
 
+/* Did descriptor @p f come with the request [s->msg_pos, s->msg_end)? Its
+ * read began at or before the request's first byte, the request began in
+ * it, and no later request did. */
+static int fd_of_request(const session_t *s, const struct session_fd *f)
+{
+  return f->from <= s->msg_pos && s->msg_pos < f->to && f->to <= s->msg_end;
+}
+
 int session_take_fd(session_t *s)
 {
-  int fd;
+  for (uint32_t i = 0; i < s->nfds; i++) {
+    if (fd_of_request(s, &s->fds[i])) {
+      int fd = s->fds[i].fd;
+      memmove(s->fds + i, s->fds + i + 1, (--s->nfds - i) * sizeof(s->fds[0]));
+      return fd;
+    }
+  }
+  return -1;
+}
 
-  if (s->nfds == 0)
-    return -1;
-  fd = s->fds[0];
-  memmove(s->fds, s->fds + 1, --s->nfds * sizeof(s->fds[0]));
-  return fd;
+/* After a request [msg_pos, msg_end) was handled: close the descriptors it
+ * did not claim, and those of reads that no request began in, which no
+ * later request can claim either. */
+static void drop_unclaimed_fds(session_t *s)
+{
+  uint32_t kept = 0;
+
+  for (uint32_t i = 0; i < s->nfds; i++) {
+    if (s->fds[i].to <= s->msg_end) {
+      log_debug(s->id, "closed a descriptor no request claimed");
+      close(s->fds[i].fd);
+    } else {
+      s->fds[kept++] = s->fds[i];
+    }
+  }
+  s->nfds = kept;
 }
 
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -380,7 +426,9 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     return;
   }
   s->in_len += (size_t)nread;
-  if (uv_pipe_pending_count(&s->pipe) > 0 && collect_fds(s) != 0)
+  if (uv_pipe_pending_count(&s->pipe) > 0 &&
+      collect_fds(s, s->in_pos + s->in_len - (size_t)nread,
+                  s->in_pos + s->in_len) != 0)
     return;
   if (s->in_len < s->in_need)
     return;
@@ -445,11 +493,24 @@ static void process_input(session_t *s)
     }
     if (n == 0) {
       s->in_need = need;
+      /* The request timeout counts from when this request was first seen
+       * incomplete. */
+      if (s->partial_since_ms == 0 || s->partial_pos != s->in_pos + off) {
+        s->partial_pos = s->in_pos + off;
+        s->partial_since_ms = uv_now(s->d->loop);
+        if (s->partial_since_ms == 0)
+          s->partial_since_ms = 1;
+      }
       break;
     }
     s->in_need = 0;
+    s->partial_since_ms = 0;
     s->in_msg_end = off + (size_t)n;
+    s->msg_pos = s->in_pos + off;
+    s->msg_end = s->msg_pos + (uint64_t)n;
     handle_message(s, s->in + off, (size_t)n);
+    if (s->nfds > 0 && !s->closing)
+      drop_unclaimed_fds(s);
     off += (size_t)n;
     if (s->in_next != NULL) {
       /* The handler took the buffer: go on with what followed. */
@@ -457,15 +518,19 @@ static void process_input(session_t *s)
       s->in_len = s->in_next_len;
       s->in_cap = s->in_next_cap;
       s->in_next = NULL;
+      s->in_pos += off;
       off = 0;
     }
   }
   s->in_dispatch = 0;
   if (s->closing)
     return;
+  if (s->in_len == off)
+    s->partial_since_ms = 0; /* nothing incomplete (or all consumed) */
   /* Keep the unread tail at the front; let a large idle buffer go. */
   if (off > 0) {
     memmove(s->in, s->in + off, s->in_len - off);
+    s->in_pos += off;
     s->in_len -= off;
     if (s->in_need > off)
       s->in_need -= off;
@@ -484,6 +549,9 @@ void session_request_done(session_t *s)
   s->inflight--;
   if (s->read_paused && !s->closing && s->inflight < s->d->cfg.max_inflight) {
     s->read_paused = 0;
+    /* The time it was not read does not count against its request. */
+    if (s->partial_since_ms != 0)
+      s->partial_since_ms = uv_now(s->d->loop);
     log_debug(s->id, "reading resumed");
     uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);
     /* Requests buffered while paused run now (or, inside the dispatch
@@ -537,6 +605,7 @@ void session_accept(daemon_t *d, uv_stream_t *server_stream)
     s->peer_gid = cred.gid;
   }
   snprintf(s->client, sizeof(s->client), "%s", "unknown");
+  s->opened_ms = uv_now(d->loop);
   list_insert_tail(&d->sessions, &s->node);
   d->nsessions++;
   d->sessions_total++;

@@ -62,7 +62,16 @@ typedef struct session {
   } * defaults;             /* per device, indexed by global id */
   uint32_t ndefaults;       /* default streams made (not under max_streams) */
   uint64_t mem_used;        /* bytes allocated, for the quota */
-  int fds[SESSION_MAX_FDS]; /* descriptors received, not yet claimed */
+  uint64_t in_pos;  /* stream offset of in[0]: bytes consumed before it */
+  uint64_t msg_pos; /* the request being handled: its stream offsets */
+  uint64_t msg_end;
+  uint64_t partial_pos;      /* stream offset of the incomplete request */
+  uint64_t partial_since_ms; /* when it was first seen incomplete, 0: none */
+  uint64_t opened_ms;        /* uv_now() at accept, for the hello timeout */
+  struct session_fd {
+    int fd;
+    uint64_t from, to; /* stream offsets of the read that carried it */
+  } fds[SESSION_MAX_FDS]; /* descriptors received, not yet claimed */
   uint32_t nfds;
   struct profile *profile; /* records while profiling is on, else NULL */
   uint32_t profile_gen;    /* profiling periods so far */
@@ -105,12 +114,20 @@ void sessions_flush_close(daemon_t *d);
  * reading and processing if the session was throttled. */
 void session_request_done(session_t *s);
 
-/* The oldest descriptor the client sent and no request claimed yet, now
- * the caller's; -1 if none. Descriptors come in the order they were sent
- * (each with the bytes of the request that claims it). */
+/*
+ * During a request's handler: a descriptor that came with this request,
+ * now the caller's; -1 if none. A descriptor belongs to the request whose
+ * first byte came in the same read as it, the last such request when
+ * several did (the kernel ends a read with the bytes a descriptor rode
+ * on). Whatever the request leaves unclaimed is closed once it has been
+ * handled, however it was answered, so no descriptor can reach another
+ * request.
+ */
 int session_take_fd(session_t *s);
 
-/* Drop sessions that made no write progress for the configured time. */
-void session_check_stalls(daemon_t *d);
+/* Close sessions that broke a time limit: no write progress
+ * (--write-timeout), no hello (--hello-timeout), a request left incomplete
+ * (--request-timeout). Loop thread, from the housekeeping timer. */
+void session_check_timeouts(daemon_t *d);
 
 #endif
