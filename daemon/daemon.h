@@ -49,6 +49,8 @@ typedef struct daemon_config {
   uint32_t max_inflight;     /* requests a session may have unanswered */
   size_t output_cap;         /* bytes of replies queued for one session */
   uint32_t write_timeout_ms; /* a session with no write progress is dropped */
+  uint32_t hello_timeout_ms; /* a session without hello by then, 0: none */
+  uint32_t request_timeout_ms; /* a request incomplete that long, 0: none */
   uint32_t shutdown_ms;      /* how long in-flight work may take at exit */
   uint32_t max_sessions;     /* connections at once */
   uint32_t max_handles;      /* handles per session */

@@ -25,6 +25,7 @@
 #include "handles.h"
 #include "hipd.h"
 #include "kernels/cache.h"
+#include "kernels/cpu_compile.h"
 #include "log.h"
 #include "server.h"
 #include "session.h"
@@ -33,6 +34,13 @@ static daemon_t daemon_state;
 static uv_signal_t sig_int, sig_term;
 static uv_timer_t shutdown_timer;
 static uint64_t shutdown_deadline;
+/* Once the drain is over, compiles still running are given this long to
+ * end after their compilers were killed; then they are abandoned: the
+ * process exits without waiting for the pool threads that run them (an
+ * in-process hiprtc compile cannot be stopped). */
+#define ABANDON_MARGIN_MS 1000
+static uv_timer_t abandon_timer;
+static int abandoned; /* the loop was stopped with compiles running */
 static int restart_fd = -1; /* the listener kept for an in-place restart */
 
 static void usage(FILE *f)
@@ -56,7 +64,12 @@ static void usage(FILE *f)
       "                           it is disconnected (1G)\n"
       "      --write-timeout MS   disconnect a session whose replies make\n"
       "                           no progress for MS (30000)\n"
-      "      --shutdown-timeout MS  time in-flight work gets at exit (5000)\n"
+      "      --hello-timeout MS   disconnect a session that has not completed\n"
+      "                           hello within MS (10000; 0: no limit)\n"
+      "      --request-timeout MS disconnect a session whose request stays\n"
+      "                           incomplete for MS (60000; 0: no limit)\n"
+      "      --shutdown-timeout MS  time in-flight work gets at exit (5000);\n"
+      "                           compiles still running then are abandoned\n"
       "      --max-sessions N     concurrent sessions (1024)\n"
       "      --max-handles N      handles per session (1048576)\n"
       "      --max-streams N      streams per session (64)\n"
@@ -129,6 +142,8 @@ enum {
   OPT_OUTPUT_CAP,
   OPT_WRITE_TIMEOUT,
   OPT_SHUTDOWN_TIMEOUT,
+  OPT_HELLO_TIMEOUT,
+  OPT_REQUEST_TIMEOUT,
   OPT_MAX_SESSIONS,
   OPT_MAX_HANDLES,
   OPT_MAX_STREAMS,
@@ -154,6 +169,8 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       {"output-cap", required_argument, NULL, OPT_OUTPUT_CAP},
       {"write-timeout", required_argument, NULL, OPT_WRITE_TIMEOUT},
       {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
+      {"hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT},
+      {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
       {"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
       {"max-handles", required_argument, NULL, OPT_MAX_HANDLES},
       {"max-streams", required_argument, NULL, OPT_MAX_STREAMS},
@@ -214,6 +231,16 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       if (parse_size(optarg, 10, UINT32_MAX, &v) != 0)
         goto bad;
       cfg->write_timeout_ms = (uint32_t)v;
+      break;
+    case OPT_HELLO_TIMEOUT:
+      if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+        goto bad;
+      cfg->hello_timeout_ms = (uint32_t)v;
+      break;
+    case OPT_REQUEST_TIMEOUT:
+      if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+        goto bad;
+      cfg->request_timeout_ms = (uint32_t)v;
       break;
     case OPT_SHUTDOWN_TIMEOUT:
       if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
@@ -325,7 +352,7 @@ static void run_loop(daemon_t *d)
     uv_run(d->loop, UV_RUN_DEFAULT);
     return;
   }
-  while (uv_run(d->loop, UV_RUN_NOWAIT) != 0) {
+  while (uv_run(d->loop, UV_RUN_NOWAIT) != 0 && !abandoned) {
     uint64_t until = exec_now_ns() + spin_ns;
     int ready = 0;
 
@@ -341,6 +368,36 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
   (void)arg;
   if (!uv_is_closing(h))
     uv_close(h, NULL);
+}
+
+static void abandon_cb(uv_timer_t *t)
+{
+  daemon_t *d = t->data;
+
+  log_warn(0,
+           "%u compiles still running %u ms after the drain: abandoned "
+           "(hipd exits without waiting for them)",
+           cache_pending(), ABANDON_MARGIN_MS);
+  abandoned = 1;
+  uv_stop(d->loop);
+}
+
+/* The drain is over: nothing but compiles may keep the loop alive now.
+ * Kill the compilers that run as processes; whatever still runs after the
+ * margin (a compile in this process) is abandoned. The timer does not keep
+ * the loop alive itself. */
+static void stop_compiles(daemon_t *d)
+{
+  unsigned killed = cpu_compile_stop_all();
+
+  if (cache_pending() == 0)
+    return;
+  log_info(0, "%u compiles still running at shutdown: %u compilers killed",
+           cache_pending(), killed);
+  uv_timer_init(d->loop, &abandon_timer);
+  abandon_timer.data = d;
+  uv_timer_start(&abandon_timer, abandon_cb, ABANDON_MARGIN_MS, 0);
+  uv_unref((uv_handle_t *)&abandon_timer);
 }
 
 /* Close idle sessions; once none is left or time is up, close the rest and
@@ -368,6 +425,7 @@ static void shutdown_tick_cb(uv_timer_t *t)
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_close((uv_handle_t *)&d->housekeeping, NULL);
     sessions_flush_close(d);
+    stop_compiles(d);
   }
 }
 
@@ -493,7 +551,7 @@ static void housekeeping_cb(uv_timer_t *t)
   static trim_task_t trim = {.t = {.run = trim_run, .done = trim_done}};
   device_t *dev = device_get(0);
 
-  session_check_stalls(t->data);
+  session_check_timeouts(t->data);
   /* Transfer buffers unused for 10 s go back to the system, off the loop
    * (unmapping a large one takes milliseconds). */
   if (dev != NULL && !trim.busy) {
@@ -512,6 +570,8 @@ int main(int argc, char **argv)
       .max_inflight = 256,
       .output_cap = (size_t)1 << 30,
       .write_timeout_ms = 30000,
+      .hello_timeout_ms = 10000,
+      .request_timeout_ms = 60000,
       .shutdown_ms = 5000,
       .max_sessions = 1024,
       .max_handles = HANDLES_MAX_DEFAULT,
@@ -595,6 +655,19 @@ int main(int argc, char **argv)
 
   run_loop(d);
 
+  if (abandoned) {
+    /* Pool threads still compile: neither the loop nor the devices can be
+     * shut down, and exit() would join those threads (libuv's destructor).
+     * The socket file is gone already (server_stop), unless it is kept
+     * for a restart, which exec() makes regardless of the threads. */
+    if (restart_fd >= 0) {
+      restart_in_place(d, argv);
+      return 1;
+    }
+    log_info(0, "stopped (compiles abandoned)");
+    fflush(NULL);
+    _exit(0);
+  }
   /* Anything left (should be nothing) is closed before the loop goes. */
   uv_walk(d->loop, close_walk_cb, NULL);
   uv_run(d->loop, UV_RUN_DEFAULT);

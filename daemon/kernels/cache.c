@@ -82,6 +82,7 @@ static struct {
   mem_entry_t *oldest, *newest;
   disk_entry_t *disk[NBUCKETS];
   pending_t *pending[NBUCKETS];
+  unsigned npending; /* entries of pending[] */
   cache_stats_t st;
 } C;
 
@@ -477,6 +478,12 @@ static void pending_remove(pending_t *p)
   while (*pp != p)
     pp = &(*pp)->hnext;
   *pp = p->hnext;
+  C.npending--;
+}
+
+unsigned cache_pending(void)
+{
+  return C.npending;
 }
 
 static void get_work(uv_work_t *w)
@@ -615,6 +622,7 @@ void cache_get_flags(const cache_key_t *key, int flags, cache_compile_fn fn,
   p->waiters = w;
   p->hnext = C.pending[bucket(key)];
   C.pending[bucket(key)] = p;
+  C.npending++;
   uv_queue_work(C.loop, &p->work, get_work, get_after);
 }
 

@@ -93,6 +93,8 @@ void cache_get(const cache_key_t *key, cache_compile_fn fn, void *arg,
 enum { CACHE_REFRESH = 1 };
 void cache_get_flags(const cache_key_t *key, int flags, cache_compile_fn fn,
                      void *arg, cache_done_fn done, void *ctx);
+/* Compiles and disk loads running on the pool now (loop thread). */
+unsigned cache_pending(void);
 /* Whether the request for @p key would be a memory hit (no side effects). */
 int cache_has(const cache_key_t *key);
 void cache_get_stats(cache_stats_t *st);

@@ -735,6 +735,66 @@ static int64_t now_ms(void)
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The compilers running now, by process group, so that a shutdown can
+ * stop them (cpu_compile_stop_all); compiles run on libuv's pool. */
+static struct {
+  pthread_mutex_t lock;
+  pid_t *groups;
+  unsigned n, cap;
+  int stopped; /* no compiler starts any more */
+} running = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Record compiler group @p pid. @return 0, or HIPD_ESHUTDOWN (the group
+ * was killed: hipd is stopping) or HIPD_ENOMEM. */
+static int running_add(pid_t pid)
+{
+  int rc = 0;
+
+  pthread_mutex_lock(&running.lock);
+  if (running.stopped) {
+    kill(-pid, SIGKILL);
+    rc = HIPD_ESHUTDOWN;
+  } else if (running.n == running.cap) {
+    unsigned ncap = running.cap ? running.cap * 2 : 8;
+    pid_t *n = realloc(running.groups, ncap * sizeof(*n));
+    if (n == NULL) {
+      kill(-pid, SIGKILL);
+      rc = HIPD_ENOMEM;
+    } else {
+      running.groups = n;
+      running.cap = ncap;
+    }
+  }
+  if (rc == 0)
+    running.groups[running.n++] = pid;
+  pthread_mutex_unlock(&running.lock);
+  return rc;
+}
+
+static void running_remove(pid_t pid)
+{
+  pthread_mutex_lock(&running.lock);
+  for (unsigned i = 0; i < running.n; i++)
+    if (running.groups[i] == pid) {
+      running.groups[i] = running.groups[--running.n];
+      break;
+    }
+  pthread_mutex_unlock(&running.lock);
+}
+
+unsigned cpu_compile_stop_all(void)
+{
+  unsigned n;
+
+  pthread_mutex_lock(&running.lock);
+  running.stopped = 1;
+  n = running.n;
+  for (unsigned i = 0; i < running.n; i++)
+    kill(-running.groups[i], SIGKILL);
+  pthread_mutex_unlock(&running.lock);
+  return n;
+}
+
 /*
  * Run @p argv with stdout and stderr into @p outbuf, for at most
  * @p timeout_s seconds (then its whole process group is killed).
@@ -793,6 +853,14 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
             strerror(e));
     return HIPD_EIO;
   }
+  if ((e = running_add(pid)) != 0) {
+    close(pfd[0]);
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+      ;
+    set_log(log, logsz, "%s", e == HIPD_ESHUTDOWN ? "hipd is stopping"
+                                                  : "out of memory");
+    return e;
+  }
 
   /* Read its output until every process of the group has closed it. */
   for (;;) {
@@ -833,6 +901,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
       nanosleep(&ts, NULL);
     }
   }
+  running_remove(pid);
   return timed_out ? 1 : 0;
 }
 

@@ -70,6 +70,11 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
  *  directory) and free @p so_path. NULL is a no-op. */
 void cpu_compile_free(char *so_path);
 
+/** At shutdown: kill every compiler running now (its whole process group)
+ *  and refuse to start more (HIPD_ESHUTDOWN). Any thread. @return how many
+ *  were killed. */
+unsigned cpu_compile_stop_all(void);
+
 /** The C++ compiler found at first use ($HIPD_CXX, else c++, g++, clang++
  *  on $PATH), or NULL if there is none; the daemon may log it at start. */
 const char *cpu_compile_compiler(void);

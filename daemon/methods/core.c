@@ -106,7 +106,7 @@ int m_daemon_info(call_t *c)
   proto_pack_cstr(pk, "socket");
   proto_pack_cstr(pk, d->cfg.socket_path);
   proto_pack_cstr(pk, "limits");
-  msgpack_pack_map(pk, 9);
+  msgpack_pack_map(pk, 12);
   proto_pack_cstr(pk, "max_message");
   msgpack_pack_uint64(pk, d->cfg.limits.max_message);
   proto_pack_cstr(pk, "max_depth");
@@ -125,6 +125,12 @@ int m_daemon_info(call_t *c)
   msgpack_pack_uint64(pk, d->cfg.mem_quota);
   proto_pack_cstr(pk, "write_timeout_ms");
   msgpack_pack_uint32(pk, d->cfg.write_timeout_ms);
+  proto_pack_cstr(pk, "hello_timeout_ms");
+  msgpack_pack_uint32(pk, d->cfg.hello_timeout_ms);
+  proto_pack_cstr(pk, "request_timeout_ms");
+  msgpack_pack_uint32(pk, d->cfg.request_timeout_ms);
+  proto_pack_cstr(pk, "shutdown_timeout_ms");
+  msgpack_pack_uint32(pk, d->cfg.shutdown_ms);
   return 0;
 }
 
