@@ -283,6 +283,12 @@ static int bad_type(call_t *c, unsigned i, const char *what,
                    expected, o ? proto_obj_type_name(o) : "missing");
 }
 
+int call_arg_required(call_t *c, unsigned i, const char *what,
+                      const char *expected)
+{
+  return call_arg_present(c, i) ? 0 : bad_type(c, i, what, expected);
+}
+
 int call_arg_uint(call_t *c, unsigned i, const char *what, uint64_t max,
                   uint64_t *out)
 {

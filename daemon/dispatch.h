@@ -78,6 +78,10 @@ void call_finish(call_t *c);
  * param, and returns that code. Optional params that are absent or nil
  * leave *out as it was: use call_arg_present() to tell. */
 int call_arg_present(call_t *c, unsigned i);
+/* A param that may not be absent or nil: 0, or EPARAMS answered ("param 1
+ * (kind) must be a string, not nil"), @p expected naming its type. */
+int call_arg_required(call_t *c, unsigned i, const char *what,
+                      const char *expected);
 int call_arg_uint(call_t *c, unsigned i, const char *what, uint64_t max,
                   uint64_t *out);
 int call_arg_int(call_t *c, unsigned i, const char *what, int64_t min,

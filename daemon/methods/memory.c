@@ -138,6 +138,7 @@ int m_mem_alloc(call_t *c)
   int rc;
 
   if ((rc = call_arg_uint(c, 0, "count", UINT64_MAX, &count)) != 0 ||
+      (rc = call_arg_required(c, 1, "kind", "a string")) != 0 ||
       (rc = call_arg_str(c, 1, "kind", kind, sizeof(kind))) != 0 ||
       (rc = arg_device(c, 2, &dev)) != 0)
     return rc;
