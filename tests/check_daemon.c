@@ -17,6 +17,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -798,6 +799,14 @@ START_TEST(test_bad_params)
   proto_pack_cstr(&r->pk, "handle");
   ck_assert_int_eq(raw_flush(r), 0);
   ck_assert_int_eq(raw_response(r, 6, NULL, 0), HIPD_EPARAMS);
+  /* A nil where a required string goes is named as such. */
+  raw_request(r, 8, "mem.alloc", 2);
+  msgpack_pack_uint64(&r->pk, 16);
+  msgpack_pack_nil(&r->pk);
+  ck_assert_int_eq(raw_flush(r), 0);
+  ck_assert_int_eq(raw_response(r, 8, msg, sizeof(msg)), HIPD_EPARAMS);
+  ck_assert_msg(strstr(msg, "param 1 (kind) must be a string, not nil"),
+                "message: %s", msg);
   /* The session goes on. */
   raw_request(r, 7, "daemon.info", 0);
   ck_assert_int_eq(raw_flush(r), 0);
@@ -1029,13 +1038,22 @@ START_TEST(test_shm_descriptors)
   ck_assert_int_eq(raw_flush(r), 0);
   ck_assert_int_eq(raw_response(r, 7, NULL, 0), 0);
 
-  /* Nine descriptors sent with pings, never claimed: the connection is
-   * closed; the daemon goes on. */
+  /* Nine descriptors received while one request is still incomplete (its
+   * bytes one at a time, each with a descriptor): none is claimed yet, and
+   * the ninth is a violation. The daemon goes on. */
   fd = memfd_sealed(4096, F_SEAL_SHRINK);
-  for (uint32_t i = 0; i < 9; i++) {
-    raw_request(r, 100 + i, "ping", 0);
-    if (raw_flush_fd(r, fd) != 0)
-      break;
+  raw_request(r, 100, "ping", 1);
+  proto_pack_cstr(&r->pk, "sixteen bytes...");
+  {
+    msgpack_sbuffer whole = r->out;
+    ck_assert_uint_gt(whole.size, 9);
+    msgpack_sbuffer_init(&r->out);
+    for (size_t i = 0; i < 9; i++) {
+      msgpack_sbuffer_write(&r->out, whole.data + i, 1);
+      if (raw_flush_fd(r, fd) != 0)
+        break;
+    }
+    msgpack_sbuffer_destroy(&whole);
   }
   close(fd);
   ck_assert_int_eq(harness_raw_wait_closed(r->fd, 5000), 1);
@@ -1044,6 +1062,178 @@ START_TEST(test_shm_descriptors)
   r = raw_open(d->socket);
   raw_hello(r);
   raw_close(r);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+/* Wait until the daemon closed its copy of the write end of a pipe whose
+ * read end is @p rfd (ours is closed): @return 1 at EOF, 0 if the write end
+ * is still open somewhere after @p timeout_ms. */
+static int pipe_writer_gone(int rfd, int timeout_ms)
+{
+  struct pollfd p = {.fd = rfd, .events = POLLIN};
+  char c;
+
+  if (poll(&p, 1, timeout_ms) != 1)
+    return 0;
+  return read(rfd, &c, 1) == 0;
+}
+
+/* Send request @p method with @p nparams uint params of 4096 and the write
+ * end of a fresh pipe, which we then close. @return the reply's code; the
+ * read end goes to *@p rfd. */
+static int raw_with_pipe(raw_t *r, uint32_t msgid, const char *method,
+                         uint32_t nparams, int *rfd, char *msg, size_t msgsz)
+{
+  int p[2], rc;
+
+  ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+  raw_request(r, msgid, method, nparams);
+  for (uint32_t i = 0; i < nparams; i++)
+    msgpack_pack_uint64(&r->pk, 4096);
+  ck_assert_int_eq(raw_flush_fd(r, p[1]), 0);
+  close(p[1]);
+  rc = raw_response(r, msgid, msg, msgsz);
+  *rfd = p[0];
+  return rc;
+}
+
+/* A descriptor belongs to the request it came with: a request refused
+ * before its handler runs (no hello, unknown method, wrong arity), or one
+ * that takes no descriptor, closes it, and the next shm.create gets its own
+ * (not a leftover: memfd A sent with a refused request, then memfd B). */
+START_TEST(test_fd_claimed_by_its_request)
+{
+  harness_daemon_t *d = harness_start("--devices", "cpu", NULL);
+  char msg[256];
+  int rfd, fd;
+  raw_t *r;
+
+  ck_assert_ptr_nonnull(d);
+  r = raw_open(d->socket);
+
+  ck_assert_int_eq(raw_with_pipe(r, 1, "shm.create", 1, &rfd, msg, sizeof(msg)),
+                   HIPD_EHELLO);
+  ck_assert_msg(pipe_writer_gone(rfd, 5000), "EHELLO kept the descriptor");
+  close(rfd);
+  raw_hello(r);
+
+  ck_assert_int_eq(raw_with_pipe(r, 2, "shm.creat", 1, &rfd, msg, sizeof(msg)),
+                   HIPD_ENOMETHOD);
+  ck_assert_msg(pipe_writer_gone(rfd, 5000), "ENOMETHOD kept the descriptor");
+  close(rfd);
+
+  ck_assert_int_eq(raw_with_pipe(r, 3, "shm.create", 2, &rfd, msg, sizeof(msg)),
+                   HIPD_EPARAMS);
+  ck_assert_msg(pipe_writer_gone(rfd, 5000), "EPARAMS kept the descriptor");
+  close(rfd);
+
+  ck_assert_int_eq(raw_with_pipe(r, 4, "ping", 0, &rfd, msg, sizeof(msg)), 0);
+  ck_assert_msg(pipe_writer_gone(rfd, 5000), "ping kept the descriptor");
+  close(rfd);
+
+  ck_assert_int_eq(raw_with_pipe(r, 5, "shm.create", 1, &rfd, msg, sizeof(msg)),
+                   HIPD_EINVAL);
+  ck_assert_msg(strstr(msg, "not a memfd") != NULL, "%s", msg);
+  ck_assert_msg(pipe_writer_gone(rfd, 5000), "EINVAL kept the descriptor");
+  close(rfd);
+
+  /* memfd A (4096 bytes) with a shm.create of the wrong arity, then memfd
+   * B (8192 bytes) with a good one: B is the one it gets. */
+  fd = memfd_sealed(4096, F_SEAL_SHRINK);
+  raw_request(r, 6, "shm.create", 2);
+  msgpack_pack_uint64(&r->pk, 4096);
+  msgpack_pack_uint64(&r->pk, 4096);
+  ck_assert_int_eq(raw_flush_fd(r, fd), 0);
+  ck_assert_int_eq(raw_response(r, 6, msg, sizeof(msg)), HIPD_EPARAMS);
+  close(fd);
+  fd = memfd_sealed(8192, F_SEAL_SHRINK);
+  ck_assert_int_eq(raw_shm_create(r, 7, fd, 8192, msg, sizeof(msg)), 0);
+  close(fd);
+  /* ...and the next one without a descriptor finds none. */
+  ck_assert_int_eq(raw_shm_create(r, 8, -1, 4096, msg, sizeof(msg)),
+                   HIPD_EINVAL);
+  ck_assert_msg(strstr(msg, "no file descriptor") != NULL, "%s", msg);
+  raw_close(r);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+/* A connection that never completes hello is closed after --hello-timeout;
+ * one that did stays. */
+START_TEST(test_hello_timeout)
+{
+  harness_daemon_t *d =
+      harness_start("--devices", "cpu", "--hello-timeout", "300", NULL);
+  raw_t *silent, *ok;
+  hipd_conn_t *conn;
+  int fd;
+
+  ck_assert_ptr_nonnull(d);
+  ok = raw_open(d->socket);
+  raw_hello(ok);
+  silent = raw_open(d->socket);
+  /* A ping is allowed before hello but does not stand for it. */
+  raw_request(silent, 1, "ping", 0);
+  ck_assert_int_eq(raw_flush(silent), 0);
+  ck_assert_int_eq(raw_response(silent, 1, NULL, 0), 0);
+  fd = harness_raw_connect(d->socket);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(harness_raw_wait_closed(fd, 10000), 1);
+  ck_assert_int_eq(harness_raw_wait_closed(silent->fd, 10000), 1);
+  ck_assert(harness_log_wait(d, "handshake timeout", 5000));
+  close(fd);
+  raw_close(silent);
+  raw_request(ok, 2, "ping", 0);
+  ck_assert_int_eq(raw_flush(ok), 0);
+  ck_assert_int_eq(raw_response(ok, 2, NULL, 0), 0);
+  raw_close(ok);
+  conn = connect_ok(d);
+  ping_ok(conn);
+  hipd_close(conn);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+/* A request whose first bytes came and whose rest does not come within
+ * --request-timeout closes its session; a session that sends whole
+ * requests slowly, or none, stays. */
+START_TEST(test_request_timeout)
+{
+  harness_daemon_t *d =
+      harness_start("--devices", "cpu", "--request-timeout", "300", NULL);
+  raw_t *half, *slow;
+  long long end;
+
+  ck_assert_ptr_nonnull(d);
+  half = raw_open(d->socket);
+  raw_hello(half);
+  slow = raw_open(d->socket);
+  raw_hello(slow);
+  raw_request(half, 1, "ping", 1);
+  proto_pack_cstr(&half->pk, "a payload that never ends");
+  ck_assert_int_eq(harness_raw_send(half->fd, half->out.data,
+                                    half->out.size - 5),
+                   0);
+  msgpack_sbuffer_clear(&half->out);
+  /* Whole pings, slower than the timeout in all, each quick: fine. */
+  end = harness_now_ms() + 1500;
+  for (uint32_t id = 10; harness_now_ms() < end; id++) {
+    raw_request(slow, id, "ping", 0);
+    ck_assert_int_eq(raw_flush(slow), 0);
+    ck_assert_int_eq(raw_response(slow, id, NULL, 0), 0);
+    harness_sleep_ms(100);
+  }
+  ck_assert_int_eq(harness_raw_wait_closed(half->fd, 10000), 1);
+  ck_assert(harness_log_wait(d, "request timeout", 5000));
+  raw_close(half);
+  raw_request(slow, 1, "ping", 0);
+  ck_assert_int_eq(raw_flush(slow), 0);
+  ck_assert_int_eq(raw_response(slow, 1, NULL, 0), 0);
+  raw_close(slow);
   ck_assert_int_eq(harness_stop(d), 0);
   harness_free(d);
 }
@@ -1212,6 +1402,129 @@ START_TEST(test_shutdown_abandons_work)
 }
 END_TEST
 
+/* Send kernel.compile of a kernel that #includes @p path (a FIFO nobody
+ * writes: the compiler blocks reading it) as request @p msgid. */
+static void raw_compile_include(raw_t *r, uint32_t msgid, const char *path)
+{
+  char src[512];
+
+  snprintf(src, sizeof(src),
+           "#include \"%s\"\n"
+           "extern \"C\" __global__ void k(int *p) { *p = 1; }\n",
+           path);
+  raw_request(r, msgid, "kernel.compile", 2);
+  proto_pack_cstr(&r->pk, src);
+  proto_pack_cstr(&r->pk, "k");
+  ck_assert_int_eq(raw_flush(r), 0);
+}
+
+/* Wait until a process has FIFO @p path open for reading; @return a write
+ * end (which keeps that reader blocked), or -1 after 20 s. */
+static int fifo_wait_reader(const char *path)
+{
+  long long deadline = harness_now_ms() + 20000;
+  int fd;
+
+  while ((fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0) {
+    if (errno != ENXIO || harness_now_ms() > deadline)
+      return -1;
+    harness_sleep_ms(20);
+  }
+  return fd;
+}
+
+/* SIGTERM while a compile runs, with --shutdown-timeout 1500: requests are
+ * answered ESHUTDOWN (and close the descriptor they carried), the session
+ * is closed at the deadline, the compiler is killed, and hipd exits 0
+ * within the timeout and a bounded margin, not when the compile ends. */
+START_TEST(test_shutdown_stops_compiles)
+{
+  const char *fifo = harness_temp_path("include.fifo");
+  harness_daemon_t *d;
+  char msg[256];
+  int wfd, rfd;
+  raw_t *r;
+
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  d = harness_start("--devices", "cpu", "--shutdown-timeout", "1500",
+                    "--cache-dir", "", NULL);
+  ck_assert_ptr_nonnull(d);
+  r = raw_open(d->socket);
+  raw_hello(r);
+  raw_compile_include(r, 1, fifo);
+  wfd = fifo_wait_reader(fifo);
+  ck_assert_msg(wfd >= 0, "the compiler never opened the FIFO");
+  ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
+  ck_assert(harness_log_wait(d, "stopping", 5000));
+  ck_assert_int_eq(raw_with_pipe(r, 2, "shm.create", 1, &rfd, msg, sizeof(msg)),
+                   HIPD_ESHUTDOWN);
+  ck_assert_msg(pipe_writer_gone(rfd, 5000), "ESHUTDOWN kept the descriptor");
+  close(rfd);
+  ck_assert_int_eq(harness_wait_exit(d, 1500 + 8000), 0);
+  ck_assert(harness_log_contains(d, "compilers killed"));
+  /* The compiler is gone: nobody reads the FIFO any more. */
+  {
+    struct pollfd p = {.fd = wfd, .events = POLLOUT};
+    ck_assert_int_eq(poll(&p, 1, 5000), 1);
+    ck_assert_msg(p.revents & POLLERR, "the FIFO still has a reader");
+  }
+  close(wfd);
+  raw_close(r);
+  unlink(fifo);
+  harness_free(d);
+}
+END_TEST
+
+/* A compile that cannot be stopped (here a compiler whose helper left its
+ * process group and holds the output pipe; on a GPU, hiprtc in process) is
+ * abandoned: hipd exits 0 shortly after the drain instead of waiting for
+ * the compile's own timeout (60 s). */
+START_TEST(test_shutdown_abandons_compile)
+{
+  const char *dir = harness_temp_path("cxx");
+  char script[600], pidfile[600];
+  harness_daemon_t *d;
+  FILE *f;
+  raw_t *r;
+  long pid = 0;
+
+  snprintf(script, sizeof(script), "%s.sh", dir);
+  snprintf(pidfile, sizeof(pidfile), "%s.pid", dir);
+  f = fopen(script, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f,
+          "#!/bin/sh\n"
+          "[ \"$1\" = --version ] && { echo 'stuck-cxx 1'; exit 0; }\n"
+          "setsid sh -c 'echo $$ > %s; exec sleep 120' &\n"
+          "exec sleep 120\n",
+          pidfile);
+  fclose(f);
+  ck_assert_int_eq(chmod(script, 0700), 0);
+  setenv("HIPD_CXX", script, 1);
+  d = harness_start("--devices", "cpu", "--shutdown-timeout", "500",
+                    "--cache-dir", "", NULL);
+  unsetenv("HIPD_CXX");
+  ck_assert_ptr_nonnull(d);
+  r = raw_open(d->socket);
+  raw_hello(r);
+  raw_compile_include(r, 1, "/dev/null");
+  for (int i = 0; i < 1000 && (f = fopen(pidfile, "r")) == NULL; i++)
+    harness_sleep_ms(20);
+  ck_assert_msg(f != NULL, "the compiler never ran");
+  harness_sleep_ms(50);
+  ck_assert_int_eq(fscanf(f, "%ld", &pid), 1);
+  fclose(f);
+  ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
+  ck_assert_int_eq(harness_wait_exit(d, 500 + 8000), 0);
+  ck_assert(harness_log_contains(d, "abandoned"));
+  kill((pid_t)pid, SIGKILL);
+  raw_close(r);
+  unlink(script);
+  unlink(pidfile);
+  harness_free(d);
+}
+END_TEST
+
 /* A socket file nobody listens on (a crashed daemon's) is replaced. */
 START_TEST(test_stale_socket)
 {
@@ -1335,6 +1648,9 @@ static Suite *daemon_suite(void)
                       sizeof(violations) / sizeof(violations[0]));
   tcase_add_test(tc, test_unknown_notification);
   tcase_add_test(tc, test_shm_descriptors);
+  tcase_add_test(tc, test_fd_claimed_by_its_request);
+  tcase_add_test(tc, test_hello_timeout);
+  tcase_add_test(tc, test_request_timeout);
   tcase_add_test(tc, test_disconnect_inflight);
   tcase_add_test(tc, test_output_cap);
   suite_add_tcase(s, tc);
@@ -1343,6 +1659,8 @@ static Suite *daemon_suite(void)
   tcase_set_timeout(tc, 90);
   tcase_add_test(tc, test_shutdown_with_clients);
   tcase_add_test(tc, test_shutdown_abandons_work);
+  tcase_add_test(tc, test_shutdown_stops_compiles);
+  tcase_add_test(tc, test_shutdown_abandons_compile);
   tcase_add_test(tc, test_stale_socket);
   tcase_add_test(tc, test_second_daemon);
   tcase_add_test(tc, test_socket_mode);
