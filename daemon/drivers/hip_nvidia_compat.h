@@ -16,8 +16,8 @@
  *
  * When it can go: as soon as hipd builds against HIP headers whose nvidia
  * mapping knows CUDA 13 (or no longer supports CUDA 13). Delete this file,
- * its #include in hip.c, hip.c's mention in Makefile.am and -fms-extensions
- * in configure.ac's nvidia branch.
+ * its #include in hip_internal.h, its mention in Makefile.am and
+ * -fms-extensions in configure.ac's nvidia branch.
  *
  * It does nothing unless __HIP_PLATFORM_NVIDIA__ is defined and
  * CUDART_VERSION >= 13000. The cudaDeviceProp redirection needs
