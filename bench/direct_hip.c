@@ -4,7 +4,7 @@
  * runtime calls, kernels compiled with hiprtc from the same source hipd
  * compiles (bench/kernels.h, with the options hipd's HIP driver passes:
  * the device's architecture and -std=c++17; a cubin on NVIDIA, as hipd
- * loads). One source for AMD and NVIDIA, built like daemon/drivers/hip.c.
+ * loads). One source for AMD and NVIDIA, built like the HIP driver (daemon/drivers/hip_*.c).
  *
  *   direct_hip MODE [--device N] [options]
  *
