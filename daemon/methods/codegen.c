@@ -80,7 +80,7 @@ static int arg_target(call_t *c, unsigned i, cg_job_t *j)
                        i, j->arch);
     return 0;
   }
-  if ((rc = arg_device(c, i, &j->dev)) != 0)
+  if ((rc = legacy_arg_device(c, i, &j->dev)) != 0)
     return rc;
   if (cg_platform_from_name(j->dev->drv->platform, &j->opts.platform) != 0)
     return call_fail(c, HIPD_ENOTSUP,

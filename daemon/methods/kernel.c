@@ -426,7 +426,7 @@ static int compile_common(call_t *c, int refresh)
     if ((rc = call_arg_str(c, 3, "target", arch, sizeof(arch))) != 0)
       return rc;
     req.arch = arch;
-  } else if ((rc = arg_device(c, 3, &req.dev)) != 0) {
+  } else if ((rc = legacy_arg_device(c, 3, &req.dev)) != 0) {
     return rc;
   }
   cc = calloc(1, sizeof(*cc));
@@ -522,7 +522,7 @@ int m_kernel_launch(call_t *c)
                      k->name, k->max_threads,
                      (unsigned long long)b[0] * b[1] * b[2]);
   if (call_arg_present(c, 4)) {
-    if ((rc = arg_stream(c, 4, &st, &sh)) != 0)
+    if ((rc = legacy_arg_stream(c, 4, &st, &sh)) != 0)
       return rc;
     if (st->dev != k->dev)
       return call_fail(c, HIPD_EINVAL,
@@ -622,7 +622,7 @@ int m_supported_source_langs(call_t *c)
   msgpack_packer *pk;
   int rc;
 
-  if ((rc = arg_device(c, 0, &dev)) != 0)
+  if ((rc = legacy_arg_device(c, 0, &dev)) != 0)
     return rc;
   l = langs_of(dev);
   while (l[n] != NULL)

@@ -140,7 +140,7 @@ int m_mem_alloc(call_t *c)
   if ((rc = call_arg_uint(c, 0, "count", UINT64_MAX, &count)) != 0 ||
       (rc = call_arg_required(c, 1, "kind", "a string")) != 0 ||
       (rc = call_arg_str(c, 1, "kind", kind, sizeof(kind))) != 0 ||
-      (rc = arg_device(c, 2, &dev)) != 0)
+      (rc = legacy_arg_device(c, 2, &dev)) != 0)
     return rc;
   for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
     if (strcmp(kinds[i].name, kind) == 0)
@@ -162,7 +162,7 @@ int m_mem_alloc_custom(call_t *c)
 
   if ((rc = call_arg_uint(c, 0, "size", UINT64_MAX, &count)) != 0 ||
       (rc = call_arg_uint(c, 1, "elem_size", UINT32_MAX, &elem)) != 0 ||
-      (rc = arg_device(c, 2, &dev)) != 0)
+      (rc = legacy_arg_device(c, 2, &dev)) != 0)
     return rc;
   return alloc_common(c, dev, count, elem);
 }
@@ -194,7 +194,7 @@ static int op_stream(call_t *c, int i, device_t *dev, device_t *other,
 
   if (i < 0)
     return default_stream(c, dev, st, h);
-  if ((rc = arg_stream(c, (unsigned)i, st, h)) != 0)
+  if ((rc = legacy_arg_stream(c, (unsigned)i, st, h)) != 0)
     return rc;
   if ((*st)->dev != dev && (*st)->dev != other)
     return call_fail(c, HIPD_EINVAL,
@@ -215,7 +215,7 @@ static int write_common(call_t *c, int stream_arg)
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0 ||
+  if ((rc = legacy_arg_buffer(c, 0, "buffer", &b)) != 0 ||
       (rc = call_arg_uint(c, 1, "offset", UINT64_MAX, &off)) != 0 ||
       (rc = call_arg_bytes(c, 2, "data", &data, &len)) != 0)
     return rc;
@@ -278,7 +278,7 @@ static int read_common(call_t *c, int stream_arg)
   void *host;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0 ||
+  if ((rc = legacy_arg_buffer(c, 0, "buffer", &b)) != 0 ||
       (rc = call_arg_uint(c, 1, "offset", UINT64_MAX, &off)) != 0 ||
       (rc = call_arg_uint(c, 2, "length", UINT64_MAX, &len)) != 0)
     return rc;
@@ -327,9 +327,9 @@ static int copy_common(call_t *c, int stream_arg)
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "dst", &dst)) != 0 ||
+  if ((rc = legacy_arg_buffer(c, 0, "dst", &dst)) != 0 ||
       (rc = call_arg_uint(c, 1, "dst_offset", UINT64_MAX, &doff)) != 0 ||
-      (rc = arg_buffer(c, 2, "src", &src)) != 0 ||
+      (rc = legacy_arg_buffer(c, 2, "src", &src)) != 0 ||
       (rc = call_arg_uint(c, 3, "src_offset", UINT64_MAX, &soff)) != 0 ||
       (rc = call_arg_uint(c, 4, "length", UINT64_MAX, &len)) != 0)
     return rc;
@@ -370,7 +370,7 @@ static int memset_common(call_t *c, int stream_arg)
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0 ||
+  if ((rc = legacy_arg_buffer(c, 0, "buffer", &b)) != 0 ||
       (rc = call_arg_uint(c, 1, "offset", UINT64_MAX, &off)) != 0 ||
       (rc = call_arg_uint(c, 2, "length", UINT64_MAX, &len)) != 0 ||
       (rc = call_arg_uint(c, 3, "value", 255, &value)) != 0)
@@ -405,7 +405,7 @@ int m_mem_size(call_t *c)
   buffer_t *b;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0)
+  if ((rc = legacy_arg_buffer(c, 0, "buffer", &b)) != 0)
     return rc;
   msgpack_pack_uint64(call_result(c), b->mem.size);
   return 0;
@@ -419,7 +419,7 @@ int m_mem_info(call_t *c)
   msgpack_packer *pk;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0)
+  if ((rc = legacy_arg_buffer(c, 0, "buffer", &b)) != 0)
     return rc;
   pk = call_result(c);
   msgpack_pack_map(pk, 6);

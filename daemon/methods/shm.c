@@ -119,7 +119,7 @@ static int xfer_common(call_t *c, int write, int stream_arg)
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0 ||
+  if ((rc = legacy_arg_buffer(c, 0, "buffer", &b)) != 0 ||
       (rc = call_arg_uint(c, 1, "offset", UINT64_MAX, &off)) != 0 ||
       (rc = call_arg_handle(c, 2, "shm", HANDLE_SHM, &mh, (void **)&m)) != 0 ||
       (rc = call_arg_uint(c, 3, "shm_offset", UINT64_MAX, &moff)) != 0 ||
@@ -135,7 +135,7 @@ static int xfer_common(call_t *c, int write, int stream_arg)
                      m->size);
   if (stream_arg < 0)
     rc = default_stream(c, b->dev, &st, &sh);
-  else if ((rc = arg_stream(c, (unsigned)stream_arg, &st, &sh)) == 0 &&
+  else if ((rc = legacy_arg_stream(c, (unsigned)stream_arg, &st, &sh)) == 0 &&
            st->dev != b->dev)
     rc = call_fail(c, HIPD_EINVAL,
                    "stream 0x%llx is on device %d; the buffer is on device %d",
@@ -255,7 +255,7 @@ int m_mem_alloc_zero_copy(call_t *c)
   int rc;
 
   if ((rc = call_arg_handle(c, 0, "shm", HANDLE_SHM, &mh, (void **)&m)) != 0 ||
-      (rc = arg_device(c, 1, &dev)) != 0 ||
+      (rc = legacy_arg_device(c, 1, &dev)) != 0 ||
       (rc = check_alive(c, "device", dev, device_epoch(dev))) != 0)
     return rc;
   if (dev->drv->host_map == NULL)
