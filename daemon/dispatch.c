@@ -110,16 +110,16 @@ static method_t methods[] = {
             STR("convergence", 15), OPT(INT, "arity", 0, 64))},
     {"kernel.compile", m_kernel_compile, 0, 1,
      PARAMS(BYTES("source"), STR("name", NAME_MAX_),
-            OPT(OPTIONS, "options", 64), OPT(TARGET, "target", ARCH_MAX))},
+            OPT(OPTIONS, "options", MAX_OPTIONS), OPT(TARGET, "target", ARCH_MAX))},
     {"kernel.compile_cached", m_kernel_compile_cached, 0, 1,
      PARAMS(BYTES("source"), STR("name", NAME_MAX_),
-            OPT(OPTIONS, "options", 64), OPT(TARGET, "target", ARCH_MAX))},
+            OPT(OPTIONS, "options", MAX_OPTIONS), OPT(TARGET, "target", ARCH_MAX))},
     {"kernel.compile_ir", m_kernel_compile_ir, 0, 1,
-     PARAMS(IR_BIN, OPT(BLOCK, "block", 1024), OPT(NAMES, "soa_params", 256),
-            OPT(OPTIONS, "options", 64), OPT(TARGET, "target", ARCH_MAX))},
+     PARAMS(IR_BIN, OPT(BLOCK, "block", MAX_BLOCK_THREADS), OPT(NAMES, "soa_params", MAX_SOA),
+            OPT(OPTIONS, "options", MAX_OPTIONS), OPT(TARGET, "target", ARCH_MAX))},
     {"kernel.destroy", m_kernel_destroy, 0, 1, PARAMS(KERNEL("kernel"))},
     {"kernel.generate_source", m_kernel_generate_source, 0, 1,
-     PARAMS(IR_BIN, OPT(BLOCK, "block", 1024), OPT(NAMES, "soa_params", 256),
+     PARAMS(IR_BIN, OPT(BLOCK, "block", MAX_BLOCK_THREADS), OPT(NAMES, "soa_params", MAX_SOA),
             OPT(TARGET, "target", ARCH_MAX))},
     {"kernel.info", m_kernel_info, 0, 1, PARAMS(KERNEL("kernel"))},
     {"kernel.launch", m_kernel_launch, 0, 1,
@@ -733,129 +733,7 @@ void dispatch_request(session_t *s, uint32_t msgid, const char *method,
   call_send(&c);
 }
 
-/* ---------------------------------------------------------- param readers */
-
-static const msgpack_object *arg(call_t *c, unsigned i)
-{
-  return i < c->nparams ? &c->params->via.array.ptr[i] : NULL;
-}
-
-int call_arg_present(call_t *c, unsigned i)
-{
-  const msgpack_object *o = arg(c, i);
-
-  return o != NULL && o->type != MSGPACK_OBJECT_NIL;
-}
-
-static int legacy_bad_type(call_t *c, unsigned i, const char *what,
-                           const char *expected)
-{
-  const msgpack_object *o = arg(c, i);
-
-  return call_fail(c, HIPD_EPARAMS, "param %u (%s) must be %s, not %s", i, what,
-                   expected, o ? proto_obj_type_name(o) : "missing");
-}
-
-int call_arg_required(call_t *c, unsigned i, const char *what,
-                      const char *expected)
-{
-  return call_arg_present(c, i) ? 0 : legacy_bad_type(c, i, what, expected);
-}
-
-int call_arg_uint(call_t *c, unsigned i, const char *what, uint64_t max,
-                  uint64_t *out)
-{
-  const msgpack_object *o = arg(c, i);
-  int rc;
-
-  if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
-    return 0;
-  rc = proto_obj_uint(o, max, out);
-  if (rc == HIPD_ERANGE)
-    return call_fail(c, HIPD_ERANGE, "param %u (%s) must be between 0 and %llu",
-                     i, what, (unsigned long long)max);
-  if (rc != 0)
-    return legacy_bad_type(c, i, what, "an unsigned integer");
-  return 0;
-}
-
-int call_arg_int(call_t *c, unsigned i, const char *what, int64_t min,
-                 int64_t max, int64_t *out)
-{
-  const msgpack_object *o = arg(c, i);
-  int rc;
-
-  if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
-    return 0;
-  rc = proto_obj_int(o, min, max, out);
-  if (rc == HIPD_ERANGE)
-    return call_fail(c, HIPD_ERANGE,
-                     "param %u (%s) must be between %lld and %lld", i, what,
-                     (long long)min, (long long)max);
-  if (rc != 0)
-    return legacy_bad_type(c, i, what, "an integer");
-  return 0;
-}
-
-int call_arg_double(call_t *c, unsigned i, const char *what, double *out)
-{
-  const msgpack_object *o = arg(c, i);
-
-  if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
-    return 0;
-  if (proto_obj_double(o, out) != 0)
-    return legacy_bad_type(c, i, what, "a number");
-  return 0;
-}
-
-int call_arg_bool(call_t *c, unsigned i, const char *what, int *out)
-{
-  const msgpack_object *o = arg(c, i);
-
-  if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
-    return 0;
-  if (o->type != MSGPACK_OBJECT_BOOLEAN)
-    return legacy_bad_type(c, i, what, "a boolean");
-  *out = o->via.boolean;
-  return 0;
-}
-
-int call_arg_bytes(call_t *c, unsigned i, const char *what, const char **ptr,
-                   size_t *len)
-{
-  const msgpack_object *o = arg(c, i);
-
-  if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
-    return 0;
-  if (proto_obj_bytes(o, ptr, len) != 0)
-    return legacy_bad_type(c, i, what, "bin or str");
-  return 0;
-}
-
-int call_arg_str(call_t *c, unsigned i, const char *what, char *buf,
-                 size_t size)
-{
-  const char *p;
-  size_t n;
-  const msgpack_object *o = arg(c, i);
-
-  if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
-    return 0;
-  if (o->type != MSGPACK_OBJECT_STR)
-    return legacy_bad_type(c, i, what, "a string");
-  p = o->via.str.ptr;
-  n = o->via.str.size;
-  if (n >= size)
-    return call_fail(c, HIPD_EPARAMS,
-                     "param %u (%s) is %zu bytes long, more than %zu", i, what,
-                     n, size - 1);
-  if (memchr(p, '\0', n) != NULL)
-    return call_fail(c, HIPD_EPARAMS, "param %u (%s) contains a NUL byte", i,
-                     what);
-  memcpy(buf, p, n);
-  buf[n] = '\0';
-  return 0;
-}
+/* ---------------------------------------------------------- handle errors */
 
 int call_fail_handle(call_t *c, const char *what, uint64_t h,
                      handle_type_t type, int rc)
@@ -874,19 +752,4 @@ int call_fail_handle(call_t *c, const char *what, uint64_t h,
     return call_fail(c, HIPD_EHANDLE, "%s 0x%llx is not a valid %s handle",
                      what, v, tn);
   }
-}
-
-int call_arg_handle(call_t *c, unsigned i, const char *what, handle_type_t type,
-                    uint64_t *h, void **obj)
-{
-  const msgpack_object *o = arg(c, i);
-  int rc;
-
-  if (o == NULL || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-    return legacy_bad_type(c, i, what, "a handle (unsigned integer)");
-  *h = o->via.u64;
-  rc = handles_get(&c->s->handles, *h, type, obj);
-  if (rc != 0)
-    return call_fail_handle(c, what, *h, type, rc);
-  return 0;
 }

@@ -167,22 +167,4 @@ void call_finish(call_t *c);
 int call_fail_handle(call_t *c, const char *what, uint64_t h,
                      handle_type_t type, int rc);
 
-/* Legacy positional readers, for handlers not yet converted to c->args:
- * each checks param @p i again and answers on failure. */
-int call_arg_present(call_t *c, unsigned i);
-int call_arg_required(call_t *c, unsigned i, const char *what,
-                      const char *expected);
-int call_arg_uint(call_t *c, unsigned i, const char *what, uint64_t max,
-                  uint64_t *out);
-int call_arg_int(call_t *c, unsigned i, const char *what, int64_t min,
-                 int64_t max, int64_t *out);
-int call_arg_double(call_t *c, unsigned i, const char *what, double *out);
-int call_arg_bool(call_t *c, unsigned i, const char *what, int *out);
-int call_arg_bytes(call_t *c, unsigned i, const char *what, const char **ptr,
-                   size_t *len);
-int call_arg_str(call_t *c, unsigned i, const char *what, char *buf,
-                 size_t size);
-int call_arg_handle(call_t *c, unsigned i, const char *what, handle_type_t type,
-                    uint64_t *h, void **obj);
-
 #endif

@@ -150,36 +150,3 @@ msgpack_packer *compile_answer(call_t *c, const kernel_result_t *r,
   msgpack_pack_double(pk, r->compile_ms);
   return pk;
 }
-
-/* Transitional: the positional readers of the families not yet on typed
- * args. */
-int legacy_arg_device(call_t *c, unsigned i, device_t **dev)
-{
-  uint64_t id = (uint64_t)c->s->device;
-  int rc = call_arg_uint(c, i, "device", UINT32_MAX, &id);
-
-  if (rc != 0)
-    return rc;
-  *dev = device_get((int)id);
-  if (*dev == NULL)
-    return call_fail(c, HIPD_ENODEV, "no device %llu (this daemon serves %d)",
-                     (unsigned long long)id, devices_count());
-  if ((*dev)->lost)
-    return check_alive(c, "device", *dev, 0);
-  return 0;
-}
-
-int legacy_arg_buffer(call_t *c, unsigned i, const char *what, buffer_t **b)
-{
-  uint64_t h;
-  int rc = call_arg_handle(c, i, what, HANDLE_BUFFER, &h, (void **)b);
-
-  return rc != 0 ? rc : check_alive(c, "buffer", (*b)->dev, (*b)->epoch);
-}
-
-int legacy_arg_stream(call_t *c, unsigned i, stream_t **st, uint64_t *h)
-{
-  int rc = call_arg_handle(c, i, "stream", HANDLE_STREAM, h, (void **)st);
-
-  return rc != 0 ? rc : check_alive(c, "stream", (*st)->dev, (*st)->epoch);
-}

@@ -9,6 +9,11 @@
 #include "kernels/kernels.h"
 #include "objects.h"
 
+/* Bounds the method table declares and the handlers size arrays by. */
+#define MAX_OPTIONS 64        /* compiler options of a compile */
+#define MAX_SOA 256           /* soa_params of a code generation */
+#define MAX_BLOCK_THREADS 1024 /* a code generation's block */
+
 /* core.c: handshake and daemon/session introspection */
 int m_hello(call_t *c);
 int m_ping(call_t *c);
@@ -119,11 +124,5 @@ op_t *op_prepare(call_t *c, op_kind_t kind, stream_t *st, uint64_t sh);
  * (the kernel's reference then dropped). */
 msgpack_packer *compile_answer(call_t *c, const kernel_result_t *r,
                                uint32_t extra);
-
-/* Transitional positional readers (removed once every family reads
- * c->args). */
-int legacy_arg_device(call_t *c, unsigned i, device_t **dev);
-int legacy_arg_buffer(call_t *c, unsigned i, const char *what, buffer_t **b);
-int legacy_arg_stream(call_t *c, unsigned i, stream_t **st, uint64_t *h);
 
 #endif
