@@ -15,6 +15,8 @@
 /* The row macros: each param kind's descriptor (see param_kind_t in
  * dispatch.h), as UINT("offset", UINT64_MAX) for a required param and
  * OPT(UINT, "shared_mem", UINT32_MAX) for an optional one. */
+/* (clang-format would spread each brace macro over four lines.) */
+/* clang-format off */
 #define P_UINT_(n, mx) .name = (n), .kind = P_UINT, .max = (mx)
 #define P_INT_(n, mn, mx) .name = (n), .kind = P_INT, .min = (mn), .max = (mx)
 #define P_BOOL_(n) .name = (n), .kind = P_BOOL
@@ -57,6 +59,7 @@
   .sig = (const param_t[]){__VA_ARGS__},                                     \
   .nsig = sizeof((const param_t[]){__VA_ARGS__}) / sizeof(param_t)
 #define NO_PARAMS .sig = NULL, .nsig = 0
+/* clang-format on */
 
 #define BUF(n) HANDLE(n, HANDLE_BUFFER)
 #define STREAM(n) HANDLE(n, HANDLE_STREAM)
@@ -110,16 +113,21 @@ static method_t methods[] = {
             STR("convergence", 15), OPT(INT, "arity", 0, 64))},
     {"kernel.compile", m_kernel_compile, 0, 1,
      PARAMS(BYTES("source"), STR("name", NAME_MAX_),
-            OPT(OPTIONS, "options", MAX_OPTIONS), OPT(TARGET, "target", ARCH_MAX))},
+            OPT(OPTIONS, "options", MAX_OPTIONS),
+            OPT(TARGET, "target", ARCH_MAX))},
     {"kernel.compile_cached", m_kernel_compile_cached, 0, 1,
      PARAMS(BYTES("source"), STR("name", NAME_MAX_),
-            OPT(OPTIONS, "options", MAX_OPTIONS), OPT(TARGET, "target", ARCH_MAX))},
+            OPT(OPTIONS, "options", MAX_OPTIONS),
+            OPT(TARGET, "target", ARCH_MAX))},
     {"kernel.compile_ir", m_kernel_compile_ir, 0, 1,
-     PARAMS(IR_BIN, OPT(BLOCK, "block", MAX_BLOCK_THREADS), OPT(NAMES, "soa_params", MAX_SOA),
-            OPT(OPTIONS, "options", MAX_OPTIONS), OPT(TARGET, "target", ARCH_MAX))},
+     PARAMS(IR_BIN, OPT(BLOCK, "block", MAX_BLOCK_THREADS),
+            OPT(NAMES, "soa_params", MAX_SOA),
+            OPT(OPTIONS, "options", MAX_OPTIONS),
+            OPT(TARGET, "target", ARCH_MAX))},
     {"kernel.destroy", m_kernel_destroy, 0, 1, PARAMS(KERNEL("kernel"))},
     {"kernel.generate_source", m_kernel_generate_source, 0, 1,
-     PARAMS(IR_BIN, OPT(BLOCK, "block", MAX_BLOCK_THREADS), OPT(NAMES, "soa_params", MAX_SOA),
+     PARAMS(IR_BIN, OPT(BLOCK, "block", MAX_BLOCK_THREADS),
+            OPT(NAMES, "soa_params", MAX_SOA),
             OPT(TARGET, "target", ARCH_MAX))},
     {"kernel.info", m_kernel_info, 0, 1, PARAMS(KERNEL("kernel"))},
     {"kernel.launch", m_kernel_launch, 0, 1,
@@ -142,8 +150,7 @@ static method_t methods[] = {
     {"mem.free", m_mem_free, 0, 1, PARAMS(BUF("buffer"))},
     {"mem.info", m_mem_info, 0, 1, PARAMS(BUF("buffer"))},
     {"mem.memset", m_mem_memset, 0, 1,
-     PARAMS(BUF("buffer"), U64("offset"), U64("length"),
-            UINT("value", 255))},
+     PARAMS(BUF("buffer"), U64("offset"), U64("length"), UINT("value", 255))},
     {"mem.memset_async", m_mem_memset_async, 0, 1,
      PARAMS(BUF("buffer"), U64("offset"), U64("length"), UINT("value", 255),
             STREAM("stream"))},
@@ -204,8 +211,8 @@ static void table_init(void)
 
     if (m->nsig > CALL_MAX_ARGS) {
       /* A table bug: dispatch keeps room for CALL_MAX_ARGS. */
-      fprintf(stderr, "%s declares %u params, more than %d\n", m->name,
-              m->nsig, CALL_MAX_ARGS);
+      fprintf(stderr, "%s declares %u params, more than %d\n", m->name, m->nsig,
+              CALL_MAX_ARGS);
       abort();
     }
 
@@ -374,11 +381,11 @@ void call_finish(call_t *c)
 const char *dispatch_kind_name(param_kind_t kind)
 {
   static const char *const names[] = {
-      [P_UINT] = "uint",       [P_INT] = "int",         [P_BOOL] = "bool",
-      [P_BYTES] = "bin or str", [P_BIN] = "bin",        [P_STR] = "str",
-      [P_HANDLE] = "handle",   [P_DEVICE] = "device",   [P_DIMS] = "dims",
-      [P_BLOCK] = "block",     [P_OPTIONS] = "options", [P_NAMES] = "names",
-      [P_TARGET] = "target",   [P_ARRAY] = "array",     [P_ANY] = "any",
+      [P_UINT] = "uint",        [P_INT] = "int",         [P_BOOL] = "bool",
+      [P_BYTES] = "bin or str", [P_BIN] = "bin",         [P_STR] = "str",
+      [P_HANDLE] = "handle",    [P_DEVICE] = "device",   [P_DIMS] = "dims",
+      [P_BLOCK] = "block",      [P_OPTIONS] = "options", [P_NAMES] = "names",
+      [P_TARGET] = "target",    [P_ARRAY] = "array",     [P_ANY] = "any",
       [P_REST] = "rest"};
 
   return (unsigned)kind < sizeof(names) / sizeof(names[0]) && names[kind]
@@ -420,7 +427,8 @@ static int bad_type(call_t *c, unsigned i, const param_t *p,
                     const msgpack_object *o)
 {
   return call_fail(c, HIPD_EPARAMS, "param %u (%s) must be %s, not %s", i,
-                   p->name, expected(p), o ? proto_obj_type_name(o) : "missing");
+                   p->name, expected(p),
+                   o ? proto_obj_type_name(o) : "missing");
 }
 
 /* A NUL-terminated copy of @p n bytes at @p p in the session's zone, which
@@ -557,10 +565,9 @@ static int get_strings(call_t *c, unsigned i, const param_t *p,
   uint32_t n;
 
   if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > p->max)
-    return call_fail(c, HIPD_EPARAMS,
-                     "param %u (%s) must be an array of at most %llu %s", i,
-                     p->name, (unsigned long long)p->max,
-                     names ? "param names" : "strings");
+    return call_fail(
+        c, HIPD_EPARAMS, "param %u (%s) must be an array of at most %llu %s", i,
+        p->name, (unsigned long long)p->max, names ? "param names" : "strings");
   n = o->via.array.size;
   v = msgpack_zone_malloc(&c->s->zone, (n ? n : 1) * sizeof(*v));
   if (v == NULL)
@@ -638,9 +645,9 @@ static int param_get(call_t *c, unsigned i, const param_t *p,
       return bad_type(c, i, p, o);
     a->u = o->via.u64;
     rc = handles_get(&c->s->handles, a->u, (handle_type_t)p->htype, &a->obj);
-    return rc != 0 ? call_fail_handle(c, p->name, a->u,
-                                      (handle_type_t)p->htype, rc)
-                   : 0;
+    return rc != 0
+               ? call_fail_handle(c, p->name, a->u, (handle_type_t)p->htype, rc)
+               : 0;
   case P_DEVICE:
     return get_device(c, i, p, o, a);
   case P_DIMS:

@@ -122,8 +122,8 @@ struct call {
   uint32_t msgid;
   const msgpack_object *params; /* valid during the handler only */
   uint32_t nparams;
-  const arg_t *args; /* params converted by m->sig (m->nsig entries), valid
-                        during the handler only; NULL in a deferred copy */
+  const arg_t *args;   /* params converted by m->sig (m->nsig entries), valid
+                          during the handler only; NULL in a deferred copy */
   msgpack_sbuffer out; /* the reply being built */
   msgpack_packer pk;
   void *tail; /* malloc'd payload sent after the reply, or NULL */

@@ -90,13 +90,13 @@ START_TEST(test_table_signatures)
                       "%s: two params named %s", m[r].name, p->name);
       if (p->kind == P_HANDLE)
         ck_assert_msg(p->htype > HANDLE_ANY && p->htype < HANDLE_TYPE_COUNT,
-                      "%s: param %u (%s) handle type %u", m[r].name, i,
-                      p->name, p->htype);
+                      "%s: param %u (%s) handle type %u", m[r].name, i, p->name,
+                      p->htype);
       if (p->kind == P_UINT || p->kind == P_STR || p->kind == P_OPTIONS ||
           p->kind == P_NAMES || p->kind == P_BLOCK || p->kind == P_DIMS ||
           p->kind == P_TARGET || p->kind == P_DEVICE || p->kind == P_REST)
-        ck_assert_msg(p->max > 0, "%s: param %u (%s) has no bound",
-                      m[r].name, i, p->name);
+        ck_assert_msg(p->max > 0, "%s: param %u (%s) has no bound", m[r].name,
+                      i, p->name);
       if (p->kind == P_INT)
         ck_assert_msg(p->min <= (int64_t)p->max, "%s: param %u (%s) bounds",
                       m[r].name, i, p->name);
@@ -217,8 +217,8 @@ static const char *section(const char *doc, const char *name, size_t *len)
 
 /* Check method @p m's Params against its section (following one
  * "Params: as `other`" reference, @p depth deep). */
-static void check_params(const char *doc, const method_t *m,
-                         const char *name, int depth)
+static void check_params(const char *doc, const method_t *m, const char *name,
+                         int depth)
 {
   size_t len;
   const char *sec = section(doc, name, &len), *p;
@@ -274,7 +274,7 @@ static void check_params(const char *doc, const method_t *m,
             m->name);
     return;
   }
-  p = strchr(p + 1, '\n'); /* the header's end */
+  p = strchr(p + 1, '\n');            /* the header's end */
   p = p ? strchr(p + 1, '\n') : NULL; /* the separator's end */
   while (p != NULL && p[1] == '|') {
     const char *e = strchr(p + 1, '\n');

@@ -302,7 +302,8 @@ static int copy_common(call_t *c, int stream_arg)
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, &dst)) != 0 || (rc = arg_buffer(c, 2, &src)) != 0 ||
+  if ((rc = arg_buffer(c, 0, &dst)) != 0 ||
+      (rc = arg_buffer(c, 2, &src)) != 0 ||
       (rc = check_range(c, "copy destination", dst, doff, len)) != 0 ||
       (rc = check_range(c, "copy source", src, soff, len)) != 0 ||
       (rc = op_stream(c, stream_arg, dst->dev, src->dev, &st, &sh)) != 0)

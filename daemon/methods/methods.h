@@ -10,8 +10,8 @@
 #include "objects.h"
 
 /* Bounds the method table declares and the handlers size arrays by. */
-#define MAX_OPTIONS 64        /* compiler options of a compile */
-#define MAX_SOA 256           /* soa_params of a code generation */
+#define MAX_OPTIONS 64         /* compiler options of a compile */
+#define MAX_SOA 256            /* soa_params of a code generation */
 #define MAX_BLOCK_THREADS 1024 /* a code generation's block */
 
 /* core.c: handshake and daemon/session introspection */
