@@ -67,8 +67,8 @@
 #define KERNEL(n) HANDLE(n, HANDLE_KERNEL)
 #define SHM(n) HANDLE(n, HANDLE_SHM)
 #define U64(n) UINT(n, UINT64_MAX)
-#define ARCH_MAX 63 /* an architecture name's bytes ("gfx90a", "sm_90") */
-#define NAME_MAX_ 255
+#define ARCH_MAX 63    /* an architecture name's bytes ("gfx90a", "sm_90") */
+#define SYMBOL_MAX 255 /* a kernel or intrinsic name's bytes */
 #define CURRENT_DEVICE OPT(DEVICE, "device")
 #define IR_BIN BIN("ir", "bin (the msgpack bytes of the IR document)")
 #define LAUNCH_ARGS ARRAY("args", "an array of [kind, value]")
@@ -105,18 +105,18 @@ static method_t methods[] = {
      PARAMS(OPT(INT, "protocol", 0, INT32_MAX),
             OPT(STR, "client_name", sizeof(((session_t *)0)->client) - 1))},
     {"intrinsics.find", m_intrinsics_find, 0, 1,
-     PARAMS(STR("name", NAME_MAX_), OPT(TARGET, "target", ARCH_MAX))},
+     PARAMS(STR("name", SYMBOL_MAX), OPT(TARGET, "target", ARCH_MAX))},
     {"intrinsics.list", m_intrinsics_list, 0, 1,
      PARAMS(OPT(TARGET, "target", ARCH_MAX))},
     {"intrinsics.register", m_intrinsics_register, 0, 1,
-     PARAMS(STR("name", NAME_MAX_), STR("code", INTR_CODE_MAX),
+     PARAMS(STR("name", SYMBOL_MAX), STR("code", INTR_CODE_MAX),
             STR("convergence", 15), OPT(INT, "arity", 0, 64))},
     {"kernel.compile", m_kernel_compile, 0, 1,
-     PARAMS(BYTES("source"), STR("name", NAME_MAX_),
+     PARAMS(BYTES("source"), STR("name", SYMBOL_MAX),
             OPT(OPTIONS, "options", MAX_OPTIONS),
             OPT(TARGET, "target", ARCH_MAX))},
     {"kernel.compile_cached", m_kernel_compile_cached, 0, 1,
-     PARAMS(BYTES("source"), STR("name", NAME_MAX_),
+     PARAMS(BYTES("source"), STR("name", SYMBOL_MAX),
             OPT(OPTIONS, "options", MAX_OPTIONS),
             OPT(TARGET, "target", ARCH_MAX))},
     {"kernel.compile_ir", m_kernel_compile_ir, 0, 1,
@@ -180,7 +180,7 @@ static method_t methods[] = {
     {"profile.enable", m_profile_enable, 0, 1, NO_PARAMS},
     {"run_source", m_run_source, 0, 1,
      PARAMS(BYTES("source"), STR("lang", ARCH_MAX),
-            STR("kernel_name", NAME_MAX_), DIMS("block"), DIMS("grid"),
+            STR("kernel_name", SYMBOL_MAX), DIMS("block"), DIMS("grid"),
             OPT(UINT, "shared_mem", UINT32_MAX), LAUNCH_ARGS)},
     {"session.info", m_session_info, 0, 1, NO_PARAMS},
     {"session.profile", m_session_profile, 0, 1, PARAMS(OPT(BOOL, "clear"))},
