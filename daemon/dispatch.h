@@ -1,22 +1,33 @@
 /* daemon/dispatch.h: the method table and the life of one request.
  *
- * A request becomes a call_t. Its handler validates the params and either
- * answers at once (call_result() then pack one value, or call_fail()) or
- * defers: call_defer() gives a heap copy that outlives the handler, to be
- * answered later on the loop thread with call_result()/call_fail() and then
- * call_finish(). Params are valid only while the handler runs: a deferred
- * call must copy what it needs.
+ * Each row of the table names a method, its handler and the signature of
+ * its params: one param_t per position (sd-bus's vtable signature, spelled
+ * out). A request becomes a call_t; dispatch checks the param count the
+ * signature allows, then checks and converts every param in order, with
+ * the messages PROTOCOL.md documents, and only then runs the handler with
+ * the typed values in c->args[i]. The handler either answers at once
+ * (call_result() then pack one value, or call_fail()) or defers:
+ * call_defer() gives a heap copy that outlives the handler, to be answered
+ * later on the loop thread with call_result()/call_fail() and then
+ * call_finish(). Params and typed args are valid only while the handler
+ * runs: a deferred call must copy what it needs.
+ *
+ * A handler returns 0 (it answered or deferred) or a negative code. If it
+ * returns a code without having answered or deferred, dispatch answers
+ * with that code and hipd_strerror()'s message.
  */
 #ifndef HIPD_DISPATCH_H
 #define HIPD_DISPATCH_H
 
 #include <msgpack.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "handles.h"
 #include "session.h"
 
+struct device;
 typedef struct call call_t;
 typedef int (*method_fn)(call_t *c);
 
@@ -24,14 +35,86 @@ enum {
   M_PREHELLO = 1 << 0, /* allowed before the hello handshake */
 };
 
+/* The kinds of param a row can declare, and what dispatch gives the
+ * handler in its arg_t. Every kind but P_REST accepts nil or absence only
+ * when the param is optional (arg_t.present is then 0); a required param
+ * given as nil is EPARAMS ("param 1 (kind) must be a string, not nil"). */
+typedef enum param_kind {
+  P_UINT = 1, /* uint, 0 to max: .u; ERANGE "must be between 0 and max" */
+  P_INT,      /* int, min to max: .i */
+  P_BOOL,     /* bool: .b */
+  P_BYTES,    /* bin or str: .s (not NUL-terminated), .len */
+  P_BIN,      /* bin only: .s, .len */
+  P_STR,      /* str of at most max bytes, no NUL: .s (a NUL-terminated
+                 copy), .len */
+  P_HANDLE,   /* a handle of type htype, looked up: .u (the handle), .obj;
+                 the handle codes name the param (call_fail_handle) */
+  P_DEVICE,   /* a device id: .dev; optional: absent or nil is the
+                 session's current device (present is 0, dev set);
+                 ENODEV for no such device, EDEVLOST for a lost one */
+  P_DIMS,     /* launch dims: uint or [x] to [x, y, z], each at most max;
+                 a 0 is ELIMIT ("grid.y is 0"): .dims (missing ones 1) */
+  P_BLOCK,    /* codegen block: uint or [x, y, z], each 1 to max, product
+                 at most max (ELIMIT): .dims */
+  P_OPTIONS,  /* array of at most max str, each under 256 bytes, no NUL:
+                 .strv (NUL-terminated copies), .n */
+  P_NAMES,    /* array of at most max str, each 1 to 255 bytes, no NUL
+                 (soa_params): .strv, .n */
+  P_TARGET,   /* a device id (.dev) or an architecture, a str of at most
+                 max bytes (.s); optional: absent or nil is the current
+                 device */
+  P_ARRAY,    /* an array the handler reads itself (launch args): .o */
+  P_ANY,      /* any value the handler reads itself: .o */
+  P_REST,     /* last: 0 to max more params of any type, not read */
+} param_kind_t;
+
+/* One param of a method's signature: its name (as in PROTOCOL.md), its
+ * kind, and the kind's bounds. Exposed for the protocol document's test
+ * and the protocol fuzzer: what a valid request to each method is. */
+typedef struct param {
+  const char *name;   /* "offset" */
+  uint8_t kind;       /* P_* */
+  uint8_t optional;   /* absent or nil allowed */
+  uint8_t htype;      /* P_HANDLE: the handle_type_t */
+  int64_t min;        /* P_INT */
+  uint64_t max;       /* P_UINT, P_INT, P_DIMS, P_BLOCK: the value;
+                         P_STR, P_TARGET: bytes; P_OPTIONS, P_NAMES,
+                         P_REST: count */
+  const char *expect; /* the type as messages say it, where not the
+                         kind's own ("bin (the msgpack bytes of ...)") */
+} param_t;
+
+/* The most params a signature declares (P_REST's count aside). */
+#define CALL_MAX_ARGS 8
+
 typedef struct method {
   const char *name; /* protocol name, "mem.alloc" */
   method_fn fn;
-  uint8_t min_params; /* params array length bounds */
-  uint8_t max_params;
-  uint8_t flags; /* M_* */
-  uint8_t since; /* protocol version that introduced it */
+  uint8_t flags;      /* M_* */
+  uint8_t since;      /* protocol version that introduced it */
+  const param_t *sig; /* its params, in order (NULL: none) */
+  uint8_t nsig;       /* entries of sig */
+  uint8_t min_params; /* params array length bounds, derived from sig: */
+  uint8_t max_params; /* min is 1 + the last required param's index */
 } method_t;
+
+/* A param as dispatch converted it for the handler (see param_kind_t for
+ * which fields each kind sets). Valid during the handler only. */
+typedef struct arg {
+  int present;             /* given and not nil */
+  uint64_t u;              /* P_UINT; P_HANDLE: the handle */
+  int64_t i;               /* P_INT */
+  int b;                   /* P_BOOL */
+  const char *s;           /* P_BYTES, P_BIN: the bytes; P_STR, P_TARGET's
+                              architecture: NUL-terminated */
+  size_t len;              /* bytes of s */
+  void *obj;               /* P_HANDLE: the handle's object */
+  struct device *dev;      /* P_DEVICE; P_TARGET: the device, or NULL */
+  uint32_t dims[3];        /* P_DIMS, P_BLOCK */
+  const char *const *strv; /* P_OPTIONS, P_NAMES: n strings */
+  uint32_t n;
+  const msgpack_object *o; /* the param as decoded, NULL when absent */
+} arg_t;
 
 struct call {
   session_t *s;
@@ -39,6 +122,8 @@ struct call {
   uint32_t msgid;
   const msgpack_object *params; /* valid during the handler only */
   uint32_t nparams;
+  const arg_t *args;   /* params converted by m->sig (m->nsig entries), valid
+                          during the handler only; NULL in a deferred copy */
   msgpack_sbuffer out; /* the reply being built */
   msgpack_packer pk;
   void *tail; /* malloc'd payload sent after the reply, or NULL */
@@ -52,9 +137,12 @@ void dispatch_request(session_t *s, uint32_t msgid, const char *method,
                       uint32_t method_len, const msgpack_object *params);
 
 /* The method table, sorted by name, and its size (for the protocol
- * document's cross-check and tests). */
+ * document's cross-check, the fuzzer and tests). Each row's min_params and
+ * max_params are derived from its signature. */
 const method_t *dispatch_methods(unsigned *count);
 const method_t *dispatch_find(const char *name, size_t len);
+/* The param kind's name as messages and tests say it ("uint"). */
+const char *dispatch_kind_name(param_kind_t kind);
 
 /* Start the successful reply: pack exactly one value into the returned
  * packer. @return the packer. */
@@ -68,36 +156,14 @@ int call_fail(call_t *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Keep the call after the handler returns. @return the heap copy (owning a
  * session reference), or NULL if out of memory (the call is then answered
- * with HIPD_ENOMEM and the handler must return). */
+ * with HIPD_ENOMEM and the handler must return). The copy has no params or
+ * args. */
 call_t *call_defer(call_t *c);
 /* Send a deferred call's answer and free it (on the loop thread). */
 void call_finish(call_t *c);
 
-/* Parameter readers: each checks param @p i (named @p what in messages)
- * and on failure answers the call with HIPD_EPARAMS/ERANGE naming the
- * param, and returns that code. Optional params that are absent or nil
- * leave *out as it was: use call_arg_present() to tell. */
-int call_arg_present(call_t *c, unsigned i);
-/* A param that may not be absent or nil: 0, or EPARAMS answered ("param 1
- * (kind) must be a string, not nil"), @p expected naming its type. */
-int call_arg_required(call_t *c, unsigned i, const char *what,
-                      const char *expected);
-int call_arg_uint(call_t *c, unsigned i, const char *what, uint64_t max,
-                  uint64_t *out);
-int call_arg_int(call_t *c, unsigned i, const char *what, int64_t min,
-                 int64_t max, int64_t *out);
-int call_arg_double(call_t *c, unsigned i, const char *what, double *out);
-int call_arg_bool(call_t *c, unsigned i, const char *what, int *out);
-int call_arg_bytes(call_t *c, unsigned i, const char *what, const char **ptr,
-                   size_t *len);
-/* A string copied into @p buf (NUL-terminated, at most @p size - 1 bytes;
- * longer or embedded NUL is an error). */
-int call_arg_str(call_t *c, unsigned i, const char *what, char *buf,
-                 size_t size);
-/* A handle of the session's table, of @p type. */
-int call_arg_handle(call_t *c, unsigned i, const char *what, handle_type_t type,
-                    uint64_t *h, void **obj);
-/* The error answer for a failed handle lookup (handles_get's code). */
+/* The error answer for a failed handle lookup (handles_get's code), naming
+ * the handle @p what: "buffer 0x... was already freed". */
 int call_fail_handle(call_t *c, const char *what, uint64_t h,
                      handle_type_t type, int rc);
 

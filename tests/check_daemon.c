@@ -807,6 +807,77 @@ START_TEST(test_bad_params)
   ck_assert_int_eq(raw_response(r, 8, msg, sizeof(msg)), HIPD_EPARAMS);
   ck_assert_msg(strstr(msg, "param 1 (kind) must be a string, not nil"),
                 "message: %s", msg);
+  /* So is a nil where a required integer goes: not read as 0. */
+  raw_request(r, 9, "mem.alloc", 2);
+  msgpack_pack_nil(&r->pk);
+  proto_pack_cstr(&r->pk, "byte");
+  ck_assert_int_eq(raw_flush(r), 0);
+  ck_assert_int_eq(raw_response(r, 9, msg, sizeof(msg)), HIPD_EPARAMS);
+  ck_assert_msg(
+      strstr(msg, "param 0 (count) must be an unsigned integer, not nil"),
+      "message: %s", msg);
+  raw_request(r, 10, "device.set_current", 1);
+  msgpack_pack_nil(&r->pk);
+  ck_assert_int_eq(raw_flush(r), 0);
+  ck_assert_int_eq(raw_response(r, 10, msg, sizeof(msg)), HIPD_EPARAMS);
+  ck_assert_msg(
+      strstr(msg, "param 0 (device) must be an unsigned integer, not nil"),
+      "message: %s", msg);
+  /* An optional param before a required one may be nil, not absent. */
+  raw_request(r, 11, "run_source", 7);
+  proto_pack_cstr(&r->pk, "src");
+  msgpack_pack_nil(&r->pk);
+  for (int i = 0; i < 5; i++)
+    msgpack_pack_nil(&r->pk);
+  ck_assert_int_eq(raw_flush(r), 0);
+  ck_assert_int_eq(raw_response(r, 11, msg, sizeof(msg)), HIPD_EPARAMS);
+  ck_assert_msg(strstr(msg, "param 1 (lang) must be a string, not nil"),
+                "message: %s", msg);
+  /* Bounds: an integer's range, a string's length, a target's type. */
+  raw_request(r, 12, "hello", 1);
+  msgpack_pack_int(&r->pk, -1);
+  ck_assert_int_eq(raw_flush(r), 0);
+  ck_assert_int_eq(raw_response(r, 12, msg, sizeof(msg)), HIPD_ERANGE);
+  ck_assert_msg(
+      strstr(msg, "hello: param 0 (protocol) must be between 0 and 2147483647"),
+      "message: %s", msg);
+  {
+    char name[256];
+    memset(name, 'a', sizeof(name));
+    raw_request(r, 13, "intrinsics.find", 1);
+    msgpack_pack_str_with_body(&r->pk, name, sizeof(name));
+    ck_assert_int_eq(raw_flush(r), 0);
+    ck_assert_int_eq(raw_response(r, 13, msg, sizeof(msg)), HIPD_EPARAMS);
+    ck_assert_msg(
+        strstr(msg, "param 0 (name) is 256 bytes long, more than 255"),
+        "message: %s", msg);
+  }
+  raw_request(r, 14, "kernel.compile", 4);
+  proto_pack_cstr(&r->pk, "src");
+  proto_pack_cstr(&r->pk, "k");
+  msgpack_pack_nil(&r->pk);
+  msgpack_pack_bin_with_body(&r->pk, "x", 1);
+  ck_assert_int_eq(raw_flush(r), 0);
+  ck_assert_int_eq(raw_response(r, 14, msg, sizeof(msg)), HIPD_EPARAMS);
+  ck_assert_msg(strstr(msg, "param 3 (target) must be a device id (unsigned "
+                            "integer) or an architecture (string), not bin"),
+                "message: %s", msg);
+  raw_request(r, 15, "kernel.compile", 3);
+  proto_pack_cstr(&r->pk, "src");
+  proto_pack_cstr(&r->pk, "k");
+  msgpack_pack_array(&r->pk, 1);
+  msgpack_pack_int(&r->pk, 3);
+  ck_assert_int_eq(raw_flush(r), 0);
+  ck_assert_int_eq(raw_response(r, 15, msg, sizeof(msg)), HIPD_EPARAMS);
+  ck_assert_msg(strstr(msg, "option 0 must be a string of under 256 bytes"),
+                "message: %s", msg);
+  /* execute_direct takes any params, and reads none. */
+  raw_request(r, 16, "execute_direct", 3);
+  msgpack_pack_nil(&r->pk);
+  msgpack_pack_map(&r->pk, 0);
+  msgpack_pack_int(&r->pk, -5);
+  ck_assert_int_eq(raw_flush(r), 0);
+  ck_assert_int_eq(raw_response(r, 16, msg, sizeof(msg)), HIPD_ENOTSUP);
   /* The session goes on. */
   raw_request(r, 7, "daemon.info", 0);
   ck_assert_int_eq(raw_flush(r), 0);

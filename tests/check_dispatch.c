@@ -1,6 +1,9 @@
-/* tests/check_dispatch.c: the method table of daemon/dispatch.c and its
- * lookup, which need no socket. */
+/* tests/check_dispatch.c: the method table of daemon/dispatch.c, its
+ * lookup and its agreement with the protocol document (PROTOCOL_MD), which
+ * need no socket. */
 #include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +60,332 @@ START_TEST(test_table_rows)
                       m[i].name[strlen(m[i].name) - 1] != '.',
                   "%s: stray dot", m[i].name);
   }
+}
+END_TEST
+
+/* Each row's signature: known kinds, names, bounds; min/max derived from
+ * it. */
+START_TEST(test_table_signatures)
+{
+  unsigned n = 0;
+  const method_t *m = dispatch_methods(&n);
+
+  for (unsigned r = 0; r < n; r++) {
+    unsigned min = 0, max = m[r].nsig;
+
+    ck_assert_msg(m[r].nsig <= CALL_MAX_ARGS, "%s: %u params", m[r].name,
+                  m[r].nsig);
+    ck_assert_msg((m[r].nsig == 0) == (m[r].sig == NULL), "%s: sig/nsig",
+                  m[r].name);
+    for (unsigned i = 0; i < m[r].nsig; i++) {
+      const param_t *p = &m[r].sig[i];
+      ck_assert_msg(p->name != NULL && p->name[0] != '\0',
+                    "%s: param %u has no name", m[r].name, i);
+      ck_assert_msg(p->kind >= P_UINT && p->kind <= P_REST,
+                    "%s: param %u (%s) kind %u", m[r].name, i, p->name,
+                    p->kind);
+      ck_assert_str_ne(dispatch_kind_name((param_kind_t)p->kind), "?");
+      for (unsigned j = 0; j < i; j++)
+        ck_assert_msg(strcmp(m[r].sig[j].name, p->name) != 0,
+                      "%s: two params named %s", m[r].name, p->name);
+      if (p->kind == P_HANDLE)
+        ck_assert_msg(p->htype > HANDLE_ANY && p->htype < HANDLE_TYPE_COUNT,
+                      "%s: param %u (%s) handle type %u", m[r].name, i, p->name,
+                      p->htype);
+      if (p->kind == P_UINT || p->kind == P_STR || p->kind == P_OPTIONS ||
+          p->kind == P_NAMES || p->kind == P_BLOCK || p->kind == P_DIMS ||
+          p->kind == P_TARGET || p->kind == P_DEVICE || p->kind == P_REST)
+        ck_assert_msg(p->max > 0, "%s: param %u (%s) has no bound", m[r].name,
+                      i, p->name);
+      if (p->kind == P_INT)
+        ck_assert_msg(p->min <= (int64_t)p->max, "%s: param %u (%s) bounds",
+                      m[r].name, i, p->name);
+      if (p->kind == P_REST) {
+        ck_assert_msg(i + 1 == m[r].nsig, "%s: rest is not last", m[r].name);
+        max = i + (unsigned)p->max;
+      } else if (!p->optional) {
+        min = i + 1;
+      }
+    }
+    ck_assert_uint_eq(m[r].min_params, min);
+    ck_assert_uint_eq(m[r].max_params, max);
+  }
+  /* Some bounds the protocol promises. */
+  const method_t *launch = dispatch_find("kernel.launch", 13);
+  ck_assert_ptr_nonnull(launch);
+  ck_assert_uint_eq(launch->min_params, 6);
+  ck_assert_uint_eq(launch->max_params, 7);
+  const method_t *ed = dispatch_find("execute_direct", 14);
+  ck_assert_ptr_nonnull(ed);
+  ck_assert_uint_eq(ed->min_params, 0);
+  ck_assert_uint_eq(ed->max_params, 255);
+}
+END_TEST
+
+/* ------------------------------------------------- the protocol document */
+
+static char *doc_read(void)
+{
+  FILE *f = fopen(PROTOCOL_MD, "rb");
+  char *buf;
+  long len;
+
+  ck_assert_msg(f != NULL, "cannot open %s", PROTOCOL_MD);
+  ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+  len = ftell(f);
+  ck_assert_int_ge(len, 0);
+  rewind(f);
+  buf = malloc((size_t)len + 1);
+  ck_assert_ptr_nonnull(buf);
+  ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+  buf[len] = '\0';
+  fclose(f);
+  return buf;
+}
+
+/* Disagreements found, one a line. */
+static char problems[16384];
+static unsigned nproblems;
+
+static void problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void problem(const char *fmt, ...)
+{
+  size_t used = strlen(problems);
+  va_list ap;
+
+  nproblems++;
+  if (used + 2 >= sizeof(problems))
+    return;
+  va_start(ap, fmt);
+  vsnprintf(problems + used, sizeof(problems) - used - 1, fmt, ap);
+  va_end(ap);
+  used = strlen(problems);
+  problems[used] = '\n';
+  problems[used + 1] = '\0';
+}
+
+/* The @p k-th cell (0-based) of table row @p line, trimmed, into @p out. */
+static int cell(const char *line, unsigned k, char *out, size_t size)
+{
+  const char *p = line, *end;
+  size_t n;
+
+  if (*p != '|')
+    return -1;
+  for (unsigned i = 0; i <= k; i++) {
+    p = strchr(p + 1, '|');
+    if (p == NULL)
+      return -1;
+  }
+  /* p is the bar after cell k; find the one before it. */
+  end = p;
+  p--;
+  while (p > line && *p != '|')
+    p--;
+  p++;
+  while (p < end && *p == ' ')
+    p++;
+  while (end > p && end[-1] == ' ')
+    end--;
+  n = (size_t)(end - p);
+  if (n >= size)
+    n = size - 1;
+  memcpy(out, p, n);
+  out[n] = '\0';
+  return 0;
+}
+
+/* The text of the section "### `name`", up to the next heading. */
+static const char *section(const char *doc, const char *name, size_t *len)
+{
+  char head[160];
+  const char *p, *e;
+
+  snprintf(head, sizeof(head), "\n### `%s`\n", name);
+  p = strstr(doc, head);
+  if (p == NULL)
+    return NULL;
+  p += strlen(head);
+  /* "\n## " or "\n### " ends the section. */
+  {
+    const char *e2 = strstr(p, "\n## "), *e3 = strstr(p, "\n### ");
+    e = e2 && (!e3 || e2 < e3) ? e2 : e3;
+  }
+  *len = e ? (size_t)(e - p) : strlen(p);
+  return p;
+}
+
+/* Check method @p m's Params against its section (following one
+ * "Params: as `other`" reference, @p depth deep). */
+static void check_params(const char *doc, const method_t *m, const char *name,
+                         int depth)
+{
+  size_t len;
+  const char *sec = section(doc, name, &len), *p;
+  char line[1024], c0[64], c1[160], c3[256];
+  unsigned rows = 0;
+
+  if (sec == NULL) {
+    problem("%s: no section '### `%s`'", m->name, name);
+    return;
+  }
+  /* The Params line: at the start of a line, within the section. */
+  for (p = sec; p < sec + len; p = strchr(p, '\n') + 1) {
+    if (strncmp(p, "Params", 6) == 0)
+      break;
+    if (strchr(p, '\n') == NULL) {
+      p = sec + len;
+      break;
+    }
+  }
+  if (p >= sec + len) {
+    problem("%s: its section has no Params line", m->name);
+    return;
+  }
+  if (strncmp(p, "Params: none.", 13) == 0) {
+    if (m->nsig != 0)
+      problem("%s: the document says no params, the row has %u", m->name,
+              m->nsig);
+    return;
+  }
+  if (strncmp(p, "Params: as `", 12) == 0) {
+    const char *q = p + 12, *e = strchr(q, '`');
+    char other[128];
+    if (e == NULL || (size_t)(e - q) >= sizeof(other) || depth > 2) {
+      problem("%s: bad 'Params: as' reference", m->name);
+      return;
+    }
+    memcpy(other, q, (size_t)(e - q));
+    other[e - q] = '\0';
+    check_params(doc, m, other, depth + 1);
+    return;
+  }
+  if (strncmp(p, "Params: any, up to ", 19) == 0) {
+    unsigned long max = strtoul(p + 19, NULL, 10);
+    if (m->nsig != 1 || m->sig[0].kind != P_REST || m->sig[0].max != max)
+      problem("%s: the document says any params up to %lu; the row does not",
+              m->name, max);
+    return;
+  }
+  /* A table: skip to its header, then read the rows. */
+  p = strstr(p, "\n| # | Name | Type | Optional | Meaning |");
+  if (p == NULL || p > sec + len) {
+    problem("%s: no Params table (| # | Name | Type | Optional | Meaning |)",
+            m->name);
+    return;
+  }
+  p = strchr(p + 1, '\n');            /* the header's end */
+  p = p ? strchr(p + 1, '\n') : NULL; /* the separator's end */
+  while (p != NULL && p[1] == '|') {
+    const char *e = strchr(p + 1, '\n');
+    size_t n = e ? (size_t)(e - p - 1) : strlen(p + 1);
+    if (n >= sizeof(line))
+      n = sizeof(line) - 1;
+    memcpy(line, p + 1, n);
+    line[n] = '\0';
+    if (cell(line, 0, c0, sizeof(c0)) != 0 ||
+        cell(line, 1, c1, sizeof(c1)) != 0 ||
+        cell(line, 3, c3, sizeof(c3)) != 0) {
+      problem("%s: unreadable Params row '%s'", m->name, line);
+    } else {
+      unsigned idx = (unsigned)strtoul(c0, NULL, 10);
+      size_t l1 = strlen(c1);
+      int opt = strncmp(c3, "yes", 3) == 0;
+      if (l1 >= 2 && c1[0] == '`' && c1[l1 - 1] == '`') {
+        memmove(c1, c1 + 1, l1 - 2);
+        c1[l1 - 2] = '\0';
+      }
+      if (idx != rows)
+        problem("%s: Params row %u is numbered %s", m->name, rows, c0);
+      if (rows >= m->nsig)
+        problem("%s: the document has param %s (%s); the row has %u params",
+                m->name, c0, c1, m->nsig);
+      else if (strcmp(m->sig[rows].name, c1) != 0)
+        problem("%s: param %u is '%s' in the document, '%s' in the row",
+                m->name, rows, c1, m->sig[rows].name);
+      else if (opt != m->sig[rows].optional)
+        problem("%s: param %u (%s) is %s in the document, %s in the row",
+                m->name, rows, c1, opt ? "optional" : "required",
+                m->sig[rows].optional ? "optional" : "required");
+    }
+    rows++;
+    p = e;
+  }
+  if (rows < m->nsig)
+    problem("%s: the document lists %u params, the row %u", m->name, rows,
+            m->nsig);
+}
+
+/* The "## Methods" table and each method's Params table agree with the
+ * rows: names, param counts, before hello, since, and each param's name
+ * and whether it is optional. */
+START_TEST(test_protocol_document)
+{
+  char *doc = doc_read();
+  unsigned n = 0, listed = 0;
+  const method_t *m = dispatch_methods(&n);
+  char *seen = calloc(n, 1);
+  const char *p = strstr(doc, "\n## Methods\n");
+  char line[1024], c1[64], c2[16], c3[16];
+
+  ck_assert_ptr_nonnull(seen);
+  ck_assert_msg(p != NULL, "no '## Methods' section");
+  p = strstr(p, "\n| Method | Params | Before `hello` | Since |");
+  ck_assert_msg(p != NULL, "no methods table");
+  p = strchr(p + 1, '\n');
+  p = p ? strchr(p + 1, '\n') : NULL;
+  while (p != NULL && p[1] == '|') {
+    const char *e = strchr(p + 1, '\n'), *q, *qe;
+    size_t len = e ? (size_t)(e - p - 1) : strlen(p + 1);
+    char name[128];
+    unsigned min, max;
+    if (len >= sizeof(line))
+      len = sizeof(line) - 1;
+    memcpy(line, p + 1, len);
+    line[len] = '\0';
+    p = e;
+    q = strstr(line, "[`");
+    qe = q ? strstr(q + 2, "`]") : NULL;
+    if (qe == NULL || (size_t)(qe - q - 2) >= sizeof(name) ||
+        cell(line, 1, c1, sizeof(c1)) != 0 ||
+        cell(line, 2, c2, sizeof(c2)) != 0 ||
+        cell(line, 3, c3, sizeof(c3)) != 0) {
+      problem("unreadable methods row '%s'", line);
+      continue;
+    }
+    memcpy(name, q + 2, (size_t)(qe - q - 2));
+    name[qe - q - 2] = '\0';
+    listed++;
+    const method_t *r = dispatch_find(name, strlen(name));
+    if (r == NULL) {
+      problem("%s: in the document's methods table, not in the table", name);
+      continue;
+    }
+    seen[r - m] = 1;
+    if (sscanf(c1, "%u to %u", &min, &max) != 2) {
+      if (sscanf(c1, "%u", &min) != 1)
+        min = 999;
+      max = min;
+    }
+    if (min != r->min_params || max != r->max_params)
+      problem("%s: the document says %s params, the row %u to %u", name, c1,
+              r->min_params, r->max_params);
+    if ((strcmp(c2, "yes") == 0) != ((r->flags & M_PREHELLO) != 0))
+      problem("%s: before hello is '%s' in the document", name, c2);
+    if ((unsigned)strtoul(c3, NULL, 10) != r->since)
+      problem("%s: since %s in the document, %u in the row", name, c3,
+              r->since);
+    check_params(doc, r, r->name, 0);
+  }
+  for (unsigned i = 0; i < n; i++)
+    if (!seen[i])
+      problem("%s: in the table, not in the document's methods table",
+              m[i].name);
+  ck_assert_msg(nproblems == 0, "%u disagreements with %s:\n%s", nproblems,
+                PROTOCOL_MD, problems);
+  ck_assert_uint_eq(listed, n);
+  free(seen);
+  free(doc);
 }
 END_TEST
 
@@ -249,6 +578,12 @@ static Suite *dispatch_suite(void)
   tcase_add_test(tc, test_table_sorted_unique);
   tcase_add_test(tc, test_table_rows);
   tcase_add_test(tc, test_required_methods);
+  tcase_add_test(tc, test_table_signatures);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("document");
+  tcase_set_timeout(tc, 10);
+  tcase_add_test(tc, test_protocol_document);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("find");

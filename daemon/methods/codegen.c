@@ -22,9 +22,6 @@
 
 /* IR documents up to this size are decoded on the loop thread. */
 #define INLINE_MAX ((size_t)64 << 10)
-#define MAX_SOA 256
-#define MAX_OPTIONS 64
-#define MAX_BLOCK_THREADS 1024
 
 typedef struct cg_job {
   uv_work_t work;
@@ -62,17 +59,16 @@ static void job_free(cg_job_t *j)
 
 /* ---------------------------------------------------------- parameters */
 
-/* Param @p i as a target: absent/nil (the current device), a device id or
- * an architecture name. Sets the platform and either *dev or arch. */
+/* The platform of target param @p i (dispatch gave the device, the current
+ * one if absent, or an architecture name). Sets either j->dev or j->arch. */
 static int arg_target(call_t *c, unsigned i, cg_job_t *j)
 {
-  const msgpack_object *o =
-      i < c->nparams ? &c->params->via.array.ptr[i] : NULL;
-  int rc;
+  const arg_t *t = &c->args[i];
 
-  if (o != NULL && o->type == MSGPACK_OBJECT_STR) {
-    if ((rc = call_arg_str(c, i, "target", j->arch, sizeof(j->arch))) != 0)
-      return rc;
+  if (t->dev == NULL) {
+    if (t->len >= sizeof(j->arch)) /* the row bounds it */
+      return call_fail(c, HIPD_EINTERNAL, "param %u (target) too long", i);
+    memcpy(j->arch, t->s, t->len + 1);
     if (cg_platform_from_arch(j->arch, &j->opts.platform) != 0)
       return call_fail(c, HIPD_EPARAMS,
                        "param %u (target): unknown architecture '%s' (gfx..., "
@@ -80,8 +76,7 @@ static int arg_target(call_t *c, unsigned i, cg_job_t *j)
                        i, j->arch);
     return 0;
   }
-  if ((rc = arg_device(c, i, &j->dev)) != 0)
-    return rc;
+  j->dev = t->dev;
   if (cg_platform_from_name(j->dev->drv->platform, &j->opts.platform) != 0)
     return call_fail(c, HIPD_ENOTSUP,
                      "device %d's platform '%s' has no code "
@@ -90,94 +85,40 @@ static int arg_target(call_t *c, unsigned i, cg_job_t *j)
   return 0;
 }
 
-/* Param @p i: nil or block dims [x, y, z] (or x). */
-static int arg_block(call_t *c, unsigned i, cg_job_t *j)
+/* Param @p i, the block (dispatch checked it), into the job. */
+static void arg_block(call_t *c, unsigned i, cg_job_t *j)
 {
-  const msgpack_object *o;
-  uint64_t threads = 1;
-
-  if (!call_arg_present(c, i))
-    return 0;
-  o = &c->params->via.array.ptr[i];
-  j->opts.block[0] = j->opts.block[1] = j->opts.block[2] = 1;
-  if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 >= 1 &&
-      o->via.u64 <= MAX_BLOCK_THREADS) {
-    j->opts.block[0] = (uint32_t)o->via.u64;
-  } else if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size >= 1 &&
-             o->via.array.size <= 3) {
-    for (uint32_t k = 0; k < o->via.array.size; k++) {
-      uint64_t v;
-      if (proto_obj_uint(&o->via.array.ptr[k], MAX_BLOCK_THREADS, &v) != 0 ||
-          v == 0)
-        return call_fail(c, HIPD_EPARAMS,
-                         "param %u (block) must be [x, y, z], each 1 to %d", i,
-                         MAX_BLOCK_THREADS);
-      j->opts.block[k] = (uint32_t)v;
-    }
-  } else {
-    return call_fail(c, HIPD_EPARAMS,
-                     "param %u (block) must be [x, y, z], each 1 to %d", i,
-                     MAX_BLOCK_THREADS);
-  }
-  threads = (uint64_t)j->opts.block[0] * j->opts.block[1] * j->opts.block[2];
-  if (threads > MAX_BLOCK_THREADS)
-    return call_fail(c, HIPD_ELIMIT, "a block of %llu threads (at most %d)",
-                     (unsigned long long)threads, MAX_BLOCK_THREADS);
+  if (!c->args[i].present)
+    return;
+  memcpy(j->opts.block, c->args[i].dims, sizeof(j->opts.block));
   j->opts.has_block = 1;
-  return 0;
 }
 
-/* Param @p i: nil or an array of param names. */
+/* Copy param @p i's soa_params (dispatch checked them) into the job, which
+ * outlives the request. */
 static int arg_soa(call_t *c, unsigned i, cg_job_t *j)
 {
-  const msgpack_object *o;
+  const arg_t *a = &c->args[i];
 
-  if (!call_arg_present(c, i))
-    return 0;
-  o = &c->params->via.array.ptr[i];
-  if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > MAX_SOA)
-    return call_fail(c, HIPD_EPARAMS,
-                     "param %u (soa_params) must be an array of at most %d "
-                     "param names",
-                     i, MAX_SOA);
-  for (uint32_t k = 0; k < o->via.array.size; k++) {
-    const msgpack_object *e = &o->via.array.ptr[k];
-    if (e->type != MSGPACK_OBJECT_STR || e->via.str.size == 0 ||
-        e->via.str.size > 255 ||
-        memchr(e->via.str.ptr, '\0', e->via.str.size) != NULL)
-      return call_fail(c, HIPD_EPARAMS,
-                       "soa_params[%u] must be a param name (a string of 1 "
-                       "to 255 bytes)",
-                       k);
-    j->soa_names[k] = strndup(e->via.str.ptr, e->via.str.size);
+  for (uint32_t k = 0; k < a->n && k < MAX_SOA; k++) {
+    j->soa_names[k] = strdup(a->strv[k]);
     if (j->soa_names[k] == NULL)
       return call_fail(c, HIPD_ENOMEM, "out of memory");
     j->soa[k] = j->soa_names[k];
     j->opts.nsoa = k + 1;
   }
-  j->opts.soa = j->soa;
+  if (a->present)
+    j->opts.soa = j->soa;
   return 0;
 }
 
+/* Copy param @p i's compiler options into the job. */
 static int arg_options(call_t *c, unsigned i, cg_job_t *j)
 {
-  const msgpack_object *o;
+  const arg_t *a = &c->args[i];
 
-  if (!call_arg_present(c, i))
-    return 0;
-  o = &c->params->via.array.ptr[i];
-  if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > MAX_OPTIONS)
-    return call_fail(c, HIPD_EPARAMS,
-                     "param %u (options) must be an array of at most %d "
-                     "strings",
-                     i, MAX_OPTIONS);
-  for (uint32_t k = 0; k < o->via.array.size; k++) {
-    const msgpack_object *e = &o->via.array.ptr[k];
-    if (e->type != MSGPACK_OBJECT_STR || e->via.str.size >= 256 ||
-        memchr(e->via.str.ptr, '\0', e->via.str.size) != NULL)
-      return call_fail(c, HIPD_EPARAMS,
-                       "option %u must be a string of under 256 bytes", k);
-    j->options[k] = strndup(e->via.str.ptr, e->via.str.size);
+  for (uint32_t k = 0; k < a->n && k < MAX_OPTIONS; k++) {
+    j->options[k] = strdup(a->strv[k]);
     if (j->options[k] == NULL)
       return call_fail(c, HIPD_ENOMEM, "out of memory");
     j->noptions = k + 1;
@@ -319,21 +260,15 @@ static void after_work_cb(uv_work_t *w, int status)
 static int codegen_request(call_t *c, int compile)
 {
   cg_job_t *j = calloc(1, sizeof(*j));
-  const msgpack_object *o = &c->params->via.array.ptr[0];
+  const arg_t *ir = &c->args[0];
   call_t *d;
   int rc;
 
   if (j == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory");
   j->compile = compile;
-  if (o->type != MSGPACK_OBJECT_BIN) {
-    rc = call_fail(c, HIPD_EPARAMS,
-                   "param 0 (ir) must be bin (the msgpack bytes of the IR "
-                   "document), not %s",
-                   proto_obj_type_name(o));
-    goto fail;
-  }
-  if ((rc = arg_block(c, 1, j)) != 0 || (rc = arg_soa(c, 2, j)) != 0 ||
+  arg_block(c, 1, j);
+  if ((rc = arg_soa(c, 2, j)) != 0 ||
       (compile && (rc = arg_options(c, 3, j)) != 0) ||
       (rc = arg_target(c, compile ? 4 : 3, j)) != 0)
     goto fail;
@@ -346,13 +281,13 @@ static int codegen_request(call_t *c, int compile)
                    j->dev->id, j->dev->caps.max_threads_per_block);
     goto fail;
   }
-  j->ir_len = o->via.bin.size;
+  j->ir_len = ir->len;
   j->ir = malloc(j->ir_len ? j->ir_len : 1);
   if (j->ir == NULL) {
     rc = call_fail(c, HIPD_ENOMEM, "out of memory");
     goto fail;
   }
-  memcpy(j->ir, o->via.bin.ptr, j->ir_len);
+  memcpy(j->ir, ir->s, j->ir_len);
   j->intrinsics = c->s->intrinsics;
   intr_set_ref(j->intrinsics);
   j->opts.intrinsics = j->intrinsics;
@@ -460,7 +395,7 @@ int m_intrinsics_list(call_t *c)
  * registration of the full name, else of the last component). */
 int m_intrinsics_find(call_t *c)
 {
-  char name[256] = "";
+  const char *name = c->args[0].s;
   const char *last;
   const intr_def_t *b, *d = NULL;
   cg_platform_t p;
@@ -468,8 +403,7 @@ int m_intrinsics_find(call_t *c)
   msgpack_packer *pk;
   int rc;
 
-  if ((rc = call_arg_str(c, 0, "name", name, sizeof(name))) != 0 ||
-      (rc = arg_platform(c, 1, &p)) != 0)
+  if ((rc = arg_platform(c, 1, &p)) != 0)
     return rc;
   last = strrchr(name, '.') ? strrchr(name, '.') + 1 : name;
   nb = intr_builtins(p, &b);
@@ -498,17 +432,14 @@ int m_intrinsics_find(call_t *c)
  * only (a registration of the same name replaces the previous one). */
 int m_intrinsics_register(call_t *c)
 {
-  char name[256] = "", code[INTR_CODE_MAX + 1] = "", conv[16] = "", msg[400];
-  int64_t arity = -1;
+  const char *name = c->args[0].s, *code = c->args[1].s;
+  const char *conv = c->args[2].s;
+  int64_t arity = c->args[3].present ? c->args[3].i : -1; /* any */
   intr_def_t def = {0};
   intr_set_t *n;
+  char msg[400];
   int rc;
 
-  if ((rc = call_arg_str(c, 0, "name", name, sizeof(name))) != 0 ||
-      (rc = call_arg_str(c, 1, "code", code, sizeof(code))) != 0 ||
-      (rc = call_arg_str(c, 2, "convergence", conv, sizeof(conv))) != 0 ||
-      (rc = call_arg_int(c, 3, "arity", 0, 64, &arity)) != 0)
-    return rc;
   if (intr_conv_parse(conv, &def.conv) != 0)
     return call_fail(c, HIPD_EPARAMS,
                      "param 2 (convergence) must be \"uniform\", \"divergent\" "

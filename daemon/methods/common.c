@@ -1,25 +1,11 @@
-/* daemon/methods/common.c: argument helpers shared by the method families. */
+/* daemon/methods/common.c: helpers shared by the method families: the
+ * object-state checks that follow dispatch's param checks (a lost device,
+ * an object of a reset context, a range against a buffer's size). */
 #include "config.h"
 
 #include <stdlib.h>
 
 #include "methods.h"
-
-int arg_device(call_t *c, unsigned i, device_t **dev)
-{
-  uint64_t id = (uint64_t)c->s->device;
-  int rc = call_arg_uint(c, i, "device", UINT32_MAX, &id);
-
-  if (rc != 0)
-    return rc;
-  *dev = device_get((int)id);
-  if (*dev == NULL)
-    return call_fail(c, HIPD_ENODEV, "no device %llu (this daemon serves %d)",
-                     (unsigned long long)id, devices_count());
-  if ((*dev)->lost)
-    return check_alive(c, "device", *dev, 0);
-  return 0;
-}
 
 int default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h)
 {
@@ -84,17 +70,15 @@ int check_alive(call_t *c, const char *what, const device_t *dev,
 
 int arg_stream(call_t *c, unsigned i, stream_t **st, uint64_t *h)
 {
-  int rc = call_arg_handle(c, i, "stream", HANDLE_STREAM, h, (void **)st);
-
-  return rc != 0 ? rc : check_alive(c, "stream", (*st)->dev, (*st)->epoch);
+  *st = c->args[i].obj;
+  *h = c->args[i].u;
+  return check_alive(c, "stream", (*st)->dev, (*st)->epoch);
 }
 
-int arg_buffer(call_t *c, unsigned i, const char *what, buffer_t **b)
+int arg_buffer(call_t *c, unsigned i, buffer_t **b)
 {
-  uint64_t h;
-  int rc = call_arg_handle(c, i, what, HANDLE_BUFFER, &h, (void **)b);
-
-  return rc != 0 ? rc : check_alive(c, "buffer", (*b)->dev, (*b)->epoch);
+  *b = c->args[i].obj;
+  return check_alive(c, "buffer", (*b)->dev, (*b)->epoch);
 }
 
 int check_range(call_t *c, const char *what, const buffer_t *b, uint64_t off,

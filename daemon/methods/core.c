@@ -22,20 +22,15 @@ static void pack_features(msgpack_packer *pk)
     proto_pack_cstr(pk, f[i]);
 }
 
-/* hello [protocol, client_name] -> identity. The session speaks the lower of
- * the two versions; a client below MIN_PROTOCOL is refused. */
+/* hello [protocol?, client_name?] -> identity. The session speaks the lower
+ * of the two versions; a client below MIN_PROTOCOL is refused. */
 int m_hello(call_t *c)
 {
   session_t *s = c->s;
-  int64_t proto = HIPD_PROTOCOL_VERSION;
-  char name[sizeof(s->client)] = "";
+  int64_t proto = c->args[0].present ? c->args[0].i : HIPD_PROTOCOL_VERSION;
+  const arg_t *name = &c->args[1]; /* at most 63 bytes (the row says) */
   msgpack_packer *pk;
-  int rc;
 
-  if ((rc = call_arg_int(c, 0, "protocol", INT32_MIN, INT32_MAX, &proto)) !=
-          0 ||
-      (rc = call_arg_str(c, 1, "client_name", name, sizeof(name))) != 0)
-    return rc;
   if (proto < MIN_PROTOCOL)
     return call_fail(c, HIPD_EVERSION,
                      "client speaks protocol %lld; this daemon speaks %d to "
@@ -43,8 +38,8 @@ int m_hello(call_t *c)
                      (long long)proto, MIN_PROTOCOL, HIPD_PROTOCOL_VERSION);
   s->protocol =
       proto < HIPD_PROTOCOL_VERSION ? (int)proto : HIPD_PROTOCOL_VERSION;
-  if (name[0] != '\0')
-    memcpy(s->client, name, sizeof(name));
+  if (name->present && name->len > 0 && name->len < sizeof(s->client))
+    memcpy(s->client, name->s, name->len + 1);
   log_info(s->id, "hello from '%s' (pid %d), protocol %d", s->client,
            (int)s->peer_pid, s->protocol);
 
@@ -65,19 +60,14 @@ int m_hello(call_t *c)
   return 0;
 }
 
-/* ping [payload] -> payload, as bin. */
+/* ping [payload?] -> payload, as bin. */
 int m_ping(call_t *c)
 {
-  const char *p = NULL;
-  size_t n = 0;
-  msgpack_packer *pk;
-  int rc;
+  const arg_t *p = &c->args[0]; /* absent: no bytes */
+  msgpack_packer *pk = call_result(c);
 
-  if ((rc = call_arg_bytes(c, 0, "payload", &p, &n)) != 0)
-    return rc;
-  pk = call_result(c);
-  msgpack_pack_bin(pk, n);
-  msgpack_pack_bin_body(pk, p, n);
+  msgpack_pack_bin(pk, p->len);
+  msgpack_pack_bin_body(pk, p->s, p->len);
   return 0;
 }
 

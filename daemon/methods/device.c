@@ -164,13 +164,9 @@ static void meminfo_done(task_t *t)
  * device's service worker (the query may block). */
 int m_device_get(call_t *c)
 {
-  device_t *dev;
-  meminfo_task_t *m;
-  int rc;
+  device_t *dev = c->args[0].dev;
+  meminfo_task_t *m = calloc(1, sizeof(*m));
 
-  if ((rc = arg_device(c, 0, &dev)) != 0)
-    return rc;
-  m = calloc(1, sizeof(*m));
   if (m == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory");
   m->call = call_defer(c);
@@ -185,16 +181,10 @@ int m_device_get(call_t *c)
   return 0;
 }
 
+/* device.set_current [device] */
 int m_device_set_current(call_t *c)
 {
-  device_t *dev;
-  int rc;
-
-  if (!call_arg_present(c, 0))
-    return call_fail(c, HIPD_EPARAMS, "param 0 (device) is required");
-  if ((rc = arg_device(c, 0, &dev)) != 0)
-    return rc;
-  c->s->device = dev->id;
+  c->s->device = c->args[0].dev->id;
   msgpack_pack_nil(call_result(c));
   return 0;
 }
@@ -241,15 +231,12 @@ static void collect_stream_cb(void *ctx, uint64_t h, void *obj)
  * the device. Other sessions' work is not waited for. */
 int m_device_synchronize(call_t *c)
 {
-  stream_list_t l = {0};
+  stream_list_t l = {.dev = c->args[0].dev};
   op_t **ops = NULL;
   struct op_group *g = NULL;
   call_t *d;
   uint32_t made = 0;
-  int rc;
 
-  if ((rc = arg_device(c, 0, &l.dev)) != 0)
-    return rc;
   handles_foreach(&c->s->handles, HANDLE_STREAM, collect_stream_cb, &l);
   if (l.nomem)
     goto nomem;

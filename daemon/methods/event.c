@@ -6,17 +6,16 @@
 
 #include "methods.h"
 
+/* event.create [device?] -> handle */
 int m_event_create(call_t *c)
 {
   session_t *s = c->s;
-  device_t *dev;
+  device_t *dev = c->args[0].dev;
   event_t *ev;
   call_t *d;
   uint64_t h;
   int rc;
 
-  if ((rc = arg_device(c, 0, &dev)) != 0)
-    return rc;
   ev = calloc(1, sizeof(*ev));
   if (ev == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory");
@@ -37,23 +36,20 @@ int m_event_create(call_t *c)
   return 0;
 }
 
-static int arg_event(call_t *c, unsigned i, const char *what, event_t **ev,
-                     uint64_t *h)
+/* The event of param @p i (an event handle), if alive. */
+static int arg_event(call_t *c, unsigned i, event_t **ev, uint64_t *h)
 {
-  int rc = call_arg_handle(c, i, what, HANDLE_EVENT, h, (void **)ev);
-
-  return rc != 0 ? rc : check_alive(c, "event", (*ev)->dev, (*ev)->epoch);
+  *ev = c->args[i].obj;
+  *h = c->args[i].u;
+  return check_alive(c, "event", (*ev)->dev, (*ev)->epoch);
 }
 
+/* event.destroy [event] */
 int m_event_destroy(call_t *c)
 {
-  event_t *ev;
-  uint64_t h;
-  int rc;
+  event_t *ev = c->args[0].obj;
+  uint64_t h = c->args[0].u;
 
-  if ((rc = call_arg_handle(c, 0, "event", HANDLE_EVENT, &h, (void **)&ev)) !=
-      0)
-    return rc;
   handles_remove(&c->s->handles, h, HANDLE_EVENT, NULL);
   event_unref(ev);
   msgpack_pack_nil(call_result(c));
@@ -70,9 +66,9 @@ int m_event_record(call_t *c)
   op_t *op;
   int rc;
 
-  if ((rc = arg_event(c, 0, "event", &ev, &h)) != 0)
+  if ((rc = arg_event(c, 0, &ev, &h)) != 0)
     return rc;
-  if (call_arg_present(c, 1)) {
+  if (c->args[1].present) {
     if ((rc = arg_stream(c, 1, &st, &sh)) != 0)
       return rc;
     if (st->dev != ev->dev)
@@ -109,7 +105,7 @@ int m_event_query(call_t *c)
   uint64_t h;
   int rc;
 
-  if ((rc = arg_event(c, 0, "event", &ev, &h)) != 0 ||
+  if ((rc = arg_event(c, 0, &ev, &h)) != 0 ||
       (rc = check_recorded(c, "the", ev, h)) != 0)
     return rc;
   if (ev->state == EVENT_COMPLETE && ev->status != 0)
@@ -130,7 +126,7 @@ int m_event_synchronize(call_t *c)
   call_t *d;
   int rc;
 
-  if ((rc = arg_event(c, 0, "event", &ev, &h)) != 0 ||
+  if ((rc = arg_event(c, 0, &ev, &h)) != 0 ||
       (rc = check_recorded(c, "the", ev, h)) != 0)
     return rc;
   if ((d = call_defer(c)) == NULL)
@@ -179,8 +175,8 @@ int m_event_elapsed(call_t *c)
   elapsed_task_t *e;
   int rc;
 
-  if ((rc = arg_event(c, 0, "start", &a, &ha)) != 0 ||
-      (rc = arg_event(c, 1, "stop", &b, &hb)) != 0 ||
+  if ((rc = arg_event(c, 0, &a, &ha)) != 0 ||
+      (rc = arg_event(c, 1, &b, &hb)) != 0 ||
       (rc = check_recorded(c, "start", a, ha)) != 0 ||
       (rc = check_recorded(c, "stop", b, hb)) != 0)
     return rc;

@@ -10,8 +10,6 @@
 #include "kernels/kernels.h"
 #include "methods.h"
 
-#define MAX_OPTIONS 64
-
 static const char *type_name(uint8_t t)
 {
   static const char *const names[] = {
@@ -75,17 +73,14 @@ static int arg_fail(call_t *c, unsigned i, const char *fmt, const char *what)
   return call_fail(c, HIPD_EPARAMS, "argument %u: %s%s", i, fmt, what);
 }
 
-/* Parse param @p pi, an array of [kind, value(, offset)] for @p dev. */
+/* Parse param @p pi (an array, dispatch checked) of [kind, value(, offset)]
+ * for @p dev. */
 static int args_parse(call_t *c, unsigned pi, device_t *dev, launch_args_t *out)
 {
-  const msgpack_object *o = &c->params->via.array.ptr[pi];
-  uint32_t n;
+  const msgpack_object *o = c->args[pi].o;
+  uint32_t n = o->via.array.size;
 
   memset(out, 0, sizeof(*out));
-  if (o->type != MSGPACK_OBJECT_ARRAY)
-    return call_fail(c, HIPD_EPARAMS,
-                     "param %u (args) must be an array of [kind, value]", pi);
-  n = o->via.array.size;
   if (n > DRV_MAX_ARGS)
     return call_fail(c, HIPD_EPARAMS, "%u arguments, more than %d", n,
                      DRV_MAX_ARGS);
@@ -248,35 +243,6 @@ static int args_check(call_t *c, const kernel_t *k, const launch_args_t *a)
   return 0;
 }
 
-/* Param @p i as dims [x, y, z] (1 to 3 positive integers; missing ones
- * are 1). */
-static int arg_dims(call_t *c, unsigned i, const char *what, uint32_t d[3])
-{
-  const msgpack_object *o = &c->params->via.array.ptr[i];
-
-  d[0] = d[1] = d[2] = 1;
-  if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= UINT32_MAX) {
-    d[0] = (uint32_t)o->via.u64;
-    return d[0] == 0 ? call_fail(c, HIPD_ELIMIT, "%s.x is 0", what) : 0;
-  }
-  if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size < 1 ||
-      o->via.array.size > 3)
-    return call_fail(c, HIPD_EPARAMS,
-                     "param %u (%s) must be [x, y, z] positive integers", i,
-                     what);
-  for (uint32_t j = 0; j < o->via.array.size; j++) {
-    uint64_t v;
-    if (proto_obj_uint(&o->via.array.ptr[j], UINT32_MAX, &v) != 0)
-      return call_fail(c, HIPD_EPARAMS,
-                       "param %u (%s) must be [x, y, z] positive integers", i,
-                       what);
-    if (v == 0)
-      return call_fail(c, HIPD_ELIMIT, "%s.%c is 0", what, "xyz"[j]);
-    d[j] = (uint32_t)v;
-  }
-  return 0;
-}
-
 /* The launch's geometry against the device's limits. */
 static int check_limits(call_t *c, const device_t *dev, const uint32_t g[3],
                         const uint32_t b[3], uint64_t shared)
@@ -383,52 +349,21 @@ out:
   free(cc);
 }
 
-/* Read the source, name, options and target of a compile request. */
+/* Compile the source, name, options and target of a compile request
+ * [source, name, options?, target?]. kernel_build copies what it keeps. */
 static int compile_common(call_t *c, int refresh)
 {
-  const char *src = NULL;
-  size_t len = 0;
-  char name[256] = "", arch[64] = "";
-  const char *opts[MAX_OPTIONS];
-  char optbuf[MAX_OPTIONS][256];
-  size_t nopts = 0;
+  const arg_t *target = &c->args[3];
   kernel_request_t req = {0};
   compile_ctx_t *cc;
-  int rc;
 
-  if ((rc = call_arg_bytes(c, 0, "source", &src, &len)) != 0 ||
-      (rc = call_arg_str(c, 1, "name", name, sizeof(name))) != 0)
-    return rc;
-  if (src == NULL || name[0] == '\0')
+  if (c->args[0].s == NULL || c->args[1].len == 0)
     return call_fail(c, HIPD_EPARAMS,
                      "the source and the kernel name are "
                      "required");
-  if (call_arg_present(c, 2)) {
-    const msgpack_object *o = &c->params->via.array.ptr[2];
-    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > MAX_OPTIONS)
-      return call_fail(c, HIPD_EPARAMS,
-                       "param 2 (options) must be an array of at most %d "
-                       "strings",
-                       MAX_OPTIONS);
-    for (uint32_t i = 0; i < o->via.array.size; i++) {
-      const msgpack_object *e = &o->via.array.ptr[i];
-      if (e->type != MSGPACK_OBJECT_STR || e->via.str.size >= 256 ||
-          memchr(e->via.str.ptr, '\0', e->via.str.size) != NULL)
-        return call_fail(c, HIPD_EPARAMS,
-                         "option %u must be a string of under 256 bytes", i);
-      memcpy(optbuf[i], e->via.str.ptr, e->via.str.size);
-      optbuf[i][e->via.str.size] = '\0';
-      opts[nopts++] = optbuf[i];
-    }
-  }
-  if (call_arg_present(c, 3) &&
-      c->params->via.array.ptr[3].type == MSGPACK_OBJECT_STR) {
-    if ((rc = call_arg_str(c, 3, "target", arch, sizeof(arch))) != 0)
-      return rc;
-    req.arch = arch;
-  } else if ((rc = arg_device(c, 3, &req.dev)) != 0) {
-    return rc;
-  }
+  /* The target: a device (the current one if absent) or an architecture. */
+  req.dev = target->dev;
+  req.arch = target->dev == NULL ? target->s : NULL;
   cc = calloc(1, sizeof(*cc));
   if (cc == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory");
@@ -436,11 +371,11 @@ static int compile_common(call_t *c, int refresh)
     free(cc);
     return HIPD_ENOMEM;
   }
-  req.source = src;
-  req.source_len = len;
-  req.name = name;
-  req.opts = opts;
-  req.nopts = nopts;
+  req.source = c->args[0].s;
+  req.source_len = c->args[0].len;
+  req.name = c->args[1].s;
+  req.opts = c->args[2].strv;
+  req.nopts = c->args[2].n;
   req.refresh = refresh;
   kernel_build(&req, compile_done, cc);
   return 0;
@@ -461,30 +396,24 @@ int m_kernel_compile_cached(call_t *c)
   return compile_common(c, 0);
 }
 
+/* kernel.destroy [kernel] */
 int m_kernel_destroy(call_t *c)
 {
-  kernel_t *k;
-  uint64_t h;
-  int rc;
+  kernel_t *k = c->args[0].obj;
+  uint64_t h = c->args[0].u;
 
-  if ((rc = call_arg_handle(c, 0, "kernel", HANDLE_KERNEL, &h, (void **)&k)))
-    return rc;
   handles_remove(&c->s->handles, h, HANDLE_KERNEL, NULL);
   kernel_unref(k);
   msgpack_pack_nil(call_result(c));
   return 0;
 }
 
+/* kernel.info [kernel] -> {name, device, params} */
 int m_kernel_info(call_t *c)
 {
-  kernel_t *k;
-  uint64_t h;
-  msgpack_packer *pk;
-  int rc;
+  kernel_t *k = c->args[0].obj;
+  msgpack_packer *pk = call_result(c);
 
-  if ((rc = call_arg_handle(c, 0, "kernel", HANDLE_KERNEL, &h, (void **)&k)))
-    return rc;
-  pk = call_result(c);
   msgpack_pack_map(pk, 3);
   proto_pack_cstr(pk, "name");
   proto_pack_cstr(pk, k->name);
@@ -501,18 +430,16 @@ int m_kernel_info(call_t *c)
  * CPU device by this call); with wait true, answered once it has run. */
 int m_kernel_launch(call_t *c)
 {
-  kernel_t *k;
+  kernel_t *k = c->args[0].obj;
+  const uint32_t *g = c->args[1].dims, *b = c->args[2].dims;
+  uint64_t sh, shared = c->args[3].u; /* 0 when nil */
+  int wait = c->args[6].present && c->args[6].b;
   stream_t *st;
-  uint64_t h, sh, shared = 0;
-  uint32_t g[3], b[3];
   launch_args_t a;
   call_t *d;
-  int rc, wait = 0;
+  int rc;
 
-  if ((rc = call_arg_handle(c, 0, "kernel", HANDLE_KERNEL, &h, (void **)&k)) ||
-      (rc = check_alive(c, "kernel", k->dev, kernel_epoch(k))) ||
-      (rc = arg_dims(c, 1, "grid", g)) || (rc = arg_dims(c, 2, "block", b)) ||
-      (rc = call_arg_uint(c, 3, "shared_mem", UINT32_MAX, &shared)) ||
+  if ((rc = check_alive(c, "kernel", k->dev, kernel_epoch(k))) ||
       (rc = check_limits(c, k->dev, g, b, shared)))
     return rc;
   if (k->max_threads != 0 && (uint64_t)b[0] * b[1] * b[2] > k->max_threads)
@@ -521,7 +448,7 @@ int m_kernel_launch(call_t *c)
                      "threads (its block param); this block has %llu",
                      k->name, k->max_threads,
                      (unsigned long long)b[0] * b[1] * b[2]);
-  if (call_arg_present(c, 4)) {
+  if (c->args[4].present) {
     if ((rc = arg_stream(c, 4, &st, &sh)) != 0)
       return rc;
     if (st->dev != k->dev)
@@ -532,8 +459,6 @@ int m_kernel_launch(call_t *c)
   } else if ((rc = default_stream(c, k->dev, &st, &sh)) != 0) {
     return rc;
   }
-  if (call_arg_present(c, 6) && (rc = call_arg_bool(c, 6, "wait", &wait)) != 0)
-    return rc;
   if ((rc = args_parse(c, 5, k->dev, &a)) != 0)
     return rc;
   if ((rc = args_check(c, k, &a)) != 0) {
@@ -562,22 +487,15 @@ static const char *const *langs_of(const device_t *dev)
  * default stream; answered when the kernel has run. */
 int m_run_source(call_t *c)
 {
-  char lang[64] = "", name[256] = "";
-  const char *src = NULL;
-  size_t len = 0;
-  uint64_t shared = 0;
-  device_t *dev;
+  const char *lang = c->args[1].s;
+  uint64_t shared = c->args[5].u; /* 0 when nil */
+  device_t *dev = device_get(c->s->device);
   compile_ctx_t *cc;
   kernel_request_t req = {0};
   const char *const *l;
   int rc, ok = 0;
 
-  if ((rc = call_arg_bytes(c, 0, "source", &src, &len)) ||
-      (rc = call_arg_str(c, 1, "lang", lang, sizeof(lang))) ||
-      (rc = call_arg_str(c, 2, "kernel_name", name, sizeof(name))))
-    return rc;
-  dev = device_get(c->s->device);
-  if (src == NULL || name[0] == '\0')
+  if (c->args[0].s == NULL || c->args[2].len == 0)
     return call_fail(c, HIPD_EPARAMS,
                      "the source and the kernel name are "
                      "required");
@@ -591,10 +509,9 @@ int m_run_source(call_t *c)
   if (cc == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory");
   cc->run = 1;
-  if ((rc = arg_dims(c, 3, "block", cc->block)) ||
-      (rc = arg_dims(c, 4, "grid", cc->grid)) ||
-      (rc = call_arg_uint(c, 5, "shared_mem", UINT32_MAX, &shared)) ||
-      (rc = check_limits(c, dev, cc->grid, cc->block, shared)) ||
+  memcpy(cc->block, c->args[3].dims, sizeof(cc->block));
+  memcpy(cc->grid, c->args[4].dims, sizeof(cc->grid));
+  if ((rc = check_limits(c, dev, cc->grid, cc->block, shared)) ||
       (rc = args_parse(c, 6, dev, &cc->args))) {
     free(cc);
     return rc;
@@ -605,9 +522,9 @@ int m_run_source(call_t *c)
     free(cc);
     return HIPD_ENOMEM;
   }
-  req.source = src;
-  req.source_len = len;
-  req.name = name;
+  req.source = c->args[0].s;
+  req.source_len = c->args[0].len;
+  req.name = c->args[2].s;
   req.dev = dev;
   kernel_build(&req, compile_done, cc);
   return 0;
@@ -616,15 +533,10 @@ int m_run_source(call_t *c)
 /* supported_source_langs [device?] -> ["hip", ...] */
 int m_supported_source_langs(call_t *c)
 {
-  device_t *dev;
-  const char *const *l;
+  const char *const *l = langs_of(c->args[0].dev);
   uint32_t n = 0;
   msgpack_packer *pk;
-  int rc;
 
-  if ((rc = arg_device(c, 0, &dev)) != 0)
-    return rc;
-  l = langs_of(dev);
   while (l[n] != NULL)
     n++;
   pk = call_result(c);

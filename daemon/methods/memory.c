@@ -132,16 +132,10 @@ static int alloc_common(call_t *c, device_t *dev, uint64_t count,
 /* mem.alloc [count, kind, device?] -> buffer handle */
 int m_mem_alloc(call_t *c)
 {
-  char kind[16] = "";
-  uint64_t count = 0;
-  device_t *dev;
-  int rc;
+  uint64_t count = c->args[0].u;
+  const char *kind = c->args[1].s;
+  device_t *dev = c->args[2].dev;
 
-  if ((rc = call_arg_uint(c, 0, "count", UINT64_MAX, &count)) != 0 ||
-      (rc = call_arg_required(c, 1, "kind", "a string")) != 0 ||
-      (rc = call_arg_str(c, 1, "kind", kind, sizeof(kind))) != 0 ||
-      (rc = arg_device(c, 2, &dev)) != 0)
-    return rc;
   for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
     if (strcmp(kinds[i].name, kind) == 0)
       return alloc_common(c, dev, count, kinds[i].size);
@@ -156,27 +150,16 @@ int m_mem_alloc(call_t *c)
  * elements of @p elem_size bytes (a record type's size). */
 int m_mem_alloc_custom(call_t *c)
 {
-  uint64_t count = 0, elem = 0;
-  device_t *dev;
-  int rc;
-
-  if ((rc = call_arg_uint(c, 0, "size", UINT64_MAX, &count)) != 0 ||
-      (rc = call_arg_uint(c, 1, "elem_size", UINT32_MAX, &elem)) != 0 ||
-      (rc = arg_device(c, 2, &dev)) != 0)
-    return rc;
-  return alloc_common(c, dev, count, elem);
+  return alloc_common(c, c->args[2].dev, c->args[0].u, c->args[1].u);
 }
 
 /* mem.free [buffer]: the handle goes now; the memory after the work
  * queued on it. */
 int m_mem_free(call_t *c)
 {
-  buffer_t *b;
-  uint64_t h;
-  int rc;
+  buffer_t *b = c->args[0].obj;
+  uint64_t h = c->args[0].u;
 
-  if ((rc = call_arg_handle(c, 0, "buffer", HANDLE_BUFFER, &h, (void **)&b)))
-    return rc;
   handles_remove(&c->s->handles, h, HANDLE_BUFFER, NULL);
   c->s->mem_used -= buffer_quota_bytes(b);
   buffer_unref(b);
@@ -209,19 +192,14 @@ static int write_common(call_t *c, int stream_arg)
 {
   buffer_t *b;
   stream_t *st;
-  const char *data = NULL;
-  size_t len = 0;
-  uint64_t off = 0, sh;
+  const char *data = c->args[2].s;
+  size_t len = c->args[2].len;
+  uint64_t off = c->args[1].u, sh;
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0 ||
-      (rc = call_arg_uint(c, 1, "offset", UINT64_MAX, &off)) != 0 ||
-      (rc = call_arg_bytes(c, 2, "data", &data, &len)) != 0)
-    return rc;
-  if (data == NULL)
-    return call_fail(c, HIPD_EPARAMS, "param 2 (data) is required");
-  if ((rc = check_range(c, "write", b, off, len)) != 0 ||
+  if ((rc = arg_buffer(c, 0, &b)) != 0 ||
+      (rc = check_range(c, "write", b, off, len)) != 0 ||
       (rc = op_stream(c, stream_arg, b->dev, NULL, &st, &sh)) != 0)
     return rc;
   /* The request's bytes go when the handler returns. A large write takes
@@ -267,7 +245,7 @@ static int read_common(call_t *c, int stream_arg)
 {
   buffer_t *b;
   stream_t *st;
-  uint64_t off = 0, len = 0, sh;
+  uint64_t off = c->args[1].u, len = c->args[2].u, sh;
   /* The reply must fit the daemon's message limit and the client
    * library's (the default), with room for its head. */
   size_t max = c->s->d->cfg.limits.max_message < PROTO_DEFAULT_MAX_MESSAGE
@@ -278,11 +256,8 @@ static int read_common(call_t *c, int stream_arg)
   void *host;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0 ||
-      (rc = call_arg_uint(c, 1, "offset", UINT64_MAX, &off)) != 0 ||
-      (rc = call_arg_uint(c, 2, "length", UINT64_MAX, &len)) != 0)
-    return rc;
-  if ((rc = check_range(c, "read", b, off, len)) != 0)
+  if ((rc = arg_buffer(c, 0, &b)) != 0 ||
+      (rc = check_range(c, "read", b, off, len)) != 0)
     return rc;
   if (len > max)
     return call_fail(c, HIPD_EMSGSIZE,
@@ -323,17 +298,13 @@ static int copy_common(call_t *c, int stream_arg)
 {
   buffer_t *dst, *src;
   stream_t *st;
-  uint64_t doff = 0, soff = 0, len = 0, sh;
+  uint64_t doff = c->args[1].u, soff = c->args[3].u, len = c->args[4].u, sh;
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "dst", &dst)) != 0 ||
-      (rc = call_arg_uint(c, 1, "dst_offset", UINT64_MAX, &doff)) != 0 ||
-      (rc = arg_buffer(c, 2, "src", &src)) != 0 ||
-      (rc = call_arg_uint(c, 3, "src_offset", UINT64_MAX, &soff)) != 0 ||
-      (rc = call_arg_uint(c, 4, "length", UINT64_MAX, &len)) != 0)
-    return rc;
-  if ((rc = check_range(c, "copy destination", dst, doff, len)) != 0 ||
+  if ((rc = arg_buffer(c, 0, &dst)) != 0 ||
+      (rc = arg_buffer(c, 2, &src)) != 0 ||
+      (rc = check_range(c, "copy destination", dst, doff, len)) != 0 ||
       (rc = check_range(c, "copy source", src, soff, len)) != 0 ||
       (rc = op_stream(c, stream_arg, dst->dev, src->dev, &st, &sh)) != 0)
     return rc;
@@ -366,16 +337,12 @@ static int memset_common(call_t *c, int stream_arg)
 {
   buffer_t *b;
   stream_t *st;
-  uint64_t off = 0, len = 0, value = 0, sh;
+  uint64_t off = c->args[1].u, len = c->args[2].u, value = c->args[3].u, sh;
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0 ||
-      (rc = call_arg_uint(c, 1, "offset", UINT64_MAX, &off)) != 0 ||
-      (rc = call_arg_uint(c, 2, "length", UINT64_MAX, &len)) != 0 ||
-      (rc = call_arg_uint(c, 3, "value", 255, &value)) != 0)
-    return rc;
-  if ((rc = check_range(c, "memset", b, off, len)) != 0 ||
+  if ((rc = arg_buffer(c, 0, &b)) != 0 ||
+      (rc = check_range(c, "memset", b, off, len)) != 0 ||
       (rc = op_stream(c, stream_arg, b->dev, NULL, &st, &sh)) != 0)
     return rc;
   if ((op = op_prepare(c, OP_MEMSET, st, sh)) == NULL)
@@ -405,7 +372,7 @@ int m_mem_size(call_t *c)
   buffer_t *b;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0)
+  if ((rc = arg_buffer(c, 0, &b)) != 0)
     return rc;
   msgpack_pack_uint64(call_result(c), b->mem.size);
   return 0;
@@ -419,7 +386,7 @@ int m_mem_info(call_t *c)
   msgpack_packer *pk;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0)
+  if ((rc = arg_buffer(c, 0, &b)) != 0)
     return rc;
   pk = call_result(c);
   msgpack_pack_map(pk, 6);

@@ -9,6 +9,11 @@
 #include "kernels/kernels.h"
 #include "objects.h"
 
+/* Bounds the method table declares and the handlers size arrays by. */
+#define MAX_OPTIONS 64         /* compiler options of a compile */
+#define MAX_SOA 256            /* soa_params of a code generation */
+#define MAX_BLOCK_THREADS 1024 /* a code generation's block */
+
 /* core.c: handshake and daemon/session introspection */
 int m_hello(call_t *c);
 int m_ping(call_t *c);
@@ -87,21 +92,23 @@ int m_intrinsics_list(call_t *c);
 int m_intrinsics_find(call_t *c);
 int m_intrinsics_register(call_t *c);
 
-/* ---- helpers (common.c) ---- */
+/* ---- helpers (common.c) ----
+ *
+ * Dispatch has checked and converted every param (c->args) before a
+ * handler runs; what is left to the handlers and these helpers is the
+ * state of the objects the params name. */
 
-/* Param @p i as a device id; absent or nil means the session's current
- * device. Answers the call on error. */
-int arg_device(call_t *c, unsigned i, device_t **dev);
 /* The session's default stream on @p dev, created on first use. */
 int default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h);
 /* HIPD_EDEVLOST (answered) if @p dev is being reset or an object made in
  * context generation @p epoch is gone with an earlier context. */
 int check_alive(call_t *c, const char *what, const device_t *dev,
                 uint32_t epoch);
-/* Param @p i as a stream handle of this session. */
+/* The stream of param @p i (a P_HANDLE of HANDLE_STREAM), and its handle,
+ * if it is alive (else EDEVLOST, answered). */
 int arg_stream(call_t *c, unsigned i, stream_t **st, uint64_t *h);
-/* Param @p i as a buffer handle of this session. */
-int arg_buffer(call_t *c, unsigned i, const char *what, buffer_t **b);
+/* The buffer of param @p i (a P_HANDLE of HANDLE_BUFFER), if alive. */
+int arg_buffer(call_t *c, unsigned i, buffer_t **b);
 /* Check that [off, off + len) lies inside @p b; the error names both
  * numbers and the buffer size. */
 int check_range(call_t *c, const char *what, const buffer_t *b, uint64_t off,

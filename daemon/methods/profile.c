@@ -26,12 +26,9 @@ int m_profile_disable(call_t *c)
 int m_session_profile(call_t *c)
 {
   profile_t *p = c->s->profile;
-  int clear = 0, rc;
-  msgpack_packer *pk;
+  int clear = c->args[0].present && c->args[0].b;
+  msgpack_packer *pk = call_result(c);
 
-  if ((rc = call_arg_bool(c, 0, "clear", &clear)) != 0)
-    return rc;
-  pk = call_result(c);
   msgpack_pack_map(pk, 3);
   proto_pack_cstr(pk, "enabled");
   if (p != NULL)

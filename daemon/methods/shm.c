@@ -51,7 +51,7 @@ static void register_done(task_t *t)
 int m_shm_create(call_t *c)
 {
   session_t *s = c->s;
-  uint64_t quota = s->d->cfg.mem_quota, size = 0;
+  uint64_t quota = s->d->cfg.mem_quota, size = c->args[0].u;
   /* Claimed first, so that a bad request cannot leave it to the next. */
   int fd = session_take_fd(s);
   char err[200];
@@ -63,10 +63,6 @@ int m_shm_create(call_t *c)
     return call_fail(c, HIPD_EINVAL,
                      "no file descriptor came with the request "
                      "(send the memfd with SCM_RIGHTS on its bytes)");
-  if ((rc = call_arg_uint(c, 0, "size", UINT64_MAX, &size)) != 0) {
-    close(fd);
-    return rc;
-  }
   if (quota != 0 &&
       size > quota - (s->mem_used < quota ? s->mem_used : quota)) {
     close(fd);
@@ -94,12 +90,9 @@ int m_shm_create(call_t *c)
  * zero-copy buffers that use it. */
 int m_shm_free(call_t *c)
 {
-  shm_t *m;
-  uint64_t h;
-  int rc;
+  shm_t *m = c->args[0].obj;
+  uint64_t h = c->args[0].u;
 
-  if ((rc = call_arg_handle(c, 0, "shm", HANDLE_SHM, &h, (void **)&m)) != 0)
-    return rc;
   handles_remove(&c->s->handles, h, HANDLE_SHM, NULL);
   c->s->mem_used -= m->size;
   shm_unref(m);
@@ -112,20 +105,15 @@ int m_shm_free(call_t *c)
 static int xfer_common(call_t *c, int write, int stream_arg)
 {
   const char *what = write ? "write" : "read";
-  uint64_t off = 0, moff = 0, len = 0, mh, sh;
+  uint64_t off = c->args[1].u, moff = c->args[3].u, len = c->args[4].u, sh;
+  shm_t *m = c->args[2].obj;
   buffer_t *b;
   stream_t *st;
-  shm_t *m;
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, "buffer", &b)) != 0 ||
-      (rc = call_arg_uint(c, 1, "offset", UINT64_MAX, &off)) != 0 ||
-      (rc = call_arg_handle(c, 2, "shm", HANDLE_SHM, &mh, (void **)&m)) != 0 ||
-      (rc = call_arg_uint(c, 3, "shm_offset", UINT64_MAX, &moff)) != 0 ||
-      (rc = call_arg_uint(c, 4, "length", UINT64_MAX, &len)) != 0)
-    return rc;
-  if ((rc = check_range(c, what, b, off, len)) != 0)
+  if ((rc = arg_buffer(c, 0, &b)) != 0 ||
+      (rc = check_range(c, what, b, off, len)) != 0)
     return rc;
   if (!shm_range_ok(m, moff, len))
     return call_fail(c, HIPD_ERANGE,
@@ -248,15 +236,13 @@ out:
 /* mem.alloc_zero_copy [shm, device?] -> buffer handle */
 int m_mem_alloc_zero_copy(call_t *c)
 {
-  device_t *dev;
+  shm_t *m = c->args[0].obj;
+  uint64_t mh = c->args[0].u;
+  device_t *dev = c->args[1].dev;
   zc_task_t *z;
-  shm_t *m;
-  uint64_t mh;
   int rc;
 
-  if ((rc = call_arg_handle(c, 0, "shm", HANDLE_SHM, &mh, (void **)&m)) != 0 ||
-      (rc = arg_device(c, 1, &dev)) != 0 ||
-      (rc = check_alive(c, "device", dev, device_epoch(dev))) != 0)
+  if ((rc = check_alive(c, "device", dev, device_epoch(dev))) != 0)
     return rc;
   if (dev->drv->host_map == NULL)
     return call_fail(c, HIPD_ENOTSUP,

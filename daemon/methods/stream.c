@@ -8,14 +8,12 @@
 int m_stream_create(call_t *c)
 {
   session_t *s = c->s;
-  device_t *dev;
+  device_t *dev = c->args[0].dev;
   stream_t *st;
   call_t *d;
   uint64_t h;
   int rc;
 
-  if ((rc = arg_device(c, 0, &dev)) != 0)
-    return rc;
   /* Default streams do not count: the limit is on streams made here. */
   if (s->handles.count[HANDLE_STREAM] - s->ndefaults >= s->d->cfg.max_streams)
     return call_fail(c, HIPD_ETOOMANY,
@@ -39,15 +37,12 @@ int m_stream_create(call_t *c)
   return 0;
 }
 
+/* stream.destroy [stream] */
 int m_stream_destroy(call_t *c)
 {
-  stream_t *st;
-  uint64_t h;
-  int rc;
+  stream_t *st = c->args[0].obj;
+  uint64_t h = c->args[0].u;
 
-  if ((rc = call_arg_handle(c, 0, "stream", HANDLE_STREAM, &h, (void **)&st)) !=
-      0)
-    return rc;
   if (st->is_default)
     return call_fail(c, HIPD_EPERM,
                      "stream 0x%llx is the session's default stream of "
@@ -103,13 +98,11 @@ int m_stream_query(call_t *c)
 /* stream.default [device?] -> the session's default stream handle. */
 int m_stream_default(call_t *c)
 {
-  device_t *dev;
   stream_t *st;
   uint64_t h;
   int rc;
 
-  if ((rc = arg_device(c, 0, &dev)) != 0 ||
-      (rc = default_stream(c, dev, &st, &h)) != 0)
+  if ((rc = default_stream(c, c->args[0].dev, &st, &h)) != 0)
     return rc;
   msgpack_pack_uint64(call_result(c), h);
   return 0;
