@@ -318,6 +318,16 @@ static void gen_frame(void)
   buf_init(&b);
   buf_raw(&b, "\xdf\x00\x01\x00\x00\x01\x02", 7);
   save_frame("map32-over-limit", roomy, &b);
+
+  /* Regression: two nested arrays whose counts each fit the 49-byte
+   * message but not together: refused at the second header, not scanned
+   * as incomplete with a need past the limit. */
+  {
+    static const uint8_t small_msg[5] = {16, 200, 200, 255, 3};
+    buf_init(&b);
+    buf_raw(&b, "\xdc\x00\x28\xdc\x00\x28\x01", 7);
+    save_frame("regress-need-beyond-max-message", small_msg, &b);
+  }
 }
 
 /* ----------------------------------------------------- ir/ and ir_json/ */
