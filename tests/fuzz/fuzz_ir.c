@@ -44,8 +44,20 @@ static void opts_parse(const uint8_t *p, size_t len, opts_t *op)
   msgpack_object o;
   size_t off = 0;
 
+  /* Framed first, as the daemon frames what it decodes: msgpack-c
+   * allocates what a container header claims before it reads it. */
+  proto_limits_t lim = {.max_message = len,
+                        .max_depth = 4,
+                        .max_array = 256,
+                        .max_map = 16,
+                        .max_objects = 1024};
+  const char *reason;
+  size_t need;
+
   memset(op, 0, sizeof(*op));
-  if (len == 0 || len > 4096 || !msgpack_zone_init(&zone, 1024))
+  if (len == 0 || len > 4096 ||
+      proto_frame_scan(&lim, p, len, &need, &reason) <= 0 ||
+      !msgpack_zone_init(&zone, 1024))
     return;
   if (msgpack_unpack((const char *)p, len, &off, &zone, &o) ==
           MSGPACK_UNPACK_SUCCESS &&
