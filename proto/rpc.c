@@ -134,6 +134,11 @@ long long proto_frame_scan(const proto_limits_t *lim, const uint8_t *buf,
 {
   /* left[d]: values still to come at depth d (maps count keys and values). */
   uint64_t left[PROTO_DEPTH_CAP + 1];
+  /* The sum of left[]: each value still to come takes at least one byte,
+   * so a message whose headers already need more than max_message is
+   * refused at once (PROTOCOL.md), however its counts are spread over
+   * nesting levels. */
+  uint64_t owed = 1;
   unsigned depth = 0;
   unsigned max_depth =
       lim->max_depth < PROTO_DEPTH_CAP ? lim->max_depth : PROTO_DEPTH_CAP;
@@ -153,7 +158,7 @@ long long proto_frame_scan(const proto_limits_t *lim, const uint8_t *buf,
       *reason = "too many values in one message";
       return HIPD_EMSGSIZE;
     }
-    if (pos + h.head > lim->max_message) {
+    if (pos + h.head + owed - 1 > lim->max_message) {
       *reason = "message larger than the maximum message size";
       return HIPD_EMSGSIZE;
     }
@@ -163,9 +168,10 @@ long long proto_frame_scan(const proto_limits_t *lim, const uint8_t *buf,
     uint64_t n = h.len_size ? read_be(buf + pos + 1, h.len_size) : h.fixed;
     pos += h.head;
     left[depth]--;
+    owed--;
     if (h.kind == K_BYTES) {
       pos += n;
-      if (pos > lim->max_message) {
+      if (pos + owed > lim->max_message) {
         *reason = "message larger than the maximum message size";
         return HIPD_EMSGSIZE;
       }
@@ -181,7 +187,7 @@ long long proto_frame_scan(const proto_limits_t *lim, const uint8_t *buf,
       if (h.kind == K_MAP)
         n *= 2;
       /* Every value takes at least one byte. */
-      if (pos + n > lim->max_message) {
+      if (pos + owed + n > lim->max_message) {
         *reason = "message larger than the maximum message size";
         return HIPD_EMSGSIZE;
       }
@@ -193,8 +199,10 @@ long long proto_frame_scan(const proto_limits_t *lim, const uint8_t *buf,
         *reason = "values nested deeper than the maximum depth";
         return HIPD_EPROTO;
       }
-      if (n > 0)
+      if (n > 0) {
         left[++depth] = n;
+        owed += n;
+      }
     }
     while (depth > 0 && left[depth] == 0)
       depth--;
@@ -207,9 +215,7 @@ long long proto_frame_scan(const proto_limits_t *lim, const uint8_t *buf,
 
 incomplete : {
   /* Whatever is still to come takes at least one byte per value. */
-  uint64_t least = pos;
-  for (unsigned d = 0; d <= depth; d++)
-    least += left[d];
+  uint64_t least = pos + owed;
   if (least <= len)
     least = len + 1;
   *need = (size_t)least;

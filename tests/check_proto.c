@@ -571,6 +571,39 @@ START_TEST(test_frame_max_message)
 END_TEST
 
 /* A header claiming 4 GiB is refused before any of the payload arrives. */
+/* Counts spread over nesting levels add up: two nested arrays of 40 each
+ * need more than 49 bytes although neither does alone, so the second
+ * header is refused, not scanned as incomplete with a need past the limit
+ * (found by tests/fuzz/fuzz_frame). */
+START_TEST(test_frame_nested_counts_add_up)
+{
+  static const uint8_t two[] = {0xdc, 0x00, 0x28, 0xdc, 0x00, 0x28, 0x01};
+  proto_limits_t lim;
+  size_t need;
+  const char *reason;
+
+  proto_limits_default(&lim);
+  lim.max_message = 49;
+  ck_assert_int_eq(scan(&lim, two, 3, &need, &reason), 0);
+  ck_assert_uint_le(need, lim.max_message);
+  ck_assert_int_eq(scan(&lim, two, 6, &need, &reason), HIPD_EMSGSIZE);
+  ck_assert_ptr_nonnull(reason);
+  ck_assert_int_eq(scan(&lim, two, sizeof(two), &need, &reason), HIPD_EMSGSIZE);
+  /* With room for both, it is incomplete and says how much it needs. */
+  lim.max_message = 6 + 39 + 40;
+  ck_assert_int_eq(scan(&lim, two, 6, &need, &reason), 0);
+  ck_assert_uint_eq(need, 6 + 39 + 40);
+  /* A payload counts with the values after it: a bin of 40 then 9 more
+   * values do not fit in 49 bytes. */
+  static const uint8_t bin[] = {0x9a, 0xc4, 0x28};
+  lim.max_message = 49;
+  ck_assert_int_eq(scan(&lim, bin, sizeof(bin), &need, &reason), HIPD_EMSGSIZE);
+  lim.max_message = 1 + 2 + 40 + 9;
+  ck_assert_int_eq(scan(&lim, bin, sizeof(bin), &need, &reason), 0);
+  ck_assert_uint_eq(need, lim.max_message);
+}
+END_TEST
+
 START_TEST(test_frame_huge_claims)
 {
   proto_limits_t lim;
@@ -1949,6 +1982,7 @@ static Suite *framing_suite(void)
   tcase_add_test(tc, test_limits_default);
   tcase_add_test(tc, test_frame_max_message);
   tcase_add_test(tc, test_frame_huge_claims);
+  tcase_add_test(tc, test_frame_nested_counts_add_up);
   tcase_add_test(tc, test_frame_array_map_limits);
   tcase_add_test(tc, test_frame_max_objects);
   tcase_add_test(tc, test_frame_depth);
