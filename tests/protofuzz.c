@@ -81,6 +81,7 @@
 /* ------------------------------------------------------------ settings */
 
 #define MAX_CONNS 16
+#define MAX_FDS 16         /* descriptors sent with one message */
 #define POOL_MAX 24        /* live objects of one kind a connection keeps */
 #define MAX_PEND 512       /* requests in flight on one connection */
 #define PEND_HIGH 40       /* stop generating above this many */
@@ -161,7 +162,7 @@ static int chance(uint32_t n)
 
 static struct {
   uint64_t requests, valid, mutated, violations, notifications, garbage;
-  uint64_t truncated, replies, ok, by_code[64];
+  uint64_t truncated, stalled, silent, replies, ok, by_code[64];
   uint64_t conns, closed_by_us[4], closed_by_daemon, closed_unexpected;
   uint64_t fds_sent, fds_by_kind[32];
   uint64_t valid_eparams;
@@ -351,7 +352,7 @@ typedef struct chunk {
   uint8_t *data;
   size_t len, off;
   int nfds;
-  int fds[4];
+  int fds[MAX_FDS];
 } chunk_t;
 
 typedef struct {
@@ -374,7 +375,8 @@ typedef struct conn {
   int doomed;   /* a violation was sent: the daemon must close it */
   int maybe;    /* garbage was sent: it may close it */
   long long doomed_at;
-  int fds_unclaimed; /* descriptors sent minus shm.create requests */
+  const char *doom_what; /* what it was sent */
+  uint64_t sid;          /* its session id, from hello */
   uint64_t sent;
   pool_t live[K_NKINDS];
   pool_t stale[K_NKINDS];
@@ -1587,7 +1589,7 @@ static int conn_flush(conn_t *c)
                         .iov_len = k->len - k->off};
     union {
       struct cmsghdr h;
-      char space[CMSG_SPACE(sizeof(int) * 4)];
+      char space[CMSG_SPACE(sizeof(int) * MAX_FDS)];
     } ctl;
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
     ssize_t n;
@@ -1742,13 +1744,6 @@ static void send_request(conn_t *c, req_t *r, int is_notify)
   for (int i = 0; i < r->nfds; i++)
     st.fds_by_kind[r->fd_kinds[i]]++;
   st.fds_sent += (uint64_t)r->nfds;
-  c->fds_unclaimed += r->nfds;
-  /* A shm.create that reaches its handler claims one. */
-  if (!is_notify && c->hello && !r->method_bin && r->midx >= 0 &&
-      r->method_len == strlen("shm.create") &&
-      memcmp(r->method, "shm.create", r->method_len) == 0 &&
-      r->params.t == V_ARR && r->params.n == 1 && c->fds_unclaimed > 0)
-    c->fds_unclaimed--;
   forget_freed(c, r);
   if (r->midx >= 0 && r->midx < 256)
     st.m_sent[r->midx]++;
@@ -1957,38 +1952,36 @@ static void send_violation(conn_t *c)
     }
     snprintf(what, sizeof(what), "too many values");
     break;
-  case 14: /* more than 8 descriptors, with pings */
+  case 14: /* more than 8 descriptors for an incomplete request */
   default: {
-    msgpack_sbuffer_destroy(&sb);
-    for (int round = 0; round < 3; round++) {
-      int fds[4], n = 0;
-      uint32_t id = new_msgid(c);
-      msgpack_sbuffer_init(&sb);
-      msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-      proto_pack_request(&pk, id, "ping", 0);
-      for (int i = 0; i < 4; i++) {
-        int k = (int)rnd(FD_NKINDS);
-        /* Only kinds the daemon can take, so that the close is mostly the
-         * violation and not a refused descriptor (both are fine). */
-        if (k == FD_OPATH || k == FD_HIPD_CONN)
-          k = FD_EVENTFD;
-        int fd = fd_make(k, 4096);
-        if (fd >= 0) {
-          fds[n++] = fd;
-          st.fds_by_kind[k]++;
-          st.fds_sent++;
-        }
+    int fds[MAX_FDS], n = 0, want = 9 + (int)rnd(MAX_FDS - 8);
+    pack_head(&pk, new_msgid(c), "ping");
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_bin(&pk, 64);
+    msgpack_pack_bin_body(&pk, bigbuf, 64);
+    size_t cut = 1 + rnd((uint32_t)sb.size - 1);
+    for (int i = 0; i < want; i++) {
+      int k = (int)rnd(FD_NKINDS);
+      /* Only kinds the daemon can take, so that the close is the
+       * violation and not a refused descriptor (both are fine). */
+      if (k == FD_OPATH || k == FD_HIPD_CONN)
+        k = FD_EVENTFD;
+      int fd = fd_make(k, 4096);
+      if (fd >= 0) {
+        fds[n++] = fd;
+        st.fds_by_kind[k]++;
+        st.fds_sent++;
       }
-      pend_add(c, id, method_index("ping"));
-      ring_add(c, id, "ping with 4 descriptors", (const uint8_t *)sb.data,
-               sb.size);
-      wq_push(c, sb.data, sb.size, fds, n);
-      msgpack_sbuffer_destroy(&sb);
-      st.requests++;
     }
+    ring_add(c, 0, "an incomplete request with 9 or more descriptors",
+             (const uint8_t *)sb.data, cut);
+    wq_push(c, sb.data, cut, fds, n);
+    msgpack_sbuffer_destroy(&sb);
     c->doomed = 1;
     c->doomed_at = harness_now_ms();
+    c->doom_what = "more than 8 descriptors with an incomplete request";
     st.violations++;
+    st.requests++;
     return;
   }
   }
@@ -1999,7 +1992,34 @@ static void send_violation(conn_t *c)
   msgpack_sbuffer_destroy(&sb);
   c->doomed = 1;
   c->doomed_at = harness_now_ms();
+  c->doom_what = "a protocol violation";
   st.violations++;
+  st.requests++;
+}
+
+/* Send the first bytes of a request, and no more: the daemon must close
+ * the connection (--request-timeout). */
+static void send_stall(conn_t *c)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  pack_head(&pk, new_msgid(c), "mem.write");
+  msgpack_pack_array(&pk, 3);
+  msgpack_pack_uint64(&pk, rnd64());
+  msgpack_pack_uint8(&pk, 0);
+  msgpack_pack_bin(&pk, 4096);
+  msgpack_pack_bin_body(&pk, bigbuf, 4096);
+  size_t cut = 1 + rnd((uint32_t)sb.size - 1);
+  ring_add(c, 0, "truncated, kept open", (const uint8_t *)sb.data, cut);
+  wq_push(c, sb.data, cut, NULL, 0);
+  msgpack_sbuffer_destroy(&sb);
+  c->doomed = 1;
+  c->doomed_at = harness_now_ms();
+  c->doom_what = "a truncated request";
+  st.stalled++;
   st.requests++;
 }
 
@@ -2051,6 +2071,13 @@ static conn_t *conn_open(void)
   c->no_hello = chance(8);
   c->next_msgid = (uint32_t)rnd64();
   c->setup = c->no_hello ? 0 : 1;
+  if (c->no_hello && chance(3)) {
+    /* Says nothing: the daemon must close it (--hello-timeout). */
+    c->doomed = 1;
+    c->doomed_at = harness_now_ms();
+    c->doom_what = "nothing (no hello)";
+    st.silent++;
+  }
   c->end_at = harness_now_ms() + 200 + rnd(chance(4) ? 20000 : 4000);
   st.conns++;
   return c;
@@ -2060,7 +2087,7 @@ static conn_t *conn_open(void)
 static void conn_closed_by_daemon(conn_t *c)
 {
   st.closed_by_daemon++;
-  if (!c->doomed && !c->maybe && c->fds_unclaimed <= 8) {
+  if (!c->doomed && !c->maybe) {
     st.closed_unexpected++;
     if (opt.verbose)
       fprintf(stderr,
@@ -2194,20 +2221,6 @@ static void conn_generate(conn_t *c)
     while (compiles >= MAX_COMPILES && is_compile(midx));
     build(c, &r, midx);
   } while (too_costly(&r) && (arena_used = 0, 1));
-  /* Too many descriptors queued (as far as we can tell): a shm.create
-   * without one claims the oldest. */
-  if (c->fds_unclaimed >= 7 && !chance(8)) {
-    midx = method_index("shm.create");
-    for (int i = 0; i < r.nfds; i++)
-      close(r.fds[i]);
-    arena_used = 0;
-    build(c, &r, midx);
-    for (int i = 0; i < r.nfds; i++)
-      close(r.fds[i]);
-    r.nfds = 0;
-    send_request(c, &r, 0);
-    return;
-  }
   /* Descriptors with any request, now and then. */
   if (r.nfds == 0 && chance(100)) {
     int n = 1 + (int)rnd(2);
@@ -2294,8 +2307,12 @@ static void check_reply(conn_t *c, const uint8_t *buf, size_t len)
   const char *mname = p.midx >= 0 ? methods[p.midx].name : "(mutated name)";
   if (msg.error->type == MSGPACK_OBJECT_NIL) {
     st.ok++;
-    if (p.midx >= 0 && strcmp(mname, "hello") == 0)
+    if (p.midx >= 0 && strcmp(mname, "hello") == 0) {
+      const msgpack_object *sid = proto_map_get(msg.result, "session");
       c->hello = 1;
+      if (sid != NULL && sid->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        c->sid = sid->via.u64;
+    }
     if (p.set_dev >= 0)
       c->current = p.set_dev;
     record_handle(c, &p, msg.result);
@@ -2788,12 +2805,14 @@ static void print_stats(double secs)
   fprintf(stderr,
           "protofuzz: %.1f s, %llu messages (%.0f/s): %llu valid, %llu "
           "mutated, %llu notifications, %llu violations, %llu garbage, %llu "
-          "truncated\n",
+          "truncated and closed, %llu truncated and kept open; %llu "
+          "connections silent\n",
           secs, (unsigned long long)st.requests, st.requests / secs,
           (unsigned long long)st.valid, (unsigned long long)st.mutated,
           (unsigned long long)st.notifications,
           (unsigned long long)st.violations, (unsigned long long)st.garbage,
-          (unsigned long long)st.truncated);
+          (unsigned long long)st.truncated, (unsigned long long)st.stalled,
+          (unsigned long long)st.silent);
   fprintf(stderr, "protofuzz: %llu replies: %llu ok",
           (unsigned long long)st.replies, (unsigned long long)st.ok);
   for (int i = 1; i < 64; i++)
@@ -2865,12 +2884,12 @@ int main(int argc, char **argv)
       close(fd);
     }
   }
-  daemon_ = harness_start("--cpu-devices", "2", "--cache-dir", "",
-                          "--mem-quota", "64M", "--max-message", MAX_MESSAGE,
-                          "--max-inflight", "16", "--max-handles", "128",
-                          "--max-streams", "8", "--output-cap", "64M",
-                          "--write-timeout", "5000", "--cpu-kernel-timeout",
-                          "3000", "--shutdown-timeout", "3000", NULL);
+  daemon_ = harness_start(
+      "--cpu-devices", "2", "--cache-dir", "", "--mem-quota", "64M",
+      "--max-message", MAX_MESSAGE, "--max-inflight", "16", "--max-handles",
+      "128", "--max-streams", "8", "--output-cap", "64M", "--write-timeout",
+      "5000", "--cpu-kernel-timeout", "3000", "--shutdown-timeout", "3000",
+      "--hello-timeout", "3000", "--request-timeout", "3000", NULL);
   if (daemon_ == NULL)
     goto done;
 
@@ -2899,8 +2918,10 @@ int main(int argc, char **argv)
         continue;
       }
       if (c->doomed && now - c->doomed_at > DOOMED_MS) {
-        fail("conn %u: not closed %d ms after a protocol violation", c->serial,
-             DOOMED_MS);
+        fail("conn %u (session %llu): not closed %d ms after it sent %s "
+             "(%d requests in flight, %zu bytes not written)",
+             c->serial, (unsigned long long)c->sid, DOOMED_MS, c->doom_what,
+             c->npend, c->wq_bytes);
         break;
       }
       if (c->maybe && !c->doomed && now - c->doomed_at > MAYBE_MS) {
@@ -2910,11 +2931,13 @@ int main(int argc, char **argv)
         continue;
       }
       if (!c->doomed && !c->maybe && now >= c->end_at) {
-        uint32_t how = rnd(10);
-        if (how < 4)
+        uint32_t how = rnd(20);
+        if (how < 7)
           send_violation(c);
-        else if (how < 6)
+        else if (how < 10)
           send_garbage(c);
+        else if (how < 13)
+          send_stall(c);
         else
           c->end_at = 0; /* closed just below */
       }
@@ -2969,7 +2992,11 @@ int main(int argc, char **argv)
     while (c->doomed && !failed) {
       struct pollfd p = {.fd = c->fd, .events = POLLIN};
       if (harness_now_ms() > wait_until) {
-        fail("conn %u: not closed after a protocol violation", c->serial);
+        fail("conn %u (session %llu): not closed %lld ms after it sent %s "
+             "(%d requests in flight, %zu bytes not written)",
+             c->serial, (unsigned long long)c->sid,
+             harness_now_ms() - c->doomed_at, c->doom_what, c->npend,
+             c->wq_bytes);
         break;
       }
       poll(&p, 1, 100);
