@@ -248,6 +248,9 @@ const method_t *dispatch_find(const char *name, size_t len)
   size_t lo = 0, hi = NMETHODS;
 
   pthread_once(&table_once, table_init);
+  /* An empty name (msgpack-c gives it a NULL pointer) matches nothing. */
+  if (len == 0 || name == NULL)
+    return NULL;
   if (memchr(name, '\0', len) != NULL)
     return NULL;
   while (lo < hi) {

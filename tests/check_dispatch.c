@@ -429,6 +429,10 @@ START_TEST(test_find_each)
     memcpy(longer + len, ".xyz", 4);
     ck_assert_ptr_eq(dispatch_find(longer, len), &m[i]);
   }
+  /* An empty method name, as msgpack-c decodes it (a NULL pointer): no
+   * method, and (under UBSan) no null pointer given to memchr/strncmp. */
+  ck_assert_ptr_null(dispatch_find(NULL, 0));
+  ck_assert_ptr_null(dispatch_find("", 0));
 }
 END_TEST
 
