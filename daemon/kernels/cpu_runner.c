@@ -44,9 +44,25 @@
 #include "cpu_proto.h"
 #include "cpu_sched.h"
 #include "hipd.h"
+#include "sanitize.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#ifdef HIPD_ASAN
+/* In an ASan build, a crashing kernel must still end this process with its
+ * signal: the daemon names the signal in the launch's error, and tests
+ * check for it. ASan's handlers would report the client's fault as ours and
+ * exit with status 1 instead. The runner's own memory errors are still
+ * caught by the instrumentation; ASAN_OPTIONS, read after this, can
+ * override it. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+  return "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:"
+         "handle_abort=0";
+}
 #endif
 
 typedef struct {
