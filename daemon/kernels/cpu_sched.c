@@ -90,8 +90,14 @@ typedef struct {
 } fsan_t;
 
 /* Before switching from the current context (whose sanitizer state is
- * @p from, or NULL if it is left for good) to @p to. */
-static void fsan_switch_out(fsan_t *from, fsan_t *to)
+ * @p from, or NULL if it is left for good) to @p to. Always inlined, as is
+ * fsan_switched_in(): TSan's switch must happen in the frame that makes
+ * the real one, or the return from a helper after __tsan_switch_to_fiber
+ * pops a frame off the new fiber's shadow call stack (and leaves one on
+ * the old): a fresh fiber's then underflows, and TSan crashed reading it
+ * (SEGV in StackDepotBase::Put from __tsan_create_fiber). */
+static inline __attribute__((always_inline)) void
+fsan_switch_out(fsan_t *from, fsan_t *to)
 {
 #ifdef HIPD_ASAN
   __sanitizer_start_switch_fiber(from != NULL ? &from->fake_stack : NULL,
@@ -106,7 +112,8 @@ static void fsan_switch_out(fsan_t *from, fsan_t *to)
 
 /* First thing in a context that was switched to: @p self is its state, or
  * NULL for a context that starts afresh. */
-static void fsan_switched_in(fsan_t *self)
+static inline __attribute__((always_inline)) void
+fsan_switched_in(fsan_t *self)
 {
 #ifdef HIPD_ASAN
   __sanitizer_finish_switch_fiber(self != NULL ? self->fake_stack : NULL, NULL,
