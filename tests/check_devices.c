@@ -1547,8 +1547,7 @@ START_TEST(test_event_record_while_read)
       ck_assert_msg(rc == 0 || rc == HIPD_ENOTREADY,
                     "device %d: event.elapsed: %s", dev, hipd_err_name(rc));
       if (rc == 0)
-        ck_assert_msg(ms >= 0.0f, "device %d: elapsed %f ms", dev,
-                      (double)ms);
+        ck_assert_msg(ms >= 0.0f, "device %d: elapsed %f ms", dev, (double)ms);
     }
     pthread_join(thread, NULL);
     ck_assert_msg(r.rc == 0, "device %d: event.record: %s", dev,

@@ -96,8 +96,8 @@ typedef struct {
  * pops a frame off the new fiber's shadow call stack (and leaves one on
  * the old): a fresh fiber's then underflows, and TSan crashed reading it
  * (SEGV in StackDepotBase::Put from __tsan_create_fiber). */
-static inline __attribute__((always_inline)) void
-fsan_switch_out(fsan_t *from, fsan_t *to)
+static inline __attribute__((always_inline)) void fsan_switch_out(fsan_t *from,
+                                                                  fsan_t *to)
 {
 #ifdef HIPD_ASAN
   __sanitizer_start_switch_fiber(from != NULL ? &from->fake_stack : NULL,
@@ -112,8 +112,7 @@ fsan_switch_out(fsan_t *from, fsan_t *to)
 
 /* First thing in a context that was switched to: @p self is its state, or
  * NULL for a context that starts afresh. */
-static inline __attribute__((always_inline)) void
-fsan_switched_in(fsan_t *self)
+static inline __attribute__((always_inline)) void fsan_switched_in(fsan_t *self)
 {
 #ifdef HIPD_ASAN
   __sanitizer_finish_switch_fiber(self != NULL ? self->fake_stack : NULL, NULL,
