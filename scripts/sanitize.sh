@@ -17,8 +17,8 @@
 # then ignores log_path and writes to stderr).
 #
 # Usage: bash scripts/sanitize.sh asan|tsan
-#   JOBS=N        make's -j (default: nproc)
-#   CC=...        the compiler (default: clang-14)
+#   JOBS=N            make's -j (default: nproc)
+#   SANITIZE_CC=...   the compiler (default: clang-14)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -27,27 +27,28 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 MODE=${1:-}
 JOBS=${JOBS:-$(nproc)}
-SAN_CC=${CC:-clang-14}
+SAN_CC=${SANITIZE_CC:-clang-14}
 COMMON_CFLAGS="-fno-omit-frame-pointer -g -O1"
 
 case "$MODE" in
 asan)
   BUILD=_build-asan
   SAN_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
-  CHECK_TESTS="" # all of make check
+  CHECK_TESTS=() # all of make check
   ;;
 tsan)
   BUILD=_build-tsan
   SAN_FLAGS="-fsanitize=thread"
-  CHECK_TESTS="tests/check_daemon tests/check_devices tests/check_kernels
+  CHECK_TESTS=(tests/check_daemon tests/check_devices tests/check_kernels
     tests/check_cpu_kernels tests/check_shm tests/check_faults
-    tests/check_codegen tests/check_codegen_run"
+    tests/check_codegen tests/check_codegen_run)
   ;;
 *)
   hipd_die "usage: bash scripts/sanitize.sh asan|tsan"
   ;;
 esac
-REPORTS=$(pwd)/$BUILD/sanitizer-reports
+SRCDIR=$(pwd)
+REPORTS=$SRCDIR/$BUILD/sanitizer-reports
 
 # Print the logs of the tests that failed (as scripts/test.sh does).
 print_failed_tests()
@@ -109,15 +110,14 @@ if [ "$MODE" = asan ]; then
 else
   # halt_on_error=0: a race is reported and the process goes on (and exits
   # with status 66), so one run shows every race.
-  export TSAN_OPTIONS="log_path=$REPORTS/tsan:halt_on_error=0:exitcode=66:second_deadlock_stack=1:suppressions=$(pwd)/tests/tsan.supp"
+  export TSAN_OPTIONS="log_path=$REPORTS/tsan:halt_on_error=0:exitcode=66:second_deadlock_stack=1:suppressions=$SRCDIR/tests/tsan.supp"
 fi
 
-hipd_step "make check ($MODE)${CHECK_TESTS:+: }$(echo $CHECK_TESTS)"
 check_args=()
-if [ -n "$CHECK_TESTS" ]; then
-  # shellcheck disable=SC2086 # one word per test
-  check_args+=("TESTS=$(echo $CHECK_TESTS)")
+if [ "${#CHECK_TESTS[@]}" -gt 0 ]; then
+  check_args+=("TESTS=${CHECK_TESTS[*]}")
 fi
+hipd_step "make check ($MODE) ${check_args[*]}"
 # Fresh results: no .log or .trs of an earlier run counts.
 rm -f "$BUILD"/test-suite.log "$BUILD"/tests/*.log "$BUILD"/tests/*.trs
 check_ok=1
