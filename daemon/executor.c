@@ -70,12 +70,20 @@ int exec_bridge_init(uv_loop_t *loop)
   return rc;
 }
 
+/* After this, completions are dropped: a worker still busy when the daemon
+ * exits without waiting for it must not wake a loop that is closing or
+ * closed (uv_async_send would write to the loop's closed wakeup fd and
+ * abort()). */
 void exec_bridge_close(void)
 {
-  if (bridge.ready) {
-    bridge.ready = 0;
+  int was_ready;
+
+  pthread_mutex_lock(&bridge.mu);
+  was_ready = bridge.ready;
+  bridge.ready = 0;
+  pthread_mutex_unlock(&bridge.mu);
+  if (was_ready)
     uv_close((uv_handle_t *)&bridge.async, NULL);
-  }
 }
 
 void task_expect(task_t *t)
@@ -88,13 +96,20 @@ void task_complete(task_t *t)
 {
   t->next = NULL;
   pthread_mutex_lock(&bridge.mu);
+  if (!bridge.ready) {
+    /* The daemon is exiting without waiting for this task. */
+    pthread_mutex_unlock(&bridge.mu);
+    return;
+  }
   if (bridge.tail)
     bridge.tail->next = t;
   else
     bridge.head = t;
   bridge.tail = t;
-  pthread_mutex_unlock(&bridge.mu);
+  /* Under the lock, so that exec_bridge_close() cannot close the handle
+   * between the check above and the wake-up. */
   uv_async_send(&bridge.async);
+  pthread_mutex_unlock(&bridge.mu);
 }
 
 void task_fail(task_t *t, int status, const char *fmt, ...)

@@ -251,9 +251,47 @@ void event_create_async(event_t *ev, call_t *c, uint64_t handle)
 {
   obj_task_t *t = obj_task(event_create_run, event_create_done, ev);
 
+  pthread_mutex_init(&ev->rec_lock, NULL);
   t->call = c;
   t->handle = handle;
   exec_submit(ev->dev->service, &t->t);
+}
+
+/* Record the driver's event of @p ev on @p st for record @p seq, unless a
+ * later record of the event is there already (another stream reached its
+ * mark first): an event follows its latest record (PROTOCOL.md, Events).
+ * On the stream's worker. */
+static int event_record_drv(event_t *ev, stream_t *st, uint32_t seq)
+{
+  driver_t *drv = ev->dev->drv;
+  int rc = 0;
+
+  pthread_mutex_lock(&ev->rec_lock);
+  if ((int32_t)(seq - ev->rec_seq) > 0) {
+    rc = drv->event_record(drv, ev->drv, st->drv);
+    if (rc == 0)
+      ev->rec_seq = seq;
+  }
+  pthread_mutex_unlock(&ev->rec_lock);
+  return rc;
+}
+
+int event_elapsed(event_t *a, event_t *b, float *ms)
+{
+  driver_t *drv = a->dev->drv;
+  event_t *first = a < b ? a : b, *second = a < b ? b : a;
+  int rc;
+
+  /* Always in address order, so that two calls never wait for each other;
+   * once when both are the same event. */
+  pthread_mutex_lock(&first->rec_lock);
+  if (second != first)
+    pthread_mutex_lock(&second->rec_lock);
+  rc = drv->event_elapsed(drv, a->drv, b->drv, ms);
+  if (second != first)
+    pthread_mutex_unlock(&second->rec_lock);
+  pthread_mutex_unlock(&first->rec_lock);
+  return rc;
 }
 
 static void event_destroy_run(task_t *t)
@@ -266,7 +304,10 @@ static void event_destroy_run(task_t *t)
 
 static void event_destroy_done(task_t *t)
 {
-  free(((obj_task_t *)t)->obj);
+  event_t *ev = ((obj_task_t *)t)->obj;
+
+  pthread_mutex_destroy(&ev->rec_lock);
+  free(ev);
   free(t);
 }
 
@@ -495,7 +536,7 @@ static void op_run(task_t *t)
   case OP_RECORD: {
     obj_task_t *mark = op->mark;
     op->mark = NULL; /* it completes on its own */
-    rc = drv->event_record(drv, op->ev->drv, st->drv);
+    rc = event_record_drv(op->ev, st, mark->seq);
     if (rc == 0)
       rc = drv->stream_notify(drv, st->drv, event_mark_notify, mark);
     if (rc != 0) {

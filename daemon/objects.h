@@ -12,6 +12,7 @@
 #ifndef HIPD_OBJECTS_H
 #define HIPD_OBJECTS_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +52,12 @@ typedef struct event {
   int refs;
   struct waiter *waiters; /* event.synchronize calls to answer */
   uint32_t epoch;         /* the device context it was made in */
+  /* Stream workers record the driver's event and the service executor
+   * reads its time: rec_lock orders them, and rec_seq (the seq of the
+   * record the driver's event holds) keeps an earlier record that a
+   * stream reaches late from replacing a later one. */
+  pthread_mutex_t rec_lock;
+  uint32_t rec_seq; /* under rec_lock */
 } event_t;
 
 /* Profiling records of a session. */
@@ -96,6 +103,9 @@ void stream_unref(stream_t *st);
 /* Create the driver event on the service executor; answer deferred call
  * @p c with @p handle (or the error, dropping the event). */
 void event_create_async(event_t *ev, call_t *c, uint64_t handle);
+/* Milliseconds between the driver's records of @p a and @p b (events of one
+ * device, both complete). On the device's service executor. */
+int event_elapsed(event_t *a, event_t *b, float *ms);
 void event_ref(event_t *ev);
 void event_unref(event_t *ev);
 /* Answer deferred call @p c when @p ev completes (now if it has). */

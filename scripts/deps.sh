@@ -1,15 +1,16 @@
 # shellcheck shell=bash
 # scripts/deps.sh: install hipd's build dependencies on Debian 12.
-# Sourced by scripts/quickstart.sh and scripts/test.sh; defines functions and
-# the package list, runs nothing by itself.
+# Sourced by scripts/quickstart.sh, scripts/test.sh and scripts/sanitize.sh;
+# defines functions and the package list, runs nothing by itself.
 
 # Everything a build, `make check` and `make distcheck` need. libamdhip64-dev
 # brings the HIP headers and runtime for the AMD driver; without a GPU the
-# daemon still builds and serves its CPU device.
+# daemon still builds and serves its CPU device. clang-14 and
+# libclang-rt-14-dev (its sanitizer runtimes) are for scripts/sanitize.sh.
 HIPD_DEPS=(
   build-essential autoconf automake libtool pkg-config
   libuv1-dev libmsgpack-dev check libffi-dev libsystemd-dev libssl-dev
-  libamdhip64-dev
+  libamdhip64-dev clang-14 libclang-rt-14-dev
 )
 
 # Print a step banner so a failure is easy to place in a long log.

@@ -228,9 +228,11 @@ static int raw_next(raw_t *r)
 {
   long long deadline = harness_now_ms() + 10000;
 
-  memmove(r->buf, r->buf + r->used, r->len - r->used);
-  r->len -= r->used;
-  r->used = 0;
+  if (r->used > 0) { /* r->buf is NULL before the first read */
+    memmove(r->buf, r->buf + r->used, r->len - r->used);
+    r->len -= r->used;
+    r->used = 0;
+  }
   msgpack_zone_clear(&r->zone);
   for (;;) {
     proto_limits_t lim;

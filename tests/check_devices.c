@@ -1453,6 +1453,121 @@ START_TEST(test_two_streams)
 }
 END_TEST
 
+/* An event recorded on two streams follows the later record (PROTOCOL.md,
+ * Events), even when the stream of the earlier record reaches its mark
+ * last: here that stream is busy for a while, the other idle. Its time is
+ * the later record's: between `start` and `after`, recorded just before
+ * and after it on the idle stream, and it stays so once the busy stream
+ * has passed the earlier mark too. */
+START_TEST(test_event_latest_record)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  int n = device_count(conn), dev;
+
+  for (dev = 0; dev < n; dev++) {
+    hipd_event_t start = 0, ev = 0, after = 0;
+    hipd_stream_t idle = 0;
+    hipd_call_t *early = NULL;
+    float ms = -1;
+    int done = -1;
+    busy_t busy;
+
+    OK(conn, hipd_event_create(conn, dev, &start));
+    OK(conn, hipd_event_create(conn, dev, &ev));
+    OK(conn, hipd_event_create(conn, dev, &after));
+    OK(conn, hipd_stream_create(conn, dev, &idle));
+    busy_start(&busy, conn, dev);
+    /* Answered once the busy stream reaches it: do not wait. */
+    OK(conn, hipd_event_record_begin(conn, ev, busy.st, &early));
+    OK(conn, hipd_event_record(conn, start, idle));
+    OK(conn, hipd_event_record(conn, ev, idle)); /* the latest record */
+    OK(conn, hipd_event_record(conn, after, idle));
+    OK(conn, hipd_event_synchronize(conn, ev));
+    OK(conn, hipd_event_synchronize(conn, after));
+    /* Now the busy stream passes the earlier mark as well. */
+    OK(conn, hipd_wait(early));
+    OK(conn, hipd_stream_synchronize(conn, busy.st));
+    busy_finish(&busy, dev);
+
+    OK(conn, hipd_event_query(conn, ev, &done));
+    ck_assert_int_eq(done, 1);
+    OK(conn, hipd_event_elapsed(conn, start, ev, &ms));
+    ck_assert_msg(ms >= 0.0f, "device %d: start -> event: %f ms", dev,
+                  (double)ms);
+    OK(conn, hipd_event_elapsed(conn, ev, after, &ms));
+    ck_assert_msg(ms >= 0.0f,
+                  "device %d: event -> after: %f ms (the event kept the "
+                  "earlier record's time)",
+                  dev, (double)ms);
+
+    OK(conn, hipd_event_destroy(conn, start));
+    OK(conn, hipd_event_destroy(conn, ev));
+    OK(conn, hipd_event_destroy(conn, after));
+    OK(conn, hipd_stream_destroy(conn, idle));
+  }
+  hipd_close(conn);
+}
+END_TEST
+
+/* One thread records an event again and again while another asks for its
+ * time: each answer is a time or ENOTREADY (a record was pending), and the
+ * daemon never reads the event's time while a stream writes it (which
+ * scripts/sanitize.sh tsan checks). */
+typedef struct {
+  hipd_conn_t *conn;
+  hipd_event_t ev;
+  hipd_stream_t st;
+  int rounds, rc;
+} rerecord_t;
+
+static void *rerecord_main(void *arg)
+{
+  rerecord_t *r = arg;
+
+  for (int i = 0; i < r->rounds && r->rc == 0; i++)
+    r->rc = hipd_event_record(r->conn, r->ev, r->st);
+  return NULL;
+}
+
+START_TEST(test_event_record_while_read)
+{
+  enum { ROUNDS = 200 };
+  hipd_conn_t *conn = connect_to(shared);
+  int n = device_count(conn), dev;
+
+  for (dev = 0; dev < n; dev++) {
+    hipd_event_t start = 0, ev = 0;
+    hipd_stream_t st = 0;
+    rerecord_t r;
+    pthread_t thread;
+    float ms = -1;
+
+    OK(conn, hipd_event_create(conn, dev, &start));
+    OK(conn, hipd_event_create(conn, dev, &ev));
+    OK(conn, hipd_stream_create(conn, dev, &st));
+    OK(conn, hipd_event_record(conn, start, st));
+    OK(conn, hipd_event_record(conn, ev, st));
+    OK(conn, hipd_event_synchronize(conn, ev));
+    r = (rerecord_t){.conn = conn, .ev = ev, .st = st, .rounds = ROUNDS};
+    ck_assert_int_eq(pthread_create(&thread, NULL, rerecord_main, &r), 0);
+    for (int i = 0; i < ROUNDS; i++) {
+      int rc = hipd_event_elapsed(conn, start, ev, &ms);
+      ck_assert_msg(rc == 0 || rc == HIPD_ENOTREADY,
+                    "device %d: event.elapsed: %s", dev, hipd_err_name(rc));
+      if (rc == 0)
+        ck_assert_msg(ms >= 0.0f, "device %d: elapsed %f ms", dev, (double)ms);
+    }
+    pthread_join(thread, NULL);
+    ck_assert_msg(r.rc == 0, "device %d: event.record: %s", dev,
+                  hipd_err_name(r.rc));
+    OK(conn, hipd_event_destroy(conn, start));
+    OK(conn, hipd_event_destroy(conn, ev));
+    OK(conn, hipd_stream_destroy(conn, st));
+  }
+  hipd_close(conn);
+}
+END_TEST
+
 static Suite *devices_suite(void)
 {
   Suite *s = suite_create("devices");
@@ -1491,6 +1606,8 @@ static Suite *devices_suite(void)
   tcase_set_timeout(tc, 120);
   tcase_add_unchecked_fixture(tc, shared_setup, shared_teardown);
   tcase_add_test(tc, test_events);
+  tcase_add_test(tc, test_event_latest_record);
+  tcase_add_test(tc, test_event_record_while_read);
   tcase_add_test(tc, test_profile);
   suite_add_tcase(s, tc);
 

@@ -151,7 +151,9 @@ struct driver {
   /* Events: a timing mark on a stream. */
   int (*event_create)(driver_t *drv, int dev, void **event);
   int (*event_destroy)(driver_t *drv, int dev, void *event);
-  /* Enqueue the mark on @p stream. */
+  /* Enqueue the mark on @p stream. Records of one event, and
+   * event_elapsed on it, may come from different threads: the caller
+   * serialises them (objects.c, event_t.rec_lock). */
   int (*event_record)(driver_t *drv, void *event, void *stream);
   /* Milliseconds between two completed marks (non-blocking). */
   int (*event_elapsed)(driver_t *drv, void *start, void *stop, float *ms);

@@ -44,9 +44,36 @@
 #include "cpu_proto.h"
 #include "cpu_sched.h"
 #include "hipd.h"
+#include "sanitize.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#if defined(HIPD_ASAN) || defined(HIPD_TSAN)
+/* In a sanitizer build, a crashing kernel must still end this process with
+ * its signal: the daemon names the signal in the launch's error, and tests
+ * check for it. The sanitizer's handlers would report the client's fault
+ * as ours and exit with status 1 (ASan) or 66 (TSan) instead. The runner's
+ * own memory errors and races are still caught by the instrumentation;
+ * ASAN_OPTIONS and TSAN_OPTIONS, read after these, can override them. */
+#define RUNNER_SANITIZER_OPTIONS                                               \
+  "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:"             \
+  "handle_abort=0"
+#endif
+#ifdef HIPD_ASAN
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+  return RUNNER_SANITIZER_OPTIONS;
+}
+#endif
+#ifdef HIPD_TSAN
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+  return RUNNER_SANITIZER_OPTIONS;
+}
 #endif
 
 typedef struct {

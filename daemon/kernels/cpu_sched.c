@@ -33,6 +33,14 @@
  * The running fiber's context is published through the module's
  * thread-local hipd_cpu_cur (the address that the module's
  * hipd_cpu_tls_slot() returns on this worker), updated at every switch.
+ *
+ * Sanitizers. A switch that ASan or TSan does not know about looks to them
+ * like a stack pointer jumping into foreign memory, so under either one
+ * every switch is announced (the fsan_* functions below): ASan is told the
+ * bounds of the stack switched to and keeps one fake stack per context,
+ * TSan gets a fiber of its own per context. A fiber's stack is unpoisoned
+ * when it is re-targeted, since frames of a fiber that was left for good
+ * (fctx_jump) never returned and so never cleared their redzones.
  */
 #include "config.h"
 
@@ -58,12 +66,122 @@
 #include "cpu_proto.h"
 #include "cpu_sched.h"
 #include "hipd.h"
+#include "sanitize.h"
+
+#ifdef HIPD_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef HIPD_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+/* What the sanitizers need to know of one context (empty without them). */
+typedef struct {
+#ifdef HIPD_ASAN
+  const void *stack_lo; /* the context's stack, for ASan */
+  size_t stack_size;
+  void *fake_stack; /* ASan's fake stack while the context is switched out */
+#endif
+#ifdef HIPD_TSAN
+  void *tsan_fiber; /* TSan's fiber for the context */
+#endif
+  char unused; /* keeps the struct non-empty without sanitizers */
+} fsan_t;
+
+/* Before switching from the current context (whose sanitizer state is
+ * @p from, or NULL if it is left for good) to @p to. Always inlined, as is
+ * fsan_switched_in(): TSan's switch must happen in the frame that makes
+ * the real one, or the return from a helper after __tsan_switch_to_fiber
+ * pops a frame off the new fiber's shadow call stack (and leaves one on
+ * the old): a fresh fiber's then underflows, and TSan crashed reading it
+ * (SEGV in StackDepotBase::Put from __tsan_create_fiber). */
+static inline __attribute__((always_inline)) void fsan_switch_out(fsan_t *from,
+                                                                  fsan_t *to)
+{
+#ifdef HIPD_ASAN
+  __sanitizer_start_switch_fiber(from != NULL ? &from->fake_stack : NULL,
+                                 to->stack_lo, to->stack_size);
+#endif
+#ifdef HIPD_TSAN
+  __tsan_switch_to_fiber(to->tsan_fiber, 0);
+#endif
+  (void)from;
+  (void)to;
+}
+
+/* First thing in a context that was switched to: @p self is its state, or
+ * NULL for a context that starts afresh. */
+static inline __attribute__((always_inline)) void fsan_switched_in(fsan_t *self)
+{
+#ifdef HIPD_ASAN
+  __sanitizer_finish_switch_fiber(self != NULL ? self->fake_stack : NULL, NULL,
+                                  NULL);
+#endif
+  (void)self;
+}
+
+/* A context that will run from the start of the stack [@p stack, @p stack +
+ * @p size): forget what an earlier use of that stack left behind. */
+static void fsan_make(fsan_t *c, char *stack, size_t size)
+{
+#ifdef HIPD_ASAN
+  __asan_unpoison_memory_region(stack, size);
+  c->stack_lo = stack;
+  c->stack_size = size;
+  c->fake_stack = NULL;
+#endif
+#ifdef HIPD_TSAN
+  /* A fresh TSan fiber each time: the old one's shadow call stack still
+   * holds the frames of the run that never returned. */
+  if (c->tsan_fiber != NULL)
+    __tsan_destroy_fiber(c->tsan_fiber);
+  c->tsan_fiber = __tsan_create_fiber(0);
+#endif
+  (void)c;
+  (void)stack;
+  (void)size;
+}
+
+/* The state of the calling thread's own context (its own stack). */
+static void fsan_init_thread(fsan_t *c)
+{
+#ifdef HIPD_ASAN
+  pthread_attr_t attr;
+  void *lo = NULL;
+  size_t size = 0;
+
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &lo, &size);
+    pthread_attr_destroy(&attr);
+  }
+  c->stack_lo = lo;
+  c->stack_size = size;
+  c->fake_stack = NULL;
+#endif
+#ifdef HIPD_TSAN
+  c->tsan_fiber = __tsan_get_current_fiber();
+#endif
+  (void)c;
+}
+
+/* Release what fsan_make() created for @p c. */
+static void fsan_free(fsan_t *c)
+{
+#ifdef HIPD_TSAN
+  if (c->tsan_fiber != NULL)
+    __tsan_destroy_fiber(c->tsan_fiber);
+  c->tsan_fiber = NULL;
+#endif
+  (void)c;
+}
 
 #if defined(__x86_64__) && !defined(HIPD_CPU_UCONTEXT)
 /* A saved context is the stack pointer of a stack holding the callee-saved
  * registers, MXCSR and the x87 control word, and the return address. */
 typedef struct {
   void *sp;
+  fsan_t san;
 } fctx_t;
 
 void hipd_fiber_switch(void **save_sp, void *to_sp);
@@ -105,6 +223,7 @@ static void fctx_make(fctx_t *c, char *stack, size_t size, void (*fn)(void))
   uint32_t mxcsr;
   uint16_t fpucw;
 
+  fsan_make(&c->san, stack, size);
   __asm__ __volatile__("stmxcsr %0" : "=m"(mxcsr));
   __asm__ __volatile__("fnstcw %0" : "=m"(fpucw));
   f[0] = mxcsr | ((uint64_t)fpucw << 32);
@@ -117,13 +236,16 @@ static void fctx_make(fctx_t *c, char *stack, size_t size, void (*fn)(void))
 
 static void fctx_switch(fctx_t *from, fctx_t *to)
 {
+  fsan_switch_out(&from->san, &to->san);
   hipd_fiber_switch(&from->sp, to->sp);
+  fsan_switched_in(&from->san);
 }
 
 /* Switch to @p to for good: the current context is not resumed. */
 static void fctx_jump(fctx_t *to)
 {
   void *discard;
+  fsan_switch_out(NULL, &to->san);
   hipd_fiber_switch(&discard, to->sp);
   __builtin_unreachable();
 }
@@ -138,10 +260,12 @@ static int fctx_init(fctx_t *c)
 
 typedef struct {
   ucontext_t uc;
+  fsan_t san;
 } fctx_t;
 
 static void fctx_make(fctx_t *c, char *stack, size_t size, void (*fn)(void))
 {
+  fsan_make(&c->san, stack, size);
   c->uc.uc_stack.ss_sp = stack;
   c->uc.uc_stack.ss_size = size;
   c->uc.uc_link = NULL; /* fn never returns */
@@ -150,11 +274,14 @@ static void fctx_make(fctx_t *c, char *stack, size_t size, void (*fn)(void))
 
 static void fctx_switch(fctx_t *from, fctx_t *to)
 {
+  fsan_switch_out(&from->san, &to->san);
   swapcontext(&from->uc, &to->uc);
+  fsan_switched_in(&from->san);
 }
 
 static void fctx_jump(fctx_t *to)
 {
+  fsan_switch_out(NULL, &to->san);
   setcontext(&to->uc);
   abort();
 }
@@ -370,11 +497,17 @@ static int fiber_sync(hipd_cpu_ctx_t *ctx, int op, int pred)
  * is left, then hand over to another fiber or end the block. */
 static void fiber_main(void)
 {
-  worker_t *w = cur_worker;
-  fiber_t *f = w->cur;
-  const sched_launch_t *l = w->launch;
-  unsigned bx = l->block[0], bxy = l->block[0] * l->block[1];
+  worker_t *w;
+  fiber_t *f;
+  const sched_launch_t *l;
+  unsigned bx, bxy;
 
+  fsan_switched_in(NULL);
+  w = cur_worker;
+  f = w->cur;
+  l = w->launch;
+  bx = l->block[0];
+  bxy = l->block[0] * l->block[1];
   while (w->next_thread < w->nthreads) {
     unsigned t = w->next_thread++;
     w->live++;
@@ -459,6 +592,7 @@ static void *worker_main(void *arg)
   uint64_t seen = 0;
 
   cur_worker = w;
+  fsan_init_thread(&w->main_fc.san);
   pthread_mutex_lock(&s->lock);
   for (;;) {
     while (s->gen == seen && !s->quit)
@@ -497,6 +631,7 @@ static void worker_free(worker_t *w)
 #ifdef HAVE_VALGRIND_H
     VALGRIND_STACK_DEREGISTER(w->vg_ids[i]);
 #endif
+    fsan_free(&w->fibers[i].fc.san);
     munmap(w->stacks[i] - page, STACK_BYTES + page);
   }
 #ifdef HAVE_VALGRIND_H

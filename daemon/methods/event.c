@@ -145,8 +145,7 @@ typedef struct {
 static void elapsed_run(task_t *t)
 {
   elapsed_task_t *e = (elapsed_task_t *)t;
-  driver_t *drv = e->a->dev->drv;
-  int rc = drv->event_elapsed(drv, e->a->drv, e->b->drv, &e->ms);
+  int rc = event_elapsed(e->a, e->b, &e->ms);
 
   if (rc != 0)
     task_fail(t, rc, "%s", drv_last_error());
