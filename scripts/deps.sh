@@ -13,10 +13,22 @@ HIPD_DEPS=(
   libamdhip64-dev clang-14 libclang-rt-14-dev
 )
 
-# Print a step banner so a failure is easy to place in a long log.
+# Print a step banner so a failure is easy to place in a long log, after
+# the time the previous step took (hipd_steps_done prints the last one).
 hipd_step()
 {
+  hipd_steps_done
+  _hipd_step_name=$*
+  _hipd_step_start=$SECONDS
   printf '\n==> %s\n' "$*"
+}
+
+hipd_steps_done()
+{
+  if [ -n "${_hipd_step_name:-}" ]; then
+    printf '<== %s: %d s\n' "$_hipd_step_name" $((SECONDS - _hipd_step_start))
+  fi
+  _hipd_step_name=
 }
 
 # Print an error and exit non-zero.

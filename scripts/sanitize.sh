@@ -126,6 +126,14 @@ if [ "$check_ok" -eq 0 ]; then
   print_failed_tests
 fi
 
+# The protocol fuzzer against the instrumented daemon (its reports land
+# in $REPORTS like the tests').
+if [ "$MODE" = asan ] && [ "$check_ok" -eq 1 ]; then
+  hipd_step "protocol fuzzer (asan, ${PROTOFUZZ_ASAN_SECONDS:-60} s)"
+  bash scripts/protofuzz.sh "$BUILD" "${PROTOFUZZ_ASAN_SECONDS:-60}" ||
+    check_ok=0
+fi
+
 reports_ok=1
 print_reports || reports_ok=0
 if [ "$reports_ok" -eq 0 ]; then
@@ -133,5 +141,6 @@ if [ "$reports_ok" -eq 0 ]; then
 fi
 [ "$check_ok" -eq 1 ] || hipd_die "$MODE: make check failed (logs above)"
 
+hipd_steps_done
 echo
 echo "$MODE: make check passed with no sanitizer report"

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # scripts/test.sh: the full check, as CI runs it (.ci/run): install what is
-# missing, bootstrap, configure in _build/, build, make check, make distcheck.
+# missing, bootstrap, configure in _build/, build, make check, the protocol
+# fuzzer, make distcheck, the sanitizer builds (scripts/sanitize.sh asan and
+# tsan) and the libFuzzer targets (scripts/fuzz.sh). Each step prints how
+# long it took.
 # If a CUDA toolkit is in /usr/local/cuda, also configure and build (not run)
 # the HIP-on-NVIDIA variant in _build-nvidia/.
 #
@@ -52,6 +55,12 @@ if ! make -C "$BUILD" -j"$JOBS" check; then
   hipd_die "make check failed (logs above)"
 fi
 
+# The end-to-end protocol fuzzer (tests/protofuzz.c) for longer than its
+# run in make check.
+hipd_step "protocol fuzzer (${PROTOFUZZ_SECONDS:-180} s)"
+bash scripts/protofuzz.sh "$BUILD" "${PROTOFUZZ_SECONDS:-180}" ||
+  hipd_die "the protocol fuzzer failed (seed and last requests above)"
+
 hipd_step "make distcheck"
 distcheck_args=()
 if [ -n "${DISTCHECK_CONFIGURE_FLAGS+set}" ]; then
@@ -59,6 +68,14 @@ if [ -n "${DISTCHECK_CONFIGURE_FLAGS+set}" ]; then
 fi
 make -C "$BUILD" -j"$JOBS" distcheck "${distcheck_args[@]}" ||
   hipd_die "make distcheck failed"
+
+# The sanitizers: every test under ASan+UBSan+LSan (then the protocol
+# fuzzer under them), the threaded suites under TSan. Any report fails.
+JOBS=$JOBS bash scripts/sanitize.sh asan || hipd_die "the ASan/UBSan run failed (reports above)"
+JOBS=$JOBS bash scripts/sanitize.sh tsan || hipd_die "the TSan run failed (reports above)"
+
+# The libFuzzer targets of tests/fuzz, FUZZ_SECONDS (60) each.
+JOBS=$JOBS bash scripts/fuzz.sh || hipd_die "fuzzing found a problem (reproducers above)"
 
 # The HIP-on-NVIDIA driver only has to compile and link here: its tests need
 # an NVIDIA GPU.
@@ -73,5 +90,6 @@ else
   echo "/usr/local/cuda not found: skipping the --with-hip=nvidia build"
 fi
 
+hipd_steps_done
 echo
-echo "all checks passed"
+echo "all checks passed in $SECONDS s"
