@@ -5,7 +5,8 @@
 #
 # On the build machine:   make dist && ../shared/offline-deps/fetch .offline libssl-dev libssl3
 # On the GPU machine:     bash scripts/gpu-check.sh hipd-X.Y.Z.tar.gz .offline OUTDIR
-# (with GPU_CHECK_BENCH=1 in the environment it also runs make bench)
+# (with GPU_CHECK_BENCH=1 in the environment it also runs make bench, with
+# GPU_CHECK_ASAN=1 make check in an AddressSanitizer build)
 #
 # Writes the configure summary, test logs and example output into OUTDIR.
 set -uo pipefail
@@ -51,6 +52,31 @@ for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 kill -TERM "$pid"
 wait "$pid" || rc=1
 cat "$out/hello.txt" "$out/vecadd.txt" "$out/vecadd-restart.txt" "$out/xcopy.txt"
+# make check again in an AddressSanitizer build (GCC's: the GPU machine has
+# no clang), when asked for with GPU_CHECK_ASAN=1. Leak checking is off
+# there: the CUDA driver keeps allocations until the process exits, which
+# LeakSanitizer would report in every daemon. Reports go to files; any
+# report fails the run.
+if [ -n "${GPU_CHECK_ASAN:-}" ]; then
+  mkdir -p asan && (
+    cd asan &&
+      ../configure --with-hip=nvidia --with-cuda=/usr/local/cuda \
+        CFLAGS="-fsanitize=address -fno-omit-frame-pointer -g -O1" \
+        LDFLAGS="-fsanitize=address" > "$out/asan-configure.txt" 2>&1 &&
+      make -j"$(nproc)" > "$out/asan-make.txt" 2>&1
+  ) || { tail -30 "$out/asan-make.txt"; rc=1; }
+  mkdir -p "$out/asan-reports"
+  ASAN_OPTIONS="log_path=$out/asan-reports/asan:detect_leaks=0:halt_on_error=1:use_sigaltstack=0" \
+    make -C asan -j4 check > "$out/asan-check.txt" 2>&1 || rc=1
+  echo "== make check under ASan"
+  grep -E '^(PASS|FAIL|ERROR|SKIP|# )' "$out/asan-check.txt"
+  if [ -n "$(ls "$out/asan-reports")" ]; then
+    echo "ASan reports:"; head -60 "$out"/asan-reports/*; rc=1
+  else
+    echo "no ASan report"
+  fi
+  cp asan/tests/*.log "$out/asan-reports/" 2>/dev/null
+fi
 # The benchmarks (bench/README.md), when asked for: GPU_CHECK_BENCH=1, or
 # the options to give hipd_bench (GPU_CHECK_BENCH='--clients 1,4,16').
 if [ -n "${GPU_CHECK_BENCH:-}" ]; then
