@@ -11,6 +11,7 @@
 # Writes the configure summary, test logs and example output into OUTDIR.
 set -uo pipefail
 tarball=${1:?usage: gpu-check.sh TARBALL OFFLINE_DEPS OUTDIR}
+tarball=$(cd "$(dirname "$tarball")" && pwd)/$(basename "$tarball")
 deps=${2:?usage: gpu-check.sh TARBALL OFFLINE_DEPS OUTDIR}
 out=${3:?usage: gpu-check.sh TARBALL OFFLINE_DEPS OUTDIR}
 mkdir -p "$out"
@@ -58,16 +59,19 @@ cat "$out/hello.txt" "$out/vecadd.txt" "$out/vecadd-restart.txt" "$out/xcopy.txt
 # LeakSanitizer would report in every daemon. Reports go to files; any
 # report fails the run.
 if [ -n "${GPU_CHECK_ASAN:-}" ]; then
-  mkdir -p asan && (
-    cd asan &&
+  # A source tree of its own: the first one is configured in place.
+  mkdir -p "$work/asan-src" && tar xzf "$tarball" -C "$work/asan-src"
+  asan=$(echo "$work"/asan-src/hipd-*)/asan
+  mkdir -p "$asan" && (
+    cd "$asan" &&
       ../configure --with-hip=nvidia --with-cuda=/usr/local/cuda \
         CFLAGS="-fsanitize=address -fno-omit-frame-pointer -g -O1" \
         LDFLAGS="-fsanitize=address" > "$out/asan-configure.txt" 2>&1 &&
       make -j"$(nproc)" > "$out/asan-make.txt" 2>&1
-  ) || { tail -30 "$out/asan-make.txt"; rc=1; }
+  ) || { tail -30 "$out/asan-configure.txt" "$out/asan-make.txt"; rc=1; }
   mkdir -p "$out/asan-reports"
-  ASAN_OPTIONS="log_path=$out/asan-reports/asan:detect_leaks=0:halt_on_error=1:use_sigaltstack=0" \
-    make -C asan -j4 check > "$out/asan-check.txt" 2>&1 || rc=1
+  ASAN_OPTIONS="log_path=$out/asan-reports/asan:detect_leaks=0:detect_stack_use_after_return=1:halt_on_error=1:use_sigaltstack=0" \
+    make -C "$asan" -j4 check > "$out/asan-check.txt" 2>&1 || rc=1
   echo "== make check under ASan"
   grep -E '^(PASS|FAIL|ERROR|SKIP|# )' "$out/asan-check.txt"
   if [ -n "$(ls "$out/asan-reports")" ]; then
@@ -75,7 +79,8 @@ if [ -n "${GPU_CHECK_ASAN:-}" ]; then
   else
     echo "no ASan report"
   fi
-  cp asan/tests/*.log "$out/asan-reports/" 2>/dev/null
+  mkdir -p "$out/asan-logs"
+  cp "$asan"/tests/*.log "$out/asan-logs/" 2>/dev/null
 fi
 # The benchmarks (bench/README.md), when asked for: GPU_CHECK_BENCH=1, or
 # the options to give hipd_bench (GPU_CHECK_BENCH='--clients 1,4,16').

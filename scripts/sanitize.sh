@@ -100,12 +100,15 @@ if [ "$MODE" = asan ]; then
   # kernels) gives the compiling thread an alternate signal stack from
   # malloc and keeps it; ASan would munmap it when the thread exits, fail,
   # and abort.
+  # detect_stack_use_after_return=1: frames whose locals' addresses are
+  # taken live on a fake stack, as newer runtimes do by default; the CPU
+  # runner's fiber switch must hand fake stacks over correctly.
   # intercept_tls_get_addr=0: LeakSanitizer's scan of the dynamic TLS
   # blocks it tracks through __tls_get_addr crashes its tracer (SIGSEGV on
   # a bogus block, 'Tracer caught signal 11') in daemons that loaded
   # libLLVM; static TLS, where hipd's and libhipd's thread-locals live, is
   # still scanned.
-  export ASAN_OPTIONS="log_path=$REPORTS/asan:detect_leaks=1:halt_on_error=1:use_sigaltstack=0:intercept_tls_get_addr=0"
+  export ASAN_OPTIONS="log_path=$REPORTS/asan:detect_leaks=1:detect_stack_use_after_return=1:halt_on_error=1:use_sigaltstack=0:intercept_tls_get_addr=0"
   export UBSAN_OPTIONS="log_path=$REPORTS/ubsan:print_stacktrace=1:halt_on_error=1"
 else
   # halt_on_error=0: a race is reported and the process goes on (and exits
