@@ -71,6 +71,7 @@ for t in "${targets[@]}"; do
   fi
 done
 
+hipd_steps_done
 echo
 if [ "${#failed[@]}" -gt 0 ]; then
   hipd_die "fuzzing found problems in: ${failed[*]} (logs and reproducers under $OUT)"

@@ -71,6 +71,7 @@ make -C "$BUILD" -j"$JOBS" distcheck "${distcheck_args[@]}" ||
 
 # The sanitizers: every test under ASan+UBSan+LSan (then the protocol
 # fuzzer under them), the threaded suites under TSan. Any report fails.
+hipd_steps_done
 JOBS=$JOBS bash scripts/sanitize.sh asan || hipd_die "the ASan/UBSan run failed (reports above)"
 JOBS=$JOBS bash scripts/sanitize.sh tsan || hipd_die "the TSan run failed (reports above)"
 
