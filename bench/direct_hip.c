@@ -4,7 +4,7 @@
  * runtime calls, kernels compiled with hiprtc from the same source hipd
  * compiles (bench/kernels.h, with the options hipd's HIP driver passes:
  * the device's architecture and -std=c++17; a cubin on NVIDIA, as hipd
- * loads). One source for AMD and NVIDIA, built like the HIP driver (daemon/drivers/hip_*.c).
+ * loads). One source for AMD and NVIDIA, built like the HIP driver (daemon/drivers/hip/hip_*.c).
  *
  *   direct_hip MODE [--device N] [options]
  *
@@ -27,7 +27,7 @@
 #include "config.h"
 
 #ifdef __HIP_PLATFORM_NVIDIA__
-#include "drivers/hip_nvidia_compat.h" /* must precede every HIP header */
+#include "drivers/hip/hip_nvidia_compat.h" /* must precede every HIP header */
 #endif
 #include <hip/hip_runtime_api.h>
 #include <hip/hip_version.h>

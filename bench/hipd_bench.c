@@ -271,7 +271,7 @@ static void daemon_env(const char **env, int *n)
   }
   if (getenv("HIPD_CPU_HEADER") == NULL) {
     snprintf(header, sizeof(header),
-             "HIPD_CPU_HEADER=%s/daemon/kernels/hipd_cpu_device.h",
+             "HIPD_CPU_HEADER=%s/daemon/drivers/cpu/hipd_cpu_device.h",
              BENCH_SRCDIR);
     if (access(header + strlen("HIPD_CPU_HEADER="), R_OK) == 0)
       env[(*n)++] = header;

@@ -35,7 +35,7 @@ cp tests/*.log "$out/" 2>/dev/null
 # The examples against a daemon serving the GPU and the CPU device, run
 # from the build tree like the tests.
 export HIPD_CPU_RUNNER=$PWD/hipd-cpu-runner
-export HIPD_CPU_HEADER=$PWD/daemon/kernels/hipd_cpu_device.h
+export HIPD_CPU_HEADER=$PWD/daemon/drivers/cpu/hipd_cpu_device.h
 sock=$work/hipd.sock
 ./hipd --socket "$sock" --cache-dir "$work/cache" > "$out/hipd.log" 2>&1 &
 pid=$!

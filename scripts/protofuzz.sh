@@ -24,7 +24,7 @@ make -C "$build" -s hipd hipd-cpu-runner tests/protofuzz >&2
 
 export HIPD_BIN="$build/hipd"
 export HIPD_CPU_RUNNER="$build/hipd-cpu-runner"
-export HIPD_CPU_HEADER="$src/daemon/kernels/hipd_cpu_device.h"
+export HIPD_CPU_HEADER="$src/daemon/drivers/cpu/hipd_cpu_device.h"
 export HIPD_TEST_TMP="$build/tests"
 export PROTOFUZZ_DOC="$src/proto/PROTOCOL.md"
 if [ $# -eq 3 ]; then

@@ -1,5 +1,5 @@
 /* tests/check_cpu_kernels.c: the CPU device's kernel runtime, end to end:
- * daemon/kernels/cpu_compile.c with the real C++ compiler and
+ * daemon/drivers/cpu/cpu_compile.c with the real C++ compiler and
  * hipd_cpu_device.h, and cpu_runner_client.c driving the real
  * hipd-cpu-runner process. Buffers come from the CPU driver (memfd +
  * MAP_SHARED), as in the daemon.
@@ -21,8 +21,8 @@
 
 #include "drivers/driver.h"
 #include "hipd.h"
-#include "kernels/cpu_compile.h"
-#include "kernels/cpu_runner_client.h"
+#include "drivers/cpu/cpu_compile.h"
+#include "drivers/cpu/cpu_runner_client.h"
 
 /* One module with most test kernels, compiled once per test case. */
 static const char kernels_src[] =

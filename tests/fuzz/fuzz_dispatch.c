@@ -62,7 +62,7 @@
 
 #include "daemon.h"
 #include "device.h"
-#include "drivers/cpu.h"
+#include "drivers/cpu/cpu.h"
 #include "executor.h"
 #include "fuzz.h"
 #include "kernels/cache.h"

@@ -26,7 +26,7 @@
 #include "codegen/gen_hip.h"
 #include "codegen/ir.h"
 #include "fuzz.h"
-#include "kernels/cpu_compile.h"
+#include "drivers/cpu/cpu_compile.h"
 #include "rpc.h"
 
 #define MAX_SOA 8

@@ -1,4 +1,4 @@
-/* daemon/kernels/cpu_proto.h: the wire format between hipd and its CPU
+/* daemon/drivers/cpu/cpu_proto.h: the wire format between hipd and its CPU
  * kernel runner (hipd-cpu-runner), and the rules both sides check.
  *
  * Transport: an AF_UNIX SOCK_SEQPACKET socketpair; the runner's end is the
@@ -55,7 +55,7 @@
 #define CPU_MAX_NAME 1024
 #define CPU_MAX_PATH 4096
 
-/* Launch limits: those the CPU device reports (drivers/cpu.c). */
+/* Launch limits: those the CPU device reports (drivers/cpu/cpu_driver.c). */
 #define CPU_MAX_THREADS_PER_BLOCK 1024u
 #define CPU_MAX_BLOCK_X 1024u
 #define CPU_MAX_BLOCK_Y 1024u

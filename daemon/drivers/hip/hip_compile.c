@@ -1,4 +1,4 @@
-/* daemon/drivers/hip_compile.c: the HIP driver's compiler: hiprtc, the
+/* daemon/drivers/hip/hip_compile.c: the HIP driver's compiler: hiprtc, the
  * options users may give and how each platform spells them, target
  * architectures, and the image that compile makes (its format is in
  * hip_internal.h). The platform's part (comgr on AMD, NVRTC on NVIDIA) is
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "drivers/driver.h"
 #include "hipd.h"
 
 /* The runtime compiler, set up once (hip_rtc_setup); the platform keeps

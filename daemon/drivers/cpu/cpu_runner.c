@@ -1,4 +1,4 @@
-/* daemon/kernels/cpu_runner.c: hipd-cpu-runner, the helper process that
+/* daemon/drivers/cpu/cpu_runner.c: hipd-cpu-runner, the helper process that
  * runs kernels of hipd's CPU device.
  *
  *   hipd-cpu-runner --fd=N [--workers=N] [--reserve=ADDR:SIZE]

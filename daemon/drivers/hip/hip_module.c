@@ -1,4 +1,4 @@
-/* daemon/drivers/hip_module.c: the HIP driver's modules and launches:
+/* daemon/drivers/hip/hip_module.c: the HIP driver's modules and launches:
  * loading an image that compile made (hip_compile.c; its format is in
  * hip_internal.h) onto a device, finding its kernels and launching them.
  */
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "drivers/driver.h"
 #include "hipd.h"
 
 static uint32_t get_u32(const unsigned char *p)

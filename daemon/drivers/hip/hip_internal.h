@@ -1,4 +1,4 @@
-/* daemon/drivers/hip_internal.h: what the HIP driver's files share.
+/* daemon/drivers/hip/hip_internal.h: what the HIP driver's files share.
  *
  * Private to daemon/drivers/hip*.c. The driver is split by concern:
  * hip_runtime.c (init, devices, memory, streams, events, peer access,
@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver.h"
+#include "drivers/driver.h"
 
 /* ---------------------------------------------------------------- kernels
  *

@@ -1,4 +1,4 @@
-/* daemon/drivers/hip_shm.c: host memory shared with clients, for the HIP
+/* daemon/drivers/hip/hip_shm.c: host memory shared with clients, for the HIP
  * driver (driver.h's host_register, host_unregister, host_map and
  * host_unmap).
  */
@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "driver.h"
+#include "drivers/driver.h"
 #include "hipd.h"
 
 /* Portable: page-locked for every device, not only the current one;

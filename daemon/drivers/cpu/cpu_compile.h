@@ -1,4 +1,4 @@
-/* daemon/kernels/cpu_compile.h: compile HIP kernel source for the CPU
+/* daemon/drivers/cpu/cpu_compile.h: compile HIP kernel source for the CPU
  * device.
  *
  * The host C++ compiler builds the source as a shared object, C++17, -O2,

@@ -1,4 +1,4 @@
-/* daemon/drivers/hip_nvidia.c: the HIP driver on NVIDIA (HIP's
+/* daemon/drivers/hip/hip_nvidia.c: the HIP driver on NVIDIA (HIP's
  * header-only mapping onto the CUDA runtime; hiprtc on NVRTC): the
  * platform hooks of hip_internal.h. Built instead of hip_amd.c when
  * configure found HIP on NVIDIA (Makefile.am, HIP_NVIDIA).
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "drivers/driver.h"
 #include "hipd.h"
 
 /* ---------------------------------------------------------------- runtime */

@@ -1,4 +1,4 @@
-/* daemon/drivers/hip_amd.c: the HIP driver on AMD (the ROCm runtime,
+/* daemon/drivers/hip/hip_amd.c: the HIP driver on AMD (the ROCm runtime,
  * libamdhip64; hiprtc on the code object manager, comgr): the platform
  * hooks of hip_internal.h. Built instead of hip_nvidia.c when configure
  * found HIP on AMD (Makefile.am, HIP_AMD).
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "drivers/driver.h"
 #include "hipd.h"
 
 /* ---------------------------------------------------------------- runtime */

@@ -1,4 +1,4 @@
-/* daemon/kernels/cpu_sched.h: how the CPU kernel runner executes a launch.
+/* daemon/drivers/cpu/cpu_sched.h: how the CPU kernel runner executes a launch.
  *
  * Part of hipd-cpu-runner only (not of the daemon). A pool of worker
  * threads, one per core, created once, runs the blocks of a launch; each

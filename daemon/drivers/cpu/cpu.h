@@ -1,4 +1,4 @@
-/* daemon/drivers/cpu.h: settings of the CPU device driver. */
+/* daemon/drivers/cpu/cpu.h: settings of the CPU device driver. */
 #ifndef HIPD_DRIVERS_CPU_H
 #define HIPD_DRIVERS_CPU_H
 

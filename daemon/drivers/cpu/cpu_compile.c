@@ -1,4 +1,4 @@
-/* daemon/kernels/cpu_compile.c: HIP kernel source to a host shared object,
+/* daemon/drivers/cpu/cpu_compile.c: HIP kernel source to a host shared object,
  * for the CPU device. The contract is in cpu_compile.h. */
 #include "config.h"
 

@@ -1,4 +1,4 @@
-/* daemon/drivers/cpu.c: the host as a device.
+/* daemon/drivers/cpu/cpu_driver.c: the host as a device.
  *
  * Memory is host memory backed by a memfd (so that a helper process and,
  * later, clients can map the same pages). Streams are ordered by their
@@ -21,10 +21,10 @@
 #include <unistd.h>
 
 #include "cpu.h"
-#include "driver.h"
+#include "drivers/driver.h"
 #include "hipd.h"
-#include "kernels/cpu_compile.h"
-#include "kernels/cpu_runner_client.h"
+#include "cpu_compile.h"
+#include "cpu_runner_client.h"
 
 typedef struct {
   int dev;

@@ -1,4 +1,4 @@
-/* daemon/kernels/cpu_sched.c: blocks on worker threads, GPU threads as
+/* daemon/drivers/cpu/cpu_sched.c: blocks on worker threads, GPU threads as
  * fibers, for hipd-cpu-runner.
  *
  * Blocks. A launch's blocks are numbered x fastest; workers take them in

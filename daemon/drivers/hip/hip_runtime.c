@@ -1,4 +1,4 @@
-/* daemon/drivers/hip_runtime.c: the HIP device driver's runtime side.
+/* daemon/drivers/hip/hip_runtime.c: the HIP device driver's runtime side.
  *
  * One source for both HIP platforms: AMD (the ROCm runtime, libamdhip64)
  * and NVIDIA (HIP's header-only mapping onto the CUDA runtime), chosen by
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "drivers/driver.h"
 #include "hipd.h"
 
 /* A hipd code for a HIP error. Errors that leave the device's context

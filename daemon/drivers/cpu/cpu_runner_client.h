@@ -1,4 +1,4 @@
-/* daemon/kernels/cpu_runner_client.h: the daemon's side of the CPU device's
+/* daemon/drivers/cpu/cpu_runner_client.h: the daemon's side of the CPU device's
  * kernel runner (hipd-cpu-runner).
  *
  * A cpu_runner_t owns one runner process, started with posix_spawn, and the

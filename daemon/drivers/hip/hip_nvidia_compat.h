@@ -1,4 +1,4 @@
-/* daemon/drivers/hip_nvidia_compat.h: HIP 5.2.3's nvidia mapping on CUDA 13.
+/* daemon/drivers/hip/hip_nvidia_compat.h: HIP 5.2.3's nvidia mapping on CUDA 13.
  *
  * Why this exists: on NVIDIA, HIP is a header-only mapping onto the CUDA
  * runtime and driver APIs, and the only HIP headers that still ship that
