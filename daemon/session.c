@@ -12,7 +12,7 @@
 #include "codegen/intrinsics.h"
 #include "dispatch.h"
 #include "log.h"
-#include "objects.h"
+#include "resources.h"
 #include "session.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -65,7 +65,7 @@ void session_close(session_t *s, const char *reason)
            (unsigned long long)s->requests);
   list_remove(&s->node);
   s->d->nsessions--;
-  objects_release_session(s);
+  res_release_all(s);
   uv_read_stop((uv_stream_t *)&s->pipe);
   uv_close((uv_handle_t *)&s->pipe, close_cb);
 }

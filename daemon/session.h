@@ -19,6 +19,7 @@
 
 #include "daemon.h"
 #include "handles.h"
+#include "resources.h"
 
 /* Descriptors a client may send ahead of the requests that claim them. */
 #define SESSION_MAX_FDS 8
@@ -56,12 +57,7 @@ typedef struct session {
   uint64_t out_progress_ms; /* last time output moved (or became non-empty) */
   handle_table_t handles;
   int device; /* current device (global id) */
-  struct default_stream {
-    struct stream *st;      /* NULL until first used */
-    uint64_t handle;        /* its handle (the client cannot destroy it) */
-  } * defaults;             /* per device, indexed by global id */
-  uint32_t ndefaults;       /* default streams made (not under max_streams) */
-  uint64_t mem_used;        /* bytes allocated, for the quota */
+  res_t res;  /* what it owns beyond the handles (resources.c only) */
   uint64_t in_pos;  /* stream offset of in[0]: bytes consumed before it */
   uint64_t msg_pos; /* the request being handled: its stream offsets */
   uint64_t msg_end;

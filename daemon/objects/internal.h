@@ -1,0 +1,16 @@
+/* daemon/objects/internal.h: what the object layer's files share and
+ * nobody else uses. */
+#ifndef HIPD_OBJECTS_INTERNAL_H
+#define HIPD_OBJECTS_INTERNAL_H
+
+#include "objects/objects.h"
+
+/* A mark for a record of @p ev about to be queued: the event becomes
+ * pending and the mark, holding a reference, completes it (if no later
+ * record came) once passed. NULL when out of memory (nothing changed). */
+obj_task_t *event_mark_new(event_t *ev);
+/* A driver's stream_notify callback: the stream passed the mark @p arg
+ * (an obj_task_t *) with @p status. Any thread. */
+void event_mark_reached(void *arg, int status);
+
+#endif
