@@ -1,4 +1,6 @@
-/* daemon/profile.c: a session's profiling records (see profile.h). */
+/* daemon/profile.c: a session's profiling records: enable, disable,
+ * record. Called by methods/ (profile.*, the op completions) and
+ * resources.c (at close); calls nothing but the clock (exec_now_ns). */
 #include "config.h"
 
 #include <stdlib.h>

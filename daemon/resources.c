@@ -1,4 +1,10 @@
-/* daemon/resources.c: what a session owns (see resources.h). */
+/* daemon/resources.c: what a session owns: its objects under handles, its
+ * memory quota, its default streams, and their release at close.
+ *
+ * Called by methods/ and by session.c's teardown; calls the object layer
+ * (objects/), the handle table and profile.c. It never answers a call or
+ * touches the connection: errors come back as a code and a message
+ * (resources.h). */
 #include "config.h"
 
 #include <stdio.h>

@@ -1,4 +1,8 @@
-/* daemon/session.c: one connection: read, frame, decode, reply, cleanup. */
+/* daemon/session.c: one connection: read, frame, decode, reply, cleanup;
+ * and the loop's safe points (flush_all, in the check and prepare phases),
+ * where replies are written, throttled sessions resume and closed sessions
+ * are torn down (session.h). Calls dispatch (one request at a time) and
+ * resources.c (the release at teardown); never the object layer. */
 #include "config.h"
 
 #include <errno.h>

@@ -95,7 +95,6 @@ static int buffer_make(device_t *dev, size_t size, size_t elem_size, shm_t *m,
   b->refs = 1;
   b->mem.size = size; /* the size asked for, until the driver sets it */
   b->shm = m;
-  b->task.done = done;
   task_t *t = buffer_task(b, m != NULL ? map_run : alloc_run, made_done);
   b->task.done = done;
   exec_submit(dev->service, t);

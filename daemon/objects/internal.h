@@ -1,5 +1,5 @@
 /* daemon/objects/internal.h: what the object layer's files share and
- * nobody else uses. */
+ * nobody else uses: event marks, made by event.c and placed by op.c. */
 #ifndef HIPD_OBJECTS_INTERNAL_H
 #define HIPD_OBJECTS_INTERNAL_H
 
