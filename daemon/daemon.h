@@ -85,6 +85,10 @@ typedef struct hipd_daemon {
   uv_check_t flush_check;     /* writes them after the poll phase... */
   uv_prepare_t flush_prepare; /* ...or before polling again */
   int flush_active;           /* the two handles are started */
+  /* Work left for that safe point, off the stack of the callback that
+   * made it (session.c): */
+  list_node_t runq;   /* throttled sessions to resume (session_t.run_node) */
+  list_node_t closeq; /* closed sessions to tear down (session_t.node) */
 } daemon_t;
 
 /* Build features ("cpu", "hip-nvidia"...) as a static NULL-ended list. */

@@ -406,18 +406,11 @@ static void shutdown_tick_cb(uv_timer_t *t)
 {
   daemon_t *d = t->data;
   int force = uv_now(d->loop) >= shutdown_deadline;
-  list_node_t *n, *next;
+  uint32_t left = sessions_idle_close(d, force);
 
-  for (n = d->sessions.next; n != &d->sessions; n = next) {
-    next = n->next;
-    session_t *s = list_entry(n, session_t, node);
-    if (force || (s->inflight == 0 && s->out_queued == 0))
-      session_close(s, force ? "daemon shutdown (in-flight work abandoned)"
-                             : "daemon shutdown");
-  }
   /* Device work of closed sessions (frees, stream teardown) finishes too,
    * unless time is up. */
-  if (list_empty(&d->sessions) && (force || exec_outstanding() == 0)) {
+  if (left == 0 && (force || exec_outstanding() == 0)) {
     uv_timer_stop(t);
     exec_bridge_close();
     uv_close((uv_handle_t *)t, NULL);
@@ -530,34 +523,34 @@ static int inherited_listener(void)
   return fd;
 }
 
-typedef struct {
-  task_t t;
-  int busy;
-} trim_task_t;
+/* Trimming the transfer-buffer pool, on libuv's thread pool: off the
+ * loop (unmapping a large block takes milliseconds) and off every
+ * device's queue. One at a time. */
+static uv_work_t trim_work;
+static int trim_busy;
 
-static void trim_run(task_t *t)
+static void trim_work_cb(uv_work_t *w)
 {
-  (void)t;
+  (void)w;
   bufpool_trim(10000);
 }
 
-static void trim_done(task_t *t)
+static void trim_after_cb(uv_work_t *w, int status)
 {
-  ((trim_task_t *)t)->busy = 0;
+  (void)w;
+  (void)status;
+  trim_busy = 0;
 }
 
 static void housekeeping_cb(uv_timer_t *t)
 {
-  static trim_task_t trim = {.t = {.run = trim_run, .done = trim_done}};
-  device_t *dev = device_get(0);
+  daemon_t *d = t->data;
 
-  session_check_timeouts(t->data);
-  /* Transfer buffers unused for 10 s go back to the system, off the loop
-   * (unmapping a large one takes milliseconds). */
-  if (dev != NULL && !trim.busy) {
-    trim.busy = 1;
-    exec_submit(dev->service, &trim.t);
-  }
+  session_check_timeouts(d);
+  /* Transfer buffers unused for 10 s go back to the system. */
+  if (!trim_busy &&
+      uv_queue_work(d->loop, &trim_work, trim_work_cb, trim_after_cb) == 0)
+    trim_busy = 1;
 }
 
 int main(int argc, char **argv)

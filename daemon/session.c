@@ -1,4 +1,8 @@
-/* daemon/session.c: one connection: read, frame, decode, reply, cleanup. */
+/* daemon/session.c: one connection: read, frame, decode, reply, cleanup;
+ * and the loop's safe points (flush_all, in the check and prepare phases),
+ * where replies are written, throttled sessions resume and closed sessions
+ * are torn down (session.h). Calls dispatch (one request at a time) and
+ * resources.c (the release at teardown); never the object layer. */
 #include "config.h"
 
 #include <errno.h>
@@ -12,7 +16,7 @@
 #include "codegen/intrinsics.h"
 #include "dispatch.h"
 #include "log.h"
-#include "objects.h"
+#include "resources.h"
 #include "session.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -56,6 +60,8 @@ static void close_cb(uv_handle_t *h)
   session_decref(s);
 }
 
+static void safe_point_arm(daemon_t *d);
+
 void session_close(session_t *s, const char *reason)
 {
   if (s->closing)
@@ -65,8 +71,23 @@ void session_close(session_t *s, const char *reason)
            (unsigned long long)s->requests);
   list_remove(&s->node);
   s->d->nsessions--;
-  objects_release_session(s);
   uv_read_stop((uv_stream_t *)&s->pipe);
+  /* The rest waits for the safe point: this may run inside a completion
+   * or session_send() that still uses the session. */
+  session_incref(s);
+  list_insert_tail(&s->d->closeq, &s->node);
+  safe_point_arm(s->d);
+}
+
+/* At a safe point: release what a closed session owns and close its
+ * socket (the close callback drops the connection's reference). */
+static void session_teardown(session_t *s)
+{
+  if (!list_empty(&s->run_node)) {
+    list_remove(&s->run_node);
+    session_decref(s);
+  }
+  res_release_all(s);
   uv_close((uv_handle_t *)&s->pipe, close_cb);
 }
 
@@ -131,17 +152,43 @@ static void session_flush(session_t *s)
   }
 }
 
-/* After the poll phase (replies made by requests and completed device
- * work) and before the next (replies made by timers and close callbacks):
- * write what every session gathered. */
+static void resume(session_t *s);
+
+/* Tear down the sessions closed so far. */
+static void finish_closes(daemon_t *d)
+{
+  while (!list_empty(&d->closeq)) {
+    session_t *s = list_entry(d->closeq.next, session_t, node);
+    list_remove(&s->node);
+    session_teardown(s);
+    session_decref(s);
+  }
+}
+
+/* The safe point, after the poll phase (replies made by requests and
+ * completed device work) and before the next (replies made by timers and
+ * close callbacks), outside any other callback: write what every session
+ * gathered, resume the throttled sessions that may read again (which may
+ * answer more requests), and tear down the sessions closed meanwhile;
+ * until none of the three has work left. */
 static void flush_all(daemon_t *d)
 {
-  while (!list_empty(&d->flushq)) {
-    session_t *s = list_entry(d->flushq.next, session_t, flush_node);
-    list_remove(&s->flush_node);
-    list_init(&s->flush_node);
-    session_flush(s);
-    session_decref(s);
+  while (!list_empty(&d->flushq) || !list_empty(&d->runq) ||
+         !list_empty(&d->closeq)) {
+    while (!list_empty(&d->flushq)) {
+      session_t *s = list_entry(d->flushq.next, session_t, flush_node);
+      list_remove(&s->flush_node);
+      list_init(&s->flush_node);
+      session_flush(s);
+      session_decref(s);
+    }
+    while (!list_empty(&d->runq)) {
+      session_t *s = list_entry(d->runq.next, session_t, run_node);
+      list_remove(&s->run_node);
+      resume(s);
+      session_decref(s);
+    }
+    finish_closes(d);
   }
   if (d->flush_active) {
     d->flush_active = 0;
@@ -160,9 +207,21 @@ static void flush_prepare_cb(uv_prepare_t *h)
   flush_all(h->data);
 }
 
+/* Make sure the next check or prepare phase runs flush_all(). */
+static void safe_point_arm(daemon_t *d)
+{
+  if (!d->flush_active) {
+    d->flush_active = 1;
+    uv_check_start(&d->flush_check, flush_check_cb);
+    uv_prepare_start(&d->flush_prepare, flush_prepare_cb);
+  }
+}
+
 void sessions_flush_init(daemon_t *d)
 {
   list_init(&d->flushq);
+  list_init(&d->runq);
+  list_init(&d->closeq);
   uv_check_init(d->loop, &d->flush_check);
   uv_prepare_init(d->loop, &d->flush_prepare);
   d->flush_check.data = d->flush_prepare.data = d;
@@ -209,11 +268,7 @@ void session_send(session_t *s, char *data, size_t len, void *tail,
     session_incref(s);
     list_insert_tail(&d->flushq, &s->flush_node);
   }
-  if (!d->flush_active) {
-    d->flush_active = 1;
-    uv_check_start(&d->flush_check, flush_check_cb);
-    uv_prepare_start(&d->flush_prepare, flush_prepare_cb);
-  }
+  safe_point_arm(d);
   return;
 
 drop:
@@ -420,8 +475,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
   }
   if (nread < 0) {
     char why[128];
-    snprintf(why, sizeof(why), "connection error: %s",
-             uv_strerror((int)nread));
+    snprintf(why, sizeof(why), "connection error: %s", uv_strerror((int)nread));
     session_close(s, why);
     return;
   }
@@ -544,22 +598,51 @@ static void process_input(session_t *s)
   }
 }
 
+/* May a throttled session read again? */
+static int may_resume(const session_t *s)
+{
+  return s->read_paused && !s->closing && s->inflight < s->d->cfg.max_inflight;
+}
+
 void session_request_done(session_t *s)
 {
   s->inflight--;
-  if (s->read_paused && !s->closing && s->inflight < s->d->cfg.max_inflight) {
-    s->read_paused = 0;
-    /* The time it was not read does not count against its request. */
-    if (s->partial_since_ms != 0)
-      s->partial_since_ms = uv_now(s->d->loop);
-    log_debug(s->id, "reading resumed");
-    uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);
-    /* Requests buffered while paused run now (or, inside the dispatch
-     * loop, in its next iteration). */
+  if (may_resume(s) && list_empty(&s->run_node)) {
+    /* Not here: this may be a completion, deep in a call's stack. */
     session_incref(s);
-    process_input(s);
-    session_decref(s);
+    list_insert_tail(&s->d->runq, &s->run_node);
+    safe_point_arm(s->d);
   }
+}
+
+/* At a safe point: read again, and run the requests buffered while
+ * throttled. */
+static void resume(session_t *s)
+{
+  if (!may_resume(s))
+    return;
+  s->read_paused = 0;
+  /* The time it was not read does not count against its request. */
+  if (s->partial_since_ms != 0)
+    s->partial_since_ms = uv_now(s->d->loop);
+  log_debug(s->id, "reading resumed");
+  uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);
+  process_input(s);
+}
+
+uint32_t sessions_idle_close(daemon_t *d, int force)
+{
+  list_node_t *n, *next;
+
+  for (n = d->sessions.next; n != &d->sessions; n = next) {
+    next = n->next;
+    session_t *s = list_entry(n, session_t, node);
+    if (force || (s->inflight == 0 && s->out_queued == 0))
+      session_close(s, force ? "daemon shutdown (in-flight work abandoned)"
+                             : "daemon shutdown");
+  }
+  finish_closes(d);
+  return d->nsessions;
 }
 
 void session_accept(daemon_t *d, uv_stream_t *server_stream)
@@ -579,6 +662,7 @@ void session_accept(daemon_t *d, uv_stream_t *server_stream)
   s->refs = 1;
   list_init(&s->node);
   list_init(&s->flush_node);
+  list_init(&s->run_node);
   /* An IPC pipe receives descriptors (shared host buffers, SCM_RIGHTS). */
   uv_pipe_init(d->loop, &s->pipe, 1);
   s->pipe.data = s;

@@ -8,6 +8,15 @@
  * reference until its pipe's close callback; every deferred call holds one.
  * The memory is freed when the last reference goes, never from inside a
  * callback that still uses it.
+ *
+ * Safe points: a completion that answers a call only queues the reply (and,
+ * if the session was throttled, puts it on the daemon's run queue); a close
+ * only marks the session, stops reading and queues it. The loop's check and
+ * prepare phases, outside every other callback, then write the queued
+ * replies, resume the sessions on the run queue (read again, run their
+ * buffered requests) and tear down the closed ones (release their
+ * resources, close the pipe). So no request is dispatched, and no session
+ * torn down, on the stack of a completion or of session_send().
  */
 #ifndef HIPD_SESSION_H
 #define HIPD_SESSION_H
@@ -19,6 +28,7 @@
 
 #include "daemon.h"
 #include "handles.h"
+#include "resources.h"
 
 /* Descriptors a client may send ahead of the requests that claim them. */
 #define SESSION_MAX_FDS 8
@@ -26,11 +36,13 @@
 typedef struct session {
   uv_pipe_t pipe; /* the connection; pipe.data = this */
   daemon_t *d;
-  list_node_t node; /* in d->sessions */
-  uint64_t id;      /* unique for the daemon's life, from 1 */
-  int refs;         /* see the lifetime note above */
-  int closing;      /* session_close() was called */
-  pid_t peer_pid;   /* SO_PEERCRED */
+  list_node_t node;     /* in d->sessions; once closed, in d->closeq until
+                           its teardown */
+  list_node_t run_node; /* in d->runq while it waits to resume */
+  uint64_t id;          /* unique for the daemon's life, from 1 */
+  int refs;             /* see the lifetime note above */
+  int closing;          /* session_close() was called */
+  pid_t peer_pid;       /* SO_PEERCRED */
   uid_t peer_uid;
   gid_t peer_gid;
   char client[64]; /* name given in hello */
@@ -55,13 +67,8 @@ typedef struct session {
   list_node_t flush_node;   /* in d->flushq while gather is not empty */
   uint64_t out_progress_ms; /* last time output moved (or became non-empty) */
   handle_table_t handles;
-  int device; /* current device (global id) */
-  struct default_stream {
-    struct stream *st;      /* NULL until first used */
-    uint64_t handle;        /* its handle (the client cannot destroy it) */
-  } * defaults;             /* per device, indexed by global id */
-  uint32_t ndefaults;       /* default streams made (not under max_streams) */
-  uint64_t mem_used;        /* bytes allocated, for the quota */
+  int device;       /* current device (global id) */
+  res_t res;        /* what it owns beyond the handles (resources.c only) */
   uint64_t in_pos;  /* stream offset of in[0]: bytes consumed before it */
   uint64_t msg_pos; /* the request being handled: its stream offsets */
   uint64_t msg_end;
@@ -70,11 +77,11 @@ typedef struct session {
   uint64_t opened_ms;        /* uv_now() at accept, for the hello timeout */
   struct session_fd {
     int fd;
-    uint64_t from, to; /* stream offsets of the read that carried it */
+    uint64_t from, to;    /* stream offsets of the read that carried it */
   } fds[SESSION_MAX_FDS]; /* descriptors received, not yet claimed */
   uint32_t nfds;
-  struct profile *profile; /* records while profiling is on, else NULL */
-  uint32_t profile_gen;    /* profiling periods so far */
+  struct profile *profile;     /* records while profiling is on, else NULL */
+  uint32_t profile_gen;        /* profiling periods so far */
   struct intr_set *intrinsics; /* intrinsics.register'ed, NULL: none */
 } session_t;
 
@@ -82,8 +89,10 @@ typedef struct session {
  * failure (too many sessions, out of memory). */
 void session_accept(daemon_t *d, uv_stream_t *server_stream);
 
-/* Start closing the session: stop reading, close the socket, release its
- * resources. @p reason is logged. Safe to call more than once. */
+/* Close the session: log @p reason, stop reading, drop later replies and
+ * unlink it from the live sessions; its teardown (releasing its resources,
+ * closing the socket) follows at the next safe point. Safe to call more
+ * than once, from anywhere on the loop thread. */
 void session_close(session_t *s, const char *reason);
 
 void session_incref(session_t *s);
@@ -105,13 +114,14 @@ void session_send(session_t *s, char *data, size_t len, void *tail,
  * block, or NULL (the bytes are elsewhere, or out of memory): copy them. */
 void *session_steal_input(session_t *s, const void *data, size_t len);
 
-/* Start/stop the reply coalescing of daemon @p d (its check and prepare
- * handles). Loop thread; sessions_flush_close() at shutdown. */
+/* Start/stop the safe points of daemon @p d (its check and prepare
+ * handles: replies written, throttled sessions resumed, closed ones torn
+ * down). Loop thread; sessions_flush_close() at shutdown. */
 void sessions_flush_init(daemon_t *d);
 void sessions_flush_close(daemon_t *d);
 
-/* A reply to one request left the dispatcher: count it, and resume
- * reading and processing if the session was throttled. */
+/* A reply to one request left the dispatcher: count it; a throttled
+ * session that may read again is resumed at the next safe point. */
 void session_request_done(session_t *s);
 
 /*
@@ -129,5 +139,11 @@ int session_take_fd(session_t *s);
  * (--write-timeout), no hello (--hello-timeout), a request left incomplete
  * (--request-timeout). Loop thread, from the housekeeping timer. */
 void session_check_timeouts(daemon_t *d);
+
+/* Shutdown: close the sessions with nothing in flight and no reply
+ * unwritten (all of them if @p force), and tear down those closed so far.
+ * From a timer (a safe point). @return the sessions left: live ones and
+ * any whose teardown is still to come. */
+uint32_t sessions_idle_close(daemon_t *d, int force);
 
 #endif

@@ -9,42 +9,13 @@
 
 int default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h)
 {
-  session_t *s = c->s;
-  struct default_stream *ds;
-  int rc;
+  char err[RES_ERR_MAX];
+  int rc = res_default_stream(c->s, dev, st, h, err, sizeof(err));
 
-  if (s->defaults == NULL) {
-    s->defaults = calloc((size_t)devices_count(), sizeof(*s->defaults));
-    if (s->defaults == NULL)
-      return call_fail(c, HIPD_ENOMEM, "out of memory");
-  }
-  ds = &s->defaults[dev->id];
-  if (dev->lost)
+  if (rc == HIPD_EDEVLOST && dev->lost)
     return check_alive(c, "stream", dev, 0);
-  if (ds->st != NULL && ds->st->epoch != device_epoch(dev)) {
-    /* The default stream went with a reset context: make a new one. */
-    handles_remove(&s->handles, ds->handle, HANDLE_STREAM, NULL);
-    stream_unref(ds->st);
-    ds->st = NULL;
-    s->ndefaults--;
-  }
-  if (ds->st == NULL) {
-    stream_t *n = stream_new(dev);
-    if (n == NULL)
-      return call_fail(c, HIPD_ENOMEM, "cannot start a stream worker");
-    n->is_default = 1;
-    rc = handles_add(&s->handles, HANDLE_STREAM, n, &ds->handle);
-    if (rc != 0) {
-      stream_unref(n);
-      return call_fail(c, rc, "cannot add the default stream: %s",
-                       hipd_strerror(rc));
-    }
-    stream_start(n, NULL, 0);
-    ds->st = n;
-    s->ndefaults++;
-  }
-  *st = ds->st;
-  *h = ds->handle;
+  if (rc != 0)
+    return call_fail(c, rc, "%s", err);
   return 0;
 }
 
@@ -93,20 +64,110 @@ int check_range(call_t *c, const char *what, const buffer_t *b, uint64_t off,
   return 0;
 }
 
-op_t *op_prepare(call_t *c, op_kind_t kind, stream_t *st, uint64_t sh)
+pending_t *pending_of(call_t *d)
 {
-  call_t *d = call_defer(c);
-  op_t *op;
+  pending_t *p = calloc(1, sizeof(*p));
 
-  if (d == NULL)
-    return NULL;
-  op = op_new(kind, st, sh, d);
-  if (op == NULL) {
+  if (p == NULL) {
     call_fail(d, HIPD_ENOMEM, "out of memory");
     call_finish(d);
     return NULL;
   }
+  p->call = d;
+  return p;
+}
+
+pending_t *pending_new(call_t *c)
+{
+  call_t *d = call_defer(c);
+
+  return d != NULL ? pending_of(d) : NULL;
+}
+
+void pending_finish(pending_t *p)
+{
+  call_finish(p->call);
+  free(p);
+}
+
+void pending_fail(pending_t *p, int code, const char *msg)
+{
+  call_fail(p->call, code, "%s", msg);
+  pending_finish(p);
+}
+
+/* An op completed: answer its call (recording its timing first). */
+static void op_answered(void *ctx, obj_result_t *r)
+{
+  pending_t *p = ctx;
+  call_t *c = p->call;
+
+  if (r->status != 0) {
+    call_fail(c, r->status, "%s", r->err);
+  } else {
+    if (r->timed && p->op != NULL)
+      profile_record(c->s->profile, p->period, p->op, p->handle, p->bytes,
+                     r->start_ns, r->device_ms);
+    switch (p->reply) {
+    case REPLY_BYTES:
+      call_result_bin(c, r->bytes, r->len);
+      r->bytes = NULL;
+      break;
+    case REPLY_IDLE:
+      msgpack_pack_object(call_result(c),
+                          (msgpack_object){.type = MSGPACK_OBJECT_BOOLEAN,
+                                           .via.boolean = r->idle != 0});
+      break;
+    default:
+      msgpack_pack_nil(call_result(c));
+      break;
+    }
+  }
+  pending_finish(p);
+}
+
+op_t *op_prepare_deferred(call_t *d, op_kind_t kind, stream_t *st, uint64_t sh)
+{
+  pending_t *p = pending_of(d);
+  profile_t *prof = d->s->profile;
+  op_t *op;
+
+  if (p == NULL)
+    return NULL;
+  op = op_new(kind, st, (obj_done_t){op_answered, p});
+  if (op == NULL) {
+    pending_fail(p, HIPD_ENOMEM, "out of memory");
+    return NULL;
+  }
+  p->handle = sh;
+  if (prof != NULL && kind != OP_SYNC && kind != OP_QUERY &&
+      kind != OP_RECORD) {
+    op->timed = 1;
+    p->op = op_name(kind);
+    p->period = profile_period(prof);
+  }
   return op;
+}
+
+op_t *op_prepare(call_t *c, op_kind_t kind, stream_t *st, uint64_t sh)
+{
+  call_t *d = call_defer(c);
+
+  return d != NULL ? op_prepare_deferred(d, kind, st, sh) : NULL;
+}
+
+void op_start(op_t *op)
+{
+  pending_t *p = op->done.ctx;
+  int rc;
+
+  p->bytes = op->n;
+  if (op->kind == OP_READ && op->shm == NULL)
+    p->reply = REPLY_BYTES;
+  else if (op->kind == OP_QUERY)
+    p->reply = REPLY_IDLE;
+  if ((rc = op_submit(op)) != 0)
+    pending_fail(p, rc, "out of memory");
 }
 
 msgpack_packer *compile_answer(call_t *c, const kernel_result_t *r,
@@ -124,10 +185,8 @@ msgpack_packer *compile_answer(call_t *c, const kernel_result_t *r,
     return NULL;
   }
   if (r->kernel != NULL) {
-    rc = s->closing ? HIPD_ECANCELED
-                    : handles_add(&s->handles, HANDLE_KERNEL, r->kernel, &h);
+    rc = res_kernel_add(s, r->kernel, &h);
     if (rc != 0) {
-      kernel_unref(r->kernel);
       call_fail(c, rc, "cannot keep the kernel: %s", hipd_strerror(rc));
       return NULL;
     }

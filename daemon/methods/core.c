@@ -151,12 +151,12 @@ int m_session_info(call_t *c)
   proto_pack_cstr(pk, "resources");
   msgpack_pack_map(pk, HANDLE_TYPE_COUNT);
   proto_pack_cstr(pk, "handles");
-  msgpack_pack_uint32(pk, s->handles.used);
+  msgpack_pack_uint32(pk, res_count(s, HANDLE_ANY));
   for (int t = HANDLE_STREAM; t < HANDLE_TYPE_COUNT; t++) {
     static const char *const keys[] = {"",        "streams", "events",
                                        "buffers", "kernels", "shared_buffers"};
     proto_pack_cstr(pk, keys[t]);
-    msgpack_pack_uint32(pk, s->handles.count[t]);
+    msgpack_pack_uint32(pk, res_count(s, (handle_type_t)t));
   }
   return 0;
 }

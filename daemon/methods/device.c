@@ -1,6 +1,7 @@
 /* daemon/methods/device.c: backend identity and devices. */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "codegen/ir.h"
@@ -227,14 +228,40 @@ static void collect_stream_cb(void *ctx, uint64_t h, void *obj)
   l->h[l->n++] = h;
 }
 
+/* The ops of one device.synchronize: its call is answered when the last
+ * completes, with the first error if any. */
+typedef struct {
+  call_t *call;
+  uint32_t left;
+  int status;
+  char err[256];
+} sync_group_t;
+
+static void group_op_done(void *ctx, obj_result_t *r)
+{
+  sync_group_t *g = ctx;
+
+  if (r->status != 0 && g->status == 0) {
+    g->status = r->status;
+    snprintf(g->err, sizeof(g->err), "%s", r->err);
+  }
+  if (--g->left > 0)
+    return;
+  if (g->status != 0)
+    call_fail(g->call, g->status, "%s", g->err);
+  else
+    msgpack_pack_nil(call_result(g->call));
+  call_finish(g->call);
+  free(g);
+}
+
 /* device.synchronize [device?]: wait for every stream this session has on
  * the device. Other sessions' work is not waited for. */
 int m_device_synchronize(call_t *c)
 {
   stream_list_t l = {.dev = c->args[0].dev};
   op_t **ops = NULL;
-  struct op_group *g = NULL;
-  call_t *d;
+  sync_group_t *g = NULL;
   uint32_t made = 0;
 
   handles_foreach(&c->s->handles, HANDLE_STREAM, collect_stream_cb, &l);
@@ -245,31 +272,26 @@ int m_device_synchronize(call_t *c)
     goto out;
   }
   ops = calloc(l.n, sizeof(*ops));
-  if (ops == NULL)
+  g = calloc(1, sizeof(*g));
+  if (ops == NULL || g == NULL)
     goto nomem;
   for (; made < l.n; made++)
-    if ((ops[made] = op_new(OP_SYNC, l.st[made], l.h[made], NULL)) == NULL)
+    if ((ops[made] = op_new(OP_SYNC, l.st[made],
+                            (obj_done_t){group_op_done, g})) == NULL)
       goto nomem;
-  if ((d = call_defer(c)) == NULL)
+  if ((g->call = call_defer(c)) == NULL)
     goto fail; /* answered */
-  if ((g = op_group_new(d, l.n)) == NULL) {
-    call_fail(d, HIPD_ENOMEM, "out of memory");
-    call_finish(d);
-    goto fail;
-  }
-  for (uint32_t i = 0; i < l.n; i++) {
-    ops[i]->group = g;
-    op_submit(ops[i]);
-  }
+  g->left = l.n;
+  for (uint32_t i = 0; i < l.n; i++)
+    (void)op_submit(ops[i]); /* a sync op is always queued */
   goto out;
 
 nomem:
   call_fail(c, HIPD_ENOMEM, "out of memory");
 fail:
-  for (uint32_t i = 0; i < made; i++) {
-    stream_unref(ops[i]->st);
-    free(ops[i]);
-  }
+  for (uint32_t i = 0; i < made; i++)
+    op_discard(ops[i]);
+  free(g);
 out:
   free(ops);
   free(l.st);

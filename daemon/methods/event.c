@@ -6,33 +6,44 @@
 
 #include "methods.h"
 
+/* The driver event of an event.create exists, or could not be made. */
+static void event_created(void *ctx, obj_result_t *r)
+{
+  pending_t *p = ctx;
+  call_t *c = p->call;
+
+  if (r->status != 0) {
+    call_fail(c, r->status, "%s", r->err);
+    res_event_forget(c->s, p->handle);
+  } else {
+    msgpack_pack_uint64(call_result(c), p->handle);
+  }
+  pending_finish(p);
+}
+
 /* event.create [device?] -> handle */
 int m_event_create(call_t *c)
 {
-  session_t *s = c->s;
   device_t *dev = c->args[0].dev;
   event_t *ev;
-  call_t *d;
-  uint64_t h;
+  pending_t *p;
   int rc;
 
-  ev = calloc(1, sizeof(*ev));
+  ev = event_new(dev);
   if (ev == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory");
-  ev->dev = dev;
-  ev->refs = 1;
-  rc = handles_add(&s->handles, HANDLE_EVENT, ev, &h);
-  if (rc != 0) {
-    free(ev);
-    return call_fail(c, rc, "cannot add an event handle: %s",
-                     hipd_strerror(rc));
-  }
-  if ((d = call_defer(c)) == NULL) {
-    handles_remove(&s->handles, h, HANDLE_EVENT, NULL);
-    free(ev);
+  if ((p = pending_new(c)) == NULL) {
+    event_discard(ev);
     return HIPD_ENOMEM;
   }
-  event_create_async(ev, d, h);
+  rc = res_event_add(c->s, ev, &p->handle);
+  if (rc != 0) {
+    event_discard(ev);
+    call_fail(p->call, rc, "cannot add an event handle: %s", hipd_strerror(rc));
+    pending_finish(p);
+    return 0;
+  }
+  event_start(ev, (obj_done_t){event_created, p});
   return 0;
 }
 
@@ -50,8 +61,7 @@ int m_event_destroy(call_t *c)
   event_t *ev = c->args[0].obj;
   uint64_t h = c->args[0].u;
 
-  handles_remove(&c->s->handles, h, HANDLE_EVENT, NULL);
-  event_unref(ev);
+  res_event_free(c->s, h, ev);
   msgpack_pack_nil(call_result(c));
   return 0;
 }
@@ -84,7 +94,7 @@ int m_event_record(call_t *c)
     return HIPD_ENOMEM;
   op->ev = ev;
   event_ref(ev);
-  op_submit(op);
+  op_start(op);
   return 0;
 }
 
@@ -118,51 +128,46 @@ int m_event_query(call_t *c)
   return 0;
 }
 
+/* An event waited for completed: answer with its status. */
+static void event_waited(void *ctx, obj_result_t *r)
+{
+  pending_t *p = ctx;
+
+  if (r->status != 0)
+    call_fail(p->call, r->status, "%s", r->err);
+  else
+    msgpack_pack_nil(call_result(p->call));
+  pending_finish(p);
+}
+
 /* event.synchronize [event]: answered when the mark is passed. */
 int m_event_synchronize(call_t *c)
 {
   event_t *ev;
   uint64_t h;
-  call_t *d;
+  pending_t *p;
   int rc;
 
   if ((rc = arg_event(c, 0, &ev, &h)) != 0 ||
       (rc = check_recorded(c, "the", ev, h)) != 0)
     return rc;
-  if ((d = call_defer(c)) == NULL)
+  if ((p = pending_new(c)) == NULL)
     return HIPD_ENOMEM;
-  event_wait(ev, d);
+  if (event_wait(ev, (obj_done_t){event_waited, p}) != 0)
+    pending_fail(p, HIPD_ENOMEM, "out of memory");
   return 0;
 }
 
-typedef struct {
-  task_t t;
-  call_t *call;
-  event_t *a, *b;
-  float ms;
-} elapsed_task_t;
-
-static void elapsed_run(task_t *t)
+/* The device measured the time between two events. */
+static void elapsed_measured(void *ctx, obj_result_t *r)
 {
-  elapsed_task_t *e = (elapsed_task_t *)t;
-  int rc = event_elapsed(e->a, e->b, &e->ms);
+  pending_t *p = ctx;
 
-  if (rc != 0)
-    task_fail(t, rc, "%s", drv_last_error());
-}
-
-static void elapsed_done(task_t *t)
-{
-  elapsed_task_t *e = (elapsed_task_t *)t;
-
-  if (t->status != 0)
-    call_fail(e->call, t->status, "%s", t->err);
+  if (r->status != 0)
+    call_fail(p->call, r->status, "%s", r->err);
   else
-    msgpack_pack_float(call_result(e->call), e->ms);
-  call_finish(e->call);
-  event_unref(e->a);
-  event_unref(e->b);
-  free(e);
+    msgpack_pack_float(call_result(p->call), r->device_ms);
+  pending_finish(p);
 }
 
 /* event.elapsed [start, stop] -> milliseconds (float) between two completed
@@ -171,7 +176,7 @@ int m_event_elapsed(call_t *c)
 {
   event_t *a, *b;
   uint64_t ha, hb;
-  elapsed_task_t *e;
+  pending_t *p;
   int rc;
 
   if ((rc = arg_event(c, 0, &a, &ha)) != 0 ||
@@ -191,19 +196,9 @@ int m_event_elapsed(call_t *c)
     return call_fail(c, a->status ? a->status : b->status,
                      "the stream of the %s event failed",
                      a->status ? "start" : "stop");
-  e = calloc(1, sizeof(*e));
-  if (e == NULL)
-    return call_fail(c, HIPD_ENOMEM, "out of memory");
-  if ((e->call = call_defer(c)) == NULL) {
-    free(e);
+  if ((p = pending_new(c)) == NULL)
     return HIPD_ENOMEM;
-  }
-  e->a = a;
-  e->b = b;
-  event_ref(a);
-  event_ref(b);
-  e->t.run = elapsed_run;
-  e->t.done = elapsed_done;
-  exec_submit(a->dev->service, &e->t);
+  if (event_elapsed(a, b, (obj_done_t){elapsed_measured, p}) != 0)
+    pending_fail(p, HIPD_ENOMEM, "out of memory");
   return 0;
 }

@@ -281,12 +281,10 @@ static void launch_submit(call_t *d, kernel_t *k, stream_t *st, uint64_t sh,
                           const uint32_t g[3], const uint32_t b[3],
                           uint32_t shared, launch_args_t *a, int wait)
 {
-  op_t *op = op_new(OP_LAUNCH, st, sh, d);
+  op_t *op = op_prepare_deferred(d, OP_LAUNCH, st, sh);
 
   if (op == NULL) {
     args_release(a);
-    call_fail(d, HIPD_ENOMEM, "out of memory");
-    call_finish(d);
     return;
   }
   op->kernel = k;
@@ -300,7 +298,7 @@ static void launch_submit(call_t *d, kernel_t *k, stream_t *st, uint64_t sh,
   op->nbufs = a->nbufs;
   op->wait = wait;
   memset(a, 0, sizeof(*a));
-  op_submit(op);
+  op_start(op);
 }
 
 /* ------------------------------------------------------------- compiling */
@@ -402,8 +400,7 @@ int m_kernel_destroy(call_t *c)
   kernel_t *k = c->args[0].obj;
   uint64_t h = c->args[0].u;
 
-  handles_remove(&c->s->handles, h, HANDLE_KERNEL, NULL);
-  kernel_unref(k);
+  res_kernel_free(c->s, h, k);
   msgpack_pack_nil(call_result(c));
   return 0;
 }

@@ -21,78 +21,33 @@ static const struct {
     {"int64", 8},   {"uint64", 8}, {"float64", 8}, {"byte", 1},
 };
 
-typedef struct {
-  task_t t;
-  call_t *call;
-  device_t *dev;
-  size_t size, elem_size;
-  buffer_t *b; /* made on the worker, so done() cannot fail to make it */
-} alloc_task_t;
-
-static void alloc_run(task_t *t)
+/* A mem.alloc* buffer was made, or not: keep it under a handle. */
+static void allocated(void *ctx, obj_result_t *r)
 {
-  alloc_task_t *a = (alloc_task_t *)t;
-  driver_t *drv = a->dev->drv;
-  int rc;
-
-  a->b = calloc(1, sizeof(*a->b));
-  if (a->b == NULL) {
-    task_fail(t, HIPD_ENOMEM, "out of memory");
-    return;
-  }
-  a->b->epoch = device_epoch(a->dev);
-  rc = drv->mem_alloc(drv, a->dev->local, a->size, &a->b->mem);
-  if (rc != 0) {
-    free(a->b);
-    a->b = NULL;
-    task_fail(t, rc, "cannot allocate %zu bytes on device %d: %s", a->size,
-              a->dev->id, drv_last_error());
-  }
-}
-
-static void alloc_done(task_t *t)
-{
-  alloc_task_t *a = (alloc_task_t *)t;
-  call_t *c = a->call;
-  session_t *s = c->s;
-  buffer_t *b = a->b;
+  pending_t *p = ctx;
+  call_t *c = p->call;
   uint64_t h;
   int rc;
 
-  if (t->status != 0) {
-    s->mem_used -= a->size;
-    if (t->status == HIPD_EDEVLOST)
-      device_mark_lost(a->dev, t->err);
-    call_fail(c, t->status, "%s", t->err);
-    goto out;
-  }
-  b->dev = a->dev;
-  b->elem_size = a->elem_size;
-  b->refs = 1;
-  a->dev->allocated += a->size;
-  a->dev->buffers++;
-  rc = s->closing ? HIPD_ECANCELED
-                  : handles_add(&s->handles, HANDLE_BUFFER, b, &h);
-  if (rc != 0) {
-    s->mem_used -= a->size;
-    buffer_unref(b); /* frees on the service worker */
+  if (r->status != 0) {
+    res_mem_release(c->s, p->bytes);
+    call_fail(c, r->status, "%s", r->err);
+  } else if ((rc = res_buffer_add(c->s, r->buffer, p->bytes, &h)) != 0) {
     call_fail(c, rc, "cannot keep the allocation: %s", hipd_strerror(rc));
-    goto out;
+  } else {
+    msgpack_pack_uint64(call_result(c), h);
   }
-  msgpack_pack_uint64(call_result(c), h);
-out:
-  call_finish(c);
-  free(a);
+  pending_finish(p);
 }
 
 /* Allocate @p count elements of @p elem_size bytes on @p dev. */
 static int alloc_common(call_t *c, device_t *dev, uint64_t count,
                         uint64_t elem_size)
 {
-  session_t *s = c->s;
-  uint64_t quota = s->d->cfg.mem_quota;
-  alloc_task_t *a;
+  char err[RES_ERR_MAX];
+  pending_t *p;
   uint64_t size;
+  int rc;
 
   if (count == 0 || elem_size == 0)
     return call_fail(c, HIPD_EINVAL, "cannot allocate 0 bytes");
@@ -105,27 +60,19 @@ static int alloc_common(call_t *c, device_t *dev, uint64_t count,
                      "%llu bytes exceed device %d's %llu bytes of memory",
                      (unsigned long long)size, dev->id,
                      (unsigned long long)dev->caps.total_global_mem);
-  if (quota != 0 && size > quota - (s->mem_used < quota ? s->mem_used : quota))
-    return call_fail(c, HIPD_EQUOTA,
-                     "%llu bytes would exceed this session's quota of %llu "
-                     "bytes (%llu in use)",
-                     (unsigned long long)size, (unsigned long long)quota,
-                     (unsigned long long)s->mem_used);
-  a = calloc(1, sizeof(*a));
-  if (a == NULL)
-    return call_fail(c, HIPD_ENOMEM, "out of memory");
-  if ((a->call = call_defer(c)) == NULL) {
-    free(a);
+  /* Reserved now so that concurrent allocations cannot pass the quota. */
+  if ((rc = res_mem_reserve(c->s, size, err, sizeof(err))) != 0)
+    return call_fail(c, rc, "%s", err);
+  if ((p = pending_new(c)) == NULL) {
+    res_mem_release(c->s, size);
     return HIPD_ENOMEM;
   }
-  a->dev = dev;
-  a->size = (size_t)size;
-  a->elem_size = (size_t)elem_size;
-  a->t.run = alloc_run;
-  a->t.done = alloc_done;
-  /* Reserved now so that concurrent allocations cannot pass the quota. */
-  s->mem_used += size;
-  exec_submit(dev->service, &a->t);
+  p->bytes = size;
+  if (buffer_alloc(dev, (size_t)size, (size_t)elem_size,
+                   (obj_done_t){allocated, p}) != 0) {
+    res_mem_release(c->s, size);
+    pending_fail(p, HIPD_ENOMEM, "out of memory");
+  }
   return 0;
 }
 
@@ -160,9 +107,7 @@ int m_mem_free(call_t *c)
   buffer_t *b = c->args[0].obj;
   uint64_t h = c->args[0].u;
 
-  handles_remove(&c->s->handles, h, HANDLE_BUFFER, NULL);
-  c->s->mem_used -= buffer_quota_bytes(b);
-  buffer_unref(b);
+  res_buffer_free(c->s, h, b);
   msgpack_pack_nil(call_result(c));
   return 0;
 }
@@ -226,7 +171,7 @@ static int write_common(call_t *c, int stream_arg)
   op->dst_off = off;
   op->n = len;
   op->wait = stream_arg < 0;
-  op_submit(op);
+  op_start(op);
   return 0;
 }
 
@@ -279,7 +224,7 @@ static int read_common(call_t *c, int stream_arg)
   buffer_ref(b);
   op->src_off = off;
   op->n = len;
-  op_submit(op);
+  op_start(op);
   return 0;
 }
 
@@ -318,7 +263,7 @@ static int copy_common(call_t *c, int stream_arg)
   op->src_off = soff;
   op->n = len;
   op->wait = stream_arg < 0;
-  op_submit(op);
+  op_start(op);
   return 0;
 }
 
@@ -353,7 +298,7 @@ static int memset_common(call_t *c, int stream_arg)
   op->n = len;
   op->value = (int)value;
   op->wait = stream_arg < 0;
-  op_submit(op);
+  op_start(op);
   return 0;
 }
 

@@ -7,7 +7,9 @@
 #include "device.h"
 #include "dispatch.h"
 #include "kernels/kernels.h"
-#include "objects.h"
+#include "objects/objects.h"
+#include "profile.h"
+#include "resources.h"
 
 /* Bounds the method table declares and the handlers size arrays by. */
 #define MAX_OPTIONS 64         /* compiler options of a compile */
@@ -113,8 +115,45 @@ int arg_buffer(call_t *c, unsigned i, buffer_t **b);
  * numbers and the buffer size. */
 int check_range(call_t *c, const char *what, const buffer_t *b, uint64_t off,
                 uint64_t len);
-/* Defer @p c for an op; NULL (call answered) when out of memory. */
+/* A deferred call waiting for the object layer: the context of the
+ * completions (obj_done_t) of creations and stream ops, which answer it. */
+typedef enum {
+  REPLY_NIL,   /* an op answers nil */
+  REPLY_BYTES, /* the bytes read, as bin */
+  REPLY_IDLE,  /* the query's idle flag, as bool */
+} reply_kind_t;
+
+typedef struct pending {
+  call_t *call;    /* the deferred call it answers */
+  uint64_t handle; /* the handle made for it; an op's stream handle */
+  uint64_t bytes;  /* mem.alloc: the quota bytes reserved; an op: the
+                      bytes it moves (its profiling record) */
+  const char *op;  /* a timed op's profiling name; NULL: not timed */
+  uint32_t period; /* the profiling period it was requested in */
+  uint8_t reply;   /* REPLY_*: what a successful op answers */
+} pending_t;
+
+/* Defer @p c and wrap it. @return NULL when out of memory (@p c is then
+ * answered: return HIPD_ENOMEM). */
+pending_t *pending_new(call_t *c);
+/* Wrap the already deferred call @p d. @return NULL when out of memory
+ * (@p d is then answered and finished). */
+pending_t *pending_of(call_t *d);
+/* Send the answer of @p p's call and free @p p. */
+void pending_finish(pending_t *p);
+/* Answer @p p's call with error @p code and @p msg, and free @p p. */
+void pending_fail(pending_t *p, int code, const char *msg);
+
+/* Defer @p c for an op of @p kind on @p st (handle @p sh), timed when the
+ * session profiles, answered by its completion; NULL (call answered) when
+ * out of memory. op_prepare_deferred() is the same for a deferred call
+ * (on failure @p d is answered and finished). */
 op_t *op_prepare(call_t *c, op_kind_t kind, stream_t *st, uint64_t sh);
+op_t *op_prepare_deferred(call_t *d, op_kind_t kind, stream_t *st, uint64_t sh);
+/* Submit an op from op_prepare*(), its fields filled in; if it cannot be
+ * queued its call is answered (ENOMEM). The handler returns 0 either
+ * way. */
+void op_start(op_t *op);
 
 /* Start the answer to a compile (kernel.compile*, kernel.compile_ir): on
  * failure answer with its error; else keep the kernel (if any) under a

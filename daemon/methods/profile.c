@@ -6,7 +6,7 @@
 
 int m_profile_enable(call_t *c)
 {
-  int rc = profile_enable(c->s);
+  int rc = profile_enable(&c->s->profile, &c->s->profile_gen);
 
   if (rc != 0)
     return call_fail(c, rc, "cannot start profiling");
@@ -16,7 +16,7 @@ int m_profile_enable(call_t *c)
 
 int m_profile_disable(call_t *c)
 {
-  profile_disable(c->s);
+  profile_disable(&c->s->profile);
   msgpack_pack_nil(call_result(c));
   return 0;
 }

@@ -23,11 +23,8 @@ static void register_done(task_t *t)
   uint64_t h;
   int rc;
 
-  rc = s->closing ? HIPD_ECANCELED
-                  : handles_add(&s->handles, HANDLE_SHM, r->m, &h);
+  rc = res_shm_add(s, r->m, &h);
   if (rc != 0) {
-    s->mem_used -= r->m->size;
-    shm_unref(r->m);
     call_fail(c, rc, "cannot keep the shared buffer: %s", hipd_strerror(rc));
   } else {
     pk = call_result(c);
@@ -51,7 +48,7 @@ static void register_done(task_t *t)
 int m_shm_create(call_t *c)
 {
   session_t *s = c->s;
-  uint64_t quota = s->d->cfg.mem_quota, size = c->args[0].u;
+  uint64_t size = c->args[0].u;
   /* Claimed first, so that a bad request cannot leave it to the next. */
   int fd = session_take_fd(s);
   char err[200];
@@ -63,25 +60,22 @@ int m_shm_create(call_t *c)
     return call_fail(c, HIPD_EINVAL,
                      "no file descriptor came with the request "
                      "(send the memfd with SCM_RIGHTS on its bytes)");
-  if (quota != 0 &&
-      size > quota - (s->mem_used < quota ? s->mem_used : quota)) {
+  if ((rc = res_mem_reserve(s, size, err, sizeof(err))) != 0) {
     close(fd);
-    return call_fail(c, HIPD_EQUOTA,
-                     "%llu bytes would exceed this session's "
-                     "quota of %llu bytes (%llu in use)",
-                     (unsigned long long)size, (unsigned long long)quota,
-                     (unsigned long long)s->mem_used);
-  }
-  if ((rc = shm_open_fd(fd, size, s->peer_uid, &m, err, sizeof(err))) != 0)
     return call_fail(c, rc, "%s", err);
+  }
+  if ((rc = shm_open_fd(fd, size, s->peer_uid, &m, err, sizeof(err))) != 0) {
+    res_mem_release(s, size);
+    return call_fail(c, rc, "%s", err);
+  }
   if ((r = calloc(1, sizeof(*r))) == NULL ||
       (r->call = call_defer(c)) == NULL) {
     free(r);
     shm_unref(m);
+    res_mem_release(s, size);
     return r == NULL ? call_fail(c, HIPD_ENOMEM, "out of memory") : HIPD_ENOMEM;
   }
-  r->m = m;
-  s->mem_used += m->size;
+  r->m = m; /* of size bytes, reserved above */
   shm_register(m, &r->t, register_done);
   return 0;
 }
@@ -93,9 +87,7 @@ int m_shm_free(call_t *c)
   shm_t *m = c->args[0].obj;
   uint64_t h = c->args[0].u;
 
-  handles_remove(&c->s->handles, h, HANDLE_SHM, NULL);
-  c->s->mem_used -= m->size;
-  shm_unref(m);
+  res_shm_free(c->s, h, m);
   msgpack_pack_nil(call_result(c));
   return 0;
 }
@@ -147,7 +139,7 @@ static int xfer_common(call_t *c, int write, int stream_arg)
   /* The op (and its reference on the mapping) ends only once the device
    * has finished with the shared bytes. */
   op->wait = 1;
-  op_submit(op);
+  op_start(op);
   return 0;
 }
 
@@ -171,66 +163,21 @@ int m_mem_read_shm_async(call_t *c)
   return xfer_common(c, 0, 5);
 }
 
-typedef struct {
-  task_t t;
-  call_t *call;
-  device_t *dev;
-  shm_t *m;
-  buffer_t *b;
-} zc_task_t;
-
-static void zero_copy_run(task_t *t)
+/* The zero-copy buffer was made, or not: keep it under a handle. */
+static void zero_copy_made(void *ctx, obj_result_t *r)
 {
-  zc_task_t *z = (zc_task_t *)t;
-  driver_t *drv = z->dev->drv;
-  int rc;
-
-  z->b = calloc(1, sizeof(*z->b));
-  if (z->b == NULL) {
-    task_fail(t, HIPD_ENOMEM, "out of memory");
-    return;
-  }
-  z->b->epoch = device_epoch(z->dev);
-  rc = drv->host_map(drv, z->dev->local, z->m->addr, z->m->size, z->m->fd,
-                     &z->b->mem);
-  if (rc != 0) {
-    free(z->b);
-    z->b = NULL;
-    task_fail(t, rc, "device %d cannot use the shared buffer: %s", z->dev->id,
-              drv_last_error());
-  }
-}
-
-static void zero_copy_done(task_t *t)
-{
-  zc_task_t *z = (zc_task_t *)t;
-  call_t *c = z->call;
-  session_t *s = c->s;
-  buffer_t *b = z->b;
+  pending_t *p = ctx;
+  call_t *c = p->call;
   uint64_t h;
   int rc;
 
-  if (t->status != 0) {
-    shm_unref(z->m);
-    call_fail(c, t->status, "%s", t->err);
-    goto out;
-  }
-  b->dev = z->dev;
-  b->elem_size = 1;
-  b->refs = 1;
-  b->shm = z->m; /* the task's reference passes to the buffer */
-  z->dev->buffers++;
-  rc = s->closing ? HIPD_ECANCELED
-                  : handles_add(&s->handles, HANDLE_BUFFER, b, &h);
-  if (rc != 0) {
-    buffer_unref(b);
+  if (r->status != 0)
+    call_fail(c, r->status, "%s", r->err);
+  else if ((rc = res_buffer_add(c->s, r->buffer, 0, &h)) != 0)
     call_fail(c, rc, "cannot keep the buffer: %s", hipd_strerror(rc));
-    goto out;
-  }
-  msgpack_pack_uint64(call_result(c), h);
-out:
-  call_finish(c);
-  free(z);
+  else
+    msgpack_pack_uint64(call_result(c), h);
+  pending_finish(p);
 }
 
 /* mem.alloc_zero_copy [shm, device?] -> buffer handle */
@@ -239,7 +186,7 @@ int m_mem_alloc_zero_copy(call_t *c)
   shm_t *m = c->args[0].obj;
   uint64_t mh = c->args[0].u;
   device_t *dev = c->args[1].dev;
-  zc_task_t *z;
+  pending_t *p;
   int rc;
 
   if ((rc = check_alive(c, "device", dev, device_epoch(dev))) != 0)
@@ -255,17 +202,9 @@ int m_mem_alloc_zero_copy(call_t *c)
                      "shared buffer 0x%llx could not be "
                      "page-locked, so device %d cannot map it",
                      (unsigned long long)mh, dev->id);
-  if ((z = calloc(1, sizeof(*z))) == NULL)
-    return call_fail(c, HIPD_ENOMEM, "out of memory");
-  if ((z->call = call_defer(c)) == NULL) {
-    free(z);
+  if ((p = pending_new(c)) == NULL)
     return HIPD_ENOMEM;
-  }
-  z->dev = dev;
-  z->m = m;
-  shm_ref(m);
-  z->t.run = zero_copy_run;
-  z->t.done = zero_copy_done;
-  exec_submit(dev->service, &z->t);
+  if (buffer_map_shm(dev, m, (obj_done_t){zero_copy_made, p}) != 0)
+    pending_fail(p, HIPD_ENOMEM, "out of memory");
   return 0;
 }

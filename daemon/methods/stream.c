@@ -2,7 +2,24 @@
  * default. */
 #include "config.h"
 
+#include <stdlib.h>
+
 #include "methods.h"
+
+/* The driver stream of a stream.create exists, or could not be made. */
+static void stream_created(void *ctx, obj_result_t *r)
+{
+  pending_t *p = ctx;
+  call_t *c = p->call;
+
+  if (r->status != 0) {
+    call_fail(c, r->status, "%s", r->err);
+    res_stream_forget(c->s, p->handle);
+  } else {
+    msgpack_pack_uint64(call_result(c), p->handle);
+  }
+  pending_finish(p);
+}
 
 /* stream.create [device?] -> handle, once the driver stream exists. */
 int m_stream_create(call_t *c)
@@ -10,30 +27,29 @@ int m_stream_create(call_t *c)
   session_t *s = c->s;
   device_t *dev = c->args[0].dev;
   stream_t *st;
-  call_t *d;
-  uint64_t h;
+  pending_t *p;
   int rc;
 
   /* Default streams do not count: the limit is on streams made here. */
-  if (s->handles.count[HANDLE_STREAM] - s->ndefaults >= s->d->cfg.max_streams)
+  if (res_streams_created(s) >= s->d->cfg.max_streams)
     return call_fail(c, HIPD_ETOOMANY,
                      "this session already has %u streams (the limit)",
-                     s->handles.count[HANDLE_STREAM] - s->ndefaults);
+                     res_streams_created(s));
   st = stream_new(dev);
   if (st == NULL)
     return call_fail(c, HIPD_ENOMEM, "cannot start a stream worker");
-  rc = handles_add(&s->handles, HANDLE_STREAM, st, &h);
-  if (rc != 0) {
-    stream_unref(st);
-    return call_fail(c, rc, "cannot add a stream handle: %s",
-                     hipd_strerror(rc));
-  }
-  if ((d = call_defer(c)) == NULL) {
-    handles_remove(&s->handles, h, HANDLE_STREAM, NULL);
+  if ((p = pending_new(c)) == NULL) {
     stream_unref(st);
     return HIPD_ENOMEM;
   }
-  stream_start(st, d, h);
+  rc = res_stream_add(s, st, &p->handle);
+  if (rc != 0) {
+    stream_unref(st);
+    call_fail(p->call, rc, "cannot add a stream handle: %s", hipd_strerror(rc));
+    pending_finish(p);
+    return 0;
+  }
+  stream_start(st, (obj_done_t){stream_created, p});
   return 0;
 }
 
@@ -43,14 +59,12 @@ int m_stream_destroy(call_t *c)
   stream_t *st = c->args[0].obj;
   uint64_t h = c->args[0].u;
 
-  if (st->is_default)
+  if (res_stream_is_default(c->s, st))
     return call_fail(c, HIPD_EPERM,
                      "stream 0x%llx is the session's default stream of "
                      "device %d; it lives as long as the session",
                      (unsigned long long)h, st->dev->id);
-  handles_remove(&c->s->handles, h, HANDLE_STREAM, NULL);
-  /* Queued work finishes first; the driver stream goes after it. */
-  stream_unref(st);
+  res_stream_free(c->s, h, st);
   msgpack_pack_nil(call_result(c));
   return 0;
 }
@@ -66,7 +80,7 @@ static int stream_op(call_t *c, op_kind_t kind)
     return rc;
   if ((op = op_prepare(c, kind, st, h)) == NULL)
     return HIPD_ENOMEM;
-  op_submit(op);
+  op_start(op);
   return 0;
 }
 
@@ -88,7 +102,7 @@ int m_stream_query(call_t *c)
 
   if ((rc = arg_stream(c, 0, &st, &h)) != 0)
     return rc;
-  if (exec_pending(st->ex) > 0) {
+  if (stream_pending(st) > 0) {
     msgpack_pack_false(call_result(c));
     return 0;
   }

@@ -1,0 +1,111 @@
+/* daemon/objects/stream.c: streams: a worker thread (an executor) and a
+ * driver stream each, created as the stream's first task and destroyed as
+ * its last, once the last reference is gone.
+ *
+ * Called by methods/, resources.c (default streams) and op.c; it reports
+ * through obj_done_t and never calls sessions or dispatch (objects.h). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "objects/objects.h"
+
+static void task_reset(obj_task_t *t, void *obj, void (*run)(task_t *),
+                       void (*done)(task_t *))
+{
+  memset(&t->t, 0, sizeof(t->t));
+  t->t.run = run;
+  t->t.done = done;
+  t->obj = obj;
+}
+
+void stream_ref(stream_t *st)
+{
+  st->refs++;
+}
+
+static void create_run(task_t *t)
+{
+  stream_t *st = ((obj_task_t *)t)->obj;
+  driver_t *drv = st->dev->drv;
+
+  st->status = drv->stream_create(drv, st->dev->local, &st->drv);
+  if (st->status != 0) {
+    st->drv = NULL;
+    task_fail(t, st->status, "cannot create a stream on device %d: %s",
+              st->dev->id, drv_last_error());
+  }
+}
+
+static void create_done(task_t *t)
+{
+  obj_task_t *ot = (obj_task_t *)t;
+  obj_result_t r = {.status = t->status, .err = t->err};
+
+  if (ot->done.fn != NULL)
+    ot->done.fn(ot->done.ctx, &r);
+}
+
+static void destroy_run(task_t *t)
+{
+  stream_t *st = ((obj_task_t *)t)->obj;
+
+  /* A stream of a reset context is gone already. */
+  if (st->drv != NULL && st->epoch == device_epoch(st->dev))
+    st->dev->drv->stream_destroy(st->dev->drv, st->dev->local, st->drv);
+  st->drv = NULL;
+}
+
+/* The stream lives until its worker is gone, which comes after this
+ * (completions reach the loop in the order they happened). */
+static void destroy_done(task_t *t)
+{
+  (void)t;
+}
+
+static void stream_gone(void *arg)
+{
+  free(arg);
+}
+
+stream_t *stream_new(device_t *dev)
+{
+  stream_t *st = calloc(1, sizeof(*st));
+  char name[16];
+
+  if (st == NULL)
+    return NULL;
+  snprintf(name, sizeof(name), "hipd-st%d", dev->id);
+  st->dev = dev;
+  st->refs = 1;
+  st->epoch = device_epoch(dev);
+  st->ex = exec_create(name, device_bind, dev);
+  if (st->ex == NULL) {
+    free(st);
+    return NULL;
+  }
+  return st;
+}
+
+void stream_start(stream_t *st, obj_done_t done)
+{
+  task_reset(&st->create, st, create_run, create_done);
+  st->create.done = done;
+  exec_submit(st->ex, &st->create.t);
+}
+
+void stream_unref(stream_t *st)
+{
+  if (--st->refs > 0)
+    return;
+  task_reset(&st->destroy, st, destroy_run, destroy_done);
+  exec_submit(st->ex, &st->destroy.t);
+  exec_retire(st->ex, stream_gone, st);
+}
+
+uint32_t stream_pending(const stream_t *st)
+{
+  return exec_pending(st->ex);
+}

@@ -1,0 +1,60 @@
+/* daemon/profile.c: a session's profiling records: enable, disable,
+ * record. Called by methods/ (profile.*, the op completions) and
+ * resources.c (at close); calls nothing but the clock (exec_now_ns). */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "executor.h"
+#include "profile.h"
+#include "rpc.h"
+
+int profile_enable(profile_t **p, uint32_t *periods)
+{
+  if (*p != NULL)
+    return 0;
+  *p = calloc(1, sizeof(**p));
+  if (*p == NULL)
+    return HIPD_ENOMEM;
+  (*p)->epoch_ns = exec_now_ns();
+  (*p)->gen = ++*periods;
+  return 0;
+}
+
+void profile_disable(profile_t **p)
+{
+  if (*p == NULL)
+    return;
+  free((*p)->recs);
+  free(*p);
+  *p = NULL;
+}
+
+void profile_record(profile_t *p, uint32_t gen, const char *op, uint64_t stream,
+                    uint64_t bytes, uint64_t start_ns, float device_ms)
+{
+  profile_rec_t *r;
+
+  if (p == NULL || p->gen != gen)
+    return;
+  if (p->count == p->cap) {
+    if (p->cap == PROFILE_MAX_RECORDS) {
+      p->dropped++;
+      return;
+    }
+    uint32_t ncap = p->cap ? p->cap * 2 : 256;
+    profile_rec_t *n = realloc(p->recs, ncap * sizeof(*n));
+    if (n == NULL) {
+      p->dropped++;
+      return;
+    }
+    p->recs = n;
+    p->cap = ncap;
+  }
+  r = &p->recs[p->count++];
+  r->op = op;
+  r->stream = stream;
+  r->bytes = bytes;
+  r->start_ms = (double)(start_ns - p->epoch_ns) / 1e6;
+  r->end_ms = r->start_ms + device_ms;
+}

@@ -1,0 +1,246 @@
+/* daemon/resources.c: what a session owns: its objects under handles, its
+ * memory quota, its default streams, and their release at close.
+ *
+ * Called by methods/ and by session.c's teardown; calls the object layer
+ * (objects/), the handle table and profile.c. It never answers a call or
+ * touches the connection: errors come back as a code and a message
+ * (resources.h). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/kernels.h"
+#include "objects/objects.h"
+#include "profile.h"
+#include "resources.h"
+#include "session.h"
+
+/* ------------------------------------------------------------------ quota */
+
+int res_mem_reserve(session_t *s, uint64_t bytes, char *err, size_t errlen)
+{
+  uint64_t quota = s->d->cfg.mem_quota, used = s->res.mem_used;
+
+  if (quota != 0 && bytes > quota - (used < quota ? used : quota)) {
+    snprintf(err, errlen,
+             "%llu bytes would exceed this session's quota of %llu bytes "
+             "(%llu in use)",
+             (unsigned long long)bytes, (unsigned long long)quota,
+             (unsigned long long)used);
+    return HIPD_EQUOTA;
+  }
+  s->res.mem_used += bytes;
+  return 0;
+}
+
+void res_mem_release(session_t *s, uint64_t bytes)
+{
+  s->res.mem_used -= bytes;
+}
+
+/* ---------------------------------------------------------------- handles */
+
+static int keep(session_t *s, handle_type_t type, void *obj, uint64_t *h)
+{
+  return s->closing ? HIPD_ECANCELED : handles_add(&s->handles, type, obj, h);
+}
+
+int res_buffer_add(session_t *s, buffer_t *b, uint64_t reserved, uint64_t *h)
+{
+  int rc = keep(s, HANDLE_BUFFER, b, h);
+
+  if (rc != 0) {
+    res_mem_release(s, reserved);
+    buffer_unref(b); /* frees on the service worker */
+  }
+  return rc;
+}
+
+void res_buffer_free(session_t *s, uint64_t h, buffer_t *b)
+{
+  handles_remove(&s->handles, h, HANDLE_BUFFER, NULL);
+  res_mem_release(s, buffer_quota_bytes(b));
+  buffer_unref(b);
+}
+
+int res_shm_add(session_t *s, shm_t *m, uint64_t *h)
+{
+  int rc = keep(s, HANDLE_SHM, m, h);
+
+  if (rc != 0) {
+    res_mem_release(s, m->size);
+    shm_unref(m);
+  }
+  return rc;
+}
+
+void res_shm_free(session_t *s, uint64_t h, shm_t *m)
+{
+  handles_remove(&s->handles, h, HANDLE_SHM, NULL);
+  res_mem_release(s, m->size);
+  shm_unref(m);
+}
+
+int res_kernel_add(session_t *s, kernel_t *k, uint64_t *h)
+{
+  int rc = keep(s, HANDLE_KERNEL, k, h);
+
+  if (rc != 0)
+    kernel_unref(k);
+  return rc;
+}
+
+void res_kernel_free(session_t *s, uint64_t h, kernel_t *k)
+{
+  handles_remove(&s->handles, h, HANDLE_KERNEL, NULL);
+  kernel_unref(k);
+}
+
+int res_stream_add(session_t *s, stream_t *st, uint64_t *h)
+{
+  return handles_add(&s->handles, HANDLE_STREAM, st, h);
+}
+
+int res_event_add(session_t *s, event_t *ev, uint64_t *h)
+{
+  return handles_add(&s->handles, HANDLE_EVENT, ev, h);
+}
+
+void res_stream_free(session_t *s, uint64_t h, stream_t *st)
+{
+  handles_remove(&s->handles, h, HANDLE_STREAM, NULL);
+  /* Queued work finishes first; the driver stream goes after it. */
+  stream_unref(st);
+}
+
+void res_event_free(session_t *s, uint64_t h, event_t *ev)
+{
+  handles_remove(&s->handles, h, HANDLE_EVENT, NULL);
+  event_unref(ev);
+}
+
+void res_stream_forget(session_t *s, uint64_t h)
+{
+  void *obj;
+
+  if (!s->closing && handles_remove(&s->handles, h, HANDLE_STREAM, &obj) == 0)
+    stream_unref(obj);
+}
+
+void res_event_forget(session_t *s, uint64_t h)
+{
+  void *obj;
+
+  if (!s->closing && handles_remove(&s->handles, h, HANDLE_EVENT, &obj) == 0)
+    event_unref(obj);
+}
+
+/* ---------------------------------------------------------------- streams */
+
+uint32_t res_streams_created(const session_t *s)
+{
+  return s->handles.count[HANDLE_STREAM] - s->res.ndefaults;
+}
+
+int res_default_stream(session_t *s, device_t *dev, stream_t **st, uint64_t *h,
+                       char *err, size_t errlen)
+{
+  res_t *r = &s->res;
+  struct res_default *ds;
+  int rc;
+
+  if (r->defaults == NULL) {
+    r->defaults = calloc((size_t)devices_count(), sizeof(*r->defaults));
+    if (r->defaults == NULL) {
+      snprintf(err, errlen, "out of memory");
+      return HIPD_ENOMEM;
+    }
+  }
+  ds = &r->defaults[dev->id];
+  if (dev->lost) {
+    snprintf(err, errlen, "%s", "");
+    return HIPD_EDEVLOST;
+  }
+  if (ds->st != NULL && ds->st->epoch != device_epoch(dev)) {
+    /* The default stream went with a reset context: make a new one. */
+    handles_remove(&s->handles, ds->handle, HANDLE_STREAM, NULL);
+    stream_unref(ds->st);
+    ds->st = NULL;
+    r->ndefaults--;
+  }
+  if (ds->st == NULL) {
+    stream_t *n = stream_new(dev);
+    if (n == NULL) {
+      snprintf(err, errlen, "cannot start a stream worker");
+      return HIPD_ENOMEM;
+    }
+    rc = handles_add(&s->handles, HANDLE_STREAM, n, &ds->handle);
+    if (rc != 0) {
+      stream_unref(n);
+      snprintf(err, errlen, "cannot add the default stream: %s",
+               hipd_strerror(rc));
+      return rc;
+    }
+    stream_start(n, (obj_done_t){NULL, NULL});
+    ds->st = n;
+    r->ndefaults++;
+  }
+  *st = ds->st;
+  *h = ds->handle;
+  return 0;
+}
+
+int res_stream_is_default(const session_t *s, const stream_t *st)
+{
+  return s->res.defaults != NULL && s->res.defaults[st->dev->id].st == st;
+}
+
+/* ----------------------------------------------------------------- counts */
+
+uint32_t res_count(const session_t *s, handle_type_t type)
+{
+  return type == HANDLE_ANY ? s->handles.used : s->handles.count[type];
+}
+
+/* ---------------------------------------------------------------- release */
+
+static void release_event_cb(void *ctx, uint64_t h, void *obj)
+{
+  res_event_free(ctx, h, obj);
+}
+
+static void release_buffer_cb(void *ctx, uint64_t h, void *obj)
+{
+  res_buffer_free(ctx, h, obj);
+}
+
+static void release_shm_cb(void *ctx, uint64_t h, void *obj)
+{
+  res_shm_free(ctx, h, obj);
+}
+
+static void release_stream_cb(void *ctx, uint64_t h, void *obj)
+{
+  res_stream_free(ctx, h, obj);
+}
+
+static void release_kernel_cb(void *ctx, uint64_t h, void *obj)
+{
+  res_kernel_free(ctx, h, obj);
+}
+
+void res_release_all(session_t *s)
+{
+  /* Events and buffers first, then streams: queued work holds its own
+   * references, so each driver object goes after the work that uses it. */
+  handles_foreach(&s->handles, HANDLE_KERNEL, release_kernel_cb, s);
+  handles_foreach(&s->handles, HANDLE_EVENT, release_event_cb, s);
+  handles_foreach(&s->handles, HANDLE_BUFFER, release_buffer_cb, s);
+  handles_foreach(&s->handles, HANDLE_SHM, release_shm_cb, s);
+  handles_foreach(&s->handles, HANDLE_STREAM, release_stream_cb, s);
+  free(s->res.defaults);
+  s->res.defaults = NULL;
+  s->res.ndefaults = 0;
+  profile_disable(&s->profile);
+}

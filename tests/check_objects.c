@@ -1,0 +1,483 @@
+/* tests/check_objects.c: the object layer (daemon/objects/) in process,
+ * without a socket, a session or dispatch: the real executor bridge on a
+ * libuv loop and the real CPU device. Buffers, streams and events are made
+ * and ops submitted through the layer's own calls; each completion records
+ * what it was given, and the loop runs until the completions arrived. */
+#include "config.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bufpool.h"
+#include "device.h"
+#include "executor.h"
+#include "hipd.h"
+#include "objects/objects.h"
+
+/* What one completion reported. */
+typedef struct {
+  int called; /* times the completion ran */
+  int order;  /* its place among all completions, from 1 */
+  int status;
+  char err[256];
+  void *bytes; /* OP_READ: taken from the result */
+  size_t len;
+  int idle;
+  buffer_t *buffer;
+  int timed;
+  uint64_t start_ns;
+  float device_ms;
+} seen_t;
+
+static uv_loop_t *loop;
+static device_t *cpu;
+static int completions;
+
+static void record_cb(void *ctx, obj_result_t *r)
+{
+  seen_t *s = ctx;
+
+  s->called++;
+  s->order = ++completions;
+  s->status = r->status;
+  snprintf(s->err, sizeof(s->err), "%s", r->status != 0 ? r->err : "");
+  s->bytes = r->bytes;
+  s->len = r->len;
+  r->bytes = NULL; /* taken */
+  s->idle = r->idle;
+  s->buffer = r->buffer;
+  s->timed = r->timed;
+  s->start_ns = r->start_ns;
+  s->device_ms = r->device_ms;
+}
+
+static obj_done_t to(seen_t *s)
+{
+  return (obj_done_t){record_cb, s};
+}
+
+/* Run the loop until @p s has been called (the test case's timeout bounds
+ * a completion that never comes). */
+static void wait_for(const seen_t *s)
+{
+  while (!s->called)
+    uv_run(loop, UV_RUN_ONCE);
+}
+
+/* Run the loop until no device work is outstanding. */
+static void drain(void)
+{
+  while (exec_outstanding() > 0)
+    uv_run(loop, UV_RUN_ONCE);
+}
+
+static void setup(void)
+{
+  char err[256] = "";
+
+  loop = uv_default_loop();
+  ck_assert_int_eq(exec_bridge_init(loop), 0);
+  ck_assert_msg(devices_init("cpu", err, sizeof(err)) == 0, "devices: %s", err);
+  ck_assert_int_ge(devices_count(), 1);
+  cpu = device_get(0);
+  ck_assert_ptr_nonnull(cpu);
+  ck_assert(cpu->caps.is_cpu);
+  completions = 0;
+}
+
+static void teardown(void)
+{
+  drain();
+  exec_bridge_close();
+  uv_run(loop, UV_RUN_DEFAULT);
+}
+
+static buffer_t *make_buffer(size_t size)
+{
+  seen_t s = {0};
+
+  ck_assert_int_eq(buffer_alloc(cpu, size, 1, to(&s)), 0);
+  wait_for(&s);
+  ck_assert_int_eq(s.status, 0);
+  ck_assert_ptr_nonnull(s.buffer);
+  ck_assert_uint_eq(s.buffer->mem.size, size);
+  return s.buffer;
+}
+
+static stream_t *make_stream(void)
+{
+  seen_t s = {0};
+  stream_t *st = stream_new(cpu);
+
+  ck_assert_ptr_nonnull(st);
+  stream_start(st, to(&s));
+  wait_for(&s);
+  ck_assert_int_eq(s.status, 0);
+  return st;
+}
+
+static event_t *make_event(void)
+{
+  seen_t s = {0};
+  event_t *ev = event_new(cpu);
+
+  ck_assert_ptr_nonnull(ev);
+  event_start(ev, to(&s));
+  wait_for(&s);
+  ck_assert_int_eq(s.status, 0);
+  ck_assert_int_eq(ev->state, EVENT_UNRECORDED);
+  return ev;
+}
+
+/* Ops, filled in as methods/ would: each buffer the op names holds a
+ * reference of its own. */
+static op_t *op_write(stream_t *st, buffer_t *b, size_t off, const void *src,
+                      size_t n, seen_t *s)
+{
+  op_t *op = op_new(OP_WRITE, st, to(s));
+
+  ck_assert_ptr_nonnull(op);
+  op->host = malloc(n);
+  memcpy(op->host, src, n);
+  op->dst = b;
+  buffer_ref(b);
+  op->dst_off = off;
+  op->n = n;
+  return op;
+}
+
+static op_t *op_read(stream_t *st, buffer_t *b, size_t off, size_t n, seen_t *s)
+{
+  op_t *op = op_new(OP_READ, st, to(s));
+
+  ck_assert_ptr_nonnull(op);
+  op->host = bufpool_get(n);
+  op->src = b;
+  buffer_ref(b);
+  op->src_off = off;
+  op->n = n;
+  return op;
+}
+
+static op_t *op_memset(stream_t *st, buffer_t *b, size_t off, size_t n,
+                       int value, seen_t *s)
+{
+  op_t *op = op_new(OP_MEMSET, st, to(s));
+
+  ck_assert_ptr_nonnull(op);
+  op->dst = b;
+  buffer_ref(b);
+  op->dst_off = off;
+  op->n = n;
+  op->value = value;
+  return op;
+}
+
+static op_t *op_copy(stream_t *st, buffer_t *dst, size_t doff, buffer_t *src,
+                     size_t soff, size_t n, seen_t *s)
+{
+  op_t *op = op_new(OP_COPY, st, to(s));
+
+  ck_assert_ptr_nonnull(op);
+  op->dst = dst;
+  op->src = src;
+  buffer_ref(dst);
+  buffer_ref(src);
+  op->dst_off = doff;
+  op->src_off = soff;
+  op->n = n;
+  return op;
+}
+
+static op_t *op_record(stream_t *st, event_t *ev, seen_t *s)
+{
+  op_t *op = op_new(OP_RECORD, st, to(s));
+
+  ck_assert_ptr_nonnull(op);
+  op->ev = ev;
+  event_ref(ev);
+  return op;
+}
+
+static op_t *op_simple(op_kind_t kind, stream_t *st, seen_t *s)
+{
+  op_t *op = op_new(kind, st, to(s));
+
+  ck_assert_ptr_nonnull(op);
+  return op;
+}
+
+START_TEST(test_buffer_accounting)
+{
+  uint64_t before = cpu->allocated;
+  uint32_t nbefore = cpu->buffers;
+  buffer_t *b = make_buffer(8192);
+
+  ck_assert_uint_eq(cpu->allocated, before + 8192);
+  ck_assert_uint_eq(cpu->buffers, nbefore + 1);
+  ck_assert_uint_eq(buffer_quota_bytes(b), 8192);
+  ck_assert_uint_eq(b->elem_size, 1);
+  /* A reference held elsewhere keeps the memory. */
+  buffer_ref(b);
+  buffer_unref(b);
+  drain();
+  ck_assert_uint_eq(cpu->allocated, before + 8192);
+  /* The last one frees it, and only then the accounting falls. */
+  buffer_unref(b);
+  ck_assert_uint_eq(cpu->allocated, before + 8192);
+  drain();
+  ck_assert_uint_eq(cpu->allocated, before);
+  ck_assert_uint_eq(cpu->buffers, nbefore);
+}
+END_TEST
+
+START_TEST(test_buffer_too_large)
+{
+  seen_t s = {0};
+
+  /* More than the host can give: the driver refuses, the completion says
+   * why and no buffer is made or counted. */
+  ck_assert_int_eq(buffer_alloc(cpu, SIZE_MAX / 2, 1, to(&s)), 0);
+  wait_for(&s);
+  ck_assert_int_ne(s.status, 0);
+  ck_assert_ptr_null(s.buffer);
+  ck_assert_msg(strstr(s.err, "cannot allocate") != NULL, "err: %s", s.err);
+  ck_assert_uint_eq(cpu->buffers, 0);
+}
+END_TEST
+
+START_TEST(test_write_memset_copy_read)
+{
+  buffer_t *a = make_buffer(256), *b = make_buffer(256);
+  stream_t *st = make_stream();
+  unsigned char pattern[256], want[256];
+  seen_t w = {0}, m = {0}, c = {0}, r = {0};
+
+  for (int i = 0; i < 256; i++)
+    pattern[i] = (unsigned char)i;
+  ck_assert_int_eq(op_submit(op_write(st, a, 0, pattern, 256, &w)), 0);
+  ck_assert_int_eq(op_submit(op_memset(st, a, 16, 32, 0xab, &m)), 0);
+  ck_assert_int_eq(op_submit(op_copy(st, b, 8, a, 0, 200, &c)), 0);
+  ck_assert_int_eq(op_submit(op_read(st, b, 0, 256, &r)), 0);
+  /* The buffers' handles may go now: the ops hold their own references. */
+  buffer_unref(a);
+  buffer_unref(b);
+  wait_for(&r);
+  /* One stream: completed in the order submitted. */
+  ck_assert_int_eq(m.order, w.order + 1);
+  ck_assert_int_eq(c.order, w.order + 2);
+  ck_assert_int_eq(r.order, w.order + 3);
+  ck_assert_int_eq(w.status | m.status | c.status | r.status, 0);
+  ck_assert_ptr_nonnull(r.bytes);
+  ck_assert_uint_eq(r.len, 256);
+  memcpy(want, pattern, sizeof(want));
+  memset(want + 16, 0xab, 32);
+  /* b[8, 208) is a[0, 200); the rest of b is whatever it held. */
+  ck_assert_mem_eq((unsigned char *)r.bytes + 8, want, 200);
+  bufpool_put(r.bytes);
+  stream_unref(st);
+}
+END_TEST
+
+START_TEST(test_read_left_to_the_op)
+{
+  buffer_t *a = make_buffer(64);
+  stream_t *st = make_stream();
+  op_t *op = op_new(OP_READ, st, (obj_done_t){NULL, NULL});
+  seen_t s = {0};
+
+  /* A completion that does not take the bytes, and an op nobody waits
+   * for: the layer frees what it made. */
+  op->host = bufpool_get(64);
+  op->src = a;
+  buffer_ref(a);
+  op->n = 64;
+  ck_assert_int_eq(op_submit(op), 0);
+  ck_assert_int_eq(op_submit(op_simple(OP_SYNC, st, &s)), 0);
+  wait_for(&s);
+  ck_assert_int_eq(s.status, 0);
+  buffer_unref(a);
+  stream_unref(st);
+}
+END_TEST
+
+START_TEST(test_query_and_sync)
+{
+  stream_t *st = make_stream();
+  seen_t q = {0}, y = {0};
+
+  ck_assert_int_eq(op_submit(op_simple(OP_SYNC, st, &y)), 0);
+  wait_for(&y);
+  ck_assert_int_eq(y.status, 0);
+  ck_assert_uint_eq(stream_pending(st), 0);
+  ck_assert_int_eq(op_submit(op_simple(OP_QUERY, st, &q)), 0);
+  wait_for(&q);
+  ck_assert_int_eq(q.status, 0);
+  ck_assert_int_eq(q.idle, 1);
+  stream_unref(st);
+}
+END_TEST
+
+START_TEST(test_event_order)
+{
+  buffer_t *a = make_buffer(4096);
+  stream_t *st = make_stream();
+  event_t *e1 = make_event(), *e2 = make_event();
+  unsigned char bytes[4096] = {1};
+  seen_t w = {0}, r1 = {0}, r2 = {0}, w1 = {0}, w2 = {0}, y = {0}, el = {0};
+
+  ck_assert_int_eq(op_submit(op_record(st, e1, &r1)), 0);
+  /* Recorded: pending as soon as it is queued. */
+  ck_assert_int_eq(e1->state, EVENT_PENDING);
+  ck_assert_int_eq(event_wait(e1, to(&w1)), 0);
+  ck_assert_int_eq(op_submit(op_write(st, a, 0, bytes, sizeof(bytes), &w)), 0);
+  ck_assert_int_eq(op_submit(op_record(st, e2, &r2)), 0);
+  ck_assert_int_eq(event_wait(e2, to(&w2)), 0);
+  ck_assert_int_eq(op_submit(op_simple(OP_SYNC, st, &y)), 0);
+  wait_for(&y);
+  ck_assert_int_eq(r1.status | w.status | r2.status | y.status, 0);
+  ck_assert_int_eq(w1.status | w2.status, 0);
+  /* The ops complete in stream order, and each event before the op after
+   * its mark: e1 before the write, e2 before the sync. */
+  ck_assert_int_lt(r1.order, w.order);
+  ck_assert_int_lt(w.order, r2.order);
+  ck_assert_int_lt(r2.order, y.order);
+  ck_assert_int_lt(w1.order, w.order);
+  ck_assert_int_lt(w1.order, w2.order);
+  ck_assert_int_lt(w2.order, y.order);
+  ck_assert_int_eq(e1->state, EVENT_COMPLETE);
+  ck_assert_int_eq(e2->state, EVENT_COMPLETE);
+  /* A completed event answers a wait at once. */
+  seen_t again = {0};
+  ck_assert_int_eq(event_wait(e2, to(&again)), 0);
+  ck_assert_int_eq(again.called, 1);
+  /* The host's clock between the two marks. */
+  ck_assert_int_eq(event_elapsed(e1, e2, to(&el)), 0);
+  wait_for(&el);
+  ck_assert_int_eq(el.status, 0);
+  ck_assert(el.device_ms >= 0.0f);
+  event_unref(e1);
+  event_unref(e2);
+  buffer_unref(a);
+  stream_unref(st);
+}
+END_TEST
+
+START_TEST(test_timed_op)
+{
+  buffer_t *a = make_buffer(1 << 16);
+  stream_t *st = make_stream();
+  op_t *op;
+  seen_t m = {0}, u = {0};
+  uint64_t before = exec_now_ns();
+
+  op = op_memset(st, a, 0, 1 << 16, 7, &m);
+  op->timed = 1;
+  ck_assert_int_eq(op_submit(op), 0);
+  ck_assert_int_eq(op_submit(op_memset(st, a, 0, 16, 0, &u)), 0);
+  wait_for(&u);
+  ck_assert_int_eq(m.status, 0);
+  ck_assert_int_eq(m.timed, 1);
+  ck_assert_uint_ge(m.start_ns, before);
+  ck_assert_uint_le(m.start_ns, exec_now_ns());
+  ck_assert(m.device_ms >= 0.0f);
+  /* Not asked, not timed. */
+  ck_assert_int_eq(u.timed, 0);
+  buffer_unref(a);
+  stream_unref(st);
+}
+END_TEST
+
+START_TEST(test_failed_stream)
+{
+  buffer_t *a = make_buffer(64);
+  stream_t *st = make_stream();
+  event_t *ev = make_event();
+  unsigned char bytes[64] = {0};
+  seen_t w = {0}, r = {0}, ew = {0}, y = {0};
+
+  /* As if its driver stream could not be made: every op queued on it
+   * fails with the creation's code, and so do the events recorded on it. */
+  st->status = HIPD_EDEVICE;
+  ck_assert_int_eq(op_submit(op_write(st, a, 0, bytes, sizeof(bytes), &w)), 0);
+  ck_assert_int_eq(op_submit(op_record(st, ev, &r)), 0);
+  ck_assert_int_eq(event_wait(ev, to(&ew)), 0);
+  ck_assert_int_eq(op_submit(op_simple(OP_SYNC, st, &y)), 0);
+  wait_for(&y);
+  ck_assert_int_eq(w.status, HIPD_EDEVICE);
+  ck_assert_str_eq(w.err, "the stream could not be created");
+  ck_assert_int_eq(r.status, HIPD_EDEVICE);
+  ck_assert_int_eq(y.status, HIPD_EDEVICE);
+  wait_for(&ew);
+  ck_assert_int_eq(ew.status, HIPD_EDEVICE);
+  ck_assert_str_eq(ew.err, "the event's stream failed");
+  ck_assert_int_eq(ev->state, EVENT_COMPLETE);
+  ck_assert_int_eq(ev->status, HIPD_EDEVICE);
+  event_unref(ev);
+  buffer_unref(a);
+  stream_unref(st);
+}
+END_TEST
+
+START_TEST(test_discard)
+{
+  buffer_t *a = make_buffer(64);
+  stream_t *st = make_stream();
+  event_t *ev = event_new(cpu);
+  seen_t s = {0};
+
+  /* Dropped before it was queued: its references go, its completion is
+   * never called. */
+  op_discard(op_memset(st, a, 0, 64, 1, &s));
+  event_discard(ev);
+  buffer_unref(a);
+  stream_unref(st);
+  drain();
+  ck_assert_int_eq(s.called, 0);
+  ck_assert_uint_eq(cpu->buffers, 0);
+}
+END_TEST
+
+static Suite *objects_suite(void)
+{
+  Suite *s = suite_create("objects");
+  TCase *tc = tcase_create("buffers");
+
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, test_buffer_accounting);
+  tcase_add_test(tc, test_buffer_too_large);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("ops");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, test_write_memset_copy_read);
+  tcase_add_test(tc, test_read_left_to_the_op);
+  tcase_add_test(tc, test_query_and_sync);
+  tcase_add_test(tc, test_timed_op);
+  tcase_add_test(tc, test_discard);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("events");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, test_event_order);
+  tcase_add_test(tc, test_failed_stream);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *sr = srunner_create(objects_suite());
+  int failed;
+
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
