@@ -85,6 +85,9 @@ typedef struct hipd_daemon {
   uv_check_t flush_check;     /* writes them after the poll phase... */
   uv_prepare_t flush_prepare; /* ...or before polling again */
   int flush_active;           /* the two handles are started */
+  /* Arms the transport's safe point (transport.c sets it): the session
+   * queues call it when they gain work. */
+  void (*safe_point)(struct hipd_daemon *d);
   /* Work left for that safe point, off the stack of the callback that
    * made it (session.c): */
   list_node_t runq;   /* throttled sessions to resume (session_t.run_node) */

@@ -24,11 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "handles.h"
+#include "call.h"
 #include "session.h"
 
-struct device;
-typedef struct call call_t;
 typedef int (*method_fn)(call_t *c);
 
 enum {
@@ -84,9 +82,6 @@ typedef struct param {
                          kind's own ("bin (the msgpack bytes of ...)") */
 } param_t;
 
-/* The most params a signature declares (P_REST's count aside). */
-#define CALL_MAX_ARGS 8
-
 typedef struct method {
   const char *name; /* protocol name, "mem.alloc" */
   method_fn fn;
@@ -97,40 +92,6 @@ typedef struct method {
   uint8_t min_params; /* params array length bounds, derived from sig: */
   uint8_t max_params; /* min is 1 + the last required param's index */
 } method_t;
-
-/* A param as dispatch converted it for the handler (see param_kind_t for
- * which fields each kind sets). Valid during the handler only. */
-typedef struct arg {
-  int present;             /* given and not nil */
-  uint64_t u;              /* P_UINT; P_HANDLE: the handle */
-  int64_t i;               /* P_INT */
-  int b;                   /* P_BOOL */
-  const char *s;           /* P_BYTES, P_BIN: the bytes; P_STR, P_TARGET's
-                              architecture: NUL-terminated */
-  size_t len;              /* bytes of s */
-  void *obj;               /* P_HANDLE: the handle's object */
-  struct device *dev;      /* P_DEVICE; P_TARGET: the device, or NULL */
-  uint32_t dims[3];        /* P_DIMS, P_BLOCK */
-  const char *const *strv; /* P_OPTIONS, P_NAMES: n strings */
-  uint32_t n;
-  const msgpack_object *o; /* the param as decoded, NULL when absent */
-} arg_t;
-
-struct call {
-  session_t *s;
-  const method_t *m;
-  uint32_t msgid;
-  const msgpack_object *params; /* valid during the handler only */
-  uint32_t nparams;
-  const arg_t *args;   /* params converted by m->sig (m->nsig entries), valid
-                          during the handler only; NULL in a deferred copy */
-  msgpack_sbuffer out; /* the reply being built */
-  msgpack_packer pk;
-  void *tail; /* malloc'd payload sent after the reply, or NULL */
-  size_t tail_len;
-  int answered; /* call_result() or call_fail() was used */
-  int deferred; /* call_defer() made a copy of this call */
-};
 
 /* Decode and run one request message (already framed and decoded). */
 void dispatch_request(session_t *s, uint32_t msgid, const char *method,
@@ -143,28 +104,5 @@ const method_t *dispatch_methods(unsigned *count);
 const method_t *dispatch_find(const char *name, size_t len);
 /* The param kind's name as messages and tests say it ("uint"). */
 const char *dispatch_kind_name(param_kind_t kind);
-
-/* Start the successful reply: pack exactly one value into the returned
- * packer. @return the packer. */
-msgpack_packer *call_result(call_t *c);
-/* Answer with a bin result whose @p len bytes are @p data (malloc'd; the
- * call takes ownership and the bytes are written without a copy). */
-void call_result_bin(call_t *c, void *data, size_t len);
-/* Answer with an error; the message names the method and the problem.
- * @return @p code, so handlers can `return call_fail(...)`. */
-int call_fail(call_t *c, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* Keep the call after the handler returns. @return the heap copy (owning a
- * session reference), or NULL if out of memory (the call is then answered
- * with HIPD_ENOMEM and the handler must return). The copy has no params or
- * args. */
-call_t *call_defer(call_t *c);
-/* Send a deferred call's answer and free it (on the loop thread). */
-void call_finish(call_t *c);
-
-/* The error answer for a failed handle lookup (handles_get's code), naming
- * the handle @p what: "buffer 0x... was already freed". */
-int call_fail_handle(call_t *c, const char *what, uint64_t h,
-                     handle_type_t type, int rc);
 
 #endif

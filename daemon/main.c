@@ -28,7 +28,7 @@
 #include "drivers/cpu/cpu_compile.h"
 #include "log.h"
 #include "server.h"
-#include "session.h"
+#include "transport.h"
 
 static daemon_t daemon_state;
 static uv_signal_t sig_int, sig_term;
@@ -406,7 +406,7 @@ static void shutdown_tick_cb(uv_timer_t *t)
 {
   daemon_t *d = t->data;
   int force = uv_now(d->loop) >= shutdown_deadline;
-  uint32_t left = sessions_idle_close(d, force);
+  uint32_t left = transport_idle_close(d, force);
 
   /* Device work of closed sessions (frees, stream teardown) finishes too,
    * unless time is up. */
@@ -417,7 +417,7 @@ static void shutdown_tick_cb(uv_timer_t *t)
     uv_close((uv_handle_t *)&sig_int, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_close((uv_handle_t *)&d->housekeeping, NULL);
-    sessions_flush_close(d);
+    transport_close(d);
     stop_compiles(d);
   }
 }
@@ -546,7 +546,7 @@ static void housekeeping_cb(uv_timer_t *t)
 {
   daemon_t *d = t->data;
 
-  session_check_timeouts(d);
+  transport_check_timeouts(d);
   /* Transfer buffers unused for 10 s go back to the system. */
   if (!trim_busy &&
       uv_queue_work(d->loop, &trim_work, trim_work_cb, trim_after_cb) == 0)
@@ -636,7 +636,7 @@ int main(int argc, char **argv)
   sig_int.data = sig_term.data = d;
   uv_signal_start(&sig_int, signal_cb, SIGINT);
   uv_signal_start(&sig_term, signal_cb, SIGTERM);
-  sessions_flush_init(d);
+  transport_init(d);
   uv_timer_init(d->loop, &d->housekeeping);
   d->housekeeping.data = d;
   uv_timer_start(&d->housekeeping, housekeeping_cb, 1000, 1000);

@@ -14,7 +14,7 @@
 #include "hipd.h"
 #include "log.h"
 #include "server.h"
-#include "session.h"
+#include "transport.h"
 
 struct server {
   uv_pipe_t pipe; /* pipe.data = daemon */
@@ -49,7 +49,7 @@ static void connection_cb(uv_stream_t *stream, int status)
     log_warn(0, "listen error: %s", uv_strerror(status));
     return;
   }
-  session_accept(d, stream);
+  transport_accept(d, stream);
 }
 
 /* Is a daemon answering on @p path? 1 yes, 0 no (refused), <0 error. */

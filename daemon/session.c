@@ -1,36 +1,26 @@
-/* daemon/session.c: one connection: read, frame, decode, reply, cleanup;
- * and the loop's safe points (flush_all, in the check and prepare phases),
- * where replies are written, throttled sessions resume and closed sessions
- * are torn down (session.h). Calls dispatch (one request at a time) and
- * resources.c (the release at teardown); never the object layer. */
+/* daemon/session.c: one client's session: its state and lifetime, the
+ * queues through which a reply, a close or a resumption reaches the
+ * transport's next safe point, the descriptors it was sent and its input
+ * buffer's hand-over to a handler. Calls nothing above it: the transport
+ * (transport.c) does the I/O and runs the safe points. */
 #include "config.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "bufpool.h"
 #include "codegen/intrinsics.h"
-#include "dispatch.h"
 #include "log.h"
-#include "resources.h"
 #include "session.h"
 
-#define READ_CHUNK (64 * 1024)
-#define IDLE_BUFFER_KEEP (1 << 20) /* keep at most this much when idle */
-
-typedef struct {
-  uv_write_t req;
-  session_t *s;
-  uv_buf_t *bufs; /* the replies (and their payload tails), each malloc'd */
-  uint32_t nbufs;
-  size_t bytes;
-} write_req_t;
-
-static void process_input(session_t *s);
+/* Make sure the next check or prepare phase runs the safe point (the
+ * transport's, registered in d->safe_point). */
+static void safe_point_arm(daemon_t *d)
+{
+  if (d->safe_point != NULL)
+    d->safe_point(d);
+}
 
 void session_incref(session_t *s)
 {
@@ -53,15 +43,6 @@ void session_decref(session_t *s)
   free(s);
 }
 
-static void close_cb(uv_handle_t *h)
-{
-  session_t *s = h->data;
-
-  session_decref(s);
-}
-
-static void safe_point_arm(daemon_t *d);
-
 void session_close(session_t *s, const char *reason)
 {
   if (s->closing)
@@ -77,161 +58,6 @@ void session_close(session_t *s, const char *reason)
   session_incref(s);
   list_insert_tail(&s->d->closeq, &s->node);
   safe_point_arm(s->d);
-}
-
-/* At a safe point: release what a closed session owns and close its
- * socket (the close callback drops the connection's reference). */
-static void session_teardown(session_t *s)
-{
-  if (!list_empty(&s->run_node)) {
-    list_remove(&s->run_node);
-    session_decref(s);
-  }
-  res_release_all(s);
-  uv_close((uv_handle_t *)&s->pipe, close_cb);
-}
-
-static void write_cb(uv_write_t *req, int status)
-{
-  write_req_t *w = (write_req_t *)req;
-  session_t *s = w->s;
-
-  s->out_queued -= w->bytes;
-  s->out_progress_ms = uv_now(s->d->loop);
-  for (uint32_t i = 0; i < w->nbufs; i++)
-    bufpool_put(w->bufs[i].base);
-  free(w->bufs);
-  free(w);
-  if (status < 0 && !s->closing) {
-    char why[128];
-    snprintf(why, sizeof(why), "write failed: %s", uv_strerror(status));
-    session_close(s, why);
-  }
-  session_decref(s);
-}
-
-/* Drop the replies gathered for @p s (it is closing). */
-static void gather_free(session_t *s)
-{
-  for (uint32_t i = 0; i < s->ngather; i++)
-    free(s->gather[i].base);
-  free(s->gather);
-  s->gather = NULL;
-  s->out_queued -= s->gather_bytes;
-  s->ngather = s->gather_cap = 0;
-  s->gather_bytes = 0;
-}
-
-/* Write what @p s gathered, as one uv_write (one writev). */
-static void session_flush(session_t *s)
-{
-  write_req_t *w;
-  int rc;
-
-  if (s->closing) {
-    gather_free(s);
-    return;
-  }
-  w = malloc(sizeof(*w));
-  if (w == NULL) {
-    session_close(s, "out of memory writing replies");
-    gather_free(s);
-    return;
-  }
-  w->s = s;
-  w->bufs = s->gather;
-  w->nbufs = s->ngather;
-  w->bytes = s->gather_bytes;
-  s->gather = NULL;
-  s->ngather = s->gather_cap = 0;
-  s->gather_bytes = 0;
-  session_incref(s);
-  rc = uv_write(&w->req, (uv_stream_t *)&s->pipe, w->bufs, w->nbufs, write_cb);
-  if (rc < 0) {
-    write_cb(&w->req, rc); /* frees, closes the session */
-  }
-}
-
-static void resume(session_t *s);
-
-/* Tear down the sessions closed so far. */
-static void finish_closes(daemon_t *d)
-{
-  while (!list_empty(&d->closeq)) {
-    session_t *s = list_entry(d->closeq.next, session_t, node);
-    list_remove(&s->node);
-    session_teardown(s);
-    session_decref(s);
-  }
-}
-
-/* The safe point, after the poll phase (replies made by requests and
- * completed device work) and before the next (replies made by timers and
- * close callbacks), outside any other callback: write what every session
- * gathered, resume the throttled sessions that may read again (which may
- * answer more requests), and tear down the sessions closed meanwhile;
- * until none of the three has work left. */
-static void flush_all(daemon_t *d)
-{
-  while (!list_empty(&d->flushq) || !list_empty(&d->runq) ||
-         !list_empty(&d->closeq)) {
-    while (!list_empty(&d->flushq)) {
-      session_t *s = list_entry(d->flushq.next, session_t, flush_node);
-      list_remove(&s->flush_node);
-      list_init(&s->flush_node);
-      session_flush(s);
-      session_decref(s);
-    }
-    while (!list_empty(&d->runq)) {
-      session_t *s = list_entry(d->runq.next, session_t, run_node);
-      list_remove(&s->run_node);
-      resume(s);
-      session_decref(s);
-    }
-    finish_closes(d);
-  }
-  if (d->flush_active) {
-    d->flush_active = 0;
-    uv_check_stop(&d->flush_check);
-    uv_prepare_stop(&d->flush_prepare);
-  }
-}
-
-static void flush_check_cb(uv_check_t *h)
-{
-  flush_all(h->data);
-}
-
-static void flush_prepare_cb(uv_prepare_t *h)
-{
-  flush_all(h->data);
-}
-
-/* Make sure the next check or prepare phase runs flush_all(). */
-static void safe_point_arm(daemon_t *d)
-{
-  if (!d->flush_active) {
-    d->flush_active = 1;
-    uv_check_start(&d->flush_check, flush_check_cb);
-    uv_prepare_start(&d->flush_prepare, flush_prepare_cb);
-  }
-}
-
-void sessions_flush_init(daemon_t *d)
-{
-  list_init(&d->flushq);
-  list_init(&d->runq);
-  list_init(&d->closeq);
-  uv_check_init(d->loop, &d->flush_check);
-  uv_prepare_init(d->loop, &d->flush_prepare);
-  d->flush_check.data = d->flush_prepare.data = d;
-}
-
-void sessions_flush_close(daemon_t *d)
-{
-  flush_all(d);
-  uv_close((uv_handle_t *)&d->flush_check, NULL);
-  uv_close((uv_handle_t *)&d->flush_prepare, NULL);
 }
 
 void session_send(session_t *s, char *data, size_t len, void *tail,
@@ -276,129 +102,6 @@ drop:
   free(tail);
 }
 
-void session_check_timeouts(daemon_t *d)
-{
-  const daemon_config_t *cfg = &d->cfg;
-  uint64_t now = uv_now(d->loop);
-  list_node_t *n, *next;
-  char why[128];
-
-  for (n = d->sessions.next; n != &d->sessions; n = next) {
-    next = n->next;
-    session_t *s = list_entry(n, session_t, node);
-    if (s->out_queued > 0 && now - s->out_progress_ms > cfg->write_timeout_ms) {
-      session_close(s, "write stalled: the client is not reading its "
-                       "replies");
-    } else if (cfg->hello_timeout_ms != 0 && s->protocol == 0 &&
-               now - s->opened_ms > cfg->hello_timeout_ms) {
-      snprintf(why, sizeof(why),
-               "handshake timeout: no successful hello within %u ms",
-               cfg->hello_timeout_ms);
-      session_close(s, why);
-    } else if (cfg->request_timeout_ms != 0 && s->partial_since_ms != 0 &&
-               !s->read_paused &&
-               now - s->partial_since_ms > cfg->request_timeout_ms) {
-      /* A throttled session is not read: its incomplete request is then
-       * not the client's doing. */
-      snprintf(why, sizeof(why),
-               "request timeout: a request incomplete for more than %u ms",
-               cfg->request_timeout_ms);
-      session_close(s, why);
-    }
-  }
-}
-
-static void pause_reading(session_t *s)
-{
-  if (!s->read_paused) {
-    s->read_paused = 1;
-    uv_read_stop((uv_stream_t *)&s->pipe);
-    log_debug(s->id, "reading paused: %u requests in flight", s->inflight);
-  }
-}
-
-static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
-
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-  session_t *s = h->data;
-  size_t want = s->in_len + READ_CHUNK;
-
-  (void)suggested;
-  /* A message known to be large grows the buffer by doubling towards its
-   * size, so a header that merely claims a huge message costs nothing
-   * until the bytes arrive. */
-  if (s->in_need > want) {
-    size_t dbl = s->in_cap * 2;
-    uint8_t *n;
-    /* Its bytes are coming: a cached block of the whole size costs nothing
-     * (fresh memory costs a page fault per page). */
-    if (s->in_need > s->in_cap && (n = bufpool_take(s->in_need)) != NULL) {
-      memcpy(n, s->in, s->in_len);
-      bufpool_put(s->in);
-      s->in = n;
-      s->in_cap = s->in_need;
-    }
-    want = s->in_need < dbl ? s->in_need : (dbl > want ? dbl : want);
-  }
-  if (want > s->in_cap) {
-    uint8_t *n = realloc(s->in, want);
-    if (n == NULL) {
-      buf->base = NULL;
-      buf->len = 0;
-      return;
-    }
-    s->in = n;
-    s->in_cap = want;
-  }
-  buf->base = (char *)s->in + s->in_len;
-  buf->len = s->in_cap - s->in_len;
-}
-
-static void fd_pipe_close_cb(uv_handle_t *h)
-{
-  free(h);
-}
-
-/*
- * Move the descriptors that came with the bytes just read, stream offsets
- * [from, to), into s->fds.
- * libuv hands a received descriptor out only through uv_accept() into a
- * handle; a throwaway pipe handle takes it, we keep a duplicate and close
- * the handle. More than SESSION_MAX_FDS unclaimed descriptors is a
- * protocol violation. @return 0, or -1 with the session closing.
- */
-static int collect_fds(session_t *s, uint64_t from, uint64_t to)
-{
-  while (uv_pipe_pending_count(&s->pipe) > 0) {
-    uv_pipe_t *tmp = malloc(sizeof(*tmp));
-    uv_os_fd_t fd = -1;
-    int dup_fd = -1;
-
-    if (tmp == NULL) {
-      session_close(s, "out of memory for a received descriptor");
-      return -1;
-    }
-    uv_pipe_init(s->d->loop, tmp, 0);
-    if (uv_accept((uv_stream_t *)&s->pipe, (uv_stream_t *)tmp) == 0 &&
-        uv_fileno((uv_handle_t *)tmp, &fd) == 0)
-      dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    uv_close((uv_handle_t *)tmp, fd_pipe_close_cb);
-    if (dup_fd < 0) {
-      session_close(s, "cannot take a descriptor the client sent");
-      return -1;
-    }
-    if (s->nfds == SESSION_MAX_FDS) {
-      close(dup_fd);
-      session_close(s, "protocol violation: more than 8 descriptors sent "
-                       "and not claimed by requests");
-      return -1;
-    }
-    s->fds[s->nfds++] = (struct session_fd){dup_fd, from, to};
-  }
-  return 0;
-}
-
 void *session_steal_input(session_t *s, const void *data, size_t len)
 {
   const uint8_t *p = data;
@@ -409,7 +112,7 @@ void *session_steal_input(session_t *s, const void *data, size_t len)
       p + len > s->in + s->in_msg_end)
     return NULL;
   rest = s->in_len - s->in_msg_end;
-  cap = rest > READ_CHUNK ? rest : READ_CHUNK;
+  cap = rest > SESSION_READ_CHUNK ? rest : SESSION_READ_CHUNK;
   if ((next = malloc(cap)) == NULL)
     return NULL;
   memcpy(next, s->in + s->in_msg_end, rest);
@@ -445,7 +148,7 @@ int session_take_fd(session_t *s)
 /* After a request [msg_pos, msg_end) was handled: close the descriptors it
  * did not claim, and those of reads that no request began in, which no
  * later request can claim either. */
-static void drop_unclaimed_fds(session_t *s)
+void session_drop_unclaimed_fds(session_t *s)
 {
   uint32_t kept = 0;
 
@@ -460,146 +163,16 @@ static void drop_unclaimed_fds(session_t *s)
   s->nfds = kept;
 }
 
-static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+int session_add_fd(session_t *s, int fd, uint64_t from, uint64_t to)
 {
-  session_t *s = stream->data;
-
-  (void)buf;
-  if (nread == UV_ENOBUFS) {
-    session_close(s, "out of memory for the input buffer");
-    return;
-  }
-  if (nread == UV_EOF) {
-    session_close(s, "client disconnected");
-    return;
-  }
-  if (nread < 0) {
-    char why[128];
-    snprintf(why, sizeof(why), "connection error: %s", uv_strerror((int)nread));
-    session_close(s, why);
-    return;
-  }
-  s->in_len += (size_t)nread;
-  if (uv_pipe_pending_count(&s->pipe) > 0 &&
-      collect_fds(s, s->in_pos + s->in_len - (size_t)nread,
-                  s->in_pos + s->in_len) != 0)
-    return;
-  if (s->in_len < s->in_need)
-    return;
-  session_incref(s);
-  process_input(s);
-  session_decref(s);
-}
-
-static void handle_message(session_t *s, const uint8_t *p, size_t n)
-{
-  proto_msg_t msg;
-  const char *reason = NULL;
-  int rc;
-
-  msgpack_zone_clear(&s->zone);
-  rc = proto_msg_decode(p, n, &s->zone, &msg, &reason);
-  if (rc != 0) {
-    char why[160];
-    snprintf(why, sizeof(why), "protocol violation: %s", reason);
-    session_close(s, why);
-    return;
-  }
-  switch (msg.type) {
-  case PROTO_REQUEST:
-    s->requests++;
-    dispatch_request(s, msg.msgid, msg.method, msg.method_len, msg.params);
-    break;
-  case PROTO_NOTIFY:
-    log_debug(s->id, "ignored notification '%.*s'", (int)msg.method_len,
-              msg.method);
-    break;
-  default:
-    session_close(s, "protocol violation: a client sent a response");
-    break;
-  }
-}
-
-/* Run every complete request in the input buffer, unless throttled. */
-static void process_input(session_t *s)
-{
-  size_t off = 0;
-
-  if (s->in_dispatch)
-    return; /* the outer loop goes on with what is buffered */
-  s->in_dispatch = 1;
-  while (!s->closing && off < s->in_len) {
-    size_t need = 0;
-    const char *reason = NULL;
-    long long n;
-
-    if (s->inflight >= s->d->cfg.max_inflight) {
-      pause_reading(s);
-      break;
-    }
-    n = proto_frame_scan(&s->d->cfg.limits, s->in + off, s->in_len - off, &need,
-                         &reason);
-    if (n < 0) {
-      char why[160];
-      snprintf(why, sizeof(why), "protocol violation: %s", reason);
-      session_close(s, why);
-      break;
-    }
-    if (n == 0) {
-      s->in_need = need;
-      /* The request timeout counts from when this request was first seen
-       * incomplete. */
-      if (s->partial_since_ms == 0 || s->partial_pos != s->in_pos + off) {
-        s->partial_pos = s->in_pos + off;
-        s->partial_since_ms = uv_now(s->d->loop);
-        if (s->partial_since_ms == 0)
-          s->partial_since_ms = 1;
-      }
-      break;
-    }
-    s->in_need = 0;
-    s->partial_since_ms = 0;
-    s->in_msg_end = off + (size_t)n;
-    s->msg_pos = s->in_pos + off;
-    s->msg_end = s->msg_pos + (uint64_t)n;
-    handle_message(s, s->in + off, (size_t)n);
-    if (s->nfds > 0 && !s->closing)
-      drop_unclaimed_fds(s);
-    off += (size_t)n;
-    if (s->in_next != NULL) {
-      /* The handler took the buffer: go on with what followed. */
-      s->in = s->in_next;
-      s->in_len = s->in_next_len;
-      s->in_cap = s->in_next_cap;
-      s->in_next = NULL;
-      s->in_pos += off;
-      off = 0;
-    }
-  }
-  s->in_dispatch = 0;
-  if (s->closing)
-    return;
-  if (s->in_len == off)
-    s->partial_since_ms = 0; /* nothing incomplete (or all consumed) */
-  /* Keep the unread tail at the front; let a large idle buffer go. */
-  if (off > 0) {
-    memmove(s->in, s->in + off, s->in_len - off);
-    s->in_pos += off;
-    s->in_len -= off;
-    if (s->in_need > off)
-      s->in_need -= off;
-    else if (s->in_len == 0)
-      s->in_need = 0;
-  }
-  if (s->in_len == 0 && s->in_cap > IDLE_BUFFER_KEEP) {
-    bufpool_put(s->in);
-    s->in = NULL;
-    s->in_cap = 0;
-  }
+  if (s->nfds == SESSION_MAX_FDS)
+    return -1;
+  s->fds[s->nfds++] = (struct session_fd){fd, from, to};
+  return 0;
 }
 
 /* May a throttled session read again? */
-static int may_resume(const session_t *s)
+int session_may_resume(const session_t *s)
 {
   return s->read_paused && !s->closing && s->inflight < s->d->cfg.max_inflight;
 }
@@ -607,7 +180,7 @@ static int may_resume(const session_t *s)
 void session_request_done(session_t *s)
 {
   s->inflight--;
-  if (may_resume(s) && list_empty(&s->run_node)) {
+  if (session_may_resume(s) && list_empty(&s->run_node)) {
     /* Not here: this may be a completion, deep in a call's stack. */
     session_incref(s);
     list_insert_tail(&s->d->runq, &s->run_node);
@@ -615,95 +188,3 @@ void session_request_done(session_t *s)
   }
 }
 
-/* At a safe point: read again, and run the requests buffered while
- * throttled. */
-static void resume(session_t *s)
-{
-  if (!may_resume(s))
-    return;
-  s->read_paused = 0;
-  /* The time it was not read does not count against its request. */
-  if (s->partial_since_ms != 0)
-    s->partial_since_ms = uv_now(s->d->loop);
-  log_debug(s->id, "reading resumed");
-  uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);
-  process_input(s);
-}
-
-uint32_t sessions_idle_close(daemon_t *d, int force)
-{
-  list_node_t *n, *next;
-
-  for (n = d->sessions.next; n != &d->sessions; n = next) {
-    next = n->next;
-    session_t *s = list_entry(n, session_t, node);
-    if (force || (s->inflight == 0 && s->out_queued == 0))
-      session_close(s, force ? "daemon shutdown (in-flight work abandoned)"
-                             : "daemon shutdown");
-  }
-  finish_closes(d);
-  return d->nsessions;
-}
-
-void session_accept(daemon_t *d, uv_stream_t *server_stream)
-{
-  session_t *s;
-  struct ucred cred;
-  socklen_t clen = sizeof(cred);
-  uv_os_fd_t fd;
-  int rc;
-
-  s = calloc(1, sizeof(*s));
-  if (s == NULL) {
-    log_error(0, "cannot accept a connection: out of memory");
-    return;
-  }
-  s->d = d;
-  s->refs = 1;
-  list_init(&s->node);
-  list_init(&s->flush_node);
-  list_init(&s->run_node);
-  /* An IPC pipe receives descriptors (shared host buffers, SCM_RIGHTS). */
-  uv_pipe_init(d->loop, &s->pipe, 1);
-  s->pipe.data = s;
-  rc = uv_accept(server_stream, (uv_stream_t *)&s->pipe);
-  if (rc < 0) {
-    log_warn(0, "accept failed: %s", uv_strerror(rc));
-    uv_close((uv_handle_t *)&s->pipe, close_cb);
-    return;
-  }
-  s->id = ++d->next_session_id;
-  if (!msgpack_zone_init(&s->zone, 4096)) {
-    log_error(s->id, "out of memory for a session");
-    uv_close((uv_handle_t *)&s->pipe, close_cb);
-    return;
-  }
-  handles_init(&s->handles, d->cfg.max_handles);
-  s->peer_pid = -1;
-  s->peer_uid = (uid_t)-1;
-  s->peer_gid = (gid_t)-1;
-  if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0 &&
-      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {
-    s->peer_pid = cred.pid;
-    s->peer_uid = cred.uid;
-    s->peer_gid = cred.gid;
-  }
-  snprintf(s->client, sizeof(s->client), "%s", "unknown");
-  s->opened_ms = uv_now(d->loop);
-  list_insert_tail(&d->sessions, &s->node);
-  d->nsessions++;
-  d->sessions_total++;
-  if (d->stopping || d->nsessions > d->cfg.max_sessions) {
-    session_close(s, d->stopping ? "daemon is shutting down"
-                                 : "too many sessions");
-    return;
-  }
-  log_info(s->id, "session opened: peer pid %d uid %d gid %d", (int)s->peer_pid,
-           (int)s->peer_uid, (int)s->peer_gid);
-  rc = uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);
-  if (rc < 0) {
-    char why[128];
-    snprintf(why, sizeof(why), "connection error: %s", uv_strerror(rc));
-    session_close(s, why);
-  }
-}

@@ -1,8 +1,14 @@
-/* daemon/session.h: one client connection.
+/* daemon/session.h: one client's session, the state that dispatch, the
+ * methods and the session's resources work on.
  *
- * A session reads bytes, frames and decodes requests (proto/), hands each to
- * dispatch, and writes replies. It owns the client's handles and, through
- * them, every resource the client created; closing it releases them.
+ * A session has an id, the peer's credentials, the negotiated protocol, a
+ * current device, its handle table and its resources (resources.h). The
+ * transport (transport.h) owns its I/O: it reads the session's bytes into
+ * the input buffer below, frames and decodes requests and hands each to
+ * dispatch, and writes the replies the session gathered. This file holds
+ * what the layers below the transport call: reference counting, closing,
+ * queueing a reply, the descriptors the client sent, and the hand-over of
+ * the input buffer to a handler; none of it calls up.
  *
  * Lifetime: a session is reference-counted. The connection holds one
  * reference until its pipe's close callback; every deferred call holds one.
@@ -15,7 +21,8 @@
  * prepare phases, outside every other callback, then write the queued
  * replies, resume the sessions on the run queue (read again, run their
  * buffered requests) and tear down the closed ones (release their
- * resources, close the pipe). So no request is dispatched, and no session
+ * resources, close the pipe): the transport's safe point, which the queues
+ * arm through d->safe_point. So no request is dispatched, and no session
  * torn down, on the stack of a completion or of session_send().
  */
 #ifndef HIPD_SESSION_H
@@ -32,6 +39,8 @@
 
 /* Descriptors a client may send ahead of the requests that claim them. */
 #define SESSION_MAX_FDS 8
+/* Bytes the input buffer grows by at least per read. */
+#define SESSION_READ_CHUNK (64 * 1024)
 
 typedef struct session {
   uv_pipe_t pipe; /* the connection; pipe.data = this */
@@ -85,10 +94,6 @@ typedef struct session {
   struct intr_set *intrinsics; /* intrinsics.register'ed, NULL: none */
 } session_t;
 
-/* Accept a new connection from @p server_stream. Logs and drops it on
- * failure (too many sessions, out of memory). */
-void session_accept(daemon_t *d, uv_stream_t *server_stream);
-
 /* Close the session: log @p reason, stop reading, drop later replies and
  * unlink it from the live sessions; its teardown (releasing its resources,
  * closing the socket) follows at the next safe point. Safe to call more
@@ -114,12 +119,6 @@ void session_send(session_t *s, char *data, size_t len, void *tail,
  * block, or NULL (the bytes are elsewhere, or out of memory): copy them. */
 void *session_steal_input(session_t *s, const void *data, size_t len);
 
-/* Start/stop the safe points of daemon @p d (its check and prepare
- * handles: replies written, throttled sessions resumed, closed ones torn
- * down). Loop thread; sessions_flush_close() at shutdown. */
-void sessions_flush_init(daemon_t *d);
-void sessions_flush_close(daemon_t *d);
-
 /* A reply to one request left the dispatcher: count it; a throttled
  * session that may read again is resumed at the next safe point. */
 void session_request_done(session_t *s);
@@ -135,15 +134,16 @@ void session_request_done(session_t *s);
  */
 int session_take_fd(session_t *s);
 
-/* Close sessions that broke a time limit: no write progress
- * (--write-timeout), no hello (--hello-timeout), a request left incomplete
- * (--request-timeout). Loop thread, from the housekeeping timer. */
-void session_check_timeouts(daemon_t *d);
+/* A descriptor @p fd came with the bytes at stream offsets [@p from, @p
+ * to): keep it for the request it belongs to. @return 0, or -1 when
+ * SESSION_MAX_FDS are kept already (the caller closes @p fd). */
+int session_add_fd(session_t *s, int fd, uint64_t from, uint64_t to);
+/* After the request [msg_pos, msg_end) was handled: close the descriptors
+ * it did not claim, and those of reads no request began in. */
+void session_drop_unclaimed_fds(session_t *s);
 
-/* Shutdown: close the sessions with nothing in flight and no reply
- * unwritten (all of them if @p force), and tear down those closed so far.
- * From a timer (a safe point). @return the sessions left: live ones and
- * any whose teardown is still to come. */
-uint32_t sessions_idle_close(daemon_t *d, int force);
+/* May a session throttled by --max-inflight read again? */
+int session_may_resume(const session_t *s);
+
 
 #endif

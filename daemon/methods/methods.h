@@ -5,7 +5,7 @@
 #define HIPD_METHODS_H
 
 #include "device.h"
-#include "dispatch.h"
+#include "call.h"
 #include "kernels/kernels.h"
 #include "objects/objects.h"
 #include "profile.h"

@@ -3,7 +3,7 @@
  *
  * The daemon is started once per process, the way daemon/main.c starts it
  * (exec_bridge_init, devices_init, cache_init, server_start,
- * sessions_flush_init), listening on a socket in a private temporary
+ * transport_init), listening on a socket in a private temporary
  * directory, with bounded settings (see daemon_start). Each input is one
  * connection: its bytes are a stream of msgpack-rpc messages, sent by a
  * client that lives in the same libuv loop (a uv_poll on a plain socket),
@@ -69,6 +69,7 @@
 #include "log.h"
 #include "server.h"
 #include "session.h"
+#include "transport.h"
 
 #define PLACEHOLDER_TYPE 0x68 /* 'h' */
 #define SHM_FD_SIZE (64 * 1024)
@@ -170,7 +171,7 @@ static void daemon_start(void)
                         sizeof(err)) == 0,
              "cache_init: %s", err);
   FUZZ_CHECK(server_start(d) == 0, "server_start on %s", G.path);
-  sessions_flush_init(d);
+  transport_init(d);
   G.started = 1;
   atexit(daemon_cleanup);
 

@@ -1,0 +1,92 @@
+/* daemon/call.h: one request being answered: the call a handler gets.
+ *
+ * Dispatch (dispatch.h) makes a call_t for each request, converts its
+ * params into c->args by the method's signature and runs the handler. The
+ * handler either answers at once (call_result() then pack one value, or
+ * call_fail()) or defers: call_defer() gives a heap copy that outlives the
+ * handler, answered later on the loop thread with call_result()/call_fail()
+ * and then call_finish(), which hands the answer to the session. Params and
+ * typed args are valid only while the handler runs: a deferred call must
+ * copy what it needs.
+ */
+#ifndef HIPD_CALL_H
+#define HIPD_CALL_H
+
+#include <msgpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handles.h"
+#include "session.h"
+
+struct device;
+struct method;
+typedef struct call call_t;
+
+/* The most params a signature declares (dispatch's P_REST aside). */
+#define CALL_MAX_ARGS 8
+
+/* A param as dispatch converted it for the handler (see param_kind_t in dispatch.h for
+ * which fields each kind sets). Valid during the handler only. */
+typedef struct arg {
+  int present;             /* given and not nil */
+  uint64_t u;              /* P_UINT; P_HANDLE: the handle */
+  int64_t i;               /* P_INT */
+  int b;                   /* P_BOOL */
+  const char *s;           /* P_BYTES, P_BIN: the bytes; P_STR, P_TARGET's
+                              architecture: NUL-terminated */
+  size_t len;              /* bytes of s */
+  void *obj;               /* P_HANDLE: the handle's object */
+  struct device *dev;      /* P_DEVICE; P_TARGET: the device, or NULL */
+  uint32_t dims[3];        /* P_DIMS, P_BLOCK */
+  const char *const *strv; /* P_OPTIONS, P_NAMES: n strings */
+  uint32_t n;
+  const msgpack_object *o; /* the param as decoded, NULL when absent */
+} arg_t;
+
+struct call {
+  session_t *s;
+  const struct method *m; /* its row in dispatch's table */
+  const char *name;       /* the method's name, for messages */
+  uint32_t msgid;
+  const msgpack_object *params; /* valid during the handler only */
+  uint32_t nparams;
+  const arg_t *args;   /* params converted by m->sig (m->nsig entries), valid
+                          during the handler only; NULL in a deferred copy */
+  msgpack_sbuffer out; /* the reply being built */
+  msgpack_packer pk;
+  void *tail; /* malloc'd payload sent after the reply, or NULL */
+  size_t tail_len;
+  int answered; /* call_result() or call_fail() was used */
+  int deferred; /* call_defer() made a copy of this call */
+};
+
+/* Start the successful reply: pack exactly one value into the returned
+ * packer. @return the packer. */
+msgpack_packer *call_result(call_t *c);
+/* Answer with a bin result whose @p len bytes are @p data (malloc'd; the
+ * call takes ownership and the bytes are written without a copy). */
+void call_result_bin(call_t *c, void *data, size_t len);
+/* Answer with an error; the message names the method and the problem.
+ * @return @p code, so handlers can `return call_fail(...)`. */
+int call_fail(call_t *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Keep the call after the handler returns. @return the heap copy (owning a
+ * session reference), or NULL if out of memory (the call is then answered
+ * with HIPD_ENOMEM and the handler must return). The copy has no params or
+ * args. */
+call_t *call_defer(call_t *c);
+/* Send a deferred call's answer and free it (on the loop thread). */
+void call_finish(call_t *c);
+
+/* The error answer for a failed handle lookup (handles_get's code), naming
+ * the handle @p what: "buffer 0x... was already freed". */
+int call_fail_handle(call_t *c, const char *what, uint64_t h,
+                     handle_type_t type, int rc);
+
+/* Hand the packed answer (or, if none was packed, an EINTERNAL error) to
+ * the session and count the request as answered. Dispatch's, for calls it
+ * did not defer; call_finish() does it for deferred ones. */
+void call_send(call_t *c);
+
+#endif
