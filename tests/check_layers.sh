@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# tests/check_layers.sh: no #include in daemon/ points up a layer.
+#
+# Each file of daemon/ belongs to a layer (docs/ARCHITECTURE.md); a file
+# may include headers of its own layer or of layers below it, never above.
+# A file that no rule below places fails the check, so a new file is placed
+# on purpose. Run by make check (srcdir from $srcdir, else the script's
+# parent folder).
+set -uo pipefail
+
+top=${srcdir:-$(dirname "$0")/..}
+cd "$top" || exit 1
+
+# The layer of daemon/PATH, top (0) to bottom; "" if none.
+layer_of()
+{
+  case "$1" in
+  main.c) echo 0 ;;
+  server.c | server.h) echo 1 ;;
+  transport.c | transport.h) echo 2 ;;
+  dispatch.c | dispatch.h) echo 3 ;;
+  methods/*) echo 4 ;;
+  call.c | call.h) echo 5 ;;
+  session.c | session.h | resources.c | resources.h | profile.c | profile.h) echo 6 ;;
+  objects/*) echo 7 ;;
+  kernels/*) echo 8 ;;
+  device.c | device.h | shm.c | shm.h) echo 9 ;;
+  executor.c | executor.h) echo 10 ;;
+  drivers/*) echo 11 ;;
+  codegen/*) echo 12 ;;
+  log.c | log.h | handles.c | handles.h | bufpool.c | bufpool.h | \
+    sanitize.h | daemon.h | util/*) echo 13 ;;
+  *) echo "" ;;
+  esac
+}
+names=(main server transport dispatch methods calls "session and resources" \
+  objects kernels devices executors drivers codegen utilities)
+
+fail=0
+checked=0
+while IFS= read -r f; do
+  rel=${f#daemon/}
+  from=$(layer_of "$rel")
+  if [ -z "$from" ]; then
+    echo "daemon/$rel: in no layer (place it in tests/check_layers.sh and docs/ARCHITECTURE.md)"
+    fail=1
+    continue
+  fi
+  dir=$(dirname "$rel")
+  while IFS= read -r inc; do
+    [ -n "$inc" ] || continue
+    # Resolve as the compiler does: the file's own folder, then -I daemon,
+    # proto and client (which are below every layer of the daemon).
+    if [ -f "daemon/$dir/$inc" ]; then
+      target=$(realpath -m --relative-to=daemon "daemon/$dir/$inc")
+    elif [ -f "daemon/$inc" ]; then
+      target=$inc
+    elif [ -f "proto/$inc" ] || [ -f "client/$inc" ] || [ "$inc" = config.h ]; then
+      continue
+    else
+      echo "daemon/$rel: includes \"$inc\", which is not in the tree"
+      fail=1
+      continue
+    fi
+    to=$(layer_of "$target")
+    checked=$((checked + 1))
+    if [ -z "$to" ]; then
+      echo "daemon/$rel: includes daemon/$target, which is in no layer"
+      fail=1
+    elif [ "$to" -lt "$from" ]; then
+      echo "daemon/$rel (${names[$from]}) includes daemon/$target (${names[$to]}): up a layer"
+      fail=1
+    fi
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+done < <(find daemon -name '*.[ch]' | sort)
+
+if [ "$fail" -ne 0 ]; then
+  echo "check_layers: FAIL"
+  exit 1
+fi
+echo "check_layers: $checked includes in daemon/, none points up a layer"
