@@ -1,8 +1,9 @@
 /* client/conn.h: the internals of libhipd shared by its files.
  *
  * conn.c owns the connection: the socket, the table of pending calls and the
- * thread that happens to do socket I/O. Every method wrapper (methods.c) is a
- * few lines on top of the call mechanism below:
+ * thread that happens to do socket I/O (with conn_error.c, conn_call.c,
+ * conn_recv.c, conn_send.c and conn_decode.c, behind conn_internal.h). Every
+ * method wrapper (methods.c) is a few lines on top of the call mechanism below:
  *
  *   int hipd_ping_begin(hipd_conn_t *conn, ..., hipd_call_t **out)
  *   {

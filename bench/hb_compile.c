@@ -1,0 +1,228 @@
+/* bench/hb_compile.c: section 4, compile times: cold compiles and cache
+ * hits (memory, loaded, disk), against a cold hiprtc compile.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "hipd_bench.h"
+#include "kernels.h"
+
+/* ------------------------------------------------------------ 4. compile */
+
+/* One compile request on hb.conn, timed from the client. @p cache gets
+ * where the binary came from. @return milliseconds, or NAN (f failed). */
+static double compile_once(figure_t *f, int cached, const char *src,
+                           const char *name, char *cache, size_t cachesz)
+{
+  hipd_info_t *info = NULL;
+  hipd_kernel_t k = 0;
+  double t0 = bu_now(), ms;
+  int rc =
+      cached ? hipd_kernel_compile_cached(hb.conn, hb.dev, src, name, NULL, &k,
+                                          &info)
+             : hipd_kernel_compile(hb.conn, hb.dev, src, name, NULL, &k, &info);
+
+  ms = (bu_now() - t0) * 1e3;
+  if (rc != 0) {
+    hb_hfail(f, hb.conn, cached ? "kernel.compile_cached" : "kernel.compile",
+             rc);
+    return NAN;
+  }
+  hb_info_strcpy(info, "cache", cache, cachesz);
+  hipd_info_free(info);
+  if ((rc = hipd_kernel_destroy(hb.conn, k)) != 0) {
+    hb_hfail(f, hb.conn, "kernel.destroy", rc);
+    return NAN;
+  }
+  return ms;
+}
+
+/* Time @p n compiles of @p srcs (round robin) into @p f: the median, and
+ * how many did not come from @p want (when not NULL). @return 0 or -1. */
+static int compile_series(figure_t *f, int cached, char **srcs, int nsrcs,
+                          int n, const char *want)
+{
+  double *ms = malloc(sizeof(double) * (size_t)n);
+  int other = 0;
+  char cache[32], first_other[32] = "";
+
+  if (ms == NULL) {
+    fig_fail(f, "out of memory");
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    ms[i] = compile_once(f, cached, srcs[i % nsrcs], BENCH_SMALL_NAME, cache,
+                         sizeof(cache));
+    if (!isfinite(ms[i])) {
+      free(ms);
+      return -1;
+    }
+    if (want != NULL && strcmp(cache, want) != 0 && other++ == 0)
+      snprintf(first_other, sizeof(first_other), "%s", cache);
+  }
+  f->hipd = bu_median(ms, (size_t)n);
+  detail_num(f, "samples", n);
+  detail_num(f, "hipd_min_ms", ms[0]);
+  detail_num(f, "hipd_max_ms", ms[n - 1]);
+  if (want != NULL) {
+    detail_num(f, "not_from_expected_tier", other);
+    if (other > 0) {
+      note("%s: %d of %d compiles came from '%s', not '%s'", f->name, other, n,
+           first_other, want);
+      detail_str(f, "unexpected_tier", first_other);
+    }
+  }
+  free(ms);
+  return 0;
+}
+
+void hb_sec_compile(void)
+{
+  int nv = hb.compile_variants, hits = hb.compile_hits;
+  char **srcs = calloc((size_t)nv, sizeof(char *));
+  size_t len = strlen(BENCH_SMALL_SOURCE) + 96;
+  figure_t *fc, *fm, *fl, *fd;
+  const char *why;
+  double hiprtc = NAN;
+  char na[300] = "";
+
+  fc = fig_new("compile_cold", "cold compile: hipd kernel.compile (no cache)",
+               "ms", 1);
+  fm = fig_new("compile_hit_memory",
+               "cache hit in memory: kernel.compile_cached, module loaded anew",
+               "ms", 1);
+  fl = fig_new("compile_hit_memory_loaded",
+               "cache hit in memory, module already loaded", "ms", 1);
+  fd = fig_new("compile_hit_disk", "cache hit from disk after a daemon restart",
+               "ms", 1);
+  fm->speedup = fl->speedup = fd->speedup = 1;
+  snprintf(fc->how, sizeof(fc->how),
+           "median of %d kernel.compile of new sources (the small kernel and "
+           "a distinct comment), client-side time",
+           nv);
+  snprintf(fm->how, sizeof(fm->how),
+           "median of %d kernel.compile_cached of those sources, each kernel "
+           "destroyed before the next (its module unloaded)",
+           hits);
+  snprintf(fl->how, sizeof(fl->how),
+           "median of %d kernel.compile_cached while this session keeps the "
+           "kernel loaded",
+           hits);
+  snprintf(fd->how, sizeof(fd->how),
+           "median of %d kernel.compile_cached of those sources after hipd "
+           "was restarted on the same --cache-dir",
+           nv);
+  if (srcs == NULL) {
+    fig_fail(fc, "out of memory");
+    return;
+  }
+  for (int i = 0; i < nv; i++) {
+    if ((srcs[i] = malloc(len)) == NULL) {
+      fig_fail(fc, "out of memory");
+      goto out;
+    }
+    snprintf(srcs[i], len, "%s" BENCH_VARIANT_FMT, BENCH_SMALL_SOURCE,
+             hb.run_id, i);
+  }
+
+  note("compile: hipd cold compiles (%d)", nv);
+  if (compile_series(fc, 0, srcs, nv, nv, NULL) != 0) {
+    fig_fail(fm, "the cold compiles failed");
+    fig_fail(fl, "the cold compiles failed");
+    fig_fail(fd, "the cold compiles failed");
+    goto baselines;
+  }
+  note("compile: hipd memory hits (%d)", hits);
+  compile_series(fm, 1, srcs, nv, hits, "memory");
+  {
+    hipd_kernel_t keep = 0;
+    int rc = hipd_kernel_compile_cached(hb.conn, hb.dev, srcs[0],
+                                        BENCH_SMALL_NAME, NULL, &keep, NULL);
+    if (rc != 0)
+      hb_hfail(fl, hb.conn, "kernel.compile_cached", rc);
+    else
+      compile_series(fl, 1, srcs, 1, hits, "memory");
+    if (keep)
+      hipd_kernel_destroy(hb.conn, keep);
+  }
+  if (!hb.own_daemon) {
+    snprintf(fd->na, sizeof(fd->na),
+             "not measured: the daemon was given with --socket, and this "
+             "figure restarts it");
+  } else {
+    char cache[32];
+
+    note("compile: restarting hipd for the disk hits");
+    if (hb_daemon_restart() != 0) {
+      fig_fail(fd, "could not restart hipd (see above)");
+    } else {
+      /* The first request of a new daemon pays for its first session's
+       * set-up; it is not part of the figure. */
+      compile_once(fd, 1, BENCH_EMPTY_SOURCE, BENCH_EMPTY_NAME, cache,
+                   sizeof(cache));
+      if (fd->error[0] == '\0')
+        compile_series(fd, 1, srcs, nv, nv, "disk");
+    }
+  }
+
+baselines:
+  if (hb_direct_ok(hb.dev, &why)) {
+    char ord[16], n[16];
+    const char *args[] = {
+        "compile",
+        "--device",
+        hb_itoa_tmp(hb.devs[hb.dev].hip_ord, ord, sizeof(ord)),
+        "--iters",
+        hb_itoa_tmp(nv, n, sizeof(n)),
+        NULL};
+    dout_t *out = malloc(sizeof(*out));
+    const char *line;
+
+    note("compile: direct hiprtc (%d)", nv);
+    if (out != NULL && hb_direct_run(args, 600, "compile", out) == 0 &&
+        (line = hb_dout_find(out, "compile")) != NULL &&
+        isfinite(hiprtc = hb_dnum(line, "ms_median"))) {
+      detail_num(fc, "hiprtc_compile_ms", hb_dnum(line, "compile_ms_median"));
+      detail_num(fc, "hiprtc_load_ms", hb_dnum(line, "load_ms_median"));
+      detail_num(fc, "hiprtc_first_in_process_ms", hb_dnum(line, "first_ms"));
+    } else {
+      snprintf(na, sizeof(na), "direct_hip failed: %.250s",
+               out == NULL   ? "out of memory"
+               : out->err[0] ? out->err
+                             : "no value");
+      report_failure();
+    }
+    free(out);
+  } else {
+    snprintf(na, sizeof(na), "%s", why);
+  }
+  {
+    figure_t *all[] = {fc, fm, fl, fd};
+    const char *lab = "cold hiprtc + module load, direct";
+
+    for (int i = 0; i < 4; i++) {
+      if (isfinite(hiprtc))
+        base_set(all[i], "hiprtc", lab, hiprtc);
+      else
+        base_na(all[i], "hiprtc", lab, "%s", na);
+      if (i > 0) {
+        if (isfinite(fc->hipd))
+          base_set(all[i], "hipd_cold", "cold compile through hipd", fc->hipd);
+        else
+          base_na(all[i], "hipd_cold", "cold compile through hipd",
+                  "the cold compile failed");
+      }
+    }
+    base_target(fm, "hiprtc", ">=", 500);
+    base_target(fd, "hiprtc", ">=", 500);
+  }
+out:
+  for (int i = 0; i < nv; i++)
+    free(srcs[i]);
+  free(srcs);
+}

@@ -1,0 +1,461 @@
+/* bench/hb_share.c: sections 5 to 7: sharing a GPU (and spreading over
+ * several) between client processes, against independent processes and
+ * MPS; and GPU-to-GPU copies.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+#include "hipd_bench.h"
+#include "mps.h"
+
+#define READY_TIMEOUT 180.0 /* seconds for workers to set up */
+
+/* ---------------------------------------------------- 5. sharing a GPU */
+
+/* A forked hipd client of the sharing figure: connect, set up, say
+ * ready, wait for the word, loop { launch the small kernel; synchronize }
+ * for hb.share_seconds and report. Its own connection: nothing of the
+ * parent's is used. */
+typedef struct {
+  int dev;
+} hw_arg_t;
+
+static void worker_error(FILE *out, const char *msg)
+{
+  fputs("{\"kind\":\"error\",\"message\":", out);
+  bu_json_str(out, msg);
+  fputs("}\n", out);
+  fflush(out);
+}
+
+static int hipd_worker(void *arg, int in_fd, int out_fd)
+{
+  hw_arg_t *w = arg;
+  FILE *out = fdopen(out_fd, "w");
+  hipd_conn_t *c = NULL;
+  long long count = 0;
+  char go[16];
+  double t0, t;
+  hk_t h;
+  int rc;
+
+  if (out == NULL)
+    return 1;
+  if ((rc = hipd_connect2(hb.sock_path, "hipd_bench worker", &c)) != 0) {
+    char msg[600];
+
+    snprintf(msg, sizeof(msg), "connect: %s: %s", hipd_err_name(rc),
+             hipd_last_error(NULL));
+    worker_error(out, msg);
+    return 1;
+  }
+  hipd_set_timeout(c, CALL_TIMEOUT_MS);
+  if (hb_hk_open(&h, c, w->dev, hb.share_elems) != 0) {
+    worker_error(out, h.err);
+    return 1;
+  }
+  for (int i = 0; i < 10; i++)
+    if (hb_hk_launch_sync(&h, hb.sync_mode) != 0) {
+      worker_error(out, h.err);
+      return 1;
+    }
+  fputs("{\"kind\":\"ready\"}\n", out);
+  fflush(out);
+  if (read(in_fd, go, sizeof(go)) <= 0)
+    return 0; /* the bench gave up */
+  t0 = bu_now();
+  do {
+    if (hb_hk_launch_sync(&h, hb.sync_mode) != 0) {
+      worker_error(out, h.err);
+      return 1;
+    }
+    count++;
+    t = bu_now() - t0;
+  } while (t < hb.share_seconds);
+  fprintf(out, "{\"kind\":\"worker\",\"kernels\":%lld,\"seconds\":%.6f}\n",
+          count, t);
+  fflush(out);
+  hb_hk_close(&h);
+  hipd_close(c);
+  return 0;
+}
+
+/* Run the @p n started workers as one: wait until every one is ready,
+ * tell them all to go at once, collect their counts. *@p agg gets the sum
+ * of their rates (kernels/s). @p during, if not NULL, runs once they have
+ * all started. @return 0, or -1 with the reason in @p err. */
+static int pool_run(proc_t *w, int n, double *agg, double *min_rate,
+                    void (*during)(void *), void *arg, char *err, size_t errsz)
+{
+  char line[512];
+  double deadline = bu_now() + READY_TIMEOUT, sum = 0, lo = INFINITY;
+
+  for (int i = 0; i < n; i++) {
+    int r = proc_readline(&w[i], line, sizeof(line), deadline);
+
+    if (r != 1 || strstr(line, "\"ready\"") == NULL) {
+      char msg[400] = "";
+
+      if (r == 1)
+        bu_json_get_str(line, "message", msg, sizeof(msg));
+      snprintf(err, errsz, "client %d of %d: %s", i, n,
+               r == 1   ? msg
+               : r == 0 ? "exited before it was ready"
+                        : "not ready in time");
+      return -1;
+    }
+  }
+  for (int i = 0; i < n; i++)
+    if (proc_write(&w[i], "go\n") != 0) {
+      snprintf(err, errsz, "client %d of %d went away", i, n);
+      return -1;
+    }
+  if (during != NULL)
+    during(arg);
+  deadline = bu_now() + hb.share_seconds + 120;
+  for (int i = 0; i < n; i++) {
+    int r = proc_readline(&w[i], line, sizeof(line), deadline);
+    double k = NAN, s = NAN;
+
+    if (r == 1 && strstr(line, "\"worker\"") != NULL &&
+        bu_json_get_num(line, "kernels", &k) == 0 &&
+        bu_json_get_num(line, "seconds", &s) == 0 && s > 0) {
+      sum += k / s;
+      if (k / s < lo)
+        lo = k / s;
+      continue;
+    }
+    char msg[400] = "";
+    if (r == 1)
+      bu_json_get_str(line, "message", msg, sizeof(msg));
+    snprintf(err, errsz, "client %d of %d: %s", i, n,
+             r == 1   ? msg
+             : r == 0 ? "exited without a result"
+                      : "no result in time");
+    return -1;
+  }
+  *agg = sum;
+  *min_rate = lo;
+  return 0;
+}
+
+/* Stop every worker: they have reported, or the run failed. @return the
+ * number that did not exit with 0. */
+static int pool_reap(proc_t *w, int n)
+{
+  int bad = 0;
+
+  for (int i = 0; i < n; i++)
+    if (w[i].pid != 0 && proc_wait(&w[i], 30) != 0)
+      bad++;
+  return bad;
+}
+
+/* Aggregate kernels/s of @p n hipd clients, client i on devs[i % ndevs]. */
+static int share_hipd(const int *devs, int ndevs, int n, double *agg,
+                      double *lo, char *err, size_t errsz)
+{
+  proc_t *w = calloc((size_t)n, sizeof(*w));
+  hw_arg_t *args = calloc((size_t)n, sizeof(*args));
+  int rc = -1, started = 0;
+
+  if (w == NULL || args == NULL) {
+    snprintf(err, errsz, "out of memory");
+    goto out;
+  }
+  for (; started < n; started++) {
+    args[started].dev = devs[started % ndevs];
+    if (proc_fork(&w[started], hipd_worker, &args[started], -1) != 0) {
+      snprintf(err, errsz, "fork: %s", strerror(errno));
+      goto out;
+    }
+  }
+  rc = pool_run(w, n, agg, lo, NULL, NULL, err, errsz);
+out:
+  if (w != NULL) {
+    if (rc != 0)
+      for (int i = 0; i < started; i++)
+        proc_kill(&w[i]);
+    if (pool_reap(w, started) != 0 && rc == 0) {
+      snprintf(err, errsz, "a client exited with an error");
+      rc = -1;
+    }
+  }
+  free(w);
+  free(args);
+  return rc;
+}
+
+/* Aggregate kernels/s of @p n direct_hip workers with @p env (MPS). */
+static int share_direct(const int *devs, int ndevs, int n,
+                        const char *const *env, void (*during)(void *),
+                        void *during_arg, double *agg, double *lo, char *err,
+                        size_t errsz)
+{
+  proc_t *w = calloc((size_t)n, sizeof(*w));
+  char secs[32], elems[32];
+  int rc = -1, started = 0;
+
+  if (w == NULL) {
+    snprintf(err, errsz, "out of memory");
+    return -1;
+  }
+  snprintf(secs, sizeof(secs), "%g", hb.share_seconds);
+  snprintf(elems, sizeof(elems), "%d", hb.share_elems);
+  for (; started < n; started++) {
+    char ord[16];
+    const char *argv[] = {
+        hb.direct_bin,
+        "worker",
+        "--device",
+        hb_itoa_tmp(hb.devs[devs[started % ndevs]].hip_ord, ord, sizeof(ord)),
+        "--seconds",
+        secs,
+        "--elems",
+        elems,
+        NULL};
+
+    if (proc_spawn(&w[started], argv, env, NULL, 0) != 0) {
+      snprintf(err, errsz, "cannot run %s: %s", hb.direct_bin, strerror(errno));
+      goto out;
+    }
+  }
+  rc = pool_run(w, n, agg, lo, during, during_arg, err, errsz);
+out:
+  if (rc != 0)
+    for (int i = 0; i < started; i++)
+      proc_kill(&w[i]);
+  if (pool_reap(w, started) != 0 && rc == 0) {
+    snprintf(err, errsz, "a direct_hip worker exited with an error");
+    rc = -1;
+  }
+  free(w);
+  return rc;
+}
+
+static void devs_str(const int *devs, int ndevs, char *buf, size_t size)
+{
+  buf[0] = '\0';
+  for (int i = 0; i < ndevs; i++)
+    snprintf(buf + strlen(buf), size - strlen(buf), "%s%d", i ? "," : "",
+             devs[i]);
+}
+
+/* The sharing figures on @p devs: hipd and independent processes now,
+ * MPS later (hb_share_mps), for each client count. */
+void hb_sec_share(const int *devs, int ndevs, const char *suffix)
+{
+  char dl[64];
+  const char *why = NULL;
+  int direct = 1;
+
+  devs_str(devs, ndevs, dl, sizeof(dl));
+  for (int i = 0; i < ndevs && direct; i++)
+    direct = hb_direct_ok(devs[i], &why);
+  for (int ci = 0; ci < hb.nclients; ci++) {
+    int n = hb.clients[ci];
+    char name[48], title[96], err[600];
+    double agg = NAN, lo = NAN;
+    figure_t *f;
+
+    snprintf(name, sizeof(name), "share_n%d%s", n, suffix);
+    snprintf(title, sizeof(title),
+             "sharing: %d client process%s on device%s %s, aggregate", n,
+             n == 1 ? "" : "es", ndevs > 1 ? "s" : "", dl);
+    f = fig_new(name, title, "kernels/s", 0);
+    snprintf(f->devices, sizeof(f->devices), "%s", dl);
+    f->device = devs[0];
+    snprintf(f->how, sizeof(f->how),
+             "%d forked clients, client i on device devs[i mod %d], each "
+             "looping {launch a %d-float kernel; wait for it} for %g s, "
+             "started together; sum of their rates. Each iteration: %s",
+             n, ndevs, hb.share_elems, hb.share_seconds,
+             hb_sync_how[hb.sync_mode]);
+    detail_num(f, "clients", n);
+    note("sharing: %d hipd client%s on device%s %s", n, n == 1 ? "" : "s",
+         ndevs > 1 ? "s" : "", dl);
+    if (share_hipd(devs, ndevs, n, &agg, &lo, err, sizeof(err)) == 0) {
+      f->hipd = agg;
+      detail_num(f, "hipd_slowest_client", lo);
+    } else {
+      fig_fail(f, "%s", err);
+    }
+    if (direct) {
+      note("sharing: %d independent direct-HIP process%s", n,
+           n == 1 ? "" : "es");
+      if (share_direct(devs, ndevs, n, NULL, NULL, NULL, &agg, &lo, err,
+                       sizeof(err)) == 0) {
+        base_set(f, "direct", "independent direct-HIP processes", agg);
+        detail_num(f, "direct_slowest_client", lo);
+      } else {
+        base_na(f, "direct", "independent direct-HIP processes",
+                "direct_hip workers failed: %s", err);
+        report_failure();
+      }
+    } else {
+      base_na(f, "direct", "independent direct-HIP processes", "%s", why);
+    }
+    if (hb.nshares < (int)(sizeof(hb.shares) / sizeof(hb.shares[0]))) {
+      share_run_t *s = &hb.shares[hb.nshares++];
+
+      s->fig = f;
+      memcpy(s->devs, devs, sizeof(int) * (size_t)ndevs);
+      s->ndevs = ndevs;
+      s->n = n;
+    }
+    if (n == 16) {
+      base_target(f, "direct", ">=", 2.0);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------ MPS */
+
+/* While MPS clients run: does the control daemon have a server (are they
+ * on MPS at all)? */
+static void mps_check(void *arg)
+{
+  int *seen = arg;
+
+  bu_sleep(hb.share_seconds / 4);
+  if (mps_has_server())
+    *seen = 1;
+}
+
+void hb_share_mps(void)
+{
+  char na[300] = "", err[600];
+  const char *why;
+
+  if (hb.nshares == 0)
+    return;
+  if (hb.devs[hb.shares[0].devs[0]].is_cpu)
+    snprintf(na, sizeof(na), "not applicable on the CPU device");
+  else if (strcmp(hb.devs[hb.shares[0].devs[0]].platform, "nvidia") != 0)
+    snprintf(na, sizeof(na), "MPS is NVIDIA's; this device is %s",
+             hb.devs[hb.shares[0].devs[0]].platform);
+  else if (hb.no_mps)
+    snprintf(na, sizeof(na), "not measured (--no-mps)");
+  else if (mps_find() != 0)
+    snprintf(na, sizeof(na),
+             "nvidia-cuda-mps-control is not on PATH: MPS not available");
+  else if (mps_start(hb.tmp, err, sizeof(err)) != 0)
+    snprintf(na, sizeof(na), "MPS did not start: %.250s", err);
+  for (int i = 0; i < hb.nshares; i++) {
+    share_run_t *s = &hb.shares[i];
+    const char *label = "the same processes under NVIDIA MPS";
+    double agg, lo;
+    int direct = 1;
+
+    for (int j = 0; j < s->ndevs && direct; j++)
+      direct = hb_direct_ok(s->devs[j], &why);
+    if (na[0] != '\0') {
+      base_na(s->fig, "mps", label, "%s", na);
+    } else if (!direct) {
+      base_na(s->fig, "mps", label, "%s", why);
+    } else {
+      note("sharing: %d direct-HIP process%s under MPS", s->n,
+           s->n == 1 ? "" : "es");
+      int seen = 0;
+
+      if (share_direct(s->devs, s->ndevs, s->n, mps_env(), mps_check, &seen,
+                       &agg, &lo, err, sizeof(err)) == 0) {
+        base_set(s->fig, "mps", label, agg);
+        detail_num(s->fig, "mps_slowest_client", lo);
+        detail_str(s->fig, "mps_server_seen", seen ? "yes" : "no");
+        if (!seen)
+          note("MPS: get_server_list named no server during the run: the "
+               "clients may not have used MPS");
+      } else {
+        base_na(s->fig, "mps", label, "direct_hip workers under MPS failed: %s",
+                err);
+        report_failure();
+      }
+    }
+    if (s->n == 16)
+      base_target(s->fig, "mps", ">=", 1.0);
+  }
+  if (mps_active())
+    mps_stop();
+}
+
+/* ------------------------------------------------ 7. GPU-to-GPU copies */
+
+void hb_sec_peer(int a, int b)
+{
+  char name[64], title[96], label[32];
+  figure_t *f;
+  hipd_buffer_t src = 0, dst = 0;
+  const char *why = NULL;
+  uint64_t len = hb.peer_bytes;
+  int rc, n = 0;
+
+  bu_size_label(len, label, sizeof(label));
+  snprintf(name, sizeof(name), "peer_copy_%d_to_%d_%s", a, b, label);
+  snprintf(title, sizeof(title), "device %d -> device %d copy of %s", a, b,
+           label);
+  f = fig_new(name, title, "GB/s", 0);
+  snprintf(f->devices, sizeof(f->devices), "%d,%d", a, b);
+  f->device = a;
+  snprintf(f->how, sizeof(f->how),
+           "synchronous mem.copy between buffers on the two devices, "
+           "repeated for at least %g s",
+           hb.bw_budget);
+  note("peer copy: hipd, device %d -> %d", a, b);
+  if ((rc = hipd_mem_alloc(hb.conn, a, len, "byte", &src)) != 0 ||
+      (rc = hipd_mem_alloc(hb.conn, b, len, "byte", &dst)) != 0) {
+    hb_hfail(f, hb.conn, "mem.alloc", rc);
+  } else if ((rc = hipd_mem_memset(hb.conn, src, 0, len, 7)) != 0 ||
+             (rc = hipd_mem_copy(hb.conn, dst, 0, src, 0, len)) != 0) {
+    hb_hfail(f, hb.conn, "mem.copy", rc);
+  } else {
+    double t0 = bu_now(), t;
+
+    do {
+      if ((rc = hipd_mem_copy(hb.conn, dst, 0, src, 0, len)) != 0) {
+        hb_hfail(f, hb.conn, "mem.copy", rc);
+        break;
+      }
+      n++;
+      t = bu_now() - t0;
+    } while (t < hb.bw_budget || n < 3);
+    if (rc == 0)
+      f->hipd = (double)len * n / t / 1e9;
+  }
+  if (src)
+    hipd_mem_free(hb.conn, src);
+  if (dst)
+    hipd_mem_free(hb.conn, dst);
+
+  if (hb_direct_ok(a, &why) && hb_direct_ok(b, &why)) {
+    char oa[16], ob[16], bytes[32], budget[32];
+    const char *args[] = {"peer",
+                          "--device",
+                          hb_itoa_tmp(hb.devs[a].hip_ord, oa, sizeof(oa)),
+                          "--peer",
+                          hb_itoa_tmp(hb.devs[b].hip_ord, ob, sizeof(ob)),
+                          "--bytes",
+                          bytes,
+                          "--budget",
+                          budget,
+                          NULL};
+    double access = NAN;
+
+    snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)len);
+    snprintf(budget, sizeof(budget), "%g", hb.bw_budget);
+    note("peer copy: direct hipMemcpyPeerAsync");
+    if (isfinite(hb_direct_baseline(f, "direct",
+                                    "direct hipMemcpyPeerAsync + sync", args,
+                                    "peer", "gbps", "peer_access", &access)))
+      detail_num(f, "direct_peer_access", access);
+  } else {
+    base_na(f, "direct", "direct hipMemcpyPeerAsync + sync", "%s", why);
+  }
+}

@@ -1,0 +1,381 @@
+/* client/conn_call.c: deadlines, the table of pending calls by msgid, the
+ * lifetime of calls and of the connection, breaking the connection, and
+ * waiting for a call (hipd_wait, hipd_call_done: pipelining).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn_internal.h"
+
+/* ----------------------------------------------------------------- time */
+
+/* Deadlines are CLOCK_MONOTONIC nanoseconds; NO_DEADLINE waits forever and
+ * a deadline of 0 has always passed (a poll). */
+/* $HIPD_BUSY_POLL_US, else 20 us on machines with 8 or more CPUs (where a
+ * spinning waiter takes no CPU another thread needs), else 0. */
+int conn_default_busy_poll(void)
+{
+  const char *env = getenv("HIPD_BUSY_POLL_US");
+
+  if (env != NULL && *env != '\0') {
+    long v = strtol(env, NULL, 10);
+    return v > 0 ? (v > 1000000 ? 1000000 : (int)v) : 0;
+  }
+  return sysconf(_SC_NPROCESSORS_ONLN) >= 8 ? 20 : 0;
+}
+
+int64_t conn_now_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t conn_deadline_after(int timeout_ms)
+{
+  return timeout_ms > 0 ? conn_now_ns() + (int64_t)timeout_ms * 1000000
+                        : NO_DEADLINE;
+}
+
+/* Milliseconds left for poll(), rounded up so that poll never returns just
+ * before the deadline; -1 for none. */
+int conn_remaining_ms(int64_t deadline)
+{
+  int64_t left;
+
+  if (deadline == NO_DEADLINE)
+    return -1;
+  left = deadline - conn_now_ns();
+  if (left <= 0)
+    return 0;
+  left = (left + 999999) / 1000000;
+  return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+/* Wait on the connection's condition variable (lock held) until signalled
+ * or @p deadline. @return 0, or HIPD_ETIMEDOUT once the deadline passed. */
+int conn_cond_wait_until(hipd_conn_t *conn, int64_t deadline)
+{
+  struct timespec ts;
+
+  if (deadline == NO_DEADLINE) {
+    pthread_cond_wait(&conn->cond, &conn->lock);
+    return 0;
+  }
+  ts.tv_sec = deadline / 1000000000;
+  ts.tv_nsec = deadline % 1000000000;
+  if (pthread_cond_timedwait(&conn->cond, &conn->lock, &ts) == ETIMEDOUT)
+    return HIPD_ETIMEDOUT;
+  return 0;
+}
+
+/* -------------------------------------------------------- pending table */
+
+static hipd_call_t **table_bucket(const hipd_conn_t *conn, uint32_t msgid)
+{
+  return &conn->table[msgid & (conn->table_size - 1)];
+}
+
+hipd_call_t *conn_table_find(const hipd_conn_t *conn, uint32_t msgid)
+{
+  hipd_call_t *c = *table_bucket(conn, msgid);
+
+  while (c != NULL && c->msgid != msgid)
+    c = c->hnext;
+  return c;
+}
+
+/* Double the buckets when chains get long. Out of memory just keeps the
+ * chains long. */
+static void table_grow(hipd_conn_t *conn)
+{
+  size_t size = conn->table_size * 2;
+  hipd_call_t **table = calloc(size, sizeof(*table));
+
+  if (table == NULL)
+    return;
+  for (size_t i = 0; i < conn->table_size; i++) {
+    hipd_call_t *c = conn->table[i], *next;
+    for (; c != NULL; c = next) {
+      next = c->hnext;
+      c->hnext = table[c->msgid & (size - 1)];
+      table[c->msgid & (size - 1)] = c;
+    }
+  }
+  free(conn->table);
+  conn->table = table;
+  conn->table_size = size;
+}
+
+void conn_table_insert(hipd_conn_t *conn, hipd_call_t *call)
+{
+  hipd_call_t **b;
+
+  if (conn->npending >= 2 * conn->table_size)
+    table_grow(conn);
+  b = table_bucket(conn, call->msgid);
+  call->hnext = *b;
+  *b = call;
+  conn->npending++;
+}
+
+hipd_call_t *conn_table_remove(hipd_conn_t *conn, uint32_t msgid)
+{
+  hipd_call_t **p = table_bucket(conn, msgid), *c;
+
+  for (; (c = *p) != NULL; p = &c->hnext) {
+    if (c->msgid == msgid) {
+      *p = c->hnext;
+      c->hnext = NULL;
+      conn->npending--;
+      return c;
+    }
+  }
+  return NULL;
+}
+
+/* The next free msgid. Ids wrap at 2^32; one still pending (a slow or
+ * abandoned call) is skipped so that replies are never confused. */
+uint32_t conn_msgid_next(hipd_conn_t *conn)
+{
+  uint32_t id;
+
+  do
+    id = conn->next_msgid++;
+  while (conn_table_find(conn, id) != NULL);
+  return id;
+}
+
+/* ---------------------------------------------------------------- calls */
+
+void conn_destroy(hipd_conn_t *conn)
+{
+  if (conn->fd >= 0)
+    close(conn->fd);
+  if (conn->wake_fd >= 0)
+    close(conn->wake_fd);
+  free(conn->table);
+  free(conn->rbuf);
+  free(conn->obuf);
+  free(conn->client_name);
+  msgpack_zone_destroy(&conn->zone);
+  pthread_cond_destroy(&conn->cond);
+  pthread_mutex_destroy(&conn->lock);
+  free(conn);
+}
+
+/* Drop a reference (lock not held); the last one frees the connection. */
+void conn_unref(hipd_conn_t *conn)
+{
+  unsigned refs;
+
+  pthread_mutex_lock(&conn->lock);
+  refs = --conn->refs;
+  pthread_mutex_unlock(&conn->lock);
+  if (refs == 0)
+    conn_destroy(conn);
+}
+
+/* Free a call's memory (its body is already gone). Touches no connection. */
+void conn_call_destroy(hipd_call_t *call)
+{
+  free(call->error);
+  free(call);
+}
+
+static void call_failv(hipd_call_t *call, int code, const char *fmt, va_list ap)
+{
+  call->result = code;
+  free(call->error);
+  if (vasprintf(&call->error, fmt, ap) < 0)
+    call->error = NULL;
+}
+
+int conn_call_fail(hipd_call_t *call, int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  call_failv(call, code, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+/* Wake an io owner blocked in poll() (harmless when there is none). */
+void conn_wake_owner(hipd_conn_t *conn)
+{
+  uint64_t one = 1;
+  ssize_t n = write(conn->wake_fd, &one, sizeof(one));
+
+  (void)n; /* EAGAIN: a wake-up is already pending, which is enough. */
+}
+
+void conn_wake_drain(hipd_conn_t *conn)
+{
+  uint64_t v;
+  ssize_t n = read(conn->wake_fd, &v, sizeof(v));
+
+  (void)n;
+}
+
+/*
+ * Break the connection (lock held): the first reason sticks. Every pending
+ * call completes with @p code and the printf-style message; abandoned calls
+ * are freed; the socket is shut down so that the daemon sees the end and any
+ * thread blocked on it wakes. Later calls fail with HIPD_EDISCONNECTED.
+ */
+void conn_break(hipd_conn_t *conn, int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (conn->broken)
+    return;
+  conn->broken = code;
+  va_start(ap, fmt);
+  vsnprintf(conn->broken_msg, sizeof(conn->broken_msg), fmt, ap);
+  va_end(ap);
+  shutdown(conn->fd, SHUT_RDWR);
+  for (size_t i = 0; i < conn->table_size; i++) {
+    hipd_call_t *c = conn->table[i], *next;
+    conn->table[i] = NULL;
+    for (; c != NULL; c = next) {
+      next = c->hnext;
+      c->hnext = NULL;
+      if (c->state == CALL_ABANDONED) {
+        conn_call_destroy(c);
+        continue;
+      }
+      conn_call_fail(c, code, "%s", conn->broken_msg);
+      c->state = CALL_DONE;
+    }
+  }
+  conn->npending = 0;
+  if (conn->dcall != NULL) {
+    hipd_call_t *c = conn->dcall;
+    conn->dcall = NULL;
+    if (c->state == CALL_ABANDONED) {
+      conn_call_destroy(c);
+    } else {
+      conn_call_fail(c, code, "%s", conn->broken_msg);
+      c->state = CALL_DONE;
+    }
+  }
+  conn_wake_owner(conn);
+  pthread_cond_broadcast(&conn->cond);
+}
+
+/* The message for a call made after the connection broke (lock held). */
+void conn_broken_message(const hipd_conn_t *conn, char *buf, size_t size)
+{
+  if (conn->broken == HIPD_EDISCONNECTED)
+    snprintf(buf, size, "%s", conn->broken_msg);
+  else
+    snprintf(buf, size, "disconnected from hipd (after an error: %s)",
+             conn->broken_msg);
+}
+
+/*
+ * Wait until @p call is done (lock held), doing the socket I/O whenever no
+ * other thread does, until @p deadline (0: just read what has arrived).
+ * @return 0 once done, or HIPD_ETIMEDOUT.
+ */
+static int call_wait_locked(hipd_call_t *call, int64_t deadline)
+{
+  hipd_conn_t *conn = call->conn;
+
+  /* A corked request is written before anyone waits for a reply (its own
+   * or a later one's). */
+  if (conn->olen > 0 && call->state != CALL_DONE)
+    conn_obuf_flush_locked(conn, conn_deadline_after(conn->timeout_ms));
+  while (call->state != CALL_DONE) {
+    if (!conn->io_busy && conn->send_waiters == 0) {
+      int err;
+      conn->io_busy = 1;
+      err = conn_io_receive(conn, call, deadline);
+      conn->io_busy = 0;
+      pthread_cond_broadcast(&conn->cond);
+      if (err < 0)
+        break;
+      continue;
+    }
+    if (conn_cond_wait_until(conn, deadline) < 0)
+      break;
+  }
+  return call->state == CALL_DONE ? 0 : HIPD_ETIMEDOUT;
+}
+
+/* ------------------------------------------------------------ pipelining */
+
+int hipd_wait(hipd_call_t *call)
+{
+  hipd_conn_t *conn;
+  int err;
+
+  if (call == NULL)
+    return conn_fail(NULL, HIPD_EINVAL, "hipd_wait: the call is NULL");
+  conn = call->conn;
+  pthread_mutex_lock(&conn->lock);
+  err = call_wait_locked(call, conn_deadline_after(conn->timeout_ms));
+  if (err < 0) {
+    /* Abandon the call: the connection frees it when the late reply comes
+     * (or it breaks), and a decoder never runs for it. It stops holding a
+     * reference; the user's handle still holds one, since a closed
+     * connection has no pending calls left to time out. */
+    const char *method = call->method;
+    int timeout_ms = conn->timeout_ms;
+    call->state = CALL_ABANDONED;
+    call->decode = NULL;
+    pthread_mutex_unlock(&conn->lock);
+    conn_fail(conn, err, "%s: no reply within %d ms", method, timeout_ms);
+    conn_unref(conn);
+    return err;
+  }
+  pthread_mutex_unlock(&conn->lock);
+  err = call->result;
+  if (err < 0)
+    conn_err_set(conn, "%s", call->error ? call->error : hipd_strerror(err));
+  conn_call_destroy(call);
+  conn_unref(conn);
+  return err;
+}
+
+int conn_sync(int err, hipd_call_t **call)
+{
+  return err < 0 ? err : hipd_wait(*call);
+}
+
+int hipd_call_done(hipd_call_t *call)
+{
+  int done;
+
+  if (call == NULL)
+    return 0;
+  pthread_mutex_lock(&call->conn->lock);
+  call_wait_locked(call, 0);
+  done = call->state == CALL_DONE;
+  pthread_mutex_unlock(&call->conn->lock);
+  return done;
+}
+
+const char *hipd_call_error(hipd_call_t *call)
+{
+  const char *msg = "";
+
+  if (call == NULL)
+    return msg;
+  pthread_mutex_lock(&call->conn->lock);
+  if (call->state == CALL_DONE && call->error != NULL)
+    msg = call->error;
+  pthread_mutex_unlock(&call->conn->lock);
+  return msg;
+}

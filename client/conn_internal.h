@@ -1,0 +1,122 @@
+/* client/conn_internal.h: the connection's state and the parts of it that
+ * its files share: conn.c (connecting, the handshake, closing, settings),
+ * conn_error.c (the thread-local last error), conn_call.c (time, the
+ * pending-call table, a call's lifetime, breaking the connection, waiting
+ * and pipelining), conn_recv.c (receiving and framing replies), conn_send.c
+ * (sending requests, corking) and conn_decode.c (the common decoders and
+ * parameters). The method wrappers see only conn.h. Private to client/.
+ */
+#ifndef HIPD_CLIENT_CONN_INTERNAL_H
+#define HIPD_CLIENT_CONN_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "conn.h"
+
+#define ERROR_MAX (64 << 10) /* longest message kept from the daemon */
+#define NO_DEADLINE INT64_C(-1)
+#define ERR_LEN 1024 /* a thread's short message; messages on the stack */
+
+struct hipd_conn {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;   /* a call completed or the socket was given up */
+  unsigned refs;         /* the user's handle + the calls the user holds */
+  uint64_t serial;       /* tells this connection from a later one at the
+                            same address, for the thread-local messages */
+  int fd;                /* the socket; closed only when the memory goes */
+  int wake_fd;           /* eventfd: makes a polling io owner let a sender in */
+  char *client_name;     /* sent in hello */
+  int timeout_ms;        /* per wait; 0: none */
+  int busy_poll_us;      /* spin this long for a reply before sleeping */
+  int broken;            /* 0, or the code the pending calls failed with */
+  char broken_msg[512];  /* and their message */
+  int io_busy;           /* a thread owns the socket */
+  unsigned send_waiters; /* threads waiting for the socket to send */
+  uint32_t next_msgid;   /* wraps; ids still pending are skipped */
+  hipd_call_t **table;   /* pending and abandoned calls, by msgid */
+  size_t table_size;     /* buckets, a power of 2 */
+  size_t npending;       /* calls in the table */
+  /* The receive side, used only by the io owner. */
+  uint8_t *rbuf;         /* bytes received and not yet dispatched */
+  size_t rlen;           /* bytes in rbuf */
+  size_t rcap;           /* size of rbuf */
+  size_t rneed;          /* the message at rbuf needs at least this much */
+  proto_limits_t limits; /* for replies */
+  msgpack_zone zone;     /* objects of the reply being dispatched */
+  /* Corked requests (hipd_cork), written together later. */
+  unsigned corked; /* hipd_cork() nesting depth */
+  char *obuf;      /* whole requests not yet written */
+  size_t olen, ocap;
+  /* A large reply being received straight into its caller's buffer (the
+   * io owner's, under the lock): its call, out of the table. */
+  hipd_call_t *dcall;
+  uint8_t *ddst; /* where the payload goes; NULL: discarded (abandoned) */
+  size_t dlen, dgot;
+};
+
+/* conn_error.c: the calling thread's last error for @p conn (may be NULL:
+ * connect failures), from the printf-style message. */
+void conn_err_setv(const hipd_conn_t *conn, const char *fmt, va_list ap);
+void conn_err_set(const hipd_conn_t *conn, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* conn_call.c: time. Deadlines are CLOCK_MONOTONIC nanoseconds;
+ * NO_DEADLINE waits forever and a deadline of 0 has always passed. */
+/* $HIPD_BUSY_POLL_US, else 20 us on machines with 8 or more CPUs, else 0. */
+int conn_default_busy_poll(void);
+int64_t conn_now_ns(void);
+/* The deadline @p timeout_ms from now (NO_DEADLINE for 0 or less). */
+int64_t conn_deadline_after(int timeout_ms);
+/* Milliseconds left for poll(), rounded up; -1 for none. */
+int conn_remaining_ms(int64_t deadline);
+/* Wait on the connection's condition variable (lock held) until signalled
+ * or @p deadline. @return 0, or HIPD_ETIMEDOUT once the deadline passed. */
+int conn_cond_wait_until(hipd_conn_t *conn, int64_t deadline);
+
+/* conn_call.c: the pending table (lock held) */
+hipd_call_t *conn_table_find(const hipd_conn_t *conn, uint32_t msgid);
+void conn_table_insert(hipd_conn_t *conn, hipd_call_t *call);
+/* Take the call of @p msgid out of the table. @return it, or NULL. */
+hipd_call_t *conn_table_remove(hipd_conn_t *conn, uint32_t msgid);
+/* The next free msgid (ids wrap; one still pending is skipped). */
+uint32_t conn_msgid_next(hipd_conn_t *conn);
+
+/* conn_call.c: lifetimes */
+/* Free the connection (no reference left). */
+void conn_destroy(hipd_conn_t *conn);
+/* Drop a reference (lock not held); the last one frees the connection. */
+void conn_unref(hipd_conn_t *conn);
+/* Free a call's memory (its body is already gone). Touches no connection. */
+void conn_call_destroy(hipd_call_t *call);
+/* Wake an io owner blocked in poll() (harmless when there is none). */
+void conn_wake_owner(hipd_conn_t *conn);
+/* Consume the wake-ups of the eventfd. */
+void conn_wake_drain(hipd_conn_t *conn);
+/* Break the connection (lock held): the first reason sticks. Every pending
+ * call completes with @p code and the printf-style message. */
+void conn_break(hipd_conn_t *conn, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The message for a call made after the connection broke (lock held). */
+void conn_broken_message(const hipd_conn_t *conn, char *buf, size_t size);
+
+/* conn_recv.c */
+/* Read what the socket has, without blocking, and dispatch the complete
+ * replies (io owner, lock not held). @return the bytes read (> 0), 0 if
+ * none were ready, or a negative code once the connection is broken. */
+ssize_t conn_io_recv(hipd_conn_t *conn);
+/* As io owner (lock held on entry and exit, dropped while polling), read
+ * replies until @p call is done, the connection breaks, a sender wants the
+ * socket or @p deadline passes. @return 0, or HIPD_ETIMEDOUT. */
+int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline);
+
+/* conn_send.c */
+/* Write the corked requests (lock held on entry and on return; released
+ * while writing). @return 0, HIPD_ETIMEDOUT or the code the connection
+ * broke with. */
+int conn_obuf_flush_locked(hipd_conn_t *conn, int64_t deadline);
+
+#endif
