@@ -32,7 +32,11 @@
 
 #include "harness.h"
 #include "hipd.h"
+#include "rawclient.h"
 #include "rpc.h"
+#define TESTUTIL_CLIENT "check_daemon"
+#define TESTUTIL_TIMEOUT_MS 60000
+#include "testutil.h"
 
 #define MiB ((size_t)1 << 20)
 /* A memset big enough to stay in flight while other requests come and go
@@ -41,40 +45,6 @@
 #define BUSY_BYTES (512 * MiB)
 
 /* ------------------------------------------------------------ utilities */
-
-/* Connect to @p d, failing the test on error. */
-static hipd_conn_t *connect_ok(const harness_daemon_t *d)
-{
-  hipd_conn_t *conn = NULL;
-  int rc = hipd_connect2(d->socket, "check_daemon", &conn);
-
-  ck_assert_msg(rc == 0, "connect to %s: %s (%s)", d->socket, hipd_err_name(rc),
-                hipd_last_error(NULL));
-  /* A hung daemon fails the test instead of hanging it. */
-  hipd_set_timeout(conn, 60000);
-  return conn;
-}
-
-static void ping_ok(hipd_conn_t *conn)
-{
-  char out[16];
-  size_t n = 0;
-  int rc = hipd_ping(conn, "alive?", 6, out, sizeof(out), &n);
-
-  ck_assert_msg(rc == 0, "ping: %s (%s)", hipd_err_name(rc),
-                hipd_last_error(conn));
-  ck_assert_uint_eq(n, 6);
-  ck_assert_int_eq(memcmp(out, "alive?", 6), 0);
-}
-
-static int64_t info_int(const hipd_info_t *info, const char *path)
-{
-  int64_t v = 0;
-  int rc = hipd_info_int(info, path, &v);
-
-  ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
-  return v;
-}
 
 static int64_t daemon_sessions(hipd_conn_t *conn)
 {
@@ -170,132 +140,6 @@ static int busy_join(busy_t *b)
   return b->rc;
 }
 
-/* ----------------------------------------------------- raw msgpack-rpc */
-
-/* A client speaking msgpack-rpc by hand over a plain socket. */
-typedef struct {
-  int fd;
-  uint8_t *buf;
-  size_t len, cap, used; /* used: bytes of the message last returned */
-  msgpack_zone zone;
-  proto_msg_t msg;
-  msgpack_sbuffer out;
-  msgpack_packer pk;
-} raw_t;
-
-static raw_t *raw_open(const char *path)
-{
-  raw_t *r = calloc(1, sizeof(*r));
-
-  ck_assert_ptr_nonnull(r);
-  r->fd = harness_raw_connect(path);
-  ck_assert_msg(r->fd >= 0, "connect %s: %s", path, strerror(errno));
-  msgpack_zone_init(&r->zone, 4096);
-  msgpack_sbuffer_init(&r->out);
-  msgpack_packer_init(&r->pk, &r->out, msgpack_sbuffer_write);
-  return r;
-}
-
-static void raw_close(raw_t *r)
-{
-  if (r->fd >= 0)
-    close(r->fd);
-  msgpack_zone_destroy(&r->zone);
-  msgpack_sbuffer_destroy(&r->out);
-  free(r->buf);
-  free(r);
-}
-
-/* Send what was packed with r->pk and clear it. @return 0 or -1. */
-static int raw_flush(raw_t *r)
-{
-  int rc = harness_raw_send(r->fd, r->out.data, r->out.size);
-
-  msgpack_sbuffer_clear(&r->out);
-  return rc;
-}
-
-/* Pack the head of a request; its params follow with r->pk. */
-static void raw_request(raw_t *r, uint32_t msgid, const char *method,
-                        uint32_t nparams)
-{
-  proto_pack_request(&r->pk, msgid, method, nparams);
-}
-
-/* The next message from the daemon into r->msg (valid until the next
- * call). @return 1, or 0 if the connection closed or 10 s passed. */
-static int raw_next(raw_t *r)
-{
-  long long deadline = harness_now_ms() + 10000;
-
-  if (r->used > 0) { /* r->buf is NULL before the first read */
-    memmove(r->buf, r->buf + r->used, r->len - r->used);
-    r->len -= r->used;
-    r->used = 0;
-  }
-  msgpack_zone_clear(&r->zone);
-  for (;;) {
-    proto_limits_t lim;
-    const char *reason = "";
-    size_t need = 0;
-    long long n;
-
-    proto_limits_default(&lim);
-    n = proto_frame_scan(&lim, r->buf, r->len, &need, &reason);
-    ck_assert_msg(n >= 0, "the daemon sent bad msgpack: %s", reason);
-    if (n > 0) {
-      ck_assert_int_eq(
-          proto_msg_decode(r->buf, (size_t)n, &r->zone, &r->msg, &reason), 0);
-      r->used = (size_t)n;
-      return 1;
-    }
-    if (r->cap - r->len < 65536) {
-      r->cap = r->cap * 2 + 65536;
-      r->buf = realloc(r->buf, r->cap);
-      ck_assert_ptr_nonnull(r->buf);
-    }
-    struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
-    setsockopt(r->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ssize_t got = recv(r->fd, r->buf + r->len, r->cap - r->len, 0);
-    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR))
-      return 0;
-    if (got > 0)
-      r->len += (size_t)got;
-    else if (harness_now_ms() >= deadline)
-      return 0;
-  }
-}
-
-/* Read the response to @p msgid. @return its error code (0 for a result);
- * the message goes to @p msg (may be NULL). */
-static int raw_response(raw_t *r, uint32_t msgid, char *msg, size_t size)
-{
-  const char *text;
-  size_t len;
-  int code;
-
-  ck_assert_msg(raw_next(r), "no response to request %u", msgid);
-  ck_assert_int_eq(r->msg.type, PROTO_RESPONSE);
-  ck_assert_uint_eq(r->msg.msgid, msgid);
-  if (msg != NULL && size > 0)
-    msg[0] = '\0';
-  if (r->msg.error->type == MSGPACK_OBJECT_NIL)
-    return 0;
-  ck_assert_int_eq(proto_error_decode(r->msg.error, &code, &text, &len), 0);
-  if (msg != NULL)
-    snprintf(msg, size, "%.*s", (int)len, text);
-  return code;
-}
-
-static void raw_hello(raw_t *r)
-{
-  raw_request(r, 1000000, "hello", 2);
-  msgpack_pack_int(&r->pk, hipd_protocol_version());
-  proto_pack_cstr(&r->pk, "raw");
-  ck_assert_int_eq(raw_flush(r), 0);
-  ck_assert_int_eq(raw_response(r, 1000000, NULL, 0), 0);
-}
-
 /* ------------------------------------------------------------ handshake */
 
 START_TEST(test_connect_refused)
@@ -320,7 +164,7 @@ START_TEST(test_hello_identity)
   int found_cpu = 0;
 
   ck_assert_ptr_nonnull(d);
-  conn = connect_ok(d);
+  conn = connect_to(d);
   ck_assert_int_eq(hipd_hello(conn, &hello), 0);
   ck_assert_int_eq(hipd_info_str(hello, "name", &s, &len), 0);
   ck_assert_str_eq(s, "hipd");
@@ -375,7 +219,7 @@ START_TEST(test_ping_sizes)
   size_t n;
 
   ck_assert_ptr_nonnull(d);
-  conn = connect_ok(d);
+  conn = connect_to(d);
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
     fill_random(in, sizes[i], (unsigned)i);
     memset(out, 0, MiB);
@@ -410,7 +254,7 @@ START_TEST(test_out_of_order)
   busy_t b;
 
   ck_assert_ptr_nonnull(d);
-  conn = connect_ok(d);
+  conn = connect_to(d);
   busy_start(&b, conn, BUSY_BYTES);
   ck_assert_int_eq(hipd_stream_synchronize_begin(conn, b.st, &sync_call), 0);
   ck_assert_int_eq(
@@ -441,7 +285,7 @@ START_TEST(test_pipeline_reverse)
   hipd_conn_t *conn;
 
   ck_assert_ptr_nonnull(d);
-  conn = connect_ok(d);
+  conn = connect_to(d);
   for (uint32_t i = 0; i < NPIPE; i++) {
     uint32_t payload[2] = {i, ~i};
     ck_assert_int_eq(hipd_ping_begin(conn, payload, sizeof(payload), out[i],
@@ -523,7 +367,7 @@ START_TEST(test_concurrent_clients)
   hipd_conn_t *conn;
 
   ck_assert_ptr_nonnull(d);
-  conn = connect_ok(d);
+  conn = connect_to(d);
   pthread_barrier_init(&barrier, NULL, NCLIENTS + 1);
   for (int i = 0; i < NCLIENTS; i++) {
     clients[i] = (client_t){.path = d->socket, .barrier = &barrier, .index = i};
@@ -611,7 +455,7 @@ START_TEST(test_shared_connection)
   hipd_conn_t *conn;
 
   ck_assert_ptr_nonnull(d);
-  conn = connect_ok(d);
+  conn = connect_to(d);
   for (int i = 0; i < NSHARED; i++) {
     sharers[i] = (sharer_t){.conn = conn, .index = i};
     ck_assert_int_eq(
@@ -652,7 +496,7 @@ START_TEST(test_max_inflight)
   busy_t b;
 
   ck_assert_ptr_nonnull(d);
-  conn = connect_ok(d);
+  conn = connect_to(d);
   fill_random(pattern, sizeof(pattern), 7);
   ck_assert_int_eq(hipd_mem_alloc(conn, 0, 16, "byte", &small), 0);
   ck_assert_int_eq(hipd_mem_write(conn, small, 0, pattern, 16), 0);
@@ -965,7 +809,7 @@ START_TEST(test_protocol_violations)
   raw_t *r;
 
   ck_assert_ptr_nonnull(d);
-  keeper = connect_ok(d);
+  keeper = connect_to(d);
   r = raw_open(d->socket);
   raw_hello(r);
   v->pack(&r->pk);
@@ -1006,21 +850,6 @@ START_TEST(test_unknown_notification)
   harness_free(d);
 }
 END_TEST
-
-/* Send what was packed with r->pk, with descriptor @p fd attached
- * (SCM_RIGHTS) to its first byte. @return 0 or -1. */
-static int raw_flush_fd(raw_t *r, int fd)
-{
-  proto_fd_ctl_t ctl;
-  struct iovec iov = {.iov_base = r->out.data, .iov_len = r->out.size};
-  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-  ssize_t n;
-
-  proto_msg_attach_fd(&mh, &ctl, fd);
-  n = sendmsg(r->fd, &mh, MSG_NOSIGNAL);
-  msgpack_sbuffer_clear(&r->out);
-  return n == (ssize_t)iov.iov_len ? 0 : -1;
-}
 
 /* A memfd of @p size bytes with @p seals added. */
 static int memfd_sealed(size_t size, int seals)
@@ -1263,7 +1092,7 @@ START_TEST(test_hello_timeout)
   ck_assert_int_eq(raw_flush(ok), 0);
   ck_assert_int_eq(raw_response(ok, 2, NULL, 0), 0);
   raw_close(ok);
-  conn = connect_ok(d);
+  conn = connect_to(d);
   ping_ok(conn);
   hipd_close(conn);
   ck_assert_int_eq(harness_stop(d), 0);
@@ -1323,7 +1152,7 @@ START_TEST(test_disconnect_inflight)
   raw_t *r;
 
   ck_assert_ptr_nonnull(d);
-  keeper = connect_ok(d);
+  keeper = connect_to(d);
   r = raw_open(d->socket);
   raw_hello(r);
   raw_request(r, 1, "mem.alloc", 2);
@@ -1375,7 +1204,7 @@ START_TEST(test_output_cap)
   raw_t *r;
 
   ck_assert_ptr_nonnull(d);
-  keeper = connect_ok(d);
+  keeper = connect_to(d);
   r = raw_open(d->socket);
   raw_hello(r);
   /* 64 MiB of replies at most; the daemon hangs up long before. */
@@ -1416,8 +1245,8 @@ START_TEST(test_shutdown_with_clients)
   busy_t b;
 
   ck_assert_ptr_nonnull(d);
-  idle = connect_ok(d);
-  busy = connect_ok(d);
+  idle = connect_to(d);
+  busy = connect_to(d);
   ping_ok(idle);
   busy_start(&b, busy, BUSY_BYTES);
   ck_assert_int_eq(hipd_stream_synchronize_begin(busy, b.st, &sync_call), 0);
@@ -1459,7 +1288,7 @@ START_TEST(test_shutdown_abandons_work)
   busy_t b;
 
   ck_assert_ptr_nonnull(d);
-  conn = connect_ok(d);
+  conn = connect_to(d);
   busy_start(&b, conn, BUSY_BYTES);
   ck_assert_int_eq(hipd_stream_synchronize_begin(conn, b.st, &sync_call), 0);
   ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
@@ -1622,7 +1451,7 @@ START_TEST(test_stale_socket)
   ck_assert_msg(harness_wait_ready(d, 20000) == 0,
                 "hipd did not start over a stale socket file");
   ck_assert(harness_log_contains(d, "stale socket"));
-  conn = connect_ok(d);
+  conn = connect_to(d);
   ping_ok(conn);
   hipd_close(conn);
   ck_assert_int_eq(harness_stop(d), 0);
@@ -1641,7 +1470,7 @@ START_TEST(test_second_daemon)
   int code;
 
   ck_assert_ptr_nonnull(first);
-  conn = connect_ok(first);
+  conn = connect_to(first);
   second = harness_spawn(first->socket, NULL);
   ck_assert_ptr_nonnull(second);
   code = harness_wait_exit(second, 20000);
@@ -1651,7 +1480,7 @@ START_TEST(test_second_daemon)
   ck_assert_int_eq(stat(first->socket, &st), 0);
   ping_ok(conn);
   hipd_close(conn);
-  conn = connect_ok(first);
+  conn = connect_to(first);
   ping_ok(conn);
   hipd_close(conn);
   ck_assert_int_eq(harness_stop(first), 0);
@@ -1679,7 +1508,7 @@ START_TEST(test_socket_mode)
   ck_assert_int_eq(stat(d2->socket, &st), 0);
   ck_assert_msg((st.st_mode & 07777) == 0600, "mode %04o",
                 (unsigned)(st.st_mode & 07777));
-  conn = connect_ok(d2);
+  conn = connect_to(d2);
   ping_ok(conn);
   hipd_close(conn);
   ck_assert_int_eq(harness_stop(d2), 0);

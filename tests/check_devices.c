@@ -23,6 +23,8 @@
 
 #include "harness.h"
 #include "hipd.h"
+#define TESTUTIL_CLIENT "check_devices"
+#define TESTUTIL_TIMEOUT_MS 60000
 #include "testutil.h"
 
 #define KiB ((size_t)1 << 10)
@@ -36,25 +38,6 @@ static harness_daemon_t *shared;
 
 /* Assert that @p expr returns @p want, naming the call, the device and the
  * daemon's message. `dev` must be in scope (-1 when there is none). */
-
-static hipd_conn_t *connect_to(const harness_daemon_t *d)
-{
-  return connect_named(d, "check_devices", 60000);
-}
-
-static int device_count(hipd_conn_t *conn)
-{
-  return device_count_min2(conn);
-}
-
-static double info_double(const hipd_info_t *info, const char *path)
-{
-  double v = 0;
-  int rc = hipd_info_double(info, path, &v);
-
-  ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
-  return v;
-}
 
 /* hipd_allocated and hipd_buffers of device @p dev. */
 static void device_usage(hipd_conn_t *conn, int dev, int64_t *bytes,
@@ -98,14 +81,6 @@ static long long first_diff(const void *a, const void *b, size_t n)
     ck_assert_msg(at_ < 0, "device %d: %s differs at byte %lld", dev, (what),  \
                   at_);                                                        \
   } while (0)
-
-static void *xmalloc(size_t n)
-{
-  void *p = malloc(n ? n : 1);
-
-  ck_assert_ptr_nonnull(p);
-  return p;
-}
 
 static void shared_setup(void)
 {

@@ -37,9 +37,11 @@
 
 #include "harness.h"
 #include "hipd.h"
-#include "testutil.h"
-
 #define MAX_DEVICES 64
+#define TESTUTIL_CLIENT "check_kernels"
+#define TESTUTIL_TIMEOUT_MS 120000
+#define TESTUTIL_MAX_DEVICES MAX_DEVICES
+#include "testutil.h"
 
 /* The daemon of the TCases that share one (started by an unchecked
  * fixture, in check's runner process), and the cache directory all such
@@ -189,28 +191,6 @@ static int names_line_3(const char *log)
   return strstr(log, ":3:") != NULL || strstr(log, "(3): ") != NULL;
 }
 
-static hipd_conn_t *connect_to(const harness_daemon_t *d)
-{
-  return connect_named(d, "check_kernels", 120000);
-}
-
-static int device_count(hipd_conn_t *conn)
-{
-  int n = device_count_min2(conn);
-
-  ck_assert_int_le(n, MAX_DEVICES);
-  return n;
-}
-
-static uint64_t info_uint(const hipd_info_t *info, const char *path)
-{
-  uint64_t v = 0;
-  int rc = hipd_info_uint(info, path, &v);
-
-  ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
-  return v;
-}
-
 /* A capability of device @p dev ("capabilities.<name>"). */
 static int64_t device_cap(hipd_conn_t *conn, int dev, const char *name)
 {
@@ -234,22 +214,6 @@ static int first_cpu_device(hipd_conn_t *conn)
     if (device_is_cpu(conn, dev))
       return dev;
   return -1;
-}
-
-static void *xmalloc(size_t n)
-{
-  void *p = calloc(1, n ? n : 1);
-
-  ck_assert_ptr_nonnull(p);
-  return p;
-}
-
-static hipd_args_t *args_new(void)
-{
-  hipd_args_t *a = hipd_args_new();
-
-  ck_assert_ptr_nonnull(a);
-  return a;
 }
 
 static const uint32_t ONE[3] = {1, 1, 1};
