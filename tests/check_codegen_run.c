@@ -26,13 +26,15 @@
 #include "harness.h"
 #include "hipd.h"
 #include "ir_json.h"
+#define MAX_DEVICES 64
+#define TESTUTIL_CLIENT "check_codegen_run"
+#define TESTUTIL_TIMEOUT_MS 120000
+#define TESTUTIL_MAX_DEVICES MAX_DEVICES
 #include "testutil.h"
 
 #ifndef FIXTURES_DIR
 #error "FIXTURES_DIR must name tests/codegen"
 #endif
-
-#define MAX_DEVICES 64
 
 static harness_daemon_t *shared;
 static char shared_cache[256];
@@ -40,27 +42,6 @@ static char shared_cache[256];
 static const uint32_t ONE[3] = {1, 1, 1};
 
 /* --------------------------------------------------------------- helpers */
-
-static hipd_conn_t *connect_to(const harness_daemon_t *d)
-{
-  return connect_named(d, "check_codegen_run", 120000);
-}
-
-static int device_count(hipd_conn_t *conn)
-{
-  int n = device_count_min2(conn);
-
-  ck_assert_int_le(n, MAX_DEVICES);
-  return n;
-}
-
-static void *xmalloc(size_t n)
-{
-  void *p = calloc(1, n ? n : 1);
-
-  ck_assert_ptr_nonnull(p);
-  return p;
-}
 
 /* A fixture: its IR as msgpack bytes and the generator options its
  * annotations give. */
@@ -222,14 +203,6 @@ static void readback(hipd_conn_t *conn, int dev, hipd_buffer_t b, void *out,
 {
   OK(conn, hipd_mem_read(conn, b, 0, out, bytes));
   OK(conn, hipd_mem_free(conn, b));
-}
-
-static hipd_args_t *args_new(void)
-{
-  hipd_args_t *a = hipd_args_new();
-
-  ck_assert_ptr_nonnull(a);
-  return a;
 }
 
 /* A buffer argument followed by its length (a vec param). */

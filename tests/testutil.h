@@ -1,8 +1,19 @@
-/* tests/testutil.h: small helpers shared by the integration tests. */
+/* tests/testutil.h: small helpers shared by the integration tests (the
+ * programs that start a real hipd through tests/harness.c). Everything here
+ * is static inline, so a program pays only for what it uses.
+ *
+ * A program may define, before including this header:
+ *   TESTUTIL_CLIENT      the client name connect_to() gives the daemon
+ *                        (its log names it), and
+ *   TESTUTIL_TIMEOUT_MS  the call timeout of those connections;
+ *   TESTUTIL_MAX_DEVICES the most devices device_count() accepts (for
+ *                        arrays of that size).
+ */
 #ifndef HIPD_TESTS_TESTUTIL_H
 #define HIPD_TESTS_TESTUTIL_H
 
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +43,35 @@ static inline hipd_conn_t *connect_named(const harness_daemon_t *d,
 
   ck_assert_msg(d != NULL, "no daemon");
   rc = hipd_connect2(d->socket, name, &conn);
-  ck_assert_msg(rc == 0, "connect: %s (%s)", hipd_err_name(rc),
+  ck_assert_msg(rc == 0, "connect to %s: %s (%s)", d->socket, hipd_err_name(rc),
                 hipd_last_error(NULL));
   hipd_set_timeout(conn, timeout_ms);
   return conn;
+}
+
+#ifdef TESTUTIL_CLIENT
+#ifndef TESTUTIL_TIMEOUT_MS
+#define TESTUTIL_TIMEOUT_MS 60000
+#endif
+/* Connect to @p d as this program (TESTUTIL_CLIENT), failing the test on
+ * error. */
+static inline hipd_conn_t *connect_to(const harness_daemon_t *d)
+{
+  return connect_named(d, TESTUTIL_CLIENT, TESTUTIL_TIMEOUT_MS);
+}
+#endif
+
+/* A ping with a 6-byte payload, which must come back unchanged. */
+static inline void ping_ok(hipd_conn_t *conn)
+{
+  char out[16];
+  size_t n = 0;
+  int rc = hipd_ping(conn, "alive?", 6, out, sizeof(out), &n);
+
+  ck_assert_msg(rc == 0, "ping: %s (%s)", hipd_err_name(rc),
+                hipd_last_error(conn));
+  ck_assert_uint_eq(n, 6);
+  ck_assert_int_eq(memcmp(out, "alive?", 6), 0);
 }
 
 /* Stop daemon *@p d (if any) and free it; its log is printed if it exited
@@ -64,10 +100,60 @@ static inline int device_count_min2(hipd_conn_t *conn)
   return n;
 }
 
+/* The daemon's device count: at least 2, and at most TESTUTIL_MAX_DEVICES
+ * where the program defines it. */
+static inline int device_count(hipd_conn_t *conn)
+{
+  int n = device_count_min2(conn);
+
+#ifdef TESTUTIL_MAX_DEVICES
+  ck_assert_int_le(n, TESTUTIL_MAX_DEVICES);
+#endif
+  return n;
+}
+
+/* calloc() that fails the test instead of returning NULL (0 bytes: 1). */
+static inline void *xmalloc(size_t n)
+{
+  void *p = calloc(1, n ? n : 1);
+
+  ck_assert_ptr_nonnull(p);
+  return p;
+}
+
+/* A new kernel argument list. */
+static inline hipd_args_t *args_new(void)
+{
+  hipd_args_t *a = hipd_args_new();
+
+  ck_assert_ptr_nonnull(a);
+  return a;
+}
+
+/* Fields of a device.get, daemon.info... record; a missing field or one of
+ * another type fails the test. */
 static inline int64_t info_int(const hipd_info_t *info, const char *path)
 {
   int64_t v = 0;
   int rc = hipd_info_int(info, path, &v);
+
+  ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
+  return v;
+}
+
+static inline uint64_t info_uint(const hipd_info_t *info, const char *path)
+{
+  uint64_t v = 0;
+  int rc = hipd_info_uint(info, path, &v);
+
+  ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
+  return v;
+}
+
+static inline double info_double(const hipd_info_t *info, const char *path)
+{
+  double v = 0;
+  int rc = hipd_info_double(info, path, &v);
 
   ck_assert_msg(rc == 0, "info field %s: %s", path, hipd_err_name(rc));
   return v;

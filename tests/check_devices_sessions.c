@@ -1,0 +1,384 @@
+/* tests/check_devices_sessions.c: what a session may hold (quotas), what
+ * its end releases (session cleanup), and sessions and streams at work at
+ * once, on one device or two, without holding each other up. The shared
+ * helpers are in tests/devices_util.h. */
+#include "config.h"
+
+#include "devices_util.h"
+
+/* ------------------------------------------------------------------ quota */
+
+START_TEST(test_quota)
+{
+  harness_daemon_t *d =
+      harness_start("--cpu-devices", "2", "--mem-quota", "1M", NULL);
+  hipd_conn_t *conn = connect_to(d), *other;
+  int n = device_count(conn), dev;
+
+  for (dev = 0; dev < n; dev++) {
+    hipd_buffer_t a = 0, b = 0;
+
+    OK(conn, hipd_mem_alloc(conn, dev, 512 * KiB, "byte", &a));
+    EXPECT(conn, hipd_mem_alloc(conn, dev, 600 * KiB, "byte", &b), HIPD_EQUOTA);
+    ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "quota"));
+    /* The quota is the session's, across devices. */
+    EXPECT(conn, hipd_mem_alloc(conn, (dev + 1) % n, 600 * KiB, "byte", &b),
+           HIPD_EQUOTA);
+    OK(conn, hipd_mem_free(conn, a));
+    OK(conn, hipd_mem_alloc(conn, dev, 600 * KiB, "byte", &b));
+    OK(conn, hipd_mem_free(conn, b));
+  }
+  /* Another session has a quota of its own. */
+  {
+    hipd_buffer_t a = 0, b = 0;
+    dev = 0;
+    other = connect_to(d);
+    OK(conn, hipd_mem_alloc(conn, 0, MiB, "byte", &a));
+    OK(other, hipd_mem_alloc(other, 0, MiB, "byte", &b));
+    EXPECT(conn, hipd_mem_alloc(conn, 0, 1, "byte", &a), HIPD_EQUOTA);
+    hipd_close(other);
+  }
+  hipd_close(conn);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+/* -------------------------------------------------------- session cleanup */
+
+#define CHILD_BYTES (64 * MiB)
+
+/* The forked client: allocate and use memory on every device, say so on
+ * @p fd, then wait to be killed. Never returns; no check calls here. */
+static void cleanup_child(const char *path, int fd)
+{
+  hipd_conn_t *conn = NULL;
+  uint8_t chunk[4096];
+  int n = 0;
+  char ok = 'R';
+
+  memset(chunk, 0xee, sizeof(chunk));
+  if (hipd_connect(path, &conn) != 0 || hipd_device_count(conn, &n) != 0)
+    ok = 'E';
+  for (int dev = 0; ok == 'R' && dev < n; dev++) {
+    hipd_buffer_t buf = 0;
+    hipd_stream_t st = 0;
+    hipd_event_t ev = 0;
+    if (hipd_mem_alloc(conn, dev, CHILD_BYTES, "byte", &buf) != 0 ||
+        hipd_mem_memset(conn, buf, 0, CHILD_BYTES, 1) != 0 ||
+        hipd_mem_write(conn, buf, 4096, chunk, sizeof(chunk)) != 0 ||
+        hipd_stream_create(conn, dev, &st) != 0 ||
+        hipd_event_create(conn, dev, &ev) != 0 ||
+        hipd_event_record(conn, ev, st) != 0)
+      ok = 'E';
+    if (ok == 'R') /* leave work queued as it dies */
+      hipd_mem_memset_async(conn, buf, 0, CHILD_BYTES, 2, st);
+  }
+  if (write(fd, &ok, 1) != 1)
+    _exit(2);
+  for (;;)
+    pause();
+}
+
+/* A client killed with SIGKILL while holding memory, streams and events
+ * on every device: the daemon frees all of it. */
+START_TEST(test_session_cleanup)
+{
+  harness_daemon_t *d = harness_start("--cpu-devices", "2", NULL);
+  hipd_conn_t *conn = connect_to(d);
+  int n = device_count(conn), dev = -1, fds[2], status;
+  int64_t base_bytes[64], base_bufs[64];
+  struct pollfd pfd;
+  long long deadline;
+  char ready = 0;
+  pid_t child;
+
+  ck_assert_int_le(n, 64);
+  for (dev = 0; dev < n; dev++)
+    device_usage(conn, dev, &base_bytes[dev], &base_bufs[dev]);
+  /* An explicit free gives the memory back to the device's accounting. */
+  for (dev = 0; dev < n; dev++) {
+    hipd_buffer_t buf = 0;
+    int64_t bytes, bufs;
+    OK(conn, hipd_mem_alloc(conn, dev, MiB, "byte", &buf));
+    device_usage(conn, dev, &bytes, &bufs);
+    ck_assert_int_eq(bytes, base_bytes[dev] + (int64_t)MiB);
+    ck_assert_int_eq(bufs, base_bufs[dev] + 1);
+    OK(conn, hipd_mem_free(conn, buf));
+    deadline = harness_now_ms() + 10000;
+    for (;;) {
+      device_usage(conn, dev, &bytes, &bufs);
+      if (bytes == base_bytes[dev] && bufs == base_bufs[dev])
+        break;
+      ck_assert_msg(harness_now_ms() < deadline,
+                    "device %d: after mem.free, %lld bytes in %lld buffers "
+                    "(baseline %lld in %lld)",
+                    dev, (long long)bytes, (long long)bufs,
+                    (long long)base_bytes[dev], (long long)base_bufs[dev]);
+      harness_sleep_ms(10);
+    }
+  }
+  ck_assert_int_eq(pipe(fds), 0);
+  child = fork();
+  ck_assert_int_ge(child, 0);
+  if (child == 0) {
+    close(fds[0]);
+    cleanup_child(d->socket, fds[1]);
+  }
+  close(fds[1]);
+  pfd = (struct pollfd){.fd = fds[0], .events = POLLIN};
+  ck_assert_msg(poll(&pfd, 1, 60000) == 1, "the client never got ready");
+  ck_assert_int_eq(read(fds[0], &ready, 1), 1);
+  close(fds[0]);
+  if (ready != 'R') {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    ck_abort_msg("the client failed to set up");
+  }
+  /* The daemon counts what the client holds... */
+  for (dev = 0; dev < n; dev++) {
+    int64_t bytes, bufs;
+    device_usage(conn, dev, &bytes, &bufs);
+    ck_assert_int_ge(bytes, base_bytes[dev] + (int64_t)CHILD_BYTES);
+    ck_assert_int_ge(bufs, base_bufs[dev] + 1);
+  }
+  ck_assert_int_eq(kill(child, SIGKILL), 0);
+  ck_assert_int_eq(waitpid(child, &status, 0), child);
+  /* ...and gives it all back once the client is gone. */
+  deadline = harness_now_ms() + 10000;
+  for (dev = 0; dev < n; dev++) {
+    int64_t bytes, bufs;
+    for (;;) {
+      device_usage(conn, dev, &bytes, &bufs);
+      if (bytes == base_bytes[dev] && bufs == base_bufs[dev])
+        break;
+      ck_assert_msg(harness_now_ms() < deadline,
+                    "device %d: %lld bytes in %lld buffers left (baseline "
+                    "%lld in %lld)",
+                    dev, (long long)bytes, (long long)bufs,
+                    (long long)base_bytes[dev], (long long)base_bufs[dev]);
+      harness_sleep_ms(10);
+    }
+  }
+  {
+    hipd_info_t *info = NULL;
+    int64_t sessions = -1;
+    deadline = harness_now_ms() + 10000;
+    do {
+      OK(conn, hipd_daemon_info(conn, &info));
+      sessions = info_int(info, "sessions");
+      hipd_info_free(info);
+    } while (sessions != 1 && harness_now_ms() < deadline &&
+             (harness_sleep_ms(10), 1));
+    ck_assert_int_eq(sessions, 1);
+  }
+  hipd_close(conn);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+typedef struct {
+  int dev;
+  int failures;
+  char why[256];
+} pair_t;
+
+static void *pair_main(void *arg)
+{
+  enum { LEN = 1 << 20, ROUNDS = 20 };
+  pair_t *p = arg;
+  hipd_conn_t *c = NULL;
+  unsigned char *in = malloc(LEN), *out = malloc(LEN);
+  hipd_buffer_t a = 0, b = 0;
+
+  if (hipd_connect(shared->socket, &c) != 0 || in == NULL || out == NULL ||
+      hipd_mem_alloc(c, p->dev, LEN, "uint8", &a) != 0 ||
+      hipd_mem_alloc(c, p->dev, LEN, "uint8", &b) != 0) {
+    p->failures++;
+    snprintf(p->why, sizeof(p->why), "setup on device %d: %s", p->dev,
+             c ? hipd_last_error(c) : hipd_last_error(NULL));
+    goto out;
+  }
+  for (int r = 0; r < ROUNDS; r++) {
+    fill_random(in, LEN, (unsigned)(p->dev * 1000 + r));
+    if (hipd_mem_write(c, a, 0, in, LEN) != 0 ||
+        hipd_mem_copy(c, b, 0, a, 0, LEN) != 0 ||
+        hipd_mem_read(c, b, 0, out, LEN) != 0 || memcmp(in, out, LEN) != 0) {
+      p->failures++;
+      snprintf(p->why, sizeof(p->why), "device %d round %d: %s", p->dev, r,
+               hipd_last_error(c));
+      break;
+    }
+  }
+out:
+  if (c != NULL)
+    hipd_close(c);
+  free(in);
+  free(out);
+  return NULL;
+}
+
+START_TEST(test_sessions_on_two_devices)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  int n = device_count(conn);
+  pair_t p[2] = {{.dev = 0}, {.dev = n > 1 ? 1 : 0}};
+  pthread_t t[2];
+
+  hipd_close(conn);
+  for (int i = 0; i < 2; i++)
+    ck_assert_int_eq(pthread_create(&t[i], NULL, pair_main, &p[i]), 0);
+  for (int i = 0; i < 2; i++) {
+    pthread_join(t[i], NULL);
+    ck_assert_msg(p[i].failures == 0, "%s", p[i].why);
+  }
+}
+END_TEST
+
+/* Client A waits in stream.synchronize behind large memsets while client B
+ * pings and reads device records: B is served before A's wait returns. */
+START_TEST(test_concurrent_sessions)
+{
+  hipd_conn_t *a = connect_to(shared), *b = connect_to(shared);
+  int n = device_count(b), dev;
+
+  for (dev = 0; dev < n; dev++) {
+    hipd_info_t *info = NULL;
+    busy_t busy;
+
+    busy_start(&busy, a, dev);
+    for (int i = 0; i < 10; i++) {
+      char out[8];
+      size_t len = 0;
+      OK(b, hipd_ping(b, "B", 1, out, sizeof(out), &len));
+    }
+    for (int other = 0; other < n; other++) {
+      OK(b, hipd_device_get(b, other, &info));
+      hipd_info_free(info);
+    }
+    OK(b, hipd_session_info(b, &info));
+    hipd_info_free(info);
+    ck_assert_msg(busy_pending(&busy),
+                  "device %d: A's work finished before B was served", dev);
+    busy_finish(&busy, dev);
+  }
+  hipd_close(a);
+  hipd_close(b);
+}
+END_TEST
+
+/* stream.query answers at once, busy, while the stream has work: it must
+ * not wait behind that work. */
+START_TEST(test_stream_query_busy)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  int n = device_count(conn), dev;
+
+  for (dev = 0; dev < n; dev++) {
+    int idle = -1;
+    busy_t busy;
+
+    busy_start(&busy, conn, dev);
+    OK(conn, hipd_stream_query(conn, busy.st, &idle));
+    ck_assert_msg(busy_pending(&busy),
+                  "device %d: stream.query waited for the stream's work", dev);
+    ck_assert_int_eq(idle, 0);
+    busy_finish(&busy, dev);
+  }
+  hipd_close(conn);
+}
+END_TEST
+
+/* Many pipelined transfers on two streams of one device, then both
+ * synchronized: each stream's buffer holds exactly its own writes. */
+START_TEST(test_two_streams)
+{
+  enum { CHUNKS = 64, CHUNK = 4096 };
+  const size_t cap = (size_t)CHUNKS * CHUNK;
+  hipd_conn_t *conn = connect_to(shared);
+  int n = device_count(conn), dev;
+  uint8_t *x = xmalloc(cap), *y = xmalloc(cap), *back = xmalloc(cap);
+  hipd_call_t *calls[2 * CHUNKS];
+
+  for (dev = 0; dev < n; dev++) {
+    hipd_buffer_t bx = 0, by = 0;
+    hipd_stream_t s1 = 0, s2 = 0;
+    int idle = 0;
+
+    fill_random(x, cap, (unsigned)dev * 2 + 1);
+    fill_random(y, cap, (unsigned)dev * 2 + 2);
+    OK(conn, hipd_stream_create(conn, dev, &s1));
+    OK(conn, hipd_stream_create(conn, dev, &s2));
+    OK(conn, hipd_mem_alloc(conn, dev, cap, "byte", &bx));
+    OK(conn, hipd_mem_alloc(conn, dev, cap, "byte", &by));
+    OK(conn, hipd_mem_memset_async(conn, bx, 0, cap, 0, s1));
+    OK(conn, hipd_mem_memset_async(conn, by, 0, cap, 0, s2));
+    for (int i = 0; i < CHUNKS; i++) {
+      OK(conn, hipd_mem_write_async_begin(conn, bx, (size_t)i * CHUNK,
+                                          x + (size_t)i * CHUNK, CHUNK, s1,
+                                          &calls[2 * i]));
+      OK(conn, hipd_mem_write_async_begin(conn, by, (size_t)i * CHUNK,
+                                          y + (size_t)i * CHUNK, CHUNK, s2,
+                                          &calls[2 * i + 1]));
+    }
+    OK(conn, hipd_stream_synchronize(conn, s1));
+    OK(conn, hipd_stream_synchronize(conn, s2));
+    for (int i = 0; i < 2 * CHUNKS; i++)
+      OK(conn, hipd_wait(calls[i]));
+    OK(conn, hipd_stream_query(conn, s1, &idle));
+    ck_assert_int_eq(idle, 1);
+    OK(conn, hipd_stream_query(conn, s2, &idle));
+    ck_assert_int_eq(idle, 1);
+    OK(conn, hipd_mem_read(conn, bx, 0, back, cap));
+    ASSERT_SAME(back, x, cap, "stream 1's buffer");
+    OK(conn, hipd_mem_read(conn, by, 0, back, cap));
+    ASSERT_SAME(back, y, cap, "stream 2's buffer");
+    OK(conn, hipd_device_synchronize(conn, dev));
+    OK(conn, hipd_stream_destroy(conn, s1));
+    OK(conn, hipd_stream_destroy(conn, s2));
+    OK(conn, hipd_mem_free(conn, bx));
+    OK(conn, hipd_mem_free(conn, by));
+  }
+  free(x);
+  free(y);
+  free(back);
+  hipd_close(conn);
+}
+END_TEST
+
+static Suite *devices_sessions_suite(void)
+{
+  Suite *s = suite_create("devices_sessions");
+  TCase *tc;
+
+  tc = tcase_create("sessions");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_quota);
+  tcase_add_test(tc, test_session_cleanup);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("concurrency");
+  tcase_set_timeout(tc, 180);
+  tcase_add_unchecked_fixture(tc, shared_setup, shared_teardown);
+  tcase_add_test(tc, test_concurrent_sessions);
+  tcase_add_test(tc, test_sessions_on_two_devices);
+  tcase_add_test(tc, test_stream_query_busy);
+  tcase_add_test(tc, test_two_streams);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *sr;
+  int failed;
+
+  harness_init("check_devices_sessions");
+  sr = srunner_create(devices_sessions_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  harness_fini();
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
