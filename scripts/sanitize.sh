@@ -5,7 +5,7 @@
 #         in _build-asan/, every test of make check; the CPU runner is
 #         instrumented too.
 #   tsan  ThreadSanitizer in _build-tsan/, the suites that run threads:
-#         daemon, devices, kernels, CPU kernels, shm, faults, codegen.
+#         daemon, devices, kernels, CPU kernels, shm, faults, objects, codegen.
 #
 # The daemons and CPU runners the tests start are child processes whose
 # stderr goes to log files, so every report is written to a file of its
@@ -39,9 +39,14 @@ asan)
 tsan)
   BUILD=_build-tsan
   SAN_FLAGS="-fsanitize=thread"
-  CHECK_TESTS=(tests/check_daemon tests/check_devices tests/check_kernels
-    tests/check_cpu_kernels tests/check_shm tests/check_faults
-    tests/check_codegen tests/check_codegen_run)
+  CHECK_TESTS=(tests/check_daemon_handshake tests/check_daemon_protocol
+    tests/check_daemon_lifecycle tests/check_devices_info
+    tests/check_devices_memory tests/check_devices_events
+    tests/check_devices_sessions tests/check_kernels_run
+    tests/check_kernels_errors tests/check_kernels_crashes
+    tests/check_kernels_cache tests/check_cpu_kernels tests/check_shm
+    tests/check_faults tests/check_objects tests/check_codegen
+    tests/check_codegen_run)
   ;;
 *)
   hipd_die "usage: bash scripts/sanitize.sh asan|tsan"
