@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "bench_util.h"
+#include "util/clock.h"
 
 void bu_log_tail(const char *path, int lines)
 {
@@ -43,10 +44,7 @@ void bu_log_tail(const char *path, int lines)
 
 double bu_now(void)
 {
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  return (double)util_now_ns() / 1e9;
 }
 
 void bu_sleep(double seconds)

@@ -11,6 +11,7 @@
 
 #include "executor.h"
 #include "log.h"
+#include "util/clock.h"
 
 struct executor {
   pthread_t thread;
@@ -131,14 +132,6 @@ void exec_set_busy_poll(uint32_t us)
   busy_poll_ns = (uint64_t)us * 1000;
 }
 
-uint64_t exec_now_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -153,13 +146,13 @@ static inline void cpu_relax(void)
  * under the lock. */
 static void spin_for_work(executor_t *ex)
 {
-  uint64_t until = exec_now_ns() + busy_poll_ns;
+  uint64_t until = util_now_ns() + busy_poll_ns;
 
   while (__atomic_load_n(&ex->head, __ATOMIC_ACQUIRE) == NULL &&
          !__atomic_load_n(&ex->stopping, __ATOMIC_RELAXED)) {
     for (int i = 0; i < 64; i++)
       cpu_relax();
-    if (exec_now_ns() >= until)
+    if (util_now_ns() >= until)
       break;
   }
 }

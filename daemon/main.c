@@ -29,6 +29,7 @@
 #include "log.h"
 #include "server.h"
 #include "session.h"
+#include "util/clock.h"
 
 static daemon_t daemon_state;
 static uv_signal_t sig_int, sig_term;
@@ -353,10 +354,10 @@ static void run_loop(daemon_t *d)
     return;
   }
   while (uv_run(d->loop, UV_RUN_NOWAIT) != 0 && !abandoned) {
-    uint64_t until = exec_now_ns() + spin_ns;
+    uint64_t until = util_now_ns() + spin_ns;
     int ready = 0;
 
-    while (!ready && exec_now_ns() < until)
+    while (!ready && util_now_ns() < until)
       ready = poll(&pfd, 1, 0) > 0;
     if (!ready && uv_run(d->loop, UV_RUN_ONCE) == 0)
       break;

@@ -1,6 +1,6 @@
 /* daemon/profile.c: a session's profiling records: enable, disable,
  * record. Called by methods/ (profile.*, the op completions) and
- * resources.c (at close); calls nothing but the clock (exec_now_ns). */
+ * resources.c (at close); calls nothing but the clock (util_now_ns). */
 #include "config.h"
 
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 #include "executor.h"
 #include "profile.h"
 #include "rpc.h"
+#include "util/clock.h"
 
 int profile_enable(profile_t **p, uint32_t *periods)
 {
@@ -16,7 +17,7 @@ int profile_enable(profile_t **p, uint32_t *periods)
   *p = calloc(1, sizeof(**p));
   if (*p == NULL)
     return HIPD_ENOMEM;
-  (*p)->epoch_ns = exec_now_ns();
+  (*p)->epoch_ns = util_now_ns();
   (*p)->gen = ++*periods;
   return 0;
 }

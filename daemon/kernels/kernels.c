@@ -10,6 +10,7 @@
 #include "hipd.h"
 #include "kernels/kernels.h"
 #include "log.h"
+#include "util/clock.h"
 
 enum { MOD_LOADING, MOD_READY, MOD_FAILED };
 
@@ -68,14 +69,6 @@ typedef struct build {
 static module_ref_t *modules; /* loaded (or loading) modules, all devices */
 static unsigned idle_modules; /* of them, loaded with refs == 0 */
 
-static uint64_t now_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 driver_t *kernels_driver_for_arch(const char *arch)
 {
   for (driver_t **d = drivers_compiled(); *d != NULL; d++)
@@ -98,7 +91,7 @@ static void finish(build_t *b, int status)
 {
   b->res.status = status;
   b->res.error = status != 0 ? b->err : NULL;
-  b->res.compile_ms = (double)(now_ns() - b->start_ns) / 1e6;
+  b->res.compile_ms = (double)(util_now_ns() - b->start_ns) / 1e6;
   b->done(b->ctx, &b->res);
   build_free(b);
 }
@@ -149,7 +142,7 @@ static void module_unref(module_ref_t *m)
     return;
   if (m->state == MOD_READY && m->epoch == device_epoch(m->dev)) {
     /* Keep it loaded for the next request of the same binary. */
-    m->idle_ns = now_ns();
+    m->idle_ns = util_now_ns();
     if (++idle_modules > MODULES_IDLE_MAX)
       evict_idle();
     return;
@@ -446,7 +439,7 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
   }
   b->done = done;
   b->ctx = ctx;
-  b->start_ns = now_ns();
+  b->start_ns = util_now_ns();
   b->dev = req->dev;
   if (req->sig != NULL) {
     b->known = *req->sig;

@@ -15,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "objects/internal.h"
 #include "objects/objects.h"
+#include "util/clock.h"
 
 #define STAGING_CHUNK ((size_t)64 << 20)
 
@@ -134,7 +135,7 @@ static void op_run(task_t *t)
   }
   drv_set_error("no detail");
   if (op->timed) {
-    op->submit_ns = exec_now_ns();
+    op->submit_ns = util_now_ns();
     if (drv->event_create(drv, dev, &op->pev[0]) != 0 ||
         drv->event_create(drv, dev, &op->pev[1]) != 0 ||
         drv->event_record(drv, op->pev[0], st->drv) != 0)

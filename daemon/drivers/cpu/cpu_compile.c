@@ -24,6 +24,7 @@
 #include "cpu_compile.h"
 #include "cpu_proto.h"
 #include "hipd.h"
+#include "util/clock.h"
 
 #ifndef PKGDATADIR
 #define PKGDATADIR "/usr/local/share/hipd"
@@ -727,14 +728,6 @@ static char **child_env(void)
   return env;
 }
 
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The compilers running now, by process group, so that a shutdown can
  * stop them (cpu_compile_stop_all); compiles run on libuv's pool. */
 static struct {
@@ -810,7 +803,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
   int pfd[2], e, timed_out = 0;
   char **env;
   pid_t pid;
-  int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+  int64_t deadline = (int64_t)util_now_ms() + (int64_t)timeout_s * 1000;
 
   if (pipe2(pfd, O_CLOEXEC) != 0) {
     set_log(log, logsz, "cannot run the C++ compiler: pipe: %s",
@@ -865,7 +858,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
   /* Read its output until every process of the group has closed it. */
   for (;;) {
     char buf[4096];
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - (int64_t)util_now_ms();
     struct pollfd p = {.fd = pfd[0], .events = POLLIN};
     if (left <= 0) {
       timed_out = 1;
@@ -892,7 +885,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
     if (w == pid || (w < 0 && errno != EINTR))
       break;
     if (w == 0) {
-      if (now_ms() >= deadline) {
+      if ((int64_t)util_now_ms() >= deadline) {
         timed_out = 1;
         kill(-pid, SIGKILL);
         continue;
