@@ -89,7 +89,7 @@ const char *gen_ctype(const ir_type_t *t, char *buf, size_t size)
 void gen_line(gen_t *g)
 {
   for (int i = 0; i < g->indent; i++)
-    sb_add(&g->out, "  ");
+    strbuf_add(&g->out, "  ");
 }
 
 void gen_temp(gen_t *g, const char *prefix, char *buf, size_t size)
@@ -263,52 +263,52 @@ static void fmt_real(char *buf, size_t size, double v, int single)
     strcat(buf, ".0");
 }
 
-static void gen_const(sbuf_t *b, const ir_const_t *c)
+static void gen_const(strbuf_t *b, const ir_const_t *c)
 {
   char num[64];
 
   switch (c->kind) {
   case IR_C_I32:
     if (c->i == INT32_MIN)
-      sb_add(b, "(-2147483647 - 1)");
+      strbuf_add(b, "(-2147483647 - 1)");
     else
-      sb_printf(b, c->i < 0 ? "(%lld)" : "%lld", (long long)c->i);
+      strbuf_printf(b, c->i < 0 ? "(%lld)" : "%lld", (long long)c->i);
     break;
   case IR_C_I64:
     if (c->i == INT64_MIN)
-      sb_add(b, "(-9223372036854775807LL - 1)");
+      strbuf_add(b, "(-9223372036854775807LL - 1)");
     else
-      sb_printf(b, c->i < 0 ? "(%lldLL)" : "%lldLL", (long long)c->i);
+      strbuf_printf(b, c->i < 0 ? "(%lldLL)" : "%lldLL", (long long)c->i);
     break;
   case IR_C_F32: {
     float f = (float)c->f; /* what the constant is as a float */
     if (isnan(f))
-      sb_add(b, "__int_as_float(0x7fc00000)");
+      strbuf_add(b, "__int_as_float(0x7fc00000)");
     else if (isinf(f))
-      sb_add(b, f > 0 ? "__int_as_float(0x7f800000)"
+      strbuf_add(b, f > 0 ? "__int_as_float(0x7f800000)"
                       : "(-__int_as_float(0x7f800000))");
     else {
       fmt_real(num, sizeof(num), f, 1);
-      sb_printf(b, signbit(f) ? "(%sf)" : "%sf", num);
+      strbuf_printf(b, signbit(f) ? "(%sf)" : "%sf", num);
     }
     break;
   }
   case IR_C_F64:
     if (isnan(c->f))
-      sb_add(b, "__longlong_as_double(0x7ff8000000000000LL)");
+      strbuf_add(b, "__longlong_as_double(0x7ff8000000000000LL)");
     else if (isinf(c->f))
-      sb_add(b, c->f > 0 ? "__longlong_as_double(0x7ff0000000000000LL)"
+      strbuf_add(b, c->f > 0 ? "__longlong_as_double(0x7ff0000000000000LL)"
                          : "(-__longlong_as_double(0x7ff0000000000000LL))");
     else {
       fmt_real(num, sizeof(num), c->f, 0);
-      sb_printf(b, signbit(c->f) ? "(%s)" : "%s", num);
+      strbuf_printf(b, signbit(c->f) ? "(%s)" : "%s", num);
     }
     break;
   case IR_C_BOOL:
-    sb_add(b, c->b ? "1" : "0");
+    strbuf_add(b, c->b ? "1" : "0");
     break;
   default:
-    sb_add(b, "((void)0)");
+    strbuf_add(b, "((void)0)");
   }
 }
 
@@ -347,11 +347,11 @@ int gen_expr_simple(const ir_expr_t *e)
 }
 
 /* @p n expressions as C, comma-separated. */
-static int gen_list(gen_t *g, sbuf_t *b, uint32_t n, ir_expr_t *const *items)
+static int gen_list(gen_t *g, strbuf_t *b, uint32_t n, ir_expr_t *const *items)
 {
   for (uint32_t i = 0; i < n; i++) {
     if (i > 0)
-      sb_add(b, ", ");
+      strbuf_add(b, ", ");
     if (gen_expr(g, b, items[i]) != 0)
       return HIPD_EIR;
   }
@@ -389,12 +389,12 @@ static int bind_payloads(gen_t *g, const ir_pattern_t *p, const char *s)
  * the fallback (the decoder made sure the match is exhaustive). A
  * scrutinee that is not simple is evaluated once, as the parameter of a
  * lambda called on the spot. */
-static int gen_ematch(gen_t *g, sbuf_t *b, const ir_expr_t *e)
+static int gen_ematch(gen_t *g, strbuf_t *b, const ir_expr_t *e)
 {
   uint32_t n = e->u.match.n;
   ir_pattern_t **pats = malloc(n * sizeof(*pats));
   const ir_variant_t *v;
-  sbuf_t scrut;
+  strbuf_t scrut;
   char tmp[32];
   const char *s;
   int rc = 0, simple = gen_expr_simple(e->u.match.scrut);
@@ -405,25 +405,25 @@ static int gen_ematch(gen_t *g, sbuf_t *b, const ir_expr_t *e)
     pats[i] = e->u.match.cases[i].pat;
   v = match_variant(pats, n);
   free(pats);
-  sb_init(&scrut, 0);
-  if (gen_expr(g, &scrut, e->u.match.scrut) != 0 || sb_failed(&scrut)) {
-    sb_free(&scrut);
+  strbuf_init(&scrut, 0);
+  if (gen_expr(g, &scrut, e->u.match.scrut) != 0 || strbuf_failed(&scrut)) {
+    strbuf_free(&scrut);
     return gen_fail(g, HIPD_ENOMEM, e->path, "out of memory");
   }
   if (v == NULL) { /* only a wildcard */
     if (!simple)
-      sb_printf(b, "((void)(%s), ", scrut.p);
+      strbuf_printf(b, "((void)(%s), ", scrut.p);
     rc = gen_expr(g, b, e->u.match.cases[0].body);
     if (!simple)
-      sb_addc(b, ')');
-    sb_free(&scrut);
+      strbuf_addc(b, ')');
+    strbuf_free(&scrut);
     return rc;
   }
   if (simple) {
     s = scrut.p;
   } else {
     gen_temp(g, "m", tmp, sizeof(tmp));
-    sb_printf(b, "[&](const %s &%s) { return ", v->cname, tmp);
+    strbuf_printf(b, "[&](const %s &%s) { return ", v->cname, tmp);
     s = tmp;
   }
   for (uint32_t i = 0; i < n && rc == 0; i++) {
@@ -433,47 +433,47 @@ static int gen_ematch(gen_t *g, sbuf_t *b, const ir_expr_t *e)
     if (rc != 0)
       break;
     if (i + 1 < n)
-      sb_printf(b, "((%s.tag == %s) ? ", s, c->pat->def->name);
+      strbuf_printf(b, "((%s.tag == %s) ? ", s, c->pat->def->name);
     rc = gen_expr(g, b, c->body);
     if (i + 1 < n)
-      sb_add(b, " : ");
+      strbuf_add(b, " : ");
   }
   for (uint32_t i = 0; i + 1 < n; i++)
-    sb_addc(b, ')');
+    strbuf_addc(b, ')');
   if (!simple)
-    sb_printf(b, "; }(%s)", scrut.p);
-  sb_free(&scrut);
+    strbuf_printf(b, "; }(%s)", scrut.p);
+  strbuf_free(&scrut);
   return rc;
 }
 
-static int gen_intrinsic(gen_t *g, sbuf_t *b, const ir_expr_t *e)
+static int gen_intrinsic(gen_t *g, strbuf_t *b, const ir_expr_t *e)
 {
   uint32_t n = e->u.intr.nargs;
-  sbuf_t full, *args = calloc(n ? n : 1, sizeof(*args));
+  strbuf_t full, *args = calloc(n ? n : 1, sizeof(*args));
   const char **strs = calloc(n ? n : 1, sizeof(*strs));
   intr_def_t def;
   char msg[400];
   int rc = 0;
 
-  sb_init(&full, 0);
+  strbuf_init(&full, 0);
   if (args == NULL || strs == NULL) {
     free(args);
     free(strs);
     return gen_fail(g, HIPD_ENOMEM, e->path, "out of memory");
   }
   for (uint32_t i = 0; i < e->u.intr.npath; i++) {
-    sb_add(&full, e->u.intr.path[i]);
-    sb_addc(&full, '.');
+    strbuf_add(&full, e->u.intr.path[i]);
+    strbuf_addc(&full, '.');
   }
-  sb_add(&full, e->u.intr.name);
+  strbuf_add(&full, e->u.intr.name);
   for (uint32_t i = 0; i < n && rc == 0; i++) {
-    sb_init(&args[i], 0);
+    strbuf_init(&args[i], 0);
     rc = gen_expr(g, &args[i], e->u.intr.args[i]);
     strs[i] = args[i].p ? args[i].p : "";
-    if (rc == 0 && sb_failed(&args[i]))
+    if (rc == 0 && strbuf_failed(&args[i]))
       rc = gen_fail(g, HIPD_ENOMEM, e->path, "out of memory");
   }
-  if (rc == 0 && sb_failed(&full))
+  if (rc == 0 && strbuf_failed(&full))
     rc = gen_fail(g, HIPD_ENOMEM, e->path, "out of memory");
   if (rc == 0 && intr_resolve(g->o->intrinsics, g->o->platform, full.p,
                               e->u.intr.name, n, &def, msg, sizeof(msg)) != 0)
@@ -481,14 +481,14 @@ static int gen_intrinsic(gen_t *g, sbuf_t *b, const ir_expr_t *e)
   if (rc == 0)
     intr_expand(b, &def, strs, n);
   for (uint32_t i = 0; i < n; i++)
-    sb_free(&args[i]);
+    strbuf_free(&args[i]);
   free(args);
   free(strs);
-  sb_free(&full);
+  strbuf_free(&full);
   return rc;
 }
 
-int gen_expr(gen_t *g, sbuf_t *b, const ir_expr_t *e)
+int gen_expr(gen_t *g, strbuf_t *b, const ir_expr_t *e)
 {
   char t[300];
   int handled = 0;
@@ -506,23 +506,23 @@ int gen_expr(gen_t *g, sbuf_t *b, const ir_expr_t *e)
                       "can only be indexed (aread, aelem) or measured "
                       "(alen), not used as a value",
                       e->u.var.name);
-    sb_add(b, e->u.var.decl->cname);
+    strbuf_add(b, e->u.var.decl->cname);
     return 0;
   case IR_E_BINOP:
-    sb_addc(b, '(');
+    strbuf_addc(b, '(');
     if (gen_expr(g, b, e->u.bin.l) != 0)
       return g->err->code;
-    sb_add(b, binops[e->u.bin.op]);
+    strbuf_add(b, binops[e->u.bin.op]);
     if (gen_expr(g, b, e->u.bin.r) != 0)
       return g->err->code;
-    sb_addc(b, ')');
+    strbuf_addc(b, ')');
     return 0;
   case IR_E_UNOP:
-    sb_addc(b, '(');
-    sb_add(b, unops[e->u.un.op]);
+    strbuf_addc(b, '(');
+    strbuf_add(b, unops[e->u.un.op]);
     if (gen_expr(g, b, e->u.un.arg) != 0)
       return g->err->code;
-    sb_addc(b, ')');
+    strbuf_addc(b, ')');
     return 0;
   case IR_E_AREAD:
   case IR_E_FIELD:
@@ -533,81 +533,81 @@ int gen_expr(gen_t *g, sbuf_t *b, const ir_expr_t *e)
     if (e->kind == IR_E_FIELD) {
       if (gen_expr(g, b, e->u.field.rec) != 0)
         return g->err->code;
-      sb_printf(b, ".%s", e->u.field.field);
+      strbuf_printf(b, ".%s", e->u.field.field);
       return 0;
     }
-    sb_printf(b, "%s[", e->u.aread.decl->cname);
+    strbuf_printf(b, "%s[", e->u.aread.decl->cname);
     if (gen_expr(g, b, e->u.aread.index) != 0)
       return g->err->code;
-    sb_addc(b, ']');
+    strbuf_addc(b, ']');
     return 0;
   case IR_E_AREADX:
-    sb_addc(b, '(');
+    strbuf_addc(b, '(');
     if (gen_expr(g, b, e->u.areadx.base) != 0)
       return g->err->code;
-    sb_add(b, ")[");
+    strbuf_add(b, ")[");
     if (gen_expr(g, b, e->u.areadx.index) != 0)
       return g->err->code;
-    sb_addc(b, ']');
+    strbuf_addc(b, ']');
     return 0;
   case IR_E_INTRINSIC:
     return gen_intrinsic(g, b, e);
   case IR_E_CAST:
     /* bool is an int in C but converts as a truth value */
     if (e->u.cast.type->kind == IR_T_BOOL)
-      sb_add(b, "((int)(bool)");
+      strbuf_add(b, "((int)(bool)");
     else
-      sb_printf(b, "((%s)", gen_ctype(e->u.cast.type, t, sizeof(t)));
+      strbuf_printf(b, "((%s)", gen_ctype(e->u.cast.type, t, sizeof(t)));
     if (gen_expr(g, b, e->u.cast.arg) != 0)
       return g->err->code;
-    sb_addc(b, ')');
+    strbuf_addc(b, ')');
     return 0;
   case IR_E_TUPLE:
-    sb_addc(b, '{');
+    strbuf_addc(b, '{');
     if (gen_list(g, b, e->u.tuple.n, e->u.tuple.items) != 0)
       return g->err->code;
-    sb_addc(b, '}');
+    strbuf_addc(b, '}');
     return 0;
   case IR_E_APP:
-    sb_printf(b, "%s(", e->u.app.helper->name);
+    strbuf_printf(b, "%s(", e->u.app.helper->name);
     if (gen_list(g, b, e->u.app.nargs, e->u.app.args) != 0)
       return g->err->code;
-    sb_addc(b, ')');
+    strbuf_addc(b, ')');
     return 0;
   case IR_E_RECORD: {
     const ir_record_t *r = e->u.record.def;
-    sb_printf(b, "%s{", r->cname);
+    strbuf_printf(b, "%s{", r->cname);
     for (uint32_t j = 0; j < r->nfields; j++)
       for (uint32_t i = 0; i < e->u.record.n; i++)
         if (strcmp(e->u.record.fields[i].field, r->fields[j].name) == 0) {
           if (j > 0)
-            sb_add(b, ", ");
+            strbuf_add(b, ", ");
           if (gen_expr(g, b, e->u.record.fields[i].value) != 0)
             return g->err->code;
         }
-    sb_addc(b, '}');
+    strbuf_addc(b, '}');
     return 0;
   }
   case IR_E_VARIANT:
-    sb_printf(b, "%s(", e->u.variant.def->maker);
+    strbuf_printf(b, "%s(", e->u.variant.def->maker);
     if (gen_list(g, b, e->u.variant.nargs, e->u.variant.args) != 0)
       return g->err->code;
-    sb_addc(b, ')');
+    strbuf_addc(b, ')');
     return 0;
   case IR_E_ALEN:
-    sb_printf(b, "sarek_%s_length", e->u.aread.decl->cname);
+    strbuf_printf(b, "sarek_%s_length", e->u.aread.decl->cname);
     return 0;
   case IR_E_IF:
-    sb_addc(b, '(');
+    strbuf_addc(b, '(');
     if (gen_expr(g, b, e->u.cond.cond) != 0)
       return g->err->code;
-    sb_add(b, " ? ");
+    strbuf_add(b, " ? ");
     if (gen_expr(g, b, e->u.cond.then) != 0)
       return g->err->code;
-    sb_add(b, " : ");
+    strbuf_add(b, " : ");
     if (gen_expr(g, b, e->u.cond.els) != 0)
       return g->err->code;
-    sb_addc(b, ')');
+    strbuf_addc(b, ')');
     return 0;
   case IR_E_MATCH:
     return gen_ematch(g, b, e);
@@ -616,33 +616,33 @@ int gen_expr(gen_t *g, sbuf_t *b, const ir_expr_t *e)
   }
 }
 
-static int gen_lvalue(gen_t *g, sbuf_t *b, const ir_lvalue_t *l)
+static int gen_lvalue(gen_t *g, strbuf_t *b, const ir_lvalue_t *l)
 {
   switch (l->kind) {
   case IR_L_VAR:
-    sb_add(b, l->u.var.decl->cname);
+    strbuf_add(b, l->u.var.decl->cname);
     return 0;
   case IR_L_AELEM:
     if (l->u.aelem.decl->soa) /* soa_assign takes these */
       return gen_fail(g, HIPD_EIR, l->path, "unexpected SoA element");
-    sb_printf(b, "%s[", l->u.aelem.decl->cname);
+    strbuf_printf(b, "%s[", l->u.aelem.decl->cname);
     if (gen_expr(g, b, l->u.aelem.index) != 0)
       return g->err->code;
-    sb_addc(b, ']');
+    strbuf_addc(b, ']');
     return 0;
   case IR_L_AELEMX:
-    sb_addc(b, '(');
+    strbuf_addc(b, '(');
     if (gen_expr(g, b, l->u.aelemx.base) != 0)
       return g->err->code;
-    sb_add(b, ")[");
+    strbuf_add(b, ")[");
     if (gen_expr(g, b, l->u.aelemx.index) != 0)
       return g->err->code;
-    sb_addc(b, ']');
+    strbuf_addc(b, ']');
     return 0;
   default:
     if (gen_lvalue(g, b, l->u.field.target) != 0)
       return g->err->code;
-    sb_printf(b, ".%s", l->u.field.field);
+    strbuf_printf(b, ".%s", l->u.field.field);
     return 0;
   }
 }
@@ -652,14 +652,14 @@ static int gen_lvalue(gen_t *g, sbuf_t *b, const ir_lvalue_t *l)
 static int gen_stmt(gen_t *g, const ir_stmt_t *s);
 
 /* One expression into a string of its own (freed by the caller). */
-static int expr_string(gen_t *g, const ir_expr_t *e, sbuf_t *b)
+static int expr_string(gen_t *g, const ir_expr_t *e, strbuf_t *b)
 {
-  sb_init(b, 0);
+  strbuf_init(b, 0);
   if (gen_expr(g, b, e) != 0)
     return g->err->code;
-  if (sb_failed(b) || b->p == NULL)
-    sb_addn(b, "", 0);
-  if (sb_failed(b))
+  if (strbuf_failed(b) || b->p == NULL)
+    strbuf_addn(b, "", 0);
+  if (strbuf_failed(b))
     return gen_fail(g, HIPD_ENOMEM, e->path, "out of memory");
   return 0;
 }
@@ -683,7 +683,7 @@ static int gen_smatch(gen_t *g, const ir_stmt_t *s)
   ir_pattern_t **pats = malloc(n * sizeof(*pats));
   const ir_variant_t *v;
   char tmp[32], t[300];
-  sbuf_t scrut;
+  strbuf_t scrut;
   int rc = 0;
 
   if (pats == NULL)
@@ -693,38 +693,38 @@ static int gen_smatch(gen_t *g, const ir_stmt_t *s)
   v = match_variant(pats, n);
   free(pats);
   if (expr_string(g, s->u.match.scrut, &scrut) != 0) {
-    sb_free(&scrut);
+    strbuf_free(&scrut);
     return g->err->code;
   }
   gen_line(g);
-  sb_add(&g->out, "{\n");
+  strbuf_add(&g->out, "{\n");
   if (v == NULL) { /* only a wildcard */
     if (!gen_expr_simple(s->u.match.scrut)) {
       g->indent++;
       gen_line(g);
-      sb_printf(&g->out, "(void)(%s);\n", scrut.p);
+      strbuf_printf(&g->out, "(void)(%s);\n", scrut.p);
       g->indent--;
     }
     rc = gen_scoped(g, s->u.match.cases[0].body);
     gen_line(g);
-    sb_add(&g->out, "}\n");
-    sb_free(&scrut);
+    strbuf_add(&g->out, "}\n");
+    strbuf_free(&scrut);
     return rc;
   }
   gen_temp(g, "m", tmp, sizeof(tmp));
   g->indent++;
   gen_line(g);
-  sb_printf(&g->out, "const %s %s = %s;\n", v->cname, tmp, scrut.p);
+  strbuf_printf(&g->out, "const %s %s = %s;\n", v->cname, tmp, scrut.p);
   gen_line(g);
-  sb_printf(&g->out, "switch (%s.tag) {\n", tmp);
+  strbuf_printf(&g->out, "switch (%s.tag) {\n", tmp);
   for (uint32_t i = 0; i < n && rc == 0; i++) {
     const ir_scase_t *c = &s->u.match.cases[i];
     size_t mark = vis_mark(g);
     gen_line(g);
     if (c->pat->kind == IR_P_CTOR)
-      sb_printf(&g->out, "case %s: {\n", c->pat->def->name);
+      strbuf_printf(&g->out, "case %s: {\n", c->pat->def->name);
     else
-      sb_add(&g->out, "default: {\n");
+      strbuf_add(&g->out, "default: {\n");
     g->indent++;
     for (uint32_t j = 0; j < c->pat->nbinders && rc == 0; j++) {
       ir_var_t *b = c->pat->binders[j];
@@ -734,28 +734,28 @@ static int gen_smatch(gen_t *g, const ir_stmt_t *s)
       if (rc != 0)
         break;
       gen_line(g);
-      sb_printf(&g->out, "%s %s = %s.data.%s_v",
+      strbuf_printf(&g->out, "%s %s = %s.data.%s_v",
                 gen_ctype(b->type, t, sizeof(t)), b->cname, tmp,
                 c->pat->def->name);
       if (c->pat->def->npayload > 1)
-        sb_printf(&g->out, "._%u", j);
-      sb_add(&g->out, ";\n");
+        strbuf_printf(&g->out, "._%u", j);
+      strbuf_add(&g->out, ";\n");
     }
     if (rc == 0)
       rc = gen_stmt(g, c->body);
     gen_line(g);
-    sb_add(&g->out, "break;\n");
+    strbuf_add(&g->out, "break;\n");
     g->indent--;
     vis_pop(g, mark);
     gen_line(g);
-    sb_add(&g->out, "}\n");
+    strbuf_add(&g->out, "}\n");
   }
   gen_line(g);
-  sb_add(&g->out, "}\n");
+  strbuf_add(&g->out, "}\n");
   g->indent--;
   gen_line(g);
-  sb_add(&g->out, "}\n");
-  sb_free(&scrut);
+  strbuf_add(&g->out, "}\n");
+  strbuf_free(&scrut);
   return rc;
 }
 
@@ -765,18 +765,18 @@ static int gen_smatch(gen_t *g, const ir_stmt_t *s)
 static int gen_for(gen_t *g, const ir_stmt_t *s)
 {
   ir_var_t *v = s->u.sfor.var;
-  sbuf_t from, to;
+  strbuf_t from, to;
   char t[300], end[32];
   size_t mark;
   int up = s->u.sfor.dir == IR_UPTO, rc;
 
   if (expr_string(g, s->u.sfor.from, &from) != 0) {
-    sb_free(&from);
+    strbuf_free(&from);
     return g->err->code;
   }
   if (expr_string(g, s->u.sfor.to, &to) != 0) {
-    sb_free(&from);
-    sb_free(&to);
+    strbuf_free(&from);
+    strbuf_free(&to);
     return g->err->code;
   }
   mark = vis_mark(g);
@@ -784,20 +784,20 @@ static int gen_for(gen_t *g, const ir_stmt_t *s)
   if (rc == 0) {
     gen_temp(g, "end", end, sizeof(end));
     gen_line(g);
-    sb_printf(&g->out, "for (%s %s = %s, %s = %s; %s %s %s; %s%s) {\n",
+    strbuf_printf(&g->out, "for (%s %s = %s, %s = %s; %s %s %s; %s%s) {\n",
               gen_ctype(v->type, t, sizeof(t)), v->cname, from.p, end, to.p,
               v->cname, up ? "<=" : ">=", end, v->cname, up ? "++" : "--");
     g->indent++;
     rc = gen_stmt(g, s->u.sfor.body);
     gen_line(g);
-    sb_printf(&g->out, "if (%s == %s) break;\n", v->cname, end);
+    strbuf_printf(&g->out, "if (%s == %s) break;\n", v->cname, end);
     g->indent--;
     gen_line(g);
-    sb_add(&g->out, "}\n");
+    strbuf_add(&g->out, "}\n");
   }
   vis_pop(g, mark);
-  sb_free(&from);
-  sb_free(&to);
+  strbuf_free(&from);
+  strbuf_free(&to);
   return rc;
 }
 
@@ -807,28 +807,28 @@ static int gen_let(gen_t *g, const ir_stmt_t *s)
 {
   ir_var_t *v = s->u.let.var;
   const ir_expr_t *init = s->u.let.init;
-  sbuf_t b;
+  strbuf_t b;
   char t[300];
 
   if (init->kind == IR_E_ACREATE) {
     if (expr_string(g, init->u.acreate.size, &b) != 0 || declare_var(g, v)) {
-      sb_free(&b);
+      strbuf_free(&b);
       return g->err->code;
     }
     gen_line(g);
-    sb_printf(&g->out, "%s%s %s[%s];\n",
+    strbuf_printf(&g->out, "%s%s %s[%s];\n",
               init->u.acreate.mem == IR_MEM_SHARED ? "__shared__ " : "",
               gen_ctype(init->u.acreate.elt, t, sizeof(t)), v->cname, b.p);
   } else {
     if (expr_string(g, init, &b) != 0 || declare_var(g, v) != 0) {
-      sb_free(&b);
+      strbuf_free(&b);
       return g->err->code;
     }
     gen_line(g);
-    sb_printf(&g->out, "%s %s = %s;\n", gen_ctype(v->type, t, sizeof(t)),
+    strbuf_printf(&g->out, "%s %s = %s;\n", gen_ctype(v->type, t, sizeof(t)),
               v->cname, b.p);
   }
-  sb_free(&b);
+  strbuf_free(&b);
   return gen_stmt(g, s->u.let.body);
 }
 
@@ -839,9 +839,9 @@ static int gen_native(gen_t *g, const ir_stmt_t *s)
       const char *code = s->u.native.code[i];
       size_t n = strlen(code);
       gen_line(g);
-      sb_add(&g->out, code);
+      strbuf_add(&g->out, code);
       if (n == 0 || code[n - 1] != '\n')
-        sb_addc(&g->out, '\n');
+        strbuf_addc(&g->out, '\n');
       return 0;
     }
   return gen_fail(g, HIPD_EIR, s->path,
@@ -851,7 +851,7 @@ static int gen_native(gen_t *g, const ir_stmt_t *s)
 
 static int gen_stmt(gen_t *g, const ir_stmt_t *s)
 {
-  sbuf_t a, b;
+  strbuf_t a, b;
   intr_def_t def;
   char msg[300];
   int handled = 0, rc = 0;
@@ -862,18 +862,18 @@ static int gen_stmt(gen_t *g, const ir_stmt_t *s)
   case IR_S_ASSIGN:
     if (soa_assign(g, s, &handled) != 0 || handled)
       return g->failed ? g->err->code : 0;
-    sb_init(&a, 0);
-    sb_init(&b, 0);
+    strbuf_init(&a, 0);
+    strbuf_init(&b, 0);
     if (gen_lvalue(g, &a, s->u.assign.target) != 0 ||
         expr_string(g, s->u.assign.value, &b) != 0) {
-      sb_free(&a);
-      sb_free(&b);
+      strbuf_free(&a);
+      strbuf_free(&b);
       return g->err->code;
     }
     gen_line(g);
-    sb_printf(&g->out, "%s = %s;\n", a.p ? a.p : "", b.p);
-    sb_free(&a);
-    sb_free(&b);
+    strbuf_printf(&g->out, "%s = %s;\n", a.p ? a.p : "", b.p);
+    strbuf_free(&a);
+    strbuf_free(&b);
     return 0;
   case IR_S_SEQ:
     for (uint32_t i = 0; i < s->u.seq.n && rc == 0; i++)
@@ -881,34 +881,34 @@ static int gen_stmt(gen_t *g, const ir_stmt_t *s)
     return rc;
   case IR_S_IF:
     if (expr_string(g, s->u.sif.cond, &a) != 0) {
-      sb_free(&a);
+      strbuf_free(&a);
       return g->err->code;
     }
     gen_line(g);
-    sb_printf(&g->out, "if (%s) {\n", a.p);
-    sb_free(&a);
+    strbuf_printf(&g->out, "if (%s) {\n", a.p);
+    strbuf_free(&a);
     if (gen_scoped(g, s->u.sif.then) != 0)
       return g->err->code;
     gen_line(g);
     if (s->u.sif.els != NULL) {
-      sb_add(&g->out, "} else {\n");
+      strbuf_add(&g->out, "} else {\n");
       if (gen_scoped(g, s->u.sif.els) != 0)
         return g->err->code;
       gen_line(g);
     }
-    sb_add(&g->out, "}\n");
+    strbuf_add(&g->out, "}\n");
     return 0;
   case IR_S_WHILE:
     if (expr_string(g, s->u.swhile.cond, &a) != 0) {
-      sb_free(&a);
+      strbuf_free(&a);
       return g->err->code;
     }
     gen_line(g);
-    sb_printf(&g->out, "while (%s) {\n", a.p);
-    sb_free(&a);
+    strbuf_printf(&g->out, "while (%s) {\n", a.p);
+    strbuf_free(&a);
     rc = gen_scoped(g, s->u.swhile.body);
     gen_line(g);
-    sb_add(&g->out, "}\n");
+    strbuf_add(&g->out, "}\n");
     return rc;
   case IR_S_FOR:
     return gen_for(g, s);
@@ -918,19 +918,19 @@ static int gen_stmt(gen_t *g, const ir_stmt_t *s)
     gen_line(g);
     if (s->u.ret.value->kind == IR_E_CONST &&
         s->u.ret.value->u.c.kind == IR_C_UNIT) {
-      sb_add(&g->out, "return;\n");
+      strbuf_add(&g->out, "return;\n");
       return 0;
     }
     if (expr_string(g, s->u.ret.value, &a) != 0) {
-      sb_free(&a);
+      strbuf_free(&a);
       return g->err->code;
     }
-    sb_printf(&g->out, "return %s;\n", a.p);
-    sb_free(&a);
+    strbuf_printf(&g->out, "return %s;\n", a.p);
+    strbuf_free(&a);
     return 0;
   case IR_S_BARRIER:
     gen_line(g);
-    sb_add(&g->out, "__syncthreads();\n");
+    strbuf_add(&g->out, "__syncthreads();\n");
     return 0;
   case IR_S_WARP_BARRIER:
     if (intr_resolve(NULL, g->o->platform, "warp_barrier", "warp_barrier", 0,
@@ -938,20 +938,20 @@ static int gen_stmt(gen_t *g, const ir_stmt_t *s)
       return gen_fail(g, HIPD_EINTRINSIC, s->path, "%s", msg);
     gen_line(g);
     intr_expand(&g->out, &def, NULL, 0);
-    sb_add(&g->out, ";\n");
+    strbuf_add(&g->out, ";\n");
     return 0;
   case IR_S_FENCE:
     gen_line(g);
-    sb_add(&g->out, "__threadfence();\n");
+    strbuf_add(&g->out, "__threadfence();\n");
     return 0;
   case IR_S_EXPR:
     if (expr_string(g, s->u.ret.value, &a) != 0) {
-      sb_free(&a);
+      strbuf_free(&a);
       return g->err->code;
     }
     gen_line(g);
-    sb_printf(&g->out, "%s;\n", a.p);
-    sb_free(&a);
+    strbuf_printf(&g->out, "%s;\n", a.p);
+    strbuf_free(&a);
     return 0;
   case IR_S_EMPTY:
     return 0;
@@ -960,17 +960,17 @@ static int gen_stmt(gen_t *g, const ir_stmt_t *s)
     return gen_let(g, s);
   case IR_S_PRAGMA:
     gen_line(g);
-    sb_add(&g->out, "#pragma");
+    strbuf_add(&g->out, "#pragma");
     for (uint32_t i = 0; i < s->u.pragma.n; i++)
-      sb_printf(&g->out, " %s", s->u.pragma.hints[i]);
-    sb_addc(&g->out, '\n');
+      strbuf_printf(&g->out, " %s", s->u.pragma.hints[i]);
+    strbuf_addc(&g->out, '\n');
     return gen_stmt(g, s->u.pragma.body);
   case IR_S_BLOCK:
     gen_line(g);
-    sb_add(&g->out, "{\n");
+    strbuf_add(&g->out, "{\n");
     rc = gen_scoped(g, s->u.block.body);
     gen_line(g);
-    sb_add(&g->out, "}\n");
+    strbuf_add(&g->out, "}\n");
     return rc;
   case IR_S_NATIVE:
     return gen_native(g, s);
@@ -1004,11 +1004,11 @@ static int emit_record(gen_t *g, ir_record_t *r)
   for (uint32_t i = 0; i < r->nfields; i++)
     if (emit_member(g, r->fields[i].type) != 0)
       return HIPD_EIR;
-  sb_add(&g->out, "typedef struct {\n");
+  strbuf_add(&g->out, "typedef struct {\n");
   for (uint32_t i = 0; i < r->nfields; i++)
-    sb_printf(&g->out, "  %s %s;\n", gen_ctype(r->fields[i].type, t, sizeof(t)),
+    strbuf_printf(&g->out, "  %s %s;\n", gen_ctype(r->fields[i].type, t, sizeof(t)),
               r->fields[i].name);
-  sb_printf(&g->out, "} %s;\n\n", r->cname);
+  strbuf_printf(&g->out, "} %s;\n\n", r->cname);
   return 0;
 }
 
@@ -1026,44 +1026,44 @@ static int emit_variant(gen_t *g, ir_variant_t *v)
       if (emit_member(g, v->ctors[i].payload[j]) != 0)
         return HIPD_EIR;
     }
-  sb_add(&g->out, "enum { ");
+  strbuf_add(&g->out, "enum { ");
   for (uint32_t i = 0; i < v->nctors; i++)
-    sb_printf(&g->out, "%s%s = %u", i ? ", " : "", v->ctors[i].name, i);
-  sb_add(&g->out, " };\ntypedef struct {\n  int tag;\n");
+    strbuf_printf(&g->out, "%s%s = %u", i ? ", " : "", v->ctors[i].name, i);
+  strbuf_add(&g->out, " };\ntypedef struct {\n  int tag;\n");
   if (payload) {
-    sb_add(&g->out, "  union {\n");
+    strbuf_add(&g->out, "  union {\n");
     for (uint32_t i = 0; i < v->nctors; i++) {
       const ir_ctor_t *c = &v->ctors[i];
       if (c->npayload == 1) {
-        sb_printf(&g->out, "    %s %s_v;\n",
+        strbuf_printf(&g->out, "    %s %s_v;\n",
                   gen_ctype(c->payload[0], t, sizeof(t)), c->name);
       } else if (c->npayload > 1) {
-        sb_add(&g->out, "    struct {");
+        strbuf_add(&g->out, "    struct {");
         for (uint32_t j = 0; j < c->npayload; j++)
-          sb_printf(&g->out, " %s _%u;", gen_ctype(c->payload[j], t, sizeof(t)),
+          strbuf_printf(&g->out, " %s _%u;", gen_ctype(c->payload[j], t, sizeof(t)),
                     j);
-        sb_printf(&g->out, " } %s_v;\n", c->name);
+        strbuf_printf(&g->out, " } %s_v;\n", c->name);
       }
     }
-    sb_add(&g->out, "  } data;\n");
+    strbuf_add(&g->out, "  } data;\n");
   }
-  sb_printf(&g->out, "} %s;\n\n", v->cname);
+  strbuf_printf(&g->out, "} %s;\n\n", v->cname);
   for (uint32_t i = 0; i < v->nctors; i++) {
     const ir_ctor_t *c = &v->ctors[i];
-    sb_printf(&g->out, "__device__ __host__ inline %s %s(", v->cname, c->maker);
+    strbuf_printf(&g->out, "__device__ __host__ inline %s %s(", v->cname, c->maker);
     for (uint32_t j = 0; j < c->npayload; j++) {
       if (c->npayload == 1)
-        sb_printf(&g->out, "%s v", gen_ctype(c->payload[j], t, sizeof(t)));
+        strbuf_printf(&g->out, "%s v", gen_ctype(c->payload[j], t, sizeof(t)));
       else
-        sb_printf(&g->out, "%s%s v%u", j ? ", " : "",
+        strbuf_printf(&g->out, "%s%s v%u", j ? ", " : "",
                   gen_ctype(c->payload[j], t, sizeof(t)), j);
     }
-    sb_printf(&g->out, ") {\n  %s r;\n  r.tag = %s;\n", v->cname, c->name);
+    strbuf_printf(&g->out, ") {\n  %s r;\n  r.tag = %s;\n", v->cname, c->name);
     if (c->npayload == 1)
-      sb_printf(&g->out, "  r.data.%s_v = v;\n", c->name);
+      strbuf_printf(&g->out, "  r.data.%s_v = v;\n", c->name);
     for (uint32_t j = 0; c->npayload > 1 && j < c->npayload; j++)
-      sb_printf(&g->out, "  r.data.%s_v._%u = v%u;\n", c->name, j, j);
-    sb_add(&g->out, "  return r;\n}\n\n");
+      strbuf_printf(&g->out, "  r.data.%s_v._%u = v%u;\n", c->name, j, j);
+    strbuf_add(&g->out, "  return r;\n}\n\n");
   }
   return 0;
 }
@@ -1083,17 +1083,17 @@ static int gen_helper(gen_t *g, const ir_helper_t *h)
   int rc;
 
   function_begin(g);
-  sb_printf(&g->out, "__device__ %s %s(", gen_ctype(h->ret, t, sizeof(t)),
+  strbuf_printf(&g->out, "__device__ %s %s(", gen_ctype(h->ret, t, sizeof(t)),
             h->name);
   for (uint32_t i = 0; i < h->nparams; i++) {
     if (declare_var(g, h->params[i]) != 0)
       return g->err->code;
-    sb_printf(&g->out, "%s%s %s", i ? ", " : "",
+    strbuf_printf(&g->out, "%s%s %s", i ? ", " : "",
               gen_ctype(h->params[i]->type, t, sizeof(t)), h->params[i]->cname);
   }
-  sb_add(&g->out, ") {\n");
+  strbuf_add(&g->out, ") {\n");
   rc = gen_stmt(g, h->body);
-  sb_add(&g->out, "}\n\n");
+  strbuf_add(&g->out, "}\n\n");
   return rc;
 }
 
@@ -1133,13 +1133,13 @@ static int gen_kernel_params(gen_t *g)
     switch (v->type->kind) {
     case IR_T_VEC:
     case IR_T_ARRAY:
-      sb_printf(&g->out, "%s%s%s %s", sep, gen_ctype(v->type, t, sizeof(t)),
+      strbuf_printf(&g->out, "%s%s%s %s", sep, gen_ctype(v->type, t, sizeof(t)),
                 v->type->kind == IR_T_VEC ? " __restrict__" : "", v->cname);
       if (gen_param_add(g, v->cname, GEN_P_PTR, GEN_ROLE_ARRAY, v->name, NULL))
         return g->err->code;
       break;
     default:
-      sb_printf(&g->out, "%s%s %s", sep, gen_ctype(v->type, t, sizeof(t)),
+      strbuf_printf(&g->out, "%s%s %s", sep, gen_ctype(v->type, t, sizeof(t)),
                 v->cname);
       if (gen_param_add(g, v->cname, scalar_ptype(v->type), GEN_ROLE_VALUE,
                         v->name, NULL) != 0)
@@ -1147,7 +1147,7 @@ static int gen_kernel_params(gen_t *g)
     }
     if (v->has_length) {
       snprintf(len, sizeof(len), "sarek_%s_length", v->cname);
-      sb_printf(&g->out, ", int %s", len);
+      strbuf_printf(&g->out, ", int %s", len);
       if (gen_param_add(g, len, GEN_P_I32, GEN_ROLE_LENGTH, v->name, NULL))
         return g->err->code;
     }
@@ -1164,28 +1164,28 @@ static int gen_kernel(gen_t *g)
 {
   const ir_kernel_t *k = g->k;
   char t[300];
-  sbuf_t b;
+  strbuf_t b;
   int rc = 0;
 
   function_begin(g);
-  sb_add(&g->out, "__global__ void ");
+  strbuf_add(&g->out, "__global__ void ");
   if (g->o->has_block)
-    sb_printf(&g->out, "__launch_bounds__(%u) ",
+    strbuf_printf(&g->out, "__launch_bounds__(%u) ",
               g->o->block[0] * g->o->block[1] * g->o->block[2]);
-  sb_printf(&g->out, "%s(", k->name);
+  strbuf_printf(&g->out, "%s(", k->name);
   if (gen_kernel_params(g) != 0)
     return g->err->code;
-  sb_add(&g->out, ") {\n");
+  strbuf_add(&g->out, ") {\n");
   for (uint32_t i = 0; i < k->nlocals && rc == 0; i++) {
     const ir_decl_t *dl = k->locals[i];
     ir_var_t *v = dl->var;
-    sb_init(&b, 0);
+    strbuf_init(&b, 0);
     if (dl->kind == IR_D_LOCAL) {
       if (dl->init != NULL && expr_string(g, dl->init, &b) != 0)
         rc = g->err->code;
       if (rc == 0 && (rc = declare_var(g, v)) == 0) {
         gen_line(g);
-        sb_printf(&g->out, "%s %s%s%s;\n", gen_ctype(v->type, t, sizeof(t)),
+        strbuf_printf(&g->out, "%s %s%s%s;\n", gen_ctype(v->type, t, sizeof(t)),
                   v->cname, dl->init ? " = " : "", dl->init ? b.p : "");
       }
     } else {
@@ -1193,16 +1193,16 @@ static int gen_kernel(gen_t *g)
         rc = g->err->code;
       if (rc == 0 && (rc = declare_var(g, v)) == 0) {
         gen_line(g);
-        sb_printf(&g->out, "%s__shared__ %s %s[%s];\n",
+        strbuf_printf(&g->out, "%s__shared__ %s %s[%s];\n",
                   dl->size ? "" : "extern ", gen_ctype(dl->elt, t, sizeof(t)),
                   v->cname, dl->size ? b.p : "");
       }
     }
-    sb_free(&b);
+    strbuf_free(&b);
   }
   if (rc == 0)
     rc = gen_stmt(g, k->body);
-  sb_add(&g->out, "}\n");
+  strbuf_add(&g->out, "}\n");
   return rc;
 }
 
@@ -1237,7 +1237,7 @@ int gen_hip(ir_doc_t *doc, const gen_options_t *o, gen_result_t *out,
   g.k = k;
   g.o = o;
   g.err = err;
-  sb_init(&g.out, o->max_source ? o->max_source : GEN_MAX_SOURCE);
+  strbuf_init(&g.out, o->max_source ? o->max_source : GEN_MAX_SOURCE);
   strmap_init(&g.top);
   strmap_init(&g.vis);
   for (uint32_t i = 0; i < k->nrecords; i++)
@@ -1249,7 +1249,7 @@ int gen_hip(ir_doc_t *doc, const gen_options_t *o, gen_result_t *out,
 
   if ((rc = top_names(&g)) != 0 || (rc = soa_setup(&g)) != 0)
     goto done;
-  sb_printf(&g.out,
+  strbuf_printf(&g.out,
             "/* Generated by hipd from Sarek IR version %llu for %s. */\n"
             "extern \"C\" {\n\n",
             (unsigned long long)doc->version, cg_platform_name(o->platform));
@@ -1260,20 +1260,20 @@ int gen_hip(ir_doc_t *doc, const gen_options_t *o, gen_result_t *out,
   if (rc == 0 && k->nhelpers > 0) {
     for (uint32_t i = 0; i < k->nhelpers; i++) {
       const ir_helper_t *h = &k->helpers[i];
-      sb_printf(&g.out, "__device__ %s %s(", gen_ctype(h->ret, t, sizeof(t)),
+      strbuf_printf(&g.out, "__device__ %s %s(", gen_ctype(h->ret, t, sizeof(t)),
                 h->name);
       for (uint32_t j = 0; j < h->nparams; j++)
-        sb_printf(&g.out, "%s%s", j ? ", " : "",
+        strbuf_printf(&g.out, "%s%s", j ? ", " : "",
                   gen_ctype(h->params[j]->type, t, sizeof(t)));
-      sb_add(&g.out, ");\n");
+      strbuf_add(&g.out, ");\n");
     }
-    sb_addc(&g.out, '\n');
+    strbuf_addc(&g.out, '\n');
     for (uint32_t i = 0; i < k->nhelpers && rc == 0; i++)
       rc = gen_helper(&g, &k->helpers[i]);
   }
   if (rc == 0)
     rc = gen_kernel(&g);
-  sb_add(&g.out, "\n} /* extern \"C\" */\n");
+  strbuf_add(&g.out, "\n} /* extern \"C\" */\n");
   if (rc == 0 && g.failed)
     rc = err->code;
   if (rc == 0 && g.out.over)
@@ -1284,7 +1284,7 @@ int gen_hip(ir_doc_t *doc, const gen_options_t *o, gen_result_t *out,
   if (rc == 0 && g.out.oom)
     rc = gen_fail(&g, HIPD_ENOMEM, NULL, "out of memory");
   if (rc == 0) {
-    out->source = sb_take(&g.out, &out->len);
+    out->source = strbuf_take(&g.out, &out->len);
     out->name = strdup(k->name);
     out->params = g.params;
     out->nparams = g.nparams;
@@ -1309,7 +1309,7 @@ done:
   }
   free(g.params);
   soa_cleanup(&g);
-  sb_free(&g.out);
+  strbuf_free(&g.out);
   strmap_free(&g.top);
   strmap_free(&g.vis);
   free(g.visstack);

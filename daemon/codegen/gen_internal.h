@@ -26,7 +26,7 @@ typedef struct gen {
   const gen_options_t *o;
   ir_error_t *err;
   int failed;
-  sbuf_t out;   /* the source */
+  strbuf_t out;   /* the source */
   strmap_t top; /* top-level C names */
   strmap_t vis; /* C names visible in the function: value = count */
   const char **visstack;
@@ -43,7 +43,7 @@ typedef struct gen {
 int gen_fail(gen_t *g, int code, const ir_path_t *at, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Append the C expression of @p e to @p b. @return 0 or an error code. */
-int gen_expr(gen_t *g, sbuf_t *b, const ir_expr_t *e);
+int gen_expr(gen_t *g, strbuf_t *b, const ir_expr_t *e);
 /* The C type of @p t ("int", "Geo_point", "float*"). */
 const char *gen_ctype(const ir_type_t *t, char *buf, size_t size);
 /* Start a line of the source at the current indentation. */
@@ -69,7 +69,7 @@ soa_param_t *soa_find(gen_t *g, const ir_var_t *v);
 int soa_emit_params(gen_t *g, soa_param_t *sp, int *first);
 /* If @p e (a field or aread) reads an SoA param, append the lowered read
  * to @p b and set *handled. */
-int soa_read(gen_t *g, sbuf_t *b, const ir_expr_t *e, int *handled);
+int soa_read(gen_t *g, strbuf_t *b, const ir_expr_t *e, int *handled);
 /* If @p s (an assign) writes an SoA param, emit the lowered statements
  * and set *handled. */
 int soa_assign(gen_t *g, const ir_stmt_t *s, int *handled);

@@ -25,6 +25,7 @@
 #include "cpu_proto.h"
 #include "hipd.h"
 #include "util/clock.h"
+#include "util/strbuf.h"
 
 #ifndef PKGDATADIR
 #define PKGDATADIR "/usr/local/share/hipd"
@@ -50,68 +51,6 @@ static void set_log(char *log, size_t logsz, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(log, logsz, fmt, ap);
   va_end(ap);
-}
-
-/* ------------------------------------------------------ string builder */
-
-typedef struct {
-  char *p;
-  size_t len, cap;
-  int oom;
-} sbuf_t;
-
-static void sb_add(sbuf_t *b, const char *s, size_t n)
-{
-  if (b->oom)
-    return;
-  if (b->len + n + 1 > b->cap) {
-    size_t ncap = b->cap ? b->cap : 4096;
-    while (ncap < b->len + n + 1)
-      ncap *= 2;
-    char *q = realloc(b->p, ncap);
-    if (q == NULL) {
-      b->oom = 1;
-      return;
-    }
-    b->p = q;
-    b->cap = ncap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf_t *b, const char *s)
-{
-  sb_add(b, s, strlen(s));
-}
-
-static void sb_fmt(sbuf_t *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void sb_fmt(sbuf_t *b, const char *fmt, ...)
-{
-  char tmp[1024];
-  va_list ap;
-  int n;
-
-  va_start(ap, fmt);
-  n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-  va_end(ap);
-  if (n >= (int)sizeof(tmp)) {
-    char *big = malloc((size_t)n + 1);
-    if (big == NULL) {
-      b->oom = 1;
-      return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_add(b, big, (size_t)n);
-    free(big);
-  } else if (n > 0) {
-    sb_add(b, tmp, (size_t)n);
-  }
 }
 
 /* ------------------------------------------------------------ compiler */
@@ -348,7 +287,7 @@ static int word_at(const char *s, size_t len, size_t i, const char *w)
  * and the attribute forms that do not apply to a reference removed:
  * __align__(..), alignas(..), __attribute__((..)), __declspec(..),
  * HIP_DYNAMIC_SHARED_ATTRIBUTE. @return 0, or -1 on unbalanced parens. */
-static int decl_clean(const char *d, size_t n, sbuf_t *out)
+static int decl_clean(const char *d, size_t n, strbuf_t *out)
 {
   static const char *const attrs[] = {"__align__", "alignas", "__attribute__",
                                       "__declspec"};
@@ -357,7 +296,7 @@ static int decl_clean(const char *d, size_t n, sbuf_t *out)
   while (i < n) {
     size_t j = skip_space(d, n, i);
     if (j != i) {
-      sb_add(out, " ", 1);
+      strbuf_addn(out, " ", 1);
       i = j;
       continue;
     }
@@ -388,11 +327,11 @@ static int decl_clean(const char *d, size_t n, sbuf_t *out)
         i = k + 1;
         continue;
       }
-      sb_add(out, d + i, e - i);
+      strbuf_addn(out, d + i, e - i);
       i = e;
       continue;
     }
-    sb_add(out, d + i, 1);
+    strbuf_addn(out, d + i, 1);
     i++;
   }
   return 0;
@@ -406,9 +345,9 @@ static int decl_clean(const char *d, size_t n, sbuf_t *out)
  * `T name[]` or `T name[][N]...`.
  */
 static int dyn_shared_rewrite(const char *quals, const char *d, size_t n,
-                              sbuf_t *out)
+                              strbuf_t *out)
 {
-  sbuf_t c = {0};
+  strbuf_t c = {0};
   size_t lb, ne, ns, te, k;
   const char *s;
   int rc = -1;
@@ -449,7 +388,7 @@ static int dyn_shared_rewrite(const char *quals, const char *d, size_t n,
     if (!(isspace((unsigned char)*q) || *q == '[' || *q == ']' ||
           is_ident(*q) || strchr("+-*/()<>:", *q) != NULL))
       goto done;
-  sb_fmt(out,
+  strbuf_printf(out,
          "static thread_local %s%.*s (&%.*s)[]%s = "
          "*reinterpret_cast<%s%.*s (*)[]%s>(::hipd_cpu_dyn_shared_base());",
          quals, (int)(te - k), s + k, (int)(ne - ns), s + ns, rest, quals,
@@ -549,7 +488,7 @@ static size_t raw_end(const char *s, size_t len, size_t i)
  * HIPD_ECOMPILE with @p log naming the line of a declaration it cannot
  * rewrite.
  */
-static int source_transform(const char *src, size_t len, sbuf_t *out, char *log,
+static int source_transform(const char *src, size_t len, strbuf_t *out, char *log,
                             size_t logsz)
 {
   size_t i = 0, line = 1;
@@ -566,21 +505,21 @@ static int source_transform(const char *src, size_t len, sbuf_t *out, char *log,
       line += count_lines(src + i, e - i);
       if (memchr(src + i, '\n', e - i) != NULL)
         bol = 1;
-      sb_add(out, src + i, e - i);
+      strbuf_addn(out, src + i, e - i);
       i = e;
       continue;
     }
     if (c == '"' || c == '\'') {
       e = literal_end(src, len, i);
       line += count_lines(src + i, e - i);
-      sb_add(out, src + i, e - i);
+      strbuf_addn(out, src + i, e - i);
       i = e;
       bol = 0;
       continue;
     }
     if (c == '#' && bol) {
       if (drop_directive(src, len, i, &e)) {
-        sb_str(out, "/* GPU runtime header: provided by hipd */");
+        strbuf_add(out, "/* GPU runtime header: provided by hipd */");
         i = e;
         continue;
       }
@@ -589,7 +528,7 @@ static int source_transform(const char *src, size_t len, sbuf_t *out, char *log,
         if (src[e] == '\\' && e + 1 < len && src[e + 1] == '\n')
           e++;
       line += count_lines(src + i, e - i);
-      sb_add(out, src + i, e - i);
+      strbuf_addn(out, src + i, e - i);
       i = e;
       continue;
     }
@@ -603,7 +542,7 @@ static int source_transform(const char *src, size_t len, sbuf_t *out, char *log,
            (n == 3 && src[i] == 'u' && src[i + 1] == '8'))) {
         size_t re = raw_end(src, len, e);
         line += count_lines(src + i, re - i);
-        sb_add(out, src + i, re - i);
+        strbuf_addn(out, src + i, re - i);
         i = re;
         continue;
       }
@@ -611,7 +550,7 @@ static int source_transform(const char *src, size_t len, sbuf_t *out, char *log,
         size_t k = skip_space(src, len, e);
         if (word_at(src, len, k, "__shared__")) {
           /* `static __shared__`: __shared__ is static already */
-          sb_add(out, "      ", n);
+          strbuf_addn(out, "      ", n);
           i = e;
           continue;
         }
@@ -643,13 +582,13 @@ static int source_transform(const char *src, size_t len, sbuf_t *out, char *log,
           }
           size_t nl = count_lines(src + i, semi + 1 - i);
           for (size_t q = 0; q < nl; q++)
-            sb_add(out, "\n", 1);
+            strbuf_addn(out, "\n", 1);
           line += nl;
           i = semi + 1;
           continue;
         }
       }
-      sb_add(out, src + i, n);
+      strbuf_addn(out, src + i, n);
       i = e;
       continue;
     }
@@ -659,23 +598,23 @@ static int source_transform(const char *src, size_t len, sbuf_t *out, char *log,
     } else if (!isspace((unsigned char)c)) {
       bol = 0;
     }
-    sb_add(out, &c, 1);
+    strbuf_addn(out, &c, 1);
     i++;
   }
   return 0;
 }
 
 /* The exports appended to the source: one signature function per kernel. */
-static void source_tail(sbuf_t *out, const char *const *names, size_t n)
+static void source_tail(strbuf_t *out, const char *const *names, size_t n)
 {
   char sym[3 * CPU_MAX_NAME + 16];
 
   /* No #line: diagnostics about these lines quote them, comment included
    * (the compiler reads the quoted line from the file). */
-  sb_str(out, "\n/* hipd: exported kernel signatures */\n");
+  strbuf_add(out, "\n/* hipd: exported kernel signatures */\n");
   for (size_t i = 0; i < n; i++) {
     cpu_kernel_symbol(names[i], sym, sizeof(sym));
-    sb_fmt(out,
+    strbuf_printf(out,
            "extern \"C\" __attribute__((visibility(\"default\"))) const "
            "hipd_kernel_sig_t *%s(void) { static const hipd_kernel_sig_t s = "
            "::hipd_make_sig(&%s); return &s; } /* kernel '%s' must name one "
@@ -794,7 +733,7 @@ unsigned cpu_compile_stop_all(void)
  * @return 0 and the wait status in *status, 1 if it timed out, or a
  *         negative code if it could not be started (@p log says why).
  */
-static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
+static int run_compiler(char *const *argv, unsigned timeout_s, strbuf_t *outbuf,
                         int *status, char *log, size_t logsz)
 {
   posix_spawn_file_actions_t fa;
@@ -875,7 +814,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
     if (n <= 0)
       break;
     if (outbuf->len < MAX_CAPTURE)
-      sb_add(outbuf, buf, (size_t)n);
+      strbuf_addn(outbuf, buf, (size_t)n);
   }
   close(pfd[0]);
   if (timed_out)
@@ -900,7 +839,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
 
 /* Copy the compiler's output to @p log without the private directory's
  * name, so that diagnostics read "kernel.hip:3:5: error: ...". */
-static void log_output(const sbuf_t *o, const char *dir, char *log,
+static void log_output(const strbuf_t *o, const char *dir, char *log,
                        size_t logsz)
 {
   size_t dl = strlen(dir), used = 0;
@@ -938,7 +877,7 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
 {
   cpu_compile_cfg_t dflt = {0};
   const char *cxx, *header, *tmpdir;
-  sbuf_t src = {0}, out = {0};
+  strbuf_t src = {0}, out = {0};
   char dir[PATH_MAX], srcpath[PATH_MAX + 16], sopath[PATH_MAX + 16];
   const char **argv = NULL;
   size_t argc = 0;
