@@ -9,6 +9,7 @@
 #include "profile.h"
 #include "rpc.h"
 #include "util/clock.h"
+#include "util/array.h"
 
 int profile_enable(profile_t **p, uint32_t *periods)
 {
@@ -38,19 +39,10 @@ void profile_record(profile_t *p, uint32_t gen, const char *op, uint64_t stream,
 
   if (p == NULL || p->gen != gen)
     return;
-  if (p->count == p->cap) {
-    if (p->cap == PROFILE_MAX_RECORDS) {
-      p->dropped++;
-      return;
-    }
-    uint32_t ncap = p->cap ? p->cap * 2 : 256;
-    profile_rec_t *n = realloc(p->recs, ncap * sizeof(*n));
-    if (n == NULL) {
-      p->dropped++;
-      return;
-    }
-    p->recs = n;
-    p->cap = ncap;
+  if (p->count == PROFILE_MAX_RECORDS ||
+      ARRAY_GROW(p->recs, p->count, p->cap, 256) != 0) {
+    p->dropped++;
+    return;
   }
   r = &p->recs[p->count++];
   r->op = op;

@@ -25,6 +25,7 @@
 
 #include "codegen/gen_internal.h"
 #include "hipd.h"
+#include "util/array.h"
 
 /* ----------------------------------------------------------- plumbing */
 
@@ -102,14 +103,8 @@ int gen_param_add(gen_t *g, const char *name, gen_ptype_t type, gen_role_t role,
 {
   gen_param_t *p;
 
-  if (g->nparams == g->capparams) {
-    uint32_t cap = g->capparams ? g->capparams * 2 : 16;
-    gen_param_t *n = realloc(g->params, cap * sizeof(*n));
-    if (n == NULL)
-      return gen_fail(g, HIPD_ENOMEM, NULL, "out of memory");
-    g->params = n;
-    g->capparams = cap;
-  }
+  if (ARRAY_GROW(g->params, g->nparams, g->capparams, 16) != 0)
+    return gen_fail(g, HIPD_ENOMEM, NULL, "out of memory");
   p = &g->params[g->nparams];
   memset(p, 0, sizeof(*p));
   p->name = strdup(name);
@@ -144,14 +139,8 @@ int gen_visible_push(gen_t *g, const char *name)
 
   if (slot == NULL)
     return gen_fail(g, HIPD_ENOMEM, NULL, "out of memory");
-  if (g->nvis == g->capvis) {
-    size_t cap = g->capvis ? g->capvis * 2 : 64;
-    const char **s = realloc(g->visstack, cap * sizeof(*s));
-    if (s == NULL)
-      return gen_fail(g, HIPD_ENOMEM, NULL, "out of memory");
-    g->visstack = s;
-    g->capvis = cap;
-  }
+  if (ARRAY_GROW(g->visstack, g->nvis, g->capvis, 64) != 0)
+    return gen_fail(g, HIPD_ENOMEM, NULL, "out of memory");
   *slot = (void *)((uintptr_t)*slot + 1);
   g->visstack[g->nvis++] = name;
   return 0;

@@ -26,6 +26,7 @@
 #include "hipd.h"
 #include "util/clock.h"
 #include "util/strbuf.h"
+#include "util/array.h"
 
 #ifndef PKGDATADIR
 #define PKGDATADIR "/usr/local/share/hipd"
@@ -686,16 +687,9 @@ static int running_add(pid_t pid)
   if (running.stopped) {
     kill(-pid, SIGKILL);
     rc = HIPD_ESHUTDOWN;
-  } else if (running.n == running.cap) {
-    unsigned ncap = running.cap ? running.cap * 2 : 8;
-    pid_t *n = realloc(running.groups, ncap * sizeof(*n));
-    if (n == NULL) {
-      kill(-pid, SIGKILL);
-      rc = HIPD_ENOMEM;
-    } else {
-      running.groups = n;
-      running.cap = ncap;
-    }
+  } else if (ARRAY_GROW(running.groups, running.n, running.cap, 8) != 0) {
+    kill(-pid, SIGKILL);
+    rc = HIPD_ENOMEM;
   }
   if (rc == 0)
     running.groups[running.n++] = pid;
