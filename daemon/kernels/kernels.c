@@ -244,8 +244,13 @@ static void module_acquire(build_t *b, cache_blob_t *blob)
         (m->state == MOD_LOADING || m->epoch == device_epoch(m->dev)))
       break;
   if (m == NULL) {
+    /* The first waiter carries the load task: both allocated before the
+     * module is published, so that running out fails this build only. */
+    build_t *loader = calloc(1, sizeof(*loader));
     m = calloc(1, sizeof(*m));
-    if (m == NULL) {
+    if (m == NULL || loader == NULL) {
+      free(m);
+      free(loader);
       snprintf(b->err, sizeof(b->err), "out of memory");
       finish(b, HIPD_ENOMEM);
       return;
@@ -260,12 +265,6 @@ static void module_acquire(build_t *b, cache_blob_t *blob)
     m->refs = 1;
     b->mod = m;
     m->waiters = b;
-    /* The first waiter carries the load task. */
-    build_t *loader = calloc(1, sizeof(*loader));
-    if (loader == NULL) {
-      log_error(0, "out of memory loading a module");
-      abort();
-    }
     loader->mod = m;
     loader->task.run = load_run;
     loader->task.done = load_done;
@@ -430,7 +429,7 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
 {
   build_t *b = calloc(1, sizeof(*b));
   cache_keyer_t *k;
-  int fail = 0;
+  int fail = 0, rc;
 
   if (b == NULL) {
     kernel_result_t r = {.status = HIPD_ENOMEM, .error = "out of memory"};
@@ -474,7 +473,15 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
   }
 
   /* Everything that changes the binary is in the key. */
-  k = cache_keyer_new();
+  rc = cache_keyer_create(&k);
+  if (rc != 0) {
+    snprintf(b->err, sizeof(b->err), "%s",
+             rc == HIPD_ENOMEM ? "out of memory"
+                               : "cannot start a SHA-256 digest for the "
+                                 "kernel cache key");
+    finish(b, rc);
+    return;
+  }
   cache_keyer_add(k, "source", b->source, b->source_len);
   cache_keyer_add_str(k, "kernel", b->name);
   for (size_t i = 0; i < b->nopts; i++)
