@@ -243,14 +243,12 @@ void device_mark_lost(device_t *dev, const char *why)
             "device %d lost its context (%s): its objects are now invalid; "
             "resetting it",
             dev->id, why);
-  t = calloc(1, sizeof(*t));
+  t = task_new(sizeof(*t), reset_run, reset_done);
   if (t == NULL) {
     dev->lost = 0;
     return;
   }
   t->dev = dev;
-  t->t.run = reset_run;
-  t->t.done = reset_done;
   exec_submit(dev->service, &t->t);
 }
 

@@ -113,6 +113,25 @@ void task_complete(task_t *t)
   pthread_mutex_unlock(&bridge.mu);
 }
 
+task_t *task_init(task_t *t, void (*run)(task_t *), void (*done)(task_t *))
+{
+  memset(t, 0, sizeof(*t));
+  t->run = run;
+  t->done = done;
+  return t;
+}
+
+void *task_new(size_t size, void (*run)(task_t *), void (*done)(task_t *))
+{
+  task_t *t = size >= sizeof(*t) ? calloc(1, size) : NULL;
+
+  if (t != NULL) {
+    t->run = run;
+    t->done = done;
+  }
+  return t;
+}
+
 void task_fail(task_t *t, int status, const char *fmt, ...)
 {
   va_list ap;

@@ -68,6 +68,14 @@ uint32_t exec_pending(const executor_t *ex);
 void task_expect(task_t *t);
 /* Complete a held task (any thread): its done() will run on the loop. */
 void task_complete(task_t *t);
+/* The one way to set up device work. Zero @p t and set its run and done
+ * (a task embedded in an object and reused for its next job). @return t. */
+task_t *task_init(task_t *t, void (*run)(task_t *), void (*done)(task_t *));
+/* Allocate a zeroed task struct of @p size bytes, whose first member is the
+ * task_t, with run and done set: `r = task_new(sizeof(*r), x_run, x_done)`.
+ * @return it (done() owns and frees it), or NULL when out of memory. */
+void *task_new(size_t size, void (*run)(task_t *), void (*done)(task_t *));
+
 /* Fail a task from run(): set status and a printf-formatted message. */
 void task_fail(task_t *t, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -156,7 +156,8 @@ void shm_register(shm_t *m, task_t *t, void (*done)(task_t *))
   reg_task_t *r;
 
   t->status = 0;
-  if (dev == NULL || (r = calloc(1, sizeof(*r))) == NULL) {
+  if (dev == NULL ||
+      (r = task_new(sizeof(*r), register_run, register_done)) == NULL) {
     done(t);
     return;
   }
@@ -167,8 +168,6 @@ void shm_register(shm_t *m, task_t *t, void (*done)(task_t *))
   r->m = m;
   r->user = t;
   r->user_done = done;
-  r->t.run = register_run;
-  r->t.done = register_done;
   exec_submit(dev->service, &r->t);
 }
 
@@ -203,15 +202,14 @@ void shm_unref(shm_t *m)
   /* Unregistering waits for the device; unmapping 1 GiB takes a while:
    * neither belongs on the loop. Any service executor will do. */
   device_t *dev = m->reg != NULL ? m->reg : device_get(0);
-  if (dev == NULL || (r = calloc(1, sizeof(*r))) == NULL) {
+  if (dev == NULL ||
+      (r = task_new(sizeof(*r), release_run, release_done)) == NULL) {
     munmap(m->addr, m->size);
     close(m->fd);
     free(m);
     return;
   }
   r->m = m;
-  r->t.run = release_run;
-  r->t.done = release_done;
   exec_submit(dev->service, &r->t);
 }
 

@@ -163,14 +163,12 @@ static void module_unload(module_ref_t *m)
   if (m->blob != NULL)
     cache_blob_unref(m->blob);
   /* A bare build carries the unload task. */
-  b = calloc(1, sizeof(*b));
+  b = task_new(sizeof(*b), module_unload_run, module_unload_done);
   if (b == NULL) {
     log_error(0, "out of memory unloading a module; it stays loaded");
     return;
   }
   b->mod = m;
-  b->task.run = module_unload_run;
-  b->task.done = module_unload_done;
   exec_submit(m->dev->service, &b->task);
 }
 
@@ -246,7 +244,7 @@ static void module_acquire(build_t *b, cache_blob_t *blob)
   if (m == NULL) {
     /* The first waiter carries the load task: both allocated before the
      * module is published, so that running out fails this build only. */
-    build_t *loader = calloc(1, sizeof(*loader));
+    build_t *loader = task_new(sizeof(*loader), load_run, load_done);
     m = calloc(1, sizeof(*m));
     if (m == NULL || loader == NULL) {
       free(m);
@@ -266,8 +264,6 @@ static void module_acquire(build_t *b, cache_blob_t *blob)
     b->mod = m;
     m->waiters = b;
     loader->mod = m;
-    loader->task.run = load_run;
-    loader->task.done = load_done;
     exec_submit(m->dev->service, &loader->task);
     return;
   }
@@ -383,9 +379,7 @@ static void lookup_start(build_t *b)
       return;
     }
   }
-  b->task.run = lookup_run;
-  b->task.done = lookup_done;
-  exec_submit(b->dev->service, &b->task);
+  exec_submit(b->dev->service, task_init(&b->task, lookup_run, lookup_done));
 }
 
 /* ------------------------------------------------------------ compiling */

@@ -17,9 +17,7 @@
 static task_t *buffer_task(buffer_t *b, void (*run)(task_t *),
                            void (*done)(task_t *))
 {
-  memset(&b->task.t, 0, sizeof(b->task.t));
-  b->task.t.run = run;
-  b->task.t.done = done;
+  task_init(&b->task.t, run, done);
   b->task.obj = b;
   return &b->task.t;
 }

@@ -265,8 +265,7 @@ static void op_done(task_t *t)
 
 int op_submit(op_t *op)
 {
-  op->t.run = op_run;
-  op->t.done = op_done;
+  task_init(&op->t, op_run, op_done);
   if (op->kind == OP_RECORD && (op->mark = event_mark_new(op->ev)) == NULL) {
     op_discard(op);
     return HIPD_ENOMEM;

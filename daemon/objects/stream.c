@@ -15,9 +15,7 @@
 static void task_reset(obj_task_t *t, void *obj, void (*run)(task_t *),
                        void (*done)(task_t *))
 {
-  memset(&t->t, 0, sizeof(t->t));
-  t->t.run = run;
-  t->t.done = done;
+  task_init(&t->t, run, done);
   t->obj = obj;
 }
 
