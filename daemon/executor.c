@@ -136,9 +136,8 @@ void task_fail(task_t *t, int status, const char *fmt, ...)
 {
   va_list ap;
 
-  t->status = status;
   va_start(ap, fmt);
-  vsnprintf(t->err, sizeof(t->err), fmt, ap);
+  err_setv(&t->err, status, fmt, ap);
   va_end(ap);
 }
 
@@ -261,8 +260,7 @@ executor_t *exec_create(const char *name, int (*bind)(void *), void *bind_arg)
 void exec_submit(executor_t *ex, task_t *t)
 {
   t->next = NULL;
-  t->status = 0;
-  t->err[0] = '\0';
+  err_clear(&t->err);
   outstanding++;
   __atomic_add_fetch(&ex->pending, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&ex->mu);

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "util/clock.h"
+#include "util/err.h"
 
 typedef struct task task_t;
 typedef struct executor executor_t;
@@ -27,9 +28,9 @@ struct task {
   /* Runs on the loop thread after completion. Owns the task's memory. */
   void (*done)(task_t *t);
   task_t *next;  /* queue link */
-  int status;    /* 0 or a negative HIPD_E* code, set by run() */
   int hold;      /* see run() */
-  char err[256]; /* message for a failed status */
+  hipd_err_t err; /* err.code: 0 or a negative HIPD_E* code, set by run()
+                   * (task_fail); err.msg: the message of a failure */
 };
 
 /* Workers poll their queue for @p us microseconds after each task before
@@ -76,7 +77,7 @@ task_t *task_init(task_t *t, void (*run)(task_t *), void (*done)(task_t *));
  * @return it (done() owns and frees it), or NULL when out of memory. */
 void *task_new(size_t size, void (*run)(task_t *), void (*done)(task_t *));
 
-/* Fail a task from run(): set status and a printf-formatted message. */
+/* Fail a task from run(): set err's code and a printf-formatted message. */
 void task_fail(task_t *t, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

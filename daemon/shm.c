@@ -136,15 +136,14 @@ static void register_done(task_t *t)
   shm_t *m = r->m;
 
   m->registering = 0;
-  if (t->status != 0) {
+  if (t->err.code != 0) {
     log_warn(0,
              "shared buffer of %zu bytes not page-locked (%s): copies "
              "with it run at pageable speed",
-             m->size, t->err);
+             m->size, t->err.msg);
     m->reg = NULL;
   }
-  r->user->status = t->status;
-  snprintf(r->user->err, sizeof(r->user->err), "%s", t->err);
+  r->user->err = t->err;
   r->user_done(r->user);
   shm_unref(m);
   free(r);
@@ -155,7 +154,7 @@ void shm_register(shm_t *m, task_t *t, void (*done)(task_t *))
   device_t *dev = register_device();
   reg_task_t *r;
 
-  t->status = 0;
+  t->err.code = 0;
   if (dev == NULL ||
       (r = task_new(sizeof(*r), register_run, register_done)) == NULL) {
     done(t);

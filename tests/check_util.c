@@ -1,6 +1,6 @@
 /* tests/check_util.c: the utilities of daemon/util/ (one of each): option
  * sizes (parse.c), the string builder (strbuf.c), the growable-array
- * macro (array.h) and the clock (clock.h). */
+ * macro (array.h), the clock (clock.h) and the error carrier (err.h). */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
@@ -9,6 +9,7 @@
 
 #include "util/array.h"
 #include "util/clock.h"
+#include "util/err.h"
 #include "util/parse.h"
 #include "util/strbuf.h"
 
@@ -187,6 +188,24 @@ START_TEST(test_clock)
 }
 END_TEST
 
+START_TEST(test_err)
+{
+  hipd_err_t e;
+  char big[600];
+
+  memset(big, 'y', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  ck_assert_int_eq(err_set(&e, -22, "bad %s %d", "value", 7), -22);
+  ck_assert_int_eq(e.code, -22);
+  ck_assert_str_eq(e.msg, "bad value 7");
+  err_set(&e, -1, "%s", big); /* truncated, still terminated */
+  ck_assert_uint_eq(strlen(e.msg), HIPD_ERR_MSG_MAX - 1);
+  err_clear(&e);
+  ck_assert_int_eq(e.code, 0);
+  ck_assert_str_eq(e.msg, "");
+}
+END_TEST
+
 /* ---------------------------------------------------------------- main */
 
 static Suite *util_suite(void)
@@ -206,10 +225,11 @@ static Suite *util_suite(void)
   tcase_add_test(tc, test_strbuf_build);
   tcase_add_test(tc, test_strbuf_limit);
   suite_add_tcase(s, tc);
-  tc = tcase_create("array_clock");
+  tc = tcase_create("array_clock_err");
   tcase_set_timeout(tc, 10);
   tcase_add_test(tc, test_array_grow);
   tcase_add_test(tc, test_clock);
+  tcase_add_test(tc, test_err);
   suite_add_tcase(s, tc);
   return s;
 }

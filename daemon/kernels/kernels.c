@@ -31,8 +31,7 @@ struct module_ref {
   cache_key_t key;
   void *drv;  /* the driver's module once loaded */
   int state;  /* MOD_* */
-  int status; /* load error */
-  char err[512];
+  hipd_err_t load_err; /* the load task's error, for every waiter */
   int refs;              /* kernels and builds using it */
   uint32_t epoch;        /* the device context it was loaded in */
   cache_blob_t *blob;    /* the image, held while loading */
@@ -63,6 +62,8 @@ typedef struct build {
   int has_known;        /* ... if the request gave one */
   uint32_t max_threads; /* the request's launch bound */
   struct build *next_waiter;
+  /* The message of a failed build. A compiler's log can fill it, so it is
+   * a buffer of its own, not a hipd_err_t (util/err.h). */
   char err[16384];
 } build_t;
 
@@ -198,11 +199,10 @@ static void load_done(task_t *t)
   build_t *w = m->waiters;
 
   m->waiters = NULL;
-  m->state = t->status == 0 ? MOD_READY : MOD_FAILED;
-  if (t->status == HIPD_EDEVLOST)
-    device_mark_lost(m->dev, t->err);
-  m->status = t->status;
-  snprintf(m->err, sizeof(m->err), "%s", t->err);
+  m->state = t->err.code == 0 ? MOD_READY : MOD_FAILED;
+  if (t->err.code == HIPD_EDEVLOST)
+    device_mark_lost(m->dev, t->err.msg);
+  m->load_err = t->err;
   cache_blob_unref(m->blob);
   m->blob = NULL;
   if (m->state == MOD_FAILED) {
@@ -219,9 +219,9 @@ static void load_done(task_t *t)
     if (m->state == MOD_READY) {
       lookup_start(w);
     } else {
-      snprintf(w->err, sizeof(w->err), "%s", m->err);
+      snprintf(w->err, sizeof(w->err), "%s", m->load_err.msg);
       w->mod = NULL;
-      finish(w, m->status);
+      finish(w, m->load_err.code);
       if (--m->refs == 0)
         free(m);
     }
@@ -350,10 +350,10 @@ static void lookup_done(task_t *t)
   build_t *b = (build_t *)t;
   mod_fn_t *f;
 
-  if (t->status != 0) {
-    snprintf(b->err, sizeof(b->err), "%s", t->err);
+  if (t->err.code != 0) {
+    snprintf(b->err, sizeof(b->err), "%s", t->err.msg);
     module_unref(b->mod);
-    finish(b, t->status);
+    finish(b, t->err.code);
     return;
   }
   /* Remembered, so that the next request for it is answered from here. */

@@ -153,8 +153,8 @@ static void meminfo_done(task_t *t)
 {
   meminfo_task_t *m = (meminfo_task_t *)t;
 
-  if (t->status != 0)
-    call_fail(m->call, t->status, "%s", t->err);
+  if (t->err.code != 0)
+    call_fail(m->call, t->err.code, "%s", t->err.msg);
   else
     pack_device(call_result(m->call), m->dev, &m->free_b, &m->total);
   call_finish(m->call);

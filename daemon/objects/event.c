@@ -65,7 +65,7 @@ static void create_run(task_t *t)
 static void create_done(task_t *t)
 {
   obj_task_t *ot = (obj_task_t *)t;
-  obj_result_t r = {.status = t->status, .err = t->err};
+  obj_result_t r = {.status = t->err.code, .err = t->err.msg};
 
   ot->done.fn(ot->done.ctx, &r);
 }
@@ -133,7 +133,7 @@ static void mark_done(task_t *t)
 
   if (ot->seq == ev->seq) {
     ev->state = EVENT_COMPLETE;
-    ev->status = t->status;
+    ev->status = t->err.code;
     while (ev->waiters != NULL) {
       waiter_t *w = ev->waiters;
       ev->waiters = w->next;
@@ -171,7 +171,7 @@ void event_mark_reached(void *arg, int status)
 {
   task_t *t = arg;
 
-  t->status = status;
+  t->err.code = status;
   task_complete(t);
 }
 
@@ -223,7 +223,7 @@ static void elapsed_run(task_t *t)
 static void elapsed_done(task_t *t)
 {
   elapsed_task_t *e = (elapsed_task_t *)t;
-  obj_result_t r = {.status = t->status, .err = t->err, .device_ms = e->ms};
+  obj_result_t r = {.status = t->err.code, .err = t->err.msg, .device_ms = e->ms};
 
   e->done.fn(e->done.ctx, &r);
   event_unref(e->a);

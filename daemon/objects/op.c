@@ -106,7 +106,7 @@ static void free_notify(void *arg, int status)
 static void op_refuse(op_t *op, int status)
 {
   if (op->mark != NULL) {
-    op->mark->t.status = status;
+    op->mark->t.err.code = status;
     task_complete(&op->mark->t);
     op->mark = NULL;
   }
@@ -183,7 +183,7 @@ static void op_run(task_t *t)
     if (rc == 0)
       rc = drv->stream_notify(drv, st->drv, event_mark_reached, mark);
     if (rc != 0) {
-      mark->t.status = rc;
+      mark->t.err.code = rc;
       task_complete(&mark->t);
     }
     break;
@@ -242,11 +242,11 @@ void op_discard(op_t *op)
 static void op_done(task_t *t)
 {
   op_t *op = (op_t *)t;
-  obj_result_t r = {.status = t->status, .err = t->err};
+  obj_result_t r = {.status = t->err.code, .err = t->err.msg};
 
-  if (t->status == HIPD_EDEVLOST)
-    device_mark_lost(op->st->dev, t->err);
-  if (t->status == 0) {
+  if (t->err.code == HIPD_EDEVLOST)
+    device_mark_lost(op->st->dev, t->err.msg);
+  if (t->err.code == 0) {
     r.idle = op->idle;
     r.timed = op->timed_ok;
     r.start_ns = op->submit_ns;
