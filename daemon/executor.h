@@ -27,8 +27,8 @@ struct task {
   void (*run)(task_t *t);
   /* Runs on the loop thread after completion. Owns the task's memory. */
   void (*done)(task_t *t);
-  task_t *next;  /* queue link */
-  int hold;      /* see run() */
+  task_t *next;   /* queue link */
+  int hold;       /* see run() */
   hipd_err_t err; /* err.code: 0 or a negative HIPD_E* code, set by run()
                    * (task_fail); err.msg: the message of a failure */
 };

@@ -8,8 +8,8 @@
 #include "executor.h"
 #include "profile.h"
 #include "rpc.h"
-#include "util/clock.h"
 #include "util/array.h"
+#include "util/clock.h"
 
 int profile_enable(profile_t **p, uint32_t *periods)
 {

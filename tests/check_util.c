@@ -64,8 +64,8 @@ START_TEST(test_size_junk)
 {
   uint64_t v = 77;
   static const char *const bad[] = {
-      "", " 1", "+1", "-1", "K", "x", "1T", "1KK", "1 K", "1K ", "1Kb",
-      "1.5M", "0x", "0xg", "1,2", "iB", "1Bi",
+      "",    " 1",  "+1",   "-1", "K",   "x",   "1T", "1KK", "1 K",
+      "1K ", "1Kb", "1.5M", "0x", "0xg", "1,2", "iB", "1Bi",
   };
 
   ck_assert_int_eq(util_parse_size(NULL, 0, 10, &v), -EINVAL);
@@ -84,7 +84,7 @@ START_TEST(test_size_overflow)
   ck_assert_int_eq(psize("17179869184G", &v), -ERANGE); /* 2^34 G = 2^64 */
   ck_assert_int_eq(psize("17179869183G", &v), 0);
   ck_assert_uint_eq(v, 17179869183ull << 30);
-  ck_assert_int_eq(psize("17592186044416M", &v), -ERANGE); /* 2^44 M */
+  ck_assert_int_eq(psize("17592186044416M", &v), -ERANGE);    /* 2^44 M */
   ck_assert_int_eq(psize("18014398509481984K", &v), -ERANGE); /* 2^54 K */
   ck_assert_int_eq(psize("0x10000000000000000", &v), -ERANGE);
 }

@@ -181,7 +181,7 @@ int soa_emit_params(gen_t *g, soa_param_t *sp, int *first)
   for (uint32_t i = 0; i < sp->nleaves; i++) {
     soa_leaf_t *l = &sp->leaves[i];
     strbuf_printf(&g->out, "%s%s* __restrict__ %s", *first ? "" : ", ",
-              gen_ctype(l->type, t, sizeof(t)), l->cname);
+                  gen_ctype(l->type, t, sizeof(t)), l->cname);
     *first = 0;
     if (gen_param_add(g, l->cname, GEN_P_PTR, GEN_ROLE_LEAF, sp->var->name,
                       l->path) != 0 ||
@@ -224,7 +224,7 @@ static int chain_resolve(gen_t *g, soa_param_t *sp, const char *const *fields,
   }
   *rec = r;
   return strbuf_failed(prefix) ? gen_fail(g, HIPD_ENOMEM, NULL, "out of memory")
-                           : 0;
+                               : 0;
 }
 
 /* rec{prefix_f[idx], sub{...}, ...} */

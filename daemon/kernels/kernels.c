@@ -29,9 +29,9 @@ typedef struct mod_fn {
 struct module_ref {
   device_t *dev;
   cache_key_t key;
-  void *drv;  /* the driver's module once loaded */
-  int state;  /* MOD_* */
-  hipd_err_t load_err; /* the load task's error, for every waiter */
+  void *drv;             /* the driver's module once loaded */
+  int state;             /* MOD_* */
+  hipd_err_t load_err;   /* the load task's error, for every waiter */
   int refs;              /* kernels and builds using it */
   uint32_t epoch;        /* the device context it was loaded in */
   cache_blob_t *blob;    /* the image, held while loading */

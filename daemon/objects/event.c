@@ -223,7 +223,8 @@ static void elapsed_run(task_t *t)
 static void elapsed_done(task_t *t)
 {
   elapsed_task_t *e = (elapsed_task_t *)t;
-  obj_result_t r = {.status = t->err.code, .err = t->err.msg, .device_ms = e->ms};
+  obj_result_t r = {
+      .status = t->err.code, .err = t->err.msg, .device_ms = e->ms};
 
   e->done.fn(e->done.ctx, &r);
   event_unref(e->a);

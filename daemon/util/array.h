@@ -19,25 +19,25 @@
  * Evaluates to 0, or -ENOMEM (the capacity would overflow, or realloc
  * failed) with @p arr and @p cap unchanged. New elements are not
  * initialised. Evaluates @p arr and @p cap more than once. */
-#define ARRAY_GROW(arr, n, cap, first)                                        \
-  __extension__({                                                             \
-    int grow_rc_ = 0;                                                         \
-    if ((n) >= (cap)) {                                                       \
-      __typeof__(cap) grow_cap_ = (cap) ? (cap) * 2 : (first);                \
-      size_t grow_bytes_;                                                     \
-      void *grow_p_ = NULL;                                                   \
-      if (grow_cap_ > (cap) &&                                                \
-          !__builtin_mul_overflow((size_t)grow_cap_, sizeof(*(arr)),          \
-                                  &grow_bytes_))                              \
-        grow_p_ = realloc((arr), grow_bytes_);                                \
-      if (grow_p_ == NULL) {                                                  \
-        grow_rc_ = -ENOMEM;                                                   \
-      } else {                                                                \
-        (arr) = grow_p_;                                                      \
-        (cap) = grow_cap_;                                                    \
-      }                                                                       \
-    }                                                                         \
-    grow_rc_;                                                                 \
+#define ARRAY_GROW(arr, n, cap, first)                                         \
+  __extension__({                                                              \
+    int grow_rc_ = 0;                                                          \
+    if ((n) >= (cap)) {                                                        \
+      __typeof__(cap) grow_cap_ = (cap) ? (cap)*2 : (first);                   \
+      size_t grow_bytes_;                                                      \
+      void *grow_p_ = NULL;                                                    \
+      if (grow_cap_ > (cap) &&                                                 \
+          !__builtin_mul_overflow((size_t)grow_cap_, sizeof(*(arr)),           \
+                                  &grow_bytes_))                               \
+        grow_p_ = realloc((arr), grow_bytes_);                                 \
+      if (grow_p_ == NULL) {                                                   \
+        grow_rc_ = -ENOMEM;                                                    \
+      } else {                                                                 \
+        (arr) = grow_p_;                                                       \
+        (cap) = grow_cap_;                                                     \
+      }                                                                        \
+    }                                                                          \
+    grow_rc_;                                                                  \
   })
 
 #endif
