@@ -8,6 +8,8 @@
 #include <time.h>
 
 #include "bench_util.h"
+#include "util/clock.h"
+#include "util/parse.h"
 
 void bu_log_tail(const char *path, int lines)
 {
@@ -43,10 +45,7 @@ void bu_log_tail(const char *path, int lines)
 
 double bu_now(void)
 {
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  return (double)util_now_ns() / 1e9;
 }
 
 void bu_sleep(double seconds)
@@ -102,44 +101,6 @@ double bu_mean(const double *v, size_t n)
   return sum / (double)n;
 }
 
-int bu_parse_size(const char *s, uint64_t *out)
-{
-  char *end;
-  unsigned long long v;
-
-  if (s == NULL || *s < '0' || *s > '9')
-    return -1;
-  errno = 0;
-  v = strtoull(s, &end, 10);
-  if (errno != 0)
-    return -1;
-  switch (*end) {
-  case 'k':
-  case 'K':
-    v <<= 10;
-    end++;
-    break;
-  case 'm':
-  case 'M':
-    v <<= 20;
-    end++;
-    break;
-  case 'g':
-  case 'G':
-    v <<= 30;
-    end++;
-    break;
-  default:
-    break;
-  }
-  if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)
-    end += strlen(end);
-  if (*end != '\0' || v == 0)
-    return -1;
-  *out = v;
-  return 0;
-}
-
 int bu_parse_size_list(const char *s, uint64_t *out, int max)
 {
   char buf[512], *save = NULL, *tok;
@@ -150,7 +111,7 @@ int bu_parse_size_list(const char *s, uint64_t *out, int max)
   strcpy(buf, s);
   for (tok = strtok_r(buf, ",", &save); tok != NULL;
        tok = strtok_r(NULL, ",", &save)) {
-    if (n == max || bu_parse_size(tok, &out[n]) != 0)
+    if (n == max || util_parse_size(tok, 1, UINT64_MAX, &out[n]) != 0)
       return -1;
     n++;
   }

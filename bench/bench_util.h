@@ -23,10 +23,8 @@ double bu_median(double *v, size_t n);
 double bu_quantile(const double *sorted, size_t n, double q);
 double bu_mean(const double *v, size_t n);
 
-/* Parse a byte count with an optional K, M or G suffix (binary) into
- * *@p out. @return 0 or -1. */
-int bu_parse_size(const char *s, uint64_t *out);
-/* Parse a comma list of sizes (bu_parse_size) into @p out (at most @p max
+/* Parse a comma list of sizes (util_parse_size, util/parse.h: K, M or G,
+ * at least 1) into @p out (at most @p max
  * entries). @return the number parsed, or -1. */
 int bu_parse_size_list(const char *s, uint64_t *out, int max);
 /* Parse a comma list of non-negative ints. @return the count, or -1. */

@@ -47,6 +47,7 @@
 
 #include "bench_util.h"
 #include "kernels.h"
+#include "util/parse.h"
 
 #ifdef __HIP_PLATFORM_NVIDIA__
 #define PLATFORM "nvidia"
@@ -662,7 +663,7 @@ int main(int argc, char **argv)
       bad |= parse_int(optarg, 0, &O.peer);
       break;
     case 'y':
-      bad |= bu_parse_size(optarg, &O.bytes);
+      bad |= util_parse_size(optarg, 1, UINT64_MAX, &O.bytes) != 0;
       break;
     case 's':
       O.seconds = atof(optarg);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "util/array.h"
 
 /* The most arguments a launch takes (the daemon's limit too). */
 #define ARGS_MAX 256
@@ -81,15 +82,9 @@ static arg_t *args_push(hipd_args_t *args, arg_kind_t kind, int *err)
     *err = HIPD_ETOOMANY;
     return NULL;
   }
-  if (args->n == args->cap) {
-    size_t cap = args->cap ? args->cap * 2 : 8;
-    arg_t *a = realloc(args->a, cap * sizeof(*a));
-    if (a == NULL) {
-      *err = HIPD_ENOMEM;
-      return NULL;
-    }
-    args->a = a;
-    args->cap = cap;
+  if (ARRAY_GROW(args->a, args->n, args->cap, 8) != 0) {
+    *err = HIPD_ENOMEM;
+    return NULL;
   }
   slot = &args->a[args->n++];
   memset(slot, 0, sizeof(*slot));

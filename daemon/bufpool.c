@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "bufpool.h"
+#include "util/clock.h"
 
 #define POOL_SLOTS 8
 #define POOL_MAX_BYTES ((size_t)1 << 30) /* cached at most */
@@ -21,14 +22,6 @@ static struct {
   } slot[POOL_SLOTS];
   size_t bytes;
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static uint64_t now_ms(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 void *bufpool_get(size_t n)
 {
@@ -85,7 +78,7 @@ void bufpool_put(void *p)
   if (free_slot >= 0 && pool.bytes + size <= POOL_MAX_BYTES) {
     pool.slot[free_slot].p = p;
     pool.slot[free_slot].size = size;
-    pool.slot[free_slot].put_ms = now_ms();
+    pool.slot[free_slot].put_ms = util_now_ms();
     pool.bytes += size;
     p = NULL;
   }
@@ -97,7 +90,7 @@ void bufpool_trim(unsigned idle_ms)
 {
   void *drop[POOL_SLOTS];
   int n = 0;
-  uint64_t now = now_ms();
+  uint64_t now = util_now_ms();
 
   pthread_mutex_lock(&pool.mu);
   for (int i = 0; i < POOL_SLOTS; i++) {

@@ -213,21 +213,21 @@ static void reset_run(task_t *t)
 static void reset_done(task_t *t)
 {
   device_t *dev = ((reset_task_t *)t)->dev;
-  if (t->status != 0) {
+  if (t->err.code != 0) {
     /* CUDA documents a sticky fault as unrecoverable within the process:
      * the device stays lost (its calls fail with EDEVLOST) until hipd is
      * restarted. Other devices are unaffected. */
     log_error(0,
               "device %d could not be recovered in this process (%s): it "
               "stays unavailable until hipd restarts",
-              dev->id, t->err);
+              dev->id, t->err.msg);
     dev->unrecoverable = 1;
     if (unrecoverable_fn != NULL)
       unrecoverable_fn(dev, unrecoverable_arg);
   } else {
     dev->lost = 0;
   }
-  if (t->status == 0)
+  if (t->err.code == 0)
     log_info(0, "device %d: context reset; new objects work again", dev->id);
   free(t);
 }
@@ -243,14 +243,12 @@ void device_mark_lost(device_t *dev, const char *why)
             "device %d lost its context (%s): its objects are now invalid; "
             "resetting it",
             dev->id, why);
-  t = calloc(1, sizeof(*t));
+  t = task_new(sizeof(*t), reset_run, reset_done);
   if (t == NULL) {
     dev->lost = 0;
     return;
   }
   t->dev = dev;
-  t->t.run = reset_run;
-  t->t.done = reset_done;
   exec_submit(dev->service, &t->t);
 }
 

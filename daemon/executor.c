@@ -11,6 +11,7 @@
 
 #include "executor.h"
 #include "log.h"
+#include "util/clock.h"
 
 struct executor {
   pthread_t thread;
@@ -112,13 +113,31 @@ void task_complete(task_t *t)
   pthread_mutex_unlock(&bridge.mu);
 }
 
+task_t *task_init(task_t *t, void (*run)(task_t *), void (*done)(task_t *))
+{
+  memset(t, 0, sizeof(*t));
+  t->run = run;
+  t->done = done;
+  return t;
+}
+
+void *task_new(size_t size, void (*run)(task_t *), void (*done)(task_t *))
+{
+  task_t *t = size >= sizeof(*t) ? calloc(1, size) : NULL;
+
+  if (t != NULL) {
+    t->run = run;
+    t->done = done;
+  }
+  return t;
+}
+
 void task_fail(task_t *t, int status, const char *fmt, ...)
 {
   va_list ap;
 
-  t->status = status;
   va_start(ap, fmt);
-  vsnprintf(t->err, sizeof(t->err), fmt, ap);
+  err_setv(&t->err, status, fmt, ap);
   va_end(ap);
 }
 
@@ -129,14 +148,6 @@ static uint64_t busy_poll_ns;
 void exec_set_busy_poll(uint32_t us)
 {
   busy_poll_ns = (uint64_t)us * 1000;
-}
-
-uint64_t exec_now_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static inline void cpu_relax(void)
@@ -153,13 +164,13 @@ static inline void cpu_relax(void)
  * under the lock. */
 static void spin_for_work(executor_t *ex)
 {
-  uint64_t until = exec_now_ns() + busy_poll_ns;
+  uint64_t until = util_now_ns() + busy_poll_ns;
 
   while (__atomic_load_n(&ex->head, __ATOMIC_ACQUIRE) == NULL &&
          !__atomic_load_n(&ex->stopping, __ATOMIC_RELAXED)) {
     for (int i = 0; i < 64; i++)
       cpu_relax();
-    if (exec_now_ns() >= until)
+    if (util_now_ns() >= until)
       break;
   }
 }
@@ -249,8 +260,7 @@ executor_t *exec_create(const char *name, int (*bind)(void *), void *bind_arg)
 void exec_submit(executor_t *ex, task_t *t)
 {
   t->next = NULL;
-  t->status = 0;
-  t->err[0] = '\0';
+  err_clear(&t->err);
   outstanding++;
   __atomic_add_fetch(&ex->pending, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&ex->mu);

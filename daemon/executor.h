@@ -14,6 +14,9 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "util/clock.h"
+#include "util/err.h"
+
 typedef struct task task_t;
 typedef struct executor executor_t;
 
@@ -24,17 +27,18 @@ struct task {
   void (*run)(task_t *t);
   /* Runs on the loop thread after completion. Owns the task's memory. */
   void (*done)(task_t *t);
-  task_t *next;  /* queue link */
-  int status;    /* 0 or a negative HIPD_E* code, set by run() */
-  int hold;      /* see run() */
-  char err[256]; /* message for a failed status */
+  task_t *next;   /* queue link */
+  int hold;       /* see run() */
+  hipd_err_t err; /* err.code: 0 or a negative HIPD_E* code, set by run()
+                   * (task_fail); err.msg: the message of a failure */
 };
 
 /* Workers poll their queue for @p us microseconds after each task before
  * they sleep (0: never). Set once, before executors start. */
 void exec_set_busy_poll(uint32_t us);
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t exec_now_ns(void);
+/* CLOCK_MONOTONIC in nanoseconds: util_now_ns() (util/clock.h), the old
+ * name kept for tests/check_objects.c. */
+#define exec_now_ns util_now_ns
 
 /* Start the loop bridge (once, on the loop thread). */
 int exec_bridge_init(uv_loop_t *loop);
@@ -65,7 +69,15 @@ uint32_t exec_pending(const executor_t *ex);
 void task_expect(task_t *t);
 /* Complete a held task (any thread): its done() will run on the loop. */
 void task_complete(task_t *t);
-/* Fail a task from run(): set status and a printf-formatted message. */
+/* The one way to set up device work. Zero @p t and set its run and done
+ * (a task embedded in an object and reused for its next job). @return t. */
+task_t *task_init(task_t *t, void (*run)(task_t *), void (*done)(task_t *));
+/* Allocate a zeroed task struct of @p size bytes, whose first member is the
+ * task_t, with run and done set: `r = task_new(sizeof(*r), x_run, x_done)`.
+ * @return it (done() owns and frees it), or NULL when out of memory. */
+void *task_new(size_t size, void (*run)(task_t *), void (*done)(task_t *));
+
+/* Fail a task from run(): set err's code and a printf-formatted message. */
 void task_fail(task_t *t, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -7,6 +7,7 @@
 
 #include "handles.h"
 #include "hipd.h"
+#include "util/clock.h"
 
 #define INDEX_BITS 24
 #define GEN_BITS 16
@@ -18,9 +19,8 @@ static uint32_t random_tag(void)
   uint32_t v = 0;
 
   if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v)) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    v = (uint32_t)ts.tv_nsec ^ (uint32_t)((uintptr_t)&ts >> 4);
+    v = (uint32_t)(util_now_ns() % 1000000000u) ^
+        (uint32_t)((uintptr_t)&v >> 4);
   }
   v &= 0xffffff;
   return v ? v : 1;

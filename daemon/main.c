@@ -29,6 +29,8 @@
 #include "log.h"
 #include "server.h"
 #include "transport.h"
+#include "util/clock.h"
+#include "util/parse.h"
 
 static daemon_t daemon_state;
 static uv_signal_t sig_int, sig_term;
@@ -97,41 +99,6 @@ static void usage(FILE *f)
       "\n"
       "SIGINT/SIGTERM stop accepting, let in-flight requests finish and "
       "exit 0.\n");
-}
-
-/* Parse a size with an optional K/M/G suffix. */
-static int parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-  char *end;
-  unsigned long long v;
-
-  errno = 0;
-  v = strtoull(s, &end, 0);
-  if (errno != 0 || end == s || s[0] == '-')
-    return -1;
-  switch (*end) {
-  case 'k':
-  case 'K':
-    v <<= 10;
-    end++;
-    break;
-  case 'm':
-  case 'M':
-    v <<= 20;
-    end++;
-    break;
-  case 'g':
-  case 'G':
-    v <<= 30;
-    end++;
-    break;
-  default:
-    break;
-  }
-  if (*end != '\0' || v < min || v > max)
-    return -1;
-  *out = v;
-  return 0;
 }
 
 enum {
@@ -208,62 +175,62 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       log_set_level(lvl);
       break;
     case OPT_MAX_MESSAGE:
-      if (parse_size(optarg, 1024, (uint64_t)4 << 30, &v) != 0)
+      if (util_parse_size(optarg, 1024, (uint64_t)4 << 30, &v) != 0)
         goto bad;
       cfg->limits.max_message = v;
       break;
     case OPT_MAX_DEPTH:
-      if (parse_size(optarg, 2, PROTO_DEPTH_CAP, &v) != 0)
+      if (util_parse_size(optarg, 2, PROTO_DEPTH_CAP, &v) != 0)
         goto bad;
       cfg->limits.max_depth = (unsigned)v;
       break;
     case OPT_MAX_INFLIGHT:
-      if (parse_size(optarg, 1, 1 << 20, &v) != 0)
+      if (util_parse_size(optarg, 1, 1 << 20, &v) != 0)
         goto bad;
       cfg->max_inflight = (uint32_t)v;
       break;
     case OPT_OUTPUT_CAP:
-      if (parse_size(optarg, 4096, (uint64_t)64 << 30, &v) != 0)
+      if (util_parse_size(optarg, 4096, (uint64_t)64 << 30, &v) != 0)
         goto bad;
       cfg->output_cap = v;
       break;
     case OPT_WRITE_TIMEOUT:
-      if (parse_size(optarg, 10, UINT32_MAX, &v) != 0)
+      if (util_parse_size(optarg, 10, UINT32_MAX, &v) != 0)
         goto bad;
       cfg->write_timeout_ms = (uint32_t)v;
       break;
     case OPT_HELLO_TIMEOUT:
-      if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+      if (util_parse_size(optarg, 0, UINT32_MAX, &v) != 0)
         goto bad;
       cfg->hello_timeout_ms = (uint32_t)v;
       break;
     case OPT_REQUEST_TIMEOUT:
-      if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+      if (util_parse_size(optarg, 0, UINT32_MAX, &v) != 0)
         goto bad;
       cfg->request_timeout_ms = (uint32_t)v;
       break;
     case OPT_SHUTDOWN_TIMEOUT:
-      if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+      if (util_parse_size(optarg, 0, UINT32_MAX, &v) != 0)
         goto bad;
       cfg->shutdown_ms = (uint32_t)v;
       break;
     case OPT_MAX_SESSIONS:
-      if (parse_size(optarg, 1, 1 << 20, &v) != 0)
+      if (util_parse_size(optarg, 1, 1 << 20, &v) != 0)
         goto bad;
       cfg->max_sessions = (uint32_t)v;
       break;
     case OPT_MAX_HANDLES:
-      if (parse_size(optarg, 1, HANDLES_MAX_DEFAULT * 16ull, &v) != 0)
+      if (util_parse_size(optarg, 1, HANDLES_MAX_DEFAULT * 16ull, &v) != 0)
         goto bad;
       cfg->max_handles = (uint32_t)v;
       break;
     case OPT_MAX_STREAMS:
-      if (parse_size(optarg, 1, 4096, &v) != 0)
+      if (util_parse_size(optarg, 1, 4096, &v) != 0)
         goto bad;
       cfg->max_streams = (uint32_t)v;
       break;
     case OPT_MEM_QUOTA:
-      if (parse_size(optarg, 1, UINT64_MAX >> 1, &v) != 0)
+      if (util_parse_size(optarg, 1, UINT64_MAX >> 1, &v) != 0)
         goto bad;
       cfg->mem_quota = v;
       break;
@@ -272,7 +239,7 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       cfg->devices = strdup(optarg);
       break;
     case OPT_CPU_DEVICES:
-      if (parse_size(optarg, 0, 16, &v) != 0)
+      if (util_parse_size(optarg, 0, 16, &v) != 0)
         goto bad;
       cfg->cpu_devices = (int)v;
       break;
@@ -293,12 +260,12 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       break;
     }
     case OPT_BUSY_POLL:
-      if (parse_size(optarg, 0, 1000000, &v) != 0)
+      if (util_parse_size(optarg, 0, 1000000, &v) != 0)
         goto bad;
       cfg->busy_poll_us = (int)v;
       break;
     case OPT_CPU_KERNEL_TIMEOUT:
-      if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+      if (util_parse_size(optarg, 0, UINT32_MAX, &v) != 0)
         goto bad;
       cfg->cpu_kernel_timeout_ms = (uint32_t)v;
       break;
@@ -307,7 +274,7 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       cfg->cache_dir = strdup(optarg);
       break;
     case OPT_CACHE_SIZE:
-      if (parse_size(optarg, 4096, UINT64_MAX >> 1, &v) != 0)
+      if (util_parse_size(optarg, 4096, UINT64_MAX >> 1, &v) != 0)
         goto bad;
       cfg->cache_size = v;
       break;
@@ -353,10 +320,10 @@ static void run_loop(daemon_t *d)
     return;
   }
   while (uv_run(d->loop, UV_RUN_NOWAIT) != 0 && !abandoned) {
-    uint64_t until = exec_now_ns() + spin_ns;
+    uint64_t until = util_now_ns() + spin_ns;
     int ready = 0;
 
-    while (!ready && exec_now_ns() < until)
+    while (!ready && util_now_ns() < until)
       ready = poll(&pfd, 1, 0) > 0;
     if (!ready && uv_run(d->loop, UV_RUN_ONCE) == 0)
       break;

@@ -1,6 +1,6 @@
 /* daemon/profile.c: a session's profiling records: enable, disable,
  * record. Called by methods/ (profile.*, the op completions) and
- * resources.c (at close); calls nothing but the clock (exec_now_ns). */
+ * resources.c (at close); calls nothing but the clock (util_now_ns). */
 #include "config.h"
 
 #include <stdlib.h>
@@ -8,6 +8,8 @@
 #include "executor.h"
 #include "profile.h"
 #include "rpc.h"
+#include "util/array.h"
+#include "util/clock.h"
 
 int profile_enable(profile_t **p, uint32_t *periods)
 {
@@ -16,7 +18,7 @@ int profile_enable(profile_t **p, uint32_t *periods)
   *p = calloc(1, sizeof(**p));
   if (*p == NULL)
     return HIPD_ENOMEM;
-  (*p)->epoch_ns = exec_now_ns();
+  (*p)->epoch_ns = util_now_ns();
   (*p)->gen = ++*periods;
   return 0;
 }
@@ -37,19 +39,10 @@ void profile_record(profile_t *p, uint32_t gen, const char *op, uint64_t stream,
 
   if (p == NULL || p->gen != gen)
     return;
-  if (p->count == p->cap) {
-    if (p->cap == PROFILE_MAX_RECORDS) {
-      p->dropped++;
-      return;
-    }
-    uint32_t ncap = p->cap ? p->cap * 2 : 256;
-    profile_rec_t *n = realloc(p->recs, ncap * sizeof(*n));
-    if (n == NULL) {
-      p->dropped++;
-      return;
-    }
-    p->recs = n;
-    p->cap = ncap;
+  if (p->count == PROFILE_MAX_RECORDS ||
+      ARRAY_GROW(p->recs, p->count, p->cap, 256) != 0) {
+    p->dropped++;
+    return;
   }
   r = &p->recs[p->count++];
   r->op = op;

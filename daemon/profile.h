@@ -21,7 +21,7 @@ typedef struct profile_rec {
 } profile_rec_t;
 
 typedef struct profile {
-  uint64_t epoch_ns; /* exec_now_ns() when profiling was enabled */
+  uint64_t epoch_ns; /* util_now_ns() when profiling was enabled */
   uint32_t gen;      /* which enable this is (ops from earlier ones are
                         not recorded) */
   profile_rec_t *recs;
@@ -45,7 +45,7 @@ static inline uint32_t profile_period(const profile_t *p)
 }
 
 /* Record an operation of period @p gen that the device timed: submitted
- * at @p start_ns (exec_now_ns()), lasting @p device_ms. Ignored when @p p
+ * at @p start_ns (util_now_ns()), lasting @p device_ms. Ignored when @p p
  * is NULL or in another period; counted in dropped past the cap. */
 void profile_record(profile_t *p, uint32_t gen, const char *op, uint64_t stream,
                     uint64_t bytes, uint64_t start_ns, float device_ms);

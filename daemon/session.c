@@ -13,6 +13,7 @@
 #include "codegen/intrinsics.h"
 #include "log.h"
 #include "session.h"
+#include "util/array.h"
 
 /* Make sure the next check or prepare phase runs the safe point (the
  * transport's, registered in d->safe_point). */
@@ -73,15 +74,10 @@ void session_send(session_t *s, char *data, size_t len, void *tail,
                      "replies");
     goto drop;
   }
-  if (s->gather_cap - s->ngather < 2) {
-    uint32_t ncap = s->gather_cap ? s->gather_cap * 2 : 16;
-    uv_buf_t *n = realloc(s->gather, ncap * sizeof(*n));
-    if (n == NULL) {
-      session_close(s, "out of memory queueing a reply");
-      goto drop;
-    }
-    s->gather = n;
-    s->gather_cap = ncap;
+  /* Room for two: the reply and its tail. */
+  if (ARRAY_GROW(s->gather, s->ngather + 1, s->gather_cap, 16) != 0) {
+    session_close(s, "out of memory queueing a reply");
+    goto drop;
   }
   s->gather[s->ngather++] = uv_buf_init(data, (unsigned)len);
   if (tail != NULL)

@@ -136,15 +136,14 @@ static void register_done(task_t *t)
   shm_t *m = r->m;
 
   m->registering = 0;
-  if (t->status != 0) {
+  if (t->err.code != 0) {
     log_warn(0,
              "shared buffer of %zu bytes not page-locked (%s): copies "
              "with it run at pageable speed",
-             m->size, t->err);
+             m->size, t->err.msg);
     m->reg = NULL;
   }
-  r->user->status = t->status;
-  snprintf(r->user->err, sizeof(r->user->err), "%s", t->err);
+  r->user->err = t->err;
   r->user_done(r->user);
   shm_unref(m);
   free(r);
@@ -155,8 +154,9 @@ void shm_register(shm_t *m, task_t *t, void (*done)(task_t *))
   device_t *dev = register_device();
   reg_task_t *r;
 
-  t->status = 0;
-  if (dev == NULL || (r = calloc(1, sizeof(*r))) == NULL) {
+  t->err.code = 0;
+  if (dev == NULL ||
+      (r = task_new(sizeof(*r), register_run, register_done)) == NULL) {
     done(t);
     return;
   }
@@ -167,8 +167,6 @@ void shm_register(shm_t *m, task_t *t, void (*done)(task_t *))
   r->m = m;
   r->user = t;
   r->user_done = done;
-  r->t.run = register_run;
-  r->t.done = register_done;
   exec_submit(dev->service, &r->t);
 }
 
@@ -203,15 +201,14 @@ void shm_unref(shm_t *m)
   /* Unregistering waits for the device; unmapping 1 GiB takes a while:
    * neither belongs on the loop. Any service executor will do. */
   device_t *dev = m->reg != NULL ? m->reg : device_get(0);
-  if (dev == NULL || (r = calloc(1, sizeof(*r))) == NULL) {
+  if (dev == NULL ||
+      (r = task_new(sizeof(*r), release_run, release_done)) == NULL) {
     munmap(m->addr, m->size);
     close(m->fd);
     free(m);
     return;
   }
   r->m = m;
-  r->t.run = release_run;
-  r->t.done = release_done;
   exec_submit(dev->service, &r->t);
 }
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "util/clock.h"
 
 #define MAX_ARGS 64
 #define READY_TIMEOUT_MS 20000
@@ -41,10 +42,7 @@ static struct {
 
 long long harness_now_ms(void)
 {
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  return (long long)util_now_ms();
 }
 
 void harness_sleep_ms(int ms)

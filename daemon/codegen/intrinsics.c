@@ -420,39 +420,39 @@ int intr_resolve(const intr_set_t *s, cg_platform_t p, const char *full,
   return 0;
 }
 
-void intr_expand(sbuf_t *b, const intr_def_t *def, const char *const *args,
+void intr_expand(strbuf_t *b, const intr_def_t *def, const char *const *args,
                  uint32_t nargs)
 {
   const char *c = def->code;
   uint32_t k = 0;
 
   if (!def->builtin)
-    sb_addc(b, '(');
+    strbuf_addc(b, '(');
   if (placeholders(c) > 0) {
     for (; *c != '\0'; c++) {
       if (*c == '%' && c[1] == 's') {
-        sb_add(b, k < nargs ? args[k] : "");
+        strbuf_add(b, k < nargs ? args[k] : "");
         k++;
         c++;
       } else if (*c == '%' && c[1] == '%') {
-        sb_addc(b, '%');
+        strbuf_addc(b, '%');
         c++;
       } else {
-        sb_addc(b, *c);
+        strbuf_addc(b, *c);
       }
     }
   } else {
-    sb_add(b, c);
+    strbuf_add(b, c);
     if (nargs > 0) {
-      sb_addc(b, '(');
+      strbuf_addc(b, '(');
       for (uint32_t i = 0; i < nargs; i++) {
         if (i > 0)
-          sb_add(b, ", ");
-        sb_add(b, args[i]);
+          strbuf_add(b, ", ");
+        strbuf_add(b, args[i]);
       }
-      sb_addc(b, ')');
+      strbuf_addc(b, ')');
     }
   }
   if (!def->builtin)
-    sb_addc(b, ')');
+    strbuf_addc(b, ')');
 }

@@ -99,7 +99,7 @@ int intr_resolve(const intr_set_t *s, cg_platform_t p, const char *full,
 
 /* Append the call of @p def with @p args (C expressions) to @p b. A
  * registered intrinsic's expansion is parenthesized as a whole. */
-void intr_expand(sbuf_t *b, const intr_def_t *def, const char *const *args,
+void intr_expand(strbuf_t *b, const intr_def_t *def, const char *const *args,
                  uint32_t nargs);
 
 #endif

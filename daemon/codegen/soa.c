@@ -180,8 +180,8 @@ int soa_emit_params(gen_t *g, soa_param_t *sp, int *first)
 
   for (uint32_t i = 0; i < sp->nleaves; i++) {
     soa_leaf_t *l = &sp->leaves[i];
-    sb_printf(&g->out, "%s%s* __restrict__ %s", *first ? "" : ", ",
-              gen_ctype(l->type, t, sizeof(t)), l->cname);
+    strbuf_printf(&g->out, "%s%s* __restrict__ %s", *first ? "" : ", ",
+                  gen_ctype(l->type, t, sizeof(t)), l->cname);
     *first = 0;
     if (gen_param_add(g, l->cname, GEN_P_PTR, GEN_ROLE_LEAF, sp->var->name,
                       l->path) != 0 ||
@@ -189,7 +189,7 @@ int soa_emit_params(gen_t *g, soa_param_t *sp, int *first)
       return g->err->code;
   }
   snprintf(len, sizeof(len), "sarek_%s_length", sp->var->cname);
-  sb_printf(&g->out, ", int %s", len);
+  strbuf_printf(&g->out, ", int %s", len);
   return gen_param_add(g, len, GEN_P_I32, GEN_ROLE_LENGTH, sp->var->name, NULL);
 }
 
@@ -202,11 +202,11 @@ int soa_emit_params(gen_t *g, soa_param_t *sp, int *first)
  * prefix ("pts_pos" or the leaf "pts_pos_x"). */
 static int chain_resolve(gen_t *g, soa_param_t *sp, const char *const *fields,
                          const ir_path_t *const *paths, int n,
-                         const ir_record_t **rec, sbuf_t *prefix)
+                         const ir_record_t **rec, strbuf_t *prefix)
 {
   const ir_record_t *r = sp->rec;
 
-  sb_add(prefix, sp->var->name);
+  strbuf_add(prefix, sp->var->name);
   for (int i = 0; i < n; i++) {
     const ir_field_t *f = NULL;
     if (r == NULL)
@@ -219,25 +219,25 @@ static int chain_resolve(gen_t *g, soa_param_t *sp, const char *const *fields,
     if (f == NULL)
       return gen_fail(g, HIPD_EIR, paths[i], "record '%s' has no field '%s'",
                       r->name, fields[i]);
-    sb_printf(prefix, "_%s", f->name);
+    strbuf_printf(prefix, "_%s", f->name);
     r = f->type->kind == IR_T_RECORD ? f->type->rec : NULL;
   }
   *rec = r;
-  return sb_failed(prefix) ? gen_fail(g, HIPD_ENOMEM, NULL, "out of memory")
-                           : 0;
+  return strbuf_failed(prefix) ? gen_fail(g, HIPD_ENOMEM, NULL, "out of memory")
+                               : 0;
 }
 
 /* rec{prefix_f[idx], sub{...}, ...} */
-static void build_value(gen_t *g, sbuf_t *b, const ir_record_t *r,
+static void build_value(gen_t *g, strbuf_t *b, const ir_record_t *r,
                         const char *prefix, const char *idx)
 {
-  sb_printf(b, "%s{", r->cname);
+  strbuf_printf(b, "%s{", r->cname);
   for (uint32_t i = 0; i < r->nfields; i++) {
     const ir_field_t *f = &r->fields[i];
     char *sub;
     size_t n = strlen(prefix) + strlen(f->name) + 2;
     if (i > 0)
-      sb_add(b, ", ");
+      strbuf_add(b, ", ");
     if ((sub = malloc(n)) == NULL) {
       b->oom = 1;
       return;
@@ -246,10 +246,10 @@ static void build_value(gen_t *g, sbuf_t *b, const ir_record_t *r,
     if (f->type->kind == IR_T_RECORD)
       build_value(g, b, f->type->rec, sub, idx);
     else
-      sb_printf(b, "%s[%s]", sub, idx);
+      strbuf_printf(b, "%s[%s]", sub, idx);
     free(sub);
   }
-  sb_addc(b, '}');
+  strbuf_addc(b, '}');
 }
 
 /* A field chain is collected innermost first: put the outermost first. */
@@ -265,14 +265,14 @@ static void chain_reverse(const char **fields, const ir_path_t **paths, int n)
   }
 }
 
-int soa_read(gen_t *g, sbuf_t *b, const ir_expr_t *e, int *handled)
+int soa_read(gen_t *g, strbuf_t *b, const ir_expr_t *e, int *handled)
 {
   const char *fields[CHAIN_MAX];
   const ir_path_t *paths[CHAIN_MAX];
   const ir_expr_t *cur = e;
   const ir_record_t *rec;
   soa_param_t *sp;
-  sbuf_t prefix, idx;
+  strbuf_t prefix, idx;
   int n = 0, rc;
 
   *handled = 0;
@@ -289,30 +289,30 @@ int soa_read(gen_t *g, sbuf_t *b, const ir_expr_t *e, int *handled)
                     CHAIN_MAX - 1);
   chain_reverse(fields, paths, n);
   sp = soa_find(g, cur->u.aread.decl);
-  sb_init(&prefix, 0);
-  sb_init(&idx, 0);
+  strbuf_init(&prefix, 0);
+  strbuf_init(&idx, 0);
   rc = chain_resolve(g, sp, fields, paths, n, &rec, &prefix);
   if (rc == 0)
     rc = gen_expr(g, &idx, cur->u.aread.index);
-  if (rc == 0 && sb_failed(&idx))
+  if (rc == 0 && strbuf_failed(&idx))
     rc = gen_fail(g, HIPD_ENOMEM, e->path, "out of memory");
   if (rc == 0) {
     if (rec == NULL) {
-      sb_printf(b, "%s[%s]", prefix.p, idx.p);
+      strbuf_printf(b, "%s[%s]", prefix.p, idx.p);
     } else if (gen_expr_simple(cur->u.aread.index)) {
       build_value(g, b, rec, prefix.p, idx.p);
     } else {
       /* the index is evaluated once */
       char tmp[32];
       gen_temp(g, "i", tmp, sizeof(tmp));
-      sb_printf(b, "[&](const long long %s) { return ", tmp);
+      strbuf_printf(b, "[&](const long long %s) { return ", tmp);
       build_value(g, b, rec, prefix.p, tmp);
-      sb_printf(b, "; }(%s)", idx.p);
+      strbuf_printf(b, "; }(%s)", idx.p);
     }
     *handled = 1;
   }
-  sb_free(&prefix);
-  sb_free(&idx);
+  strbuf_free(&prefix);
+  strbuf_free(&idx);
   return rc;
 }
 
@@ -337,7 +337,7 @@ static int scatter(gen_t *g, const ir_record_t *r, const char *prefix,
       rc = scatter(g, f->type->rec, p, v, idx);
     } else {
       gen_line(g);
-      sb_printf(&g->out, "%s[%s] = %s;\n", p, idx, v);
+      strbuf_printf(&g->out, "%s[%s] = %s;\n", p, idx, v);
     }
     free(p);
     free(v);
@@ -354,7 +354,7 @@ int soa_assign(gen_t *g, const ir_stmt_t *s, int *handled)
   const ir_lvalue_t *cur = s->u.assign.target;
   const ir_record_t *rec;
   soa_param_t *sp;
-  sbuf_t prefix, idx, val;
+  strbuf_t prefix, idx, val;
   int n = 0, rc;
 
   *handled = 0;
@@ -371,40 +371,40 @@ int soa_assign(gen_t *g, const ir_stmt_t *s, int *handled)
                     CHAIN_MAX - 1);
   chain_reverse(fields, paths, n);
   sp = soa_find(g, cur->u.aelem.decl);
-  sb_init(&prefix, 0);
-  sb_init(&idx, 0);
-  sb_init(&val, 0);
+  strbuf_init(&prefix, 0);
+  strbuf_init(&idx, 0);
+  strbuf_init(&val, 0);
   rc = chain_resolve(g, sp, fields, paths, n, &rec, &prefix);
   /* the value before the index, as in a C++17 assignment */
   if (rc == 0)
     rc = gen_expr(g, &val, s->u.assign.value);
   if (rc == 0)
     rc = gen_expr(g, &idx, cur->u.aelem.index);
-  if (rc == 0 && (sb_failed(&idx) || sb_failed(&val)))
+  if (rc == 0 && (strbuf_failed(&idx) || strbuf_failed(&val)))
     rc = gen_fail(g, HIPD_ENOMEM, s->path, "out of memory");
   if (rc == 0 && rec == NULL) {
     gen_line(g);
-    sb_printf(&g->out, "%s[%s] = %s;\n", prefix.p, idx.p, val.p);
+    strbuf_printf(&g->out, "%s[%s] = %s;\n", prefix.p, idx.p, val.p);
   } else if (rc == 0) {
     char v[32], k[32];
     gen_temp(g, "v", v, sizeof(v));
     gen_temp(g, "i", k, sizeof(k));
     gen_line(g);
-    sb_add(&g->out, "{\n");
+    strbuf_add(&g->out, "{\n");
     g->indent++;
     gen_line(g);
-    sb_printf(&g->out, "const %s %s = %s;\n", rec->cname, v, val.p);
+    strbuf_printf(&g->out, "const %s %s = %s;\n", rec->cname, v, val.p);
     gen_line(g);
-    sb_printf(&g->out, "const auto %s = %s;\n", k, idx.p);
+    strbuf_printf(&g->out, "const auto %s = %s;\n", k, idx.p);
     rc = scatter(g, rec, prefix.p, v, k);
     g->indent--;
     gen_line(g);
-    sb_add(&g->out, "}\n");
+    strbuf_add(&g->out, "}\n");
   }
   if (rc == 0)
     *handled = 1;
-  sb_free(&prefix);
-  sb_free(&idx);
-  sb_free(&val);
+  strbuf_free(&prefix);
+  strbuf_free(&idx);
+  strbuf_free(&val);
   return rc;
 }

@@ -88,16 +88,34 @@ static struct {
 
 /* ------------------------------------------------------------------- keys */
 
-cache_keyer_t *cache_keyer_new(void)
+int cache_keyer_create(cache_keyer_t **out)
 {
   cache_keyer_t *k = malloc(sizeof(*k));
 
+  *out = NULL;
   if (k == NULL)
-    abort();
+    return HIPD_ENOMEM;
   k->md = EVP_MD_CTX_new();
-  if (k->md == NULL || EVP_DigestInit_ex(k->md, EVP_sha256(), NULL) != 1)
-    abort(); /* SHA-256 is always available in libcrypto */
-  return k;
+  if (k->md == NULL) {
+    free(k);
+    return HIPD_ENOMEM;
+  }
+  /* SHA-256 is in every libcrypto, but a provider configuration (FIPS
+   * without it) can still refuse it. */
+  if (EVP_DigestInit_ex(k->md, EVP_sha256(), NULL) != 1) {
+    EVP_MD_CTX_free(k->md);
+    free(k);
+    return HIPD_EINTERNAL;
+  }
+  *out = k;
+  return 0;
+}
+
+cache_keyer_t *cache_keyer_new(void)
+{
+  cache_keyer_t *k;
+
+  return cache_keyer_create(&k) == 0 ? k : NULL;
 }
 
 void cache_keyer_add(cache_keyer_t *k, const char *label, const void *data,

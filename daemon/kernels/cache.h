@@ -27,6 +27,11 @@ typedef struct {
 /* Incremental key derivation. Each part is length-prefixed, so ("ab","c")
  * and ("a","bc") differ. */
 typedef struct cache_keyer cache_keyer_t;
+/* Start a key in *@p out. @return 0, HIPD_ENOMEM, or HIPD_EINTERNAL when
+ * libcrypto cannot start a SHA-256 digest (*@p out is then NULL). */
+int cache_keyer_create(cache_keyer_t **out);
+/* cache_keyer_create() for callers that cannot fail (tests): NULL on
+ * failure. */
 cache_keyer_t *cache_keyer_new(void);
 void cache_keyer_add(cache_keyer_t *k, const char *label, const void *data,
                      size_t len);

@@ -10,6 +10,7 @@
 #include "hipd.h"
 #include "kernels/kernels.h"
 #include "log.h"
+#include "util/clock.h"
 
 enum { MOD_LOADING, MOD_READY, MOD_FAILED };
 
@@ -28,10 +29,9 @@ typedef struct mod_fn {
 struct module_ref {
   device_t *dev;
   cache_key_t key;
-  void *drv;  /* the driver's module once loaded */
-  int state;  /* MOD_* */
-  int status; /* load error */
-  char err[512];
+  void *drv;             /* the driver's module once loaded */
+  int state;             /* MOD_* */
+  hipd_err_t load_err;   /* the load task's error, for every waiter */
   int refs;              /* kernels and builds using it */
   uint32_t epoch;        /* the device context it was loaded in */
   cache_blob_t *blob;    /* the image, held while loading */
@@ -62,19 +62,13 @@ typedef struct build {
   int has_known;        /* ... if the request gave one */
   uint32_t max_threads; /* the request's launch bound */
   struct build *next_waiter;
+  /* The message of a failed build. A compiler's log can fill it, so it is
+   * a buffer of its own, not a hipd_err_t (util/err.h). */
   char err[16384];
 } build_t;
 
 static module_ref_t *modules; /* loaded (or loading) modules, all devices */
 static unsigned idle_modules; /* of them, loaded with refs == 0 */
-
-static uint64_t now_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 driver_t *kernels_driver_for_arch(const char *arch)
 {
@@ -98,7 +92,7 @@ static void finish(build_t *b, int status)
 {
   b->res.status = status;
   b->res.error = status != 0 ? b->err : NULL;
-  b->res.compile_ms = (double)(now_ns() - b->start_ns) / 1e6;
+  b->res.compile_ms = (double)(util_now_ns() - b->start_ns) / 1e6;
   b->done(b->ctx, &b->res);
   build_free(b);
 }
@@ -149,7 +143,7 @@ static void module_unref(module_ref_t *m)
     return;
   if (m->state == MOD_READY && m->epoch == device_epoch(m->dev)) {
     /* Keep it loaded for the next request of the same binary. */
-    m->idle_ns = now_ns();
+    m->idle_ns = util_now_ns();
     if (++idle_modules > MODULES_IDLE_MAX)
       evict_idle();
     return;
@@ -170,14 +164,12 @@ static void module_unload(module_ref_t *m)
   if (m->blob != NULL)
     cache_blob_unref(m->blob);
   /* A bare build carries the unload task. */
-  b = calloc(1, sizeof(*b));
+  b = task_new(sizeof(*b), module_unload_run, module_unload_done);
   if (b == NULL) {
     log_error(0, "out of memory unloading a module; it stays loaded");
     return;
   }
   b->mod = m;
-  b->task.run = module_unload_run;
-  b->task.done = module_unload_done;
   exec_submit(m->dev->service, &b->task);
 }
 
@@ -207,11 +199,10 @@ static void load_done(task_t *t)
   build_t *w = m->waiters;
 
   m->waiters = NULL;
-  m->state = t->status == 0 ? MOD_READY : MOD_FAILED;
-  if (t->status == HIPD_EDEVLOST)
-    device_mark_lost(m->dev, t->err);
-  m->status = t->status;
-  snprintf(m->err, sizeof(m->err), "%s", t->err);
+  m->state = t->err.code == 0 ? MOD_READY : MOD_FAILED;
+  if (t->err.code == HIPD_EDEVLOST)
+    device_mark_lost(m->dev, t->err.msg);
+  m->load_err = t->err;
   cache_blob_unref(m->blob);
   m->blob = NULL;
   if (m->state == MOD_FAILED) {
@@ -228,9 +219,9 @@ static void load_done(task_t *t)
     if (m->state == MOD_READY) {
       lookup_start(w);
     } else {
-      snprintf(w->err, sizeof(w->err), "%s", m->err);
+      snprintf(w->err, sizeof(w->err), "%s", m->load_err.msg);
       w->mod = NULL;
-      finish(w, m->status);
+      finish(w, m->load_err.code);
       if (--m->refs == 0)
         free(m);
     }
@@ -251,8 +242,13 @@ static void module_acquire(build_t *b, cache_blob_t *blob)
         (m->state == MOD_LOADING || m->epoch == device_epoch(m->dev)))
       break;
   if (m == NULL) {
+    /* The first waiter carries the load task: both allocated before the
+     * module is published, so that running out fails this build only. */
+    build_t *loader = task_new(sizeof(*loader), load_run, load_done);
     m = calloc(1, sizeof(*m));
-    if (m == NULL) {
+    if (m == NULL || loader == NULL) {
+      free(m);
+      free(loader);
       snprintf(b->err, sizeof(b->err), "out of memory");
       finish(b, HIPD_ENOMEM);
       return;
@@ -267,15 +263,7 @@ static void module_acquire(build_t *b, cache_blob_t *blob)
     m->refs = 1;
     b->mod = m;
     m->waiters = b;
-    /* The first waiter carries the load task. */
-    build_t *loader = calloc(1, sizeof(*loader));
-    if (loader == NULL) {
-      log_error(0, "out of memory loading a module");
-      abort();
-    }
     loader->mod = m;
-    loader->task.run = load_run;
-    loader->task.done = load_done;
     exec_submit(m->dev->service, &loader->task);
     return;
   }
@@ -362,10 +350,10 @@ static void lookup_done(task_t *t)
   build_t *b = (build_t *)t;
   mod_fn_t *f;
 
-  if (t->status != 0) {
-    snprintf(b->err, sizeof(b->err), "%s", t->err);
+  if (t->err.code != 0) {
+    snprintf(b->err, sizeof(b->err), "%s", t->err.msg);
     module_unref(b->mod);
-    finish(b, t->status);
+    finish(b, t->err.code);
     return;
   }
   /* Remembered, so that the next request for it is answered from here. */
@@ -391,9 +379,7 @@ static void lookup_start(build_t *b)
       return;
     }
   }
-  b->task.run = lookup_run;
-  b->task.done = lookup_done;
-  exec_submit(b->dev->service, &b->task);
+  exec_submit(b->dev->service, task_init(&b->task, lookup_run, lookup_done));
 }
 
 /* ------------------------------------------------------------ compiling */
@@ -437,7 +423,7 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
 {
   build_t *b = calloc(1, sizeof(*b));
   cache_keyer_t *k;
-  int fail = 0;
+  int fail = 0, rc;
 
   if (b == NULL) {
     kernel_result_t r = {.status = HIPD_ENOMEM, .error = "out of memory"};
@@ -446,7 +432,7 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
   }
   b->done = done;
   b->ctx = ctx;
-  b->start_ns = now_ns();
+  b->start_ns = util_now_ns();
   b->dev = req->dev;
   if (req->sig != NULL) {
     b->known = *req->sig;
@@ -481,7 +467,15 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
   }
 
   /* Everything that changes the binary is in the key. */
-  k = cache_keyer_new();
+  rc = cache_keyer_create(&k);
+  if (rc != 0) {
+    snprintf(b->err, sizeof(b->err), "%s",
+             rc == HIPD_ENOMEM ? "out of memory"
+                               : "cannot start a SHA-256 digest for the "
+                                 "kernel cache key");
+    finish(b, rc);
+    return;
+  }
   cache_keyer_add(k, "source", b->source, b->source_len);
   cache_keyer_add_str(k, "kernel", b->name);
   for (size_t i = 0; i < b->nopts; i++)

@@ -153,8 +153,8 @@ static void meminfo_done(task_t *t)
 {
   meminfo_task_t *m = (meminfo_task_t *)t;
 
-  if (t->status != 0)
-    call_fail(m->call, t->status, "%s", t->err);
+  if (t->err.code != 0)
+    call_fail(m->call, t->err.code, "%s", t->err.msg);
   else
     pack_device(call_result(m->call), m->dev, &m->free_b, &m->total);
   call_finish(m->call);
@@ -166,7 +166,7 @@ static void meminfo_done(task_t *t)
 int m_device_get(call_t *c)
 {
   device_t *dev = c->args[0].dev;
-  meminfo_task_t *m = calloc(1, sizeof(*m));
+  meminfo_task_t *m = task_new(sizeof(*m), meminfo_run, meminfo_done);
 
   if (m == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory");
@@ -176,8 +176,6 @@ int m_device_get(call_t *c)
     return HIPD_ENOMEM;
   }
   m->dev = dev;
-  m->t.run = meminfo_run;
-  m->t.done = meminfo_done;
   exec_submit(dev->service, &m->t);
   return 0;
 }

@@ -17,9 +17,7 @@
 static task_t *buffer_task(buffer_t *b, void (*run)(task_t *),
                            void (*done)(task_t *))
 {
-  memset(&b->task.t, 0, sizeof(b->task.t));
-  b->task.t.run = run;
-  b->task.t.done = done;
+  task_init(&b->task.t, run, done);
   b->task.obj = b;
   return &b->task.t;
 }
@@ -62,16 +60,16 @@ static void made_done(task_t *t)
 {
   buffer_t *b = buffer_of(t);
   obj_done_t done = b->task.done;
-  obj_result_t r = {.status = t->status, .err = t->err};
+  obj_result_t r = {.status = t->err.code, .err = t->err.msg};
 
-  if (t->status != 0) {
-    if (b->shm == NULL && t->status == HIPD_EDEVLOST)
-      device_mark_lost(b->dev, t->err);
+  if (t->err.code != 0) {
+    if (b->shm == NULL && t->err.code == HIPD_EDEVLOST)
+      device_mark_lost(b->dev, t->err.msg);
     if (b->shm != NULL)
       shm_unref(b->shm);
     /* The message lives in the task, which goes with the buffer. */
-    char err[sizeof(t->err)];
-    memcpy(err, t->err, sizeof(err));
+    char err[sizeof(t->err.msg)];
+    memcpy(err, t->err.msg, sizeof(err));
     r.err = err;
     free(b);
     done.fn(done.ctx, &r);

@@ -20,9 +20,7 @@ typedef struct waiter {
 static void task_reset(obj_task_t *t, void *obj, void (*run)(task_t *),
                        void (*done)(task_t *))
 {
-  memset(&t->t, 0, sizeof(t->t));
-  t->t.run = run;
-  t->t.done = done;
+  task_init(&t->t, run, done);
   t->obj = obj;
 }
 
@@ -67,7 +65,7 @@ static void create_run(task_t *t)
 static void create_done(task_t *t)
 {
   obj_task_t *ot = (obj_task_t *)t;
-  obj_result_t r = {.status = t->status, .err = t->err};
+  obj_result_t r = {.status = t->err.code, .err = t->err.msg};
 
   ot->done.fn(ot->done.ctx, &r);
 }
@@ -135,7 +133,7 @@ static void mark_done(task_t *t)
 
   if (ot->seq == ev->seq) {
     ev->state = EVENT_COMPLETE;
-    ev->status = t->status;
+    ev->status = t->err.code;
     while (ev->waiters != NULL) {
       waiter_t *w = ev->waiters;
       ev->waiters = w->next;
@@ -155,12 +153,10 @@ static void no_run(task_t *t)
 
 obj_task_t *event_mark_new(event_t *ev)
 {
-  obj_task_t *mark = calloc(1, sizeof(*mark));
+  obj_task_t *mark = task_new(sizeof(*mark), no_run, mark_done);
 
   if (mark == NULL)
     return NULL;
-  mark->t.run = no_run;
-  mark->t.done = mark_done;
   mark->obj = ev;
   /* The mark that completes the event holds its own reference. */
   mark->seq = ++ev->seq;
@@ -175,7 +171,7 @@ void event_mark_reached(void *arg, int status)
 {
   task_t *t = arg;
 
-  t->status = status;
+  t->err.code = status;
   task_complete(t);
 }
 
@@ -227,7 +223,8 @@ static void elapsed_run(task_t *t)
 static void elapsed_done(task_t *t)
 {
   elapsed_task_t *e = (elapsed_task_t *)t;
-  obj_result_t r = {.status = t->status, .err = t->err, .device_ms = e->ms};
+  obj_result_t r = {
+      .status = t->err.code, .err = t->err.msg, .device_ms = e->ms};
 
   e->done.fn(e->done.ctx, &r);
   event_unref(e->a);
@@ -237,7 +234,7 @@ static void elapsed_done(task_t *t)
 
 int event_elapsed(event_t *a, event_t *b, obj_done_t done)
 {
-  elapsed_task_t *e = calloc(1, sizeof(*e));
+  elapsed_task_t *e = task_new(sizeof(*e), elapsed_run, elapsed_done);
 
   if (e == NULL)
     return HIPD_ENOMEM;
@@ -246,8 +243,6 @@ int event_elapsed(event_t *a, event_t *b, obj_done_t done)
   e->b = b;
   event_ref(a);
   event_ref(b);
-  e->t.run = elapsed_run;
-  e->t.done = elapsed_done;
   exec_submit(a->dev->service, &e->t);
   return 0;
 }

@@ -48,7 +48,7 @@ typedef struct obj_result {
                             holding one reference that passes to the
                             completion; NULL on failure */
   int timed;             /* a timed op (op_t.timed) was measured: */
-  uint64_t start_ns;     /* exec_now_ns() when submitted to the device */
+  uint64_t start_ns;     /* util_now_ns() when submitted to the device */
   float device_ms;       /* the device's time between the two marks */
 } obj_result_t;
 

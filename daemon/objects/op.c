@@ -15,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "objects/internal.h"
 #include "objects/objects.h"
+#include "util/clock.h"
 
 #define STAGING_CHUNK ((size_t)64 << 20)
 
@@ -105,7 +106,7 @@ static void free_notify(void *arg, int status)
 static void op_refuse(op_t *op, int status)
 {
   if (op->mark != NULL) {
-    op->mark->t.status = status;
+    op->mark->t.err.code = status;
     task_complete(&op->mark->t);
     op->mark = NULL;
   }
@@ -134,7 +135,7 @@ static void op_run(task_t *t)
   }
   drv_set_error("no detail");
   if (op->timed) {
-    op->submit_ns = exec_now_ns();
+    op->submit_ns = util_now_ns();
     if (drv->event_create(drv, dev, &op->pev[0]) != 0 ||
         drv->event_create(drv, dev, &op->pev[1]) != 0 ||
         drv->event_record(drv, op->pev[0], st->drv) != 0)
@@ -182,7 +183,7 @@ static void op_run(task_t *t)
     if (rc == 0)
       rc = drv->stream_notify(drv, st->drv, event_mark_reached, mark);
     if (rc != 0) {
-      mark->t.status = rc;
+      mark->t.err.code = rc;
       task_complete(&mark->t);
     }
     break;
@@ -241,11 +242,11 @@ void op_discard(op_t *op)
 static void op_done(task_t *t)
 {
   op_t *op = (op_t *)t;
-  obj_result_t r = {.status = t->status, .err = t->err};
+  obj_result_t r = {.status = t->err.code, .err = t->err.msg};
 
-  if (t->status == HIPD_EDEVLOST)
-    device_mark_lost(op->st->dev, t->err);
-  if (t->status == 0) {
+  if (t->err.code == HIPD_EDEVLOST)
+    device_mark_lost(op->st->dev, t->err.msg);
+  if (t->err.code == 0) {
     r.idle = op->idle;
     r.timed = op->timed_ok;
     r.start_ns = op->submit_ns;
@@ -264,8 +265,7 @@ static void op_done(task_t *t)
 
 int op_submit(op_t *op)
 {
-  op->t.run = op_run;
-  op->t.done = op_done;
+  task_init(&op->t, op_run, op_done);
   if (op->kind == OP_RECORD && (op->mark = event_mark_new(op->ev)) == NULL) {
     op_discard(op);
     return HIPD_ENOMEM;

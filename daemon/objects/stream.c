@@ -15,9 +15,7 @@
 static void task_reset(obj_task_t *t, void *obj, void (*run)(task_t *),
                        void (*done)(task_t *))
 {
-  memset(&t->t, 0, sizeof(t->t));
-  t->t.run = run;
-  t->t.done = done;
+  task_init(&t->t, run, done);
   t->obj = obj;
 }
 
@@ -42,7 +40,7 @@ static void create_run(task_t *t)
 static void create_done(task_t *t)
 {
   obj_task_t *ot = (obj_task_t *)t;
-  obj_result_t r = {.status = t->status, .err = t->err};
+  obj_result_t r = {.status = t->err.code, .err = t->err.msg};
 
   if (ot->done.fn != NULL)
     ot->done.fn(ot->done.ctx, &r);

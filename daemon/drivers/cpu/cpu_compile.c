@@ -23,7 +23,11 @@
 
 #include "cpu_compile.h"
 #include "cpu_proto.h"
+#include "cpu_source.h"
 #include "hipd.h"
+#include "util/clock.h"
+#include "util/strbuf.h"
+#include "util/array.h"
 
 #ifndef PKGDATADIR
 #define PKGDATADIR "/usr/local/share/hipd"
@@ -32,86 +36,9 @@
 #define DEFAULT_TIMEOUT_S 60
 /* Diagnostics kept from the compiler (the rest is read and dropped). */
 #define MAX_CAPTURE (256 * 1024)
-#define SRC_NAME "kernel.hip"
 #define SO_NAME "kernel.so"
 
 extern char **environ;
-
-static void set_log(char *log, size_t logsz, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_log(char *log, size_t logsz, const char *fmt, ...)
-{
-  va_list ap;
-
-  if (log == NULL || logsz == 0)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(log, logsz, fmt, ap);
-  va_end(ap);
-}
-
-/* ------------------------------------------------------ string builder */
-
-typedef struct {
-  char *p;
-  size_t len, cap;
-  int oom;
-} sbuf_t;
-
-static void sb_add(sbuf_t *b, const char *s, size_t n)
-{
-  if (b->oom)
-    return;
-  if (b->len + n + 1 > b->cap) {
-    size_t ncap = b->cap ? b->cap : 4096;
-    while (ncap < b->len + n + 1)
-      ncap *= 2;
-    char *q = realloc(b->p, ncap);
-    if (q == NULL) {
-      b->oom = 1;
-      return;
-    }
-    b->p = q;
-    b->cap = ncap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf_t *b, const char *s)
-{
-  sb_add(b, s, strlen(s));
-}
-
-static void sb_fmt(sbuf_t *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void sb_fmt(sbuf_t *b, const char *fmt, ...)
-{
-  char tmp[1024];
-  va_list ap;
-  int n;
-
-  va_start(ap, fmt);
-  n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-  va_end(ap);
-  if (n >= (int)sizeof(tmp)) {
-    char *big = malloc((size_t)n + 1);
-    if (big == NULL) {
-      b->oom = 1;
-      return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_add(b, big, (size_t)n);
-    free(big);
-  } else if (n > 0) {
-    sb_add(b, tmp, (size_t)n);
-  }
-}
 
 /* ------------------------------------------------------------ compiler */
 
@@ -199,16 +126,6 @@ static int name_ok(const char *n)
   return depth == 0;
 }
 
-static int ident_ok(const char *s, size_t n)
-{
-  if (n == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
-    return 0;
-  for (size_t i = 1; i < n; i++)
-    if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
-      return 0;
-  return 1;
-}
-
 /*
  * Check one client option. @return 1 to pass *use (an option of ours: the
  * same string or a mapped one) to the compiler, 0 to drop it (meaningless
@@ -275,7 +192,7 @@ static int option_check(const char *o, const char **use)
     size_t n = eq ? (size_t)(eq - (o + 2)) : strlen(o + 2);
     if (o[1] == 'U' && eq != NULL)
       return -1;
-    return ident_ok(o + 2, n) ? 1 : -1;
+    return cpu_ident_ok(o + 2, n) ? 1 : -1;
   }
   if (strncmp(o, "-std=", 5) == 0 || strncmp(o, "--std=", 6) == 0) {
     const char *v = o + (o[1] == '-' ? 6 : 5);
@@ -295,392 +212,6 @@ static int option_check(const char *o, const char **use)
     if (strncmp(o, ignored_prefix[i], strlen(ignored_prefix[i])) == 0)
       return 0;
   return -1;
-}
-
-/* ----------------------------------------------------- source transform */
-
-static int is_ident(char c)
-{
-  return isalnum((unsigned char)c) || c == '_';
-}
-
-/* End of the comment or whitespace run starting at @p i. */
-static size_t skip_space(const char *s, size_t len, size_t i)
-{
-  for (;;) {
-    if (i < len && isspace((unsigned char)s[i])) {
-      i++;
-    } else if (i + 1 < len && s[i] == '/' && s[i + 1] == '*') {
-      const char *e = NULL;
-      for (size_t k = i + 2; k + 1 < len; k++)
-        if (s[k] == '*' && s[k + 1] == '/') {
-          e = s + k;
-          break;
-        }
-      if (e == NULL)
-        return len;
-      i = (size_t)(e - s) + 2;
-    } else if (i + 1 < len && s[i] == '/' && s[i + 1] == '/') {
-      while (i < len && s[i] != '\n')
-        i++;
-    } else {
-      return i;
-    }
-  }
-}
-
-static size_t ident_end(const char *s, size_t len, size_t i)
-{
-  while (i < len && is_ident(s[i]))
-    i++;
-  return i;
-}
-
-static int word_at(const char *s, size_t len, size_t i, const char *w)
-{
-  size_t n = strlen(w);
-  return i + n <= len && memcmp(s + i, w, n) == 0 &&
-         (i + n == len || !is_ident(s[i + n]));
-}
-
-/* Copy @p d[0, n) to @p out as one line with comments turned into spaces
- * and the attribute forms that do not apply to a reference removed:
- * __align__(..), alignas(..), __attribute__((..)), __declspec(..),
- * HIP_DYNAMIC_SHARED_ATTRIBUTE. @return 0, or -1 on unbalanced parens. */
-static int decl_clean(const char *d, size_t n, sbuf_t *out)
-{
-  static const char *const attrs[] = {"__align__", "alignas", "__attribute__",
-                                      "__declspec"};
-  size_t i = 0;
-
-  while (i < n) {
-    size_t j = skip_space(d, n, i);
-    if (j != i) {
-      sb_add(out, " ", 1);
-      i = j;
-      continue;
-    }
-    if (is_ident(d[i]) && (i == 0 || !is_ident(d[i - 1]))) {
-      size_t e = ident_end(d, n, i);
-      int drop = 0;
-      if (e - i == strlen("HIP_DYNAMIC_SHARED_ATTRIBUTE") &&
-          memcmp(d + i, "HIP_DYNAMIC_SHARED_ATTRIBUTE", e - i) == 0) {
-        i = e;
-        continue;
-      }
-      for (size_t a = 0; a < sizeof(attrs) / sizeof(attrs[0]); a++)
-        if (e - i == strlen(attrs[a]) && memcmp(d + i, attrs[a], e - i) == 0)
-          drop = 1;
-      if (drop) {
-        size_t k = skip_space(d, n, e);
-        int depth = 0;
-        if (k >= n || d[k] != '(')
-          return -1;
-        for (; k < n; k++) {
-          if (d[k] == '(')
-            depth++;
-          else if (d[k] == ')' && --depth == 0)
-            break;
-        }
-        if (k >= n)
-          return -1;
-        i = k + 1;
-        continue;
-      }
-      sb_add(out, d + i, e - i);
-      i = e;
-      continue;
-    }
-    sb_add(out, d + i, 1);
-    i++;
-  }
-  return 0;
-}
-
-/*
- * Rewrite the declaration @p d[0, n) that followed `extern __shared__`
- * (up to, not including, its ';'), @p quals being qualifiers written
- * between the two words, into a reference bound to the worker's dynamic
- * shared buffer. @return 0, or -1 if it is not of the form
- * `T name[]` or `T name[][N]...`.
- */
-static int dyn_shared_rewrite(const char *quals, const char *d, size_t n,
-                              sbuf_t *out)
-{
-  sbuf_t c = {0};
-  size_t lb, ne, ns, te, k;
-  const char *s;
-  int rc = -1;
-
-  if (decl_clean(d, n, &c) != 0 || c.oom || c.p == NULL)
-    goto done;
-  s = c.p;
-  if (strpbrk(s, ",=;{}") != NULL)
-    goto done; /* several declarators, an initializer... */
-  lb = strcspn(s, "[");
-  if (s[lb] != '[')
-    goto done;
-  ne = lb;
-  while (ne > 0 && isspace((unsigned char)s[ne - 1]))
-    ne--;
-  ns = ne;
-  while (ns > 0 && is_ident(s[ns - 1]))
-    ns--;
-  if (!ident_ok(s + ns, ne - ns))
-    goto done;
-  te = ns;
-  while (te > 0 && isspace((unsigned char)s[te - 1]))
-    te--;
-  k = 0;
-  while (k < te && isspace((unsigned char)s[k]))
-    k++;
-  if (k == te)
-    goto done; /* no type */
-  /* "[" then "]" then only further bounds */
-  size_t r = lb + 1;
-  while (isspace((unsigned char)s[r]))
-    r++;
-  if (s[r] != ']')
-    goto done;
-  r++;
-  const char *rest = s + r;
-  for (const char *q = rest; *q != '\0'; q++)
-    if (!(isspace((unsigned char)*q) || *q == '[' || *q == ']' ||
-          is_ident(*q) || strchr("+-*/()<>:", *q) != NULL))
-      goto done;
-  sb_fmt(out,
-         "static thread_local %s%.*s (&%.*s)[]%s = "
-         "*reinterpret_cast<%s%.*s (*)[]%s>(::hipd_cpu_dyn_shared_base());",
-         quals, (int)(te - k), s + k, (int)(ne - ns), s + ns, rest, quals,
-         (int)(te - k), s + k, rest);
-  rc = 0;
-done:
-  free(c.p);
-  return rc;
-}
-
-/* Headers of the GPU toolchains: everything they declare for kernels comes
- * from hipd_cpu_device.h, so their #include lines are dropped. */
-static int gpu_header(const char *s, size_t n)
-{
-  static const char *const hs[] = {"hip/hip_runtime.h",
-                                   "hip/hip_runtime_api.h",
-                                   "cuda_runtime.h",
-                                   "cuda_runtime_api.h",
-                                   "cuda.h",
-                                   "device_launch_parameters.h",
-                                   "hip/device_functions.h",
-                                   "device_functions.h",
-                                   "hip/math_functions.h",
-                                   "math_constants.h"};
-  for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
-    if (n == strlen(hs[i]) && memcmp(s, hs[i], n) == 0)
-      return 1;
-  return 0;
-}
-
-/* If a preprocessor directive starts at @p i (at the start of a line):
- * whether it includes a GPU header. */
-static int drop_directive(const char *s, size_t len, size_t i, size_t *end)
-{
-  size_t k = i + 1, e;
-
-  while (k < len && (s[k] == ' ' || s[k] == '\t'))
-    k++;
-  if (!word_at(s, len, k, "include"))
-    return 0;
-  k += strlen("include");
-  while (k < len && (s[k] == ' ' || s[k] == '\t'))
-    k++;
-  if (k >= len || (s[k] != '<' && s[k] != '"'))
-    return 0;
-  char close = s[k] == '<' ? '>' : '"';
-  for (e = k + 1; e < len && s[e] != close && s[e] != '\n'; e++)
-    ;
-  if (e >= len || s[e] != close || !gpu_header(s + k + 1, e - k - 1))
-    return 0;
-  while (e < len && s[e] != '\n')
-    e++;
-  *end = e; /* keep the newline: line numbers stay */
-  return 1;
-}
-
-static size_t count_lines(const char *s, size_t n)
-{
-  size_t c = 0;
-  for (size_t i = 0; i < n; i++)
-    c += s[i] == '\n';
-  return c;
-}
-
-/* The end of the string or character literal opening at @p i. */
-static size_t literal_end(const char *s, size_t len, size_t i)
-{
-  char q = s[i];
-  for (i++; i < len; i++) {
-    if (s[i] == '\\')
-      i++;
-    else if (s[i] == q || s[i] == '\n')
-      return i + 1;
-  }
-  return len;
-}
-
-/* The end of the raw string literal whose '"' is at @p i. */
-static size_t raw_end(const char *s, size_t len, size_t i)
-{
-  size_t d = i + 1, p = d;
-  while (p < len && s[p] != '(' && p - d <= 16)
-    p++;
-  if (p >= len || s[p] != '(')
-    return i + 1;
-  size_t dl = p - d;
-  for (size_t k = p + 1; k + dl + 1 < len; k++)
-    if (s[k] == ')' && memcmp(s + k + 1, s + d, dl) == 0 &&
-        s[k + 1 + dl] == '"')
-      return k + dl + 2;
-  return len;
-}
-
-/*
- * Copy @p src to @p out, rewriting dynamic shared memory declarations and
- * dropping GPU header includes; line numbers are kept. @return 0, or
- * HIPD_ECOMPILE with @p log naming the line of a declaration it cannot
- * rewrite.
- */
-static int source_transform(const char *src, size_t len, sbuf_t *out, char *log,
-                            size_t logsz)
-{
-  size_t i = 0, line = 1;
-  int bol = 1; /* only whitespace so far on this line */
-
-  while (i < len) {
-    char c = src[i];
-    size_t e;
-
-    if (c == '/' && i + 1 < len && (src[i + 1] == '/' || src[i + 1] == '*')) {
-      e = skip_space(src, len, i);
-      if (e == i)
-        e = i + 1;
-      line += count_lines(src + i, e - i);
-      if (memchr(src + i, '\n', e - i) != NULL)
-        bol = 1;
-      sb_add(out, src + i, e - i);
-      i = e;
-      continue;
-    }
-    if (c == '"' || c == '\'') {
-      e = literal_end(src, len, i);
-      line += count_lines(src + i, e - i);
-      sb_add(out, src + i, e - i);
-      i = e;
-      bol = 0;
-      continue;
-    }
-    if (c == '#' && bol) {
-      if (drop_directive(src, len, i, &e)) {
-        sb_str(out, "/* GPU runtime header: provided by hipd */");
-        i = e;
-        continue;
-      }
-      /* Copy the directive, with its continuation lines. */
-      for (e = i; e < len && src[e] != '\n'; e++)
-        if (src[e] == '\\' && e + 1 < len && src[e + 1] == '\n')
-          e++;
-      line += count_lines(src + i, e - i);
-      sb_add(out, src + i, e - i);
-      i = e;
-      continue;
-    }
-    if (is_ident(c) && (i == 0 || !is_ident(src[i - 1]))) {
-      e = ident_end(src, len, i);
-      size_t n = e - i;
-      bol = 0;
-      /* raw strings: R"x(...)x", u8R, uR, UR, LR */
-      if (e < len && src[e] == '"' && src[e - 1] == 'R' &&
-          (n == 1 || (n == 2 && strchr("uUL", src[i]) != NULL) ||
-           (n == 3 && src[i] == 'u' && src[i + 1] == '8'))) {
-        size_t re = raw_end(src, len, e);
-        line += count_lines(src + i, re - i);
-        sb_add(out, src + i, re - i);
-        i = re;
-        continue;
-      }
-      if (word_at(src, len, i, "static")) {
-        size_t k = skip_space(src, len, e);
-        if (word_at(src, len, k, "__shared__")) {
-          /* `static __shared__`: __shared__ is static already */
-          sb_add(out, "      ", n);
-          i = e;
-          continue;
-        }
-      }
-      if (word_at(src, len, i, "extern")) {
-        char quals[64] = "";
-        size_t k = skip_space(src, len, e);
-        while (word_at(src, len, k, "volatile") ||
-               word_at(src, len, k, "const")) {
-          size_t qe = ident_end(src, len, k);
-          size_t ql = strlen(quals);
-          snprintf(quals + ql, sizeof(quals) - ql, "%.*s ", (int)(qe - k),
-                   src + k);
-          k = skip_space(src, len, qe);
-        }
-        if (word_at(src, len, k, "__shared__")) {
-          size_t d = k + strlen("__shared__"), semi = d;
-          while (semi < len && src[semi] != ';' && src[semi] != '{' &&
-                 src[semi] != '}')
-            semi++;
-          if (semi >= len || src[semi] != ';' ||
-              dyn_shared_rewrite(quals, src + d, semi - d, out) != 0) {
-            set_log(log, logsz,
-                    SRC_NAME ":%zu: error: unsupported dynamic shared memory "
-                             "declaration; the CPU device accepts `extern "
-                             "__shared__ T name[];`",
-                    line);
-            return HIPD_ECOMPILE;
-          }
-          size_t nl = count_lines(src + i, semi + 1 - i);
-          for (size_t q = 0; q < nl; q++)
-            sb_add(out, "\n", 1);
-          line += nl;
-          i = semi + 1;
-          continue;
-        }
-      }
-      sb_add(out, src + i, n);
-      i = e;
-      continue;
-    }
-    if (c == '\n') {
-      line++;
-      bol = 1;
-    } else if (!isspace((unsigned char)c)) {
-      bol = 0;
-    }
-    sb_add(out, &c, 1);
-    i++;
-  }
-  return 0;
-}
-
-/* The exports appended to the source: one signature function per kernel. */
-static void source_tail(sbuf_t *out, const char *const *names, size_t n)
-{
-  char sym[3 * CPU_MAX_NAME + 16];
-
-  /* No #line: diagnostics about these lines quote them, comment included
-   * (the compiler reads the quoted line from the file). */
-  sb_str(out, "\n/* hipd: exported kernel signatures */\n");
-  for (size_t i = 0; i < n; i++) {
-    cpu_kernel_symbol(names[i], sym, sizeof(sym));
-    sb_fmt(out,
-           "extern \"C\" __attribute__((visibility(\"default\"))) const "
-           "hipd_kernel_sig_t *%s(void) { static const hipd_kernel_sig_t s = "
-           "::hipd_make_sig(&%s); return &s; } /* kernel '%s' must name one "
-           "__global__ function (not overloaded) */\n",
-           sym, names[i], names[i]);
-  }
 }
 
 /* ------------------------------------------------------------- running */
@@ -727,14 +258,6 @@ static char **child_env(void)
   return env;
 }
 
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The compilers running now, by process group, so that a shutdown can
  * stop them (cpu_compile_stop_all); compiles run on libuv's pool. */
 static struct {
@@ -754,16 +277,9 @@ static int running_add(pid_t pid)
   if (running.stopped) {
     kill(-pid, SIGKILL);
     rc = HIPD_ESHUTDOWN;
-  } else if (running.n == running.cap) {
-    unsigned ncap = running.cap ? running.cap * 2 : 8;
-    pid_t *n = realloc(running.groups, ncap * sizeof(*n));
-    if (n == NULL) {
-      kill(-pid, SIGKILL);
-      rc = HIPD_ENOMEM;
-    } else {
-      running.groups = n;
-      running.cap = ncap;
-    }
+  } else if (ARRAY_GROW(running.groups, running.n, running.cap, 8) != 0) {
+    kill(-pid, SIGKILL);
+    rc = HIPD_ENOMEM;
   }
   if (rc == 0)
     running.groups[running.n++] = pid;
@@ -801,7 +317,7 @@ unsigned cpu_compile_stop_all(void)
  * @return 0 and the wait status in *status, 1 if it timed out, or a
  *         negative code if it could not be started (@p log says why).
  */
-static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
+static int run_compiler(char *const *argv, unsigned timeout_s, strbuf_t *outbuf,
                         int *status, char *log, size_t logsz)
 {
   posix_spawn_file_actions_t fa;
@@ -810,10 +326,10 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
   int pfd[2], e, timed_out = 0;
   char **env;
   pid_t pid;
-  int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+  int64_t deadline = (int64_t)util_now_ms() + (int64_t)timeout_s * 1000;
 
   if (pipe2(pfd, O_CLOEXEC) != 0) {
-    set_log(log, logsz, "cannot run the C++ compiler: pipe: %s",
+    cpu_log_set(log, logsz, "cannot run the C++ compiler: pipe: %s",
             strerror(errno));
     return HIPD_EIO;
   }
@@ -821,7 +337,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
   if (env == NULL) {
     close(pfd[0]);
     close(pfd[1]);
-    set_log(log, logsz, "out of memory");
+    cpu_log_set(log, logsz, "out of memory");
     return HIPD_ENOMEM;
   }
   posix_spawn_file_actions_init(&fa);
@@ -849,7 +365,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
   close(pfd[1]);
   if (e != 0) {
     close(pfd[0]);
-    set_log(log, logsz, "cannot run the C++ compiler %s: %s", argv[0],
+    cpu_log_set(log, logsz, "cannot run the C++ compiler %s: %s", argv[0],
             strerror(e));
     return HIPD_EIO;
   }
@@ -857,7 +373,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
     close(pfd[0]);
     while (waitpid(pid, status, 0) < 0 && errno == EINTR)
       ;
-    set_log(log, logsz, "%s", e == HIPD_ESHUTDOWN ? "hipd is stopping"
+    cpu_log_set(log, logsz, "%s", e == HIPD_ESHUTDOWN ? "hipd is stopping"
                                                   : "out of memory");
     return e;
   }
@@ -865,7 +381,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
   /* Read its output until every process of the group has closed it. */
   for (;;) {
     char buf[4096];
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - (int64_t)util_now_ms();
     struct pollfd p = {.fd = pfd[0], .events = POLLIN};
     if (left <= 0) {
       timed_out = 1;
@@ -882,7 +398,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
     if (n <= 0)
       break;
     if (outbuf->len < MAX_CAPTURE)
-      sb_add(outbuf, buf, (size_t)n);
+      strbuf_addn(outbuf, buf, (size_t)n);
   }
   close(pfd[0]);
   if (timed_out)
@@ -892,7 +408,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
     if (w == pid || (w < 0 && errno != EINTR))
       break;
     if (w == 0) {
-      if (now_ms() >= deadline) {
+      if ((int64_t)util_now_ms() >= deadline) {
         timed_out = 1;
         kill(-pid, SIGKILL);
         continue;
@@ -907,7 +423,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, sbuf_t *outbuf,
 
 /* Copy the compiler's output to @p log without the private directory's
  * name, so that diagnostics read "kernel.hip:3:5: error: ...". */
-static void log_output(const sbuf_t *o, const char *dir, char *log,
+static void log_output(const strbuf_t *o, const char *dir, char *log,
                        size_t logsz)
 {
   size_t dl = strlen(dir), used = 0;
@@ -945,7 +461,7 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
 {
   cpu_compile_cfg_t dflt = {0};
   const char *cxx, *header, *tmpdir;
-  sbuf_t src = {0}, out = {0};
+  strbuf_t src = {0}, out = {0};
   char dir[PATH_MAX], srcpath[PATH_MAX + 16], sopath[PATH_MAX + 16];
   const char **argv = NULL;
   size_t argc = 0;
@@ -957,16 +473,16 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
   if (cfg == NULL)
     cfg = &dflt;
   if (source == NULL || memchr(source, '\0', len) != NULL) {
-    set_log(log, logsz, "the kernel source contains a NUL byte");
+    cpu_log_set(log, logsz, "the kernel source contains a NUL byte");
     return HIPD_EINVAL;
   }
   if (nkernels == 0) {
-    set_log(log, logsz, "no kernel names given");
+    cpu_log_set(log, logsz, "no kernel names given");
     return HIPD_EINVAL;
   }
   for (size_t i = 0; i < nkernels; i++) {
     if (kernel_names[i] == NULL || !name_ok(kernel_names[i])) {
-      set_log(log, logsz,
+      cpu_log_set(log, logsz,
               "'%s' is not a kernel name (a C++ function name, optionally "
               "qualified or with template arguments)",
               kernel_names[i] ? kernel_names[i] : "(null)");
@@ -975,13 +491,13 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
   }
   argv = calloc(nopts + 24, sizeof(*argv));
   if (argv == NULL) {
-    set_log(log, logsz, "out of memory");
+    cpu_log_set(log, logsz, "out of memory");
     return HIPD_ENOMEM;
   }
 
   cxx = cfg->cxx != NULL ? cfg->cxx : cpu_compile_compiler();
   if (cxx == NULL || (cfg->cxx != NULL && access(cxx, X_OK) != 0)) {
-    set_log(log, logsz,
+    cpu_log_set(log, logsz,
             "no C++ compiler for the CPU device (tried %s): kernels cannot be "
             "compiled on it; install g++ or set HIPD_CXX",
             cfg->cxx ? cfg->cxx
@@ -998,7 +514,7 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
   if (header == NULL)
     header = HEADER_DEFAULT;
   if (access(header, R_OK) != 0) {
-    set_log(log, logsz, "the CPU device header %s is missing: %s", header,
+    cpu_log_set(log, logsz, "the CPU device header %s is missing: %s", header,
             strerror(errno));
     rc = HIPD_ENOENT;
     goto fail;
@@ -1021,7 +537,7 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
     const char *use;
     int ok = options[i] ? option_check(options[i], &use) : -1;
     if (ok < 0) {
-      set_log(log, logsz,
+      cpu_log_set(log, logsz,
               "compiler option '%s' is not allowed on the CPU device "
               "(allowed: -D, -U, -O0..-O3, -Os, -Ofast, -ffast-math, "
               "-std=c++17 or later, -g, -w, -Wall, -Wextra, -Werror, "
@@ -1034,12 +550,12 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
       argv[argc++] = use;
   }
 
-  rc = source_transform(source, len, &src, log, logsz);
+  rc = cpu_source_transform(source, len, &src, log, logsz);
   if (rc != 0)
     goto fail;
-  source_tail(&src, kernel_names, nkernels);
+  cpu_source_tail(&src, kernel_names, nkernels);
   if (src.oom) {
-    set_log(log, logsz, "out of memory");
+    cpu_log_set(log, logsz, "out of memory");
     rc = HIPD_ENOMEM;
     goto fail;
   }
@@ -1047,7 +563,7 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
   if (snprintf(dir, sizeof(dir), "%s/hipd-cpu-XXXXXX", tmpdir) >=
           (int)sizeof(dir) ||
       mkdtemp(dir) == NULL) {
-    set_log(log, logsz, "cannot create a directory in %s: %s", tmpdir,
+    cpu_log_set(log, logsz, "cannot create a directory in %s: %s", tmpdir,
             strerror(errno));
     rc = HIPD_EIO;
     goto fail;
@@ -1056,7 +572,7 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
   snprintf(srcpath, sizeof(srcpath), "%s/" SRC_NAME, dir);
   snprintf(sopath, sizeof(sopath), "%s/" SO_NAME, dir);
   if (write_file(srcpath, src.p, src.len) != 0) {
-    set_log(log, logsz, "cannot write %s: %s", srcpath, strerror(errno));
+    cpu_log_set(log, logsz, "cannot write %s: %s", srcpath, strerror(errno));
     rc = HIPD_EIO;
     goto fail;
   }
@@ -1083,10 +599,10 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || access(sopath, R_OK) != 0) {
     if (log != NULL && log[0] == '\0') {
       if (WIFSIGNALED(st))
-        set_log(log, logsz, "the C++ compiler was killed by signal %d",
+        cpu_log_set(log, logsz, "the C++ compiler was killed by signal %d",
                 WTERMSIG(st));
       else
-        set_log(log, logsz, "the C++ compiler failed (exit status %d)",
+        cpu_log_set(log, logsz, "the C++ compiler failed (exit status %d)",
                 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     }
     rc = HIPD_ECOMPILE;
@@ -1095,7 +611,7 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
   unlink(srcpath);
   *so_path_out = strdup(sopath);
   if (*so_path_out == NULL) {
-    set_log(log, logsz, "out of memory");
+    cpu_log_set(log, logsz, "out of memory");
     rc = HIPD_ENOMEM;
     goto fail;
   }

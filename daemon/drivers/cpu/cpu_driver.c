@@ -25,6 +25,7 @@
 #include "hipd.h"
 #include "cpu_compile.h"
 #include "cpu_runner_client.h"
+#include "util/clock.h"
 
 typedef struct {
   int dev;
@@ -462,13 +463,11 @@ static int cpu_event_destroy(driver_t *drv, int dev, void *event)
 
 static int cpu_event_record(driver_t *drv, void *event, void *stream)
 {
-  struct timespec ts;
   cpu_event_t *e = event;
 
   (void)drv;
   (void)stream;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  e->ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  e->ns = util_now_ns();
   return 0;
 }
 

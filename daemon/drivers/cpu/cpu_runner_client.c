@@ -23,6 +23,7 @@
 #include "cpu_runner_client.h"
 #include "hipd.h"
 #include "rpc.h"
+#include "util/clock.h"
 
 #ifndef LIBEXECDIR
 #define LIBEXECDIR "/usr/local/libexec"
@@ -92,14 +93,6 @@ static void set_err(char *err, size_t errsz, const char *fmt, ...)
   va_end(ap);
 }
 
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* "SIGSEGV (segmentation fault)" or "exit status 3". */
 static void describe_status(int st, char *buf, size_t size)
 {
@@ -153,7 +146,7 @@ static int rpc(cpu_runner_t *r, uint32_t op, const void *p1, size_t l1,
   struct iovec iov[3] = {{&h, sizeof(h)}, {(void *)p1, l1}, {(void *)p2, l2}};
   proto_fd_ctl_t cbuf;
   struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
-  int64_t deadline = timeout_ms ? now_ms() + timeout_ms : 0;
+  int64_t deadline = timeout_ms ? (int64_t)util_now_ms() + timeout_ms : 0;
   cpu_resp_t resp;
   ssize_t n;
 
@@ -167,7 +160,7 @@ static int rpc(cpu_runner_t *r, uint32_t op, const void *p1, size_t l1,
     struct pollfd pfd = {.fd = r->sock, .events = POLLIN};
     int wait = -1;
     if (deadline != 0) {
-      int64_t left = deadline - now_ms();
+      int64_t left = deadline - (int64_t)util_now_ms();
       if (left <= 0)
         return RPC_TIMEOUT;
       wait = left > INT32_MAX ? INT32_MAX : (int)left;
@@ -202,7 +195,7 @@ static int rpc(cpu_runner_t *r, uint32_t op, const void *p1, size_t l1,
  * @p kill_first or if it does not exit within EXIT_GRACE_MS. */
 static void runner_reap(cpu_runner_t *r, int kill_first, int *st)
 {
-  int64_t until = now_ms() + EXIT_GRACE_MS;
+  int64_t until = (int64_t)util_now_ms() + EXIT_GRACE_MS;
 
   if (r->sock >= 0)
     close(r->sock);
@@ -215,7 +208,7 @@ static void runner_reap(cpu_runner_t *r, int kill_first, int *st)
     pid_t w = waitpid(r->pid, st, WNOHANG);
     if (w == r->pid || (w < 0 && errno != EINTR))
       break;
-    if (w == 0 && now_ms() >= until) {
+    if (w == 0 && (int64_t)util_now_ms() >= until) {
       kill(r->pid, SIGKILL);
       while (waitpid(r->pid, st, 0) < 0 && errno == EINTR)
         ;

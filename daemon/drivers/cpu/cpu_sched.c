@@ -288,6 +288,9 @@ static void fctx_jump(fctx_t *to)
 {
   fsan_switch_out(NULL, &to->san);
   setcontext(&to->uc);
+  /* setcontext() returns only for a context that getcontext() and
+   * makecontext() did not make; every fctx_t here is made by them. A true
+   * assertion: no caller could go on from here. */
   abort();
 }
 
@@ -422,7 +425,9 @@ static fiber_t *fiber_new(worker_t *w)
 }
 
 /* The next fiber after @p f (round robin) that may run. One exists whenever
- * a started thread is neither finished nor waiting at the barrier. */
+ * a started thread is neither finished nor waiting at the barrier; when the
+ * invariants break anyway, NULL: the caller abandons the block and the
+ * launch fails with HIPD_EINTERNAL (a hang would be worse). */
 static fiber_t *next_runnable(worker_t *w, fiber_t *f)
 {
   for (unsigned k = 1; k <= w->nfib; k++) {
@@ -430,9 +435,14 @@ static fiber_t *next_runnable(worker_t *w, fiber_t *f)
     if (n->state == F_RUNNABLE)
       return n;
   }
-  /* Unreachable by the invariants above; a hang would be worse. */
-  fprintf(stderr, "hipd-cpu-runner: no runnable fiber (internal error)\n");
-  abort();
+  return NULL;
+}
+
+/* Leave the block for good with @p rc: back to the worker's loop. */
+static void block_abandon(worker_t *w, int rc)
+{
+  w->failed = rc;
+  fctx_jump(&w->main_fc);
 }
 
 static void publish(worker_t *w, fiber_t *to)
@@ -473,16 +483,17 @@ static int fiber_sync(hipd_cpu_ctx_t *ctx, int op, int pred)
   if (w->next_thread < w->nthreads) {
     /* Threads that have not started must reach the barrier too. */
     fiber_t *n = fiber_new(w);
-    if (n == NULL) {
-      w->failed = HIPD_ENOMEM;
-      fctx_jump(&w->main_fc); /* abandon the block */
-    }
+    if (n == NULL)
+      block_abandon(w, HIPD_ENOMEM);
     switch_to(w, f, n);
   } else if (w->arrived == w->live) {
     barrier_open(w);
     publish(w, f);
   } else {
-    switch_to(w, f, next_runnable(w, f));
+    fiber_t *n = next_runnable(w, f);
+    if (n == NULL)
+      block_abandon(w, HIPD_EINTERNAL);
+    switch_to(w, f, n);
   }
   /* Here the barrier has opened. Until it opens again every thread that
    * waited has read its result: res_* stay valid for us. */
@@ -528,6 +539,8 @@ static void fiber_main(void)
   if (w->arrived == w->live)
     barrier_open(w); /* the others only waited for this thread */
   fiber_t *n = next_runnable(w, f);
+  if (n == NULL)
+    block_abandon(w, HIPD_EINTERNAL);
   publish(w, n);
   fctx_jump(&n->fc);
 }
@@ -577,10 +590,16 @@ static void worker_run(worker_t *w, const sched_launch_t *l)
         pthread_mutex_lock(&s->lock);
         if (s->error == 0) {
           s->error = rc;
-          snprintf(s->errmsg, sizeof(s->errmsg),
-                   "cannot allocate a %zu KiB fiber stack for a GPU thread "
-                   "of block %" PRIu64 " on the CPU device",
-                   STACK_BYTES / 1024, b);
+          if (rc == HIPD_ENOMEM)
+            snprintf(s->errmsg, sizeof(s->errmsg),
+                     "cannot allocate a %zu KiB fiber stack for a GPU thread "
+                     "of block %" PRIu64 " on the CPU device",
+                     STACK_BYTES / 1024, b);
+          else
+            snprintf(s->errmsg, sizeof(s->errmsg),
+                     "internal error: no GPU thread of block %" PRIu64
+                     " can run on the CPU device",
+                     b);
         }
         pthread_mutex_unlock(&s->lock);
         atomic_store(&s->next_block, s->nblocks); /* stop the others */
