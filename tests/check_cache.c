@@ -1,9 +1,14 @@
 /* tests/check_cache.c: the compiled-kernel cache with a real loop, real
  * thread pool and a real directory: misses, memory and disk hits, restart,
- * corruption, single-flight compilation, eviction, clear. */
+ * corruption, single-flight compilation, eviction, clear; authenticated
+ * entries (planted, changed, another key's) and the checks of the
+ * directory, its key and its entries at start. */
 #include "config.h"
 
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +309,300 @@ START_TEST(test_clear)
 }
 END_TEST
 
+/* ------------------------------------------------------- authentication */
+
+/* The path of the entry for @p src in @p d. */
+static void entry_file(const char *d, const char *src, char *buf, size_t size)
+{
+  cache_key_t key;
+  char hex[2 * CACHE_KEY_SIZE + 1];
+
+  key_of(src, &key);
+  cache_key_hex(&key, hex);
+  snprintf(buf, size, "%s/%s.hkc", d, hex);
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+  ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+  ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+  close(fd);
+}
+
+/* The whole file at @p path (malloc'd; its size in *len). */
+static unsigned char *read_file(const char *path, size_t *len)
+{
+  FILE *f = fopen(path, "rb");
+  unsigned char *buf;
+  long n;
+
+  ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  buf = malloc((size_t)n + 1);
+  ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *len = (size_t)n;
+  return buf;
+}
+
+/* What an attacker who can write the directory writes at the path of the
+ * entry for @p src: a binary of their own behind a well-formed header,
+ * version 1 (with a valid SHA-256 of the payload where version 2 has its
+ * MAC) or version 2 (with that SHA-256 as a guessed MAC). The layout is
+ * the documented one: magic, header size, reserved, key, payload length,
+ * 32 bytes of checksum or MAC. */
+static void plant(const char *src, int version, const char *payload)
+{
+  unsigned char file[512];
+  uint32_t hsize = 88, reserved = 0;
+  uint64_t plen = strlen(payload);
+  cache_key_t key;
+  char path[512];
+  unsigned n = 0;
+
+  key_of(src, &key);
+  memcpy(file, version == 1 ? "HIPDKC\0\1" : "HIPDKC\0\2", 8);
+  memcpy(file + 8, &hsize, 4);
+  memcpy(file + 12, &reserved, 4);
+  memcpy(file + 16, key.b, CACHE_KEY_SIZE);
+  memcpy(file + 48, &plen, 8);
+  EVP_Digest(payload, plen, file + 56, &n, EVP_sha256(), NULL);
+  memcpy(file + 88, payload, plen);
+  entry_file(dir, src, path, sizeof(path));
+  write_file(path, file, 88 + plen);
+}
+
+/* A planted entry, old format or new, is never loaded: the kernel is
+ * compiled again and the entry counted as failing authentication. */
+START_TEST(test_planted_entry_discarded)
+{
+  cache_stats_t st;
+  result_t r;
+
+  start(1 << 20); /* makes the directory's key */
+  cache_shutdown();
+  plant("kernel-p", _i == 0 ? 1 : 2, "EVIL");
+  start(1 << 20);
+  cache_get_stats(&st);
+  ck_assert_uint_eq(st.disk_entries, 1); /* indexed, not yet read */
+  r = get("kernel-p");
+  ck_assert_int_eq(r.status, 0);
+  ck_assert_int_eq(r.source, CACHE_MISS);
+  ck_assert_str_eq(r.data, "BIN[kernel-p]");
+  ck_assert_int_eq(compiles, 1);
+  cache_get_stats(&st);
+  ck_assert_uint_eq(st.corrupt, 1);
+  ck_assert_uint_eq(st.auth_failures, 1);
+  /* The entry written in its place authenticates. */
+  cache_shutdown();
+  start(1 << 20);
+  ck_assert_int_eq(get("kernel-p").source, CACHE_HIT_DISK);
+}
+END_TEST
+
+/* A genuine entry whose payload was changed, with the SHA-256 of the new
+ * payload written where version 1 kept its checksum (all an attacker
+ * without the key can do), is discarded. */
+START_TEST(test_changed_payload_discarded)
+{
+  cache_stats_t st;
+  unsigned char *file;
+  char path[512];
+  size_t len;
+  unsigned n = 0;
+  result_t r;
+
+  start(1 << 20);
+  get("kernel-q");
+  cache_shutdown();
+  entry_file(dir, "kernel-q", path, sizeof(path));
+  file = read_file(path, &len);
+  ck_assert_uint_gt(len, 88);
+  file[88] ^= 0x20; /* "BIN[" becomes "bIN[" */
+  EVP_Digest(file + 88, len - 88, file + 56, &n, EVP_sha256(), NULL);
+  write_file(path, file, len);
+  free(file);
+  start(1 << 20);
+  r = get("kernel-q");
+  ck_assert_int_eq(r.source, CACHE_MISS);
+  ck_assert_str_eq(r.data, "BIN[kernel-q]");
+  cache_get_stats(&st);
+  ck_assert_uint_eq(st.auth_failures, 1);
+}
+END_TEST
+
+/* An entry written under another directory's key (copied between two
+ * caches) is discarded. */
+START_TEST(test_other_key_discarded)
+{
+  char other[300], from[512], to[512], cmd[400];
+  cache_stats_t st;
+  unsigned char *file;
+  size_t len;
+  result_t r;
+
+  snprintf(other, sizeof(other), "%s-other", dir);
+  ck_assert_int_eq(mkdir(other, 0700), 0);
+  ck_assert_int_eq(cache_init(&loop, other, 1 << 20, (char[256]){0}, 256), 0);
+  get("kernel-k");
+  cache_shutdown();
+  start(1 << 20); /* this directory gets a key of its own */
+  cache_shutdown();
+  entry_file(other, "kernel-k", from, sizeof(from));
+  entry_file(dir, "kernel-k", to, sizeof(to));
+  file = read_file(from, &len);
+  write_file(to, file, len);
+  free(file);
+  start(1 << 20);
+  r = get("kernel-k");
+  ck_assert_int_eq(r.source, CACHE_MISS);
+  ck_assert_int_eq(compiles, 2);
+  cache_get_stats(&st);
+  ck_assert_uint_eq(st.auth_failures, 1);
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", other);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* The key is made at first start, 0600, 32 bytes, hipd's, in a directory
+ * made 0700 whatever the umask; it is reused by the next start, so that
+ * entries stay valid across restarts. */
+START_TEST(test_key_file)
+{
+  char sub[300], keypath[320];
+  unsigned char *k1, *k2;
+  size_t n1, n2;
+  struct stat st;
+  mode_t old = umask(0);
+  char err[256] = "";
+
+  snprintf(sub, sizeof(sub), "%s/made", dir);
+  ck_assert_int_eq(cache_init(&loop, sub, 1 << 20, err, sizeof(err)), 0);
+  umask(old);
+  ck_assert_int_eq(lstat(sub, &st), 0);
+  ck_assert_uint_eq(st.st_mode & 07777, 0700);
+  snprintf(keypath, sizeof(keypath), "%s/.hmac-key", sub);
+  ck_assert_msg(lstat(keypath, &st) == 0, "%s: %s", keypath, strerror(errno));
+  ck_assert(S_ISREG(st.st_mode));
+  ck_assert_uint_eq(st.st_mode & 07777, 0600);
+  ck_assert_uint_eq(st.st_uid, geteuid());
+  ck_assert_int_eq(st.st_size, 32);
+  k1 = read_file(keypath, &n1);
+  ck_assert_int_eq(get("kernel-r").source, CACHE_MISS);
+  cache_shutdown();
+  ck_assert_int_eq(cache_init(&loop, sub, 1 << 20, err, sizeof(err)), 0);
+  k2 = read_file(keypath, &n2);
+  ck_assert_mem_eq(k1, k2, 32);
+  ck_assert_int_eq(get("kernel-r").source, CACHE_HIT_DISK);
+  ck_assert_int_eq(compiles, 1);
+  free(k1);
+  free(k2);
+}
+END_TEST
+
+/* What cache_init refuses, and the message that says why. */
+static void refused(const char *path, const char *want)
+{
+  char err[512] = "";
+  int rc = cache_init(&loop, path, 1 << 20, err, sizeof(err));
+
+  if (rc == 0)
+    cache_shutdown();
+  ck_assert_msg(rc == HIPD_EPERM, "%s: started (%d: %s), expected \"%s\"", path,
+                rc, err, want);
+  ck_assert_msg(strstr(err, want) != NULL, "\"%s\" does not say \"%s\"", err,
+                want);
+}
+
+START_TEST(test_directory_refused)
+{
+  char path[400], want[700], entry[512];
+
+  /* Group- or world-writable. */
+  ck_assert_int_eq(chmod(dir, 0777), 0);
+  snprintf(want, sizeof(want),
+           "cache directory %s is writable by its group or others (mode 0777)",
+           dir);
+  refused(dir, want);
+  ck_assert_int_eq(chmod(dir, 0770), 0);
+  refused(dir, "is writable by its group or others (mode 0770)");
+  ck_assert_int_eq(chmod(dir, 0700), 0);
+
+  /* A symbolic link to a good directory, with or without a slash. */
+  snprintf(path, sizeof(path), "%s-link", dir);
+  ck_assert_int_eq(symlink(dir, path), 0);
+  snprintf(want, sizeof(want), "cache directory %s is a symbolic link", path);
+  refused(path, want);
+  strcat(path, "/");
+  refused(path, "is a symbolic link");
+  path[strlen(path) - 1] = '\0';
+  unlink(path);
+
+  /* The key: readable by others, the wrong size, a link. */
+  start(1 << 20);
+  cache_shutdown();
+  snprintf(path, sizeof(path), "%s/.hmac-key", dir);
+  ck_assert_int_eq(chmod(path, 0640), 0);
+  refused(dir, "is readable or writable by its group or others (mode 0640)");
+  ck_assert_int_eq(chmod(path, 0600), 0);
+  ck_assert_int_eq(truncate(path, 16), 0);
+  refused(dir, "has 16 bytes, not 32");
+  unlink(path);
+  ck_assert_int_eq(symlink("/dev/null", path), 0);
+  refused(dir, "is a symbolic link");
+  unlink(path);
+
+  /* An entry file writable by others, or a link. */
+  start(1 << 20);
+  get("kernel-s");
+  cache_shutdown();
+  entry_file(dir, "kernel-s", entry, sizeof(entry));
+  ck_assert_int_eq(chmod(entry, 0666), 0);
+  snprintf(want, sizeof(want),
+           "cache entry %s is writable by its group or others (mode 0666)",
+           entry);
+  refused(dir, want);
+  unlink(entry);
+  ck_assert_int_eq(symlink(path, entry), 0);
+  refused(dir, "is a symbolic link");
+  unlink(entry);
+  start(1 << 20); /* all is well again */
+}
+END_TEST
+
+/* Owned by another uid: the directory, the key, an entry. Needs root to
+ * give a file away. */
+START_TEST(test_owner_refused)
+{
+  char path[400], want[512];
+
+  if (geteuid() != 0) {
+    fprintf(stderr, "check_cache: not root: the ownership checks are not "
+                    "tested\n");
+    return;
+  }
+  start(1 << 20);
+  get("kernel-o");
+  cache_shutdown();
+  ck_assert_int_eq(chown(dir, 4242, (gid_t)-1), 0);
+  snprintf(want, sizeof(want),
+           "cache directory %s is owned by uid 4242, not hipd's uid 0", dir);
+  refused(dir, want);
+  ck_assert_int_eq(chown(dir, 0, (gid_t)-1), 0);
+  snprintf(path, sizeof(path), "%s/.hmac-key", dir);
+  ck_assert_int_eq(chown(path, 4242, (gid_t)-1), 0);
+  refused(dir, "hmac-key is owned by uid 4242, not hipd's uid 0");
+  ck_assert_int_eq(chown(path, 0, (gid_t)-1), 0);
+  entry_file(dir, "kernel-o", path, sizeof(path));
+  ck_assert_int_eq(chown(path, 4242, (gid_t)-1), 0);
+  refused(dir, ".hkc is owned by uid 4242, not hipd's uid 0");
+}
+END_TEST
+
 static Suite *cache_suite(void)
 {
   Suite *s = suite_create("cache");
@@ -319,6 +618,17 @@ static Suite *cache_suite(void)
   tcase_add_test(tc, test_concurrent_single_compile);
   tcase_add_test(tc, test_eviction_lru);
   tcase_add_test(tc, test_clear);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("authentication");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 30);
+  tcase_add_loop_test(tc, test_planted_entry_discarded, 0, 2);
+  tcase_add_test(tc, test_changed_payload_discarded);
+  tcase_add_test(tc, test_other_key_discarded);
+  tcase_add_test(tc, test_key_file);
+  tcase_add_test(tc, test_directory_refused);
+  tcase_add_test(tc, test_owner_refused);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -208,6 +208,291 @@ START_TEST(test_cache_concurrent)
 }
 END_TEST
 
+/* ------------------------------------------------- cache authentication */
+
+/* A kernel an attacker would like to see run as vecadd: it subtracts. */
+static const char EVIL_SRC[] =
+    "extern \"C\" __global__ void vecadd(const float *a, const float *b,\n"
+    "                                    float *c, int n)\n"
+    "{\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n)\n"
+    "    c[i] = a[i] - b[i];\n"
+    "}\n";
+
+enum { ENTRY_HEADER = 88 }; /* the documented header before the payload */
+
+static unsigned char *file_read(const char *path, size_t *len)
+{
+  struct stat st;
+  unsigned char *buf;
+  int fd = open(path, O_RDONLY);
+
+  ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+  ck_assert_int_eq(fstat(fd, &st), 0);
+  buf = xmalloc((size_t)st.st_size + 1);
+  ck_assert_int_eq(read(fd, buf, (size_t)st.st_size), st.st_size);
+  close(fd);
+  *len = (size_t)st.st_size;
+  return buf;
+}
+
+static void file_write(const char *path, const void *data, size_t len)
+{
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+  ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+  ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+  close(fd);
+}
+
+/* SHA-256 of @p len bytes, by sha256sum(1) (this program does not link
+ * libcrypto). */
+static void sha256_of(const void *data, size_t len, unsigned char out[32])
+{
+  const char *tmp = harness_temp_path("payload");
+  char cmd[400], hex[65] = "";
+  FILE *f;
+
+  file_write(tmp, data, len);
+  snprintf(cmd, sizeof(cmd), "sha256sum < '%s'", tmp);
+  f = popen(cmd, "r");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(fscanf(f, "%64s", hex), 1);
+  pclose(f);
+  for (int i = 0; i < 32; i++)
+    ck_assert_int_eq(sscanf(hex + 2 * i, "%2hhx", &out[i]), 1);
+  unlink(tmp);
+}
+
+/* Compile @p src through the cache of a daemon on @p dir and stop it;
+ * @return the one entry it wrote, in @p entry. */
+static void cache_one(const char *dir, const char *src, char *entry,
+                      size_t size)
+{
+  harness_daemon_t *d = start_with_cache(dir);
+  hipd_conn_t *conn = connect_to(d);
+  int dev = 0;
+  hipd_kernel_t k = compile(conn, dev, src, "vecadd", NULL);
+
+  OK(conn, hipd_kernel_destroy(conn, k));
+  hipd_close(conn);
+  stop_daemon(d);
+  ck_assert_int_eq(cache_entries(dir, entry, size), 1);
+}
+
+/* A restarted daemon on @p dir: compile_cached of @p src must compile
+ * anew (cache "miss"), run correctly, and log and count the entry it
+ * found as failing authentication. */
+static void expect_discarded(const char *dir, const char *src)
+{
+  harness_daemon_t *d = start_with_cache(dir);
+  hipd_conn_t *conn = connect_to(d);
+
+  cached_run(conn, src, 0, "miss");
+  ck_assert_int_eq(stat_of(conn, "misses"), 1);
+  ck_assert_int_eq(stat_of(conn, "hits_disk"), 0);
+  ck_assert_int_eq(stat_of(conn, "corrupt"), 1);
+  ck_assert_int_eq(stat_of(conn, "auth_failures"), 1);
+  ck_assert_msg(harness_log_wait(d, "failed authentication: discarded", 5000),
+                "the log does not say the entry failed authentication");
+  hipd_close(conn);
+  stop_daemon(d);
+}
+
+/* A binary planted at the path of vecadd's entry, behind a well-formed
+ * version-1 header with a valid checksum (all an attacker who could write
+ * the directory needs for the old format), is never run: the daemon
+ * compiles vecadd again and the launch adds. */
+START_TEST(test_cache_planted_entry)
+{
+  char dir[256], evil_dir[256], entry[512], evil[512];
+  char *src = fresh_source(VECADD_SRC, "planted");
+  char *bad = fresh_source(EVIL_SRC, "planted");
+  unsigned char *genuine, *payload, *file;
+  size_t glen, plen;
+  uint32_t hsize = ENTRY_HEADER, reserved = 0;
+  uint64_t len64;
+
+  cache_dir_make(dir, sizeof(dir));
+  cache_dir_make(evil_dir, sizeof(evil_dir));
+  cache_one(evil_dir, bad, evil, sizeof(evil));
+  cache_one(dir, src, entry, sizeof(entry));
+  genuine = file_read(entry, &glen);
+  payload = file_read(evil, &plen);
+  ck_assert_uint_gt(plen, ENTRY_HEADER);
+  plen -= ENTRY_HEADER;
+  len64 = plen;
+  file = xmalloc(ENTRY_HEADER + plen);
+  memcpy(file, "HIPDKC\0\1", 8);
+  memcpy(file + 8, &hsize, 4);
+  memcpy(file + 12, &reserved, 4);
+  memcpy(file + 16, genuine + 16, 32); /* vecadd's key */
+  memcpy(file + 48, &len64, 8);
+  memcpy(file + ENTRY_HEADER, payload + ENTRY_HEADER, plen);
+  sha256_of(file + ENTRY_HEADER, plen, file + 56);
+  file_write(entry, file, ENTRY_HEADER + plen);
+  expect_discarded(dir, src);
+  free(file);
+  free(payload);
+  free(genuine);
+  cache_dir_remove(evil_dir);
+  cache_dir_remove(dir);
+  free(bad);
+  free(src);
+}
+END_TEST
+
+/* A genuine entry with one payload byte changed is discarded. */
+START_TEST(test_cache_changed_entry)
+{
+  char dir[256], entry[512];
+  char *src = fresh_source(VECADD_SRC, "changed");
+  unsigned char *file;
+  size_t len;
+
+  cache_dir_make(dir, sizeof(dir));
+  cache_one(dir, src, entry, sizeof(entry));
+  file = file_read(entry, &len);
+  ck_assert_uint_gt(len, ENTRY_HEADER + 16);
+  file[ENTRY_HEADER + (len - ENTRY_HEADER) / 2] ^= 0x01;
+  /* What version 1 would have accepted: the checksum made to match. */
+  sha256_of(file + ENTRY_HEADER, len - ENTRY_HEADER, file + 56);
+  file_write(entry, file, len);
+  free(file);
+  expect_discarded(dir, src);
+  cache_dir_remove(dir);
+  free(src);
+}
+END_TEST
+
+/* An entry copied from the cache of a daemon with another key (another
+ * directory) is discarded. */
+START_TEST(test_cache_other_key)
+{
+  char dir[256], other[256], entry[512], there[512];
+  char *src = fresh_source(VECADD_SRC, "other-key");
+  unsigned char *file;
+  const char *name;
+  size_t len;
+
+  cache_dir_make(dir, sizeof(dir));
+  cache_dir_make(other, sizeof(other));
+  cache_one(other, src, there, sizeof(there));
+  /* The first daemon's own key, then the foreign entry beside it. */
+  stop_daemon(start_with_cache(dir));
+  file = file_read(there, &len);
+  name = strrchr(there, '/') + 1;
+  snprintf(entry, sizeof(entry), "%s/%s", dir, name);
+  file_write(entry, file, len);
+  free(file);
+  expect_discarded(dir, src);
+  cache_dir_remove(other);
+  cache_dir_remove(dir);
+  free(src);
+}
+END_TEST
+
+/* The key is made at first start, 0600 and hipd's, and is the same after
+ * a restart, where the entry is a disk hit. */
+START_TEST(test_cache_key_reused)
+{
+  char dir[256], entry[512], key[300];
+  char *src = fresh_source(VECADD_SRC, "key");
+  unsigned char *k1, *k2;
+  size_t n1, n2;
+  harness_daemon_t *d;
+  hipd_conn_t *conn;
+  struct stat st;
+
+  cache_dir_make(dir, sizeof(dir));
+  cache_one(dir, src, entry, sizeof(entry));
+  snprintf(key, sizeof(key), "%s/.hmac-key", dir);
+  ck_assert_msg(lstat(key, &st) == 0, "%s: %s", key, strerror(errno));
+  ck_assert(S_ISREG(st.st_mode));
+  ck_assert_uint_eq(st.st_mode & 07777, 0600);
+  ck_assert_uint_eq(st.st_uid, geteuid());
+  ck_assert_int_eq(st.st_size, 32);
+  k1 = file_read(key, &n1);
+  d = start_with_cache(dir);
+  conn = connect_to(d);
+  cached_run(conn, src, 0, "disk");
+  ck_assert_int_eq(stat_of(conn, "hits_disk"), 1);
+  ck_assert_int_eq(stat_of(conn, "auth_failures"), 0);
+  hipd_close(conn);
+  stop_daemon(d);
+  k2 = file_read(key, &n2);
+  ck_assert_mem_eq(k1, k2, 32);
+  free(k1);
+  free(k2);
+  cache_dir_remove(dir);
+  free(src);
+}
+END_TEST
+
+/* hipd on @p dir must refuse to start and say @p want. */
+static void start_refused(const char *dir, const char *want)
+{
+  const char *args[] = {"--cpu-devices", "2", "--cache-dir", dir, NULL};
+  harness_daemon_t *d = harness_spawn(NULL, args);
+  int code;
+
+  ck_assert_ptr_nonnull(d);
+  code = harness_wait_exit(d, 20000);
+  if (code == -1 || !harness_log_contains(d, want))
+    harness_log_dump(d);
+  ck_assert_msg(code > 0, "hipd on %s: exit %d, expected a refusal", dir, code);
+  ck_assert_msg(harness_log_contains(d, want), "the log does not say \"%s\"",
+                want);
+  harness_free(d);
+}
+
+/* A cache directory someone else could have written makes hipd refuse to
+ * start, and say why. */
+START_TEST(test_cache_dir_refused)
+{
+  char dir[256], link[300], want[600], key[300];
+
+  cache_dir_make(dir, sizeof(dir));
+  ck_assert_int_eq(chmod(dir, 0777), 0);
+  snprintf(want, sizeof(want),
+           "cache directory %s is writable by its group or others (mode 0777)",
+           dir);
+  start_refused(dir, want);
+  ck_assert_int_eq(chmod(dir, 0700), 0);
+
+  snprintf(link, sizeof(link), "%s-link", dir);
+  ck_assert_int_eq(symlink(dir, link), 0);
+  snprintf(want, sizeof(want), "cache directory %s is a symbolic link", link);
+  start_refused(link, want);
+  unlink(link);
+
+  stop_daemon(start_with_cache(dir)); /* makes the key */
+  snprintf(key, sizeof(key), "%s/.hmac-key", dir);
+  ck_assert_int_eq(chmod(key, 0644), 0);
+  snprintf(want, sizeof(want),
+           "cache key file %s is readable or writable by its group or others "
+           "(mode 0644)",
+           key);
+  start_refused(dir, want);
+  ck_assert_int_eq(chmod(key, 0600), 0);
+
+  if (geteuid() == 0) {
+    ck_assert_int_eq(chown(dir, 4242, (gid_t)-1), 0);
+    snprintf(want, sizeof(want),
+             "cache directory %s is owned by uid 4242, not hipd's uid 0", dir);
+    start_refused(dir, want);
+    ck_assert_int_eq(chown(dir, 0, (gid_t)-1), 0);
+  } else {
+    fprintf(stderr, "check_kernels: not root: a cache directory of another "
+                    "uid is not tested\n");
+  }
+  stop_daemon(start_with_cache(dir)); /* all is well again */
+  cache_dir_remove(dir);
+}
+END_TEST
+
+
 static Suite *kernels_cache_suite(void)
 {
   Suite *s = suite_create("kernels_cache");
@@ -217,6 +502,15 @@ static Suite *kernels_cache_suite(void)
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_cache_persistence);
   tcase_add_test(tc, test_cache_concurrent);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("cache_authentication");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_cache_planted_entry);
+  tcase_add_test(tc, test_cache_changed_entry);
+  tcase_add_test(tc, test_cache_other_key);
+  tcase_add_test(tc, test_cache_key_reused);
+  tcase_add_test(tc, test_cache_dir_refused);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -4,7 +4,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/params.h>
+#include <openssl/rand.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,18 +23,32 @@
 
 #define NBUCKETS 4096
 #define LOG_SIZE 16384
-#define MAGIC "HIPDKC\0\1"
+/* Version 2 of the format: entries carry an HMAC instead of version 1's
+ * bare SHA-256, so that an entry hipd did not write is never loaded. */
+#define MAGIC "HIPDKC\0\2"
 #define SUFFIX ".hkc"
+#define KEY_FILE ".hmac-key"
+#define MAC_KEY_SIZE 32
+#define MAC_SIZE 32
 
-/* On-disk entry: this header, then the payload. */
+/* On-disk entry: this header, then the payload. The MAC is HMAC-SHA-256,
+ * with the key of KEY_FILE, over the header up to the MAC (magic, sizes,
+ * the entry's key, the payload length) and then the payload. */
 typedef struct {
   char magic[8];
   uint32_t header_size;
   uint32_t reserved;
   uint8_t key[CACHE_KEY_SIZE];
   uint64_t payload_len;
-  uint8_t checksum[CACHE_KEY_SIZE]; /* SHA-256 of the payload */
+  uint8_t mac[MAC_SIZE]; /* HMAC-SHA-256 of all of the above + payload */
 } disk_header_t;
+
+_Static_assert(offsetof(disk_header_t, mac) == 56 &&
+                   sizeof(disk_header_t) == 88,
+               "the header has no padding: its bytes are what the MAC covers");
+
+/* Why a disk entry was discarded (pending_t.corrupt). */
+enum { DISK_OK = 0, DISK_CORRUPT, DISK_UNAUTHENTICATED };
 
 typedef struct mem_entry {
   cache_key_t key;
@@ -64,7 +83,7 @@ typedef struct pending {
   void *data;
   size_t len;
   cache_source_t source;
-  int corrupt; /* a bad disk entry was removed */
+  int corrupt; /* DISK_CORRUPT or DISK_UNAUTHENTICATED: an entry removed */
   int stored;  /* written to disk */
   uint64_t disk_size;
   char log[LOG_SIZE];
@@ -77,6 +96,9 @@ struct cache_keyer {
 static struct {
   uv_loop_t *loop;
   char *dir;
+  int dfd;                       /* dir, opened and checked at start */
+  EVP_MAC *hmac;                 /* fetched once, shared by threads */
+  uint8_t mac_key[MAC_KEY_SIZE]; /* the contents of KEY_FILE */
   uint64_t max_bytes;
   mem_entry_t *mem[NBUCKETS];
   mem_entry_t *oldest, *newest;
@@ -84,7 +106,7 @@ static struct {
   pending_t *pending[NBUCKETS];
   unsigned npending; /* entries of pending[] */
   cache_stats_t st;
-} C;
+} C = {.dfd = -1};
 
 /* ------------------------------------------------------------------- keys */
 
@@ -189,11 +211,28 @@ static uint64_t use_stamp(void)
   return last;
 }
 
-static void sha256(const void *data, size_t len, uint8_t out[32])
+/* The authenticator of an entry: HMAC-SHA-256 with C.mac_key over @p h
+ * up to its mac field, then the payload. Any thread. @return 0, or -1 if
+ * libcrypto failed (the entry is then neither written nor trusted). */
+static int entry_mac(const disk_header_t *h, const void *data, size_t len,
+                     uint8_t out[MAC_SIZE])
 {
-  unsigned n = 0;
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0),
+      OSSL_PARAM_construct_end(),
+  };
+  EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(C.hmac);
+  size_t n = 0;
+  int ok;
 
-  EVP_Digest(data, len, out, &n, EVP_sha256(), NULL);
+  ok = ctx != NULL &&
+       EVP_MAC_init(ctx, C.mac_key, sizeof(C.mac_key), params) == 1 &&
+       EVP_MAC_update(ctx, (const unsigned char *)h,
+                      offsetof(disk_header_t, mac)) == 1 &&
+       EVP_MAC_update(ctx, data, len) == 1 &&
+       EVP_MAC_final(ctx, out, &n, MAC_SIZE) == 1 && n == MAC_SIZE;
+  EVP_MAC_CTX_free(ctx);
+  return ok ? 0 : -1;
 }
 
 /* ------------------------------------------------------------------ blobs */
@@ -279,12 +318,18 @@ static void mem_insert(const cache_key_t *key, cache_blob_t *blob)
 
 /* -------------------------------------------------------------- disk tier */
 
-static void entry_path(const cache_key_t *key, char *buf, size_t size)
-{
-  char hex[2 * CACHE_KEY_SIZE + 1];
+/* An entry's file name, relative to C.dfd. */
+typedef struct {
+  char s[2 * CACHE_KEY_SIZE + sizeof(SUFFIX)];
+} entry_name_t;
 
-  cache_key_hex(key, hex);
-  snprintf(buf, size, "%s/%s%s", C.dir, hex, SUFFIX);
+static entry_name_t entry_name(const cache_key_t *key)
+{
+  entry_name_t n;
+
+  cache_key_hex(key, n.s);
+  memcpy(n.s + 2 * CACHE_KEY_SIZE, SUFFIX, sizeof(SUFFIX));
+  return n;
 }
 
 static disk_entry_t *disk_find(const cache_key_t *key)
@@ -327,20 +372,28 @@ static void disk_forget(disk_entry_t *e)
   free(e);
 }
 
+/* A removal on the pool holds its own descriptor of the directory: it
+ * may run after cache_shutdown() closed C.dfd. */
 typedef struct {
   uv_work_t work;
-  char path[4096];
+  int dfd;
+  entry_name_t name;
 } unlink_job_t;
 
 static void unlink_work(uv_work_t *w)
 {
-  unlink(((unlink_job_t *)w)->path);
+  unlink_job_t *j = (unlink_job_t *)w;
+
+  unlinkat(j->dfd, j->name.s, 0);
 }
 
 static void unlink_after(uv_work_t *w, int status)
 {
+  unlink_job_t *j = (unlink_job_t *)w;
+
   (void)status;
-  free(w);
+  close(j->dfd);
+  free(j);
 }
 
 static void unlink_async(const cache_key_t *key)
@@ -349,7 +402,12 @@ static void unlink_async(const cache_key_t *key)
 
   if (j == NULL)
     return;
-  entry_path(key, j->path, sizeof(j->path));
+  j->dfd = fcntl(C.dfd, F_DUPFD_CLOEXEC, 0);
+  if (j->dfd < 0) {
+    free(j);
+    return;
+  }
+  j->name = entry_name(key);
   uv_queue_work(C.loop, &j->work, unlink_work, unlink_after);
 }
 
@@ -402,80 +460,98 @@ static int read_all(int fd, void *p, size_t n)
   return 0;
 }
 
-/* Pool thread: write an entry atomically. */
+/* Pool thread: write an authenticated entry atomically (a 0600 temporary
+ * file, synced, renamed into place). @return 0 or -1. */
 static int disk_store(const cache_key_t *key, const void *data, size_t len)
 {
-  char path[4096], tmp[4200];
+  entry_name_t name = entry_name(key);
+  char tmp[64];
   disk_header_t h = {0};
-  int fd, dfd;
+  int fd;
 
-  entry_path(key, path, sizeof(path));
-  snprintf(tmp, sizeof(tmp), "%s/.tmp-%d-%lx", C.dir, (int)getpid(),
+  snprintf(tmp, sizeof(tmp), ".tmp-%d-%lx", (int)getpid(),
            (unsigned long)(uintptr_t)data ^ (unsigned long)time(NULL));
-  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return -1;
   memcpy(h.magic, MAGIC, 8);
   h.header_size = sizeof(h);
   memcpy(h.key, key->b, CACHE_KEY_SIZE);
   h.payload_len = len;
-  sha256(data, len, h.checksum);
+  if (entry_mac(&h, data, len, h.mac) != 0)
+    return -1;
+  fd = openat(C.dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+              0600);
+  if (fd < 0)
+    return -1;
   if (write_all(fd, &h, sizeof(h)) != 0 || write_all(fd, data, len) != 0 ||
       fsync(fd) != 0) {
     close(fd);
-    unlink(tmp);
+    unlinkat(C.dfd, tmp, 0);
     return -1;
   }
   close(fd);
-  if (rename(tmp, path) != 0) {
-    unlink(tmp);
+  if (renameat(C.dfd, tmp, C.dfd, name.s) != 0) {
+    unlinkat(C.dfd, tmp, 0);
     return -1;
   }
-  dfd = open(C.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
+  fsync(C.dfd);
   return 0;
 }
 
-/* Pool thread: load and verify an entry. @return 0 with *data, -ENOENT
- * when there is none, -EBADMSG when it was corrupt (and is now removed). */
-static int disk_load(const cache_key_t *key, void **data, size_t *len)
+/* Pool thread: load and verify an entry. @return 0 with *data; -ENOENT
+ * when there is none; -EBADMSG when it was bad and is now removed, with
+ * *why DISK_CORRUPT (truncated, sizes that disagree) or
+ * DISK_UNAUTHENTICATED (not a regular file of ours, another format
+ * version, another key in the header, or a MAC that does not verify:
+ * planted, changed, or written with another key). */
+static int disk_load(const cache_key_t *key, void **data, size_t *len,
+                     int *why_out)
 {
-  char path[4096];
+  entry_name_t name = entry_name(key);
   disk_header_t h;
   struct stat st;
-  uint8_t sum[32];
+  uint8_t mac[MAC_SIZE];
   void *buf = NULL;
-  int fd;
+  int fd, why = DISK_UNAUTHENTICATED;
 
-  entry_path(key, path, sizeof(path));
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  fd = openat(C.dfd, name.s, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT)
     return -ENOENT;
-  if (fstat(fd, &st) != 0 || read_all(fd, &h, sizeof(h)) != 0 ||
-      memcmp(h.magic, MAGIC, 8) != 0 || h.header_size != sizeof(h) ||
-      memcmp(h.key, key->b, CACHE_KEY_SIZE) != 0 ||
-      h.payload_len != (uint64_t)st.st_size - sizeof(h))
-    goto corrupt;
+  if (fd < 0) { /* e.g. ELOOP: a symbolic link */
+    unlinkat(C.dfd, name.s, 0);
+    *why_out = DISK_UNAUTHENTICATED;
+    return -EBADMSG;
+  }
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & 022) != 0)
+    goto bad;
+  why = DISK_CORRUPT;
+  if (read_all(fd, &h, sizeof(h)) != 0)
+    goto bad;
+  why = DISK_UNAUTHENTICATED;
+  if (memcmp(h.magic, MAGIC, 8) != 0 || h.header_size != sizeof(h) ||
+      memcmp(h.key, key->b, CACHE_KEY_SIZE) != 0)
+    goto bad;
+  why = DISK_CORRUPT;
+  if (h.payload_len != (uint64_t)st.st_size - sizeof(h))
+    goto bad;
   buf = malloc(h.payload_len ? h.payload_len : 1);
   if (buf == NULL || read_all(fd, buf, h.payload_len) != 0)
-    goto corrupt;
-  sha256(buf, h.payload_len, sum);
-  if (memcmp(sum, h.checksum, 32) != 0)
-    goto corrupt;
-  close(fd);
+    goto bad;
+  why = DISK_UNAUTHENTICATED;
+  if (entry_mac(&h, buf, h.payload_len, mac) != 0 ||
+      CRYPTO_memcmp(mac, h.mac, MAC_SIZE) != 0)
+    goto bad;
   /* Mark it used, for LRU eviction across restarts. */
-  utimensat(AT_FDCWD, path, NULL, 0);
+  futimens(fd, NULL);
+  close(fd);
   *data = buf;
   *len = h.payload_len;
   return 0;
 
-corrupt:
+bad:
   free(buf);
   close(fd);
-  unlink(path);
+  unlinkat(C.dfd, name.s, 0);
+  *why_out = why;
   return -EBADMSG;
 }
 
@@ -510,12 +586,12 @@ static void get_work(uv_work_t *w)
 
   p->log[0] = '\0';
   if (C.dir != NULL && !p->refresh) {
-    int rc = disk_load(&p->key, &p->data, &p->len);
-    if (rc == 0) {
+    int why = DISK_OK;
+    if (disk_load(&p->key, &p->data, &p->len, &why) == 0) {
       p->source = CACHE_HIT_DISK;
       return;
     }
-    p->corrupt = rc == -EBADMSG;
+    p->corrupt = why;
   }
   p->source = CACHE_MISS;
   p->status = p->fn(p->arg, &p->data, &p->len, p->log, sizeof(p->log));
@@ -536,11 +612,17 @@ static void get_after(uv_work_t *w, int status)
   if (status != 0 && p->status == 0)
     p->status = HIPD_ECANCELED;
   if (p->corrupt) {
-    C.st.corrupt++;
+    char hex[2 * CACHE_KEY_SIZE + 1];
     disk_entry_t *e = disk_find(&p->key);
     if (e != NULL)
       disk_forget(e);
-    log_warn(0, "kernel cache: a corrupt entry was discarded");
+    cache_key_hex(&p->key, hex);
+    C.st.corrupt++;
+    if (p->corrupt == DISK_UNAUTHENTICATED)
+      C.st.auth_failures++;
+    log_warn(0, "kernel cache: entry %.16s... %s: discarded", hex,
+             p->corrupt == DISK_UNAUTHENTICATED ? "failed authentication"
+                                                : "is truncated");
   }
   if (p->status == 0) {
     blob = malloc(sizeof(*blob) + p->len);
@@ -702,11 +784,206 @@ static int mkdir_p(const char *path, mode_t mode)
   return mkdir(buf, mode) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* What hipd asks of everything in the cache directory: its own, and
+ * writable by nobody else (@p forbidden: the mode bits that must be
+ * clear). @return 0, or HIPD_EPERM with the reason in @p err. */
+static int check_owner(const char *what, const char *path,
+                       const struct stat *st, mode_t forbidden, char *err,
+                       size_t errlen)
+{
+  if (st->st_uid != geteuid()) {
+    snprintf(err, errlen, "%s %s is owned by uid %u, not hipd's uid %u", what,
+             path, (unsigned)st->st_uid, (unsigned)geteuid());
+    return HIPD_EPERM;
+  }
+  if ((st->st_mode & forbidden) != 0) {
+    snprintf(err, errlen, "%s %s is %s by its group or others (mode %04o)",
+             what, path, forbidden & 044 ? "readable or writable" : "writable",
+             (unsigned)(st->st_mode & 07777));
+    return HIPD_EPERM;
+  }
+  return 0;
+}
+
+/* Create KEY_FILE with fresh random bytes: written to a temporary file
+ * (O_EXCL, O_NOFOLLOW, 0600) and linked into place, so that no reader
+ * ever sees a partial key; if another hipd linked its key first, that one
+ * stays. @return 0 or a negative code with @p err. */
+static int key_create(char *err, size_t errlen)
+{
+  uint8_t k[MAC_KEY_SIZE];
+  char tmp[64];
+  int fd, rc = 0;
+
+  if (RAND_bytes(k, sizeof(k)) != 1) {
+    snprintf(err, errlen,
+             "cannot make the cache's authentication key: the "
+             "random generator failed");
+    return HIPD_EIO;
+  }
+  snprintf(tmp, sizeof(tmp), ".tmp-key-%d", (int)getpid());
+  unlinkat(C.dfd, tmp, 0); /* ours from a run that died here */
+  fd = openat(C.dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+              0600);
+  if (fd < 0 || fchmod(fd, 0600) != 0 || write_all(fd, k, sizeof(k)) != 0 ||
+      fsync(fd) != 0 ||
+      (linkat(C.dfd, tmp, C.dfd, KEY_FILE, 0) != 0 && errno != EEXIST)) {
+    snprintf(err, errlen, "cannot create the cache key file %s/%s: %s", C.dir,
+             KEY_FILE, strerror(errno));
+    rc = HIPD_EIO;
+  } else {
+    fsync(C.dfd);
+    log_info(0, "kernel cache: created the authentication key %s/%s", C.dir,
+             KEY_FILE);
+  }
+  if (fd >= 0)
+    close(fd);
+  unlinkat(C.dfd, tmp, 0);
+  OPENSSL_cleanse(k, sizeof(k));
+  return rc;
+}
+
+/* Read KEY_FILE into C.mac_key, creating it at first start. Refuses a key
+ * that is not a regular file of hipd's euid, exactly MAC_KEY_SIZE bytes,
+ * with no permission for group or others. @return 0 or a negative code. */
+static int key_load(char *err, size_t errlen)
+{
+  char path[4200];
+  struct stat st;
+  int fd, rc;
+
+  snprintf(path, sizeof(path), "%s/%s", C.dir, KEY_FILE);
+  fd = openat(C.dfd, KEY_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) {
+    if ((rc = key_create(err, errlen)) != 0)
+      return rc;
+    fd =
+        openat(C.dfd, KEY_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  }
+  if (fd < 0) {
+    if (errno == ELOOP)
+      snprintf(err, errlen, "cache key file %s is a symbolic link", path);
+    else
+      snprintf(err, errlen, "cannot open the cache key file %s: %s", path,
+               strerror(errno));
+    return errno == ELOOP ? HIPD_EPERM : HIPD_EIO;
+  }
+  rc = HIPD_EPERM;
+  if (fstat(fd, &st) != 0) {
+    snprintf(err, errlen, "cannot stat the cache key file %s: %s", path,
+             strerror(errno));
+    rc = HIPD_EIO;
+  } else if (!S_ISREG(st.st_mode)) {
+    snprintf(err, errlen, "cache key file %s is not a regular file", path);
+  } else if (check_owner("cache key file", path, &st, 077, err, errlen) != 0) {
+    /* err says why */
+  } else if (st.st_size != MAC_KEY_SIZE) {
+    snprintf(err, errlen, "cache key file %s has %lld bytes, not %d", path,
+             (long long)st.st_size, MAC_KEY_SIZE);
+  } else if (read_all(fd, C.mac_key, sizeof(C.mac_key)) != 0) {
+    snprintf(err, errlen, "cannot read the cache key file %s", path);
+    rc = HIPD_EIO;
+  } else {
+    rc = 0;
+  }
+  close(fd);
+  return rc;
+}
+
+/* Open @p dir (no trailing slash) as C.dfd: a real directory, not a
+ * symbolic link, of hipd's euid, writable by nobody else. The checks are
+ * made on the descriptor that is kept, and compared with lstat(), so that
+ * what was checked is what is used. */
+static int dir_open(const char *dir, char *err, size_t errlen)
+{
+  struct stat lst, st;
+  int rc;
+
+  if (lstat(dir, &lst) != 0) {
+    snprintf(err, errlen, "cannot open the cache directory %s: %s", dir,
+             strerror(errno));
+    return HIPD_EIO;
+  }
+  if (S_ISLNK(lst.st_mode)) {
+    snprintf(err, errlen, "cache directory %s is a symbolic link", dir);
+    return HIPD_EPERM;
+  }
+  if (!S_ISDIR(lst.st_mode)) {
+    snprintf(err, errlen, "cache directory %s is not a directory", dir);
+    return HIPD_EPERM;
+  }
+  C.dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (C.dfd < 0 || fstat(C.dfd, &st) != 0) {
+    snprintf(err, errlen, "cannot open the cache directory %s: %s", dir,
+             strerror(errno));
+    return HIPD_EIO;
+  }
+  if (st.st_dev != lst.st_dev || st.st_ino != lst.st_ino) {
+    snprintf(err, errlen, "cache directory %s changed while it was opened",
+             dir);
+    return HIPD_EPERM;
+  }
+  if ((rc = check_owner("cache directory", dir, &st, 022, err, errlen)) != 0)
+    return rc;
+  return 0;
+}
+
+/* Index the entries on disk. An entry file that is a symbolic link, not a
+ * regular file, not hipd's, or writable by others stops the start: it
+ * means someone else has had the directory. */
+static int dir_scan(char *err, size_t errlen)
+{
+  int fd = fcntl(C.dfd, F_DUPFD_CLOEXEC, 0);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  struct dirent *de;
+  int rc = 0;
+
+  if (d == NULL) {
+    if (fd >= 0)
+      close(fd);
+    snprintf(err, errlen, "cannot read the cache directory %s: %s", C.dir,
+             strerror(errno));
+    return HIPD_EIO;
+  }
+  while (rc == 0 && (de = readdir(d)) != NULL) {
+    char path[4200];
+    struct stat st;
+    cache_key_t key;
+    size_t n = strlen(de->d_name);
+
+    if (strncmp(de->d_name, ".tmp-", 5) == 0) {
+      unlinkat(C.dfd, de->d_name, 0); /* an interrupted write */
+      continue;
+    }
+    if (n != 2 * CACHE_KEY_SIZE + strlen(SUFFIX) ||
+        strcmp(de->d_name + 2 * CACHE_KEY_SIZE, SUFFIX) != 0 ||
+        key_from_hex(de->d_name, &key) != 0 ||
+        fstatat(C.dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+      continue;
+    snprintf(path, sizeof(path), "%s/%s", C.dir, de->d_name);
+    if (S_ISLNK(st.st_mode)) {
+      snprintf(err, errlen, "cache entry %s is a symbolic link", path);
+      rc = HIPD_EPERM;
+    } else if (!S_ISREG(st.st_mode)) {
+      snprintf(err, errlen, "cache entry %s is not a regular file", path);
+      rc = HIPD_EPERM;
+    } else if (check_owner("cache entry", path, &st, 022, err, errlen) != 0) {
+      rc = HIPD_EPERM;
+    } else {
+      disk_add(&key, (uint64_t)st.st_size,
+               (uint64_t)st.st_mtim.tv_sec * 1000000000u +
+                   (uint64_t)st.st_mtim.tv_nsec);
+    }
+  }
+  closedir(d);
+  return rc;
+}
+
 int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes, char *err,
                size_t errlen)
 {
-  DIR *d;
-  struct dirent *de;
+  size_t n;
+  int rc;
 
   C.loop = loop;
   C.max_bytes = max_bytes;
@@ -717,38 +994,36 @@ int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes, char *err,
              strerror(errno));
     return HIPD_EIO;
   }
-  d = opendir(dir);
-  if (d == NULL) {
-    snprintf(err, errlen, "cannot open the cache directory %s: %s", dir,
-             strerror(errno));
-    return HIPD_EIO;
-  }
   C.dir = strdup(dir);
-  while ((de = readdir(d)) != NULL) {
-    char path[4096];
-    struct stat st;
-    cache_key_t key;
-    size_t n = strlen(de->d_name);
-
-    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-    if (strncmp(de->d_name, ".tmp-", 5) == 0) {
-      unlink(path); /* an interrupted write */
-      continue;
-    }
-    if (n != 2 * CACHE_KEY_SIZE + strlen(SUFFIX) ||
-        strcmp(de->d_name + 2 * CACHE_KEY_SIZE, SUFFIX) != 0 ||
-        key_from_hex(de->d_name, &key) != 0 || stat(path, &st) != 0)
-      continue;
-    disk_add(&key, (uint64_t)st.st_size,
-             (uint64_t)st.st_mtim.tv_sec * 1000000000u +
-                 (uint64_t)st.st_mtim.tv_nsec);
+  if (C.dir == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return HIPD_ENOMEM;
   }
-  closedir(d);
+  /* "DIR/" would make lstat() and O_NOFOLLOW follow a link named DIR. */
+  n = strlen(C.dir);
+  while (n > 1 && C.dir[n - 1] == '/')
+    C.dir[--n] = '\0';
+  if ((rc = dir_open(C.dir, err, errlen)) != 0)
+    goto fail;
+  C.hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+  if (C.hmac == NULL) {
+    snprintf(err, errlen,
+             "cannot authenticate cache entries: libcrypto has "
+             "no HMAC");
+    rc = HIPD_EINTERNAL;
+    goto fail;
+  }
+  if ((rc = key_load(err, errlen)) != 0 || (rc = dir_scan(err, errlen)) != 0)
+    goto fail;
   disk_evict();
-  log_info(0, "kernel cache: %s (%llu entries, %llu bytes, cap %llu)", dir,
+  log_info(0, "kernel cache: %s (%llu entries, %llu bytes, cap %llu)", C.dir,
            (unsigned long long)C.st.disk_entries,
            (unsigned long long)C.st.disk_bytes, (unsigned long long)max_bytes);
   return 0;
+
+fail:
+  cache_shutdown();
+  return rc;
 }
 
 void cache_shutdown(void)
@@ -760,4 +1035,10 @@ void cache_shutdown(void)
       disk_forget(C.disk[b]);
   free(C.dir);
   C.dir = NULL;
+  if (C.dfd >= 0)
+    close(C.dfd);
+  C.dfd = -1;
+  EVP_MAC_free(C.hmac);
+  C.hmac = NULL;
+  OPENSSL_cleanse(C.mac_key, sizeof(C.mac_key));
 }

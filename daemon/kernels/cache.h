@@ -5,8 +5,12 @@
  * (source, options, target architecture, driver and compiler versions, our
  * prelude version): the caller feeds those parts to a cache_keyer_t. Disk
  * entries are written atomically (temporary file, fsync, rename) and carry
- * a checksum verified on load; a corrupt or truncated entry is deleted and
- * compiled again, never loaded. A size cap evicts the least recently used
+ * an HMAC-SHA-256 under a key only hipd holds (.hmac-key in the directory,
+ * made at first start); an entry that is truncated or does not
+ * authenticate (planted, changed, another key, an older format) is deleted
+ * and compiled again, never loaded. cache_init() refuses a directory, key
+ * or entry that is a symbolic link, not hipd's euid's, or writable by
+ * group or others. A size cap evicts the least recently used
  * entries. Concurrent requests for one key cause one compilation: the
  * others wait for it. Compilation and disk I/O run on libuv's thread pool,
  * never on the loop thread; everything else here is loop-thread only.
@@ -70,16 +74,21 @@ typedef void (*cache_done_fn)(void *ctx, int status, cache_blob_t *blob,
 
 typedef struct {
   uint64_t hits_memory, hits_disk, misses, waits;
-  uint64_t compile_failures, corrupt, evictions;
-  uint64_t entries, bytes;           /* in memory */
+  uint64_t compile_failures, evictions;
+  uint64_t corrupt;        /* disk entries discarded, for any reason */
+  uint64_t auth_failures;  /* of those, entries that failed authentication */
+  uint64_t entries, bytes; /* in memory */
   uint64_t disk_entries, disk_bytes; /* on disk */
   uint64_t max_bytes;
   const char *dir; /* NULL when memory-only */
 } cache_stats_t;
 
-/* Start the cache in @p dir (created if missing; NULL or "" for memory
- * only) with a cap of @p max_bytes on disk and in memory. Scans the
- * directory (at start-up, before the loop runs). */
+/* Start the cache in @p dir (created 0700 if missing; NULL or "" for
+ * memory only) with a cap of @p max_bytes on disk and in memory. Checks
+ * the directory, reads or creates its key, scans the entries (at start-up,
+ * before the loop runs). @return 0; HIPD_EPERM when the directory, the key
+ * or an entry may have been touched by someone else (@p err names the
+ * path and the problem); HIPD_EIO when it cannot be created or read. */
 int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes, char *err,
                size_t errlen);
 void cache_shutdown(void);

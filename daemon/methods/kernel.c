@@ -556,7 +556,7 @@ int m_cache_stats(call_t *c)
   msgpack_packer *pk = call_result(c);
 
   cache_get_stats(&st);
-  msgpack_pack_map(pk, 12);
+  msgpack_pack_map(pk, 13);
   proto_pack_cstr(pk, "hits_memory");
   msgpack_pack_uint64(pk, st.hits_memory);
   proto_pack_cstr(pk, "hits_disk");
@@ -571,6 +571,8 @@ int m_cache_stats(call_t *c)
   msgpack_pack_uint64(pk, st.compile_failures);
   proto_pack_cstr(pk, "corrupt");
   msgpack_pack_uint64(pk, st.corrupt);
+  proto_pack_cstr(pk, "auth_failures");
+  msgpack_pack_uint64(pk, st.auth_failures);
   proto_pack_cstr(pk, "evictions");
   msgpack_pack_uint64(pk, st.evictions);
   proto_pack_cstr(pk, "entries");
