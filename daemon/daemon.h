@@ -64,6 +64,11 @@ typedef struct daemon_config {
   uint32_t cpu_kernel_timeout_ms; /* CPU-device launch limit, 0: none */
   int busy_poll_us; /* spin before sleeping (loop, workers); -1: auto */
   int gpu_wait;     /* hip_driver_set_wait() mode */
+  /* Per tenant (one uid, all its sessions together); 0: no limit. */
+  uint64_t tenant_mem_quota;    /* device bytes */
+  uint32_t tenant_max_sessions; /* sessions at once */
+  uint32_t tenant_max_handles;  /* handles */
+  uint32_t tenant_max_streams;  /* streams made with stream.create */
 } daemon_config_t;
 
 typedef struct server server_t;
@@ -92,6 +97,7 @@ typedef struct hipd_daemon {
    * made it (session.c): */
   list_node_t runq;   /* throttled sessions to resume (session_t.run_node) */
   list_node_t closeq; /* closed sessions to tear down (session_t.node) */
+  list_node_t tenants;   /* tenants with a session (tenants.c) */
 } daemon_t;
 
 /* Build features ("cpu", "hip-nvidia"...) as a static NULL-ended list. */

@@ -75,6 +75,14 @@ static void usage(FILE *f)
       "      --max-streams N      streams per session (64)\n"
       "      --mem-quota BYTES    device memory per session (default:\n"
       "                           unlimited)\n"
+      "      --tenant-mem-quota BYTES  device memory of all the sessions of\n"
+      "                           one uid together (default: unlimited)\n"
+      "      --tenant-max-sessions N  sessions of one uid at once (0: no\n"
+      "                           limit, the default)\n"
+      "      --tenant-max-handles N   handles of all the sessions of one uid\n"
+      "                           (0: no limit, the default)\n"
+      "      --tenant-max-streams N   streams made by all the sessions of\n"
+      "                           one uid (0: no limit, the default)\n"
       "      --devices LIST       serve only these devices: all (default),\n"
       "                           or a comma list of hip, cpu, hip:N, cpu:N\n"
       "      --cpu-devices N      how many CPU devices to serve (1)\n"
@@ -155,6 +163,10 @@ enum {
   OPT_CPU_KERNEL_TIMEOUT,
   OPT_BUSY_POLL,
   OPT_GPU_WAIT,
+  OPT_TENANT_MEM_QUOTA,
+  OPT_TENANT_MAX_SESSIONS,
+  OPT_TENANT_MAX_HANDLES,
+  OPT_TENANT_MAX_STREAMS,
 };
 
 static int parse_options(int argc, char **argv, daemon_config_t *cfg)
@@ -182,6 +194,11 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       {"cpu-kernel-timeout", required_argument, NULL, OPT_CPU_KERNEL_TIMEOUT},
       {"busy-poll", required_argument, NULL, OPT_BUSY_POLL},
       {"gpu-wait", required_argument, NULL, OPT_GPU_WAIT},
+      {"tenant-mem-quota", required_argument, NULL, OPT_TENANT_MEM_QUOTA},
+      {"tenant-max-sessions", required_argument, NULL,
+       OPT_TENANT_MAX_SESSIONS},
+      {"tenant-max-handles", required_argument, NULL, OPT_TENANT_MAX_HANDLES},
+      {"tenant-max-streams", required_argument, NULL, OPT_TENANT_MAX_STREAMS},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -266,6 +283,26 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       if (parse_size(optarg, 1, UINT64_MAX >> 1, &v) != 0)
         goto bad;
       cfg->mem_quota = v;
+      break;
+    case OPT_TENANT_MEM_QUOTA:
+      if (parse_size(optarg, 0, UINT64_MAX >> 1, &v) != 0)
+        goto bad;
+      cfg->tenant_mem_quota = v;
+      break;
+    case OPT_TENANT_MAX_SESSIONS:
+      if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+        goto bad;
+      cfg->tenant_max_sessions = (uint32_t)v;
+      break;
+    case OPT_TENANT_MAX_HANDLES:
+      if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+        goto bad;
+      cfg->tenant_max_handles = (uint32_t)v;
+      break;
+    case OPT_TENANT_MAX_STREAMS:
+      if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+        goto bad;
+      cfg->tenant_max_streams = (uint32_t)v;
       break;
     case OPT_DEVICES:
       free(cfg->devices);

@@ -13,6 +13,7 @@
 #include "codegen/intrinsics.h"
 #include "log.h"
 #include "session.h"
+#include "tenants.h"
 
 /* Make sure the next check or prepare phase runs the safe point (the
  * transport's, registered in d->safe_point). */
@@ -39,6 +40,7 @@ void session_decref(session_t *s)
   for (uint32_t i = 0; i < s->nfds; i++)
     close(s->fds[i].fd);
   intr_set_unref(s->intrinsics);
+  tenant_put(s);
   bufpool_put(s->in);
   free(s);
 }

@@ -92,6 +92,9 @@ typedef struct session {
   struct profile *profile;     /* records while profiling is on, else NULL */
   uint32_t profile_gen;        /* profiling periods so far */
   struct intr_set *intrinsics; /* intrinsics.register'ed, NULL: none */
+  struct tenant *tenant;       /* its uid's record (tenants.h), NULL
+                                  before accept attached it */
+  int tenant_open;             /* counted in tenant->sessions */
 } session_t;
 
 /* Close the session: log @p reason, stop reading, drop later replies and

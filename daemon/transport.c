@@ -19,6 +19,7 @@
 #include "log.h"
 #include "resources.h"
 #include "session.h"
+#include "tenants.h"
 #include "transport.h"
 
 #define IDLE_BUFFER_KEEP (1 << 20) /* keep at most this much when idle */
@@ -182,6 +183,7 @@ void transport_init(daemon_t *d)
   list_init(&d->flushq);
   list_init(&d->runq);
   list_init(&d->closeq);
+  list_init(&d->tenants);
   uv_check_init(d->loop, &d->flush_check);
   uv_prepare_init(d->loop, &d->flush_prepare);
   d->flush_check.data = d->flush_prepare.data = d;
@@ -533,9 +535,21 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
   list_insert_tail(&d->sessions, &s->node);
   d->nsessions++;
   d->sessions_total++;
+  if (tenant_attach(s) != 0) {
+    session_close(s, "out of memory for the session's tenant");
+    return;
+  }
   if (d->stopping || d->nsessions > d->cfg.max_sessions) {
     session_close(s, d->stopping ? "daemon is shutting down"
                                  : "too many sessions");
+    return;
+  }
+  if (d->cfg.tenant_max_sessions != 0 &&
+      s->tenant->sessions > d->cfg.tenant_max_sessions) {
+    char why[96];
+    snprintf(why, sizeof(why), "too many sessions for uid %u (limit %u)",
+             (unsigned)s->peer_uid, d->cfg.tenant_max_sessions);
+    session_close(s, why);
     return;
   }
   log_info(s->id, "session opened: peer pid %d uid %d gid %d", (int)s->peer_pid,
