@@ -27,6 +27,7 @@
 #include "kernels/cache.h"
 #include "drivers/cpu/cpu_compile.h"
 #include "log.h"
+#include "policy.h"
 #include "server.h"
 #include "transport.h"
 
@@ -83,6 +84,18 @@ static void usage(FILE *f)
       "                           (0: no limit, the default)\n"
       "      --tenant-max-streams N   streams made by all the sessions of\n"
       "                           one uid (0: no limit, the default)\n"
+      "      --allow-users LIST   only these users (names or uids, comma\n"
+      "                           list) may connect (default: anyone the\n"
+      "                           socket's mode lets in)\n"
+      "      --allow-groups LIST  only members of these groups (names or\n"
+      "                           gids) may connect; with --allow-users,\n"
+      "                           either admits\n"
+      "      --device-allow DEV=LIST  only these users and @groups may use\n"
+      "                           device DEV (a global id, hip, cpu, hip:N\n"
+      "                           or cpu:N); repeatable; others do not see\n"
+      "                           it\n"
+      "      --strict-allow       root and hipd's own user must be listed\n"
+      "                           too (default: always allowed)\n"
       "      --devices LIST       serve only these devices: all (default),\n"
       "                           or a comma list of hip, cpu, hip:N, cpu:N\n"
       "      --cpu-devices N      how many CPU devices to serve (1)\n"
@@ -167,6 +180,10 @@ enum {
   OPT_TENANT_MAX_SESSIONS,
   OPT_TENANT_MAX_HANDLES,
   OPT_TENANT_MAX_STREAMS,
+  OPT_ALLOW_USERS,
+  OPT_ALLOW_GROUPS,
+  OPT_DEVICE_ALLOW,
+  OPT_STRICT_ALLOW,
 };
 
 static int parse_options(int argc, char **argv, daemon_config_t *cfg)
@@ -199,6 +216,10 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
        OPT_TENANT_MAX_SESSIONS},
       {"tenant-max-handles", required_argument, NULL, OPT_TENANT_MAX_HANDLES},
       {"tenant-max-streams", required_argument, NULL, OPT_TENANT_MAX_STREAMS},
+      {"allow-users", required_argument, NULL, OPT_ALLOW_USERS},
+      {"allow-groups", required_argument, NULL, OPT_ALLOW_GROUPS},
+      {"device-allow", required_argument, NULL, OPT_DEVICE_ALLOW},
+      {"strict-allow", no_argument, NULL, OPT_STRICT_ALLOW},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -303,6 +324,26 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       if (parse_size(optarg, 0, UINT32_MAX, &v) != 0)
         goto bad;
       cfg->tenant_max_streams = (uint32_t)v;
+      break;
+    case OPT_ALLOW_USERS:
+      free(cfg->allow_users);
+      cfg->allow_users = strdup(optarg);
+      break;
+    case OPT_ALLOW_GROUPS:
+      free(cfg->allow_groups);
+      cfg->allow_groups = strdup(optarg);
+      break;
+    case OPT_DEVICE_ALLOW: {
+      char **n = realloc(cfg->device_allow,
+                         (cfg->ndevice_allow + 1) * sizeof(*n));
+      if (n == NULL)
+        return -1;
+      cfg->device_allow = n;
+      cfg->device_allow[cfg->ndevice_allow++] = strdup(optarg);
+      break;
+    }
+    case OPT_STRICT_ALLOW:
+      cfg->strict_allow = 1;
       break;
     case OPT_DEVICES:
       free(cfg->devices);
@@ -650,6 +691,10 @@ int main(int argc, char **argv)
       log_error(0, "not started: %s", err);
       return 1;
     }
+    if ((rc = policy_init(d, err, sizeof(err))) != 0) {
+      log_error(0, "not started: %s", err[0] ? err : hipd_strerror(rc));
+      return 1;
+    }
   }
   if (d->cfg.cache_dir == NULL)
     d->cfg.cache_dir = cache_default_dir();
@@ -717,6 +762,12 @@ int main(int argc, char **argv)
   cache_shutdown();
   free(d->cfg.cache_dir);
   free(d->cfg.devices);
+  policy_free(d);
+  free(d->cfg.allow_users);
+  free(d->cfg.allow_groups);
+  for (uint32_t i = 0; i < d->cfg.ndevice_allow; i++)
+    free(d->cfg.device_allow[i]);
+  free(d->cfg.device_allow);
   log_info(0, "stopped");
   free(d->cfg.socket_path);
   return 0;

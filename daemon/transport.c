@@ -17,6 +17,7 @@
 #include "bufpool.h"
 #include "dispatch.h"
 #include "log.h"
+#include "policy.h"
 #include "resources.h"
 #include "session.h"
 #include "tenants.h"
@@ -68,6 +69,12 @@ static void write_cb(uv_write_t *req, int status)
   if (status < 0 && !s->closing) {
     char why[128];
     snprintf(why, sizeof(why), "write failed: %s", uv_strerror(status));
+    session_close(s, why);
+  }
+  if (s->close_flushed && !s->closing && s->out_queued == 0) {
+    /* A refused peer's answers are out: now it goes. */
+    char why[sizeof(s->refusal) + 16];
+    snprintf(why, sizeof(why), "not allowed: %s", s->refusal);
     session_close(s, why);
   }
   session_decref(s);
@@ -554,6 +561,16 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
   }
   log_info(s->id, "session opened: peer pid %d uid %d gid %d", (int)s->peer_pid,
            (int)s->peer_uid, (int)s->peer_gid);
+  /* The policy: a refused peer reads the rule in the answer to its first
+   * request (dispatch), then the session closes. */
+  if (policy_check_peer(d, s->peer_uid, s->peer_gid, s->peer_who,
+                        sizeof(s->peer_who), &s->devmask, s->refusal,
+                        sizeof(s->refusal)) != 0) {
+    s->refused = 1;
+    log_info(s->id, "refused: %s", s->refusal);
+  }
+  /* The current device is the first the peer may use. */
+  s->device = s->devmask != 0 ? __builtin_ctzll(s->devmask) : 0;
   rc = uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);
   if (rc < 0) {
     char why[128];

@@ -1,5 +1,5 @@
-/* tests/check_policy.c: tenants (PROTOCOL.md, "Tenants and access"),
- * against real daemons (tests/harness.c) on real
+/* tests/check_policy.c: tenants and the access policy (PROTOCOL.md,
+ * "Tenants and access"), against real daemons (tests/harness.c) on real
  * sockets, with clients that run as real other uids.
  *
  * As root the test makes two users and a group of its own (useradd,
@@ -284,6 +284,174 @@ START_TEST(test_tenant_streams_handles)
 }
 END_TEST
 
+/* --------------------------------------------------------------- policy */
+
+/* Connects and pings. */
+static int connect_ok(void *arg, char *msg, size_t msglen)
+{
+  ctx_t *x = arg;
+  hipd_conn_t *c = NULL;
+  char out[8];
+  size_t n;
+  int rc = connect_as(x->socket, &c);
+
+  REQUIRE(rc == 0, "connect: %s (%s)", hipd_err_name(rc),
+          hipd_last_error(NULL));
+  rc = hipd_ping(c, "hi", 2, out, sizeof(out), &n);
+  REQUIRE(rc == 0, "ping: %s", hipd_err_name(rc));
+  hipd_close(c);
+  return 0;
+}
+
+typedef struct {
+  const char *socket;
+  char want[256]; /* the refusal's message */
+} refused_t;
+
+/* Is refused with EPERM and the message. */
+static int connect_refused(void *arg, char *msg, size_t msglen)
+{
+  refused_t *x = arg;
+  hipd_conn_t *c = NULL;
+  int rc = connect_as(x->socket, &c);
+
+  REQUIRE(rc == HIPD_EPERM, "connect: %s, not EPERM (%s)", hipd_err_name(rc),
+          hipd_last_error(NULL));
+  REQUIRE(strstr(hipd_last_error(NULL), x->want) != NULL,
+          "message '%s' does not say '%s'", hipd_last_error(NULL), x->want);
+  return 0;
+}
+
+START_TEST(test_allow_users)
+{
+  harness_daemon_t *d = start_shared("--allow-users", USER_A ",0", NULL);
+  ctx_t a = {d->socket, uid_a};
+  refused_t r = {d->socket, ""};
+  hipd_conn_t *c = NULL;
+  char logline[300];
+
+  as_user(USER_A, connect_ok, &a);
+  snprintf(r.want, sizeof(r.want),
+           "hello: uid %u (" USER_B ") is not allowed by --allow-users "
+           USER_A ",0",
+           (unsigned)uid_b);
+  as_user(USER_B, connect_refused, &r);
+  snprintf(logline, sizeof(logline), "session closed: not allowed: uid %u (",
+           (unsigned)uid_b);
+  ck_assert_msg(harness_log_wait(d, logline, 5000), "the log lacks '%s'",
+                logline);
+  /* root is listed here; hipd's own uid (root) would be allowed anyway. */
+  ck_assert_int_eq(connect_as(d->socket, &c), 0);
+  hipd_close(c);
+  harness_free(d);
+}
+END_TEST
+
+START_TEST(test_allow_groups)
+{
+  /* B is a supplementary member of G; A is not. */
+  harness_daemon_t *d = start_shared("--allow-groups", GROUP_G, NULL);
+  ctx_t b = {d->socket, uid_b};
+  refused_t r = {d->socket, ""};
+
+  as_user(USER_B, connect_ok, &b);
+  snprintf(r.want, sizeof(r.want),
+           "uid %u (" USER_A ") is not allowed by --allow-groups " GROUP_G,
+           (unsigned)uid_a);
+  as_user(USER_A, connect_refused, &r);
+  harness_free(d);
+}
+END_TEST
+
+typedef struct {
+  const char *socket;
+  int sees_1; /* device 1 is allowed */
+  uid_t uid;
+  const char *user;
+} devctx_t;
+
+static int devices_as(void *arg, char *msg, size_t msglen)
+{
+  devctx_t *x = arg;
+  hipd_conn_t *c = NULL;
+  hipd_info_t *info = NULL;
+  hipd_buffer_t buf;
+  char want[256];
+  int n = -1, rc;
+
+  REQUIRE(connect_as(x->socket, &c) == 0, "connect: %s",
+          hipd_last_error(NULL));
+  REQUIRE(hipd_device_count(c, &n) == 0, "device.count failed");
+  REQUIRE(n == (x->sees_1 ? 2 : 1), "device.count %d", n);
+  REQUIRE(hipd_device_list(c, &info) == 0, "device.list failed");
+  REQUIRE(info_get(info, "0.id") == 0, "device.list[0].id %lld",
+          (long long)info_get(info, "0.id"));
+  if (x->sees_1)
+    REQUIRE(info_get(info, "1.id") == 1, "device.list[1].id %lld",
+            (long long)info_get(info, "1.id"));
+  else
+    REQUIRE(info_get(info, "1.id") == -1, "device 1 is listed");
+  hipd_info_free(info);
+  /* Device 0 is open to both. */
+  rc = hipd_mem_alloc(c, 0, 64, "byte", &buf);
+  REQUIRE(rc == 0, "alloc on 0: %s (%s)", hipd_err_name(rc),
+          hipd_last_error(c));
+  rc = hipd_mem_alloc(c, 1, 64, "byte", &buf);
+  if (x->sees_1) {
+    REQUIRE(rc == 0, "alloc on 1: %s (%s)", hipd_err_name(rc),
+            hipd_last_error(c));
+  } else {
+    snprintf(want, sizeof(want),
+             "device 1 (cpu:1) is not allowed for uid %u (%s) by "
+             "--device-allow cpu:1=" USER_A,
+             (unsigned)x->uid, x->user);
+    REQUIRE(rc == HIPD_EPERM && strstr(hipd_last_error(c), want) != NULL,
+            "alloc on 1: %s (%s), not EPERM '%s'", hipd_err_name(rc),
+            hipd_last_error(c), want);
+    rc = hipd_device_get(c, 1, &info);
+    REQUIRE(rc == HIPD_EPERM, "device.get 1: %s", hipd_err_name(rc));
+    rc = hipd_device_set_current(c, 1);
+    REQUIRE(rc == HIPD_EPERM, "device.set_current 1: %s", hipd_err_name(rc));
+  }
+  hipd_close(c);
+  return 0;
+}
+
+START_TEST(test_device_allow)
+{
+  harness_daemon_t *d = start_shared("--cpu-devices", "2", "--device-allow",
+                                     "cpu:1=" USER_A, NULL);
+  devctx_t a = {d->socket, 1, uid_a, USER_A};
+  devctx_t b = {d->socket, 0, uid_b, USER_B};
+
+  as_user(USER_A, devices_as, &a);
+  as_user(USER_B, devices_as, &b);
+  harness_free(d);
+}
+END_TEST
+
+/* A rule that names nobody who exists, or no device, stops hipd. */
+START_TEST(test_bad_rules)
+{
+  const char *bad[][3] = {
+      {"--allow-users", "hipd_pt_nobody_here", "no user 'hipd_pt_nobody_here'"},
+      {"--allow-groups", "hipd_pt_nogroup", "no group 'hipd_pt_nogroup'"},
+      {"--device-allow", "cpu:7=" USER_A, "names no device"},
+      {"--device-allow", "cpu:0", "is not DEV=LIST"},
+  };
+
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    const char *args[] = {bad[i][0], bad[i][1], NULL};
+    harness_daemon_t *d = harness_spawn(NULL, args);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(harness_wait_exit(d, 20000), 1);
+    ck_assert_msg(harness_log_contains(d, bad[i][2]), "%s %s: the log lacks "
+                  "'%s'", bad[i][0], bad[i][1], bad[i][2]);
+    harness_free(d);
+  }
+}
+END_TEST
+
 /* ----------------------------------------------------------------- main */
 
 /* Make the test users and group (kept between runs). @return 0 or -1. */
@@ -340,6 +508,13 @@ int main(void)
   tcase_add_test(tc, test_tenant_mem_quota);
   tcase_add_test(tc, test_tenant_max_sessions);
   tcase_add_test(tc, test_tenant_streams_handles);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("access");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_allow_users);
+  tcase_add_test(tc, test_allow_groups);
+  tcase_add_test(tc, test_device_allow);
+  tcase_add_test(tc, test_bad_rules);
   suite_add_tcase(s, tc);
   sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
