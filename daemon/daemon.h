@@ -64,9 +64,21 @@ typedef struct daemon_config {
   uint32_t cpu_kernel_timeout_ms; /* CPU-device launch limit, 0: none */
   int busy_poll_us; /* spin before sleeping (loop, workers); -1: auto */
   int gpu_wait;     /* hip_driver_set_wait() mode */
+  /* Per tenant (one uid, all its sessions together); 0: no limit. */
+  uint64_t tenant_mem_quota;    /* device bytes */
+  uint32_t tenant_max_sessions; /* sessions at once */
+  uint32_t tenant_max_handles;  /* handles */
+  uint32_t tenant_max_streams;  /* streams made with stream.create */
+  /* Who may connect and use which device (policy.c); NULL: no rule. */
+  char *allow_users;   /* --allow-users, as given */
+  char *allow_groups;  /* --allow-groups, as given */
+  char **device_allow; /* --device-allow rules, as given */
+  uint32_t ndevice_allow;
+  int strict_allow; /* --strict-allow: root and hipd's uid are not implied */
 } daemon_config_t;
 
 typedef struct server server_t;
+struct policy;
 
 typedef struct hipd_daemon {
   uv_loop_t *loop;
@@ -92,6 +104,8 @@ typedef struct hipd_daemon {
    * made it (session.c): */
   list_node_t runq;   /* throttled sessions to resume (session_t.run_node) */
   list_node_t closeq; /* closed sessions to tear down (session_t.node) */
+  list_node_t tenants;   /* tenants with a session (tenants.c) */
+  struct policy *policy; /* parsed access rules, NULL: everyone (policy.c) */
 } daemon_t;
 
 /* Build features ("cpu", "hip-nvidia"...) as a static NULL-ended list. */

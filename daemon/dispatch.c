@@ -11,6 +11,7 @@
 #include "dispatch.h"
 #include "log.h"
 #include "methods/methods.h"
+#include "policy.h"
 
 /* The row macros: each param kind's descriptor (see param_kind_t in
  * dispatch.h), as UINT("offset", UINT64_MAX) for a required param and
@@ -377,6 +378,11 @@ static int get_device(call_t *c, unsigned i, const param_t *p,
   if (a->dev == NULL)
     return call_fail(c, HIPD_ENODEV, "no device %llu (this daemon serves %d)",
                      (unsigned long long)id, devices_count());
+  if (!session_may_use_device(c->s, a->dev->id)) {
+    char err[RES_ERR_MAX];
+    policy_device_refusal(c->s->d, c->s->peer_who, a->dev, err, sizeof(err));
+    return call_fail(c, HIPD_EPERM, "%s", err);
+  }
   if (a->dev->lost)
     return check_alive(c, "device", a->dev, 0);
   return 0;
@@ -595,7 +601,11 @@ void dispatch_request(session_t *s, uint32_t msgid, const char *method,
   c.nparams = params->via.array.size;
   c.m = m;
   c.name = m != NULL ? m->name : NULL;
-  if (s->d->stopping) {
+  if (s->refused) {
+    /* The policy refused the peer at connect: say why, then close. */
+    call_fail(&c, HIPD_EPERM, "%s", s->refusal);
+    s->close_flushed = 1;
+  } else if (s->d->stopping) {
     call_fail(&c, HIPD_ESHUTDOWN, "the daemon is shutting down");
   } else if (m == NULL) {
     call_fail(&c, HIPD_ENOMETHOD, "unknown method '%.*s'",

@@ -27,6 +27,7 @@
 #include "kernels/cache.h"
 #include "drivers/cpu/cpu_compile.h"
 #include "log.h"
+#include "policy.h"
 #include "server.h"
 #include "transport.h"
 #include "util/clock.h"
@@ -77,6 +78,26 @@ static void usage(FILE *f)
       "      --max-streams N      streams per session (64)\n"
       "      --mem-quota BYTES    device memory per session (default:\n"
       "                           unlimited)\n"
+      "      --tenant-mem-quota BYTES  device memory of all the sessions of\n"
+      "                           one uid together (default: unlimited)\n"
+      "      --tenant-max-sessions N  sessions of one uid at once (0: no\n"
+      "                           limit, the default)\n"
+      "      --tenant-max-handles N   handles of all the sessions of one uid\n"
+      "                           (0: no limit, the default)\n"
+      "      --tenant-max-streams N   streams made by all the sessions of\n"
+      "                           one uid (0: no limit, the default)\n"
+      "      --allow-users LIST   only these users (names or uids, comma\n"
+      "                           list) may connect (default: anyone the\n"
+      "                           socket's mode lets in)\n"
+      "      --allow-groups LIST  only members of these groups (names or\n"
+      "                           gids) may connect; with --allow-users,\n"
+      "                           either admits\n"
+      "      --device-allow DEV=LIST  only these users and @groups may use\n"
+      "                           device DEV (a global id, hip, cpu, hip:N\n"
+      "                           or cpu:N); repeatable; others do not see\n"
+      "                           it\n"
+      "      --strict-allow       root and hipd's own user must be listed\n"
+      "                           too (default: always allowed)\n"
       "      --devices LIST       serve only these devices: all (default),\n"
       "                           or a comma list of hip, cpu, hip:N, cpu:N\n"
       "      --cpu-devices N      how many CPU devices to serve (1)\n"
@@ -122,6 +143,14 @@ enum {
   OPT_CPU_KERNEL_TIMEOUT,
   OPT_BUSY_POLL,
   OPT_GPU_WAIT,
+  OPT_TENANT_MEM_QUOTA,
+  OPT_TENANT_MAX_SESSIONS,
+  OPT_TENANT_MAX_HANDLES,
+  OPT_TENANT_MAX_STREAMS,
+  OPT_ALLOW_USERS,
+  OPT_ALLOW_GROUPS,
+  OPT_DEVICE_ALLOW,
+  OPT_STRICT_ALLOW,
 };
 
 static int parse_options(int argc, char **argv, daemon_config_t *cfg)
@@ -149,6 +178,15 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       {"cpu-kernel-timeout", required_argument, NULL, OPT_CPU_KERNEL_TIMEOUT},
       {"busy-poll", required_argument, NULL, OPT_BUSY_POLL},
       {"gpu-wait", required_argument, NULL, OPT_GPU_WAIT},
+      {"tenant-mem-quota", required_argument, NULL, OPT_TENANT_MEM_QUOTA},
+      {"tenant-max-sessions", required_argument, NULL,
+       OPT_TENANT_MAX_SESSIONS},
+      {"tenant-max-handles", required_argument, NULL, OPT_TENANT_MAX_HANDLES},
+      {"tenant-max-streams", required_argument, NULL, OPT_TENANT_MAX_STREAMS},
+      {"allow-users", required_argument, NULL, OPT_ALLOW_USERS},
+      {"allow-groups", required_argument, NULL, OPT_ALLOW_GROUPS},
+      {"device-allow", required_argument, NULL, OPT_DEVICE_ALLOW},
+      {"strict-allow", no_argument, NULL, OPT_STRICT_ALLOW},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -233,6 +271,46 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       if (util_parse_size(optarg, 1, UINT64_MAX >> 1, &v) != 0)
         goto bad;
       cfg->mem_quota = v;
+      break;
+    case OPT_TENANT_MEM_QUOTA:
+      if (util_parse_size(optarg, 0, UINT64_MAX >> 1, &v) != 0)
+        goto bad;
+      cfg->tenant_mem_quota = v;
+      break;
+    case OPT_TENANT_MAX_SESSIONS:
+      if (util_parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+        goto bad;
+      cfg->tenant_max_sessions = (uint32_t)v;
+      break;
+    case OPT_TENANT_MAX_HANDLES:
+      if (util_parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+        goto bad;
+      cfg->tenant_max_handles = (uint32_t)v;
+      break;
+    case OPT_TENANT_MAX_STREAMS:
+      if (util_parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+        goto bad;
+      cfg->tenant_max_streams = (uint32_t)v;
+      break;
+    case OPT_ALLOW_USERS:
+      free(cfg->allow_users);
+      cfg->allow_users = strdup(optarg);
+      break;
+    case OPT_ALLOW_GROUPS:
+      free(cfg->allow_groups);
+      cfg->allow_groups = strdup(optarg);
+      break;
+    case OPT_DEVICE_ALLOW: {
+      char **n = realloc(cfg->device_allow,
+                         (cfg->ndevice_allow + 1) * sizeof(*n));
+      if (n == NULL)
+        return -1;
+      cfg->device_allow = n;
+      cfg->device_allow[cfg->ndevice_allow++] = strdup(optarg);
+      break;
+    }
+    case OPT_STRICT_ALLOW:
+      cfg->strict_allow = 1;
       break;
     case OPT_DEVICES:
       free(cfg->devices);
@@ -580,6 +658,10 @@ int main(int argc, char **argv)
       log_error(0, "not started: %s", err);
       return 1;
     }
+    if ((rc = policy_init(d, err, sizeof(err))) != 0) {
+      log_error(0, "not started: %s", err[0] ? err : hipd_strerror(rc));
+      return 1;
+    }
   }
   if (d->cfg.cache_dir == NULL)
     d->cfg.cache_dir = cache_default_dir();
@@ -647,6 +729,12 @@ int main(int argc, char **argv)
   cache_shutdown();
   free(d->cfg.cache_dir);
   free(d->cfg.devices);
+  policy_free(d);
+  free(d->cfg.allow_users);
+  free(d->cfg.allow_groups);
+  for (uint32_t i = 0; i < d->cfg.ndevice_allow; i++)
+    free(d->cfg.device_allow[i]);
+  free(d->cfg.device_allow);
   log_info(0, "stopped");
   free(d->cfg.socket_path);
   return 0;

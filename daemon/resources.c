@@ -15,12 +15,14 @@
 #include "profile.h"
 #include "resources.h"
 #include "session.h"
+#include "tenants.h"
 
 /* ------------------------------------------------------------------ quota */
 
 int res_mem_reserve(session_t *s, uint64_t bytes, char *err, size_t errlen)
 {
   uint64_t quota = s->d->cfg.mem_quota, used = s->res.mem_used;
+  tenant_t *t = s->tenant;
 
   if (quota != 0 && bytes > quota - (used < quota ? used : quota)) {
     snprintf(err, errlen,
@@ -30,20 +32,63 @@ int res_mem_reserve(session_t *s, uint64_t bytes, char *err, size_t errlen)
              (unsigned long long)used);
     return HIPD_EQUOTA;
   }
+  /* All the uid's sessions together (--tenant-mem-quota). */
+  quota = s->d->cfg.tenant_mem_quota;
+  if (t != NULL && quota != 0 &&
+      bytes > quota - (t->mem_used < quota ? t->mem_used : quota)) {
+    snprintf(err, errlen,
+             "%llu bytes would exceed tenant uid %u's quota of %llu bytes "
+             "(%llu in use by its %u session%s)",
+             (unsigned long long)bytes, (unsigned)t->uid,
+             (unsigned long long)quota, (unsigned long long)t->mem_used,
+             t->sessions, t->sessions == 1 ? "" : "s");
+    return HIPD_EQUOTA;
+  }
   s->res.mem_used += bytes;
+  if (t != NULL)
+    t->mem_used += bytes;
   return 0;
 }
 
 void res_mem_release(session_t *s, uint64_t bytes)
 {
   s->res.mem_used -= bytes;
+  if (s->tenant != NULL)
+    s->tenant->mem_used -= bytes;
 }
 
 /* ---------------------------------------------------------------- handles */
 
+/* Every handle of a session is added and removed here, so that its
+ * tenant's count (--tenant-max-handles) stays the sum of its sessions'. */
+static int handle_add(session_t *s, handle_type_t type, void *obj,
+                      uint64_t *h)
+{
+  tenant_t *t = s->tenant;
+  uint32_t max = s->d->cfg.tenant_max_handles;
+  int rc;
+
+  if (t != NULL && max != 0 && t->handles >= max)
+    return HIPD_ETOOMANY;
+  rc = handles_add(&s->handles, type, obj, h);
+  if (rc == 0 && t != NULL)
+    t->handles++;
+  return rc;
+}
+
+static int handle_remove(session_t *s, uint64_t h, handle_type_t type,
+                         void **obj)
+{
+  int rc = handles_remove(&s->handles, h, type, obj);
+
+  if (rc == 0 && s->tenant != NULL)
+    s->tenant->handles--;
+  return rc;
+}
+
 static int keep(session_t *s, handle_type_t type, void *obj, uint64_t *h)
 {
-  return s->closing ? HIPD_ECANCELED : handles_add(&s->handles, type, obj, h);
+  return s->closing ? HIPD_ECANCELED : handle_add(s, type, obj, h);
 }
 
 int res_buffer_add(session_t *s, buffer_t *b, uint64_t reserved, uint64_t *h)
@@ -59,7 +104,7 @@ int res_buffer_add(session_t *s, buffer_t *b, uint64_t reserved, uint64_t *h)
 
 void res_buffer_free(session_t *s, uint64_t h, buffer_t *b)
 {
-  handles_remove(&s->handles, h, HANDLE_BUFFER, NULL);
+  handle_remove(s, h, HANDLE_BUFFER, NULL);
   res_mem_release(s, buffer_quota_bytes(b));
   buffer_unref(b);
 }
@@ -77,7 +122,7 @@ int res_shm_add(session_t *s, shm_t *m, uint64_t *h)
 
 void res_shm_free(session_t *s, uint64_t h, shm_t *m)
 {
-  handles_remove(&s->handles, h, HANDLE_SHM, NULL);
+  handle_remove(s, h, HANDLE_SHM, NULL);
   res_mem_release(s, m->size);
   shm_unref(m);
 }
@@ -93,30 +138,36 @@ int res_kernel_add(session_t *s, kernel_t *k, uint64_t *h)
 
 void res_kernel_free(session_t *s, uint64_t h, kernel_t *k)
 {
-  handles_remove(&s->handles, h, HANDLE_KERNEL, NULL);
+  handle_remove(s, h, HANDLE_KERNEL, NULL);
   kernel_unref(k);
 }
 
 int res_stream_add(session_t *s, stream_t *st, uint64_t *h)
 {
-  return handles_add(&s->handles, HANDLE_STREAM, st, h);
+  int rc = handle_add(s, HANDLE_STREAM, st, h);
+
+  if (rc == 0 && s->tenant != NULL)
+    s->tenant->streams++;
+  return rc;
 }
 
 int res_event_add(session_t *s, event_t *ev, uint64_t *h)
 {
-  return handles_add(&s->handles, HANDLE_EVENT, ev, h);
+  return handle_add(s, HANDLE_EVENT, ev, h);
 }
 
 void res_stream_free(session_t *s, uint64_t h, stream_t *st)
 {
-  handles_remove(&s->handles, h, HANDLE_STREAM, NULL);
+  if (!res_stream_is_default(s, st) && s->tenant != NULL)
+    s->tenant->streams--;
+  handle_remove(s, h, HANDLE_STREAM, NULL);
   /* Queued work finishes first; the driver stream goes after it. */
   stream_unref(st);
 }
 
 void res_event_free(session_t *s, uint64_t h, event_t *ev)
 {
-  handles_remove(&s->handles, h, HANDLE_EVENT, NULL);
+  handle_remove(s, h, HANDLE_EVENT, NULL);
   event_unref(ev);
 }
 
@@ -124,15 +175,18 @@ void res_stream_forget(session_t *s, uint64_t h)
 {
   void *obj;
 
-  if (!s->closing && handles_remove(&s->handles, h, HANDLE_STREAM, &obj) == 0)
+  if (!s->closing && handle_remove(s, h, HANDLE_STREAM, &obj) == 0) {
+    if (s->tenant != NULL)
+      s->tenant->streams--;
     stream_unref(obj);
+  }
 }
 
 void res_event_forget(session_t *s, uint64_t h)
 {
   void *obj;
 
-  if (!s->closing && handles_remove(&s->handles, h, HANDLE_EVENT, &obj) == 0)
+  if (!s->closing && handle_remove(s, h, HANDLE_EVENT, &obj) == 0)
     event_unref(obj);
 }
 
@@ -141,6 +195,27 @@ void res_event_forget(session_t *s, uint64_t h)
 uint32_t res_streams_created(const session_t *s)
 {
   return s->handles.count[HANDLE_STREAM] - s->res.ndefaults;
+}
+
+int res_stream_admit(const session_t *s, char *err, size_t errlen)
+{
+  const tenant_t *t = s->tenant;
+  uint32_t max = s->d->cfg.tenant_max_streams;
+
+  if (res_streams_created(s) >= s->d->cfg.max_streams) {
+    snprintf(err, errlen, "this session already has %u streams (the limit)",
+             res_streams_created(s));
+    return HIPD_ETOOMANY;
+  }
+  if (t != NULL && max != 0 && t->streams >= max) {
+    snprintf(err, errlen,
+             "tenant uid %u already has %u streams in its %u session%s "
+             "(the tenant limit)",
+             (unsigned)t->uid, t->streams, t->sessions,
+             t->sessions == 1 ? "" : "s");
+    return HIPD_ETOOMANY;
+  }
+  return 0;
 }
 
 int res_default_stream(session_t *s, device_t *dev, stream_t **st, uint64_t *h,
@@ -164,7 +239,7 @@ int res_default_stream(session_t *s, device_t *dev, stream_t **st, uint64_t *h,
   }
   if (ds->st != NULL && ds->st->epoch != device_epoch(dev)) {
     /* The default stream went with a reset context: make a new one. */
-    handles_remove(&s->handles, ds->handle, HANDLE_STREAM, NULL);
+    handle_remove(s, ds->handle, HANDLE_STREAM, NULL);
     stream_unref(ds->st);
     ds->st = NULL;
     r->ndefaults--;
@@ -175,7 +250,7 @@ int res_default_stream(session_t *s, device_t *dev, stream_t **st, uint64_t *h,
       snprintf(err, errlen, "cannot start a stream worker");
       return HIPD_ENOMEM;
     }
-    rc = handles_add(&s->handles, HANDLE_STREAM, n, &ds->handle);
+    rc = handle_add(s, HANDLE_STREAM, n, &ds->handle);
     if (rc != 0) {
       stream_unref(n);
       snprintf(err, errlen, "cannot add the default stream: %s",
@@ -243,4 +318,7 @@ void res_release_all(session_t *s)
   s->res.defaults = NULL;
   s->res.ndefaults = 0;
   profile_disable(&s->profile);
+  /* Its reservations still in flight go back to the tenant when they
+   * complete (the record lives as long as the session's memory). */
+  tenant_session_closed(s);
 }

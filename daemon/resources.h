@@ -43,8 +43,11 @@ typedef struct res {
 #define RES_ERR_MAX 200
 
 /* ---- the memory quota ---- */
-/* Count @p bytes against the session's quota, or refuse with HIPD_EQUOTA
- * and the message ("N bytes would exceed this session's quota ...").
+/* Count @p bytes against the session's quota and its tenant's
+ * (--tenant-mem-quota), or refuse with HIPD_EQUOTA and the message naming
+ * the quota ("N bytes would exceed this session's quota ...", "... would
+ * exceed tenant uid 1001's quota of Q bytes (M in use by its 3
+ * sessions)").
  * Every reservation is released once: by res_mem_release() when what it
  * was for is not made, else with the buffer or shared buffer it became. */
 int res_mem_reserve(struct session *s, uint64_t bytes, char *err,
@@ -82,6 +85,10 @@ void res_event_forget(struct session *s, uint64_t h);
 /* ---- streams ---- */
 /* The streams the session made with stream.create and holds. */
 uint32_t res_streams_created(const struct session *s);
+/* May the session make one more stream? 0, or HIPD_ETOOMANY with the
+ * message naming the limit: --max-streams (this session's) or
+ * --tenant-max-streams (all its uid's sessions). */
+int res_stream_admit(const struct session *s, char *err, size_t errlen);
 /* The session's default stream on @p dev, made on first use (and again
  * after the device's context was reset). @return 0, or HIPD_EDEVLOST
  * with an empty message when @p dev is lost (the caller says why), or a

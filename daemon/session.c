@@ -13,6 +13,7 @@
 #include "codegen/intrinsics.h"
 #include "log.h"
 #include "session.h"
+#include "tenants.h"
 #include "util/array.h"
 
 /* Make sure the next check or prepare phase runs the safe point (the
@@ -40,6 +41,7 @@ void session_decref(session_t *s)
   for (uint32_t i = 0; i < s->nfds; i++)
     close(s->fds[i].fd);
   intr_set_unref(s->intrinsics);
+  tenant_put(s);
   bufpool_put(s->in);
   free(s);
 }

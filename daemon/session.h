@@ -92,6 +92,17 @@ typedef struct session {
   struct profile *profile;     /* records while profiling is on, else NULL */
   uint32_t profile_gen;        /* profiling periods so far */
   struct intr_set *intrinsics; /* intrinsics.register'ed, NULL: none */
+  struct tenant *tenant;       /* its uid's record (tenants.h), NULL
+                                  before accept attached it */
+  int tenant_open;             /* counted in tenant->sessions */
+  uint64_t devmask;            /* devices the policy lets it use (bit =
+                                  global id) */
+  int refused;       /* the policy refused the peer: every request is
+                        answered HIPD_EPERM with refusal, then it closes */
+  int close_flushed; /* close once the replies queued so far are
+                        written (the transport checks it) */
+  char refusal[200]; /* why it was refused */
+  char peer_who[64]; /* "uid 1001 (bob)", for the policy's messages */
 } session_t;
 
 /* Close the session: log @p reason, stop reading, drop later replies and
@@ -141,6 +152,12 @@ int session_add_fd(session_t *s, int fd, uint64_t from, uint64_t to);
 /* After the request [msg_pos, msg_end) was handled: close the descriptors
  * it did not claim, and those of reads no request began in. */
 void session_drop_unclaimed_fds(session_t *s);
+
+/* May the session use device @p id (the policy's --device-allow)? */
+static inline int session_may_use_device(const session_t *s, int id)
+{
+  return id >= 0 && id < 64 && ((s->devmask >> id) & 1);
+}
 
 /* May a session throttled by --max-inflight read again? */
 int session_may_resume(const session_t *s);

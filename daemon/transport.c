@@ -17,8 +17,10 @@
 #include "bufpool.h"
 #include "dispatch.h"
 #include "log.h"
+#include "policy.h"
 #include "resources.h"
 #include "session.h"
+#include "tenants.h"
 #include "transport.h"
 
 #define IDLE_BUFFER_KEEP (1 << 20) /* keep at most this much when idle */
@@ -67,6 +69,12 @@ static void write_cb(uv_write_t *req, int status)
   if (status < 0 && !s->closing) {
     char why[128];
     snprintf(why, sizeof(why), "write failed: %s", uv_strerror(status));
+    session_close(s, why);
+  }
+  if (s->close_flushed && !s->closing && s->out_queued == 0) {
+    /* A refused peer's answers are out: now it goes. */
+    char why[sizeof(s->refusal) + 16];
+    snprintf(why, sizeof(why), "not allowed: %s", s->refusal);
     session_close(s, why);
   }
   session_decref(s);
@@ -182,6 +190,7 @@ void transport_init(daemon_t *d)
   list_init(&d->flushq);
   list_init(&d->runq);
   list_init(&d->closeq);
+  list_init(&d->tenants);
   uv_check_init(d->loop, &d->flush_check);
   uv_prepare_init(d->loop, &d->flush_prepare);
   d->flush_check.data = d->flush_prepare.data = d;
@@ -533,13 +542,35 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
   list_insert_tail(&d->sessions, &s->node);
   d->nsessions++;
   d->sessions_total++;
+  if (tenant_attach(s) != 0) {
+    session_close(s, "out of memory for the session's tenant");
+    return;
+  }
   if (d->stopping || d->nsessions > d->cfg.max_sessions) {
     session_close(s, d->stopping ? "daemon is shutting down"
                                  : "too many sessions");
     return;
   }
+  if (d->cfg.tenant_max_sessions != 0 &&
+      s->tenant->sessions > d->cfg.tenant_max_sessions) {
+    char why[96];
+    snprintf(why, sizeof(why), "too many sessions for uid %u (limit %u)",
+             (unsigned)s->peer_uid, d->cfg.tenant_max_sessions);
+    session_close(s, why);
+    return;
+  }
   log_info(s->id, "session opened: peer pid %d uid %d gid %d", (int)s->peer_pid,
            (int)s->peer_uid, (int)s->peer_gid);
+  /* The policy: a refused peer reads the rule in the answer to its first
+   * request (dispatch), then the session closes. */
+  if (policy_check_peer(d, s->peer_uid, s->peer_gid, s->peer_who,
+                        sizeof(s->peer_who), &s->devmask, s->refusal,
+                        sizeof(s->refusal)) != 0) {
+    s->refused = 1;
+    log_info(s->id, "refused: %s", s->refusal);
+  }
+  /* The current device is the first the peer may use. */
+  s->device = s->devmask != 0 ? __builtin_ctzll(s->devmask) : 0;
   rc = uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);
   if (rc < 0) {
     char why[128];

@@ -21,7 +21,8 @@ layer_of()
   dispatch.c | dispatch.h) echo 3 ;;
   methods/*) echo 4 ;;
   call.c | call.h) echo 5 ;;
-  session.c | session.h | resources.c | resources.h | profile.c | profile.h) echo 6 ;;
+  session.c | session.h | resources.c | resources.h | profile.c | profile.h | \
+    tenants.c | tenants.h | policy.c | policy.h) echo 6 ;;
   objects/*) echo 7 ;;
   kernels/*) echo 8 ;;
   device.c | device.h | shm.c | shm.h) echo 9 ;;

@@ -5,7 +5,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -546,4 +548,78 @@ int harness_raw_wait_closed(int fd, int timeout_ms)
     if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
       return 1;
   }
+}
+
+/* ------------------------------------------------------------ other users */
+
+int harness_share_socket(const harness_daemon_t *d)
+{
+  if (base_dir[0] != '\0' && chmod(base_dir, 0711) != 0)
+    return -1;
+  return chmod(d->dir, 0711);
+}
+
+typedef struct {
+  int rc;
+  char msg[1024];
+} run_as_result_t;
+
+int harness_run_as(const char *user,
+                   int (*fn)(void *arg, char *msg, size_t msglen), void *arg,
+                   char *msg, size_t msglen)
+{
+  run_as_result_t r = {.rc = -1};
+  struct passwd *pw = getpwnam(user);
+  int p[2], status;
+  ssize_t n, got = 0;
+  pid_t pid;
+
+  snprintf(msg, msglen, "%s", "");
+  if (pw == NULL) {
+    snprintf(msg, msglen, "no user %s", user);
+    return -1;
+  }
+  if (pipe(p) != 0) {
+    snprintf(msg, msglen, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  fflush(NULL);
+  pid = fork();
+  if (pid < 0) {
+    snprintf(msg, msglen, "fork: %s", strerror(errno));
+    close(p[0]);
+    close(p[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    close(p[0]);
+    if (initgroups(user, pw->pw_gid) != 0 || setgid(pw->pw_gid) != 0 ||
+        setuid(pw->pw_uid) != 0 || getuid() != pw->pw_uid) {
+      snprintf(r.msg, sizeof(r.msg), "cannot become %s: %s", user,
+               strerror(errno));
+      r.rc = -1;
+    } else {
+      r.rc = fn(arg, r.msg, sizeof(r.msg));
+    }
+    if (write(p[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
+      _exit(2);
+    /* _exit: the child must not run the harness's atexit handler, which
+     * would kill the daemons its parent started. */
+    _exit(0);
+  }
+  close(p[1]);
+  while (got < (ssize_t)sizeof(r) &&
+         ((n = read(p[0], (char *)&r + got, sizeof(r) - (size_t)got)) > 0 ||
+          (n < 0 && errno == EINTR)))
+    got += n > 0 ? n : 0;
+  close(p[0]);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (got != (ssize_t)sizeof(r)) {
+    snprintf(msg, msglen, "the child running as %s died (status 0x%x)", user,
+             status);
+    return -1;
+  }
+  snprintf(msg, msglen, "%s", r.msg);
+  return r.rc;
 }

@@ -93,4 +93,17 @@ long long harness_now_ms(void);
 /* Sleep @p ms milliseconds (for polling loops). */
 void harness_sleep_ms(int ms);
 
+/* ---- other users (tests of the access policy and of tenants) ---- */
+/* Let other uids reach @p d's socket: its directory and harness_init()'s
+ * become search-only for others (0711: nobody can list them). Start the
+ * daemon with --socket-mode 0666 as well. @return 0 or -1. */
+int harness_share_socket(const harness_daemon_t *d);
+/* Run @p fn(@p arg, msg, msglen) in a forked child that has become user
+ * @p user (initgroups, setgid, setuid; as root only), and hand back what
+ * it returned and the message it wrote. @return fn's value (0: it passed),
+ * or -1 with @p msg saying why the child could not run or died. */
+int harness_run_as(const char *user, int (*fn)(void *arg, char *msg,
+                                               size_t msglen),
+                   void *arg, char *msg, size_t msglen);
+
 #endif

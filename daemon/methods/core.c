@@ -7,6 +7,7 @@
 #include "device.h"
 #include "log.h"
 #include "methods.h"
+#include "tenants.h"
 
 #define MIN_PROTOCOL 1
 
@@ -96,7 +97,7 @@ int m_daemon_info(call_t *c)
   proto_pack_cstr(pk, "socket");
   proto_pack_cstr(pk, d->cfg.socket_path);
   proto_pack_cstr(pk, "limits");
-  msgpack_pack_map(pk, 12);
+  msgpack_pack_map(pk, 16);
   proto_pack_cstr(pk, "max_message");
   msgpack_pack_uint64(pk, d->cfg.limits.max_message);
   proto_pack_cstr(pk, "max_depth");
@@ -121,6 +122,14 @@ int m_daemon_info(call_t *c)
   msgpack_pack_uint32(pk, d->cfg.request_timeout_ms);
   proto_pack_cstr(pk, "shutdown_timeout_ms");
   msgpack_pack_uint32(pk, d->cfg.shutdown_ms);
+  proto_pack_cstr(pk, "tenant_mem_quota");
+  msgpack_pack_uint64(pk, d->cfg.tenant_mem_quota);
+  proto_pack_cstr(pk, "tenant_max_sessions");
+  msgpack_pack_uint32(pk, d->cfg.tenant_max_sessions);
+  proto_pack_cstr(pk, "tenant_max_handles");
+  msgpack_pack_uint32(pk, d->cfg.tenant_max_handles);
+  proto_pack_cstr(pk, "tenant_max_streams");
+  msgpack_pack_uint32(pk, d->cfg.tenant_max_streams);
   return 0;
 }
 
@@ -129,7 +138,7 @@ int m_session_info(call_t *c)
   session_t *s = c->s;
   msgpack_packer *pk = call_result(c);
 
-  msgpack_pack_map(pk, 7);
+  msgpack_pack_map(pk, 8);
   proto_pack_cstr(pk, "id");
   msgpack_pack_uint64(pk, s->id);
   proto_pack_cstr(pk, "client");
@@ -158,5 +167,18 @@ int m_session_info(call_t *c)
     proto_pack_cstr(pk, keys[t]);
     msgpack_pack_uint32(pk, res_count(s, (handle_type_t)t));
   }
+  /* What all the sessions of its uid hold (the tenant's limits). */
+  proto_pack_cstr(pk, "tenant");
+  msgpack_pack_map(pk, 5);
+  proto_pack_cstr(pk, "uid");
+  msgpack_pack_int64(pk, (int64_t)(int)s->peer_uid);
+  proto_pack_cstr(pk, "sessions");
+  msgpack_pack_uint32(pk, s->tenant != NULL ? s->tenant->sessions : 0);
+  proto_pack_cstr(pk, "mem_used");
+  msgpack_pack_uint64(pk, s->tenant != NULL ? s->tenant->mem_used : 0);
+  proto_pack_cstr(pk, "streams");
+  msgpack_pack_uint32(pk, s->tenant != NULL ? s->tenant->streams : 0);
+  proto_pack_cstr(pk, "handles");
+  msgpack_pack_uint32(pk, s->tenant != NULL ? s->tenant->handles : 0);
   return 0;
 }

@@ -6,6 +6,18 @@
 
 #include "codegen/ir.h"
 #include "methods.h"
+#include "session.h"
+
+/* The devices the session may use (the policy hides the others; ids do
+ * not change). */
+static int usable_count(const session_t *s)
+{
+  int n = 0;
+
+  for (int i = 0; i < devices_count(); i++)
+    n += session_may_use_device(s, i);
+  return n;
+}
 
 /* The Backend API's identity: a JIT backend named "hip". */
 int m_backend_info(call_t *c)
@@ -28,7 +40,7 @@ int m_backend_info(call_t *c)
   msgpack_pack_int(pk, patch);
   proto_pack_cstr(pk, "available");
   msgpack_pack_object(pk, (msgpack_object){.type = MSGPACK_OBJECT_BOOLEAN,
-                                           .via.boolean = devices_count() > 0});
+                                           .via.boolean = usable_count(c->s) > 0});
   proto_pack_cstr(pk, "execution_model");
   proto_pack_cstr(pk, "jit");
   proto_pack_cstr(pk, "drivers");
@@ -45,7 +57,7 @@ int m_backend_info(call_t *c)
 
 int m_device_count(call_t *c)
 {
-  msgpack_pack_int(call_result(c), devices_count());
+  msgpack_pack_int(call_result(c), usable_count(c->s));
   return 0;
 }
 
@@ -125,9 +137,10 @@ int m_device_list(call_t *c)
   msgpack_packer *pk = call_result(c);
   int n = devices_count();
 
-  msgpack_pack_array(pk, (uint32_t)n);
+  msgpack_pack_array(pk, (uint32_t)usable_count(c->s));
   for (int i = 0; i < n; i++)
-    pack_device(pk, device_get(i), NULL, NULL);
+    if (session_may_use_device(c->s, i))
+      pack_device(pk, device_get(i), NULL, NULL);
   return 0;
 }
 

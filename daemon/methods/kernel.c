@@ -9,6 +9,7 @@
 
 #include "kernels/kernels.h"
 #include "methods.h"
+#include "policy.h"
 
 static const char *type_name(uint8_t t)
 {
@@ -492,6 +493,11 @@ int m_run_source(call_t *c)
   const char *const *l;
   int rc, ok = 0;
 
+  if (!session_may_use_device(c->s, dev->id)) {
+    char err[RES_ERR_MAX];
+    policy_device_refusal(c->s->d, c->s->peer_who, dev, err, sizeof(err));
+    return call_fail(c, HIPD_EPERM, "%s", err);
+  }
   if (c->args[0].s == NULL || c->args[2].len == 0)
     return call_fail(c, HIPD_EPARAMS,
                      "the source and the kernel name are "

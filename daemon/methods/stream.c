@@ -28,13 +28,12 @@ int m_stream_create(call_t *c)
   device_t *dev = c->args[0].dev;
   stream_t *st;
   pending_t *p;
+  char err[RES_ERR_MAX];
   int rc;
 
-  /* Default streams do not count: the limit is on streams made here. */
-  if (res_streams_created(s) >= s->d->cfg.max_streams)
-    return call_fail(c, HIPD_ETOOMANY,
-                     "this session already has %u streams (the limit)",
-                     res_streams_created(s));
+  /* Default streams do not count: the limits are on streams made here. */
+  if ((rc = res_stream_admit(s, err, sizeof(err))) != 0)
+    return call_fail(c, rc, "%s", err);
   st = stream_new(dev);
   if (st == NULL)
     return call_fail(c, HIPD_ENOMEM, "cannot start a stream worker");

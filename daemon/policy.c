@@ -1,0 +1,297 @@
+/* daemon/policy.c: the access rules (policy.h): parsing them at start,
+ * deciding for a peer at connect, and the messages that name the rule. */
+#include "config.h"
+
+#include <ctype.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device.h"
+#include "drivers/driver.h"
+#include "hipd.h"
+#include "policy.h"
+
+#define POLICY_MAX_DEVICES 64
+#define POLICY_MAX_GROUPS 1024
+
+typedef struct {
+  int group;   /* a gid, else a uid */
+  uint32_t id; /* the uid or gid */
+} entry_t;
+
+typedef struct {
+  entry_t *e;
+  uint32_t n;
+} list_t;
+
+struct policy {
+  int users_set, groups_set; /* --allow-users / --allow-groups given */
+  list_t users, groups;
+  int strict;      /* --strict-allow: root and self are not implied */
+  uid_t self;      /* hipd's uid */
+  int need_groups; /* a rule names a group: read the peer's groups */
+  struct {
+    int set;    /* a --device-allow rule names this device */
+    list_t who; /* the union of its rules' lists */
+    char *text; /* its rules, for messages */
+  } dev[POLICY_MAX_DEVICES];
+};
+
+static int numeric(const char *s, uint32_t *out)
+{
+  char *end;
+  unsigned long v;
+
+  if (!isdigit((unsigned char)s[0]))
+    return 0;
+  v = strtoul(s, &end, 10);
+  if (*end != '\0' || v >= (uint32_t)-1)
+    return 0;
+  *out = (uint32_t)v;
+  return 1;
+}
+
+enum { USERS, GROUPS, MIXED };
+
+/* Append the words of comma list @p text to @p l: users, groups, or
+ * either (MIXED: "@name" is a group). */
+static int list_parse(struct policy *p, const char *opt, const char *text,
+                      int mode, list_t *l, char *err, size_t errlen)
+{
+  char *copy = strdup(text), *save = NULL, *tok;
+  int rc = 0;
+
+  if (copy == NULL)
+    return HIPD_ENOMEM;
+  if (text[0] == '\0') {
+    snprintf(err, errlen, "%s: an empty list", opt);
+    rc = HIPD_EINVAL;
+  }
+  for (tok = strtok_r(copy, ",", &save); rc == 0 && tok != NULL;
+       tok = strtok_r(NULL, ",", &save)) {
+    entry_t e = {.group = mode == GROUPS};
+    entry_t *n;
+    if (mode != USERS && tok[0] == '@') {
+      e.group = 1;
+      tok++;
+    }
+    if (e.group) {
+      struct group *g;
+      p->need_groups = 1;
+      if (!numeric(tok, &e.id)) {
+        if ((g = getgrnam(tok)) == NULL) {
+          snprintf(err, errlen, "%s: no group '%s'", opt, tok);
+          rc = HIPD_EINVAL;
+          break;
+        }
+        e.id = (uint32_t)g->gr_gid;
+      }
+    } else if (!numeric(tok, &e.id)) {
+      struct passwd *pw = getpwnam(tok);
+      if (pw == NULL) {
+        snprintf(err, errlen, "%s: no user '%s'", opt, tok);
+        rc = HIPD_EINVAL;
+        break;
+      }
+      e.id = (uint32_t)pw->pw_uid;
+    }
+    if ((n = realloc(l->e, (l->n + 1) * sizeof(*n))) == NULL) {
+      rc = HIPD_ENOMEM;
+      break;
+    }
+    l->e = n;
+    l->e[l->n++] = e;
+  }
+  free(copy);
+  return rc;
+}
+
+/* Does @p spec ("3", "cpu", "cpu:1") name device @p dev? */
+static int names_device(const char *spec, const device_t *dev)
+{
+  const char *colon = strchr(spec, ':');
+  uint32_t v;
+
+  if (numeric(spec, &v))
+    return (int)v == dev->id;
+  if (colon == NULL)
+    return strcmp(spec, dev->drv->name) == 0;
+  return strlen(dev->drv->name) == (size_t)(colon - spec) &&
+         strncmp(spec, dev->drv->name, (size_t)(colon - spec)) == 0 &&
+         numeric(colon + 1, &v) && (int)v == dev->local;
+}
+
+static int device_rule(struct policy *p, const char *rule, char *err,
+                       size_t errlen)
+{
+  const char *eq = strchr(rule, '=');
+  char spec[64];
+  int matched = 0, rc;
+
+  if (eq == NULL || eq == rule || (size_t)(eq - rule) >= sizeof(spec)) {
+    snprintf(err, errlen, "--device-allow: '%s' is not DEV=LIST", rule);
+    return HIPD_EINVAL;
+  }
+  memcpy(spec, rule, (size_t)(eq - rule));
+  spec[eq - rule] = '\0';
+  for (int i = 0; i < devices_count() && i < POLICY_MAX_DEVICES; i++) {
+    const device_t *dev = device_get(i);
+    char *t;
+    if (!names_device(spec, dev))
+      continue;
+    matched = 1;
+    rc = list_parse(p, "--device-allow", eq + 1, MIXED, &p->dev[i].who, err,
+                    errlen);
+    if (rc != 0)
+      return rc;
+    p->dev[i].set = 1;
+    if (p->dev[i].text == NULL)
+      t = strdup(rule);
+    else if (asprintf(&t, "%s --device-allow %s", p->dev[i].text, rule) < 0)
+      t = NULL;
+    if (t == NULL)
+      return HIPD_ENOMEM;
+    free(p->dev[i].text);
+    p->dev[i].text = t;
+  }
+  if (!matched) {
+    snprintf(err, errlen,
+             "--device-allow: '%s' names no device this daemon serves", spec);
+    return HIPD_EINVAL;
+  }
+  return 0;
+}
+
+void policy_free(daemon_t *d)
+{
+  struct policy *p = d->policy;
+
+  if (p == NULL)
+    return;
+  free(p->users.e);
+  free(p->groups.e);
+  for (int i = 0; i < POLICY_MAX_DEVICES; i++) {
+    free(p->dev[i].who.e);
+    free(p->dev[i].text);
+  }
+  free(p);
+  d->policy = NULL;
+}
+
+int policy_init(daemon_t *d, char *err, size_t errlen)
+{
+  const daemon_config_t *cfg = &d->cfg;
+  struct policy *p;
+  int rc = 0;
+
+  d->policy = NULL;
+  if (cfg->allow_users == NULL && cfg->allow_groups == NULL &&
+      cfg->ndevice_allow == 0)
+    return 0;
+  if ((p = calloc(1, sizeof(*p))) == NULL)
+    return HIPD_ENOMEM;
+  d->policy = p;
+  p->strict = cfg->strict_allow;
+  p->self = geteuid();
+  if (cfg->allow_users != NULL) {
+    p->users_set = 1;
+    rc = list_parse(p, "--allow-users", cfg->allow_users, USERS, &p->users,
+                    err, errlen);
+  }
+  if (rc == 0 && cfg->allow_groups != NULL) {
+    p->groups_set = 1;
+    rc = list_parse(p, "--allow-groups", cfg->allow_groups, GROUPS, &p->groups,
+                    err, errlen);
+  }
+  for (uint32_t i = 0; rc == 0 && i < cfg->ndevice_allow; i++)
+    rc = device_rule(p, cfg->device_allow[i], err, errlen);
+  if (rc != 0)
+    policy_free(d);
+  return rc;
+}
+
+/* Does @p l name @p uid or one of the @p ngids in @p gids? */
+static int list_match(const list_t *l, uid_t uid, const gid_t *gids, int ngids)
+{
+  for (uint32_t i = 0; i < l->n; i++) {
+    if (!l->e[i].group && l->e[i].id == (uint32_t)uid)
+      return 1;
+    for (int j = 0; l->e[i].group && j < ngids; j++)
+      if (l->e[i].id == (uint32_t)gids[j])
+        return 1;
+  }
+  return 0;
+}
+
+int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
+                      size_t wholen, uint64_t *devmask, char *err,
+                      size_t errlen)
+{
+  const struct policy *p = d->policy;
+  const daemon_config_t *cfg = &d->cfg;
+  int ndev = devices_count(), ngids = 1, implied;
+  gid_t gids[POLICY_MAX_GROUPS];
+  struct passwd pwb, *pw = NULL;
+  char buf[4096];
+
+  *devmask = ndev >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << ndev) - 1;
+  if (p == NULL) {
+    snprintf(who, wholen, "uid %u", (unsigned)uid);
+    return 0;
+  }
+  if (getpwuid_r(uid, &pwb, buf, sizeof(buf), &pw) != 0)
+    pw = NULL;
+  if (pw != NULL)
+    snprintf(who, wholen, "uid %u (%s)", (unsigned)uid, pw->pw_name);
+  else
+    snprintf(who, wholen, "uid %u", (unsigned)uid);
+  gids[0] = gid;
+  if (p->need_groups && pw != NULL) {
+    /* The user's groups from the group database, after the peer's own
+     * primary gid. */
+    int n = POLICY_MAX_GROUPS - 1;
+    if (getgrouplist(pw->pw_name, pw->pw_gid, gids + 1, &n) < 0)
+      n = POLICY_MAX_GROUPS - 1; /* the first ones */
+    ngids = 1 + n;
+  }
+  implied = !p->strict && (uid == 0 || uid == p->self);
+  if ((p->users_set || p->groups_set) && !implied &&
+      !(p->users_set && list_match(&p->users, uid, gids, ngids)) &&
+      !(p->groups_set && list_match(&p->groups, uid, gids, ngids))) {
+    if (p->users_set && p->groups_set)
+      snprintf(err, errlen,
+               "%s is not allowed by --allow-users %s nor --allow-groups %s",
+               who, cfg->allow_users, cfg->allow_groups);
+    else if (p->users_set)
+      snprintf(err, errlen, "%s is not allowed by --allow-users %s", who,
+               cfg->allow_users);
+    else
+      snprintf(err, errlen, "%s is not allowed by --allow-groups %s", who,
+               cfg->allow_groups);
+    *devmask = 0;
+    return HIPD_EPERM;
+  }
+  for (int i = 0; i < ndev && i < POLICY_MAX_DEVICES; i++)
+    if (p->dev[i].set && !implied &&
+        !list_match(&p->dev[i].who, uid, gids, ngids))
+      *devmask &= ~((uint64_t)1 << i);
+  return 0;
+}
+
+void policy_device_refusal(const daemon_t *d, const char *who,
+                           const device_t *dev, char *err, size_t errlen)
+{
+  const struct policy *p = d->policy;
+  const char *rule = p != NULL && dev->id < POLICY_MAX_DEVICES
+                         ? p->dev[dev->id].text
+                         : NULL;
+
+  snprintf(err, errlen, "device %d (%s:%d) is not allowed for %s by "
+                        "--device-allow %s",
+           dev->id, dev->drv->name, dev->local, who,
+           rule != NULL ? rule : "(none)");
+}

@@ -1,0 +1,50 @@
+/* daemon/policy.h: who may connect, and which devices each peer may use.
+ *
+ * The rules come from the command line: --allow-users LIST (user names or
+ * uids), --allow-groups LIST (group names or gids, matched against the
+ * peer's primary gid from SO_PEERCRED and the supplementary groups of its
+ * user from getgrouplist()), and --device-allow DEV=LIST, repeatable (DEV
+ * a global id, a driver, or driver:N as in --devices; LIST user names,
+ * uids, and @group names or @gids). Without --strict-allow, root and
+ * hipd's own uid are allowed by every rule. Names are resolved once, at
+ * start; a name that does not exist stops hipd.
+ *
+ * Who calls it: main.c (policy_init, at start, after the devices are
+ * known), the transport's accept (policy_check_peer) and every place a
+ * device is addressed (dispatch's device params, methods/device.c),
+ * through session_may_use_device() and policy_device_refusal(). Same
+ * layer as sessions and resources; calls only the devices and the user
+ * database. Loop thread.
+ */
+#ifndef HIPD_POLICY_H
+#define HIPD_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon.h"
+
+struct device;
+
+/* Parse the rules of d->cfg into d->policy (NULL when there are none).
+ * @return 0, or HIPD_EINVAL with @p err naming the bad word. */
+int policy_init(daemon_t *d, char *err, size_t errlen);
+void policy_free(daemon_t *d);
+
+/* Decide for a peer with @p uid and primary @p gid: fill @p who with
+ * "uid 1001 (bob)" (for messages) and @p devmask with the devices it may
+ * use (bit = global id). @return 0, or HIPD_EPERM when it may not connect,
+ * with @p err naming the rule ("uid 1001 (bob) is not allowed by
+ * --allow-users alice,1002"). May read the user database (NSS). */
+int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
+                      size_t wholen, uint64_t *devmask, char *err,
+                      size_t errlen);
+
+/* The message for a device the peer @p who may not use: "device 1 (cpu:1)
+ * is not allowed for uid 1001 (bob) by --device-allow cpu:1=alice". */
+void policy_device_refusal(const daemon_t *d, const char *who,
+                           const struct device *dev, char *err,
+                           size_t errlen);
+
+#endif

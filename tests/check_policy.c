@@ -1,0 +1,525 @@
+/* tests/check_policy.c: tenants and the access policy (PROTOCOL.md,
+ * "Tenants and access"), against real daemons (tests/harness.c) on real
+ * sockets, with clients that run as real other uids.
+ *
+ * As root the test makes two users and a group of its own (useradd,
+ * groupadd; kept for the next run): hipd_pt_a, and hipd_pt_b, a
+ * supplementary member of hipd_pt_g. Each client runs in a forked child
+ * that became one of them (harness_run_as()); the daemons run as root, on
+ * sockets the children may reach (--socket-mode 0666 in directories that
+ * others may search but not list). Without root the whole program is
+ * skipped (exit 77), and says so. */
+#include "config.h"
+
+#include <check.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "hipd.h"
+
+#define USER_A "hipd_pt_a"
+#define USER_B "hipd_pt_b"
+#define GROUP_G "hipd_pt_g"
+
+static uid_t uid_a, uid_b;
+
+/* ------------------------------------------------------------ utilities */
+
+/* In a child: fail with a message (returned through harness_run_as). */
+#define REQUIRE(cond, ...)                                                     \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      snprintf(msg, msglen, __VA_ARGS__);                                      \
+      return -1;                                                               \
+    }                                                                          \
+  } while (0)
+
+/* Start a daemon that other uids can reach, with the extra options. */
+static harness_daemon_t *start_shared(const char *arg, ...)
+{
+  const char *args[32] = {"--socket-mode", "0666"};
+  int n = 2;
+  va_list ap;
+  harness_daemon_t *d;
+
+  va_start(ap, arg);
+  for (const char *a = arg; a != NULL && n < 31; a = va_arg(ap, const char *))
+    args[n++] = a;
+  va_end(ap);
+  args[n] = NULL;
+  d = harness_startv(args);
+  ck_assert_msg(d != NULL, "the daemon did not start");
+  ck_assert_msg(harness_share_socket(d) == 0, "cannot open the directories");
+  return d;
+}
+
+/* Run @p fn as @p user; fail the test with its message unless it passed. */
+static void as_user(const char *user, int (*fn)(void *, char *, size_t),
+                    void *arg)
+{
+  char msg[1024];
+  int rc = harness_run_as(user, fn, arg, msg, sizeof(msg));
+
+  ck_assert_msg(rc == 0, "as %s: %s", user, msg);
+}
+
+static int connect_as(const char *socket, hipd_conn_t **conn)
+{
+  int rc = hipd_connect2(socket, "check_policy", conn);
+
+  if (rc == 0)
+    hipd_set_timeout(*conn, 30000);
+  return rc;
+}
+
+static int64_t info_get(hipd_info_t *info, const char *path)
+{
+  int64_t v = -1;
+
+  (void)hipd_info_int(info, path, &v);
+  return v;
+}
+
+/* -------------------------------------------------------------- tenants */
+
+typedef struct {
+  const char *socket;
+  uid_t uid;
+} ctx_t;
+
+/* Two sessions of one uid: 600 KiB each fits the session quota (1 MiB)
+ * but not the tenant's (1 MiB for both). */
+static int tenant_quota_a(void *arg, char *msg, size_t msglen)
+{
+  ctx_t *x = arg;
+  hipd_conn_t *c1 = NULL, *c2 = NULL;
+  hipd_buffer_t b1, b2;
+  hipd_info_t *info = NULL;
+  char want[256];
+  int rc;
+
+  REQUIRE(connect_as(x->socket, &c1) == 0, "connect 1: %s",
+          hipd_last_error(NULL));
+  REQUIRE(connect_as(x->socket, &c2) == 0, "connect 2: %s",
+          hipd_last_error(NULL));
+  rc = hipd_mem_alloc(c1, 0, 600 * 1024, "byte", &b1);
+  REQUIRE(rc == 0, "alloc in session 1: %s (%s)", hipd_err_name(rc),
+          hipd_last_error(c1));
+  rc = hipd_mem_alloc(c2, 0, 600 * 1024, "byte", &b2);
+  REQUIRE(rc == HIPD_EQUOTA, "alloc in session 2: %s, not EQUOTA (%s)",
+          hipd_err_name(rc), hipd_last_error(c2));
+  snprintf(want, sizeof(want),
+           "614400 bytes would exceed tenant uid %u's quota of 1048576 bytes "
+           "(614400 in use by its 2 sessions)",
+           (unsigned)x->uid);
+  REQUIRE(strstr(hipd_last_error(c2), want) != NULL,
+          "message '%s' does not say '%s'", hipd_last_error(c2), want);
+  /* A smaller one still fits; session.info reports the tenant's use. */
+  rc = hipd_mem_alloc(c2, 0, 400 * 1024, "byte", &b2);
+  REQUIRE(rc == 0, "alloc of 400 KiB: %s (%s)", hipd_err_name(rc),
+          hipd_last_error(c2));
+  rc = hipd_session_info(c2, &info);
+  REQUIRE(rc == 0, "session.info: %s", hipd_err_name(rc));
+  REQUIRE(info_get(info, "tenant.uid") == (int64_t)x->uid, "tenant.uid %lld",
+          (long long)info_get(info, "tenant.uid"));
+  REQUIRE(info_get(info, "tenant.sessions") == 2, "tenant.sessions %lld",
+          (long long)info_get(info, "tenant.sessions"));
+  REQUIRE(info_get(info, "tenant.mem_used") == 1000 * 1024,
+          "tenant.mem_used %lld",
+          (long long)info_get(info, "tenant.mem_used"));
+  hipd_info_free(info);
+  /* Freeing in one session makes room in the other. */
+  rc = hipd_mem_free(c1, b1);
+  REQUIRE(rc == 0, "free: %s", hipd_err_name(rc));
+  rc = hipd_mem_alloc(c2, 0, 600 * 1024, "byte", &b2);
+  REQUIRE(rc == 0, "alloc after the free: %s (%s)", hipd_err_name(rc),
+          hipd_last_error(c2));
+  hipd_close(c1);
+  hipd_close(c2);
+  return 0;
+}
+
+/* Another uid has a quota of its own; the session quota still applies. */
+static int tenant_quota_b(void *arg, char *msg, size_t msglen)
+{
+  ctx_t *x = arg;
+  hipd_conn_t *c = NULL;
+  hipd_buffer_t b;
+  int rc;
+
+  REQUIRE(connect_as(x->socket, &c) == 0, "connect: %s",
+          hipd_last_error(NULL));
+  rc = hipd_mem_alloc(c, 0, 600 * 1024, "byte", &b);
+  REQUIRE(rc == 0, "alloc: %s (%s)", hipd_err_name(rc), hipd_last_error(c));
+  rc = hipd_mem_alloc(c, 0, 600 * 1024, "byte", &b);
+  REQUIRE(rc == HIPD_EQUOTA && strstr(hipd_last_error(c),
+                                      "this session's quota") != NULL,
+          "second alloc: %s (%s), not the session quota", hipd_err_name(rc),
+          hipd_last_error(c));
+  hipd_close(c);
+  return 0;
+}
+
+START_TEST(test_tenant_mem_quota)
+{
+  harness_daemon_t *d = start_shared("--mem-quota", "1M", "--tenant-mem-quota",
+                                     "1M", NULL);
+  ctx_t a = {d->socket, uid_a}, b = {d->socket, uid_b};
+  hipd_conn_t *c = NULL;
+  hipd_info_t *info = NULL;
+
+  /* uid A holds its quota open in a child while B allocates: run A's two
+   * sessions to the refusal, then B. */
+  as_user(USER_A, tenant_quota_a, &a);
+  as_user(USER_B, tenant_quota_b, &b);
+  /* daemon.info reports the tenant limits. */
+  ck_assert_int_eq(connect_as(d->socket, &c), 0);
+  ck_assert_int_eq(hipd_daemon_info(c, &info), 0);
+  ck_assert_int_eq(info_get(info, "limits.tenant_mem_quota"), 1 << 20);
+  ck_assert_int_eq(info_get(info, "limits.tenant_max_sessions"), 0);
+  ck_assert_int_eq(info_get(info, "limits.tenant_max_handles"), 0);
+  ck_assert_int_eq(info_get(info, "limits.tenant_max_streams"), 0);
+  hipd_info_free(info);
+  hipd_close(c);
+  harness_free(d);
+}
+END_TEST
+
+/* With --tenant-max-sessions 2: two sessions, the third refused. */
+static int max_sessions_a(void *arg, char *msg, size_t msglen)
+{
+  ctx_t *x = arg;
+  hipd_conn_t *c1 = NULL, *c2 = NULL, *c3 = NULL;
+  int rc;
+
+  REQUIRE(connect_as(x->socket, &c1) == 0, "connect 1: %s",
+          hipd_last_error(NULL));
+  REQUIRE(connect_as(x->socket, &c2) == 0, "connect 2: %s",
+          hipd_last_error(NULL));
+  rc = connect_as(x->socket, &c3);
+  REQUIRE(rc == HIPD_ECONNECT, "connect 3: %s, not ECONNECT",
+          hipd_err_name(rc));
+  hipd_close(c2);
+  /* A place freed is a place again (the close is seen at once, the
+   * teardown at the daemon's next safe point: retry briefly). */
+  for (int i = 0; i < 100 && (rc = connect_as(x->socket, &c3)) != 0; i++)
+    harness_sleep_ms(20);
+  REQUIRE(rc == 0, "connect after a close: %s", hipd_err_name(rc));
+  hipd_close(c3);
+  hipd_close(c1);
+  return 0;
+}
+
+START_TEST(test_tenant_max_sessions)
+{
+  harness_daemon_t *d = start_shared("--tenant-max-sessions", "2", NULL);
+  ctx_t a = {d->socket, uid_a};
+  hipd_conn_t *r1 = NULL, *r2 = NULL;
+  char want[128];
+
+  /* root's two sessions do not count against uid A's. */
+  ck_assert_int_eq(connect_as(d->socket, &r1), 0);
+  ck_assert_int_eq(connect_as(d->socket, &r2), 0);
+  as_user(USER_A, max_sessions_a, &a);
+  snprintf(want, sizeof(want), "session closed: too many sessions for uid %u "
+           "(limit 2)", (unsigned)uid_a);
+  ck_assert_msg(harness_log_wait(d, want, 5000), "the log lacks '%s'", want);
+  hipd_close(r1);
+  hipd_close(r2);
+  harness_free(d);
+}
+END_TEST
+
+/* --tenant-max-streams 2 and --tenant-max-handles: across two sessions. */
+static int tenant_objects_a(void *arg, char *msg, size_t msglen)
+{
+  ctx_t *x = arg;
+  hipd_conn_t *c1 = NULL, *c2 = NULL;
+  hipd_stream_t st;
+  hipd_buffer_t b;
+  int rc;
+
+  REQUIRE(connect_as(x->socket, &c1) == 0, "connect 1: %s",
+          hipd_last_error(NULL));
+  REQUIRE(connect_as(x->socket, &c2) == 0, "connect 2: %s",
+          hipd_last_error(NULL));
+  REQUIRE(hipd_stream_create(c1, 0, &st) == 0, "stream 1: %s",
+          hipd_last_error(c1));
+  REQUIRE(hipd_stream_create(c2, 0, &st) == 0, "stream 2: %s",
+          hipd_last_error(c2));
+  rc = hipd_stream_create(c2, 0, &st);
+  REQUIRE(rc == HIPD_ETOOMANY &&
+              strstr(hipd_last_error(c2), "already has 2 streams in its 2 "
+                                          "sessions (the tenant limit)"),
+          "stream 3: %s (%s)", hipd_err_name(rc), hipd_last_error(c2));
+  /* Two stream handles are held; the handle cap is 4. */
+  REQUIRE(hipd_mem_alloc(c1, 0, 16, "byte", &b) == 0, "buffer 1: %s",
+          hipd_last_error(c1));
+  REQUIRE(hipd_mem_alloc(c2, 0, 16, "byte", &b) == 0, "buffer 2: %s",
+          hipd_last_error(c2));
+  rc = hipd_mem_alloc(c1, 0, 16, "byte", &b);
+  REQUIRE(rc == HIPD_ETOOMANY, "buffer 3: %s, not ETOOMANY (%s)",
+          hipd_err_name(rc), hipd_last_error(c1));
+  hipd_close(c1);
+  hipd_close(c2);
+  return 0;
+}
+
+START_TEST(test_tenant_streams_handles)
+{
+  harness_daemon_t *d = start_shared("--tenant-max-streams", "2",
+                                     "--tenant-max-handles", "4", NULL);
+  ctx_t a = {d->socket, uid_a};
+
+  as_user(USER_A, tenant_objects_a, &a);
+  /* uid B's count starts from nothing. */
+  as_user(USER_B, tenant_objects_a, &a);
+  harness_free(d);
+}
+END_TEST
+
+/* --------------------------------------------------------------- policy */
+
+/* Connects and pings. */
+static int connect_ok(void *arg, char *msg, size_t msglen)
+{
+  ctx_t *x = arg;
+  hipd_conn_t *c = NULL;
+  char out[8];
+  size_t n;
+  int rc = connect_as(x->socket, &c);
+
+  REQUIRE(rc == 0, "connect: %s (%s)", hipd_err_name(rc),
+          hipd_last_error(NULL));
+  rc = hipd_ping(c, "hi", 2, out, sizeof(out), &n);
+  REQUIRE(rc == 0, "ping: %s", hipd_err_name(rc));
+  hipd_close(c);
+  return 0;
+}
+
+typedef struct {
+  const char *socket;
+  char want[256]; /* the refusal's message */
+} refused_t;
+
+/* Is refused with EPERM and the message. */
+static int connect_refused(void *arg, char *msg, size_t msglen)
+{
+  refused_t *x = arg;
+  hipd_conn_t *c = NULL;
+  int rc = connect_as(x->socket, &c);
+
+  REQUIRE(rc == HIPD_EPERM, "connect: %s, not EPERM (%s)", hipd_err_name(rc),
+          hipd_last_error(NULL));
+  REQUIRE(strstr(hipd_last_error(NULL), x->want) != NULL,
+          "message '%s' does not say '%s'", hipd_last_error(NULL), x->want);
+  return 0;
+}
+
+START_TEST(test_allow_users)
+{
+  harness_daemon_t *d = start_shared("--allow-users", USER_A ",0", NULL);
+  ctx_t a = {d->socket, uid_a};
+  refused_t r = {d->socket, ""};
+  hipd_conn_t *c = NULL;
+  char logline[300];
+
+  as_user(USER_A, connect_ok, &a);
+  snprintf(r.want, sizeof(r.want),
+           "hello: uid %u (" USER_B ") is not allowed by --allow-users "
+           USER_A ",0",
+           (unsigned)uid_b);
+  as_user(USER_B, connect_refused, &r);
+  snprintf(logline, sizeof(logline), "session closed: not allowed: uid %u (",
+           (unsigned)uid_b);
+  ck_assert_msg(harness_log_wait(d, logline, 5000), "the log lacks '%s'",
+                logline);
+  /* root is listed here; hipd's own uid (root) would be allowed anyway. */
+  ck_assert_int_eq(connect_as(d->socket, &c), 0);
+  hipd_close(c);
+  harness_free(d);
+}
+END_TEST
+
+START_TEST(test_allow_groups)
+{
+  /* B is a supplementary member of G; A is not. */
+  harness_daemon_t *d = start_shared("--allow-groups", GROUP_G, NULL);
+  ctx_t b = {d->socket, uid_b};
+  refused_t r = {d->socket, ""};
+
+  as_user(USER_B, connect_ok, &b);
+  snprintf(r.want, sizeof(r.want),
+           "uid %u (" USER_A ") is not allowed by --allow-groups " GROUP_G,
+           (unsigned)uid_a);
+  as_user(USER_A, connect_refused, &r);
+  harness_free(d);
+}
+END_TEST
+
+typedef struct {
+  const char *socket;
+  int sees_1; /* device 1 is allowed */
+  uid_t uid;
+  const char *user;
+} devctx_t;
+
+static int devices_as(void *arg, char *msg, size_t msglen)
+{
+  devctx_t *x = arg;
+  hipd_conn_t *c = NULL;
+  hipd_info_t *info = NULL;
+  hipd_buffer_t buf;
+  char want[256];
+  int n = -1, rc;
+
+  REQUIRE(connect_as(x->socket, &c) == 0, "connect: %s",
+          hipd_last_error(NULL));
+  REQUIRE(hipd_device_count(c, &n) == 0, "device.count failed");
+  REQUIRE(n == (x->sees_1 ? 2 : 1), "device.count %d", n);
+  REQUIRE(hipd_device_list(c, &info) == 0, "device.list failed");
+  REQUIRE(info_get(info, "0.id") == 0, "device.list[0].id %lld",
+          (long long)info_get(info, "0.id"));
+  if (x->sees_1)
+    REQUIRE(info_get(info, "1.id") == 1, "device.list[1].id %lld",
+            (long long)info_get(info, "1.id"));
+  else
+    REQUIRE(info_get(info, "1.id") == -1, "device 1 is listed");
+  hipd_info_free(info);
+  /* Device 0 is open to both. */
+  rc = hipd_mem_alloc(c, 0, 64, "byte", &buf);
+  REQUIRE(rc == 0, "alloc on 0: %s (%s)", hipd_err_name(rc),
+          hipd_last_error(c));
+  rc = hipd_mem_alloc(c, 1, 64, "byte", &buf);
+  if (x->sees_1) {
+    REQUIRE(rc == 0, "alloc on 1: %s (%s)", hipd_err_name(rc),
+            hipd_last_error(c));
+  } else {
+    snprintf(want, sizeof(want),
+             "device 1 (cpu:1) is not allowed for uid %u (%s) by "
+             "--device-allow cpu:1=" USER_A,
+             (unsigned)x->uid, x->user);
+    REQUIRE(rc == HIPD_EPERM && strstr(hipd_last_error(c), want) != NULL,
+            "alloc on 1: %s (%s), not EPERM '%s'", hipd_err_name(rc),
+            hipd_last_error(c), want);
+    rc = hipd_device_get(c, 1, &info);
+    REQUIRE(rc == HIPD_EPERM, "device.get 1: %s", hipd_err_name(rc));
+    rc = hipd_device_set_current(c, 1);
+    REQUIRE(rc == HIPD_EPERM, "device.set_current 1: %s", hipd_err_name(rc));
+  }
+  hipd_close(c);
+  return 0;
+}
+
+START_TEST(test_device_allow)
+{
+  harness_daemon_t *d = start_shared("--cpu-devices", "2", "--device-allow",
+                                     "cpu:1=" USER_A, NULL);
+  devctx_t a = {d->socket, 1, uid_a, USER_A};
+  devctx_t b = {d->socket, 0, uid_b, USER_B};
+
+  as_user(USER_A, devices_as, &a);
+  as_user(USER_B, devices_as, &b);
+  harness_free(d);
+}
+END_TEST
+
+/* A rule that names nobody who exists, or no device, stops hipd. */
+START_TEST(test_bad_rules)
+{
+  const char *bad[][3] = {
+      {"--allow-users", "hipd_pt_nobody_here", "no user 'hipd_pt_nobody_here'"},
+      {"--allow-groups", "hipd_pt_nogroup", "no group 'hipd_pt_nogroup'"},
+      {"--device-allow", "cpu:7=" USER_A, "names no device"},
+      {"--device-allow", "cpu:0", "is not DEV=LIST"},
+  };
+
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    const char *args[] = {bad[i][0], bad[i][1], NULL};
+    harness_daemon_t *d = harness_spawn(NULL, args);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(harness_wait_exit(d, 20000), 1);
+    ck_assert_msg(harness_log_contains(d, bad[i][2]), "%s %s: the log lacks "
+                  "'%s'", bad[i][0], bad[i][1], bad[i][2]);
+    harness_free(d);
+  }
+}
+END_TEST
+
+/* ----------------------------------------------------------------- main */
+
+/* Make the test users and group (kept between runs). @return 0 or -1. */
+static int make_users(void)
+{
+  struct passwd *pw;
+  struct group *g;
+
+  if (getgrnam(GROUP_G) == NULL &&
+      system("groupadd " GROUP_G " >/dev/null 2>&1") != 0)
+    return -1;
+  if (getpwnam(USER_A) == NULL &&
+      system("useradd -M -N -s /usr/sbin/nologin " USER_A
+             " >/dev/null 2>&1") != 0)
+    return -1;
+  if (getpwnam(USER_B) == NULL &&
+      system("useradd -M -N -s /usr/sbin/nologin " USER_B
+             " >/dev/null 2>&1") != 0)
+    return -1;
+  /* B in G (supplementary), A not. */
+  if (system("usermod -a -G " GROUP_G " " USER_B " >/dev/null 2>&1") != 0 ||
+      system("gpasswd -d " USER_A " " GROUP_G " >/dev/null 2>&1; true") != 0)
+    return -1;
+  if ((pw = getpwnam(USER_A)) == NULL)
+    return -1;
+  uid_a = pw->pw_uid;
+  if ((pw = getpwnam(USER_B)) == NULL)
+    return -1;
+  uid_b = pw->pw_uid;
+  g = getgrnam(GROUP_G);
+  return g != NULL && pw->pw_gid != g->gr_gid ? 0 : -1;
+}
+
+int main(void)
+{
+  Suite *s = suite_create("policy");
+  TCase *tc;
+  SRunner *sr;
+  int failed;
+
+  if (geteuid() != 0) {
+    printf("check_policy: SKIP: needs root to create the test users "
+           USER_A " and " USER_B " (useradd) and to run clients as them\n");
+    return 77;
+  }
+  if (make_users() != 0) {
+    printf("check_policy: SKIP: cannot create the test users " USER_A ", "
+           USER_B " and group " GROUP_G " (useradd, groupadd, usermod)\n");
+    return 77;
+  }
+  harness_init("policy");
+  tc = tcase_create("tenants");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_tenant_mem_quota);
+  tcase_add_test(tc, test_tenant_max_sessions);
+  tcase_add_test(tc, test_tenant_streams_handles);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("access");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_allow_users);
+  tcase_add_test(tc, test_allow_groups);
+  tcase_add_test(tc, test_device_allow);
+  tcase_add_test(tc, test_bad_rules);
+  suite_add_tcase(s, tc);
+  sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  harness_fini();
+  return failed == 0 ? 0 : 1;
+}
