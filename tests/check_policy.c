@@ -502,6 +502,11 @@ int main(void)
            USER_B " and group " GROUP_G " (useradd, groupadd, usermod)\n");
     return 77;
   }
+  /* The test users reach the daemons' sockets through every directory
+   * above them: the build tree may sit under a private one (a home, a
+   * mktemp -d), so these daemons live under /tmp instead (harness_init
+   * makes the folder, harness_share_socket opens it to traversal only). */
+  setenv("HIPD_TEST_TMP", "/tmp", 1);
   harness_init("policy");
   tc = tcase_create("tenants");
   tcase_set_timeout(tc, 60);
