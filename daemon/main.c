@@ -658,8 +658,10 @@ int main(int argc, char **argv)
       log_error(0, "not started: %s", err);
       return 1;
     }
-    if ((rc = policy_init(d, err, sizeof(err))) != 0) {
-      log_error(0, "not started: %s", err[0] ? err : hipd_strerror(rc));
+    hipd_err_t perr;
+    if ((rc = policy_init(d, &perr)) != 0) {
+      log_error(0, "not started: %s",
+                perr.msg[0] ? perr.msg : hipd_strerror(rc));
       return 1;
     }
   }

@@ -40,9 +40,6 @@ typedef struct res {
   uint32_t ndefaults;  /* default streams made (not under max_streams) */
 } res_t;
 
-/* The message buffers these functions fill hold this much. */
-#define RES_ERR_MAX 200
-
 /* ---- the memory quota ---- */
 /* Count @p bytes against the session's quota and its tenant's
  * (--tenant-mem-quota), or refuse with HIPD_EQUOTA and the message naming
