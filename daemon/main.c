@@ -668,10 +668,9 @@ int main(int argc, char **argv)
   if (d->cfg.cache_dir == NULL)
     d->cfg.cache_dir = cache_default_dir();
   {
-    char err[512] = "";
-    if (cache_init(d->loop, d->cfg.cache_dir, d->cfg.cache_size, err,
-                   sizeof(err)) != 0) {
-      log_error(0, "not started: %s", err);
+    hipd_err_t err;
+    if (cache_init(d->loop, d->cfg.cache_dir, d->cfg.cache_size, &err) != 0) {
+      log_error(0, "not started: %s", err.msg);
       return 1;
     }
   }

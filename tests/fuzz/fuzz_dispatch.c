@@ -118,6 +118,7 @@ static void daemon_start(void)
 {
   daemon_t *d = &G.d;
   char err[512] = "";
+  hipd_err_t cerr;
   const char *cxx = getenv("HIPD_FUZZ_CXX");
 
   signal(SIGPIPE, SIG_IGN);
@@ -167,9 +168,9 @@ static void daemon_start(void)
   FUZZ_CHECK(exec_bridge_init(d->loop) == 0, "exec_bridge_init");
   FUZZ_CHECK(devices_init(d->cfg.devices, err, sizeof(err)) == 0,
              "devices_init: %s", err);
-  FUZZ_CHECK(cache_init(d->loop, d->cfg.cache_dir, d->cfg.cache_size, err,
-                        sizeof(err)) == 0,
-             "cache_init: %s", err);
+  FUZZ_CHECK(cache_init(d->loop, d->cfg.cache_dir, d->cfg.cache_size, &cerr) ==
+                 0,
+             "cache_init: %s", cerr.msg);
   FUZZ_CHECK(server_start(d) == 0, "server_start on %s", G.path);
   transport_init(d);
   G.started = 1;
