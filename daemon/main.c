@@ -653,15 +653,13 @@ int main(int argc, char **argv)
     return 1;
   }
   {
-    char err[256] = "";
-    if ((rc = devices_init(d->cfg.devices, err, sizeof(err))) != 0) {
-      log_error(0, "not started: %s", err);
+    hipd_err_t err;
+    if ((rc = devices_init(d->cfg.devices, &err)) != 0) {
+      log_error(0, "not started: %s", err.msg[0] ? err.msg : hipd_strerror(rc));
       return 1;
     }
-    hipd_err_t perr;
-    if ((rc = policy_init(d, &perr)) != 0) {
-      log_error(0, "not started: %s",
-                perr.msg[0] ? perr.msg : hipd_strerror(rc));
+    if ((rc = policy_init(d, &err)) != 0) {
+      log_error(0, "not started: %s", err.msg[0] ? err.msg : hipd_strerror(rc));
       return 1;
     }
   }
