@@ -64,15 +64,14 @@ static int selected(const char *spec, const char *name, int local)
 }
 
 /* Reject words in @p spec that name no compiled-in driver. */
-static int check_spec(const char *spec, char *err, size_t errlen)
+static int check_spec(const char *spec, hipd_err_t *err)
 {
   char buf[256], *save = NULL;
 
   if (spec == NULL || strcmp(spec, "all") == 0)
     return 0;
   if (strlen(spec) >= sizeof(buf)) {
-    snprintf(err, errlen, "--devices: list too long");
-    return HIPD_EINVAL;
+    return err_set(err, HIPD_EINVAL, "--devices: list too long");
   }
   snprintf(buf, sizeof(buf), "%s", spec);
   for (char *tok = strtok_r(buf, ",", &save); tok != NULL;
@@ -84,16 +83,16 @@ static int check_spec(const char *spec, char *err, size_t errlen)
       *colon = '\0';
       long v = strtol(colon + 1, &end, 10);
       if (end == colon + 1 || *end != '\0' || v < 0 || v >= MAX_DEVICES) {
-        snprintf(err, errlen, "--devices: bad device index in '%s:%s'", tok,
-                 colon + 1);
-        return HIPD_EINVAL;
+        return err_set(err, HIPD_EINVAL,
+                       "--devices: bad device index in '%s:%s'", tok,
+                       colon + 1);
       }
     }
     for (driver_t **d = drivers_compiled(); *d != NULL; d++)
       known |= strcmp((*d)->name, tok) == 0;
     if (!known) {
-      snprintf(err, errlen, "--devices: no driver '%s' in this build", tok);
-      return HIPD_EINVAL;
+      return err_set(err, HIPD_EINVAL,
+                     "--devices: no driver '%s' in this build", tok);
     }
   }
   return 0;
@@ -106,11 +105,12 @@ int device_bind(void *arg)
   return dev->drv->bind_thread(dev->drv, dev->local);
 }
 
-int devices_init(const char *spec, char *err, size_t errlen)
+int devices_init(const char *spec, hipd_err_t *err)
 {
-  int rc = check_spec(spec, err, errlen);
+  int rc;
 
-  if (rc != 0)
+  err_clear(err);
+  if ((rc = check_spec(spec, err)) != 0)
     return rc;
   for (driver_t **dp = drivers_compiled(); *dp != NULL; dp++) {
     driver_t *drv = *dp;
@@ -131,7 +131,7 @@ int devices_init(const char *spec, char *err, size_t errlen)
         continue;
       dev = calloc(1, sizeof(*dev));
       if (dev == NULL)
-        return HIPD_ENOMEM;
+        return err->code = HIPD_ENOMEM; /* no message */
       dev->drv = drv;
       dev->local = i;
       dev->id = ndevices;
@@ -145,8 +145,7 @@ int devices_init(const char *spec, char *err, size_t errlen)
       dev->service = exec_create(tname, device_bind, dev);
       if (dev->service == NULL) {
         free(dev);
-        snprintf(err, errlen, "cannot start a worker thread");
-        return HIPD_ENOMEM;
+        return err_set(err, HIPD_ENOMEM, "cannot start a worker thread");
       }
       devices[ndevices++] = dev;
       log_info(0, "device %d: %s:%d %s (%s, %llu MiB)", dev->id, drv->name, i,
@@ -155,9 +154,8 @@ int devices_init(const char *spec, char *err, size_t errlen)
     }
   }
   if (ndevices == 0) {
-    snprintf(err, errlen, "no devices to serve%s%s",
-             spec ? " with --devices " : "", spec ? spec : "");
-    return HIPD_ENODEV;
+    return err_set(err, HIPD_ENODEV, "no devices to serve%s%s",
+                   spec ? " with --devices " : "", spec ? spec : "");
   }
   return 0;
 }

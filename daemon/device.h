@@ -12,6 +12,7 @@
 
 #include "drivers/driver.h"
 #include "executor.h"
+#include "util/err.h"
 
 typedef struct device {
   int id; /* global id */
@@ -28,9 +29,11 @@ typedef struct device {
 } device_t;
 
 /* Enumerate and select devices. @p spec is NULL or "all", or a comma list
- * of "hip", "cpu", "hip:N", "cpu:N" (N: the driver's own index). On error
- * @p err gets a message. @return 0 or a negative code. */
-int devices_init(const char *spec, char *err, size_t errlen);
+ * of "hip", "cpu", "hip:N", "cpu:N" (N: the driver's own index).
+ * @return 0 or a negative code, which @p err also holds, with a message
+ * (none for HIPD_ENOMEM). A driver or device that cannot be used is logged
+ * (with its drv_last_error()) and skipped. */
+int devices_init(const char *spec, hipd_err_t *err);
 /* Stop the service executors (blocking; at exit). */
 void devices_shutdown(void);
 int devices_count(void);

@@ -379,9 +379,9 @@ static int get_device(call_t *c, unsigned i, const param_t *p,
     return call_fail(c, HIPD_ENODEV, "no device %llu (this daemon serves %d)",
                      (unsigned long long)id, devices_count());
   if (!session_may_use_device(c->s, a->dev->id)) {
-    char err[RES_ERR_MAX];
-    policy_device_refusal(c->s->d, c->s->peer_who, a->dev, err, sizeof(err));
-    return call_fail(c, HIPD_EPERM, "%s", err);
+    hipd_err_t err;
+    policy_device_refusal(c->s->d, c->s->peer_who, a->dev, &err);
+    return call_fail(c, err.code, "%s", err.msg);
   }
   if (a->dev->lost)
     return check_alive(c, "device", a->dev, 0);
@@ -603,7 +603,7 @@ void dispatch_request(session_t *s, uint32_t msgid, const char *method,
   c.name = m != NULL ? m->name : NULL;
   if (s->refused) {
     /* The policy refused the peer at connect: say why, then close. */
-    call_fail(&c, HIPD_EPERM, "%s", s->refusal);
+    call_fail(&c, s->refusal.code, "%s", s->refusal.msg);
     s->close_flushed = 1;
   } else if (s->d->stopping) {
     call_fail(&c, HIPD_ESHUTDOWN, "the daemon is shutting down");

@@ -653,23 +653,22 @@ int main(int argc, char **argv)
     return 1;
   }
   {
-    char err[256] = "";
-    if ((rc = devices_init(d->cfg.devices, err, sizeof(err))) != 0) {
-      log_error(0, "not started: %s", err);
+    hipd_err_t err;
+    if ((rc = devices_init(d->cfg.devices, &err)) != 0) {
+      log_error(0, "not started: %s", err.msg[0] ? err.msg : hipd_strerror(rc));
       return 1;
     }
-    if ((rc = policy_init(d, err, sizeof(err))) != 0) {
-      log_error(0, "not started: %s", err[0] ? err : hipd_strerror(rc));
+    if ((rc = policy_init(d, &err)) != 0) {
+      log_error(0, "not started: %s", err.msg[0] ? err.msg : hipd_strerror(rc));
       return 1;
     }
   }
   if (d->cfg.cache_dir == NULL)
     d->cfg.cache_dir = cache_default_dir();
   {
-    char err[512] = "";
-    if (cache_init(d->loop, d->cfg.cache_dir, d->cfg.cache_size, err,
-                   sizeof(err)) != 0) {
-      log_error(0, "not started: %s", err);
+    hipd_err_t err;
+    if (cache_init(d->loop, d->cfg.cache_dir, d->cfg.cache_size, &err) != 0) {
+      log_error(0, "not started: %s", err.msg);
       return 1;
     }
   }

@@ -60,7 +60,7 @@ enum { USERS, GROUPS, MIXED };
 /* Append the words of comma list @p text to @p l: users, groups, or
  * either (MIXED: "@name" is a group). */
 static int list_parse(struct policy *p, const char *opt, const char *text,
-                      int mode, list_t *l, char *err, size_t errlen)
+                      int mode, list_t *l, hipd_err_t *err)
 {
   char *copy = strdup(text), *save = NULL, *tok;
   int rc = 0;
@@ -68,8 +68,7 @@ static int list_parse(struct policy *p, const char *opt, const char *text,
   if (copy == NULL)
     return HIPD_ENOMEM;
   if (text[0] == '\0') {
-    snprintf(err, errlen, "%s: an empty list", opt);
-    rc = HIPD_EINVAL;
+    rc = err_set(err, HIPD_EINVAL, "%s: an empty list", opt);
   }
   for (tok = strtok_r(copy, ",", &save); rc == 0 && tok != NULL;
        tok = strtok_r(NULL, ",", &save)) {
@@ -84,8 +83,7 @@ static int list_parse(struct policy *p, const char *opt, const char *text,
       p->need_groups = 1;
       if (!numeric(tok, &e.id)) {
         if ((g = getgrnam(tok)) == NULL) {
-          snprintf(err, errlen, "%s: no group '%s'", opt, tok);
-          rc = HIPD_EINVAL;
+          rc = err_set(err, HIPD_EINVAL, "%s: no group '%s'", opt, tok);
           break;
         }
         e.id = (uint32_t)g->gr_gid;
@@ -93,8 +91,7 @@ static int list_parse(struct policy *p, const char *opt, const char *text,
     } else if (!numeric(tok, &e.id)) {
       struct passwd *pw = getpwnam(tok);
       if (pw == NULL) {
-        snprintf(err, errlen, "%s: no user '%s'", opt, tok);
-        rc = HIPD_EINVAL;
+        rc = err_set(err, HIPD_EINVAL, "%s: no user '%s'", opt, tok);
         break;
       }
       e.id = (uint32_t)pw->pw_uid;
@@ -125,16 +122,15 @@ static int names_device(const char *spec, const device_t *dev)
          numeric(colon + 1, &v) && (int)v == dev->local;
 }
 
-static int device_rule(struct policy *p, const char *rule, char *err,
-                       size_t errlen)
+static int device_rule(struct policy *p, const char *rule, hipd_err_t *err)
 {
   const char *eq = strchr(rule, '=');
   char spec[64];
   int matched = 0, rc;
 
   if (eq == NULL || eq == rule || (size_t)(eq - rule) >= sizeof(spec)) {
-    snprintf(err, errlen, "--device-allow: '%s' is not DEV=LIST", rule);
-    return HIPD_EINVAL;
+    return err_set(err, HIPD_EINVAL, "--device-allow: '%s' is not DEV=LIST",
+                   rule);
   }
   memcpy(spec, rule, (size_t)(eq - rule));
   spec[eq - rule] = '\0';
@@ -144,8 +140,7 @@ static int device_rule(struct policy *p, const char *rule, char *err,
     if (!names_device(spec, dev))
       continue;
     matched = 1;
-    rc = list_parse(p, "--device-allow", eq + 1, MIXED, &p->dev[i].who, err,
-                    errlen);
+    rc = list_parse(p, "--device-allow", eq + 1, MIXED, &p->dev[i].who, err);
     if (rc != 0)
       return rc;
     p->dev[i].set = 1;
@@ -159,9 +154,9 @@ static int device_rule(struct policy *p, const char *rule, char *err,
     p->dev[i].text = t;
   }
   if (!matched) {
-    snprintf(err, errlen,
-             "--device-allow: '%s' names no device this daemon serves", spec);
-    return HIPD_EINVAL;
+    return err_set(err, HIPD_EINVAL,
+                   "--device-allow: '%s' names no device this daemon serves",
+                   spec);
   }
   return 0;
 }
@@ -182,35 +177,38 @@ void policy_free(daemon_t *d)
   d->policy = NULL;
 }
 
-int policy_init(daemon_t *d, char *err, size_t errlen)
+int policy_init(daemon_t *d, hipd_err_t *err)
 {
   const daemon_config_t *cfg = &d->cfg;
   struct policy *p;
   int rc = 0;
 
   d->policy = NULL;
+  err_clear(err);
   if (cfg->allow_users == NULL && cfg->allow_groups == NULL &&
       cfg->ndevice_allow == 0)
     return 0;
   if ((p = calloc(1, sizeof(*p))) == NULL)
-    return HIPD_ENOMEM;
+    return err->code = HIPD_ENOMEM;
   d->policy = p;
   p->strict = cfg->strict_allow;
   p->self = geteuid();
   if (cfg->allow_users != NULL) {
     p->users_set = 1;
-    rc = list_parse(p, "--allow-users", cfg->allow_users, USERS, &p->users,
-                    err, errlen);
+    rc =
+        list_parse(p, "--allow-users", cfg->allow_users, USERS, &p->users, err);
   }
   if (rc == 0 && cfg->allow_groups != NULL) {
     p->groups_set = 1;
     rc = list_parse(p, "--allow-groups", cfg->allow_groups, GROUPS, &p->groups,
-                    err, errlen);
+                    err);
   }
   for (uint32_t i = 0; rc == 0 && i < cfg->ndevice_allow; i++)
-    rc = device_rule(p, cfg->device_allow[i], err, errlen);
-  if (rc != 0)
+    rc = device_rule(p, cfg->device_allow[i], err);
+  if (rc != 0) {
+    err->code = rc; /* with no message for HIPD_ENOMEM */
     policy_free(d);
+  }
   return rc;
 }
 
@@ -228,8 +226,7 @@ static int list_match(const list_t *l, uid_t uid, const gid_t *gids, int ngids)
 }
 
 int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
-                      size_t wholen, uint64_t *devmask, char *err,
-                      size_t errlen)
+                      size_t wholen, uint64_t *devmask, hipd_err_t *err)
 {
   const struct policy *p = d->policy;
   const daemon_config_t *cfg = &d->cfg;
@@ -238,6 +235,7 @@ int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
   struct passwd pwb, *pw = NULL;
   char buf[4096];
 
+  err_clear(err);
   *devmask = ndev >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << ndev) - 1;
   if (p == NULL) {
     snprintf(who, wholen, "uid %u", (unsigned)uid);
@@ -263,15 +261,15 @@ int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
       !(p->users_set && list_match(&p->users, uid, gids, ngids)) &&
       !(p->groups_set && list_match(&p->groups, uid, gids, ngids))) {
     if (p->users_set && p->groups_set)
-      snprintf(err, errlen,
-               "%s is not allowed by --allow-users %s nor --allow-groups %s",
-               who, cfg->allow_users, cfg->allow_groups);
+      err_set(err, HIPD_EPERM,
+              "%s is not allowed by --allow-users %s nor --allow-groups %s",
+              who, cfg->allow_users, cfg->allow_groups);
     else if (p->users_set)
-      snprintf(err, errlen, "%s is not allowed by --allow-users %s", who,
-               cfg->allow_users);
+      err_set(err, HIPD_EPERM, "%s is not allowed by --allow-users %s", who,
+              cfg->allow_users);
     else
-      snprintf(err, errlen, "%s is not allowed by --allow-groups %s", who,
-               cfg->allow_groups);
+      err_set(err, HIPD_EPERM, "%s is not allowed by --allow-groups %s", who,
+              cfg->allow_groups);
     *devmask = 0;
     return HIPD_EPERM;
   }
@@ -283,15 +281,16 @@ int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
 }
 
 void policy_device_refusal(const daemon_t *d, const char *who,
-                           const device_t *dev, char *err, size_t errlen)
+                           const device_t *dev, hipd_err_t *err)
 {
   const struct policy *p = d->policy;
   const char *rule = p != NULL && dev->id < POLICY_MAX_DEVICES
                          ? p->dev[dev->id].text
                          : NULL;
 
-  snprintf(err, errlen, "device %d (%s:%d) is not allowed for %s by "
-                        "--device-allow %s",
-           dev->id, dev->drv->name, dev->local, who,
-           rule != NULL ? rule : "(none)");
+  err_set(err, HIPD_EPERM,
+          "device %d (%s:%d) is not allowed for %s by "
+          "--device-allow %s",
+          dev->id, dev->drv->name, dev->local, who,
+          rule != NULL ? rule : "(none)");
 }

@@ -24,12 +24,14 @@
 #include <sys/types.h>
 
 #include "daemon.h"
+#include "util/err.h"
 
 struct device;
 
 /* Parse the rules of d->cfg into d->policy (NULL when there are none).
- * @return 0, or HIPD_EINVAL with @p err naming the bad word. */
-int policy_init(daemon_t *d, char *err, size_t errlen);
+ * @return 0, or HIPD_EINVAL with @p err naming the bad word (or HIPD_ENOMEM,
+ * its message empty); @p err holds the returned code. */
+int policy_init(daemon_t *d, hipd_err_t *err);
 void policy_free(daemon_t *d);
 
 /* Decide for a peer with @p uid and primary @p gid: fill @p who with
@@ -38,13 +40,12 @@ void policy_free(daemon_t *d);
  * with @p err naming the rule ("uid 1001 (bob) is not allowed by
  * --allow-users alice,1002"). May read the user database (NSS). */
 int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
-                      size_t wholen, uint64_t *devmask, char *err,
-                      size_t errlen);
+                      size_t wholen, uint64_t *devmask, hipd_err_t *err);
 
-/* The message for a device the peer @p who may not use: "device 1 (cpu:1)
- * is not allowed for uid 1001 (bob) by --device-allow cpu:1=alice". */
+/* HIPD_EPERM in @p err with the message for a device the peer @p who may
+ * not use: "device 1 (cpu:1) is not allowed for uid 1001 (bob) by
+ * --device-allow cpu:1=alice". */
 void policy_device_refusal(const daemon_t *d, const char *who,
-                           const struct device *dev, char *err,
-                           size_t errlen);
+                           const struct device *dev, hipd_err_t *err);
 
 #endif

@@ -19,30 +19,30 @@
 
 /* ------------------------------------------------------------------ quota */
 
-int res_mem_reserve(session_t *s, uint64_t bytes, char *err, size_t errlen)
+int res_mem_reserve(session_t *s, uint64_t bytes, hipd_err_t *err)
 {
   uint64_t quota = s->d->cfg.mem_quota, used = s->res.mem_used;
   tenant_t *t = s->tenant;
 
+  err_clear(err);
   if (quota != 0 && bytes > quota - (used < quota ? used : quota)) {
-    snprintf(err, errlen,
-             "%llu bytes would exceed this session's quota of %llu bytes "
-             "(%llu in use)",
-             (unsigned long long)bytes, (unsigned long long)quota,
-             (unsigned long long)used);
-    return HIPD_EQUOTA;
+    return err_set(err, HIPD_EQUOTA,
+                   "%llu bytes would exceed this session's quota of %llu bytes "
+                   "(%llu in use)",
+                   (unsigned long long)bytes, (unsigned long long)quota,
+                   (unsigned long long)used);
   }
   /* All the uid's sessions together (--tenant-mem-quota). */
   quota = s->d->cfg.tenant_mem_quota;
   if (t != NULL && quota != 0 &&
       bytes > quota - (t->mem_used < quota ? t->mem_used : quota)) {
-    snprintf(err, errlen,
-             "%llu bytes would exceed tenant uid %u's quota of %llu bytes "
-             "(%llu in use by its %u session%s)",
-             (unsigned long long)bytes, (unsigned)t->uid,
-             (unsigned long long)quota, (unsigned long long)t->mem_used,
-             t->sessions, t->sessions == 1 ? "" : "s");
-    return HIPD_EQUOTA;
+    return err_set(
+        err, HIPD_EQUOTA,
+        "%llu bytes would exceed tenant uid %u's quota of %llu bytes "
+        "(%llu in use by its %u session%s)",
+        (unsigned long long)bytes, (unsigned)t->uid, (unsigned long long)quota,
+        (unsigned long long)t->mem_used, t->sessions,
+        t->sessions == 1 ? "" : "s");
   }
   s->res.mem_used += bytes;
   if (t != NULL)
@@ -61,8 +61,7 @@ void res_mem_release(session_t *s, uint64_t bytes)
 
 /* Every handle of a session is added and removed here, so that its
  * tenant's count (--tenant-max-handles) stays the sum of its sessions'. */
-static int handle_add(session_t *s, handle_type_t type, void *obj,
-                      uint64_t *h)
+static int handle_add(session_t *s, handle_type_t type, void *obj, uint64_t *h)
 {
   tenant_t *t = s->tenant;
   uint32_t max = s->d->cfg.tenant_max_handles;
@@ -197,45 +196,44 @@ uint32_t res_streams_created(const session_t *s)
   return s->handles.count[HANDLE_STREAM] - s->res.ndefaults;
 }
 
-int res_stream_admit(const session_t *s, char *err, size_t errlen)
+int res_stream_admit(const session_t *s, hipd_err_t *err)
 {
   const tenant_t *t = s->tenant;
   uint32_t max = s->d->cfg.tenant_max_streams;
 
+  err_clear(err);
   if (res_streams_created(s) >= s->d->cfg.max_streams) {
-    snprintf(err, errlen, "this session already has %u streams (the limit)",
-             res_streams_created(s));
-    return HIPD_ETOOMANY;
+    return err_set(err, HIPD_ETOOMANY,
+                   "this session already has %u streams (the limit)",
+                   res_streams_created(s));
   }
   if (t != NULL && max != 0 && t->streams >= max) {
-    snprintf(err, errlen,
-             "tenant uid %u already has %u streams in its %u session%s "
-             "(the tenant limit)",
-             (unsigned)t->uid, t->streams, t->sessions,
-             t->sessions == 1 ? "" : "s");
-    return HIPD_ETOOMANY;
+    return err_set(err, HIPD_ETOOMANY,
+                   "tenant uid %u already has %u streams in its %u session%s "
+                   "(the tenant limit)",
+                   (unsigned)t->uid, t->streams, t->sessions,
+                   t->sessions == 1 ? "" : "s");
   }
   return 0;
 }
 
 int res_default_stream(session_t *s, device_t *dev, stream_t **st, uint64_t *h,
-                       char *err, size_t errlen)
+                       hipd_err_t *err)
 {
   res_t *r = &s->res;
   struct res_default *ds;
   int rc;
 
+  err_clear(err);
   if (r->defaults == NULL) {
     r->defaults = calloc((size_t)devices_count(), sizeof(*r->defaults));
     if (r->defaults == NULL) {
-      snprintf(err, errlen, "out of memory");
-      return HIPD_ENOMEM;
+      return err_set(err, HIPD_ENOMEM, "out of memory");
     }
   }
   ds = &r->defaults[dev->id];
   if (dev->lost) {
-    snprintf(err, errlen, "%s", "");
-    return HIPD_EDEVLOST;
+    return err_set(err, HIPD_EDEVLOST, "%s", "");
   }
   if (ds->st != NULL && ds->st->epoch != device_epoch(dev)) {
     /* The default stream went with a reset context: make a new one. */
@@ -247,15 +245,13 @@ int res_default_stream(session_t *s, device_t *dev, stream_t **st, uint64_t *h,
   if (ds->st == NULL) {
     stream_t *n = stream_new(dev);
     if (n == NULL) {
-      snprintf(err, errlen, "cannot start a stream worker");
-      return HIPD_ENOMEM;
+      return err_set(err, HIPD_ENOMEM, "cannot start a stream worker");
     }
     rc = handle_add(s, HANDLE_STREAM, n, &ds->handle);
     if (rc != 0) {
       stream_unref(n);
-      snprintf(err, errlen, "cannot add the default stream: %s",
-               hipd_strerror(rc));
-      return rc;
+      return err_set(err, rc, "cannot add the default stream: %s",
+                     hipd_strerror(rc));
     }
     stream_start(n, (obj_done_t){NULL, NULL});
     ds->st = n;

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "handles.h"
+#include "util/err.h"
 
 struct session;
 struct device;
@@ -39,9 +40,6 @@ typedef struct res {
   uint32_t ndefaults;  /* default streams made (not under max_streams) */
 } res_t;
 
-/* The message buffers these functions fill hold this much. */
-#define RES_ERR_MAX 200
-
 /* ---- the memory quota ---- */
 /* Count @p bytes against the session's quota and its tenant's
  * (--tenant-mem-quota), or refuse with HIPD_EQUOTA and the message naming
@@ -50,8 +48,7 @@ typedef struct res {
  * sessions)").
  * Every reservation is released once: by res_mem_release() when what it
  * was for is not made, else with the buffer or shared buffer it became. */
-int res_mem_reserve(struct session *s, uint64_t bytes, char *err,
-                    size_t errlen);
+int res_mem_reserve(struct session *s, uint64_t bytes, hipd_err_t *err);
 void res_mem_release(struct session *s, uint64_t bytes);
 
 /* ---- objects under handles ---- */
@@ -88,14 +85,13 @@ uint32_t res_streams_created(const struct session *s);
 /* May the session make one more stream? 0, or HIPD_ETOOMANY with the
  * message naming the limit: --max-streams (this session's) or
  * --tenant-max-streams (all its uid's sessions). */
-int res_stream_admit(const struct session *s, char *err, size_t errlen);
+int res_stream_admit(const struct session *s, hipd_err_t *err);
 /* The session's default stream on @p dev, made on first use (and again
  * after the device's context was reset). @return 0, or HIPD_EDEVLOST
  * with an empty message when @p dev is lost (the caller says why), or a
  * code with the message. */
 int res_default_stream(struct session *s, struct device *dev,
-                       struct stream **st, uint64_t *h, char *err,
-                       size_t errlen);
+                       struct stream **st, uint64_t *h, hipd_err_t *err);
 /* Is @p st one of the session's default streams? */
 int res_stream_is_default(const struct session *s, const struct stream *st);
 

@@ -101,7 +101,7 @@ typedef struct session {
                         answered HIPD_EPERM with refusal, then it closes */
   int close_flushed; /* close once the replies queued so far are
                         written (the transport checks it) */
-  char refusal[200]; /* why it was refused */
+  hipd_err_t refusal; /* why it was refused (HIPD_EPERM) */
   char peer_who[64]; /* "uid 1001 (bob)", for the policy's messages */
 } session_t;
 

@@ -15,8 +15,8 @@
 #include "log.h"
 #include "shm.h"
 
-int shm_open_fd(int fd, uint64_t size, uid_t peer_uid, shm_t **out, char *err,
-                size_t errlen)
+int shm_open_fd(int fd, uint64_t size, uid_t peer_uid, shm_t **out,
+                hipd_err_t *err)
 {
   struct stat st;
   shm_t *m = NULL;
@@ -24,21 +24,21 @@ int shm_open_fd(int fd, uint64_t size, uid_t peer_uid, shm_t **out, char *err,
   void *p;
 
   *out = NULL;
+  err_clear(err);
   if (fstat(fd, &st) != 0) {
-    snprintf(err, errlen, "cannot stat the descriptor: %s", strerror(errno));
-    rc = HIPD_EINVAL;
+    rc = err_set(err, HIPD_EINVAL, "cannot stat the descriptor: %s",
+                 strerror(errno));
     goto fail;
   }
   if (!S_ISREG(st.st_mode)) {
-    snprintf(err, errlen, "the descriptor is not a memfd (not a regular file)");
-    rc = HIPD_EINVAL;
+    rc = err_set(err, HIPD_EINVAL,
+                 "the descriptor is not a memfd (not a regular file)");
     goto fail;
   }
   if (peer_uid != 0 && st.st_uid != peer_uid) {
-    snprintf(err, errlen,
-             "the memfd belongs to uid %u, the connection to uid %u",
-             (unsigned)st.st_uid, (unsigned)peer_uid);
-    rc = HIPD_EPERM;
+    rc = err_set(err, HIPD_EPERM,
+                 "the memfd belongs to uid %u, the connection to uid %u",
+                 (unsigned)st.st_uid, (unsigned)peer_uid);
     goto fail;
   }
   /* Only a sealed file is safe to map: without F_SEAL_SHRINK the client
@@ -46,16 +46,14 @@ int shm_open_fd(int fd, uint64_t size, uid_t peer_uid, shm_t **out, char *err,
    * fault. Files other than memfds refuse F_GET_SEALS. */
   seals = fcntl(fd, F_GET_SEALS);
   if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-    snprintf(err, errlen,
-             "the memfd is not sealed against shrinking (F_SEAL_SHRINK)");
-    rc = HIPD_EINVAL;
+    rc = err_set(err, HIPD_EINVAL,
+                 "the memfd is not sealed against shrinking (F_SEAL_SHRINK)");
     goto fail;
   }
   if (size == 0 || (uint64_t)st.st_size < size) {
-    snprintf(err, errlen, "size %llu is %s the memfd's %llu bytes",
-             (unsigned long long)size, size == 0 ? "zero, not" : "beyond",
-             (unsigned long long)st.st_size);
-    rc = HIPD_EINVAL;
+    rc = err_set(err, HIPD_EINVAL, "size %llu is %s the memfd's %llu bytes",
+                 (unsigned long long)size, size == 0 ? "zero, not" : "beyond",
+                 (unsigned long long)st.st_size);
     goto fail;
   }
   /* Page-locking pins every page: more than half the host's memory would
@@ -64,29 +62,26 @@ int shm_open_fd(int fd, uint64_t size, uid_t peer_uid, shm_t **out, char *err,
   uint64_t phys =
       (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
   if (phys > 0 && size > phys / 2) {
-    snprintf(err, errlen,
-             "size %llu exceeds half of the host's %llu bytes of memory",
-             (unsigned long long)size, (unsigned long long)phys);
-    rc = HIPD_ENOMEM;
+    rc = err_set(err, HIPD_ENOMEM,
+                 "size %llu exceeds half of the host's %llu bytes of memory",
+                 (unsigned long long)size, (unsigned long long)phys);
     goto fail;
   }
   if (size > SIZE_MAX) {
-    snprintf(err, errlen, "size %llu cannot be mapped",
-             (unsigned long long)size);
-    rc = HIPD_EINVAL;
+    rc = err_set(err, HIPD_EINVAL, "size %llu cannot be mapped",
+                 (unsigned long long)size);
     goto fail;
   }
   m = calloc(1, sizeof(*m));
   if (m == NULL) {
-    snprintf(err, errlen, "out of memory");
-    rc = HIPD_ENOMEM;
+    rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto fail;
   }
   p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
-    snprintf(err, errlen, "cannot map %llu bytes: %s", (unsigned long long)size,
-             strerror(errno));
-    rc = errno == ENOMEM ? HIPD_ENOMEM : HIPD_EINVAL;
+    rc = err_set(err, errno == ENOMEM ? HIPD_ENOMEM : HIPD_EINVAL,
+                 "cannot map %llu bytes: %s", (unsigned long long)size,
+                 strerror(errno));
     goto fail;
   }
   m->fd = fd;

@@ -19,6 +19,7 @@
 
 #include "device.h"
 #include "executor.h"
+#include "util/err.h"
 
 typedef struct shm {
   int fd;             /* the client's memfd (ours now) */
@@ -33,9 +34,10 @@ typedef struct shm {
 /* Take ownership of @p fd (closed on failure too), check it and map
  * @p size bytes of it. @p peer_uid is the connection's peer: the memfd must
  * belong to it (or the peer is root). @return 0 with *out (1 reference), or
- * HIPD_EINVAL / HIPD_EPERM / HIPD_ENOMEM with a message in @p err. */
-int shm_open_fd(int fd, uint64_t size, uid_t peer_uid, shm_t **out, char *err,
-                size_t errlen);
+ * HIPD_EINVAL / HIPD_EPERM / HIPD_ENOMEM, the same code and a message in
+ * @p err (cleared on success). */
+int shm_open_fd(int fd, uint64_t size, uid_t peer_uid, shm_t **out,
+                hipd_err_t *err);
 
 /* Page-lock @p m with the first device whose driver can (HIP), on that
  * device's service executor; then @p done(task) runs on the loop with

@@ -73,8 +73,8 @@ static void write_cb(uv_write_t *req, int status)
   }
   if (s->close_flushed && !s->closing && s->out_queued == 0) {
     /* A refused peer's answers are out: now it goes. */
-    char why[sizeof(s->refusal) + 16];
-    snprintf(why, sizeof(why), "not allowed: %s", s->refusal);
+    char why[sizeof(s->refusal.msg) + 16];
+    snprintf(why, sizeof(why), "not allowed: %s", s->refusal.msg);
     session_close(s, why);
   }
   session_decref(s);
@@ -564,10 +564,9 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
   /* The policy: a refused peer reads the rule in the answer to its first
    * request (dispatch), then the session closes. */
   if (policy_check_peer(d, s->peer_uid, s->peer_gid, s->peer_who,
-                        sizeof(s->peer_who), &s->devmask, s->refusal,
-                        sizeof(s->refusal)) != 0) {
+                        sizeof(s->peer_who), &s->devmask, &s->refusal) != 0) {
     s->refused = 1;
-    log_info(s->id, "refused: %s", s->refusal);
+    log_info(s->id, "refused: %s", s->refusal.msg);
   }
   /* The current device is the first the peer may use. */
   s->device = s->devmask != 0 ? __builtin_ctzll(s->devmask) : 0;

@@ -90,9 +90,9 @@ static result_t get(const char *src)
 
 static void start(uint64_t cap)
 {
-  char err[256];
+  hipd_err_t err;
 
-  ck_assert_int_eq(cache_init(&loop, dir, cap, err, sizeof(err)), 0);
+  ck_assert_msg(cache_init(&loop, dir, cap, &err) == 0, "%s", err.msg);
 }
 
 static void setup(void)
@@ -447,7 +447,7 @@ START_TEST(test_other_key_discarded)
 
   snprintf(other, sizeof(other), "%s-other", dir);
   ck_assert_int_eq(mkdir(other, 0700), 0);
-  ck_assert_int_eq(cache_init(&loop, other, 1 << 20, (char[256]){0}, 256), 0);
+  ck_assert_int_eq(cache_init(&loop, other, 1 << 20, &(hipd_err_t){0}), 0);
   get("kernel-k");
   cache_shutdown();
   start(1 << 20); /* this directory gets a key of its own */
@@ -478,10 +478,10 @@ START_TEST(test_key_file)
   size_t n1, n2;
   struct stat st;
   mode_t old = umask(0);
-  char err[256] = "";
+  hipd_err_t err;
 
   snprintf(sub, sizeof(sub), "%s/made", dir);
-  ck_assert_int_eq(cache_init(&loop, sub, 1 << 20, err, sizeof(err)), 0);
+  ck_assert_int_eq(cache_init(&loop, sub, 1 << 20, &err), 0);
   umask(old);
   ck_assert_int_eq(lstat(sub, &st), 0);
   ck_assert_uint_eq(st.st_mode & 07777, 0700);
@@ -494,7 +494,7 @@ START_TEST(test_key_file)
   k1 = read_file(keypath, &n1);
   ck_assert_int_eq(get("kernel-r").source, CACHE_MISS);
   cache_shutdown();
-  ck_assert_int_eq(cache_init(&loop, sub, 1 << 20, err, sizeof(err)), 0);
+  ck_assert_int_eq(cache_init(&loop, sub, 1 << 20, &err), 0);
   k2 = read_file(keypath, &n2);
   ck_assert_mem_eq(k1, k2, 32);
   ck_assert_int_eq(get("kernel-r").source, CACHE_HIT_DISK);
@@ -507,15 +507,16 @@ END_TEST
 /* What cache_init refuses, and the message that says why. */
 static void refused(const char *path, const char *want)
 {
-  char err[512] = "";
-  int rc = cache_init(&loop, path, 1 << 20, err, sizeof(err));
+  hipd_err_t err;
+  int rc = cache_init(&loop, path, 1 << 20, &err);
 
   if (rc == 0)
     cache_shutdown();
   ck_assert_msg(rc == HIPD_EPERM, "%s: started (%d: %s), expected \"%s\"", path,
-                rc, err, want);
-  ck_assert_msg(strstr(err, want) != NULL, "\"%s\" does not say \"%s\"", err,
-                want);
+                rc, err.msg, want);
+  ck_assert_int_eq(err.code, rc);
+  ck_assert_msg(strstr(err.msg, want) != NULL, "\"%s\" does not say \"%s\"",
+                err.msg, want);
 }
 
 START_TEST(test_directory_refused)

@@ -254,7 +254,7 @@ static const char *const kernel_names[] = {
 static char *module_path; /* compiled once per test case */
 static cpu_runner_t *runner;
 static uint32_t module_id;
-static char err[2048];
+static hipd_err_t err;
 
 /* ------------------------------------------------------------ fixtures */
 
@@ -277,13 +277,13 @@ static void free_module(void)
 
 static void start_runner_cfg(const cpu_runner_cfg_t *cfg)
 {
-  int rc = cpu_runner_start(cfg, &runner, err, sizeof(err));
+  int rc = cpu_runner_start(cfg, &runner, &err);
   if (rc != 0)
-    fprintf(stderr, "runner: %s\n", err);
+    fprintf(stderr, "runner: %s\n", err.msg);
   ck_assert_int_eq(rc, 0);
-  rc = cpu_runner_load(runner, module_path, &module_id, err, sizeof(err));
+  rc = cpu_runner_load(runner, module_path, &module_id, &err);
   if (rc != 0)
-    fprintf(stderr, "load: %s\n", err);
+    fprintf(stderr, "load: %s\n", err.msg);
   ck_assert_int_eq(rc, 0);
 }
 
@@ -307,8 +307,7 @@ static drv_mem_t buf_new(size_t size)
 
   ck_assert_int_eq(d->mem_alloc(d, 0, size, &m), 0);
   memset(m.ptr, 0, size);
-  ck_assert_int_eq(
-      cpu_runner_map(runner, m.fd, m.ptr, m.size, err, sizeof(err)), 0);
+  ck_assert_int_eq(cpu_runner_map(runner, m.fd, m.ptr, m.size, &err), 0);
   return m;
 }
 
@@ -316,17 +315,16 @@ static void buf_free(drv_mem_t *m)
 {
   driver_t *d = driver_cpu();
 
-  ck_assert_int_eq(cpu_runner_unmap(runner, m->ptr, err, sizeof(err)), 0);
+  ck_assert_int_eq(cpu_runner_unmap(runner, m->ptr, &err), 0);
   d->mem_free(d, 0, m);
 }
 
 static uint32_t kernel(const char *name, cpu_kernel_sig_t *sig)
 {
   uint32_t id = 0;
-  int rc =
-      cpu_runner_kernel(runner, module_id, name, &id, sig, err, sizeof(err));
+  int rc = cpu_runner_kernel(runner, module_id, name, &id, sig, &err);
   if (rc != 0)
-    fprintf(stderr, "kernel %s: %s\n", name, err);
+    fprintf(stderr, "kernel %s: %s\n", name, err.msg);
   ck_assert_int_eq(rc, 0);
   return id;
 }
@@ -363,10 +361,9 @@ static int launch(uint32_t k, uint32_t gx, uint32_t gy, uint32_t gz,
                   const cpu_arg_t *args, uint32_t nargs)
 {
   uint32_t grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-  int rc = cpu_runner_launch(runner, k, grid, block, shared, args, nargs, err,
-                             sizeof(err));
+  int rc = cpu_runner_launch(runner, k, grid, block, shared, args, nargs, &err);
   if (rc != 0)
-    fprintf(stderr, "launch: %d %s\n", rc, err);
+    fprintf(stderr, "launch: %d %s\n", rc, err.msg);
   return rc;
 }
 
@@ -690,12 +687,11 @@ END_TEST
 START_TEST(test_unknown_kernel)
 {
   uint32_t id;
-  int rc = cpu_runner_kernel(runner, module_id, "not_compiled_in", &id, NULL,
-                             err, sizeof(err));
+  int rc =
+      cpu_runner_kernel(runner, module_id, "not_compiled_in", &id, NULL, &err);
   ck_assert_int_eq(rc, HIPD_ENOKERNEL);
-  ck_assert_ptr_nonnull(strstr(err, "not_compiled_in"));
-  rc = cpu_runner_kernel(runner, module_id + 100, "vadd", &id, NULL, err,
-                         sizeof(err));
+  ck_assert_ptr_nonnull(strstr(err.msg, "not_compiled_in"));
+  rc = cpu_runner_kernel(runner, module_id + 100, "vadd", &id, NULL, &err);
   ck_assert_int_eq(rc, HIPD_ENOENT);
 }
 END_TEST
@@ -710,7 +706,7 @@ typedef struct {
 static void *vadd_thread(void *arg)
 {
   vadd_job_t *j = arg;
-  char e[256];
+  hipd_err_t e;
 
   for (int r = 0; r < j->rounds; r++) {
     uint32_t grid[3] = {(uint32_t)(j->n + 127) / 128, 1, 1};
@@ -718,8 +714,7 @@ static void *vadd_thread(void *arg)
     for (int i = 0; i < j->n; i++)
       j->a[i] = (float)(r + i);
     cpu_arg_t args[] = {P(j->a), P(j->b), P(j->c), I(j->n)};
-    if (cpu_runner_launch(runner, j->k, grid, block, 0, args, 4, e,
-                          sizeof(e)) != 0)
+    if (cpu_runner_launch(runner, j->k, grid, block, 0, args, 4, &e) != 0)
       j->failures++;
     for (int i = 0; i < j->n; i++)
       if (j->c[i] != (float)(r + i) + j->b[i])
@@ -810,9 +805,9 @@ START_TEST(test_launch_limits)
   cpu_arg_t args[] = {P(out.ptr), I(-1)};
 
   ck_assert_int_eq(launch(k, 1, 1, 1, 1025, 1, 1, 0, args, 2), HIPD_ELIMIT);
-  ck_assert_ptr_nonnull(strstr(err, "1025"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "1025"));
   ck_assert_int_eq(launch(k, 1, 1, 1, 64, 32, 1, 0, args, 2), HIPD_ELIMIT);
-  ck_assert_ptr_nonnull(strstr(err, "2048 threads"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "2048 threads"));
   ck_assert_int_eq(launch(k, 1, 1, 1, 1, 1, 65, 0, args, 2), HIPD_ELIMIT);
   ck_assert_int_eq(launch(k, 1, 1, 1, 1, 1025, 1, 0, args, 2), HIPD_ELIMIT);
   ck_assert_int_eq(launch(k, 1, 1, 1, 0, 1, 1, 0, args, 2), HIPD_ELIMIT);
@@ -821,7 +816,7 @@ START_TEST(test_launch_limits)
   ck_assert_int_eq(launch(k, 1, 1, 65536, 1, 1, 1, 0, args, 2), HIPD_ELIMIT);
   ck_assert_int_eq(launch(k, 1u << 31, 1, 1, 1, 1, 1, 0, args, 2), HIPD_ELIMIT);
   ck_assert_int_eq(launch(k, 1, 1, 1, 1, 1, 1, 65537, args, 2), HIPD_ELIMIT);
-  ck_assert_ptr_nonnull(strstr(err, "65537"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "65537"));
   ck_assert_int_eq(launch(k, 1, 1, 1, 1, 1, 1, 0, args, 1), HIPD_ESIGNATURE);
   ck_assert_int_eq(launch(k + 1000, 1, 1, 1, 1, 1, 1, 0, args, 2),
                    HIPD_ENOKERNEL);
@@ -851,8 +846,9 @@ START_TEST(test_crash_null_deref)
   /* Thread 77 of the launch writes through a NULL pointer. */
   cpu_arg_t bad[] = {P(NULL), I(77)};
   ck_assert_int_eq(launch(wr, 4, 1, 1, 32, 1, 1, 0, bad, 2), HIPD_ELAUNCH);
-  ck_assert_ptr_nonnull(strstr(err, "kernel crashed on the CPU device"));
-  ck_assert_ptr_nonnull(strstr(err, "SIGSEGV (segmentation fault)"));
+  ck_assert_int_eq(err.code, HIPD_ELAUNCH);
+  ck_assert_ptr_nonnull(strstr(err.msg, "kernel crashed on the CPU device"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "SIGSEGV (segmentation fault)"));
   ck_assert_uint_eq(cpu_runner_restarts(runner), 1);
   ck_assert_int_ne(cpu_runner_pid(runner), pid);
   ck_assert_int_gt(cpu_runner_pid(runner), 0);
@@ -878,9 +874,9 @@ START_TEST(test_abort_and_exit)
   cpu_arg_t how1[] = {I(1)}, how2[] = {I(2)}, ok[] = {P(o.ptr), I(0)};
 
   ck_assert_int_eq(launch(k, 1, 1, 1, 4, 1, 1, 0, how1, 1), HIPD_ELAUNCH);
-  ck_assert_ptr_nonnull(strstr(err, "SIGABRT"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "SIGABRT"));
   ck_assert_int_eq(launch(k, 1, 1, 1, 4, 1, 1, 0, how2, 1), HIPD_ELAUNCH);
-  ck_assert_ptr_nonnull(strstr(err, "exit status 3"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "exit status 3"));
   ck_assert_uint_eq(cpu_runner_restarts(runner), 2);
   ck_assert_int_eq(launch(wr, 1, 1, 1, 1, 1, 1, 0, ok, 2), 0);
   ck_assert_int_eq(*(int *)o.ptr, 42);
@@ -905,10 +901,9 @@ START_TEST(test_load_crash)
   ck_assert_int_eq(cpu_compile(NULL, src, strlen(src), names, 1, NULL, 0, &so,
                                log, sizeof(log)),
                    0);
-  ck_assert_int_eq(cpu_runner_load(runner, so, &m, err, sizeof(err)),
-                   HIPD_EDEVICE);
-  ck_assert_ptr_nonnull(strstr(err, "crashed"));
-  ck_assert_ptr_nonnull(strstr(err, "SIGSEGV"));
+  ck_assert_int_eq(cpu_runner_load(runner, so, &m, &err), HIPD_EDEVICE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "crashed"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "SIGSEGV"));
   /* The restarted runner has the fixture's module and buffer, not this. */
   ck_assert_int_eq(launch(k, 1, 1, 1, 1, 1, 1, 0, ok, 2), 0);
   ck_assert_int_eq(*(int *)o.ptr, 42);
@@ -936,9 +931,8 @@ START_TEST(test_reserved_range)
     p[i] = mmap(base + ((size_t)i << 20), n * sizeof(float),
                 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd[i], 0);
     ck_assert_ptr_ne(p[i], MAP_FAILED);
-    ck_assert_int_eq(cpu_runner_map(runner, fd[i], p[i], n * sizeof(float), err,
-                                    sizeof(err)),
-                     0);
+    ck_assert_int_eq(
+        cpu_runner_map(runner, fd[i], p[i], n * sizeof(float), &err), 0);
   }
   for (size_t i = 0; i < n; i++) {
     p[0][i] = (float)i;
@@ -950,15 +944,14 @@ START_TEST(test_reserved_range)
   for (size_t i = 0; i < n; i++)
     ck_assert_float_eq(p[2][i], (float)i + 1.0f);
   /* Unmapped, the range is reserved again; another buffer can go there. */
-  ck_assert_int_eq(cpu_runner_unmap(runner, p[2], err, sizeof(err)), 0);
+  ck_assert_int_eq(cpu_runner_unmap(runner, p[2], &err), 0);
   close(fd[2]);
   fd[2] = memfd_create("test-buffer", MFD_CLOEXEC);
   ck_assert_int_eq(ftruncate(fd[2], n * sizeof(float)), 0);
   p[2] = mmap(p[2], n * sizeof(float), PROT_READ | PROT_WRITE,
               MAP_SHARED | MAP_FIXED, fd[2], 0);
-  ck_assert_int_eq(
-      cpu_runner_map(runner, fd[2], p[2], n * sizeof(float), err, sizeof(err)),
-      0);
+  ck_assert_int_eq(cpu_runner_map(runner, fd[2], p[2], n * sizeof(float), &err),
+                   0);
   ck_assert_int_eq(launch(k, n / 256, 1, 1, 256, 1, 1, 0, args, 4), 0);
   ck_assert_float_eq(p[2][n - 1], (float)n);
   stop_runner();
@@ -981,7 +974,7 @@ START_TEST(test_launch_timeout)
   cpu_arg_t spin[] = {I(3)}, ok[] = {P(o.ptr), I(0)};
 
   ck_assert_int_eq(launch(k, 1, 1, 1, 4, 1, 1, 0, spin, 1), HIPD_ETIMEDOUT);
-  ck_assert_ptr_nonnull(strstr(err, "did not finish within 1500 ms"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "did not finish within 1500 ms"));
   ck_assert_int_eq(launch(wr, 1, 1, 1, 1, 1, 1, 0, ok, 2), 0);
   ck_assert_int_eq(*(int *)o.ptr, 42);
   buf_free(&o);
@@ -994,21 +987,18 @@ START_TEST(test_map_errors)
   char *p = a.ptr;
 
   /* The same address twice. */
-  ck_assert_int_eq(
-      cpu_runner_map(runner, a.fd, a.ptr, a.size, err, sizeof(err)),
-      HIPD_EEXIST);
+  ck_assert_int_eq(cpu_runner_map(runner, a.fd, a.ptr, a.size, &err),
+                   HIPD_EEXIST);
   /* A range of the runner that is taken (overlapping a mapped buffer). */
-  ck_assert_int_eq(
-      cpu_runner_map(runner, a.fd, p + 4096, 4096, err, sizeof(err)),
-      HIPD_EEXIST);
+  ck_assert_int_eq(cpu_runner_map(runner, a.fd, p + 4096, 4096, &err),
+                   HIPD_EEXIST);
   /* Larger than the buffer's file. */
   ck_assert_int_eq(cpu_runner_map(runner, a.fd,
                                   (void *)((uintptr_t)p + (1u << 30)), 1 << 20,
-                                  err, sizeof(err)),
+                                  &err),
                    HIPD_EINVAL);
-  ck_assert_ptr_nonnull(strstr(err, "holds only 8192 bytes"));
-  ck_assert_int_eq(cpu_runner_unmap(runner, p + 4096, err, sizeof(err)),
-                   HIPD_ENOENT);
+  ck_assert_ptr_nonnull(strstr(err.msg, "holds only 8192 bytes"));
+  ck_assert_int_eq(cpu_runner_unmap(runner, p + 4096, &err), HIPD_ENOENT);
   buf_free(&a);
 }
 END_TEST
@@ -1017,22 +1007,18 @@ START_TEST(test_unload_reload)
 {
   uint32_t k = kernel("vadd", NULL), m2;
 
-  ck_assert_int_eq(cpu_runner_unload(runner, module_id, err, sizeof(err)), 0);
-  ck_assert_int_eq(cpu_runner_unload(runner, module_id, err, sizeof(err)),
-                   HIPD_ENOENT);
+  ck_assert_int_eq(cpu_runner_unload(runner, module_id, &err), 0);
+  ck_assert_int_eq(cpu_runner_unload(runner, module_id, &err), HIPD_ENOENT);
   uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
   cpu_arg_t args[4] = {P(NULL), P(NULL), P(NULL), I(0)};
-  ck_assert_int_eq(
-      cpu_runner_launch(runner, k, grid, block, 0, args, 4, err, sizeof(err)),
-      HIPD_ENOKERNEL);
-  ck_assert_int_eq(cpu_runner_load(runner, module_path, &m2, err, sizeof(err)),
-                   0);
+  ck_assert_int_eq(cpu_runner_launch(runner, k, grid, block, 0, args, 4, &err),
+                   HIPD_ENOKERNEL);
+  ck_assert_int_eq(cpu_runner_load(runner, module_path, &m2, &err), 0);
   ck_assert_uint_ne(m2, module_id);
   module_id = m2;
   k = kernel("vadd", NULL);
-  ck_assert_int_eq(
-      cpu_runner_launch(runner, k, grid, block, 0, args, 4, err, sizeof(err)),
-      0);
+  ck_assert_int_eq(cpu_runner_launch(runner, k, grid, block, 0, args, 4, &err),
+                   0);
 }
 END_TEST
 
@@ -1041,8 +1027,8 @@ START_TEST(test_runner_missing)
   cpu_runner_cfg_t cfg = {.path = "/nonexistent/hipd-cpu-runner"};
   cpu_runner_t *r = NULL;
 
-  ck_assert_int_eq(cpu_runner_start(&cfg, &r, err, sizeof(err)), HIPD_ENOENT);
-  ck_assert_ptr_nonnull(strstr(err, "/nonexistent/hipd-cpu-runner"));
+  ck_assert_int_eq(cpu_runner_start(&cfg, &r, &err), HIPD_ENOENT);
+  ck_assert_ptr_nonnull(strstr(err.msg, "/nonexistent/hipd-cpu-runner"));
   ck_assert_ptr_null(r);
 }
 END_TEST

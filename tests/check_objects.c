@@ -76,11 +76,11 @@ static void drain(void)
 
 static void setup(void)
 {
-  char err[256] = "";
+  hipd_err_t err;
 
   loop = uv_default_loop();
   ck_assert_int_eq(exec_bridge_init(loop), 0);
-  ck_assert_msg(devices_init("cpu", err, sizeof(err)) == 0, "devices: %s", err);
+  ck_assert_msg(devices_init("cpu", &err) == 0, "devices: %s", err.msg);
   ck_assert_int_ge(devices_count(), 1);
   cpu = device_get(0);
   ck_assert_ptr_nonnull(cpu);

@@ -11,7 +11,7 @@
  *
  * Errors: functions return 0 or a negative HIPD_E* code; on failure they
  * describe the problem with drv_set_error() (thread-local), which the caller
- * reads with drv_last_error().
+ * reads with drv_last_error() right away (see drv_set_error below).
  */
 #ifndef HIPD_DRIVER_H
 #define HIPD_DRIVER_H
@@ -225,6 +225,16 @@ driver_t *driver_hip(void);
  * runtime's default, 1 spin, 2 yield, 3 block. Before init. */
 void hip_driver_set_wait(int mode);
 #endif
+
+/* How a driver attaches a message to the code it returns, as errno or
+ * cudaGetLastError() do: the driver_t functions return 0 or a negative
+ * HIPD_E* code, and on failure set a thread-local message here. It is not
+ * a second error carrier: the caller copies it at once, on the same
+ * thread and before any other driver call, into the hipd_err_t of
+ * util/err.h (task_fail() into task_t.err: objects/, kernels/, shm.c,
+ * device.c's reset, methods/device.c) or into a log line (device.c's
+ * probe), or a compile log (kernels.c). Kept thread-local so that the
+ * driver interface stays a plain table of functions returning codes. */
 
 /* Describe the current thread's last driver failure (printf-style). */
 void drv_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -788,19 +788,18 @@ static int mkdir_p(const char *path, mode_t mode)
  * writable by nobody else (@p forbidden: the mode bits that must be
  * clear). @return 0, or HIPD_EPERM with the reason in @p err. */
 static int check_owner(const char *what, const char *path,
-                       const struct stat *st, mode_t forbidden, char *err,
-                       size_t errlen)
+                       const struct stat *st, mode_t forbidden, hipd_err_t *err)
 {
   if (st->st_uid != geteuid()) {
-    snprintf(err, errlen, "%s %s is owned by uid %u, not hipd's uid %u", what,
-             path, (unsigned)st->st_uid, (unsigned)geteuid());
-    return HIPD_EPERM;
+    return err_set(err, HIPD_EPERM,
+                   "%s %s is owned by uid %u, not hipd's uid %u", what, path,
+                   (unsigned)st->st_uid, (unsigned)geteuid());
   }
   if ((st->st_mode & forbidden) != 0) {
-    snprintf(err, errlen, "%s %s is %s by its group or others (mode %04o)",
-             what, path, forbidden & 044 ? "readable or writable" : "writable",
-             (unsigned)(st->st_mode & 07777));
-    return HIPD_EPERM;
+    return err_set(err, HIPD_EPERM,
+                   "%s %s is %s by its group or others (mode %04o)", what, path,
+                   forbidden & 044 ? "readable or writable" : "writable",
+                   (unsigned)(st->st_mode & 07777));
   }
   return 0;
 }
@@ -809,17 +808,16 @@ static int check_owner(const char *what, const char *path,
  * (O_EXCL, O_NOFOLLOW, 0600) and linked into place, so that no reader
  * ever sees a partial key; if another hipd linked its key first, that one
  * stays. @return 0 or a negative code with @p err. */
-static int key_create(char *err, size_t errlen)
+static int key_create(hipd_err_t *err)
 {
   uint8_t k[MAC_KEY_SIZE];
   char tmp[64];
   int fd, rc = 0;
 
   if (RAND_bytes(k, sizeof(k)) != 1) {
-    snprintf(err, errlen,
-             "cannot make the cache's authentication key: the "
-             "random generator failed");
-    return HIPD_EIO;
+    return err_set(err, HIPD_EIO,
+                   "cannot make the cache's authentication key: the "
+                   "random generator failed");
   }
   snprintf(tmp, sizeof(tmp), ".tmp-key-%d", (int)getpid());
   unlinkat(C.dfd, tmp, 0); /* ours from a run that died here */
@@ -828,9 +826,8 @@ static int key_create(char *err, size_t errlen)
   if (fd < 0 || fchmod(fd, 0600) != 0 || write_all(fd, k, sizeof(k)) != 0 ||
       fsync(fd) != 0 ||
       (linkat(C.dfd, tmp, C.dfd, KEY_FILE, 0) != 0 && errno != EEXIST)) {
-    snprintf(err, errlen, "cannot create the cache key file %s/%s: %s", C.dir,
-             KEY_FILE, strerror(errno));
-    rc = HIPD_EIO;
+    rc = err_set(err, HIPD_EIO, "cannot create the cache key file %s/%s: %s",
+                 C.dir, KEY_FILE, strerror(errno));
   } else {
     fsync(C.dfd);
     log_info(0, "kernel cache: created the authentication key %s/%s", C.dir,
@@ -846,7 +843,7 @@ static int key_create(char *err, size_t errlen)
 /* Read KEY_FILE into C.mac_key, creating it at first start. Refuses a key
  * that is not a regular file of hipd's euid, exactly MAC_KEY_SIZE bytes,
  * with no permission for group or others. @return 0 or a negative code. */
-static int key_load(char *err, size_t errlen)
+static int key_load(hipd_err_t *err)
 {
   char path[4200];
   struct stat st;
@@ -855,34 +852,31 @@ static int key_load(char *err, size_t errlen)
   snprintf(path, sizeof(path), "%s/%s", C.dir, KEY_FILE);
   fd = openat(C.dfd, KEY_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) {
-    if ((rc = key_create(err, errlen)) != 0)
+    if ((rc = key_create(err)) != 0)
       return rc;
     fd =
         openat(C.dfd, KEY_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   }
   if (fd < 0) {
     if (errno == ELOOP)
-      snprintf(err, errlen, "cache key file %s is a symbolic link", path);
-    else
-      snprintf(err, errlen, "cannot open the cache key file %s: %s", path,
-               strerror(errno));
-    return errno == ELOOP ? HIPD_EPERM : HIPD_EIO;
+      return err_set(err, HIPD_EPERM, "cache key file %s is a symbolic link",
+                     path);
+    return err_set(err, HIPD_EIO, "cannot open the cache key file %s: %s", path,
+                   strerror(errno));
   }
   rc = HIPD_EPERM;
   if (fstat(fd, &st) != 0) {
-    snprintf(err, errlen, "cannot stat the cache key file %s: %s", path,
-             strerror(errno));
-    rc = HIPD_EIO;
+    rc = err_set(err, HIPD_EIO, "cannot stat the cache key file %s: %s", path,
+                 strerror(errno));
   } else if (!S_ISREG(st.st_mode)) {
-    snprintf(err, errlen, "cache key file %s is not a regular file", path);
-  } else if (check_owner("cache key file", path, &st, 077, err, errlen) != 0) {
+    err_set(err, rc, "cache key file %s is not a regular file", path);
+  } else if (check_owner("cache key file", path, &st, 077, err) != 0) {
     /* err says why */
   } else if (st.st_size != MAC_KEY_SIZE) {
-    snprintf(err, errlen, "cache key file %s has %lld bytes, not %d", path,
-             (long long)st.st_size, MAC_KEY_SIZE);
+    err_set(err, rc, "cache key file %s has %lld bytes, not %d", path,
+            (long long)st.st_size, MAC_KEY_SIZE);
   } else if (read_all(fd, C.mac_key, sizeof(C.mac_key)) != 0) {
-    snprintf(err, errlen, "cannot read the cache key file %s", path);
-    rc = HIPD_EIO;
+    rc = err_set(err, HIPD_EIO, "cannot read the cache key file %s", path);
   } else {
     rc = 0;
   }
@@ -894,36 +888,33 @@ static int key_load(char *err, size_t errlen)
  * symbolic link, of hipd's euid, writable by nobody else. The checks are
  * made on the descriptor that is kept, and compared with lstat(), so that
  * what was checked is what is used. */
-static int dir_open(const char *dir, char *err, size_t errlen)
+static int dir_open(const char *dir, hipd_err_t *err)
 {
   struct stat lst, st;
   int rc;
 
   if (lstat(dir, &lst) != 0) {
-    snprintf(err, errlen, "cannot open the cache directory %s: %s", dir,
-             strerror(errno));
-    return HIPD_EIO;
+    return err_set(err, HIPD_EIO, "cannot open the cache directory %s: %s", dir,
+                   strerror(errno));
   }
   if (S_ISLNK(lst.st_mode)) {
-    snprintf(err, errlen, "cache directory %s is a symbolic link", dir);
-    return HIPD_EPERM;
+    return err_set(err, HIPD_EPERM, "cache directory %s is a symbolic link",
+                   dir);
   }
   if (!S_ISDIR(lst.st_mode)) {
-    snprintf(err, errlen, "cache directory %s is not a directory", dir);
-    return HIPD_EPERM;
+    return err_set(err, HIPD_EPERM, "cache directory %s is not a directory",
+                   dir);
   }
   C.dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (C.dfd < 0 || fstat(C.dfd, &st) != 0) {
-    snprintf(err, errlen, "cannot open the cache directory %s: %s", dir,
-             strerror(errno));
-    return HIPD_EIO;
+    return err_set(err, HIPD_EIO, "cannot open the cache directory %s: %s", dir,
+                   strerror(errno));
   }
   if (st.st_dev != lst.st_dev || st.st_ino != lst.st_ino) {
-    snprintf(err, errlen, "cache directory %s changed while it was opened",
-             dir);
-    return HIPD_EPERM;
+    return err_set(err, HIPD_EPERM,
+                   "cache directory %s changed while it was opened", dir);
   }
-  if ((rc = check_owner("cache directory", dir, &st, 022, err, errlen)) != 0)
+  if ((rc = check_owner("cache directory", dir, &st, 022, err)) != 0)
     return rc;
   return 0;
 }
@@ -931,7 +922,7 @@ static int dir_open(const char *dir, char *err, size_t errlen)
 /* Index the entries on disk. An entry file that is a symbolic link, not a
  * regular file, not hipd's, or writable by others stops the start: it
  * means someone else has had the directory. */
-static int dir_scan(char *err, size_t errlen)
+static int dir_scan(hipd_err_t *err)
 {
   int fd = fcntl(C.dfd, F_DUPFD_CLOEXEC, 0);
   DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -941,9 +932,8 @@ static int dir_scan(char *err, size_t errlen)
   if (d == NULL) {
     if (fd >= 0)
       close(fd);
-    snprintf(err, errlen, "cannot read the cache directory %s: %s", C.dir,
-             strerror(errno));
-    return HIPD_EIO;
+    return err_set(err, HIPD_EIO, "cannot read the cache directory %s: %s",
+                   C.dir, strerror(errno));
   }
   while (rc == 0 && (de = readdir(d)) != NULL) {
     char path[4200];
@@ -962,12 +952,11 @@ static int dir_scan(char *err, size_t errlen)
       continue;
     snprintf(path, sizeof(path), "%s/%s", C.dir, de->d_name);
     if (S_ISLNK(st.st_mode)) {
-      snprintf(err, errlen, "cache entry %s is a symbolic link", path);
-      rc = HIPD_EPERM;
+      rc = err_set(err, HIPD_EPERM, "cache entry %s is a symbolic link", path);
     } else if (!S_ISREG(st.st_mode)) {
-      snprintf(err, errlen, "cache entry %s is not a regular file", path);
-      rc = HIPD_EPERM;
-    } else if (check_owner("cache entry", path, &st, 022, err, errlen) != 0) {
+      rc = err_set(err, HIPD_EPERM, "cache entry %s is not a regular file",
+                   path);
+    } else if (check_owner("cache entry", path, &st, 022, err) != 0) {
       rc = HIPD_EPERM;
     } else {
       disk_add(&key, (uint64_t)st.st_size,
@@ -979,41 +968,39 @@ static int dir_scan(char *err, size_t errlen)
   return rc;
 }
 
-int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes, char *err,
-               size_t errlen)
+int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes,
+               hipd_err_t *err)
 {
   size_t n;
   int rc;
 
+  err_clear(err);
   C.loop = loop;
   C.max_bytes = max_bytes;
   if (dir == NULL || dir[0] == '\0')
     return 0;
   if (mkdir_p(dir, 0700) != 0) {
-    snprintf(err, errlen, "cannot create the cache directory %s: %s", dir,
-             strerror(errno));
-    return HIPD_EIO;
+    return err_set(err, HIPD_EIO, "cannot create the cache directory %s: %s",
+                   dir, strerror(errno));
   }
   C.dir = strdup(dir);
   if (C.dir == NULL) {
-    snprintf(err, errlen, "out of memory");
-    return HIPD_ENOMEM;
+    return err_set(err, HIPD_ENOMEM, "out of memory");
   }
   /* "DIR/" would make lstat() and O_NOFOLLOW follow a link named DIR. */
   n = strlen(C.dir);
   while (n > 1 && C.dir[n - 1] == '/')
     C.dir[--n] = '\0';
-  if ((rc = dir_open(C.dir, err, errlen)) != 0)
+  if ((rc = dir_open(C.dir, err)) != 0)
     goto fail;
   C.hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
   if (C.hmac == NULL) {
-    snprintf(err, errlen,
-             "cannot authenticate cache entries: libcrypto has "
-             "no HMAC");
-    rc = HIPD_EINTERNAL;
+    rc = err_set(err, HIPD_EINTERNAL,
+                 "cannot authenticate cache entries: libcrypto has "
+                 "no HMAC");
     goto fail;
   }
-  if ((rc = key_load(err, errlen)) != 0 || (rc = dir_scan(err, errlen)) != 0)
+  if ((rc = key_load(err)) != 0 || (rc = dir_scan(err)) != 0)
     goto fail;
   disk_evict();
   log_info(0, "kernel cache: %s (%llu entries, %llu bytes, cap %llu)", C.dir,

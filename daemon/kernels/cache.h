@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "util/err.h"
+
 #define CACHE_KEY_SIZE 32
 
 typedef struct {
@@ -88,9 +90,10 @@ typedef struct {
  * the directory, reads or creates its key, scans the entries (at start-up,
  * before the loop runs). @return 0; HIPD_EPERM when the directory, the key
  * or an entry may have been touched by someone else (@p err names the
- * path and the problem); HIPD_EIO when it cannot be created or read. */
-int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes, char *err,
-               size_t errlen);
+ * path and the problem); HIPD_EIO when it cannot be created or read. The
+ * code returned is also @p err's. */
+int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes,
+               hipd_err_t *err);
 void cache_shutdown(void);
 /* The default directory: /var/cache/hipd for root, else
  * $XDG_CACHE_HOME/hipd or ~/.cache/hipd. malloc'd. */

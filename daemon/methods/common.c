@@ -9,13 +9,13 @@
 
 int default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h)
 {
-  char err[RES_ERR_MAX];
-  int rc = res_default_stream(c->s, dev, st, h, err, sizeof(err));
+  hipd_err_t err;
+  int rc = res_default_stream(c->s, dev, st, h, &err);
 
   if (rc == HIPD_EDEVLOST && dev->lost)
     return check_alive(c, "stream", dev, 0);
   if (rc != 0)
-    return call_fail(c, rc, "%s", err);
+    return call_fail(c, rc, "%s", err.msg);
   return 0;
 }
 

@@ -494,9 +494,9 @@ int m_run_source(call_t *c)
   int rc, ok = 0;
 
   if (!session_may_use_device(c->s, dev->id)) {
-    char err[RES_ERR_MAX];
-    policy_device_refusal(c->s->d, c->s->peer_who, dev, err, sizeof(err));
-    return call_fail(c, HIPD_EPERM, "%s", err);
+    hipd_err_t err;
+    policy_device_refusal(c->s->d, c->s->peer_who, dev, &err);
+    return call_fail(c, err.code, "%s", err.msg);
   }
   if (c->args[0].s == NULL || c->args[2].len == 0)
     return call_fail(c, HIPD_EPARAMS,

@@ -44,7 +44,7 @@ static void allocated(void *ctx, obj_result_t *r)
 static int alloc_common(call_t *c, device_t *dev, uint64_t count,
                         uint64_t elem_size)
 {
-  char err[RES_ERR_MAX];
+  hipd_err_t err;
   pending_t *p;
   uint64_t size;
   int rc;
@@ -61,8 +61,8 @@ static int alloc_common(call_t *c, device_t *dev, uint64_t count,
                      (unsigned long long)size, dev->id,
                      (unsigned long long)dev->caps.total_global_mem);
   /* Reserved now so that concurrent allocations cannot pass the quota. */
-  if ((rc = res_mem_reserve(c->s, size, err, sizeof(err))) != 0)
-    return call_fail(c, rc, "%s", err);
+  if ((rc = res_mem_reserve(c->s, size, &err)) != 0)
+    return call_fail(c, rc, "%s", err.msg);
   if ((p = pending_new(c)) == NULL) {
     res_mem_release(c->s, size);
     return HIPD_ENOMEM;

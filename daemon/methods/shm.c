@@ -51,7 +51,7 @@ int m_shm_create(call_t *c)
   uint64_t size = c->args[0].u;
   /* Claimed first, so that a bad request cannot leave it to the next. */
   int fd = session_take_fd(s);
-  char err[200];
+  hipd_err_t err;
   shm_reg_t *r;
   shm_t *m;
   int rc;
@@ -60,13 +60,13 @@ int m_shm_create(call_t *c)
     return call_fail(c, HIPD_EINVAL,
                      "no file descriptor came with the request "
                      "(send the memfd with SCM_RIGHTS on its bytes)");
-  if ((rc = res_mem_reserve(s, size, err, sizeof(err))) != 0) {
+  if ((rc = res_mem_reserve(s, size, &err)) != 0) {
     close(fd);
-    return call_fail(c, rc, "%s", err);
+    return call_fail(c, rc, "%s", err.msg);
   }
-  if ((rc = shm_open_fd(fd, size, s->peer_uid, &m, err, sizeof(err))) != 0) {
+  if ((rc = shm_open_fd(fd, size, s->peer_uid, &m, &err)) != 0) {
     res_mem_release(s, size);
-    return call_fail(c, rc, "%s", err);
+    return call_fail(c, rc, "%s", err.msg);
   }
   if ((r = calloc(1, sizeof(*r))) == NULL ||
       (r->call = call_defer(c)) == NULL) {

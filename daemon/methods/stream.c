@@ -28,12 +28,12 @@ int m_stream_create(call_t *c)
   device_t *dev = c->args[0].dev;
   stream_t *st;
   pending_t *p;
-  char err[RES_ERR_MAX];
+  hipd_err_t err;
   int rc;
 
   /* Default streams do not count: the limits are on streams made here. */
-  if ((rc = res_stream_admit(s, err, sizeof(err))) != 0)
-    return call_fail(c, rc, "%s", err);
+  if ((rc = res_stream_admit(s, &err)) != 0)
+    return call_fail(c, rc, "%s", err.msg);
   st = stream_new(dev);
   if (st == NULL)
     return call_fail(c, HIPD_ENOMEM, "cannot start a stream worker");

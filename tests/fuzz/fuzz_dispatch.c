@@ -117,7 +117,7 @@ static void daemon_cleanup(void)
 static void daemon_start(void)
 {
   daemon_t *d = &G.d;
-  char err[512] = "";
+  hipd_err_t err;
   const char *cxx = getenv("HIPD_FUZZ_CXX");
 
   signal(SIGPIPE, SIG_IGN);
@@ -165,11 +165,11 @@ static void daemon_start(void)
   cpu_driver_set_launch_timeout(d->cfg.cpu_kernel_timeout_ms);
   exec_set_busy_poll(0);
   FUZZ_CHECK(exec_bridge_init(d->loop) == 0, "exec_bridge_init");
-  FUZZ_CHECK(devices_init(d->cfg.devices, err, sizeof(err)) == 0,
-             "devices_init: %s", err);
-  FUZZ_CHECK(cache_init(d->loop, d->cfg.cache_dir, d->cfg.cache_size, err,
-                        sizeof(err)) == 0,
-             "cache_init: %s", err);
+  FUZZ_CHECK(devices_init(d->cfg.devices, &err) == 0, "devices_init: %s",
+             err.msg);
+  FUZZ_CHECK(cache_init(d->loop, d->cfg.cache_dir, d->cfg.cache_size, &err) ==
+                 0,
+             "cache_init: %s", err.msg);
   FUZZ_CHECK(server_start(d) == 0, "server_start on %s", G.path);
   transport_init(d);
   G.started = 1;

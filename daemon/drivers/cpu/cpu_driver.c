@@ -242,7 +242,7 @@ static int cpu_bind_thread(driver_t *drv, int dev)
 static int track_buffer(const drv_mem_t *m)
 {
   live_buf_t *b = malloc(sizeof(*b));
-  char err[256];
+  hipd_err_t err;
   int rc = 0;
 
   if (b == NULL) {
@@ -262,9 +262,9 @@ static int track_buffer(const drv_mem_t *m)
       return 0;
     }
   }
-  if (K.runner != NULL && (rc = cpu_runner_map(K.runner, m->fd, m->ptr, m->size,
-                                               err, sizeof(err))) != 0) {
-    drv_set_error("the kernel runner cannot map the buffer: %s", err);
+  if (K.runner != NULL &&
+      (rc = cpu_runner_map(K.runner, m->fd, m->ptr, m->size, &err)) != 0) {
+    drv_set_error("the kernel runner cannot map the buffer: %s", err.msg);
     free(b);
   } else {
     b->next = K.bufs;
@@ -276,7 +276,7 @@ static int track_buffer(const drv_mem_t *m)
 
 static void untrack_buffer(void *ptr)
 {
-  char err[256];
+  hipd_err_t err;
 
   pthread_mutex_lock(&K.mu);
   for (live_buf_t **pp = &K.bufs; *pp != NULL; pp = &(*pp)->next) {
@@ -286,7 +286,7 @@ static void untrack_buffer(void *ptr)
         break;
       *pp = b->next;
       if (K.runner != NULL)
-        cpu_runner_unmap(K.runner, ptr, err, sizeof(err));
+        cpu_runner_unmap(K.runner, ptr, &err);
       free(b);
       break;
     }
@@ -564,7 +564,7 @@ static int cpu_compile_image(driver_t *drv, const char *arch, const char *src,
 /* Start the runner and give it every live buffer. Under K.mu. */
 static int runner_ensure(void)
 {
-  char err[512];
+  hipd_err_t err;
   int rc;
 
   if (K.runner != NULL)
@@ -581,17 +581,16 @@ static int runner_ensure(void)
   }
   {
     cpu_runner_cfg_t cfg = {.timeout_ms = launch_timeout_ms};
-    rc = cpu_runner_start(&cfg, &K.runner, err, sizeof(err));
+    rc = cpu_runner_start(&cfg, &K.runner, &err);
   }
   if (rc != 0) {
-    drv_set_error("cannot start the CPU kernel runner: %s", err);
+    drv_set_error("cannot start the CPU kernel runner: %s", err.msg);
     K.runner = NULL;
     return rc;
   }
   for (live_buf_t *b = K.bufs; b != NULL; b = b->next)
-    if ((rc = cpu_runner_map(K.runner, b->fd, b->ptr, b->size, err,
-                             sizeof(err))) != 0)
-      drv_set_error("the kernel runner cannot map a buffer: %s", err);
+    if ((rc = cpu_runner_map(K.runner, b->fd, b->ptr, b->size, &err)) != 0)
+      drv_set_error("the kernel runner cannot map a buffer: %s", err.msg);
   return 0;
 }
 
@@ -599,7 +598,7 @@ static int cpu_module_load(driver_t *drv, int dev, const void *image,
                            size_t len, void **module)
 {
   cpu_module_t *m = calloc(1, sizeof(*m));
-  char err[512];
+  hipd_err_t err;
   int fd, rc;
 
   (void)drv;
@@ -621,9 +620,9 @@ static int cpu_module_load(driver_t *drv, int dev, const void *image,
     goto out;
   }
   close(fd);
-  rc = cpu_runner_load(K.runner, m->path, &m->id, err, sizeof(err));
+  rc = cpu_runner_load(K.runner, m->path, &m->id, &err);
   if (rc != 0) {
-    drv_set_error("%s", err);
+    drv_set_error("%s", err.msg);
     unlink(m->path);
   }
 out:
@@ -639,13 +638,13 @@ out:
 static int cpu_module_unload(driver_t *drv, int dev, void *module)
 {
   cpu_module_t *m = module;
-  char err[256];
+  hipd_err_t err;
 
   (void)drv;
   (void)dev;
   pthread_mutex_lock(&K.mu);
   if (K.runner != NULL)
-    cpu_runner_unload(K.runner, m->id, err, sizeof(err));
+    cpu_runner_unload(K.runner, m->id, &err);
   pthread_mutex_unlock(&K.mu);
   unlink(m->path);
   while (m->kernels != NULL) {
@@ -663,19 +662,19 @@ static int cpu_kernel_get(driver_t *drv, void *module, const char *name,
   cpu_module_t *m = module;
   cpu_kernel_t *k = calloc(1, sizeof(*k));
   cpu_kernel_sig_t cs;
-  char err[512];
+  hipd_err_t err;
   int rc;
 
   (void)drv;
   if (k == NULL)
     return HIPD_ENOMEM;
   pthread_mutex_lock(&K.mu);
-  rc = K.runner ? cpu_runner_kernel(K.runner, m->id, name, &k->id, &cs, err,
-                                    sizeof(err))
+  rc = K.runner ? cpu_runner_kernel(K.runner, m->id, name, &k->id, &cs, &err)
                 : HIPD_EDEVICE;
   pthread_mutex_unlock(&K.mu);
   if (rc != 0) {
-    drv_set_error("%s", K.runner ? err : "the kernel runner is not running");
+    drv_set_error("%s",
+                  K.runner ? err.msg : "the kernel runner is not running");
     free(k);
     return rc;
   }
@@ -698,7 +697,7 @@ static int cpu_launch(driver_t *drv, void *stream, void *fn,
   cpu_kernel_t *k = fn;
   cpu_arg_t cargs[DRV_MAX_ARGS];
   cpu_runner_t *r;
-  char err[512];
+  hipd_err_t err;
   int rc;
 
   (void)drv;
@@ -734,10 +733,9 @@ static int cpu_launch(driver_t *drv, void *stream, void *fn,
   }
   /* The runner serializes requests itself; K.mu is not held across the
    * launch so that allocations on other threads go on meanwhile. */
-  rc = cpu_runner_launch(r, k->id, grid, block, shared, cargs, nargs, err,
-                         sizeof(err));
+  rc = cpu_runner_launch(r, k->id, grid, block, shared, cargs, nargs, &err);
   if (rc != 0)
-    drv_set_error("%s", err);
+    drv_set_error("%s", err.msg);
   return rc;
 }
 

@@ -79,17 +79,19 @@ struct cpu_runner {
 /* Outcome of one exchange with the runner. */
 enum { RPC_OK = 0, RPC_DEAD, RPC_TIMEOUT };
 
-static void set_err(char *err, size_t errsz, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void err_append(hipd_err_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
-static void set_err(char *err, size_t errsz, const char *fmt, ...)
+/* Append to @p err's message, as far as it fits. */
+static void err_append(hipd_err_t *err, const char *fmt, ...)
 {
+  size_t used = strlen(err->msg);
   va_list ap;
 
-  if (err == NULL || errsz == 0)
+  if (used + 1 >= sizeof(err->msg))
     return;
   va_start(ap, fmt);
-  vsnprintf(err, errsz, fmt, ap);
+  vsnprintf(err->msg + used, sizeof(err->msg) - used, fmt, ap);
   va_end(ap);
 }
 
@@ -224,7 +226,7 @@ static void runner_reap(cpu_runner_t *r, int kill_first, int *st)
 }
 
 /* Start a runner process and greet it. */
-static int runner_spawn(cpu_runner_t *r, char *err, size_t errsz)
+static int runner_spawn(cpu_runner_t *r, hipd_err_t *err)
 {
   static const int default_sigs[] = {
       SIGPIPE, SIGINT,  SIGTERM, SIGHUP, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2,
@@ -244,14 +246,14 @@ static int runner_spawn(cpu_runner_t *r, char *err, size_t errsz)
 
   if (access(r->path, X_OK) != 0) {
     e = errno;
-    set_err(err, errsz, "cannot start the CPU device runner %s: %s", r->path,
-            strerror(e));
-    return e == ENOENT ? HIPD_ENOENT : HIPD_EIO;
+    return err_set(err, e == ENOENT ? HIPD_ENOENT : HIPD_EIO,
+                   "cannot start the CPU device runner %s: %s", r->path,
+                   strerror(e));
   }
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-    set_err(err, errsz, "cannot start the CPU device runner: socketpair: %s",
-            strerror(errno));
-    return HIPD_EIO;
+    return err_set(err, HIPD_EIO,
+                   "cannot start the CPU device runner: socketpair: %s",
+                   strerror(errno));
   }
   /* dup2 onto a different number clears close-on-exec in the child. */
   child_fd = sv[1] == 3 ? 4 : 3;
@@ -294,9 +296,9 @@ static int runner_spawn(cpu_runner_t *r, char *err, size_t errsz)
   close(sv[1]);
   if (e != 0) {
     close(sv[0]);
-    set_err(err, errsz, "cannot start the CPU device runner %s: %s", r->path,
-            strerror(e));
-    return e == ENOENT ? HIPD_ENOENT : HIPD_EIO;
+    return err_set(err, e == ENOENT ? HIPD_ENOENT : HIPD_EIO,
+                   "cannot start the CPU device runner %s: %s", r->path,
+                   strerror(e));
   }
   r->pid = pid;
   r->sock = sv[0];
@@ -309,18 +311,19 @@ static int runner_spawn(cpu_runner_t *r, char *err, size_t errsz)
     describe_status(st, why, sizeof(why));
     /* 127: the exec failed after the spawn (as under valgrind, where
      * posix_spawn cannot report exec errors). */
-    set_err(err, errsz, "the CPU device runner %s did not start: %s%s", r->path,
-            e == RPC_TIMEOUT ? "no answer" : why,
-            e != RPC_TIMEOUT && WIFEXITED(st) && WEXITSTATUS(st) == 127
-                ? " (cannot be executed)"
-                : "");
-    return HIPD_EIO;
+    return err_set(err, HIPD_EIO,
+                   "the CPU device runner %s did not start: %s%s", r->path,
+                   e == RPC_TIMEOUT ? "no answer" : why,
+                   e != RPC_TIMEOUT && WIFEXITED(st) && WEXITSTATUS(st) == 127
+                       ? " (cannot be executed)"
+                       : "");
   }
   if (status < 0 || plen != sizeof(hresp)) {
-    set_err(err, errsz, "the CPU device runner %s refused to start: %.*s",
-            r->path, (int)plen, (const char *)p);
+    int rc = err_set(err, status < 0 ? status : HIPD_EPROTO,
+                     "the CPU device runner %s refused to start: %.*s", r->path,
+                     (int)plen, (const char *)p);
     runner_reap(r, 0, &st);
-    return status < 0 ? status : HIPD_EPROTO;
+    return rc;
   }
   memcpy(&hresp, p, sizeof(hresp));
   r->workers = hresp.workers;
@@ -356,17 +359,11 @@ static int send_kernel(cpu_runner_t *r, uint32_t module, uint32_t id,
 }
 
 /* Append "; <what>: <message>" to @p err for a failed replay step. */
-static void note_replay(char *err, size_t errsz, const char *what,
-                        const uint8_t *p, size_t plen)
+static void note_replay(hipd_err_t *err, const char *what, const uint8_t *p,
+                        size_t plen)
 {
-  size_t used;
-
-  if (err == NULL || errsz == 0)
-    return;
-  used = strlen(err);
-  if (used + 1 < errsz)
-    snprintf(err + used, errsz - used, "%s%s: %.*s", used ? "; " : "", what,
-             (int)plen, (const char *)p);
+  err_append(err, "%s%s: %.*s", err->msg[0] ? "; " : "", what, (int)plen,
+             (const char *)p);
 }
 
 /*
@@ -375,9 +372,9 @@ static void note_replay(char *err, size_t errsz, const char *what,
  * some replay step failed (the runner stays up); the spawn error if no
  * runner could be started.
  */
-static int runner_start(cpu_runner_t *r, char *err, size_t errsz)
+static int runner_start(cpu_runner_t *r, hipd_err_t *err)
 {
-  int rc = runner_spawn(r, err, errsz);
+  int rc = runner_spawn(r, err);
   int failed = 0;
   int32_t status;
   const uint8_t *p;
@@ -386,14 +383,13 @@ static int runner_start(cpu_runner_t *r, char *err, size_t errsz)
 
   if (rc != 0)
     return rc;
-  if (err != NULL && errsz > 0)
-    err[0] = '\0';
+  err_clear(err);
   for (size_t i = 0; i < r->nmaps; i++) {
     if (send_map(r, &r->maps[i], &status, &p, &plen) != RPC_OK)
       goto dead;
     if (status < 0) {
       snprintf(what, sizeof(what), "buffer %p", r->maps[i].addr);
-      note_replay(err, errsz, what, p, plen);
+      note_replay(err, what, p, plen);
       failed = 1;
     }
   }
@@ -402,7 +398,7 @@ static int runner_start(cpu_runner_t *r, char *err, size_t errsz)
       goto dead;
     if (status < 0) {
       snprintf(what, sizeof(what), "module %" PRIu32, r->mods[i].id);
-      note_replay(err, errsz, what, p, plen);
+      note_replay(err, what, p, plen);
       failed = 1;
     }
   }
@@ -412,58 +408,57 @@ static int runner_start(cpu_runner_t *r, char *err, size_t errsz)
       goto dead;
     if (status < 0) {
       snprintf(what, sizeof(what), "kernel %s", k->name);
-      note_replay(err, errsz, what, p, plen);
+      note_replay(err, what, p, plen);
       failed = 1;
     }
   }
-  return failed ? HIPD_EDEVLOST : 0;
+  if (failed)
+    return err->code = HIPD_EDEVLOST;
+  return 0;
 
 dead : {
   int st = 0;
   char why[64];
   runner_reap(r, 1, &st);
   describe_status(st, why, sizeof(why));
-  set_err(err, errsz, "the restarted CPU device runner died (%s)", why);
-  return HIPD_EDEVLOST;
+  return err_set(err, HIPD_EDEVLOST,
+                 "the restarted CPU device runner died (%s)", why);
 }
 }
 
 /* The runner died (or hung) during request @p op: describe why in @p err,
  * reap it and start a new one. @return the code for the failed request. */
 static int runner_lost(cpu_runner_t *r, uint32_t op, int timed_out,
-                       const char *detail, char *err, size_t errsz)
+                       const char *detail, hipd_err_t *err)
 {
-  char why[64], restart[512] = "";
-  int st = 0, rc;
+  int code = op != CPU_OP_LAUNCH ? HIPD_EDEVICE
+             : timed_out         ? HIPD_ETIMEDOUT
+                                 : HIPD_ELAUNCH;
+  hipd_err_t restart;
+  char why[64];
+  int st = 0;
 
   runner_reap(r, timed_out, &st);
   describe_status(st, why, sizeof(why));
   r->restarts++;
   if (op == CPU_OP_LAUNCH && timed_out)
-    set_err(err, errsz,
+    err_set(err, code,
             "kernel did not finish within %u ms on the CPU device; its runner "
             "was stopped",
             r->timeout_ms);
   else if (op == CPU_OP_LAUNCH && WIFSIGNALED(st))
-    set_err(err, errsz, "kernel crashed on the CPU device: %s", why);
+    err_set(err, code, "kernel crashed on the CPU device: %s", why);
   else if (op == CPU_OP_LAUNCH)
-    set_err(err, errsz, "kernel ended the CPU device's runner: %s", why);
+    err_set(err, code, "kernel ended the CPU device's runner: %s", why);
   else if (op == CPU_OP_LOAD)
-    set_err(err, errsz,
+    err_set(err, code,
             "loading kernel module %s %s the CPU device's runner: %s", detail,
             timed_out ? "hung" : "crashed", timed_out ? "timed out" : why);
   else
-    set_err(err, errsz, "the CPU device's runner died: %s", why);
-  rc = runner_start(r, restart, sizeof(restart));
-  if (rc != 0 && err != NULL) {
-    size_t used = strlen(err);
-    if (used + 1 < errsz)
-      snprintf(err + used, errsz - used, "; restarting the runner failed: %s",
-               restart);
-  }
-  if (op == CPU_OP_LAUNCH)
-    return timed_out ? HIPD_ETIMEDOUT : HIPD_ELAUNCH;
-  return HIPD_EDEVICE;
+    err_set(err, code, "the CPU device's runner died: %s", why);
+  if (runner_start(r, &restart) != 0)
+    err_append(err, "; restarting the runner failed: %s", restart.msg);
+  return code;
 }
 
 /*
@@ -473,7 +468,7 @@ static int runner_lost(cpu_runner_t *r, uint32_t op, int timed_out,
  */
 static int request(cpu_runner_t *r, uint32_t op, const void *p1, size_t l1,
                    const void *p2, size_t l2, int fd, const char *detail,
-                   const uint8_t **p, size_t *plen, char *err, size_t errsz)
+                   const uint8_t **p, size_t *plen, hipd_err_t *err)
 {
   unsigned timeout = (op == CPU_OP_LAUNCH || op == CPU_OP_LOAD)
                          ? r->timeout_ms
@@ -482,29 +477,29 @@ static int request(cpu_runner_t *r, uint32_t op, const void *p1, size_t l1,
   int rc;
 
   if (r->sock < 0) {
-    rc = runner_start(r, err, errsz);
+    rc = runner_start(r, err);
     if (rc != 0 && r->sock < 0)
       return rc;
   }
   rc = rpc(r, op, p1, l1, p2, l2, fd, timeout, &status, p, plen);
   if (rc != RPC_OK)
-    return runner_lost(r, op, rc == RPC_TIMEOUT, detail, err, errsz);
-  if (status < 0) {
-    set_err(err, errsz, "%.*s", (int)*plen, (const char *)*p);
-    return status;
-  }
+    return runner_lost(r, op, rc == RPC_TIMEOUT, detail, err);
+  if (status < 0)
+    return err_set(err, status, "%.*s", (int)*plen, (const char *)*p);
+  err_clear(err); /* replay notes of a runner started above */
   return 0;
 }
 
 /* ------------------------------------------------------------- the API */
 
-int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out, char *err,
-                     size_t errsz)
+int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out,
+                     hipd_err_t *err)
 {
   cpu_runner_cfg_t dflt = {0};
   const char *path;
   cpu_runner_t *r;
   int rc;
+  err_clear(err);
 
   if (cfg == NULL)
     cfg = &dflt;
@@ -516,8 +511,7 @@ int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out, char *err,
   r = calloc(1, sizeof(*r));
   if (r == NULL || (r->path = strdup(path)) == NULL) {
     free(r);
-    set_err(err, errsz, "out of memory");
-    return HIPD_ENOMEM;
+    return err_set(err, HIPD_ENOMEM, "out of memory");
   }
   pthread_mutex_init(&r->lock, NULL);
   r->workers_req = cfg->workers;
@@ -528,7 +522,7 @@ int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out, char *err,
   r->sock = -1;
   r->next_module = 1;
   r->next_kernel = 1;
-  rc = runner_spawn(r, err, errsz);
+  rc = runner_spawn(r, err);
   if (rc != 0) {
     pthread_mutex_destroy(&r->lock);
     free(r->path);
@@ -558,34 +552,33 @@ void cpu_runner_stop(cpu_runner_t *r)
   free(r);
 }
 
-int cpu_runner_map(cpu_runner_t *r, int fd, void *addr, size_t size, char *err,
-                   size_t errsz)
+int cpu_runner_map(cpu_runner_t *r, int fd, void *addr, size_t size,
+                   hipd_err_t *err)
 {
   cpu_map_req_t req = {(uint64_t)(uintptr_t)addr, size};
   const uint8_t *p;
   size_t plen;
   int rc;
+  err_clear(err);
 
   if (fd < 0 || addr == NULL || size == 0) {
-    set_err(err, errsz, "cpu_runner_map: bad buffer (fd %d, %p, %zu bytes)", fd,
-            addr, size);
-    return HIPD_EINVAL;
+    return err_set(err, HIPD_EINVAL,
+                   "cpu_runner_map: bad buffer (fd %d, %p, %zu bytes)", fd,
+                   addr, size);
   }
   pthread_mutex_lock(&r->lock);
   for (size_t i = 0; i < r->nmaps; i++) {
     if (r->maps[i].addr == addr) {
-      set_err(err, errsz, "a buffer is mapped at %p already", addr);
-      rc = HIPD_EEXIST;
+      rc = err_set(err, HIPD_EEXIST, "a buffer is mapped at %p already", addr);
       goto out;
     }
   }
   if (cpu_grow(&r->maps, &r->capmaps, r->nmaps, sizeof(*r->maps)) != 0) {
-    set_err(err, errsz, "out of memory");
-    rc = HIPD_ENOMEM;
+    rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto out;
   }
   rc = request(r, CPU_OP_MAP, &req, sizeof(req), NULL, 0, fd, NULL, &p, &plen,
-               err, errsz);
+               err);
   if (rc == 0)
     r->maps[r->nmaps++] = (map_rec_t){addr, size, fd};
 out:
@@ -593,18 +586,18 @@ out:
   return rc;
 }
 
-int cpu_runner_unmap(cpu_runner_t *r, void *addr, char *err, size_t errsz)
+int cpu_runner_unmap(cpu_runner_t *r, void *addr, hipd_err_t *err)
 {
   const uint8_t *p;
   size_t plen, i;
   int rc = 0;
+  err_clear(err);
 
   pthread_mutex_lock(&r->lock);
   for (i = 0; i < r->nmaps && r->maps[i].addr != addr; i++)
     ;
   if (i == r->nmaps) {
-    set_err(err, errsz, "no buffer is mapped at %p", addr);
-    rc = HIPD_ENOENT;
+    rc = err_set(err, HIPD_ENOENT, "no buffer is mapped at %p", addr);
     goto out;
   }
   cpu_map_req_t req = {(uint64_t)(uintptr_t)addr, r->maps[i].size};
@@ -612,35 +605,34 @@ int cpu_runner_unmap(cpu_runner_t *r, void *addr, char *err, size_t errsz)
   /* A runner that is not running has nothing to unmap. */
   if (r->sock >= 0)
     rc = request(r, CPU_OP_UNMAP, &req, sizeof(req), NULL, 0, -1, NULL, &p,
-                 &plen, err, errsz);
+                 &plen, err);
 out:
   pthread_mutex_unlock(&r->lock);
   return rc;
 }
 
 int cpu_runner_load(cpu_runner_t *r, const char *so_path, uint32_t *module,
-                    char *err, size_t errsz)
+                    hipd_err_t *err)
 {
   mod_rec_t m;
   const uint8_t *p;
   size_t plen;
   int rc;
+  err_clear(err);
 
   if (so_path == NULL || so_path[0] == '\0' || strlen(so_path) > CPU_MAX_PATH) {
-    set_err(err, errsz, "cpu_runner_load: bad module path");
-    return HIPD_EINVAL;
+    return err_set(err, HIPD_EINVAL, "cpu_runner_load: bad module path");
   }
   pthread_mutex_lock(&r->lock);
   if (cpu_grow(&r->mods, &r->capmods, r->nmods, sizeof(*r->mods)) != 0 ||
       (m.path = strdup(so_path)) == NULL) {
-    set_err(err, errsz, "out of memory");
-    rc = HIPD_ENOMEM;
+    rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto out;
   }
   m.id = r->next_module++;
   cpu_load_req_t req = {.module = m.id};
   rc = request(r, CPU_OP_LOAD, &req, sizeof(req), so_path, strlen(so_path), -1,
-               so_path, &p, &plen, err, errsz);
+               so_path, &p, &plen, err);
   if (rc != 0) {
     free(m.path);
     goto out;
@@ -652,19 +644,19 @@ out:
   return rc;
 }
 
-int cpu_runner_unload(cpu_runner_t *r, uint32_t module, char *err, size_t errsz)
+int cpu_runner_unload(cpu_runner_t *r, uint32_t module, hipd_err_t *err)
 {
   cpu_load_req_t req = {.module = module};
   const uint8_t *p;
   size_t plen, i;
   int rc = 0;
+  err_clear(err);
 
   pthread_mutex_lock(&r->lock);
   for (i = 0; i < r->nmods && r->mods[i].id != module; i++)
     ;
   if (i == r->nmods) {
-    set_err(err, errsz, "no module %" PRIu32 " is loaded", module);
-    rc = HIPD_ENOENT;
+    rc = err_set(err, HIPD_ENOENT, "no module %" PRIu32 " is loaded", module);
     goto out;
   }
   free(r->mods[i].path);
@@ -679,32 +671,30 @@ int cpu_runner_unload(cpu_runner_t *r, uint32_t module, char *err, size_t errsz)
   }
   if (r->sock >= 0)
     rc = request(r, CPU_OP_UNLOAD, &req, sizeof(req), NULL, 0, -1, NULL, &p,
-                 &plen, err, errsz);
+                 &plen, err);
 out:
   pthread_mutex_unlock(&r->lock);
   return rc;
 }
 
 int cpu_runner_kernel(cpu_runner_t *r, uint32_t module, const char *name,
-                      uint32_t *kernel, cpu_kernel_sig_t *sig, char *err,
-                      size_t errsz)
+                      uint32_t *kernel, cpu_kernel_sig_t *sig, hipd_err_t *err)
 {
   cpu_kernel_resp_t resp;
   kern_rec_t k;
   const uint8_t *p;
   size_t plen, i;
   int rc;
+  err_clear(err);
 
   if (name == NULL || name[0] == '\0' || strlen(name) > CPU_MAX_NAME) {
-    set_err(err, errsz, "cpu_runner_kernel: bad kernel name");
-    return HIPD_EINVAL;
+    return err_set(err, HIPD_EINVAL, "cpu_runner_kernel: bad kernel name");
   }
   pthread_mutex_lock(&r->lock);
   for (i = 0; i < r->nmods && r->mods[i].id != module; i++)
     ;
   if (i == r->nmods) {
-    set_err(err, errsz, "no module %" PRIu32 " is loaded", module);
-    rc = HIPD_ENOENT;
+    rc = err_set(err, HIPD_ENOENT, "no module %" PRIu32 " is loaded", module);
     goto out;
   }
   for (i = 0; i < r->nkerns; i++) {
@@ -718,15 +708,14 @@ int cpu_runner_kernel(cpu_runner_t *r, uint32_t module, const char *name,
   }
   if (cpu_grow(&r->kerns, &r->capkerns, r->nkerns, sizeof(*r->kerns)) != 0 ||
       (k.name = strdup(name)) == NULL) {
-    set_err(err, errsz, "out of memory");
-    rc = HIPD_ENOMEM;
+    rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto out;
   }
   k.id = r->next_kernel++;
   k.module = module;
   cpu_kernel_req_t req = {.module = module, .kernel = k.id};
   rc = request(r, CPU_OP_KERNEL, &req, sizeof(req), name, strlen(name), -1,
-               NULL, &p, &plen, err, errsz);
+               NULL, &p, &plen, err);
   if (rc != 0) {
     free(k.name);
     goto out;
@@ -734,8 +723,8 @@ int cpu_runner_kernel(cpu_runner_t *r, uint32_t module, const char *name,
   memcpy(&resp, p, plen < sizeof(resp) ? plen : sizeof(resp));
   if (plen < sizeof(resp) || resp.nargs > CPU_MAX_ARGS ||
       plen != sizeof(resp) + resp.nargs) {
-    set_err(err, errsz, "the CPU device runner sent a malformed signature");
-    rc = HIPD_EPROTO;
+    rc = err_set(err, HIPD_EPROTO,
+                 "the CPU device runner sent a malformed signature");
     free(k.name);
     goto out;
   }
@@ -754,41 +743,37 @@ out:
 
 int cpu_runner_launch(cpu_runner_t *r, uint32_t kernel, const uint32_t grid[3],
                       const uint32_t block[3], uint32_t shared,
-                      const cpu_arg_t *args, uint32_t nargs, char *err,
-                      size_t errsz)
+                      const cpu_arg_t *args, uint32_t nargs, hipd_err_t *err)
 {
   cpu_launch_req_t req = {.kernel = kernel, .nargs = nargs, .shared = shared};
   char msg[256];
   const uint8_t *p;
   size_t plen, i;
   int rc;
+  err_clear(err);
 
   rc = cpu_launch_check(grid, block, shared, msg, sizeof(msg));
-  if (rc != 0) {
-    set_err(err, errsz, "%s", msg);
-    return rc;
-  }
+  if (rc != 0)
+    return err_set(err, rc, "%s", msg);
   memcpy(req.grid, grid, sizeof(req.grid));
   memcpy(req.block, block, sizeof(req.block));
   pthread_mutex_lock(&r->lock);
   for (i = 0; i < r->nkerns && r->kerns[i].id != kernel; i++)
     ;
   if (i == r->nkerns) {
-    set_err(err, errsz, "no kernel %" PRIu32 " is loaded", kernel);
-    rc = HIPD_ENOKERNEL;
+    rc =
+        err_set(err, HIPD_ENOKERNEL, "no kernel %" PRIu32 " is loaded", kernel);
     goto out;
   }
   if (nargs != r->kerns[i].sig.nargs) {
-    set_err(err, errsz,
-            "kernel '%s' takes %" PRIu32 " arguments, the launch passed "
-            "%" PRIu32,
-            r->kerns[i].name, r->kerns[i].sig.nargs, nargs);
-    rc = HIPD_ESIGNATURE;
+    rc = err_set(err, HIPD_ESIGNATURE,
+                 "kernel '%s' takes %" PRIu32 " arguments, the launch passed "
+                 "%" PRIu32,
+                 r->kerns[i].name, r->kerns[i].sig.nargs, nargs);
     goto out;
   }
   rc = request(r, CPU_OP_LAUNCH, &req, sizeof(req), args,
-               (size_t)nargs * sizeof(cpu_arg_t), -1, NULL, &p, &plen, err,
-               errsz);
+               (size_t)nargs * sizeof(cpu_arg_t), -1, NULL, &p, &plen, err);
 out:
   pthread_mutex_unlock(&r->lock);
   return rc;

@@ -14,8 +14,8 @@
  * are serialized on the runner (one at a time, under a mutex), so a launch
  * blocks the other callers until it completes.
  *
- * Errors: 0 or a negative HIPD_E* code; on failure @p err (of @p errsz
- * bytes, may be NULL/0) receives a message that names the problem.
+ * Errors: 0 or a negative HIPD_E* code, which @p err (not NULL) also
+ * holds, with a message that names the problem (cleared on success).
  */
 #ifndef HIPD_KERNELS_CPU_RUNNER_CLIENT_H
 #define HIPD_KERNELS_CPU_RUNNER_CLIENT_H
@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "cpu_proto.h"
+#include "util/err.h"
 
 typedef struct cpu_runner cpu_runner_t;
 
@@ -56,8 +57,8 @@ typedef struct {
  * @return 0, HIPD_ENOENT/HIPD_EIO (the binary cannot be started),
  *         HIPD_EVERSION (a runner of another build), HIPD_ENOMEM.
  */
-int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out, char *err,
-                     size_t errsz);
+int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out,
+                     hipd_err_t *err);
 
 /** Stop the runner process (it exits when its socket closes; it is killed
  *  if it does not within 2 s) and free @p r. Buffers' fds are not closed:
@@ -74,11 +75,11 @@ void cpu_runner_stop(cpu_runner_t *r);
  *         (overlaps a mapped buffer), HIPD_EINVAL (unaligned, empty, or
  *         the file is smaller than @p size).
  */
-int cpu_runner_map(cpu_runner_t *r, int fd, void *addr, size_t size, char *err,
-                   size_t errsz);
+int cpu_runner_map(cpu_runner_t *r, int fd, void *addr, size_t size,
+                   hipd_err_t *err);
 
 /** Remove the mapping made at @p addr. @return 0 or HIPD_ENOENT. */
-int cpu_runner_unmap(cpu_runner_t *r, void *addr, char *err, size_t errsz);
+int cpu_runner_unmap(cpu_runner_t *r, void *addr, hipd_err_t *err);
 
 /**
  * Load the kernel module (a shared object from cpu_compile()) at
@@ -90,11 +91,10 @@ int cpu_runner_unmap(cpu_runner_t *r, void *addr, char *err, size_t errsz);
  *         HIPD_EDEVICE (its constructors crashed the runner).
  */
 int cpu_runner_load(cpu_runner_t *r, const char *so_path, uint32_t *module,
-                    char *err, size_t errsz);
+                    hipd_err_t *err);
 
 /** Unload a module and forget its kernels. @return 0 or HIPD_ENOENT. */
-int cpu_runner_unload(cpu_runner_t *r, uint32_t module, char *err,
-                      size_t errsz);
+int cpu_runner_unload(cpu_runner_t *r, uint32_t module, hipd_err_t *err);
 
 /**
  * Look kernel @p name up in @p module (it must have been named when the
@@ -104,8 +104,7 @@ int cpu_runner_unload(cpu_runner_t *r, uint32_t module, char *err,
  * @return 0, HIPD_ENOENT (no such module), HIPD_ENOKERNEL.
  */
 int cpu_runner_kernel(cpu_runner_t *r, uint32_t module, const char *name,
-                      uint32_t *kernel, cpu_kernel_sig_t *sig, char *err,
-                      size_t errsz);
+                      uint32_t *kernel, cpu_kernel_sig_t *sig, hipd_err_t *err);
 
 /**
  * Run kernel @p kernel over @p grid blocks of @p block threads with
@@ -121,8 +120,7 @@ int cpu_runner_kernel(cpu_runner_t *r, uint32_t module, const char *name,
  */
 int cpu_runner_launch(cpu_runner_t *r, uint32_t kernel, const uint32_t grid[3],
                       const uint32_t block[3], uint32_t shared,
-                      const cpu_arg_t *args, uint32_t nargs, char *err,
-                      size_t errsz);
+                      const cpu_arg_t *args, uint32_t nargs, hipd_err_t *err);
 
 /** The runner's process id (-1 when none is running). */
 int cpu_runner_pid(cpu_runner_t *r);
