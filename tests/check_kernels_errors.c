@@ -569,24 +569,5 @@ static Suite *kernels_errors_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
-  int failed;
-
-  harness_init("check_kernels_errors");
-  {
-    const char *root = getenv("HIPD_TEST_TMP");
-    snprintf(shared_cache, sizeof(shared_cache), "%s/kcache-XXXXXX",
-             root != NULL && root[0] != '\0' ? root : "/tmp");
-    if (mkdtemp(shared_cache) == NULL) {
-      fprintf(stderr, "mkdtemp %s: %s\n", shared_cache, strerror(errno));
-      return EXIT_FAILURE;
-    }
-  }
-  sr = srunner_create(kernels_errors_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  cache_dir_remove(shared_cache);
-  harness_fini();
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return kernels_main("check_kernels_errors", kernels_errors_suite);
 }

@@ -375,4 +375,30 @@ static inline void shared_teardown(void)
   stop_checked(&shared);
 }
 
+
+/* main() of a check_kernels_* program: the harness, a private shared cache
+ * directory for the suite's shared daemon, the suite run, and cleanup.
+ * @return main's exit status. */
+static inline int kernels_main(const char *name, Suite *(*make_suite)(void))
+{
+  const char *root = getenv("HIPD_TEST_TMP");
+  SRunner *sr;
+  int failed;
+
+  harness_init(name);
+  snprintf(shared_cache, sizeof(shared_cache), "%s/kcache-XXXXXX",
+           root != NULL && root[0] != '\0' ? root : "/tmp");
+  if (mkdtemp(shared_cache) == NULL) {
+    fprintf(stderr, "mkdtemp %s: %s\n", shared_cache, strerror(errno));
+    return EXIT_FAILURE;
+  }
+  sr = srunner_create(make_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  cache_dir_remove(shared_cache);
+  harness_fini();
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
 #endif
