@@ -43,8 +43,10 @@ static uid_t uid_a, uid_b;
 /* Start a daemon that other uids can reach, with the extra options. */
 static harness_daemon_t *start_shared(const char *arg, ...)
 {
-  const char *args[32] = {"--socket-mode", "0666"};
-  int n = 2;
+  /* The CPU devices only: the device counts and ids below must not depend
+   * on the GPUs of the host. */
+  const char *args[32] = {"--socket-mode", "0666", "--devices", "cpu"};
+  int n = 4;
   va_list ap;
   harness_daemon_t *d;
 
