@@ -672,18 +672,24 @@ int main(int argc, char **argv)
       return 1;
     }
   }
-  if ((rc = server_start(d)) != 0) {
-    server_stop(d, 0);
-    exec_bridge_close();
-    uv_run(d->loop, UV_RUN_DEFAULT);
-    log_error(0, "not started: %s", hipd_strerror(rc));
-    return 1;
-  }
+  /* The signals are caught before the socket listens: a SIGTERM that comes
+   * as soon as a client could connect is a clean stop (its callback runs
+   * in the loop's first iteration), not the default action's death with
+   * the socket file left behind. */
   uv_signal_init(d->loop, &sig_int);
   uv_signal_init(d->loop, &sig_term);
   sig_int.data = sig_term.data = d;
   uv_signal_start(&sig_int, signal_cb, SIGINT);
   uv_signal_start(&sig_term, signal_cb, SIGTERM);
+  if ((rc = server_start(d)) != 0) {
+    server_stop(d, 0);
+    exec_bridge_close();
+    uv_close((uv_handle_t *)&sig_int, NULL);
+    uv_close((uv_handle_t *)&sig_term, NULL);
+    uv_run(d->loop, UV_RUN_DEFAULT);
+    log_error(0, "not started: %s", hipd_strerror(rc));
+    return 1;
+  }
   transport_init(d);
   uv_timer_init(d->loop, &d->housekeeping);
   d->housekeeping.data = d;
