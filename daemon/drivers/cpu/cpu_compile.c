@@ -403,9 +403,14 @@ static int run_compiler(char *const *argv, unsigned timeout_s, strbuf_t *outbuf,
   close(pfd[0]);
   if (timed_out)
     kill(-pid, SIGKILL);
+  /* Wait for it without reaping it (WNOWAIT): until it is reaped its pid
+   * cannot name another process group, so cpu_compile_stop_all() may kill
+   * it meanwhile; it leaves the registry before the reap. */
   for (;;) {
-    pid_t w = waitpid(pid, status, timed_out ? 0 : WNOHANG);
-    if (w == pid || (w < 0 && errno != EINTR))
+    siginfo_t si = {0};
+    int w = waitid(P_PID, (id_t)pid, &si,
+                   WEXITED | WNOWAIT | (timed_out ? 0 : WNOHANG));
+    if ((w == 0 && si.si_pid == pid) || (w < 0 && errno != EINTR))
       break;
     if (w == 0) {
       if ((int64_t)util_now_ms() >= deadline) {
@@ -418,6 +423,8 @@ static int run_compiler(char *const *argv, unsigned timeout_s, strbuf_t *outbuf,
     }
   }
   running_remove(pid);
+  while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+    ;
   return timed_out ? 1 : 0;
 }
 
