@@ -42,6 +42,20 @@ static inline void list_remove(list_node_t *n)
 #define list_entry(ptr, type, member)                                          \
   ((type *)((char *)(ptr)-offsetof(type, member)))
 
+/* --isolation: what a tenant is, and so which sessions share a process. */
+enum {
+  ISOLATION_UID = 0, /* a worker process per peer uid (the default) */
+  ISOLATION_SESSION, /* a worker process per connection */
+  ISOLATION_NONE,    /* one process serves everyone (trusted node only) */
+};
+
+/* The part of hipd this process plays. */
+enum {
+  ROLE_SINGLE = 0, /* --isolation none: listens and serves */
+  ROLE_LISTENER,   /* listens, routes to workers, holds the cache */
+  ROLE_WORKER,     /* serves one tenant's sessions (privsep/worker.h) */
+};
+
 typedef struct daemon_config {
   char *socket_path;         /* where to listen */
   unsigned socket_mode;      /* permission bits of the socket file */
@@ -75,6 +89,11 @@ typedef struct daemon_config {
   char **device_allow; /* --device-allow rules, as given */
   uint32_t ndevice_allow;
   int strict_allow; /* --strict-allow: root and hipd's uid are not implied */
+  int isolation;     /* ISOLATION_* */
+  char *worker_user; /* --user: the workers' account (when root) */
+  uint32_t worker_linger_ms; /* an idle worker lives this long */
+  int mps;                   /* MPS_* (privsep/mps.h) */
+  char *worker_arg;          /* --worker=MODE:UID:GID:ID, internal */
 } daemon_config_t;
 
 typedef struct server server_t;
@@ -106,6 +125,19 @@ typedef struct hipd_daemon {
   list_node_t closeq; /* closed sessions to tear down (session_t.node) */
   list_node_t tenants;   /* tenants with a session (tenants.c) */
   struct policy *policy; /* parsed access rules, NULL: everyone (policy.c) */
+  int role;              /* ROLE_* */
+  /* How a new connection is taken: into a session here (transport), or
+   * handed to a tenant worker (privsep/workers.c). */
+  void (*accept)(struct hipd_daemon *d, uv_stream_t *server);
+  /* A worker's: the tenant it serves (every session's peer is checked
+   * against it in uid mode) and the hook that tells the listener of a
+   * session's end. */
+  int tenant_mode;
+  uid_t tenant_uid;
+  uid_t daemon_uid;  /* hipd's own uid (a worker: its listener's) */
+  pid_t daemon_pid;  /* hipd's pid (a worker: its listener's) */
+  const char *gpu_sharing; /* how tenants share the GPU (privsep/mps.h) */
+  void (*session_ended)(struct hipd_daemon *d, uint64_t id);
 } daemon_t;
 
 /* Build features ("cpu", "hip-nvidia"...) as a static NULL-ended list. */

@@ -4,13 +4,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <limits.h>
 #include <malloc.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #ifdef HAVE_SYSTEMD
@@ -21,13 +24,16 @@
 #include "daemon.h"
 #include "device.h"
 #include "drivers/cpu/cpu.h"
+#include "drivers/cpu/cpu_compile.h"
 #include "executor.h"
 #include "handles.h"
 #include "hipd.h"
 #include "kernels/cache.h"
-#include "drivers/cpu/cpu_compile.h"
 #include "log.h"
 #include "policy.h"
+#include "privsep/mps.h"
+#include "privsep/worker.h"
+#include "privsep/workers.h"
 #include "server.h"
 #include "transport.h"
 #include "util/clock.h"
@@ -43,7 +49,10 @@ static uint64_t shutdown_deadline;
  * in-process hiprtc compile cannot be stopped). */
 #define ABANDON_MARGIN_MS 1000
 static uv_timer_t abandon_timer;
-static int abandoned; /* the loop was stopped with compiles running */
+/* How long after --shutdown-timeout a worker that has not exited is
+ * killed. */
+#define WORKER_EXIT_GRACE_MS 3000
+static int abandoned;       /* the loop was stopped with compiles running */
 static int restart_fd = -1; /* the listener kept for an in-place restart */
 
 static void usage(FILE *f)
@@ -115,6 +124,17 @@ static void usage(FILE *f)
       "                           and the device workers): lower latency for\n"
       "                           a bounded amount of CPU (default: 50 with 8\n"
       "                           or more CPUs, else 0)\n"
+      "      --isolation MODE     what shares a process: uid (default: one\n"
+      "                           worker process per user), session (one per\n"
+      "                           connection) or none (one process for all:\n"
+      "                           a trusted single-user node only)\n"
+      "      --user NAME          the workers' account when hipd runs as root\n"
+      "                           (hipd)\n"
+      "      --worker-linger MS   how long a worker with no session stays\n"
+      "                           (10000)\n"
+      "      --mps MODE           NVIDIA: start hipd's own MPS control daemon\n"
+      "                           so tenants share the GPU concurrently: auto\n"
+      "                           (default: where installed), on, off\n"
       "  -V, --version            print the version and exit\n"
       "  -h, --help               print this help and exit\n"
       "\n"
@@ -151,6 +171,11 @@ enum {
   OPT_ALLOW_GROUPS,
   OPT_DEVICE_ALLOW,
   OPT_STRICT_ALLOW,
+  OPT_ISOLATION,
+  OPT_USER,
+  OPT_WORKER_LINGER,
+  OPT_MPS,
+  OPT_WORKER,
 };
 
 static int parse_options(int argc, char **argv, daemon_config_t *cfg)
@@ -179,14 +204,18 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       {"busy-poll", required_argument, NULL, OPT_BUSY_POLL},
       {"gpu-wait", required_argument, NULL, OPT_GPU_WAIT},
       {"tenant-mem-quota", required_argument, NULL, OPT_TENANT_MEM_QUOTA},
-      {"tenant-max-sessions", required_argument, NULL,
-       OPT_TENANT_MAX_SESSIONS},
+      {"tenant-max-sessions", required_argument, NULL, OPT_TENANT_MAX_SESSIONS},
       {"tenant-max-handles", required_argument, NULL, OPT_TENANT_MAX_HANDLES},
       {"tenant-max-streams", required_argument, NULL, OPT_TENANT_MAX_STREAMS},
       {"allow-users", required_argument, NULL, OPT_ALLOW_USERS},
       {"allow-groups", required_argument, NULL, OPT_ALLOW_GROUPS},
       {"device-allow", required_argument, NULL, OPT_DEVICE_ALLOW},
       {"strict-allow", no_argument, NULL, OPT_STRICT_ALLOW},
+      {"isolation", required_argument, NULL, OPT_ISOLATION},
+      {"user", required_argument, NULL, OPT_USER},
+      {"worker-linger", required_argument, NULL, OPT_WORKER_LINGER},
+      {"mps", required_argument, NULL, OPT_MPS},
+      {"worker", required_argument, NULL, OPT_WORKER},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -301,8 +330,8 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       cfg->allow_groups = strdup(optarg);
       break;
     case OPT_DEVICE_ALLOW: {
-      char **n = realloc(cfg->device_allow,
-                         (cfg->ndevice_allow + 1) * sizeof(*n));
+      char **n =
+          realloc(cfg->device_allow, (cfg->ndevice_allow + 1) * sizeof(*n));
       if (n == NULL)
         return -1;
       cfg->device_allow = n;
@@ -355,6 +384,46 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       if (util_parse_size(optarg, 4096, UINT64_MAX >> 1, &v) != 0)
         goto bad;
       cfg->cache_size = v;
+      break;
+    case OPT_ISOLATION:
+      if (strcmp(optarg, "uid") == 0)
+        cfg->isolation = ISOLATION_UID;
+      else if (strcmp(optarg, "session") == 0)
+        cfg->isolation = ISOLATION_SESSION;
+      else if (strcmp(optarg, "none") == 0)
+        cfg->isolation = ISOLATION_NONE;
+      else {
+        fprintf(stderr, "hipd: --isolation: '%s' is not uid, session or none\n",
+                optarg);
+        return -1;
+      }
+      break;
+    case OPT_USER:
+      if (optarg[0] == '\0')
+        goto bad;
+      free(cfg->worker_user);
+      cfg->worker_user = strdup(optarg);
+      break;
+    case OPT_WORKER_LINGER:
+      if (util_parse_size(optarg, 0, UINT32_MAX, &v) != 0)
+        goto bad;
+      cfg->worker_linger_ms = (uint32_t)v;
+      break;
+    case OPT_MPS:
+      if (strcmp(optarg, "auto") == 0)
+        cfg->mps = MPS_AUTO;
+      else if (strcmp(optarg, "on") == 0)
+        cfg->mps = MPS_ON;
+      else if (strcmp(optarg, "off") == 0)
+        cfg->mps = MPS_OFF;
+      else {
+        fprintf(stderr, "hipd: --mps: '%s' is not auto, on or off\n", optarg);
+        return -1;
+      }
+      break;
+    case OPT_WORKER:
+      free(cfg->worker_arg);
+      cfg->worker_arg = strdup(optarg);
       break;
     case 'V':
       printf("hipd %s (protocol %d)\n", PACKAGE_VERSION, HIPD_PROTOCOL_VERSION);
@@ -453,6 +522,12 @@ static void shutdown_tick_cb(uv_timer_t *t)
   int force = uv_now(d->loop) >= shutdown_deadline;
   uint32_t left = transport_idle_close(d, force);
 
+  /* Each worker drains its own sessions within --shutdown-timeout; it is
+   * killed only if it is still there well after that. */
+  if (d->role == ROLE_LISTENER)
+    left += workers_stop(d, uv_now(d->loop) >=
+                                shutdown_deadline + WORKER_EXIT_GRACE_MS);
+
   /* Device work of closed sessions (frees, stream teardown) finishes too,
    * unless time is up. */
   if (left == 0 && (force || exec_outstanding() == 0)) {
@@ -463,6 +538,8 @@ static void shutdown_tick_cb(uv_timer_t *t)
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_close((uv_handle_t *)&d->housekeeping, NULL);
     transport_close(d);
+    if (d->role == ROLE_WORKER)
+      worker_close(d);
     stop_compiles(d);
   }
 }
@@ -513,6 +590,15 @@ static void unrecoverable_cb(device_t *dev, void *arg)
 
   if (d->stopping)
     return;
+  if (d->role == ROLE_WORKER) {
+    /* Only this tenant's sessions are lost: the listener starts a fresh
+     * worker, with a fresh runtime, for the tenant's next connection. */
+    snprintf(why, sizeof(why),
+             "device %d cannot be reset in this process: this worker exits",
+             dev->id);
+    begin_stop(d, why);
+    return;
+  }
   restart_fd = server_dup_listener(d);
   if (restart_fd < 0) {
     log_error(0,
@@ -592,15 +678,70 @@ static void housekeeping_cb(uv_timer_t *t)
   daemon_t *d = t->data;
 
   transport_check_timeouts(d);
+  if (d->role == ROLE_LISTENER)
+    workers_housekeeping(d);
   /* Transfer buffers unused for 10 s go back to the system. */
   if (!trim_busy &&
       uv_queue_work(d->loop, &trim_work, trim_work_cb, trim_after_cb) == 0)
     trim_busy = 1;
 }
 
+/* A worker's stop request (the listener said exit, or is gone). */
+static void worker_stop_cb(daemon_t *d, const char *why)
+{
+  if (!d->stopping)
+    begin_stop(d, why);
+}
+
+/* A worker started as root becomes the workers' account (with its
+ * groups: GPU device nodes are often group-owned), for good. */
+static int drop_to_worker_account(const char *user, hipd_err_t *err)
+{
+  struct passwd pwb, *pw = NULL;
+  char buf[4096];
+
+  if (getpwnam_r(user, &pwb, buf, sizeof(buf), &pw) != 0 || pw == NULL)
+    return err_set(err, HIPD_EINVAL, "the worker account '%s' does not exist",
+                   user);
+  if (pw->pw_uid == 0)
+    return err_set(err, HIPD_EINVAL, "--user %s is root", user);
+  if (initgroups(pw->pw_name, pw->pw_gid) != 0 ||
+      setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) != 0 ||
+      setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) != 0)
+    return err_set(err, HIPD_EPERM, "cannot become %s: %s", user,
+                   strerror(errno));
+  if (setuid(0) == 0 || geteuid() == 0)
+    return err_set(err, HIPD_EPERM, "could regain root after becoming %s",
+                   user);
+  return 0;
+}
+
+/* Everything a worker does before its loop runs. */
+static int worker_setup(daemon_t *d, worker_role_t *role, hipd_err_t *err)
+{
+  int rc;
+
+  if (worker_role_parse(d->cfg.worker_arg, role) != 0)
+    return err_set(err, HIPD_EINVAL, "--worker: '%s' is not MODE:UID:GID:ID",
+                   d->cfg.worker_arg);
+  d->role = ROLE_WORKER;
+  d->tenant_mode = role->mode;
+  d->tenant_uid = role->uid;
+  d->daemon_uid = geteuid();
+  if (geteuid() == 0 &&
+      (rc = drop_to_worker_account(d->cfg.worker_user, err)) != 0)
+    return rc;
+  /* No core dump, no ptrace by the same account, no privilege gained by
+   * exec. */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   daemon_t *d = &daemon_state;
+  worker_role_t role = {0};
   int rc;
 
   d->cfg = (daemon_config_t){
@@ -619,14 +760,31 @@ int main(int argc, char **argv)
       .cache_size = (uint64_t)1 << 30,
       .cpu_kernel_timeout_ms = 600000,
       .busy_poll_us = -1,
+      .isolation = ISOLATION_UID,
+      .worker_linger_ms = 10000,
+      .mps = MPS_AUTO,
   };
   proto_limits_default(&d->cfg.limits);
   if (parse_options(argc, argv, &d->cfg) != 0)
     return 2;
-  /* Socket activation, or an in-place restart: the socket is fd 3. */
-  d->cfg.listen_fd = inherited_listener();
+  if (d->cfg.worker_user == NULL)
+    d->cfg.worker_user = strdup("hipd");
+  d->daemon_uid = geteuid();
+  if (d->cfg.worker_arg != NULL) {
+    hipd_err_t err;
+    if (worker_setup(d, &role, &err) != 0) {
+      log_error(0, "worker not started: %s", err.msg);
+      return 1;
+    }
+  } else {
+    d->role = d->cfg.isolation == ISOLATION_NONE ? ROLE_SINGLE : ROLE_LISTENER;
+    /* Socket activation, or an in-place restart: the socket is fd 3. */
+    d->cfg.listen_fd = inherited_listener();
+  }
   if (d->cfg.socket_path == NULL)
     d->cfg.socket_path = server_default_path();
+  /* A worker's parent is its listener: hipd's pid, as clients know it. */
+  d->daemon_pid = d->role == ROLE_WORKER ? getppid() : getpid();
   signal(SIGPIPE, SIG_IGN);
   /* Requests allocate and free small blocks at a high rate: keep freed
    * heap memory instead of giving it back at every dip (each give-back
@@ -638,8 +796,21 @@ int main(int argc, char **argv)
   d->loop = uv_default_loop();
   list_init(&d->sessions);
   d->start_ms = uv_now(d->loop);
-  log_info(0, "hipd %s starting (protocol %d, pid %d)", PACKAGE_VERSION,
-           HIPD_PROTOCOL_VERSION, (int)getpid());
+  d->accept = d->role == ROLE_LISTENER ? workers_accept : transport_accept;
+  if (d->role == ROLE_WORKER && role.mode == WORKER_PROBE)
+    log_debug(0, "checking the options as a worker (pid %d, uid %u)",
+              (int)getpid(), (unsigned)geteuid());
+  else if (d->role == ROLE_WORKER)
+    log_info(0, "hipd %s worker for %s %u starting (pid %d, uid %u)",
+             PACKAGE_VERSION,
+             role.mode == ISOLATION_SESSION ? "a session of uid" : "uid",
+             (unsigned)role.uid, (int)getpid(), (unsigned)geteuid());
+  else
+    log_info(0, "hipd %s starting (protocol %d, pid %d, isolation %s)",
+             PACKAGE_VERSION, HIPD_PROTOCOL_VERSION, (int)getpid(),
+             d->cfg.isolation == ISOLATION_UID       ? "uid"
+             : d->cfg.isolation == ISOLATION_SESSION ? "session"
+                                                     : "none");
   cpu_driver_set_count(d->cfg.cpu_devices);
   cpu_driver_set_launch_timeout(d->cfg.cpu_kernel_timeout_ms);
   if (d->cfg.busy_poll_us < 0)
@@ -654,7 +825,9 @@ int main(int argc, char **argv)
   }
   {
     hipd_err_t err;
-    if ((rc = devices_init(d->cfg.devices, &err)) != 0) {
+    /* The listener holds no device: its workers do. */
+    if (d->role != ROLE_LISTENER &&
+        (rc = devices_init(d->cfg.devices, &err)) != 0) {
       log_error(0, "not started: %s", err.msg[0] ? err.msg : hipd_strerror(rc));
       return 1;
     }
@@ -662,13 +835,45 @@ int main(int argc, char **argv)
       log_error(0, "not started: %s", err.msg[0] ? err.msg : hipd_strerror(rc));
       return 1;
     }
+    if (d->role == ROLE_LISTENER && (rc = workers_init(d, argv, &err)) != 0) {
+      log_error(0, "not started: %s", err.msg);
+      return 1;
+    }
+    if (d->role == ROLE_WORKER && role.mode == WORKER_PROBE) {
+      log_debug(0, "worker check: the options are valid");
+      policy_free(d);
+      devices_shutdown();
+      return 0;
+    }
   }
   if (d->cfg.cache_dir == NULL)
     d->cfg.cache_dir = cache_default_dir();
   {
     hipd_err_t err;
-    if (cache_init(d->loop, d->cfg.cache_dir, d->cfg.cache_size, &err) != 0) {
+    /* A worker's kernels come from its listener's cache: it keeps none on
+     * disk (and could not write the listener's). */
+    if (cache_init(d->loop, d->role == ROLE_WORKER ? "" : d->cfg.cache_dir,
+                   d->cfg.cache_size, &err) != 0) {
       log_error(0, "not started: %s", err.msg);
+      return 1;
+    }
+  }
+  if (d->role == ROLE_LISTENER) {
+    hipd_err_t err;
+    struct passwd pwb, *pw = NULL;
+    char buf[4096];
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    if (geteuid() == 0 &&
+        getpwnam_r(d->cfg.worker_user, &pwb, buf, sizeof(buf), &pw) == 0 &&
+        pw != NULL) {
+      uid = pw->pw_uid;
+      gid = pw->pw_gid;
+    }
+    if (mps_start(d, d->cfg.worker_user, uid, gid, &err) != 0 ||
+        workers_probe(d, &err) != 0) {
+      log_error(0, "not started: %s", err.msg);
+      mps_stop();
       return 1;
     }
   }
@@ -681,23 +886,33 @@ int main(int argc, char **argv)
   sig_int.data = sig_term.data = d;
   uv_signal_start(&sig_int, signal_cb, SIGINT);
   uv_signal_start(&sig_term, signal_cb, SIGTERM);
-  if ((rc = server_start(d)) != 0) {
+  if (d->role == ROLE_WORKER) {
+    hipd_err_t err;
+    d->session_ended = worker_session_closed;
+    if (worker_start(d, &role, 3, worker_stop_cb, &err) != 0) {
+      log_error(0, "worker not started: %s", err.msg);
+      return 1;
+    }
+  } else if ((rc = server_start(d)) != 0) {
     server_stop(d, 0);
     exec_bridge_close();
     uv_close((uv_handle_t *)&sig_int, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_run(d->loop, UV_RUN_DEFAULT);
+    mps_stop();
     log_error(0, "not started: %s", hipd_strerror(rc));
     return 1;
   }
+  d->gpu_sharing = mps_state();
   transport_init(d);
   uv_timer_init(d->loop, &d->housekeeping);
   d->housekeeping.data = d;
   uv_timer_start(&d->housekeeping, housekeeping_cb, 1000, 1000);
   devices_on_unrecoverable(unrecoverable_cb, d);
 #ifdef HAVE_SYSTEMD
-  sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%d",
-             d->cfg.socket_path, (int)getpid());
+  if (d->role != ROLE_WORKER)
+    sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%d",
+               d->cfg.socket_path, (int)getpid());
 #endif
 
   run_loop(d);
@@ -711,6 +926,8 @@ int main(int argc, char **argv)
       restart_in_place(d, argv);
       return 1;
     }
+    if (d->role == ROLE_LISTENER)
+      mps_stop();
     log_info(0, "stopped (compiles abandoned)");
     fflush(NULL);
     _exit(0);
@@ -724,9 +941,11 @@ int main(int argc, char **argv)
     restart_in_place(d, argv);
     return 1;
   }
-  if (exec_outstanding() == 0)
+  if (d->role == ROLE_LISTENER)
+    mps_stop();
+  else if (exec_outstanding() == 0)
     devices_shutdown();
-  else
+  else if (d->role != ROLE_LISTENER)
     log_warn(0,
              "%u device tasks did not finish in time; exiting without "
              "waiting for them",
@@ -740,6 +959,8 @@ int main(int argc, char **argv)
   for (uint32_t i = 0; i < d->cfg.ndevice_allow; i++)
     free(d->cfg.device_allow[i]);
   free(d->cfg.device_allow);
+  free(d->cfg.worker_user);
+  free(d->cfg.worker_arg);
   log_info(0, "stopped");
   free(d->cfg.socket_path);
   return 0;

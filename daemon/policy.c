@@ -192,7 +192,7 @@ int policy_init(daemon_t *d, hipd_err_t *err)
     return err->code = HIPD_ENOMEM;
   d->policy = p;
   p->strict = cfg->strict_allow;
-  p->self = geteuid();
+  p->self = d->daemon_uid;
   if (cfg->allow_users != NULL) {
     p->users_set = 1;
     rc =
@@ -203,7 +203,10 @@ int policy_init(daemon_t *d, hipd_err_t *err)
     rc = list_parse(p, "--allow-groups", cfg->allow_groups, GROUPS, &p->groups,
                     err);
   }
-  for (uint32_t i = 0; rc == 0 && i < cfg->ndevice_allow; i++)
+  /* The listener serves no device: its workers check the device rules. */
+  for (uint32_t i = 0; rc == 0 && d->role != ROLE_LISTENER &&
+                       i < cfg->ndevice_allow;
+       i++)
     rc = device_rule(p, cfg->device_allow[i], err);
   if (rc != 0) {
     err->code = rc; /* with no message for HIPD_ENOMEM */

@@ -49,7 +49,7 @@ static void connection_cb(uv_stream_t *stream, int status)
     log_warn(0, "listen error: %s", uv_strerror(status));
     return;
   }
-  transport_accept(d, stream);
+  d->accept(d, stream);
 }
 
 /* Is a daemon answering on @p path? 1 yes, 0 no (refused), <0 error. */

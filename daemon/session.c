@@ -55,6 +55,8 @@ void session_close(session_t *s, const char *reason)
            (unsigned long long)s->requests);
   list_remove(&s->node);
   s->d->nsessions--;
+  if (s->d->session_ended != NULL)
+    s->d->session_ended(s->d, s->id);
   uv_read_stop((uv_stream_t *)&s->pipe);
   /* The rest waits for the safe point: this may run inside a completion
    * or session_send() that still uses the session. */

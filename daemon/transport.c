@@ -546,6 +546,14 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
     session_close(s, "out of memory for the session's tenant");
     return;
   }
+  if (d->role == ROLE_WORKER && d->tenant_mode == ISOLATION_UID &&
+      s->peer_uid != d->tenant_uid) {
+    /* Defence in depth: the listener routes by uid. */
+    log_error(s->id, "a connection of uid %u reached the worker of uid %u",
+              (unsigned)s->peer_uid, (unsigned)d->tenant_uid);
+    session_close(s, "connection of another tenant");
+    return;
+  }
   if (d->stopping || d->nsessions > d->cfg.max_sessions) {
     session_close(s, d->stopping ? "daemon is shutting down"
                                  : "too many sessions");

@@ -242,6 +242,18 @@ void cache_blob_ref(cache_blob_t *b)
   b->refs++;
 }
 
+cache_blob_t *cache_blob_new(const void *data, size_t len)
+{
+  cache_blob_t *b = malloc(sizeof(*b) + len);
+
+  if (b == NULL)
+    return NULL;
+  b->refs = 1;
+  b->len = len;
+  memcpy(b->data, data, len);
+  return b;
+}
+
 void cache_blob_unref(cache_blob_t *b)
 {
   if (--b->refs == 0)

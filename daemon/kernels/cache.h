@@ -54,6 +54,9 @@ typedef struct cache_blob {
   size_t len;
   unsigned char data[];
 } cache_blob_t;
+/* A blob of a copy of @p len bytes at @p data, with one reference; NULL
+ * when out of memory. */
+cache_blob_t *cache_blob_new(const void *data, size_t len);
 void cache_blob_ref(cache_blob_t *b);
 void cache_blob_unref(cache_blob_t *b);
 

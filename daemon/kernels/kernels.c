@@ -78,6 +78,14 @@ driver_t *kernels_driver_for_arch(const char *arch)
   return NULL;
 }
 
+const driver_t *kernels_driver_named(const char *name)
+{
+  for (driver_t **d = drivers_compiled(); *d != NULL; d++)
+    if (strcmp((*d)->name, name) == 0)
+      return *d;
+  return NULL;
+}
+
 static void build_free(build_t *b)
 {
   free(b->source);
@@ -384,18 +392,95 @@ static void lookup_start(build_t *b)
 
 /* ------------------------------------------------------------ compiling */
 
+int kernels_compile(const driver_t *drv, const char *arch, const char *src,
+                    size_t len, const char *const *names, size_t nnames,
+                    const char *const *opts, size_t nopts, void **out,
+                    size_t *outlen, char *log, size_t logsz)
+{
+  int rc = drv->compile((driver_t *)drv, arch, src, len, names, nnames, opts,
+                        nopts, out, outlen, log, logsz);
+
+  if (rc != 0 && log[0] == '\0')
+    snprintf(log, logsz, "%s", drv_last_error());
+  return rc;
+}
+
 static int compile_cb(void *arg, void **out, size_t *len, char *log,
                       size_t logsz)
 {
   build_t *b = arg;
   const char *names[1] = {b->name};
-  int rc = b->drv->compile(b->drv, b->arch, b->source, b->source_len, names, 1,
-                           (const char *const *)b->opts, b->nopts, out, len,
-                           log, logsz);
 
-  if (rc != 0 && log[0] == '\0')
-    snprintf(log, logsz, "%s", drv_last_error());
-  return rc;
+  return kernels_compile(b->drv, b->arch, b->source, b->source_len, names, 1,
+                         (const char *const *)b->opts, b->nopts, out, len, log,
+                         logsz);
+}
+
+/* The default fetch: this process's cache. */
+static void fetch_local(const kernels_fetch_t *f, cache_done_fn done, void *ctx)
+{
+  cache_get_flags(f->key, f->refresh ? CACHE_REFRESH : 0, compile_cb, ctx, done,
+                  ctx);
+}
+
+static kernels_fetch_fn fetch = fetch_local;
+
+void kernels_set_fetch(kernels_fetch_fn fn)
+{
+  fetch = fn != NULL ? fn : fetch_local;
+}
+
+static void (*remote_stats)(kernels_stats_done_fn, void *);
+static void (*remote_clear)(uid_t, kernels_clear_done_fn, void *);
+
+void kernels_set_cache_remote(void (*stats)(kernels_stats_done_fn, void *),
+                              void (*clear)(uid_t, kernels_clear_done_fn,
+                                            void *))
+{
+  remote_stats = stats;
+  remote_clear = clear;
+}
+
+void kernels_cache_stats(kernels_stats_done_fn done, void *ctx)
+{
+  cache_stats_t st;
+
+  if (remote_stats != NULL) {
+    remote_stats(done, ctx);
+    return;
+  }
+  cache_get_stats(&st);
+  done(ctx, 0, &st);
+}
+
+void kernels_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
+{
+  if (remote_clear != NULL) {
+    remote_clear(uid, done, ctx);
+    return;
+  }
+  cache_clear();
+  done(ctx, 0, "");
+}
+
+int kernels_key(const kernels_key_in_t *in, cache_key_t *out)
+{
+  cache_keyer_t *k;
+  int rc = cache_keyer_create(&k);
+
+  if (rc != 0)
+    return rc;
+  cache_keyer_add(k, "source", in->source, in->source_len);
+  cache_keyer_add_str(k, "kernel", in->name);
+  for (size_t i = 0; i < in->nopts; i++)
+    cache_keyer_add_str(k, "option", in->opts[i]);
+  cache_keyer_add_str(k, "arch", in->arch);
+  cache_keyer_add_str(k, "driver", in->drv->name);
+  cache_keyer_add_str(k, "platform", in->drv->platform);
+  cache_keyer_add_str(k, "compiler", in->drv->compiler_id((driver_t *)in->drv));
+  cache_keyer_add_str(k, "prelude", KERNELS_PRELUDE_VERSION);
+  cache_keyer_finish(k, out);
+  return 0;
 }
 
 static void compiled_cb(void *ctx, int status, cache_blob_t *blob,
@@ -422,7 +507,6 @@ static void compiled_cb(void *ctx, int status, cache_blob_t *blob,
 void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
 {
   build_t *b = calloc(1, sizeof(*b));
-  cache_keyer_t *k;
   int fail = 0, rc;
 
   if (b == NULL) {
@@ -467,7 +551,18 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
   }
 
   /* Everything that changes the binary is in the key. */
-  rc = cache_keyer_create(&k);
+  {
+    kernels_key_in_t in = {
+        .source = b->source,
+        .source_len = b->source_len,
+        .name = b->name,
+        .opts = (const char *const *)b->opts,
+        .nopts = b->nopts,
+        .arch = b->arch,
+        .drv = b->drv,
+    };
+    rc = kernels_key(&in, &b->res.key);
+  }
   if (rc != 0) {
     snprintf(b->err, sizeof(b->err), "%s",
              rc == HIPD_ENOMEM ? "out of memory"
@@ -476,19 +571,20 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
     finish(b, rc);
     return;
   }
-  cache_keyer_add(k, "source", b->source, b->source_len);
-  cache_keyer_add_str(k, "kernel", b->name);
-  for (size_t i = 0; i < b->nopts; i++)
-    cache_keyer_add_str(k, "option", b->opts[i]);
-  cache_keyer_add_str(k, "arch", b->arch);
-  cache_keyer_add_str(k, "driver", b->drv->name);
-  cache_keyer_add_str(k, "platform", b->drv->platform);
-  cache_keyer_add_str(k, "compiler", b->drv->compiler_id(b->drv));
-  cache_keyer_add_str(k, "prelude", KERNELS_PRELUDE_VERSION);
-  cache_keyer_finish(k, &b->res.key);
-
-  cache_get_flags(&b->res.key, req->refresh ? CACHE_REFRESH : 0, compile_cb, b,
-                  compiled_cb, b);
+  {
+    kernels_fetch_t f = {
+        .key = &b->res.key,
+        .refresh = req->refresh,
+        .drv = b->drv,
+        .arch = b->arch,
+        .source = b->source,
+        .source_len = b->source_len,
+        .name = b->name,
+        .opts = (const char *const *)b->opts,
+        .nopts = b->nopts,
+    };
+    fetch(&f, compiled_cb, b);
+  }
 }
 
 uint32_t kernel_epoch(const kernel_t *k)

@@ -69,5 +69,62 @@ void kernel_unref(kernel_t *k);
 
 /* The driver that compiles for @p arch, or NULL. */
 driver_t *kernels_driver_for_arch(const char *arch);
+/* The driver compiled in under @p name ("hip", "cpu"), or NULL. */
+const driver_t *kernels_driver_named(const char *name);
+
+/* Everything that makes a binary what it is: the cache key's input. */
+typedef struct {
+  const char *source;
+  size_t source_len;
+  const char *name;
+  const char *const *opts;
+  size_t nopts;
+  const char *arch;
+  const driver_t *drv;
+} kernels_key_in_t;
+
+/* The cache key of @p in (SHA-256 over every field, the driver's platform
+ * and compiler, and KERNELS_PRELUDE_VERSION). @return 0, HIPD_ENOMEM or
+ * HIPD_EIO (no digest). Any thread. */
+int kernels_key(const kernels_key_in_t *in, cache_key_t *out);
+
+/* Compile for @p arch with @p drv's compiler (blocking: a pool thread).
+ * The cache_compile_fn contract: 0 with *out and *len set, or a negative code with
+ * the compiler's log in @p log. */
+int kernels_compile(const driver_t *drv, const char *arch, const char *src,
+                    size_t len, const char *const *names, size_t nnames,
+                    const char *const *opts, size_t nopts, void **out,
+                    size_t *outlen, char *log, size_t logsz);
+
+/* Where compiled binaries come from. By default the cache of this process
+ * (cache.h), compiling on a miss; a worker process (privsep: worker.c)
+ * asks its listener instead. @p done runs on the loop thread, as for
+ * cache_get_flags(). */
+typedef struct {
+  const cache_key_t *key; /* this process's key of the request */
+  int refresh;
+  const driver_t *drv;
+  const char *arch;
+  const char *source;
+  size_t source_len;
+  const char *name;
+  const char *const *opts;
+  size_t nopts;
+} kernels_fetch_t;
+typedef void (*kernels_fetch_fn)(const kernels_fetch_t *req,
+                                 cache_done_fn done, void *ctx);
+void kernels_set_fetch(kernels_fetch_fn fn);
+
+/* The shared cache's counters and its clearing, where the cache is: here,
+ * or (a worker) in the listener. @p done runs on the loop thread, at once
+ * or later. */
+typedef void (*kernels_stats_done_fn)(void *ctx, int status,
+                                      const cache_stats_t *st);
+typedef void (*kernels_clear_done_fn)(void *ctx, int status, const char *msg);
+void kernels_cache_stats(kernels_stats_done_fn done, void *ctx);
+void kernels_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx);
+void kernels_set_cache_remote(void (*stats)(kernels_stats_done_fn, void *),
+                              void (*clear)(uid_t, kernels_clear_done_fn,
+                                            void *));
 
 #endif

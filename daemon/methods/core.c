@@ -57,7 +57,7 @@ int m_hello(call_t *c)
   proto_pack_cstr(pk, "session");
   msgpack_pack_uint64(pk, s->id);
   proto_pack_cstr(pk, "pid");
-  msgpack_pack_int(pk, (int)getpid());
+  msgpack_pack_int(pk, (int)c->s->d->daemon_pid);
   return 0;
 }
 
@@ -72,12 +72,36 @@ int m_ping(call_t *c)
   return 0;
 }
 
+/* daemon.info's "isolation": what this session's process is and what
+ * keeps tenants apart. */
+static void pack_isolation(msgpack_packer *pk, const daemon_t *d)
+{
+  static const char *const modes[] = {"uid", "session", "none"};
+
+  msgpack_pack_map(pk, 6);
+  proto_pack_cstr(pk, "mode");
+  proto_pack_cstr(pk, modes[d->cfg.isolation]);
+  proto_pack_cstr(pk, "process");
+  proto_pack_cstr(pk, d->role == ROLE_WORKER ? "worker" : "single");
+  proto_pack_cstr(pk, "pid");
+  msgpack_pack_int(pk, (int)getpid());
+  proto_pack_cstr(pk, "uid");
+  msgpack_pack_uint32(pk, (uint32_t)geteuid());
+  proto_pack_cstr(pk, "tenant");
+  if (d->role == ROLE_WORKER)
+    msgpack_pack_uint32(pk, (uint32_t)d->tenant_uid);
+  else
+    msgpack_pack_nil(pk);
+  proto_pack_cstr(pk, "mps");
+  proto_pack_cstr(pk, d->gpu_sharing != NULL ? d->gpu_sharing : "");
+}
+
 int m_daemon_info(call_t *c)
 {
   daemon_t *d = c->s->d;
   msgpack_packer *pk = call_result(c);
 
-  msgpack_pack_map(pk, 10);
+  msgpack_pack_map(pk, 11);
   proto_pack_cstr(pk, "name");
   proto_pack_cstr(pk, PACKAGE_NAME);
   proto_pack_cstr(pk, "version");
@@ -85,7 +109,9 @@ int m_daemon_info(call_t *c)
   proto_pack_cstr(pk, "protocol");
   msgpack_pack_int(pk, HIPD_PROTOCOL_VERSION);
   proto_pack_cstr(pk, "pid");
-  msgpack_pack_int(pk, (int)getpid());
+  msgpack_pack_int(pk, (int)d->daemon_pid);
+  proto_pack_cstr(pk, "isolation");
+  pack_isolation(pk, d);
   proto_pack_cstr(pk, "uptime_ms");
   msgpack_pack_uint64(pk, uv_now(d->loop) - d->start_ms);
   proto_pack_cstr(pk, "sessions");

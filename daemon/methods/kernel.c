@@ -556,51 +556,84 @@ int m_execute_direct(call_t *c)
                    "compile and launch, or use run_source");
 }
 
-int m_cache_stats(call_t *c)
+static void pack_cache_stats(msgpack_packer *pk, const cache_stats_t *st)
 {
-  cache_stats_t st;
-  msgpack_packer *pk = call_result(c);
-
-  cache_get_stats(&st);
   msgpack_pack_map(pk, 13);
   proto_pack_cstr(pk, "hits_memory");
-  msgpack_pack_uint64(pk, st.hits_memory);
+  msgpack_pack_uint64(pk, st->hits_memory);
   proto_pack_cstr(pk, "hits_disk");
-  msgpack_pack_uint64(pk, st.hits_disk);
+  msgpack_pack_uint64(pk, st->hits_disk);
   proto_pack_cstr(pk, "hits");
-  msgpack_pack_uint64(pk, st.hits_memory + st.hits_disk + st.waits);
+  msgpack_pack_uint64(pk, st->hits_memory + st->hits_disk + st->waits);
   proto_pack_cstr(pk, "misses");
-  msgpack_pack_uint64(pk, st.misses);
+  msgpack_pack_uint64(pk, st->misses);
   proto_pack_cstr(pk, "waits");
-  msgpack_pack_uint64(pk, st.waits);
+  msgpack_pack_uint64(pk, st->waits);
   proto_pack_cstr(pk, "compile_failures");
-  msgpack_pack_uint64(pk, st.compile_failures);
+  msgpack_pack_uint64(pk, st->compile_failures);
   proto_pack_cstr(pk, "corrupt");
-  msgpack_pack_uint64(pk, st.corrupt);
+  msgpack_pack_uint64(pk, st->corrupt);
   proto_pack_cstr(pk, "auth_failures");
-  msgpack_pack_uint64(pk, st.auth_failures);
+  msgpack_pack_uint64(pk, st->auth_failures);
   proto_pack_cstr(pk, "evictions");
-  msgpack_pack_uint64(pk, st.evictions);
+  msgpack_pack_uint64(pk, st->evictions);
   proto_pack_cstr(pk, "entries");
-  msgpack_pack_uint64(pk, st.entries);
+  msgpack_pack_uint64(pk, st->entries);
   proto_pack_cstr(pk, "bytes");
-  msgpack_pack_uint64(pk, st.bytes);
+  msgpack_pack_uint64(pk, st->bytes);
   proto_pack_cstr(pk, "disk_entries");
-  msgpack_pack_uint64(pk, st.disk_entries);
+  msgpack_pack_uint64(pk, st->disk_entries);
   proto_pack_cstr(pk, "disk_bytes");
-  msgpack_pack_uint64(pk, st.disk_bytes);
+  msgpack_pack_uint64(pk, st->disk_bytes);
+}
+
+static void cache_stats_done(void *ctx, int status, const cache_stats_t *st)
+{
+  call_t *c = ctx;
+
+  if (status != 0 || st == NULL)
+    call_fail(c, status != 0 ? status : HIPD_EIO,
+              "the shared cache's counters are not available");
+  else
+    pack_cache_stats(call_result(c), st);
+  call_finish(c);
+}
+
+/* cache.stats: the counters of the cache every session shares (with
+ * --isolation uid or session, the listener's). */
+int m_cache_stats(call_t *c)
+{
+  call_t *dc = call_defer(c);
+
+  if (dc == NULL)
+    return call_fail(c, HIPD_ENOMEM, "out of memory");
+  kernels_cache_stats(cache_stats_done, dc);
   return 0;
+}
+
+static void cache_clear_done(void *ctx, int status, const char *msg)
+{
+  call_t *c = ctx;
+
+  if (status != 0)
+    call_fail(c, status, "%s", msg);
+  else
+    msgpack_pack_nil(call_result(c));
+  call_finish(c);
 }
 
 /* cache.clear: only the daemon's own user (or root) may empty the cache
  * every session shares. */
 int m_cache_clear(call_t *c)
 {
-  if (c->s->peer_uid != 0 && c->s->peer_uid != geteuid())
+  call_t *dc;
+
+  if (c->s->peer_uid != 0 && c->s->peer_uid != c->s->d->daemon_uid)
     return call_fail(c, HIPD_EPERM,
                      "only root or the daemon's user may clear the shared "
                      "kernel cache");
-  cache_clear();
-  msgpack_pack_nil(call_result(c));
+  if ((dc = call_defer(c)) == NULL)
+    return call_fail(c, HIPD_ENOMEM, "out of memory");
+  kernels_cache_clear(c->s->peer_uid, cache_clear_done, dc);
   return 0;
 }

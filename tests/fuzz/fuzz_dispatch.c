@@ -157,8 +157,11 @@ static void daemon_start(void)
       .cache_size = (uint64_t)16 << 20,
       .cpu_kernel_timeout_ms = 10000,
       .busy_poll_us = 0,
+      .isolation = ISOLATION_NONE,
   };
   proto_limits_default(&d->cfg.limits);
+  d->role = ROLE_SINGLE;
+  d->accept = transport_accept;
   list_init(&d->sessions);
   d->start_ms = uv_now(d->loop);
   cpu_driver_set_count(d->cfg.cpu_devices);

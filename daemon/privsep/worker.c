@@ -1,0 +1,393 @@
+/* daemon/privsep/worker.c: a tenant worker's channel to its listener
+ * (worker.h). */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hipd.h"
+#include "kernels/kernels.h"
+#include "log.h"
+#include "privsep/ipc.h"
+#include "privsep/worker.h"
+#include "transport.h"
+
+enum { REQ_COMPILE, REQ_STATS, REQ_CLEAR };
+
+/* A request to the listener, waiting for its answer. */
+typedef struct pending {
+  struct pending *next;
+  uint32_t msgid;
+  int kind;
+  cache_done_fn compiled; /* REQ_COMPILE */
+  void (*stats)(void *ctx, int status, const cache_stats_t *st);
+  void (*cleared)(void *ctx, int status, const char *msg);
+  void *ctx;
+} pending_t;
+
+static struct {
+  daemon_t *d;
+  worker_role_t role;
+  ipc_chan_t ch;
+  int open;
+  pending_t *pending;
+  void (*stop)(daemon_t *d, const char *why);
+  int stop_called;
+  char dir[256]; /* the listener's cache directory, for cache.stats */
+} K;
+
+int worker_role_parse(const char *arg, worker_role_t *out)
+{
+  char mode[16];
+  unsigned uid, gid;
+  unsigned long long id;
+  int end = 0;
+
+  if (sscanf(arg, "%15[a-z]:%u:%u:%llu%n", mode, &uid, &gid, &id, &end) != 4 ||
+      arg[end] != '\0')
+    return HIPD_EINVAL;
+  if (strcmp(mode, "uid") == 0)
+    out->mode = ISOLATION_UID;
+  else if (strcmp(mode, "session") == 0)
+    out->mode = ISOLATION_SESSION;
+  else if (strcmp(mode, "probe") == 0)
+    out->mode = WORKER_PROBE;
+  else
+    return HIPD_EINVAL;
+  out->uid = (uid_t)uid;
+  out->gid = (gid_t)gid;
+  out->id = id;
+  return 0;
+}
+
+static void stop_once(const char *why)
+{
+  if (K.stop_called)
+    return;
+  K.stop_called = 1;
+  K.stop(K.d, why);
+}
+
+static pending_t *pending_take(uint32_t msgid)
+{
+  for (pending_t **pp = &K.pending; *pp != NULL; pp = &(*pp)->next)
+    if ((*pp)->msgid == msgid) {
+      pending_t *p = *pp;
+      *pp = p->next;
+      return p;
+    }
+  return NULL;
+}
+
+static void pending_fail(pending_t *p, int code, const char *msg)
+{
+  if (p->kind == REQ_COMPILE)
+    p->compiled(p->ctx, code, NULL, CACHE_MISS, msg);
+  else if (p->kind == REQ_STATS)
+    p->stats(p->ctx, code, NULL);
+  else
+    p->cleared(p->ctx, code, msg);
+  free(p);
+}
+
+static void fail_all(const char *why)
+{
+  while (K.pending != NULL) {
+    pending_t *p = K.pending;
+    K.pending = p->next;
+    pending_fail(p, HIPD_EIO, why);
+  }
+}
+
+/* Send the request packed in @p sb (its msgid is K.ch.next_msgid - 1)
+ * and wait for its answer through @p p. */
+static void send_request(msgpack_sbuffer *sb, pending_t *p)
+{
+  if (!K.open || ipc_send(&K.ch, sb->data, sb->size) != 0) {
+    pending_fail(p, HIPD_EIO, "the listener is gone");
+    return;
+  }
+  p->next = K.pending;
+  K.pending = p;
+}
+
+/* ------------------------------------------------------------- answers */
+
+static void on_compiled(pending_t *p, const proto_msg_t *m)
+{
+  const msgpack_object *r = m->result;
+  int64_t status, source;
+  const char *log = "", *img = NULL;
+  size_t loglen = 0, imglen = 0;
+  char *logz;
+  cache_blob_t *blob = NULL;
+
+  if (r == NULL || r->type != MSGPACK_OBJECT_ARRAY || r->via.array.size != 5 ||
+      proto_obj_int(&r->via.array.ptr[0], INT32_MIN, 0, &status) != 0 ||
+      proto_obj_int(&r->via.array.ptr[1], 0, CACHE_WAITED, &source) != 0 ||
+      proto_obj_bytes(&r->via.array.ptr[3], &log, &loglen) != 0 ||
+      (status == 0 &&
+       proto_obj_bytes(&r->via.array.ptr[4], &img, &imglen) != 0)) {
+    pending_fail(p, HIPD_EIO, "the listener's answer to compile is malformed");
+    return;
+  }
+  if ((logz = malloc(loglen + 1)) == NULL) {
+    pending_fail(p, HIPD_ENOMEM, "out of memory");
+    return;
+  }
+  memcpy(logz, log, loglen);
+  logz[loglen] = '\0';
+  if (status == 0 && (blob = cache_blob_new(img, imglen)) == NULL) {
+    free(logz);
+    pending_fail(p, HIPD_ENOMEM, "out of memory");
+    return;
+  }
+  p->compiled(p->ctx, (int)status, blob, (cache_source_t)source, logz);
+  if (blob != NULL)
+    cache_blob_unref(blob);
+  free(logz);
+  free(p);
+}
+
+static void on_stats(pending_t *p, const proto_msg_t *m)
+{
+  const msgpack_object *r = m->result;
+  uint64_t v[13];
+  cache_stats_t st = {0};
+  const char *dir;
+  size_t dirlen;
+
+  if (r == NULL || r->type != MSGPACK_OBJECT_ARRAY || r->via.array.size != 14 ||
+      proto_obj_bytes(&r->via.array.ptr[13], &dir, &dirlen) != 0) {
+    pending_fail(p, HIPD_EIO, "malformed cache.stats answer");
+    return;
+  }
+  for (int i = 0; i < 13; i++)
+    if (proto_obj_uint(&r->via.array.ptr[i], UINT64_MAX, &v[i]) != 0) {
+      pending_fail(p, HIPD_EIO, "malformed cache.stats answer");
+      return;
+    }
+  st.hits_memory = v[0];
+  st.hits_disk = v[1];
+  st.misses = v[2];
+  st.waits = v[3];
+  st.compile_failures = v[4];
+  st.evictions = v[5];
+  st.corrupt = v[6];
+  st.auth_failures = v[7];
+  st.entries = v[8];
+  st.bytes = v[9];
+  st.disk_entries = v[10];
+  st.disk_bytes = v[11];
+  st.max_bytes = v[12];
+  snprintf(K.dir, sizeof(K.dir), "%.*s", (int)dirlen, dir);
+  st.dir = K.dir[0] ? K.dir : NULL;
+  p->stats(p->ctx, 0, &st);
+  free(p);
+}
+
+static void on_response(const proto_msg_t *m)
+{
+  pending_t *p = pending_take(m->msgid);
+  int code;
+  const char *msg;
+  size_t mlen;
+
+  if (p == NULL) {
+    log_warn(0, "the listener answered request %u, which is not pending",
+             m->msgid);
+    return;
+  }
+  if (m->error != NULL && m->error->type != MSGPACK_OBJECT_NIL) {
+    char buf[512];
+    if (proto_error_decode(m->error, &code, &msg, &mlen) != 0) {
+      code = HIPD_EIO;
+      msg = "malformed error";
+      mlen = strlen(msg);
+    }
+    snprintf(buf, sizeof(buf), "%.*s", (int)mlen, msg);
+    pending_fail(p, code, buf);
+    return;
+  }
+  if (p->kind == REQ_COMPILE)
+    on_compiled(p, m);
+  else if (p->kind == REQ_STATS)
+    on_stats(p, m);
+  else {
+    p->cleared(p->ctx, 0, "");
+    free(p);
+  }
+}
+
+/* conn [id, uid, gid, pid] with the connection. */
+static void on_conn(const proto_msg_t *m)
+{
+  uint64_t id, uid;
+
+  if (ipc_param_uint(m, 0, UINT64_MAX, &id) != 0 ||
+      ipc_param_uint(m, 1, UINT32_MAX, &uid) != 0) {
+    stop_once("a malformed conn message from the listener");
+    return;
+  }
+  /* The session takes the listener's id, so that both logs agree. */
+  K.d->next_session_id = id - 1;
+  transport_accept(K.d, (uv_stream_t *)&K.ch.pipe);
+}
+
+static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
+{
+  (void)ch;
+  if (m->type == PROTO_RESPONSE)
+    on_response(m);
+  else if (m->type == PROTO_NOTIFY && ipc_is(m, "conn"))
+    on_conn(m);
+  else if (m->type == PROTO_NOTIFY && ipc_is(m, "exit"))
+    stop_once("idle: the listener ended this worker");
+  else
+    log_warn(0, "unknown message from the listener: ignored");
+}
+
+static void on_broken(ipc_chan_t *ch, const char *why)
+{
+  char buf[192];
+
+  (void)ch;
+  fail_all("the listener is gone");
+  snprintf(buf, sizeof(buf), "the listener's channel closed (%s)", why);
+  stop_once(buf);
+}
+
+/* --------------------------------------------------------------- fetch */
+
+static void fetch_remote(const kernels_fetch_t *f, cache_done_fn done,
+                         void *ctx)
+{
+  pending_t *p = calloc(1, sizeof(*p));
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  if (p == NULL) {
+    done(ctx, HIPD_ENOMEM, NULL, CACHE_MISS, "out of memory");
+    return;
+  }
+  p->kind = REQ_COMPILE;
+  p->compiled = done;
+  p->ctx = ctx;
+  p->msgid = K.ch.next_msgid++;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_request(&pk, p->msgid, "compile", 6);
+  proto_pack_cstr(&pk, f->drv->name);
+  proto_pack_cstr(&pk, f->arch);
+  msgpack_pack_bin(&pk, (uint32_t)f->source_len);
+  msgpack_pack_bin_body(&pk, f->source, f->source_len);
+  proto_pack_cstr(&pk, f->name);
+  msgpack_pack_array(&pk, (uint32_t)f->nopts);
+  for (size_t i = 0; i < f->nopts; i++)
+    proto_pack_cstr(&pk, f->opts[i]);
+  msgpack_pack_uint32(&pk, f->refresh ? 1 : 0);
+  send_request(&sb, p);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+void worker_cache_stats(kernels_stats_done_fn done, void *ctx)
+{
+  pending_t *p = calloc(1, sizeof(*p));
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  if (p == NULL) {
+    done(ctx, HIPD_ENOMEM, NULL);
+    return;
+  }
+  p->kind = REQ_STATS;
+  p->stats = done;
+  p->ctx = ctx;
+  p->msgid = K.ch.next_msgid++;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_request(&pk, p->msgid, "cache.stats", 0);
+  send_request(&sb, p);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+void worker_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
+{
+  pending_t *p = calloc(1, sizeof(*p));
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  if (p == NULL) {
+    done(ctx, HIPD_ENOMEM, "out of memory");
+    return;
+  }
+  p->kind = REQ_CLEAR;
+  p->cleared = done;
+  p->ctx = ctx;
+  p->msgid = K.ch.next_msgid++;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_request(&pk, p->msgid, "cache.clear", 1);
+  msgpack_pack_uint32(&pk, (uint32_t)uid);
+  send_request(&sb, p);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+/* -------------------------------------------------------------- lifetime */
+
+int worker_start(daemon_t *d, const worker_role_t *role, int fd,
+                 void (*stop)(daemon_t *d, const char *why), hipd_err_t *err)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  int rc;
+
+  K.d = d;
+  K.role = *role;
+  K.stop = stop;
+  if ((rc = ipc_open(d->loop, &K.ch, fd)) != 0)
+    return err_set(err, HIPD_EIO, "cannot open the listener's channel: %s",
+                   uv_strerror(rc));
+  K.open = 1;
+  if ((rc = ipc_start(&K.ch, on_msg, on_broken)) != 0)
+    return err_set(err, HIPD_EIO, "cannot read the listener's channel: %s",
+                   uv_strerror(rc));
+  kernels_set_fetch(fetch_remote);
+  kernels_set_cache_remote(worker_cache_stats, worker_cache_clear);
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_notify(&pk, "ready", 1);
+  msgpack_pack_int32(&pk, (int32_t)getpid());
+  ipc_send(&K.ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+  return 0;
+}
+
+void worker_session_closed(daemon_t *d, uint64_t id)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  (void)d;
+  if (!K.open || K.ch.broken)
+    return;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_notify(&pk, "closed", 1);
+  msgpack_pack_uint64(&pk, id);
+  ipc_send(&K.ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+void worker_close(daemon_t *d)
+{
+  (void)d;
+  if (!K.open)
+    return;
+  K.open = 0;
+  fail_all("the worker is stopping");
+  ipc_close(&K.ch, NULL);
+}

@@ -1,0 +1,860 @@
+/* daemon/privsep/workers.c: the listener routes connections to tenant
+ * workers, starts and reaps them, and answers their requests for compiled
+ * kernels from the shared cache (workers.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hipd.h"
+#include "kernels/kernels.h"
+#include "log.h"
+#include "policy.h"
+#include "privsep/ipc.h"
+#include "privsep/mps.h"
+#include "privsep/workers.h"
+
+extern char **environ;
+
+/* A refused peer has this long to send its first request. */
+#define REFUSAL_MAX_MESSAGE 65536
+
+typedef struct worker {
+  list_node_t node; /* W.live while it takes connections, else W.leaving */
+  daemon_t *d;
+  int mode;     /* ISOLATION_UID or ISOLATION_SESSION */
+  uid_t uid;    /* the tenant's uid (the peer's) */
+  gid_t gid;    /* the first peer's primary gid */
+  uint64_t seq; /* session mode: the one connection's id */
+  pid_t pid;
+  uv_process_t proc; /* proc.data = this */
+  ipc_chan_t ch;     /* ch.data = this */
+  uint32_t sessions; /* connections handed over, not yet reported closed */
+  uint64_t idle_since;
+  int leaving; /* told to exit, or gone: takes no connection */
+  int exited;  /* its exit was seen */
+  int handles; /* libuv handles of this worker still open */
+  int refs;    /* compile jobs in flight + 1 while it is listed */
+} worker_t;
+
+/* A peer refused by the policy: it reads the rule in the answer to its
+ * first request, then the connection closes. */
+typedef struct refusal {
+  list_node_t node;
+  uv_pipe_t pipe; /* pipe.data = this */
+  uint64_t id;
+  uint64_t opened_ms;
+  hipd_err_t why;
+  uint8_t buf[REFUSAL_MAX_MESSAGE];
+  size_t len;
+  int answered;
+  uv_write_t wreq;
+  msgpack_sbuffer out;
+} refusal_t;
+
+static struct {
+  char **argv; /* the listener's options, for every worker */
+  size_t argc;
+  char exe[PATH_MAX];  /* this program */
+  list_node_t live;    /* worker_t.node: those taking connections */
+  list_node_t leaving; /* told to exit, not yet reaped */
+  list_node_t refusals;
+  uint32_t n; /* in both lists */
+  uint64_t started;
+  uint32_t sessions; /* connections held by workers, all together */
+  int stop_sent;
+} W;
+
+int workers_init(daemon_t *d, char **argv, hipd_err_t *err)
+{
+  ssize_t n;
+
+  list_init(&W.live);
+  list_init(&W.leaving);
+  list_init(&W.refusals);
+  for (W.argc = 0; argv[W.argc] != NULL; W.argc++)
+    ;
+  W.argv = argv;
+  n = readlink("/proc/self/exe", W.exe, sizeof(W.exe) - 1);
+  if (n <= 0)
+    return err_set(err, HIPD_EIO,
+                   "cannot find this program for its workers: "
+                   "readlink /proc/self/exe: %s",
+                   strerror(errno));
+  W.exe[n] = '\0';
+  if (geteuid() == 0) {
+    struct passwd pwb, *pw = NULL;
+    char buf[4096];
+    if (getpwnam_r(d->cfg.worker_user, &pwb, buf, sizeof(buf), &pw) != 0 ||
+        pw == NULL)
+      return err_set(err, HIPD_EINVAL,
+                     "the worker account '%s' does not exist: create it "
+                     "(sysusers.d/hipd.conf, or useradd --system %s) or name "
+                     "another with --user",
+                     d->cfg.worker_user, d->cfg.worker_user);
+    if (pw->pw_uid == 0)
+      return err_set(err, HIPD_EINVAL,
+                     "--user %s is root: workers must run unprivileged",
+                     d->cfg.worker_user);
+  }
+  return 0;
+}
+
+uint32_t workers_count(const daemon_t *d)
+{
+  (void)d;
+  return W.n;
+}
+
+uint64_t workers_started(const daemon_t *d)
+{
+  (void)d;
+  return W.started;
+}
+
+/* ----------------------------------------------------------- lifetime */
+
+static void worker_unref(worker_t *w)
+{
+  if (--w->refs == 0 && w->handles == 0)
+    free(w);
+}
+
+static void handle_closed(worker_t *w)
+{
+  if (--w->handles == 0 && w->refs == 0)
+    free(w);
+}
+
+static void proc_closed_cb(uv_handle_t *h)
+{
+  handle_closed(h->data);
+}
+
+static void ch_closed(ipc_chan_t *ch)
+{
+  handle_closed(ch->data);
+}
+
+/* Take @p w out of the routing table: no connection goes to it again. */
+static void worker_leave(worker_t *w)
+{
+  if (w->leaving)
+    return;
+  w->leaving = 1;
+  list_remove(&w->node);
+  list_insert_tail(&W.leaving, &w->node);
+}
+
+static const char *tenant_name(const worker_t *w, char *buf, size_t len)
+{
+  if (w->mode == ISOLATION_SESSION)
+    snprintf(buf, len, "session %llu (uid %u)", (unsigned long long)w->seq,
+             (unsigned)w->uid);
+  else
+    snprintf(buf, len, "uid %u", (unsigned)w->uid);
+  return buf;
+}
+
+static void exit_cb(uv_process_t *p, int64_t status, int sig)
+{
+  worker_t *w = p->data;
+  char t[64];
+
+  tenant_name(w, t, sizeof(t));
+  if (sig != 0)
+    log_error(0,
+              "worker of %s (pid %d) was killed by signal %d (%s); its %u "
+              "sessions are gone, other tenants are not affected",
+              t, (int)w->pid, sig, strsignal(sig), w->sessions);
+  else if (status != 0)
+    log_warn(0,
+             "worker of %s (pid %d) exited with status %lld; its %u "
+             "sessions are gone",
+             t, (int)w->pid, (long long)status, w->sessions);
+  else
+    log_info(0, "worker of %s (pid %d) exited", t, (int)w->pid);
+  w->exited = 1;
+  W.sessions -= w->sessions < W.sessions ? w->sessions : W.sessions;
+  w->sessions = 0;
+  worker_leave(w);
+  list_remove(&w->node);
+  W.n--;
+  uv_close((uv_handle_t *)&w->proc, proc_closed_cb);
+  ipc_close(&w->ch, ch_closed);
+  worker_unref(w);
+}
+
+static void ch_broken(ipc_chan_t *ch, const char *why)
+{
+  worker_t *w = ch->data;
+
+  if (w->exited)
+    return;
+  log_warn(0, "worker pid %d: channel closed (%s); stopping it", (int)w->pid,
+           why);
+  worker_leave(w);
+  uv_process_kill(&w->proc, SIGKILL);
+}
+
+/* --------------------------------------------------------------- compiles */
+
+typedef struct {
+  worker_t *w;
+  uint32_t msgid;
+  const driver_t *drv;
+  char arch[64];
+  char *name;
+  char *source;
+  size_t source_len;
+  char **opts;
+  size_t nopts;
+  cache_key_t key;
+} cjob_t;
+
+static void cjob_free(cjob_t *j)
+{
+  free(j->name);
+  free(j->source);
+  for (size_t i = 0; i < j->nopts; i++)
+    free(j->opts[i]);
+  free(j->opts);
+  free(j);
+}
+
+static int cjob_compile_cb(void *arg, void **out, size_t *len, char *log,
+                           size_t logsz)
+{
+  cjob_t *j = arg;
+  const char *names[1] = {j->name};
+
+  return kernels_compile(j->drv, j->arch, j->source, j->source_len, names, 1,
+                         (const char *const *)j->opts, j->nopts, out, len, log,
+                         logsz);
+}
+
+/* The answer to "compile": [status, source, key, log, image|nil]. */
+static void cjob_done_cb(void *ctx, int status, cache_blob_t *blob,
+                         cache_source_t source, const char *log)
+{
+  cjob_t *j = ctx;
+  worker_t *w = j->w;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  if (!w->exited && !w->ch.broken) {
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_response(&pk, j->msgid);
+    msgpack_pack_array(&pk, 5);
+    msgpack_pack_int(&pk, status);
+    msgpack_pack_int(&pk, (int)source);
+    msgpack_pack_bin(&pk, CACHE_KEY_SIZE);
+    msgpack_pack_bin_body(&pk, j->key.b, CACHE_KEY_SIZE);
+    proto_pack_cstr(&pk, log != NULL ? log : "");
+    if (status == 0 && blob != NULL) {
+      msgpack_pack_bin(&pk, (uint32_t)blob->len);
+      msgpack_pack_bin_body(&pk, blob->data, blob->len);
+    } else {
+      msgpack_pack_nil(&pk);
+    }
+    ipc_send(&w->ch, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+  }
+  cjob_free(j);
+  worker_unref(w);
+}
+
+static void reply_error(worker_t *w, uint32_t msgid, int code, const char *msg)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_error_response(&pk, msgid, code, "%s", msg);
+  ipc_send(&w->ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+static char *dup_bytes(const char *p, size_t n)
+{
+  char *s = malloc(n + 1);
+
+  if (s != NULL) {
+    memcpy(s, p, n);
+    s[n] = '\0';
+  }
+  return s;
+}
+
+/* compile [driver, arch, source, kernel, [options], refresh]. The key is
+ * computed here, from what is compiled: a worker never names the entry
+ * its request fills. */
+static void on_compile(worker_t *w, const proto_msg_t *m)
+{
+  const char *drv_s, *arch, *src, *name;
+  size_t drv_n, arch_n, src_n, name_n;
+  const msgpack_object *opts;
+  uint64_t refresh;
+  cjob_t *j;
+  char dname[32];
+
+  if (ipc_param_bytes(m, 0, sizeof(dname) - 1, &drv_s, &drv_n) != 0 ||
+      ipc_param_bytes(m, 1, 63, &arch, &arch_n) != 0 ||
+      ipc_param_bytes(m, 2, (size_t)64 << 20, &src, &src_n) != 0 ||
+      ipc_param_bytes(m, 3, 255, &name, &name_n) != 0 ||
+      ipc_param_array(m, 4, 256, &opts) != 0 ||
+      ipc_param_uint(m, 5, 1, &refresh) != 0) {
+    reply_error(w, m->msgid, HIPD_EPARAMS, "compile: malformed request");
+    return;
+  }
+  memcpy(dname, drv_s, drv_n);
+  dname[drv_n] = '\0';
+  if ((j = calloc(1, sizeof(*j))) == NULL) {
+    reply_error(w, m->msgid, HIPD_ENOMEM, "out of memory");
+    return;
+  }
+  j->msgid = m->msgid;
+  j->drv = kernels_driver_named(dname);
+  memcpy(j->arch, arch, arch_n);
+  j->arch[arch_n] = '\0';
+  j->name = dup_bytes(name, name_n);
+  j->source = dup_bytes(src, src_n);
+  j->source_len = src_n;
+  j->opts = calloc(opts->via.array.size + 1, sizeof(char *));
+  if (j->name == NULL || j->source == NULL || j->opts == NULL) {
+    cjob_free(j);
+    reply_error(w, m->msgid, HIPD_ENOMEM, "out of memory");
+    return;
+  }
+  for (uint32_t i = 0; i < opts->via.array.size; i++, j->nopts++) {
+    const char *o;
+    size_t on;
+    if (proto_obj_bytes(&opts->via.array.ptr[i], &o, &on) != 0 || on > 4096 ||
+        (j->opts[i] = dup_bytes(o, on)) == NULL) {
+      cjob_free(j);
+      reply_error(w, m->msgid, HIPD_EPARAMS, "compile: a bad option");
+      return;
+    }
+  }
+  if (j->drv == NULL || j->drv->arch_supported == NULL ||
+      !j->drv->arch_supported((driver_t *)j->drv, j->arch)) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "no compiler of driver '%s' targets '%s'", dname,
+             j->arch);
+    cjob_free(j);
+    reply_error(w, m->msgid, HIPD_ENOTSUP, msg);
+    return;
+  }
+  {
+    kernels_key_in_t in = {
+        .source = j->source,
+        .source_len = j->source_len,
+        .name = j->name,
+        .opts = (const char *const *)j->opts,
+        .nopts = j->nopts,
+        .arch = j->arch,
+        .drv = j->drv,
+    };
+    int rc = kernels_key(&in, &j->key);
+    if (rc != 0) {
+      cjob_free(j);
+      reply_error(w, m->msgid, rc, "cannot compute the kernel's cache key");
+      return;
+    }
+  }
+  j->w = w;
+  w->refs++;
+  cache_get_flags(&j->key, refresh ? CACHE_REFRESH : 0, cjob_compile_cb, j,
+                  cjob_done_cb, j);
+}
+
+/* cache.stats []: the shared cache's counters, as an array (see
+ * worker.c's reader for the order). */
+static void on_cache_stats(worker_t *w, const proto_msg_t *m)
+{
+  cache_stats_t st;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  cache_get_stats(&st);
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_response(&pk, m->msgid);
+  msgpack_pack_array(&pk, 14);
+  msgpack_pack_uint64(&pk, st.hits_memory);
+  msgpack_pack_uint64(&pk, st.hits_disk);
+  msgpack_pack_uint64(&pk, st.misses);
+  msgpack_pack_uint64(&pk, st.waits);
+  msgpack_pack_uint64(&pk, st.compile_failures);
+  msgpack_pack_uint64(&pk, st.evictions);
+  msgpack_pack_uint64(&pk, st.corrupt);
+  msgpack_pack_uint64(&pk, st.auth_failures);
+  msgpack_pack_uint64(&pk, st.entries);
+  msgpack_pack_uint64(&pk, st.bytes);
+  msgpack_pack_uint64(&pk, st.disk_entries);
+  msgpack_pack_uint64(&pk, st.disk_bytes);
+  msgpack_pack_uint64(&pk, st.max_bytes);
+  proto_pack_cstr(&pk, st.dir != NULL ? st.dir : "");
+  ipc_send(&w->ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+/* cache.clear [peer uid]: the worker checked the peer; the listener
+ * checks again, as it trusts no worker. */
+static void on_cache_clear(worker_t *w, const proto_msg_t *m)
+{
+  uint64_t uid;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  if (ipc_param_uint(m, 0, UINT32_MAX, &uid) != 0) {
+    reply_error(w, m->msgid, HIPD_EPARAMS, "cache.clear: malformed request");
+    return;
+  }
+  if (uid != 0 && uid != (uint64_t)geteuid() && uid != (uint64_t)w->uid) {
+    reply_error(w, m->msgid, HIPD_EPERM, "cache.clear: not the peer's uid");
+    return;
+  }
+  if (uid != 0 && uid != (uint64_t)geteuid()) {
+    reply_error(w, m->msgid, HIPD_EPERM,
+                "only root or the daemon's user may clear the shared kernel "
+                "cache");
+    return;
+  }
+  cache_clear();
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_response(&pk, m->msgid);
+  msgpack_pack_nil(&pk);
+  ipc_send(&w->ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
+{
+  worker_t *w = ch->data;
+
+  if (m->type == PROTO_NOTIFY && ipc_is(m, "closed")) {
+    if (w->sessions > 0) {
+      w->sessions--;
+      W.sessions--;
+    }
+    if (w->sessions == 0)
+      w->idle_since = uv_now(w->d->loop);
+  } else if (m->type == PROTO_NOTIFY && ipc_is(m, "ready")) {
+    char t[64];
+    log_info(0, "worker of %s ready (pid %d)", tenant_name(w, t, sizeof(t)),
+             (int)w->pid);
+  } else if (m->type == PROTO_REQUEST && ipc_is(m, "compile")) {
+    on_compile(w, m);
+  } else if (m->type == PROTO_REQUEST && ipc_is(m, "cache.stats")) {
+    on_cache_stats(w, m);
+  } else if (m->type == PROTO_REQUEST && ipc_is(m, "cache.clear")) {
+    on_cache_clear(w, m);
+  } else {
+    ch_broken(ch, "unknown message");
+  }
+}
+
+/* ---------------------------------------------------------------- spawning */
+
+/* The command line and environment of a worker with --worker=@p role:
+ * the listener's options, its environment without what belongs to it
+ * alone (systemd's notify socket), with what MPS needs. Both arrays are
+ * malloc'd; their strings are not. */
+static int worker_exec_args(char *role, char ***args_out, char ***env_out)
+{
+  char **args = calloc(W.argc + 2, sizeof(char *)), **env;
+  size_t nenv = 0, ne = 0;
+
+  for (char **e = environ; *e != NULL; e++)
+    nenv++;
+  env = calloc(nenv + 4, sizeof(char *));
+  if (args == NULL || env == NULL) {
+    free(args);
+    free(env);
+    return HIPD_ENOMEM;
+  }
+  args[0] = W.exe;
+  for (size_t i = 1; i < W.argc; i++)
+    args[i] = W.argv[i];
+  args[W.argc] = role;
+  for (char **e = environ; *e != NULL; e++)
+    if (strncmp(*e, "CUDA_MPS_", 9) != 0 && strncmp(*e, "HIPD_MPS=", 9) != 0 &&
+        strncmp(*e, "NOTIFY_SOCKET=", 14) != 0)
+      env[ne++] = *e;
+  mps_worker_env(env + ne, 3);
+  *args_out = args;
+  *env_out = env;
+  return 0;
+}
+
+int workers_probe(daemon_t *d, hipd_err_t *err)
+{
+  char role[64] = "--worker=probe:0:0:0", **args, **env;
+  int status;
+  pid_t pid;
+
+  (void)d;
+  if (worker_exec_args(role, &args, &env) != 0)
+    return err_set(err, HIPD_ENOMEM, "out of memory");
+  pid = fork();
+  if (pid == 0) {
+    execve(W.exe, args, env);
+    _exit(127);
+  }
+  free(args);
+  free(env);
+  if (pid < 0)
+    return err_set(err, HIPD_EIO, "cannot start a worker: fork: %s",
+                   strerror(errno));
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return 0;
+  return err_set(err, HIPD_EINVAL,
+                 "a worker could not start with these options (its error "
+                 "is above)");
+}
+
+static worker_t *worker_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
+                              uint64_t seq)
+{
+  worker_t *w = calloc(1, sizeof(*w));
+  uv_process_options_t o = {0};
+  uv_stdio_container_t io[4];
+  char role[96], **args = NULL, **env = NULL;
+  int rc;
+
+  if (w == NULL)
+    return NULL;
+  w->d = d;
+  w->mode = mode;
+  w->uid = uid;
+  w->gid = gid;
+  w->seq = seq;
+  if (ipc_init(d->loop, &w->ch) != 0) {
+    free(w);
+    return NULL;
+  }
+  w->ch.data = w;
+  snprintf(role, sizeof(role), "--worker=%s:%u:%u:%llu",
+           mode == ISOLATION_SESSION ? "session" : "uid", (unsigned)uid,
+           (unsigned)gid, (unsigned long long)seq);
+  if (worker_exec_args(role, &args, &env) != 0)
+    goto fail;
+  io[0].flags = UV_IGNORE;
+  io[1].flags = UV_INHERIT_FD;
+  io[1].data.fd = 1;
+  io[2].flags = UV_INHERIT_FD;
+  io[2].data.fd = 2;
+  io[3].flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE;
+  io[3].data.stream = (uv_stream_t *)&w->ch.pipe;
+  o.file = W.exe;
+  o.args = args;
+  o.env = env;
+  o.stdio = io;
+  o.stdio_count = 4;
+  o.exit_cb = exit_cb;
+  rc = uv_spawn(d->loop, &w->proc, &o);
+  w->handles = 2; /* the process and the channel */
+  w->proc.data = w;
+  if (rc != 0) {
+    log_error(0, "cannot start a worker for uid %u: %s", (unsigned)uid,
+              uv_strerror(rc));
+    uv_close((uv_handle_t *)&w->proc, proc_closed_cb);
+    ipc_close(&w->ch, ch_closed);
+    w = NULL; /* freed by the close callbacks */
+    goto done;
+  }
+  w->pid = w->proc.pid;
+  w->refs = 1;
+  W.n++;
+  W.started++;
+  list_insert_tail(&W.live, &w->node);
+  if ((rc = ipc_start(&w->ch, on_msg, ch_broken)) != 0) {
+    log_error(0, "worker pid %d: cannot read its channel: %s", (int)w->pid,
+              uv_strerror(rc));
+    worker_leave(w);
+    uv_process_kill(&w->proc, SIGKILL);
+    w = NULL;
+  }
+done:
+  free(args);
+  free(env);
+  return w;
+fail:
+  free(args);
+  free(env);
+  ipc_close(&w->ch, NULL);
+  free(w);
+  return NULL;
+}
+
+/* --------------------------------------------------------------- refusals */
+
+static void refusal_closed_cb(uv_handle_t *h)
+{
+  refusal_t *r = h->data;
+
+  msgpack_sbuffer_destroy(&r->out);
+  free(r);
+}
+
+static void refusal_close(refusal_t *r)
+{
+  if (uv_is_closing((uv_handle_t *)&r->pipe))
+    return;
+  list_remove(&r->node);
+  uv_close((uv_handle_t *)&r->pipe, refusal_closed_cb);
+}
+
+static void refusal_written_cb(uv_write_t *req, int status)
+{
+  refusal_t *r = req->data;
+
+  (void)status;
+  /* The reason a session would give (PROTOCOL.md, "Why a session is
+   * closed"). */
+  log_info(r->id, "session closed: not allowed: %s (1 requests)", r->why.msg);
+  refusal_close(r);
+}
+
+static void refusal_alloc_cb(uv_handle_t *h, size_t sz, uv_buf_t *buf)
+{
+  refusal_t *r = h->data;
+
+  (void)sz;
+  buf->base = (char *)r->buf + r->len;
+  buf->len = sizeof(r->buf) - r->len;
+}
+
+/* Answer the first request with the rule, as a session would. */
+static void refusal_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+  refusal_t *r = s->data;
+  proto_limits_t lim;
+  msgpack_zone zone;
+  proto_msg_t msg;
+  const char *reason;
+  size_t need;
+  long long len;
+  msgpack_packer pk;
+  uv_buf_t b;
+
+  (void)buf;
+  if (n < 0 || r->answered) {
+    refusal_close(r);
+    return;
+  }
+  r->len += (size_t)n;
+  proto_limits_default(&lim);
+  lim.max_message = sizeof(r->buf);
+  len = proto_frame_scan(&lim, r->buf, r->len, &need, &reason);
+  if (len == 0 && r->len < sizeof(r->buf))
+    return;
+  if (len <= 0 || !msgpack_zone_init(&zone, 1024)) {
+    refusal_close(r);
+    return;
+  }
+  if (proto_msg_decode(r->buf, (size_t)len, &zone, &msg, &reason) != 0 ||
+      msg.type != PROTO_REQUEST) {
+    msgpack_zone_destroy(&zone);
+    refusal_close(r);
+    return;
+  }
+  r->answered = 1;
+  uv_read_stop(s);
+  msgpack_packer_init(&pk, &r->out, msgpack_sbuffer_write);
+  /* As a session answers: "METHOD: why". */
+  proto_pack_error_response(&pk, msg.msgid, r->why.code, "%.*s: %s",
+                            (int)(msg.method_len > 64 ? 64 : msg.method_len),
+                            msg.method, r->why.msg);
+  msgpack_zone_destroy(&zone);
+  b = uv_buf_init(r->out.data, (unsigned)r->out.size);
+  r->wreq.data = r;
+  if (uv_write(&r->wreq, s, &b, 1, refusal_written_cb) != 0)
+    refusal_close(r);
+}
+
+static void refuse(daemon_t *d, uv_pipe_t *c, uint64_t id, const hipd_err_t *e)
+{
+  refusal_t *r = calloc(1, sizeof(*r));
+
+  if (r == NULL) {
+    uv_close((uv_handle_t *)c, (uv_close_cb)free);
+    return;
+  }
+  log_info(id, "refused: %s", e->msg);
+  /* The accepted handle cannot move: open a new one on its descriptor. */
+  {
+    uv_os_fd_t fd;
+    int nfd = uv_fileno((uv_handle_t *)c, &fd) == 0 ? dup(fd) : -1;
+    uv_close((uv_handle_t *)c, (uv_close_cb)free);
+    uv_pipe_init(d->loop, &r->pipe, 0);
+    r->pipe.data = r;
+    list_insert_tail(&W.refusals, &r->node);
+    if (nfd < 0 || uv_pipe_open(&r->pipe, nfd) != 0) {
+      if (nfd >= 0)
+        close(nfd);
+      refusal_close(r);
+      return;
+    }
+  }
+  r->id = id;
+  r->why = *e;
+  r->opened_ms = uv_now(d->loop);
+  msgpack_sbuffer_init(&r->out);
+  if (uv_read_start((uv_stream_t *)&r->pipe, refusal_alloc_cb,
+                    refusal_read_cb) != 0)
+    refusal_close(r);
+}
+
+/* ----------------------------------------------------------------- routing */
+
+void workers_accept(daemon_t *d, uv_stream_t *server)
+{
+  uv_pipe_t *c = malloc(sizeof(*c));
+  struct ucred cred = {.pid = -1, .uid = (uid_t)-1, .gid = (gid_t)-1};
+  socklen_t clen = sizeof(cred);
+  worker_t *w = NULL;
+  hipd_err_t err;
+  uint64_t devmask, id;
+  char who[96];
+  uv_os_fd_t fd;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  int rc;
+
+  if (c == NULL)
+    return;
+  uv_pipe_init(d->loop, c, 0);
+  if (uv_accept(server, (uv_stream_t *)c) != 0 ||
+      uv_fileno((uv_handle_t *)c, &fd) != 0 ||
+      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) {
+    uv_close((uv_handle_t *)c, (uv_close_cb)free);
+    return;
+  }
+  id = ++d->next_session_id;
+  d->sessions_total++;
+  if (d->stopping || W.sessions >= d->cfg.max_sessions) {
+    log_info(id, "connection of uid %u closed: %s", (unsigned)cred.uid,
+             d->stopping ? "daemon is shutting down" : "too many sessions");
+    uv_close((uv_handle_t *)c, (uv_close_cb)free);
+    return;
+  }
+  if (policy_check_peer(d, cred.uid, cred.gid, who, sizeof(who), &devmask,
+                        &err) != 0) {
+    refuse(d, c, id, &err);
+    return;
+  }
+  if (d->cfg.isolation == ISOLATION_UID) {
+    for (list_node_t *n = W.live.next; n != &W.live; n = n->next) {
+      worker_t *x = list_entry(n, worker_t, node);
+      if (x->uid == cred.uid) {
+        w = x;
+        break;
+      }
+    }
+  }
+  if (w == NULL)
+    w = worker_spawn(d, d->cfg.isolation, cred.uid, cred.gid, id);
+  if (w == NULL) {
+    log_error(id, "connection of uid %u closed: no worker could be started",
+              (unsigned)cred.uid);
+    uv_close((uv_handle_t *)c, (uv_close_cb)free);
+    return;
+  }
+  /* conn [id, uid, gid, pid], with the connection. */
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_notify(&pk, "conn", 4);
+  msgpack_pack_uint64(&pk, id);
+  msgpack_pack_uint32(&pk, (uint32_t)cred.uid);
+  msgpack_pack_uint32(&pk, (uint32_t)cred.gid);
+  msgpack_pack_int32(&pk, (int32_t)cred.pid);
+  rc = ipc_send_handle(&w->ch, sb.data, sb.size, c);
+  msgpack_sbuffer_destroy(&sb);
+  if (rc != 0) {
+    log_error(id, "cannot hand the connection to worker pid %d: %s",
+              (int)w->pid, uv_strerror(rc));
+    return; /* ipc_send_handle closed it */
+  }
+  w->sessions++;
+  W.sessions++;
+}
+
+/* ------------------------------------------------------------ housekeeping */
+
+static void send_exit(worker_t *w)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_notify(&pk, "exit", 0);
+  ipc_send(&w->ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+void workers_housekeeping(daemon_t *d)
+{
+  uint64_t now = uv_now(d->loop);
+  list_node_t *n, *next;
+
+  for (n = W.live.next; n != &W.live; n = next) {
+    worker_t *w = list_entry(n, worker_t, node);
+    next = n->next;
+    if (w->sessions == 0 && now - w->idle_since >= d->cfg.worker_linger_ms) {
+      worker_leave(w);
+      send_exit(w);
+    }
+  }
+  for (n = W.refusals.next; n != &W.refusals; n = next) {
+    refusal_t *r = list_entry(n, refusal_t, node);
+    next = n->next;
+    if (!r->answered && d->cfg.hello_timeout_ms != 0 &&
+        now - r->opened_ms >= d->cfg.hello_timeout_ms)
+      refusal_close(r);
+  }
+}
+
+uint32_t workers_stop(daemon_t *d, int force)
+{
+  list_node_t *n, *next;
+
+  (void)d;
+  while (!list_empty(&W.live))
+    worker_leave(list_entry(W.live.next, worker_t, node));
+  for (n = W.leaving.next; n != &W.leaving; n = next) {
+    worker_t *w = list_entry(n, worker_t, node);
+    next = n->next;
+    if (force)
+      uv_process_kill(&w->proc, SIGKILL);
+    else if (!W.stop_sent)
+      uv_process_kill(&w->proc, SIGTERM);
+  }
+  W.stop_sent = 1;
+  for (n = W.refusals.next; n != &W.refusals; n = next) {
+    next = n->next;
+    refusal_close(list_entry(n, refusal_t, node));
+  }
+  return W.n;
+}
+
+void workers_free(daemon_t *d)
+{
+  (void)d;
+}
