@@ -118,6 +118,12 @@ static int make_dir(char *dir, size_t size)
 
 int harness_init(const char *name)
 {
+  /* As root, hipd's workers run as its own account (--user, "hipd"):
+   * make it on a machine that has none yet, as the packages would. */
+  if (geteuid() == 0 && getpwnam("hipd") == NULL &&
+      system("useradd --system -M -N -s /usr/sbin/nologin hipd "
+             ">/dev/null 2>&1") != 0)
+    fprintf(stderr, "harness: cannot create the account hipd (useradd)\n");
   snprintf(base_dir, sizeof(base_dir), "%s/%s-XXXXXX", tmp_root(), name);
   if (mkdtemp(base_dir) == NULL) {
     fprintf(stderr, "harness: mkdtemp %s: %s\n", base_dir, strerror(errno));
