@@ -194,16 +194,31 @@ static void exit_cb(uv_process_t *p, int64_t status, int sig)
   worker_unref(w);
 }
 
+static void adopted_broken(ipc_chan_t *ch, const char *why);
+
 static void ch_broken(ipc_chan_t *ch, const char *why)
 {
   worker_t *w = ch->data;
 
-  if (w->exited)
+  if (w->exited) {
+    if (w->pid < 0)
+      adopted_broken(ch, why);
     return;
+  }
   log_warn(0, "worker pid %d: channel closed (%s); stopping it", (int)w->pid,
            why);
   worker_leave(w);
   uv_process_kill(&w->proc, SIGKILL);
+}
+
+/* An adopted channel (workers_adopt) has no process: it just closes. */
+static void adopted_broken(ipc_chan_t *ch, const char *why)
+{
+  worker_t *w = ch->data;
+
+  log_debug(0, "adopted worker channel closed: %s", why);
+  ipc_close(&w->ch, ch_closed);
+  worker_unref(w);
 }
 
 /* --------------------------------------------------------------- compiles */
@@ -600,6 +615,34 @@ fail:
   ipc_close(&w->ch, NULL);
   free(w);
   return NULL;
+}
+
+int workers_adopt(daemon_t *d, int fd, uid_t uid)
+{
+  worker_t *w = calloc(1, sizeof(*w));
+  int rc;
+
+  if (w == NULL)
+    return HIPD_ENOMEM;
+  w->d = d;
+  w->mode = ISOLATION_UID;
+  w->uid = uid;
+  w->gid = (gid_t)uid;
+  w->pid = -1;
+  w->exited = 1; /* no process to reap or kill */
+  if ((rc = ipc_open(d->loop, &w->ch, fd)) != 0) {
+    free(w);
+    return HIPD_EIO;
+  }
+  w->ch.data = w;
+  w->handles = 1;
+  w->refs = 1;
+  list_init(&w->node);
+  if (ipc_start(&w->ch, on_msg, adopted_broken) != 0) {
+    ipc_close(&w->ch, ch_closed);
+    return HIPD_EIO;
+  }
+  return 0;
 }
 
 /* --------------------------------------------------------------- refusals */

@@ -50,6 +50,12 @@ void workers_housekeeping(daemon_t *d);
  * those left when @p force. @return workers still running. */
 uint32_t workers_stop(daemon_t *d, int force);
 
+/* Serve the worker side of a channel at @p fd (one end of a socket pair)
+ * as if it were the worker of @p uid, without a process: for the wire's
+ * fuzz target and tests, which play the worker. The channel closes on
+ * EOF or on a malformed message. @return 0 or a negative code. */
+int workers_adopt(daemon_t *d, int fd, uid_t uid);
+
 /* Release what is left (after the loop's last run). */
 void workers_free(daemon_t *d);
 
