@@ -75,6 +75,10 @@ static int run_control(const char *arg, const char *input)
         (initgroups(M.user, M.gid) != 0 || setresgid(M.gid, M.gid, M.gid) ||
          setresuid(M.uid, M.uid, M.uid)))
       _exit(126);
+    /* The directory is made by the account that uses it: the listener
+     * keeps no CAP_CHOWN (the unit drops it). */
+    if (arg != NULL && mkdir(M.dir, 0700) != 0 && errno != EEXIST)
+      _exit(125);
     execve(M.control, arg != NULL ? argv : (char *[]){M.control, NULL}, envp);
     _exit(127);
   }
@@ -155,10 +159,9 @@ int mps_start(daemon_t *d, const char *user, uid_t uid, gid_t gid,
   }
   snprintf(M.pipe_env, sizeof(M.pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s", M.dir);
   snprintf(M.log_env, sizeof(M.log_env), "CUDA_MPS_LOG_DIRECTORY=%s", M.dir);
-  if (run_control("-d", NULL) != 0) {
-    rmdir(M.dir);
-    return unavailable(d, err, CONTROL " -d failed");
-  }
+  if (run_control("-d", NULL) != 0)
+    return unavailable(d, err, CONTROL " -d failed (or its directory "
+                               "could not be made)");
   /* The control daemon makes its socket once it runs. */
   snprintf(ctl, sizeof(ctl), "%s/control", M.dir);
   for (int i = 0; i < 200 && access(ctl, F_OK) != 0; i++)
@@ -198,7 +201,8 @@ void mps_stop(void)
     log_warn(0, "MPS: the control daemon did not acknowledge quit");
   else
     log_info(0, "MPS control daemon stopped");
-  remove_tree(M.dir);
+  if (strcmp(M.dir, "/run/hipd/mps") != 0)
+    remove_tree(M.dir);
 }
 
 size_t mps_worker_env(char **env, size_t max)
