@@ -75,6 +75,10 @@ typedef struct daemon_config {
   char **device_allow; /* --device-allow rules, as given */
   uint32_t ndevice_allow;
   int strict_allow; /* --strict-allow: root and hipd's uid are not implied */
+
+  /* --max-input-bytes: the input that all sessions together may have
+   * buffered beyond each one's floor (transport.c). */
+  uint64_t max_input_bytes;
 } daemon_config_t;
 
 typedef struct server server_t;
@@ -106,6 +110,13 @@ typedef struct hipd_daemon {
   list_node_t closeq; /* closed sessions to tear down (session_t.node) */
   list_node_t tenants;   /* tenants with a session (tenants.c) */
   struct policy *policy; /* parsed access rules, NULL: everyone (policy.c) */
+
+  /* The global bound on buffered input (transport.c): the room that all
+   * sessions' input buffers hold beyond their floor, at most
+   * cfg.max_input_bytes, and the sessions waiting for room, first come
+   * first served (session_t.in_wait_node). */
+  uint64_t in_room;
+  list_node_t inputq;
 } daemon_t;
 
 /* Build features ("cpu", "hip-nvidia"...) as a static NULL-ended list. */
