@@ -94,6 +94,10 @@ typedef struct daemon_config {
   uint32_t worker_linger_ms; /* an idle worker lives this long */
   int mps;                   /* MPS_* (privsep/mps.h) */
   char *worker_arg;          /* --worker=MODE:UID:GID:ID, internal */
+
+  /* --max-input-bytes: the input that all sessions together may have
+   * buffered beyond each one's floor (transport.c). */
+  uint64_t max_input_bytes;
 } daemon_config_t;
 
 typedef struct server server_t;
@@ -138,6 +142,13 @@ typedef struct hipd_daemon {
   pid_t daemon_pid;  /* hipd's pid (a worker: its listener's) */
   const char *gpu_sharing; /* how tenants share the GPU (privsep/mps.h) */
   void (*session_ended)(struct hipd_daemon *d, uint64_t id);
+
+  /* The global bound on buffered input (transport.c): the room that all
+   * sessions' input buffers hold beyond their floor, at most
+   * cfg.max_input_bytes, and the sessions waiting for room, first come
+   * first served (session_t.in_wait_node). */
+  uint64_t in_room;
+  list_node_t inputq;
 } daemon_t;
 
 /* Build features ("cpu", "hip-nvidia"...) as a static NULL-ended list. */

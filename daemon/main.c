@@ -74,6 +74,10 @@ static void usage(FILE *f)
       "                           reading pauses (256)\n"
       "      --output-cap BYTES   queued reply bytes per session before\n"
       "                           it is disconnected (1G)\n"
+      "      --max-input-bytes BYTES  input buffered by all sessions together\n"
+      "                           (beyond 128K each); a session that needs\n"
+      "                           more waits its turn (1G, at least\n"
+      "                           --max-message)\n"
       "      --write-timeout MS   disconnect a session whose replies make\n"
       "                           no progress for MS (30000)\n"
       "      --hello-timeout MS   disconnect a session that has not completed\n"
@@ -148,6 +152,7 @@ enum {
   OPT_MAX_DEPTH,
   OPT_MAX_INFLIGHT,
   OPT_OUTPUT_CAP,
+  OPT_MAX_INPUT_BYTES,
   OPT_WRITE_TIMEOUT,
   OPT_SHUTDOWN_TIMEOUT,
   OPT_HELLO_TIMEOUT,
@@ -188,6 +193,7 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       {"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
       {"max-inflight", required_argument, NULL, OPT_MAX_INFLIGHT},
       {"output-cap", required_argument, NULL, OPT_OUTPUT_CAP},
+      {"max-input-bytes", required_argument, NULL, OPT_MAX_INPUT_BYTES},
       {"write-timeout", required_argument, NULL, OPT_WRITE_TIMEOUT},
       {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
       {"hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT},
@@ -260,6 +266,11 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       if (util_parse_size(optarg, 4096, (uint64_t)64 << 30, &v) != 0)
         goto bad;
       cfg->output_cap = v;
+      break;
+    case OPT_MAX_INPUT_BYTES:
+      if (util_parse_size(optarg, 1024, (uint64_t)1 << 40, &v) != 0)
+        goto bad;
+      cfg->max_input_bytes = v;
       break;
     case OPT_WRITE_TIMEOUT:
       if (util_parse_size(optarg, 10, UINT32_MAX, &v) != 0)
@@ -444,6 +455,20 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
   }
   if (optind < argc) {
     fprintf(stderr, "hipd: unexpected argument '%s'\n", argv[optind]);
+    return -1;
+  }
+  /* The bound must let a session buffer the largest message; unset, it
+   * follows a larger --max-message. */
+  if (cfg->max_input_bytes == 0) {
+    cfg->max_input_bytes = (uint64_t)1 << 30;
+    if (cfg->max_input_bytes < cfg->limits.max_message)
+      cfg->max_input_bytes = cfg->limits.max_message;
+  } else if (cfg->max_input_bytes < cfg->limits.max_message) {
+    fprintf(stderr,
+            "hipd: --max-input-bytes %llu is below --max-message %llu: the "
+            "largest request could never be buffered\n",
+            (unsigned long long)cfg->max_input_bytes,
+            (unsigned long long)cfg->limits.max_message);
     return -1;
   }
   return 0;

@@ -103,6 +103,18 @@ typedef struct session {
                         written (the transport checks it) */
   hipd_err_t refusal; /* why it was refused (HIPD_EPERM) */
   char peer_who[64]; /* "uid 1001 (bob)", for the policy's messages */
+
+  /* The global bound on buffered input (transport.c). in_room: of
+   * d->in_room, what this session holds (for its buffer, or for its next
+   * message) beyond the floor; in_want: while it waits, the buffer size
+   * it waits room for; in_waiting: reading stopped until room frees, in
+   * d->inputq by in_wait_node (which holds a reference); in_starved: the
+   * last allocation was refused for lack of room. */
+  size_t in_room;
+  size_t in_want;
+  int in_waiting;
+  int in_starved;
+  list_node_t in_wait_node;
 } session_t;
 
 /* Close the session: log @p reason, stop reading, drop later replies and

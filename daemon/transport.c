@@ -24,6 +24,11 @@
 #include "transport.h"
 
 #define IDLE_BUFFER_KEEP (1 << 20) /* keep at most this much when idle */
+/* What every session may buffer whatever the others hold: its first
+ * read's buffer and a small request. Not counted against
+ * --max-input-bytes (--max-sessions of them at most), so a session with
+ * small requests is never held up by the bound. */
+#define INPUT_FLOOR (2 * (size_t)SESSION_READ_CHUNK)
 
 typedef struct {
   uv_write_t req;
@@ -35,6 +40,182 @@ typedef struct {
 
 static void process_input(session_t *s);
 static void resume(session_t *s);
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+/*
+ * The global bound on buffered input (--max-input-bytes). Each session's
+ * input buffer may hold INPUT_FLOOR bytes freely; beyond that it holds
+ * "room" (s->in_room, summed in d->in_room), and the room of all sessions
+ * together stays within the bound. A session that needs more room takes,
+ * at once, enough for the whole message it is reading (its size is known
+ * from the frame's headers: s->in_need), so that once admitted a message
+ * reads to its end without waiting again, and sessions never each hold
+ * part of what they need while waiting for the rest. When the room is not
+ * there, or other sessions wait already, the session stops reading and
+ * waits its turn in d->inputq, first come first served: a session that
+ * sends large requests back to back cannot starve the others, since its
+ * next message queues behind them. Room comes back when a buffer is
+ * consumed, given to a handler or freed, and at a session's teardown; the
+ * next safe point admits the waiters it fits, in order. A session that
+ * holds room and never completes its message is closed by
+ * --request-timeout (which does not run while it waits its turn); if
+ * every session holding room waits for more (messages whose size grew as
+ * their headers arrived), none could progress: the one holding the most
+ * is closed ("input bound").
+ */
+
+/* The room a buffer of @p cap bytes holds. */
+static size_t room_of(size_t cap)
+{
+  return cap > INPUT_FLOOR ? cap - INPUT_FLOOR : 0;
+}
+
+/* Let @p s hold room for a buffer of @p cap bytes. @return 1 if it does
+ * (it may hold more already), 0 if the bound, or sessions waiting ahead of
+ * it, leave none. */
+static int room_take(session_t *s, size_t cap)
+{
+  daemon_t *d = s->d;
+  size_t want = room_of(cap);
+
+  if (want <= s->in_room)
+    return 1;
+  if (!list_empty(&d->inputq) && d->inputq.next != &s->in_wait_node)
+    return 0; /* others were first */
+  if (d->in_room - s->in_room + want > d->cfg.max_input_bytes)
+    return 0;
+  d->in_room += want - s->in_room;
+  s->in_room = want;
+  return 1;
+}
+
+/* Give back what @p s holds beyond what its buffer and its next message
+ * need (all of it with @p all, at its teardown); the next safe point
+ * admits the sessions that waited for it. */
+static void room_settle(session_t *s, int all)
+{
+  daemon_t *d = s->d;
+  size_t keep =
+      all ? 0 : room_of(s->in_cap > s->in_need ? s->in_cap : s->in_need);
+
+  if (keep >= s->in_room)
+    return;
+  d->in_room -= s->in_room - keep;
+  s->in_room = keep;
+  if (!list_empty(&d->inputq))
+    d->safe_point(d);
+}
+
+/* Let go of the part of @p s's input buffer that neither its bytes nor its
+ * next message need, and of the room it held (while sessions wait for
+ * room: an idle buffer is otherwise kept up to IDLE_BUFFER_KEEP). Not
+ * while its requests are being handled. */
+static void input_shrink(session_t *s)
+{
+  size_t need = s->in_len + SESSION_READ_CHUNK;
+
+  if (s->in_need > need)
+    need = s->in_need;
+  if (s->in_dispatch || s->closing || s->in_cap <= INPUT_FLOOR ||
+      need >= s->in_cap)
+    return;
+  if (s->in_len == 0) {
+    bufpool_put(s->in);
+    s->in = NULL;
+    s->in_cap = 0;
+  } else {
+    uint8_t *n = realloc(s->in, need);
+    if (n != NULL) {
+      s->in = n;
+      s->in_cap = need;
+    }
+  }
+  room_settle(s, 0);
+}
+
+/* Stop reading @p s until room for a buffer of s->in_want bytes is there;
+ * it joins the end of the queue. The other sessions let go of the room
+ * they hold and do not need. */
+static void input_wait(session_t *s)
+{
+  daemon_t *d = s->d;
+
+  s->in_starved = 0;
+  if (s->in_waiting)
+    return;
+  for (list_node_t *n = d->sessions.next; n != &d->sessions; n = n->next) {
+    session_t *o = list_entry(n, session_t, node);
+    if (o != s)
+      input_shrink(o);
+  }
+  s->in_waiting = 1;
+  uv_read_stop((uv_stream_t *)&s->pipe);
+  session_incref(s);
+  list_insert_tail(&d->inputq, &s->in_wait_node);
+  log_debug(s->id,
+            "reading paused: %zu bytes of input buffered, waiting for room "
+            "(%llu of --max-input-bytes %llu held)",
+            s->in_len, (unsigned long long)d->in_room,
+            (unsigned long long)d->cfg.max_input_bytes);
+  d->safe_point(d);
+}
+
+/* Leave the queue (admitted, or the session is torn down). */
+static void input_unqueue(session_t *s)
+{
+  if (!s->in_waiting)
+    return;
+  s->in_waiting = 0;
+  list_remove(&s->in_wait_node);
+  session_decref(s);
+}
+
+/* At a safe point: admit the waiting sessions that the room now fits, in
+ * order, and read them again; if the first cannot be admitted and all the
+ * room is held by waiting sessions, close the one that holds the most. */
+static void input_admit(daemon_t *d)
+{
+  while (!list_empty(&d->inputq)) {
+    session_t *s = list_entry(d->inputq.next, session_t, in_wait_node);
+    uint64_t waiting_room = 0;
+    session_t *largest = NULL;
+    char why[200];
+
+    if (!s->closing && room_take(s, s->in_want)) {
+      session_incref(s);
+      input_unqueue(s);
+      /* The time it waited does not count against its request. */
+      if (s->partial_since_ms != 0)
+        s->partial_since_ms = uv_now(d->loop);
+      log_debug(s->id, "reading resumed: input room for %zu bytes", s->in_want);
+      if (uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb) != 0)
+        session_close(s, "connection error: cannot read again");
+      session_decref(s);
+      continue;
+    }
+    if (s->closing) {
+      input_unqueue(s); /* its teardown gives its room back */
+      continue;
+    }
+    for (list_node_t *n = d->inputq.next; n != &d->inputq; n = n->next) {
+      session_t *w = list_entry(n, session_t, in_wait_node);
+      waiting_room += w->in_room;
+      if (largest == NULL || w->in_room > largest->in_room)
+        largest = w;
+    }
+    if (waiting_room < d->in_room || largest->in_room == 0)
+      return; /* sessions that read hold room: theirs will come back */
+    snprintf(why, sizeof(why),
+             "input bound: every session holding input room waits for more "
+             "(%llu bytes, --max-input-bytes %llu); this one held %zu",
+             (unsigned long long)d->in_room,
+             (unsigned long long)d->cfg.max_input_bytes, largest->in_room);
+    input_unqueue(largest);
+    room_settle(largest, 1);
+    session_close(largest, why);
+  }
+}
 
 static void close_cb(uv_handle_t *h)
 {
@@ -51,6 +232,8 @@ static void session_teardown(session_t *s)
     list_remove(&s->run_node);
     session_decref(s);
   }
+  input_unqueue(s);
+  room_settle(s, 1);
   res_release_all(s);
   uv_close((uv_handle_t *)&s->pipe, close_cb);
 }
@@ -137,10 +320,14 @@ static void finish_closes(daemon_t *d)
  * completed device work) and before the next (replies made by timers and
  * close callbacks), outside any other callback: write what every session
  * gathered, resume the throttled sessions that may read again (which may
- * answer more requests), and tear down the sessions closed meanwhile;
- * until none of the three has work left. */
+ * answer more requests), tear down the sessions closed meanwhile, and
+ * read again the sessions that waited for input room it now has; until
+ * none of them has work left. */
 static void flush_all(daemon_t *d)
 {
+  /* Room given back since the last safe point (consumed buffers) and by
+   * the closes below; a session input_admit() closes is torn down here. */
+  input_admit(d);
   while (!list_empty(&d->flushq) || !list_empty(&d->runq) ||
          !list_empty(&d->closeq)) {
     while (!list_empty(&d->flushq)) {
@@ -157,6 +344,7 @@ static void flush_all(daemon_t *d)
       session_decref(s);
     }
     finish_closes(d);
+    input_admit(d);
   }
   if (d->flush_active) {
     d->flush_active = 0;
@@ -191,6 +379,7 @@ void transport_init(daemon_t *d)
   list_init(&d->runq);
   list_init(&d->closeq);
   list_init(&d->tenants);
+  list_init(&d->inputq);
   uv_check_init(d->loop, &d->flush_check);
   uv_prepare_init(d->loop, &d->flush_prepare);
   d->flush_check.data = d->flush_prepare.data = d;
@@ -224,10 +413,10 @@ void transport_check_timeouts(daemon_t *d)
                cfg->hello_timeout_ms);
       session_close(s, why);
     } else if (cfg->request_timeout_ms != 0 && s->partial_since_ms != 0 &&
-               !s->read_paused &&
+               !s->read_paused && !s->in_waiting &&
                now - s->partial_since_ms > cfg->request_timeout_ms) {
-      /* A throttled session is not read: its incomplete request is then
-       * not the client's doing. */
+      /* A throttled session, or one waiting for input room, is not read:
+       * its incomplete request is then not the client's doing. */
       snprintf(why, sizeof(why),
                "request timeout: a request incomplete for more than %u ms",
                cfg->request_timeout_ms);
@@ -245,14 +434,28 @@ static void pause_reading(session_t *s)
   }
 }
 
-static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
-
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
   session_t *s = h->data;
   size_t want = s->in_len + SESSION_READ_CHUNK;
 
   (void)suggested;
+  /* Room for the whole message (or at least this read) before the buffer
+   * grows; without it, read into what the buffer has left, and when
+   * nothing is left wait for room (read_cb sees UV_ENOBUFS). */
+  if (want > s->in_cap &&
+      !room_take(s, s->in_need > want ? s->in_need : want)) {
+    if (s->in_cap > s->in_len) {
+      buf->base = (char *)s->in + s->in_len;
+      buf->len = s->in_cap - s->in_len;
+      return;
+    }
+    s->in_starved = 1;
+    s->in_want = s->in_need > want ? s->in_need : want;
+    buf->base = NULL;
+    buf->len = 0;
+    return;
+  }
   /* A message known to be large grows the buffer by doubling towards its
    * size, so a header that merely claims a huge message costs nothing
    * until the bytes arrive. */
@@ -331,6 +534,10 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
   session_t *s = stream->data;
 
   (void)buf;
+  if (nread == UV_ENOBUFS && s->in_starved) {
+    input_wait(s); /* --max-input-bytes: its turn comes */
+    return;
+  }
   if (nread == UV_ENOBUFS) {
     session_close(s, "out of memory for the input buffer");
     return;
@@ -457,11 +664,14 @@ static void process_input(session_t *s)
     else if (s->in_len == 0)
       s->in_need = 0;
   }
-  if (s->in_len == 0 && s->in_cap > IDLE_BUFFER_KEEP) {
+  if (!list_empty(&s->d->inputq)) {
+    input_shrink(s); /* others wait for room */
+  } else if (s->in_len == 0 && s->in_cap > IDLE_BUFFER_KEEP) {
     bufpool_put(s->in);
     s->in = NULL;
     s->in_cap = 0;
   }
+  room_settle(s, 0);
 }
 
 /* At a safe point: read again, and run the requests buffered while
@@ -512,6 +722,7 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
   list_init(&s->node);
   list_init(&s->flush_node);
   list_init(&s->run_node);
+  list_init(&s->in_wait_node);
   /* An IPC pipe receives descriptors (shared host buffers, SCM_RIGHTS). */
   uv_pipe_init(d->loop, &s->pipe, 1);
   s->pipe.data = s;

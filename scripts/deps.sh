@@ -75,6 +75,44 @@ hipd_install_deps()
   done
 }
 
+# Create hipd's accounts if they are missing (as root; a no-op otherwise,
+# and when they exist): "hipd" (the socket's group and the device workers'
+# account) and "hipd-compile" (the compile helpers'), the ones that
+# systemd/hipd.sysusers declares. hipd running as root starts its workers
+# and compile helpers under them. Runs from the repository root.
+hipd_create_accounts()
+{
+  if getent passwd hipd >/dev/null && getent group hipd >/dev/null &&
+    getent passwd hipd-compile >/dev/null; then
+    echo "accounts hipd and hipd-compile exist"
+    return 0
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "not root: accounts hipd and hipd-compile not created (hipd then" \
+      "runs everything as its own user)"
+    return 0
+  fi
+  if command -v systemd-sysusers >/dev/null 2>&1; then
+    systemd-sysusers "$(pwd)/systemd/hipd.sysusers" ||
+      hipd_die "systemd-sysusers systemd/hipd.sysusers failed"
+  else
+    getent group hipd >/dev/null || groupadd --system hipd ||
+      hipd_die "groupadd --system hipd failed"
+    getent passwd hipd >/dev/null ||
+      useradd --system --gid hipd --no-create-home --home-dir / \
+        --shell /usr/sbin/nologin --comment "hipd device workers" hipd ||
+      hipd_die "useradd hipd failed"
+    getent passwd hipd-compile >/dev/null ||
+      useradd --system --user-group --no-create-home --home-dir / \
+        --shell /usr/sbin/nologin --comment "hipd compile helpers" \
+        hipd-compile || hipd_die "useradd hipd-compile failed"
+  fi
+  for a in hipd hipd-compile; do
+    getent passwd "$a" >/dev/null || hipd_die "account $a is still missing"
+  done
+  echo "accounts: $(id hipd); $(id hipd-compile)"
+}
+
 # Refuse to configure out of tree when the source tree was configured in
 # place: configure would stop with a less helpful message.
 hipd_check_srcdir_clean()

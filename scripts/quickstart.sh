@@ -17,6 +17,9 @@ BUILD=_build
 hipd_step "dependencies"
 hipd_install_deps
 
+hipd_step "accounts"
+hipd_create_accounts
+
 hipd_configure "$BUILD"
 
 hipd_step "make -j$JOBS"

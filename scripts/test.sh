@@ -44,6 +44,9 @@ print_failed_tests()
 hipd_step "dependencies"
 hipd_install_deps
 
+hipd_step "accounts"
+hipd_create_accounts
+
 hipd_configure "$BUILD"
 
 hipd_step "make -j$JOBS"

@@ -2,7 +2,8 @@
  * not get: requests before hello, unknown methods and bad params (an error
  * reply, the session goes on); protocol violations, stray notifications,
  * descriptors, handshake and request timeouts, disconnects with work in
- * flight, and a client that never reads (the session is closed). The
+ * flight, a client that never reads (the session is closed), and the
+ * global bound on buffered input (--max-input-bytes). The
  * shared helpers are in tests/daemon_util.h, the raw client in
  * tests/rawclient.h. */
 #include "config.h"
@@ -661,6 +662,300 @@ START_TEST(test_output_cap)
 }
 END_TEST
 
+/* ------------------------------------------------- the global input bound */
+
+/* The daemon's resident memory, in bytes (VmRSS). */
+static size_t daemon_rss(const harness_daemon_t *d)
+{
+  char path[64], line[256];
+  size_t kb = 0;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
+  f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot read %s", path);
+  while (fgets(line, sizeof(line), f) != NULL)
+    if (sscanf(line, "VmRSS: %zu kB", &kb) == 1)
+      break;
+  fclose(f);
+  return kb * 1024;
+}
+
+/* One large ping sent by a thread: the request's head and its first
+ * @c first bytes of payload, then, once @c go is set, the rest. */
+typedef struct {
+  raw_t *r;
+  const uint8_t *payload;
+  size_t size, first;
+  int part1_done; /* the first part is written (atomic) */
+  int rc;         /* 0, or -1 if a write failed */
+  volatile int *go;
+  pthread_t thread;
+} flood_t;
+
+static void *flood_main(void *arg)
+{
+  flood_t *f = arg;
+
+  f->rc = harness_raw_send(f->r->fd, f->r->out.data, f->r->out.size);
+  if (f->rc == 0)
+    f->rc = harness_raw_send(f->r->fd, f->payload, f->first);
+  __atomic_store_n(&f->part1_done, 1, __ATOMIC_SEQ_CST);
+  while (f->rc == 0 && !__atomic_load_n(f->go, __ATOMIC_SEQ_CST))
+    harness_sleep_ms(5);
+  if (f->rc == 0)
+    f->rc =
+        harness_raw_send(f->r->fd, f->payload + f->first, f->size - f->first);
+  return NULL;
+}
+
+static int floods_part1_done(const flood_t *f, int n)
+{
+  int done = 0;
+
+  for (int i = 0; i < n; i++)
+    done += __atomic_load_n(&f[i].part1_done, __ATOMIC_SEQ_CST);
+  return done;
+}
+
+/* A well-behaved session: small pings, one of 32 KiB, daemon.info. */
+static void good_session_works(raw_t *good, uint32_t id, uint64_t bound)
+{
+  static uint8_t body[32 << 10];
+
+  raw_request(good, id, "ping", 0);
+  ck_assert_int_eq(raw_flush(good), 0);
+  ck_assert_int_eq(raw_response(good, id, NULL, 0), 0);
+  fill_random(body, sizeof(body), id);
+  raw_request(good, id + 1, "ping", 1);
+  msgpack_pack_bin_with_body(&good->pk, body, sizeof(body));
+  ck_assert_int_eq(raw_flush(good), 0);
+  ck_assert_int_eq(raw_response(good, id + 1, NULL, 0), 0);
+  ck_assert_int_eq(good->msg.result->type, MSGPACK_OBJECT_BIN);
+  ck_assert_uint_eq(good->msg.result->via.bin.size, sizeof(body));
+  ck_assert(memcmp(good->msg.result->via.bin.ptr, body, sizeof(body)) == 0);
+  raw_request(good, id + 2, "daemon.info", 0);
+  ck_assert_int_eq(raw_flush(good), 0);
+  ck_assert_int_eq(raw_response(good, id + 2, NULL, 0), 0);
+  ck_assert_int_eq(good->msg.result->type, MSGPACK_OBJECT_MAP);
+  {
+    const msgpack_object_map *m = &good->msg.result->via.map;
+    int found = 0;
+    for (uint32_t i = 0; i < m->size; i++) {
+      const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
+      if (k->type != MSGPACK_OBJECT_STR || k->via.str.size != 6 ||
+          memcmp(k->via.str.ptr, "limits", 6) != 0)
+        continue;
+      ck_assert_int_eq(v->type, MSGPACK_OBJECT_MAP);
+      ck_assert_uint_eq(v->via.map.size, 17);
+      for (uint32_t j = 0; j < v->via.map.size; j++) {
+        const msgpack_object *lk = &v->via.map.ptr[j].key;
+        if (lk->via.str.size == 15 &&
+            memcmp(lk->via.str.ptr, "max_input_bytes", 15) == 0) {
+          ck_assert_uint_eq(v->via.map.ptr[j].val.via.u64, bound);
+          found = 1;
+        }
+      }
+    }
+    ck_assert_msg(found, "daemon.info has no limits.max_input_bytes");
+  }
+}
+
+#define FLOODERS 16
+
+/* Many sessions each send a large request and stop before its end: the
+ * daemon buffers no more than --max-input-bytes of them (at most 4 of
+ * these 16 MiB requests fit in 64 MiB: the others wait for room, their
+ * writes blocked), its memory stays bounded, and a well-behaved session
+ * is answered meanwhile. Once the requests are finished, every one of
+ * them is answered, in turn. */
+START_TEST(test_input_bound)
+{
+  const size_t size = 16 * MiB - 4096, first = 12 * MiB;
+  const uint64_t bound = 64 * MiB;
+  harness_daemon_t *d = harness_start(
+      "--devices", "cpu", "--max-input-bytes", "64M", "--max-message", "16M",
+      "--request-timeout", "0", "--write-timeout", "120000", NULL);
+  flood_t f[FLOODERS];
+  volatile int go = 0;
+  uint8_t *payload = malloc(size);
+  size_t rss0, rss1;
+  long long deadline;
+  raw_t *good;
+  int done;
+
+  ck_assert_ptr_nonnull(d);
+  ck_assert_ptr_nonnull(payload);
+  fill_random(payload, size, 7);
+  good = raw_open(d->socket);
+  raw_hello(good);
+  good_session_works(good, 10, bound);
+  rss0 = daemon_rss(d);
+
+  memset(f, 0, sizeof(f));
+  for (int i = 0; i < FLOODERS; i++) {
+    f[i].r = raw_open(d->socket);
+    raw_hello(f[i].r);
+    raw_request(f[i].r, 100 + (uint32_t)i, "ping", 1);
+    msgpack_pack_bin(&f[i].r->pk, (uint32_t)size);
+    f[i].payload = payload;
+    f[i].size = size;
+    f[i].first = first;
+    f[i].go = &go;
+    ck_assert_int_eq(pthread_create(&f[i].thread, NULL, flood_main, &f[i]), 0);
+  }
+  /* 4 sessions are admitted and take their 12 MiB; the other 12 wait,
+   * with at most the floor (128 KiB) buffered each. */
+  deadline = harness_now_ms() + 20000;
+  while ((done = floods_part1_done(f, FLOODERS)) < 4 &&
+         harness_now_ms() < deadline)
+    harness_sleep_ms(10);
+  ck_assert_msg(done == 4, "%d sessions could send 12 MiB, expected 4", done);
+  /* The others stay blocked while a good session is served. */
+  good_session_works(good, 20, bound);
+  harness_sleep_ms(200);
+  good_session_works(good, 30, bound);
+  done = floods_part1_done(f, FLOODERS);
+  ck_assert_msg(done == 4, "%d sessions sent 12 MiB past a bound of 64 MiB",
+                done);
+  rss1 = daemon_rss(d);
+  printf("test_input_bound: daemon RSS %zu KiB before the floods, %zu KiB "
+         "with 16 x 12 MiB sent against a bound of 64 MiB\n",
+         rss0 >> 10, rss1 >> 10);
+  /* Without the bound, 16 x 12 MiB = 192 MiB would be buffered. */
+  ck_assert_msg(rss1 < rss0 + bound + 32 * MiB,
+                "the daemon's RSS grew from %zu to %zu bytes", rss0, rss1);
+
+  /* The requests end: each is answered with its payload. */
+  __atomic_store_n(&go, 1, __ATOMIC_SEQ_CST);
+  for (int i = 0; i < FLOODERS; i++) {
+    ck_assert_int_eq(raw_response(f[i].r, 100 + (uint32_t)i, NULL, 0), 0);
+    ck_assert_int_eq(f[i].r->msg.result->type, MSGPACK_OBJECT_BIN);
+    ck_assert_uint_eq(f[i].r->msg.result->via.bin.size, size);
+    ck_assert(memcmp(f[i].r->msg.result->via.bin.ptr, payload, size) == 0);
+    pthread_join(f[i].thread, NULL);
+    ck_assert_int_eq(f[i].rc, 0);
+    raw_close(f[i].r);
+  }
+  good_session_works(good, 40, bound);
+  ck_assert(!harness_log_contains(d, "input bound"));
+  raw_close(good);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+  free(payload);
+}
+END_TEST
+
+/* A request whose size grows as its headers come in (two binaries: the
+ * second's size is seen only after the first) is admitted for its first
+ * part. Two such sessions, each admitted for its first 7 MiB, then both
+ * waiting for 7 MiB more under a bound of 16 MiB: neither could ever go
+ * on, so the one holding the most is closed ("input bound") and the other
+ * is served. */
+START_TEST(test_input_bound_stuck)
+{
+  const size_t part = 7 * MiB;
+  harness_daemon_t *d =
+      harness_start("--devices", "cpu", "--max-input-bytes", "16M",
+                    "--max-message", "16M", "--request-timeout", "0", NULL);
+  flood_t f[2];
+  volatile int go = 0;
+  uint8_t *payload = calloc(1, 2 * part + 64);
+  int closed = 0, answered = 0;
+  long long deadline;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  raw_t *good;
+
+  ck_assert_ptr_nonnull(d);
+  ck_assert_ptr_nonnull(payload);
+  good = raw_open(d->socket);
+  raw_hello(good);
+  /* After the request's head: the first binary's 7 MiB, the second's
+   * head, its 7 MiB. */
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_bin(&pk, (uint32_t)part);
+  memcpy(payload + part, sb.data, sb.size);
+  memset(f, 0, sizeof(f));
+  for (int i = 0; i < 2; i++) {
+    f[i].r = raw_open(d->socket);
+    raw_hello(f[i].r);
+    /* [bin, bin] as ping's params: answered EPARAMS, once whole. */
+    raw_request(f[i].r, 5, "ping", 2);
+    msgpack_pack_bin(&f[i].r->pk, (uint32_t)part);
+    f[i].payload = payload;
+    f[i].size = 2 * part + sb.size;
+    f[i].first = MiB; /* both are admitted for the first binary... */
+    f[i].go = &go;
+    ck_assert_int_eq(pthread_create(&f[i].thread, NULL, flood_main, &f[i]), 0);
+  }
+  msgpack_sbuffer_destroy(&sb);
+  deadline = harness_now_ms() + 20000;
+  while (floods_part1_done(f, 2) < 2 && harness_now_ms() < deadline)
+    harness_sleep_ms(10);
+  ck_assert_int_eq(floods_part1_done(f, 2), 2);
+  /* ...before either sees that it needs 7 MiB more. */
+  __atomic_store_n(&go, 1, __ATOMIC_SEQ_CST);
+  ck_assert(harness_log_wait(d, "input bound", 20000));
+  for (int i = 0; i < 2; i++) {
+    int code;
+    const char *text;
+    size_t len;
+
+    if (!raw_next(f[i].r)) {
+      closed++;
+      continue;
+    }
+    ck_assert_int_eq(f[i].r->msg.type, PROTO_RESPONSE);
+    ck_assert_uint_eq(f[i].r->msg.msgid, 5);
+    ck_assert_int_eq(proto_error_decode(f[i].r->msg.error, &code, &text, &len),
+                     0);
+    ck_assert_int_eq(code, HIPD_EPARAMS);
+    answered++;
+  }
+  ck_assert_int_eq(answered, 1);
+  ck_assert_int_eq(closed, 1);
+  for (int i = 0; i < 2; i++) {
+    shutdown(f[i].r->fd, SHUT_RDWR);
+    pthread_join(f[i].thread, NULL);
+    raw_close(f[i].r);
+  }
+  good_session_works(good, 10, 16 * MiB);
+  raw_close(good);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+  free(payload);
+}
+END_TEST
+
+/* A bound below the largest message is refused at start; without the
+ * option it follows a larger --max-message. */
+START_TEST(test_input_bound_option)
+{
+  const char *const low[] = {"--devices", "cpu", "--max-input-bytes", "1M",
+                             NULL};
+  harness_daemon_t *d = harness_spawn(NULL, low);
+  hipd_conn_t *conn;
+  hipd_info_t *info = NULL;
+
+  ck_assert_ptr_nonnull(d);
+  ck_assert_int_eq(harness_wait_exit(d, 10000), 2);
+  ck_assert(harness_log_contains(d, "--max-input-bytes"));
+  harness_free(d);
+
+  d = harness_start("--devices", "cpu", "--max-message", "2G", NULL);
+  ck_assert_ptr_nonnull(d);
+  conn = connect_to(d);
+  ck_assert_int_eq(hipd_daemon_info(conn, &info), 0);
+  ck_assert_int_eq(info_int(info, "limits.max_input_bytes"), (int64_t)2 << 30);
+  hipd_info_free(info);
+  hipd_close(conn);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
 static Suite *daemon_protocol_suite(void)
 {
   Suite *s = suite_create("daemon_protocol");
@@ -684,6 +979,13 @@ static Suite *daemon_protocol_suite(void)
   tcase_add_test(tc, test_request_timeout);
   tcase_add_test(tc, test_disconnect_inflight);
   tcase_add_test(tc, test_output_cap);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("input bound");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_input_bound);
+  tcase_add_test(tc, test_input_bound_stuck);
+  tcase_add_test(tc, test_input_bound_option);
   suite_add_tcase(s, tc);
   return s;
 }

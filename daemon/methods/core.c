@@ -123,7 +123,7 @@ int m_daemon_info(call_t *c)
   proto_pack_cstr(pk, "socket");
   proto_pack_cstr(pk, d->cfg.socket_path);
   proto_pack_cstr(pk, "limits");
-  msgpack_pack_map(pk, 16);
+  msgpack_pack_map(pk, 17);
   proto_pack_cstr(pk, "max_message");
   msgpack_pack_uint64(pk, d->cfg.limits.max_message);
   proto_pack_cstr(pk, "max_depth");
@@ -132,6 +132,8 @@ int m_daemon_info(call_t *c)
   msgpack_pack_uint32(pk, d->cfg.max_inflight);
   proto_pack_cstr(pk, "output_cap");
   msgpack_pack_uint64(pk, d->cfg.output_cap);
+  proto_pack_cstr(pk, "max_input_bytes");
+  msgpack_pack_uint64(pk, d->cfg.max_input_bytes);
   proto_pack_cstr(pk, "max_sessions");
   msgpack_pack_uint32(pk, d->cfg.max_sessions);
   proto_pack_cstr(pk, "max_handles");

@@ -144,6 +144,7 @@ static void daemon_start(void)
       .socket_mode = 0600,
       .max_inflight = 256,
       .output_cap = (size_t)256 << 20,
+      .max_input_bytes = (uint64_t)1 << 30,
       .write_timeout_ms = 30000,
       .shutdown_ms = 1000,
       .max_sessions = 4,
