@@ -75,6 +75,8 @@ static char marker[64];         /* the secret */
 static char secret_dir[128];    /* 0700 root */
 static char secret_path[192];   /* 0600 root, holds the marker */
 static char open_dir[128];      /* 01777: where a kernel could write */
+static char work_dir[128];      /* 0755 root: cache dirs and FIFOs, removed
+                                   at the end even after a failed test */
 static char *shadow_lines[128]; /* lines of /etc/shadow, >= 8 bytes */
 static int nshadow;
 
@@ -1347,12 +1349,13 @@ END_TEST
  * check_kernels_cache.c's) makes hipd refuse to start, and say why. */
 START_TEST(test_cache_dir_group_writable)
 {
-  char dir[] = "/tmp/hipd-iso-cache-XXXXXX", want[300];
+  char dir[256], want[400];
   const char *args[40] = {"--devices", "cpu", "--cache-dir", dir};
   const char *const *iso = isolation_daemon_args();
   harness_daemon_t *d;
   int n = 4, code;
 
+  snprintf(dir, sizeof(dir), "%s/cache-XXXXXX", work_dir);
   ck_assert_ptr_nonnull(mkdtemp(dir));
   ck_assert_int_eq(chmod(dir, 0770), 0);
   for (int i = 0; iso[i] != NULL && n < 38; i++)
@@ -1454,13 +1457,14 @@ done:
  * entry: both fail, the entry is unchanged. */
 START_TEST(test_kernel_plants_cache)
 {
-  char dir[] = "/tmp/hipd-iso-cache-XXXXXX", entry[400] = "", path[400];
+  char dir[256], entry[600] = "", path[600];
   harness_daemon_t *d;
   plant_ctx_t x;
   struct stat st, st2;
   struct dirent *e;
   DIR *dh;
 
+  snprintf(dir, sizeof(dir), "%s/cache-XXXXXX", work_dir);
   ck_assert_ptr_nonnull(mkdtemp(dir));
   d = start_daemon("--cache-dir", dir, NULL);
   x = (plant_ctx_t){d->socket, NULL, dir};
@@ -1658,7 +1662,7 @@ static void fifo_a(void *arg, int in, int out)
  * allocations. */
 START_TEST(test_fifo_compiles)
 {
-  char dir[] = "/tmp/hipd-iso-fifo-XXXXXX", fifo[64];
+  char dir[256], fifo[300];
   harness_daemon_t *d = start_daemon(NULL);
   peer_t a = {.rd = -1, .wr = -1};
   fifo_ctx_t x = {d->socket, fifo};
@@ -1666,6 +1670,7 @@ START_TEST(test_fifo_compiles)
   pmsg_t m;
   int rc;
 
+  snprintf(dir, sizeof(dir), "%s/fifo-XXXXXX", work_dir);
   ck_assert_ptr_nonnull(mkdtemp(dir));
   ck_assert_int_eq(chmod(dir, 0755), 0);
   snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
@@ -1897,8 +1902,10 @@ static int make_secrets(void)
     sprintf(marker + strlen(marker), "%02x", rnd[i]);
   snprintf(secret_dir, sizeof(secret_dir), "/tmp/hipd-iso-secret-XXXXXX");
   snprintf(open_dir, sizeof(open_dir), "/tmp/hipd-iso-open-XXXXXX");
+  snprintf(work_dir, sizeof(work_dir), "/tmp/hipd-iso-work-XXXXXX");
   if (mkdtemp(secret_dir) == NULL || mkdtemp(open_dir) == NULL ||
-      chmod(secret_dir, 0700) != 0 || chmod(open_dir, 01777) != 0)
+      mkdtemp(work_dir) == NULL || chmod(secret_dir, 0700) != 0 ||
+      chmod(open_dir, 01777) != 0 || chmod(work_dir, 0755) != 0)
     return -1;
   snprintf(secret_path, sizeof(secret_path), "%s/secret", secret_dir);
   fd = open(secret_path, O_WRONLY | O_CREAT | O_EXCL, 0600);
@@ -1990,5 +1997,6 @@ int main(void)
   harness_fini();
   nftw(secret_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
   nftw(open_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+  nftw(work_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
   return failed == 0 ? 0 : 1;
 }
