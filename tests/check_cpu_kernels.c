@@ -1,8 +1,9 @@
 /* tests/check_cpu_kernels.c: the CPU device's kernel runtime, end to end:
  * daemon/drivers/cpu/cpu_compile.c with the real C++ compiler and
  * hipd_cpu_device.h, and cpu_runner_client.c driving the real
- * hipd-cpu-runner process. Buffers come from the CPU driver (memfd +
- * MAP_SHARED), as in the daemon.
+ * hipd-cpu-runner process. Buffers are memfds of their own (as the
+ * daemon's zero-copy buffers), and in the "arena" case the CPU device's
+ * arena (cpu_arena.c) given to the runner as a chunk.
  *
  * Environment (set by `make check`): HIPD_CPU_RUNNER (the runner binary),
  * HIPD_CPU_HEADER (the device header in the source tree). */
@@ -19,10 +20,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "drivers/driver.h"
-#include "hipd.h"
+#include "drivers/cpu/cpu_arena.h"
 #include "drivers/cpu/cpu_compile.h"
 #include "drivers/cpu/cpu_runner_client.h"
+#include "drivers/driver.h"
+#include "hipd.h"
 
 /* One module with most test kernels, compiled once per test case. */
 static const char kernels_src[] =
@@ -300,23 +302,27 @@ static void stop_runner(void)
 
 /* ------------------------------------------------------------- helpers */
 
+/* A buffer of its own memfd, mapped into the runner with MAP (as the
+ * daemon maps a client's shared memory for a zero-copy buffer). */
 static drv_mem_t buf_new(size_t size)
 {
-  driver_t *d = driver_cpu();
-  drv_mem_t m;
+  drv_mem_t m = {NULL, size, memfd_create("test-buffer", MFD_CLOEXEC)};
 
-  ck_assert_int_eq(d->mem_alloc(d, 0, size, &m), 0);
-  memset(m.ptr, 0, size);
+  ck_assert_int_ge(m.fd, 0);
+  ck_assert_int_eq(ftruncate(m.fd, (off_t)size), 0);
+  m.ptr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd, 0);
+  ck_assert_ptr_ne(m.ptr, MAP_FAILED);
   ck_assert_int_eq(cpu_runner_map(runner, m.fd, m.ptr, m.size, &err), 0);
   return m;
 }
 
 static void buf_free(drv_mem_t *m)
 {
-  driver_t *d = driver_cpu();
-
   ck_assert_int_eq(cpu_runner_unmap(runner, m->ptr, &err), 0);
-  d->mem_free(d, 0, m);
+  munmap(m->ptr, m->size);
+  close(m->fd);
+  m->ptr = NULL;
+  m->fd = -1;
 }
 
 static uint32_t kernel(const char *name, cpu_kernel_sig_t *sig)
@@ -961,6 +967,75 @@ START_TEST(test_reserved_range)
 }
 END_TEST
 
+/* The CPU device's arena in the runner: its file given once as a chunk,
+ * buffers mapped into it with BMAP between guard gaps. A write just past
+ * a buffer's end, or a page past it, crashes the launch and leaves the
+ * next buffer alone; the restarted runner has the chunk and the buffers
+ * back; an unmapped buffer faults; a freed and reused range reads zero. */
+START_TEST(test_arena_guards)
+{
+  const size_t len = 4096;
+  cpu_arena_t *a = NULL;
+  cpu_arena_buf_t b[3], again;
+  cpu_runner_cfg_t cfg;
+  uint32_t wr;
+  int rc;
+
+  rc = cpu_arena_create((size_t)64 << 20, &a, &err);
+  ck_assert_msg(rc == 0, "arena: %s", err.msg);
+  cfg = (cpu_runner_cfg_t){.reserve_addr = cpu_arena_base(a),
+                           .reserve_size = cpu_arena_span(a)};
+  start_runner_cfg(&cfg);
+  rc = cpu_runner_chunk(runner, 1, cpu_arena_fd(a), cpu_arena_base(a),
+                        cpu_arena_span(a), &err);
+  ck_assert_msg(rc == 0, "chunk: %s", err.msg);
+  ck_assert_int_eq(cpu_runner_chunk(runner, 1, cpu_arena_fd(a),
+                                    cpu_arena_base(a), cpu_arena_span(a), &err),
+                   HIPD_EEXIST);
+  for (int i = 0; i < 3; i++) {
+    cpu_bmap_ent_t e;
+    ck_assert_int_eq(cpu_arena_alloc(a, len, &b[i], &err), 0);
+    e = (cpu_bmap_ent_t){b[i].offset, b[i].map_size};
+    rc = cpu_runner_bmap(runner, 1, &e, 1, &err);
+    ck_assert_msg(rc == 0, "bmap: %s", err.msg);
+    memset(b[i].ptr, 0x5a, len);
+  }
+  /* Apart by the guard gap at least, in allocation order. */
+  ck_assert_uint_ge((uintptr_t)b[1].ptr,
+                    (uintptr_t)b[0].ptr + len + CPU_ARENA_GUARD);
+  ck_assert_uint_eq((uintptr_t)b[0].ptr % CPU_ARENA_ALIGN, 0);
+  wr = kernel("write_at", NULL);
+  for (size_t past = 0; past <= 4096; past += 4096) {
+    cpu_arg_t over[] = {P((char *)b[0].ptr + len + past), I(0)};
+    ck_assert_int_eq(launch(wr, 1, 1, 1, 1, 1, 1, 0, over, 2), HIPD_ELAUNCH);
+    ck_assert_ptr_nonnull(strstr(err.msg, "SIGSEGV"));
+    for (size_t i = 0; i < len; i++)
+      ck_assert_uint_eq(((uint8_t *)b[1].ptr)[i], 0x5a);
+  }
+  ck_assert_uint_eq(cpu_runner_restarts(runner), 2);
+  /* The restarted runner maps the same buffers. */
+  cpu_arg_t ok[] = {P(b[1].ptr), I(0)};
+  ck_assert_int_eq(launch(wr, 1, 1, 1, 1, 1, 1, 0, ok, 2), 0);
+  ck_assert_int_eq(*(int *)b[1].ptr, 42);
+  /* Unmapped in the runner, a buffer is out of a kernel's reach. */
+  ck_assert_int_eq(cpu_runner_bunmap(runner, 1, b[2].offset, &err), 0);
+  ck_assert_int_eq(cpu_runner_bunmap(runner, 1, b[2].offset, &err),
+                   HIPD_ENOENT);
+  cpu_arg_t gone[] = {P(b[2].ptr), I(0)};
+  ck_assert_int_eq(launch(wr, 1, 1, 1, 1, 1, 1, 0, gone, 2), HIPD_ELAUNCH);
+  ck_assert_int_eq(cpu_arena_free(a, b[2].ptr), 0);
+  ck_assert_int_eq(cpu_arena_free(a, b[2].ptr), HIPD_ENOENT);
+  /* Reused, the range is zero. */
+  ck_assert_int_eq(cpu_arena_alloc(a, len, &again, &err), 0);
+  ck_assert_ptr_eq(again.ptr, b[2].ptr);
+  for (size_t i = 0; i < len; i++)
+    ck_assert_uint_eq(((uint8_t *)again.ptr)[i], 0);
+  ck_assert_uint_eq(cpu_arena_count(a), 3);
+  stop_runner();
+  cpu_arena_destroy(a);
+}
+END_TEST
+
 static void start_runner_timeout(void)
 {
   cpu_runner_cfg_t cfg = {.timeout_ms = 1500};
@@ -1202,6 +1277,7 @@ static Suite *cpu_kernels_suite(void)
   tcase_set_timeout(tc, 120);
   tcase_add_unchecked_fixture(tc, compile_module, free_module);
   tcase_add_test(tc, test_reserved_range);
+  tcase_add_test(tc, test_arena_guards);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("timeout");

@@ -43,7 +43,7 @@ typedef struct dev_caps {
 typedef struct drv_mem {
   void *ptr;   /* device address (host address on the CPU device) */
   size_t size; /* bytes */
-  int fd;      /* CPU device: the memfd backing it, else -1 */
+  int fd; /* CPU device's zero-copy buffers: the memfd behind it, else -1 */
 } drv_mem_t;
 
 /* Kernel parameter types, as far as a driver knows a kernel's declaration

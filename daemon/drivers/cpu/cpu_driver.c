@@ -1,7 +1,10 @@
 /* daemon/drivers/cpu/cpu_driver.c: the host as a device.
  *
- * Memory is host memory backed by a memfd (so that a helper process and,
- * later, clients can map the same pages). Streams are ordered by their
+ * Memory is host memory in one arena (cpu_arena.h): one memfd for all the
+ * buffers, each mapped between PROT_NONE guard gaps, so that the kernel
+ * runner maps the same pages at the same addresses with one descriptor,
+ * and a kernel that runs past its buffer faults instead of writing into
+ * the next one. Streams are ordered by their
  * executors, so each operation here runs to completion when called. Events
  * read the monotonic clock when their stream reaches them.
  */
@@ -21,10 +24,12 @@
 #include <unistd.h>
 
 #include "cpu.h"
-#include "drivers/driver.h"
-#include "hipd.h"
+#include "cpu_arena.h"
 #include "cpu_compile.h"
 #include "cpu_runner_client.h"
+#include "drivers/driver.h"
+#include "hipd.h"
+#include "sanitize.h"
 #include "util/clock.h"
 
 typedef struct {
@@ -53,7 +58,11 @@ _Static_assert((int)DRV_T_PTR == (int)HIPD_CPU_T_PTR &&
 
 static void find_compiler_id(void);
 
-/* A live buffer, remembered so that a runner started later maps it. */
+/* The id of the arena's file as a chunk of the kernel runner. */
+#define ARENA_CHUNK 1
+
+/* A live zero-copy buffer, remembered so that a runner started later maps
+ * it (the arena's buffers are the arena's record). */
 typedef struct live_buf {
   void *ptr;
   size_t size;
@@ -83,6 +92,7 @@ typedef struct {
 static struct {
   pthread_mutex_t mu;
   cpu_runner_t *runner;
+  cpu_arena_t *arena; /* made at the first allocation or runner start */
   live_buf_t *bufs;
   char moddir[4096];  /* private directory of loaded modules */
   unsigned nmodules;  /* for unique module file names */
@@ -162,6 +172,11 @@ static void cpu_shutdown(driver_t *drv)
   pthread_mutex_lock(&K.mu);
   cpu_runner_stop(K.runner);
   K.runner = NULL;
+  /* Buffers still allocated keep the arena (the process is ending). */
+  if (K.arena != NULL && cpu_arena_count(K.arena) == 0) {
+    cpu_arena_destroy(K.arena);
+    K.arena = NULL;
+  }
   if (K.moddir[0] != '\0')
     rmdir(K.moddir);
   pthread_mutex_unlock(&K.mu);
@@ -294,11 +309,49 @@ static void untrack_buffer(void *ptr)
   pthread_mutex_unlock(&K.mu);
 }
 
+/* The arena's address range: twice the host's memory (a single buffer
+ * may be as large as the memory; the rest leaves room for guard gaps and
+ * fragmentation), at least 4 GiB. It is address space only: nothing is
+ * committed but the buffers. Under ThreadSanitizer, whose application
+ * ranges are narrow, 16 GiB at most. */
+static size_t arena_span(void)
+{
+  const uint64_t gib = UINT64_C(1) << 30;
+  uint64_t span = (2 * total_memory() + gib - 1) / gib * gib;
+
+  if (span < 4 * gib)
+    span = 4 * gib;
+#ifdef HIPD_TSAN
+  if (span > 16 * gib)
+    span = 16 * gib;
+#endif
+  if (span > SIZE_MAX / 2)
+    span = SIZE_MAX / 2;
+  return (size_t)span;
+}
+
+/* Make the arena if there is none yet. Under K.mu. */
+static int arena_ensure(void)
+{
+  hipd_err_t err;
+  int rc;
+
+  if (K.arena != NULL)
+    return 0;
+  rc = cpu_arena_create(arena_span(), &K.arena, &err);
+  if (rc != 0) {
+    drv_set_error("%s", err.msg);
+    K.arena = NULL;
+  }
+  return rc;
+}
+
 static int cpu_mem_alloc(driver_t *drv, int dev, size_t size, drv_mem_t *out)
 {
   uint64_t total = total_memory();
-  int fd;
-  void *p;
+  cpu_arena_buf_t b;
+  hipd_err_t err;
+  int rc;
 
   (void)drv;
   (void)dev;
@@ -311,44 +364,46 @@ static int cpu_mem_alloc(driver_t *drv, int dev, size_t size, drv_mem_t *out)
                   (unsigned long long)total);
     return HIPD_ENOMEM;
   }
-  fd = memfd_create("hipd-cpu-buffer", MFD_CLOEXEC);
-  if (fd < 0) {
-    drv_set_error("memfd_create: %s", strerror(errno));
-    return HIPD_ENOMEM;
+  pthread_mutex_lock(&K.mu);
+  if ((rc = arena_ensure()) != 0)
+    goto out;
+  if ((rc = cpu_arena_alloc(K.arena, size, &b, &err)) != 0) {
+    drv_set_error("%s", err.msg);
+    goto out;
   }
-  /* Commit the pages now, as a GPU commits device memory at allocation:
-   * running out of memory is an allocation error, not a later crash. */
-  int rc = posix_fallocate(fd, 0, (off_t)size);
-  if (rc != 0) {
-    drv_set_error("cannot commit %zu bytes: %s", size, strerror(rc));
-    close(fd);
-    return HIPD_ENOMEM;
+  if (K.runner != NULL) {
+    cpu_bmap_ent_t e = {b.offset, b.map_size};
+    if (cpu_runner_bmap(K.runner, ARENA_CHUNK, &e, 1, &err) != 0) {
+      /* Kernels could not use it. */
+      drv_set_error("the kernel runner cannot map the buffer: %s", err.msg);
+      cpu_arena_free(K.arena, b.ptr);
+      rc = HIPD_EBUSY;
+      goto out;
+    }
   }
-  p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    drv_set_error("mmap of %zu bytes: %s", size, strerror(errno));
-    close(fd);
-    return HIPD_ENOMEM;
-  }
-  out->ptr = p;
+  out->ptr = b.ptr;
   out->size = size;
-  out->fd = fd;
-  if (track_buffer(out) != 0) {
-    munmap(p, size);
-    close(fd);
-    return HIPD_EBUSY;
-  }
-  return 0;
+  out->fd = -1;
+out:
+  pthread_mutex_unlock(&K.mu);
+  return rc;
 }
 
 static int cpu_mem_free(driver_t *drv, int dev, drv_mem_t *mem)
 {
+  cpu_arena_buf_t b;
+  hipd_err_t err;
+
   (void)drv;
   (void)dev;
-  untrack_buffer(mem->ptr);
-  munmap(mem->ptr, mem->size);
-  if (mem->fd >= 0)
-    close(mem->fd);
+  pthread_mutex_lock(&K.mu);
+  if (K.arena != NULL && cpu_arena_find(K.arena, mem->ptr, &b) == 0) {
+    /* Out of the runner first: a kernel must never reach freed pages. */
+    if (K.runner != NULL)
+      cpu_runner_bunmap(K.runner, ARENA_CHUNK, b.offset, &err);
+    cpu_arena_free(K.arena, mem->ptr);
+  }
+  pthread_mutex_unlock(&K.mu);
   mem->ptr = NULL;
   mem->fd = -1;
   return 0;
@@ -561,6 +616,49 @@ static int cpu_compile_image(driver_t *drv, const char *arch, const char *src,
   return rc;
 }
 
+/* The arena's buffers as BMAP entries, for runner_give_arena(). */
+typedef struct {
+  cpu_bmap_ent_t *ents;
+  size_t n;
+} arena_list_t;
+
+static void arena_list_cb(void *arg, const cpu_arena_buf_t *b)
+{
+  arena_list_t *l = arg;
+
+  l->ents[l->n++] = (cpu_bmap_ent_t){b->offset, b->map_size};
+}
+
+/* Give a new runner the arena's file and every buffer in it. Under K.mu. */
+static int runner_give_arena(void)
+{
+  arena_list_t l = {NULL, 0};
+  size_t n = cpu_arena_count(K.arena);
+  hipd_err_t err;
+  int rc;
+
+  rc = cpu_runner_chunk(K.runner, ARENA_CHUNK, cpu_arena_fd(K.arena),
+                        cpu_arena_base(K.arena), cpu_arena_span(K.arena), &err);
+  if (rc != 0) {
+    drv_set_error("the CPU kernel runner cannot map the device's buffers: %s",
+                  err.msg);
+    return rc;
+  }
+  if (n == 0)
+    return 0;
+  if ((l.ents = malloc(n * sizeof(*l.ents))) == NULL) {
+    drv_set_error("out of memory");
+    return HIPD_ENOMEM;
+  }
+  cpu_arena_foreach(K.arena, arena_list_cb, &l);
+  rc = cpu_runner_bmap(K.runner, ARENA_CHUNK, l.ents, l.n, &err);
+  if (rc != 0)
+    drv_set_error("the CPU kernel runner cannot map the device's buffers: %s",
+                  err.msg);
+  free(l.ents);
+  return rc;
+}
+
 /* Start the runner and give it every live buffer. Under K.mu. */
 static int runner_ensure(void)
 {
@@ -579,12 +677,23 @@ static int runner_ensure(void)
       return HIPD_EIO;
     }
   }
+  /* The runner reserves the arena's range first thing, so that nothing
+   * of its own can be where buffers must go. */
+  if ((rc = arena_ensure()) != 0)
+    return rc;
   {
-    cpu_runner_cfg_t cfg = {.timeout_ms = launch_timeout_ms};
+    cpu_runner_cfg_t cfg = {.timeout_ms = launch_timeout_ms,
+                            .reserve_addr = cpu_arena_base(K.arena),
+                            .reserve_size = cpu_arena_span(K.arena)};
     rc = cpu_runner_start(&cfg, &K.runner, &err);
   }
   if (rc != 0) {
     drv_set_error("cannot start the CPU kernel runner: %s", err.msg);
+    K.runner = NULL;
+    return rc;
+  }
+  if ((rc = runner_give_arena()) != 0) {
+    cpu_runner_stop(K.runner);
     K.runner = NULL;
     return rc;
   }

@@ -19,6 +19,12 @@
  *   MAP     req  cpu_map_req_t, and the buffer's memfd attached with
  *                SCM_RIGHTS                      resp (empty)
  *   UNMAP   req  cpu_map_req_t                   resp (empty)
+ *   CHUNK   req  cpu_chunk_req_t, and the chunk's memfd attached with
+ *                SCM_RIGHTS                      resp (empty)
+ *   BMAP    req  cpu_bmap_req_t + count x cpu_bmap_ent_t
+ *                                                resp (empty)
+ *   BUNMAP  req  cpu_bmap_req_t + count x cpu_bmap_ent_t
+ *                                                resp (empty)
  *   LOAD    req  cpu_load_req_t + path bytes     resp (empty)
  *   UNLOAD  req  cpu_load_req_t                  resp (empty)
  *   KERNEL  req  cpu_kernel_req_t + name bytes   resp cpu_kernel_resp_t +
@@ -26,8 +32,21 @@
  *   LAUNCH  req  cpu_launch_req_t + nargs x 8-byte cpu_arg_t
  *                                                resp (empty)
  *
- * Module and kernel ids are chosen by the daemon (so that they survive a
- * restart of the runner, when the daemon replays MAP, LOAD and KERNEL).
+ * MAP gives the runner one buffer with a descriptor of its own (host
+ * memory a client shares, zero-copy). The CPU device's own buffers live in
+ * chunks (drivers/cpu/cpu_arena.h): CHUNK gives the runner a chunk's file
+ * once, which it keeps, with the address range the chunk spans (reserved
+ * PROT_NONE there, inside --reserve or else taken with
+ * MAP_FIXED_NOREPLACE); BMAP then maps buffers of it, each entry the byte
+ * range [offset, offset + size) of the file at chunk address + offset
+ * (page-aligned), and BUNMAP makes such ranges PROT_NONE again. The daemon
+ * keeps buffers apart (guard gaps) and never overlapping; the runner only
+ * checks that each range lies in the chunk. A failed entry fails the
+ * request; the entries before it stay mapped.
+ *
+ * Module, kernel and chunk ids are chosen by the daemon (so that they
+ * survive a restart of the runner, when the daemon replays CHUNK, BMAP,
+ * MAP, LOAD and KERNEL).
  * If the runner dies, the socket reads end-of-file; the daemon learns why
  * from waitpid().
  */
@@ -45,7 +64,7 @@
 #include "hipd.h"
 #include "hipd_cpu_device.h"
 
-#define CPU_PROTO_VERSION 1
+#define CPU_PROTO_VERSION 2
 /* Largest datagram either side sends or accepts. */
 #define CPU_PROTO_MAX_MSG 65536
 /* Most parameters a kernel may declare (CUDA's 4 KiB of parameters hold at
@@ -54,6 +73,8 @@
 /* Longest kernel name and module path. */
 #define CPU_MAX_NAME 1024
 #define CPU_MAX_PATH 4096
+/* Most chunks a runner holds (descriptors it keeps). */
+#define CPU_MAX_CHUNKS 64
 
 /* Launch limits: those the CPU device reports (drivers/cpu/cpu_driver.c). */
 #define CPU_MAX_THREADS_PER_BLOCK 1024u
@@ -73,6 +94,9 @@ enum {
   CPU_OP_UNLOAD,
   CPU_OP_KERNEL,
   CPU_OP_LAUNCH,
+  CPU_OP_CHUNK,
+  CPU_OP_BMAP,
+  CPU_OP_BUNMAP,
 };
 
 typedef struct {
@@ -103,6 +127,28 @@ typedef struct {
   uint64_t addr; /* the buffer's address in the daemon */
   uint64_t size; /* bytes */
 } cpu_map_req_t;
+
+typedef struct {
+  uint32_t id; /* chosen by the daemon */
+  uint32_t pad_;
+  uint64_t addr; /* the chunk's range in the daemon (page-aligned) */
+  uint64_t size; /* bytes (whole pages) */
+} cpu_chunk_req_t;
+
+typedef struct {
+  uint32_t chunk;
+  uint32_t count; /* entries that follow */
+} cpu_bmap_req_t;
+
+typedef struct {
+  uint64_t offset; /* in the chunk's file and from its address: pages */
+  uint64_t size;   /* bytes: whole pages */
+} cpu_bmap_ent_t;
+
+/* Most entries one BMAP or BUNMAP datagram carries. */
+#define CPU_BMAP_MAX                                                           \
+  ((CPU_PROTO_MAX_MSG - sizeof(cpu_req_t) - sizeof(cpu_bmap_req_t)) /          \
+   sizeof(cpu_bmap_ent_t))
 
 typedef struct {
   uint32_t module;

@@ -7,12 +7,14 @@
  * it; this process is that one, so that the daemon survives. The daemon
  * starts it with posix_spawn and talks to it over the SOCK_SEQPACKET socket
  * at fd N, one request and one response at a time; the protocol is in
- * cpu_proto.h. Device buffers are the daemon's memfds, passed here with
- * SCM_RIGHTS and mapped at the address they have in the daemon, so device
- * pointers mean the same in both processes. Kernel modules are shared
- * objects built by cpu_compile.c; they are called through libffi with the
- * signature each module reports (hipd_sig_<name>). Launches run on the
- * worker pool of cpu_sched.c.
+ * cpu_proto.h. Device buffers are ranges of the daemon's buffer chunks
+ * (memfds passed here once each with SCM_RIGHTS, and kept), and zero-copy
+ * buffers the client's memfds; each is mapped at the address it has in the
+ * daemon, so device pointers mean the same in both processes, and the
+ * guard gaps between a chunk's buffers stay PROT_NONE here as there. Kernel
+ * modules are shared objects built by cpu_compile.c; they are called through
+ * libffi with the signature each module reports (hipd_sig_<name>). Launches run
+ * on the worker pool of cpu_sched.c.
  *
  * --reserve: the daemon allocates CPU device buffers inside ADDR..ADDR+SIZE
  * and asks for that range to be reserved here (PROT_NONE) first thing, so
@@ -80,6 +82,13 @@ typedef struct {
   uint64_t addr, size;
 } mapping_t;
 
+/* A chunk of the daemon's buffer arena: its file (kept open) and range. */
+typedef struct {
+  uint32_t id;
+  int fd;
+  uint64_t addr, size;
+} chunk_t;
+
 typedef struct {
   uint32_t id;
   void *handle;
@@ -109,6 +118,8 @@ static struct {
   sched_t *sched;
   mapping_t *maps;
   size_t nmaps, capmaps;
+  chunk_t chunks[CPU_MAX_CHUNKS];
+  size_t nchunks;
   module_t *mods;
   size_t nmods, capmods;
   kernel_t *kerns;
@@ -280,6 +291,16 @@ static void do_map(const uint8_t *p, size_t len, int fd, reply_t *rep)
       return;
     }
   }
+  for (size_t i = 0; i < R.nchunks; i++) {
+    const chunk_t *c = &R.chunks[i];
+    if (req.addr < c->addr + c->size && c->addr < req.addr + req.size) {
+      reply_error(rep, HIPD_EEXIST,
+                  "cannot map %" PRIu64 " bytes at 0x%" PRIx64
+                  ": it overlaps buffer chunk %" PRIu32,
+                  req.size, req.addr, c->id);
+      return;
+    }
+  }
   if (cpu_grow(&R.maps, &R.capmaps, R.nmaps, sizeof(*R.maps)) != 0) {
     reply_error(rep, HIPD_ENOMEM, "MAP: out of memory");
     return;
@@ -333,6 +354,156 @@ static void do_unmap(const uint8_t *p, size_t len, reply_t *rep)
   reply_error(rep, HIPD_ENOENT,
               "no buffer is mapped at 0x%" PRIx64 " in the CPU device runner",
               req.addr);
+}
+
+static chunk_t *chunk_find(uint32_t id)
+{
+  for (size_t i = 0; i < R.nchunks; i++)
+    if (R.chunks[i].id == id)
+      return &R.chunks[i];
+  return NULL;
+}
+
+/* CHUNK: keep the chunk's file (*@p fd, set to -1 when kept) and hold its
+ * range reserved, so that BMAP can map buffers of it there. */
+static void do_chunk(const uint8_t *p, size_t len, int *fd, reply_t *rep)
+{
+  const int anon = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  long page = sysconf(_SC_PAGESIZE);
+  cpu_chunk_req_t req;
+  void *want, *got;
+
+  if (len != sizeof(req) || fd == NULL || *fd < 0) {
+    reply_error(rep, HIPD_EPROTO, "CHUNK: %s",
+                fd == NULL || *fd < 0 ? "no file descriptor attached"
+                                      : "bad payload");
+    return;
+  }
+  memcpy(&req, p, sizeof(req));
+  want = (void *)(uintptr_t)req.addr;
+  if (req.size == 0 || req.addr % (uint64_t)page != 0 ||
+      req.size % (uint64_t)page != 0 || req.addr + req.size < req.addr) {
+    reply_error(rep, HIPD_EINVAL,
+                "chunk %" PRIu32 ": %" PRIu64 " bytes at 0x%" PRIx64
+                " is not a page-aligned, non-empty range",
+                req.id, req.size, req.addr);
+    return;
+  }
+  if (chunk_find(req.id) != NULL) {
+    reply_error(rep, HIPD_EEXIST, "chunk %" PRIu32 " is known already", req.id);
+    return;
+  }
+  if (R.nchunks == CPU_MAX_CHUNKS) {
+    reply_error(rep, HIPD_ELIMIT, "the runner holds %d chunks already",
+                CPU_MAX_CHUNKS);
+    return;
+  }
+  for (size_t i = 0; i < R.nchunks; i++) {
+    const chunk_t *c = &R.chunks[i];
+    if (req.addr < c->addr + c->size && c->addr < req.addr + req.size) {
+      reply_error(rep, HIPD_EEXIST, "chunk %" PRIu32 " overlaps chunk %" PRIu32,
+                  req.id, c->id);
+      return;
+    }
+  }
+  for (size_t i = 0; i < R.nmaps; i++) {
+    const mapping_t *m = &R.maps[i];
+    if (req.addr < m->addr + m->size && m->addr < req.addr + req.size) {
+      reply_error(rep, HIPD_EEXIST,
+                  "chunk %" PRIu32 " overlaps the buffer mapped at 0x%" PRIx64,
+                  req.id, m->addr);
+      return;
+    }
+  }
+  /* Inside our reservation the range is PROT_NONE and ours already;
+   * elsewhere it must be free. Either way it is PROT_NONE afterwards. */
+  got = mmap(
+      want, req.size, PROT_NONE,
+      anon | (in_reserve(req.addr, req.size) ? MAP_FIXED : MAP_FIXED_NOREPLACE),
+      -1, 0);
+  if (got != want) {
+    int e = errno;
+    if (got != MAP_FAILED)
+      munmap(got, req.size);
+    reply_error(rep, HIPD_EBUSY,
+                "cannot reserve chunk %" PRIu32 " (%" PRIu64
+                " bytes at 0x%" PRIx64 ") in the CPU device runner: %s",
+                req.id, req.size, req.addr,
+                got != MAP_FAILED || e == EEXIST ? "that range is in use there"
+                                                 : strerror(e));
+    return;
+  }
+  R.chunks[R.nchunks++] = (chunk_t){req.id, *fd, req.addr, req.size};
+  *fd = -1;
+}
+
+/* BMAP (@p map) and BUNMAP: buffers of a chunk, mapped at chunk address +
+ * offset or made PROT_NONE again. */
+static void do_bmap(const uint8_t *p, size_t len, int map, reply_t *rep)
+{
+  const char *op = map ? "BMAP" : "BUNMAP";
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  cpu_bmap_req_t req;
+  struct stat st;
+  chunk_t *c;
+
+  if (len < sizeof(req)) {
+    reply_error(rep, HIPD_EPROTO, "%s: bad payload", op);
+    return;
+  }
+  memcpy(&req, p, sizeof(req));
+  if (req.count > CPU_BMAP_MAX ||
+      len != sizeof(req) + (size_t)req.count * sizeof(cpu_bmap_ent_t)) {
+    reply_error(rep, HIPD_EPROTO, "%s: bad payload", op);
+    return;
+  }
+  if ((c = chunk_find(req.chunk)) == NULL) {
+    reply_error(rep, HIPD_ENOENT, "%s: no chunk %" PRIu32, op, req.chunk);
+    return;
+  }
+  if (map && fstat(c->fd, &st) != 0) {
+    reply_error(rep, HIPD_EIO, "%s: fstat of chunk %" PRIu32 ": %s", op,
+                req.chunk, strerror(errno));
+    return;
+  }
+  for (uint32_t i = 0; i < req.count; i++) {
+    cpu_bmap_ent_t e;
+    void *at, *got;
+    memcpy(&e, p + sizeof(req) + i * sizeof(e), sizeof(e));
+    at = (void *)(uintptr_t)(c->addr + e.offset);
+    if (e.size == 0 || e.offset % page != 0 || e.size % page != 0 ||
+        e.offset >= c->size || e.size > c->size - e.offset) {
+      reply_error(rep, HIPD_EINVAL,
+                  "%s: %" PRIu64 " bytes at offset %" PRIu64
+                  " are not whole pages of chunk %" PRIu32 " (%" PRIu64
+                  " bytes)",
+                  op, e.size, e.offset, req.chunk, c->size);
+      return;
+    }
+    if (!map) {
+      if (mmap(at, e.size, PROT_NONE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+               0) == MAP_FAILED)
+        mprotect(at, e.size, PROT_NONE);
+      continue;
+    }
+    if ((uint64_t)st.st_size < e.offset + e.size) {
+      reply_error(rep, HIPD_EINVAL,
+                  "BMAP: chunk %" PRIu32 "'s file holds %lld bytes, not "
+                  "offset %" PRIu64 " + %" PRIu64,
+                  req.chunk, (long long)st.st_size, e.offset, e.size);
+      return;
+    }
+    got = mmap(at, e.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+               c->fd, (off_t)e.offset);
+    if (got == MAP_FAILED) {
+      reply_error(rep, errno == ENOMEM ? HIPD_ENOMEM : HIPD_EIO,
+                  "BMAP: cannot map %" PRIu64 " bytes of chunk %" PRIu32
+                  " at 0x%" PRIx64 ": %s",
+                  e.size, req.chunk, c->addr + e.offset, strerror(errno));
+      return;
+    }
+  }
 }
 
 static void do_load(uint8_t *p, size_t len, reply_t *rep)
@@ -693,6 +864,13 @@ static void serve(void)
         case CPU_OP_UNMAP:
           do_unmap(p, len, &rep);
           break;
+        case CPU_OP_CHUNK:
+          do_chunk(p, len, nfds == 1 ? &fds[0] : NULL, &rep);
+          break;
+        case CPU_OP_BMAP:
+        case CPU_OP_BUNMAP:
+          do_bmap(p, len, h.op == CPU_OP_BMAP, &rep);
+          break;
         case CPU_OP_LOAD:
           do_load(p, len, &rep);
           break;
@@ -710,7 +888,8 @@ static void serve(void)
         }
     }
     for (int i = 0; i < nfds; i++)
-      close(fds[i]); /* a mapping keeps its file */
+      if (fds[i] >= 0)
+        close(fds[i]); /* a mapping keeps its file; a chunk kept its fd */
     if (send_reply(h.op, &rep) != 0)
       return;
   }

@@ -46,6 +46,18 @@ typedef struct {
 
 typedef struct {
   uint32_t id;
+  int fd; /* the caller's */
+  void *addr;
+  size_t size;
+} chunk_rec_t;
+
+typedef struct {
+  uint32_t chunk;
+  cpu_bmap_ent_t ent;
+} bmap_rec_t;
+
+typedef struct {
+  uint32_t id;
   char *path;
 } mod_rec_t;
 
@@ -68,6 +80,11 @@ struct cpu_runner {
   unsigned restarts;
   map_rec_t *maps;
   size_t nmaps, capmaps;
+  chunk_rec_t *chunks;
+  size_t nchunks, capchunks;
+  bmap_rec_t *bmaps;
+  size_t nbmaps, capbmaps;
+  cpu_bmap_ent_t batch[CPU_BMAP_MAX]; /* BMAP entries being sent */
   mod_rec_t *mods;
   size_t nmods, capmods;
   kern_rec_t *kerns;
@@ -339,6 +356,26 @@ static int send_map(cpu_runner_t *r, const map_rec_t *m, int32_t *status,
              CONTROL_TIMEOUT_MS, status, p, plen);
 }
 
+static int send_chunk(cpu_runner_t *r, const chunk_rec_t *c, int32_t *status,
+                      const uint8_t **p, size_t *plen)
+{
+  cpu_chunk_req_t req = {
+      .id = c->id, .addr = (uint64_t)(uintptr_t)c->addr, .size = c->size};
+
+  return rpc(r, CPU_OP_CHUNK, &req, sizeof(req), NULL, 0, c->fd,
+             CONTROL_TIMEOUT_MS, status, p, plen);
+}
+
+/* BMAP or BUNMAP (@p op) of the @p n entries in r->batch. */
+static int send_batch(cpu_runner_t *r, uint32_t op, uint32_t chunk, size_t n,
+                      int32_t *status, const uint8_t **p, size_t *plen)
+{
+  cpu_bmap_req_t req = {.chunk = chunk, .count = (uint32_t)n};
+
+  return rpc(r, op, &req, sizeof(req), r->batch, n * sizeof(r->batch[0]), -1,
+             CONTROL_TIMEOUT_MS, status, p, plen);
+}
+
 static int send_load(cpu_runner_t *r, const mod_rec_t *m, int32_t *status,
                      const uint8_t **p, size_t *plen)
 {
@@ -384,6 +421,33 @@ static int runner_start(cpu_runner_t *r, hipd_err_t *err)
   if (rc != 0)
     return rc;
   err_clear(err);
+  for (size_t i = 0; i < r->nchunks; i++) {
+    const chunk_rec_t *c = &r->chunks[i];
+    size_t n = 0;
+    if (send_chunk(r, c, &status, &p, &plen) != RPC_OK)
+      goto dead;
+    if (status < 0) {
+      snprintf(what, sizeof(what), "buffer chunk %" PRIu32, c->id);
+      note_replay(err, what, p, plen);
+      failed = 1;
+      continue;
+    }
+    /* Its buffers, as many to a request as fit. */
+    for (size_t b = 0; b <= r->nbmaps; b++) {
+      if (b < r->nbmaps && r->bmaps[b].chunk == c->id)
+        r->batch[n++] = r->bmaps[b].ent;
+      if (n == 0 || (n < CPU_BMAP_MAX && b < r->nbmaps))
+        continue;
+      if (send_batch(r, CPU_OP_BMAP, c->id, n, &status, &p, &plen) != RPC_OK)
+        goto dead;
+      if (status < 0) {
+        snprintf(what, sizeof(what), "buffers of chunk %" PRIu32, c->id);
+        note_replay(err, what, p, plen);
+        failed = 1;
+      }
+      n = 0;
+    }
+  }
   for (size_t i = 0; i < r->nmaps; i++) {
     if (send_map(r, &r->maps[i], &status, &p, &plen) != RPC_OK)
       goto dead;
@@ -545,6 +609,8 @@ void cpu_runner_stop(cpu_runner_t *r)
   for (size_t i = 0; i < r->nkerns; i++)
     free(r->kerns[i].name);
   free(r->maps);
+  free(r->chunks);
+  free(r->bmaps);
   free(r->mods);
   free(r->kerns);
   free(r->path);
@@ -606,6 +672,127 @@ int cpu_runner_unmap(cpu_runner_t *r, void *addr, hipd_err_t *err)
   if (r->sock >= 0)
     rc = request(r, CPU_OP_UNMAP, &req, sizeof(req), NULL, 0, -1, NULL, &p,
                  &plen, err);
+out:
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int cpu_runner_chunk(cpu_runner_t *r, uint32_t id, int fd, void *addr,
+                     size_t size, hipd_err_t *err)
+{
+  cpu_chunk_req_t req = {
+      .id = id, .addr = (uint64_t)(uintptr_t)addr, .size = size};
+  const uint8_t *p;
+  size_t plen;
+  int rc;
+  err_clear(err);
+
+  if (fd < 0 || addr == NULL || size == 0) {
+    return err_set(err, HIPD_EINVAL,
+                   "cpu_runner_chunk: bad chunk (fd %d, %p, %zu bytes)", fd,
+                   addr, size);
+  }
+  pthread_mutex_lock(&r->lock);
+  for (size_t i = 0; i < r->nchunks; i++) {
+    if (r->chunks[i].id == id) {
+      rc = err_set(err, HIPD_EEXIST, "chunk %" PRIu32 " is known already", id);
+      goto out;
+    }
+  }
+  if (cpu_grow(&r->chunks, &r->capchunks, r->nchunks, sizeof(*r->chunks)) !=
+      0) {
+    rc = err_set(err, HIPD_ENOMEM, "out of memory");
+    goto out;
+  }
+  rc = request(r, CPU_OP_CHUNK, &req, sizeof(req), NULL, 0, fd, NULL, &p, &plen,
+               err);
+  if (rc == 0)
+    r->chunks[r->nchunks++] = (chunk_rec_t){id, fd, addr, size};
+out:
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+/* Is @p chunk on record? Under r->lock. */
+static int chunk_known(const cpu_runner_t *r, uint32_t chunk)
+{
+  for (size_t i = 0; i < r->nchunks; i++)
+    if (r->chunks[i].id == chunk)
+      return 1;
+  return 0;
+}
+
+int cpu_runner_bmap(cpu_runner_t *r, uint32_t chunk, const cpu_bmap_ent_t *ents,
+                    size_t n, hipd_err_t *err)
+{
+  const uint8_t *p;
+  size_t plen;
+  int rc = 0;
+  err_clear(err);
+
+  pthread_mutex_lock(&r->lock);
+  if (!chunk_known(r, chunk)) {
+    rc = err_set(err, HIPD_ENOENT, "no chunk %" PRIu32 " is known", chunk);
+    goto out;
+  }
+  for (size_t done = 0; done < n && rc == 0;) {
+    size_t k = n - done < CPU_BMAP_MAX ? n - done : CPU_BMAP_MAX;
+    while (r->nbmaps + k > r->capbmaps) {
+      if (cpu_grow(&r->bmaps, &r->capbmaps, r->capbmaps, sizeof(*r->bmaps)) !=
+          0) {
+        rc = err_set(err, HIPD_ENOMEM, "out of memory");
+        goto out;
+      }
+    }
+    /* Not through r->batch: a runner (re)started by request() replays
+     * the record through it first. */
+    cpu_bmap_req_t req = {.chunk = chunk, .count = (uint32_t)k};
+    rc = request(r, CPU_OP_BMAP, &req, sizeof(req), ents + done,
+                 k * sizeof(*ents), -1, NULL, &p, &plen, err);
+    if (rc != 0) {
+      /* The entries before the failed one are mapped: take them back, so
+       * that nothing stays mapped that is not on record. */
+      if (r->sock >= 0) {
+        hipd_err_t ignored;
+        request(r, CPU_OP_BUNMAP, &req, sizeof(req), ents + done,
+                k * sizeof(*ents), -1, NULL, &p, &plen, &ignored);
+      }
+      break;
+    }
+    for (size_t i = 0; i < k; i++)
+      r->bmaps[r->nbmaps++] = (bmap_rec_t){chunk, ents[done + i]};
+    done += k;
+  }
+out:
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int cpu_runner_bunmap(cpu_runner_t *r, uint32_t chunk, uint64_t offset,
+                      hipd_err_t *err)
+{
+  const uint8_t *p;
+  size_t plen, i;
+  int rc = 0;
+  err_clear(err);
+
+  pthread_mutex_lock(&r->lock);
+  for (i = 0; i < r->nbmaps; i++)
+    if (r->bmaps[i].chunk == chunk && r->bmaps[i].ent.offset == offset)
+      break;
+  if (i == r->nbmaps) {
+    rc = err_set(err, HIPD_ENOENT,
+                 "no buffer of chunk %" PRIu32 " is mapped at offset %" PRIu64,
+                 chunk, offset);
+    goto out;
+  }
+  cpu_bmap_req_t req = {.chunk = chunk, .count = 1};
+  cpu_bmap_ent_t ent = r->bmaps[i].ent;
+  r->bmaps[i] = r->bmaps[--r->nbmaps];
+  /* A runner that is not running has nothing to unmap. */
+  if (r->sock >= 0)
+    rc = request(r, CPU_OP_BUNMAP, &req, sizeof(req), &ent, sizeof(ent), -1,
+                 NULL, &p, &plen, err);
 out:
   pthread_mutex_unlock(&r->lock);
   return rc;

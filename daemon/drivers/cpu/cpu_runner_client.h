@@ -2,13 +2,13 @@
  * kernel runner (hipd-cpu-runner).
  *
  * A cpu_runner_t owns one runner process, started with posix_spawn, and the
- * record of what the runner must hold: the buffer mappings, the loaded
- * modules and the kernels looked up in them. When the runner dies (a kernel
- * crashed, called exit, or ran past the launch timeout), the request that
- * was in flight fails with a message naming the cause, the child is reaped,
- * and a new runner is started and given every mapping, module and kernel
- * again, with the same ids; buffers survive because the daemon holds their
- * memfds. If that restart fails, the next request tries again.
+ * record of what the runner must hold: the buffer chunks and mappings, the
+ * loaded modules and the kernels looked up in them. When the runner dies (a
+ * kernel crashed, called exit, or ran past the launch timeout), the request
+ * that was in flight fails with a message naming the cause, the child is
+ * reaped, and a new runner is started and given every mapping, module and
+ * kernel again, with the same ids; buffers survive because the daemon holds
+ * their memfds. If that restart fails, the next request tries again.
  *
  * Thread safety: every function may be called from any thread; requests
  * are serialized on the runner (one at a time, under a mutex), so a launch
@@ -80,6 +80,39 @@ int cpu_runner_map(cpu_runner_t *r, int fd, void *addr, size_t size,
 
 /** Remove the mapping made at @p addr. @return 0 or HIPD_ENOENT. */
 int cpu_runner_unmap(cpu_runner_t *r, void *addr, hipd_err_t *err);
+
+/**
+ * Give the runner buffer chunk @p id: memfd @p fd, which spans
+ * [@p addr, @p addr + @p size) in the caller (page-aligned; the runner
+ * holds the range PROT_NONE, inside cfg.reserve_addr/size or else where it
+ * is free). The runner keeps its own descriptor of the file, one per chunk.
+ * @p fd stays the caller's and must stay open while the runner lives (a
+ * restarted runner is given it again); chunks are never removed.
+ * @return 0, HIPD_EEXIST (@p id known, or the range overlaps a chunk or a
+ *         mapping), HIPD_EBUSY (the range is in use in the runner),
+ *         HIPD_ELIMIT (CPU_MAX_CHUNKS), HIPD_EINVAL.
+ */
+int cpu_runner_chunk(cpu_runner_t *r, uint32_t id, int fd, void *addr,
+                     size_t size, hipd_err_t *err);
+
+/**
+ * Map @p n buffers of chunk @p chunk in the runner: each entry the file
+ * range [offset, offset + size) (whole pages) at the chunk's address +
+ * offset. The caller keeps them apart and never maps a range twice; the
+ * runner checks only that they lie in the chunk. They go CPU_BMAP_MAX to
+ * a request; on failure, those of the failed request are neither mapped
+ * nor on record, those of the requests before stay (none when @p n <=
+ * CPU_BMAP_MAX).
+ * @return 0, HIPD_ENOENT (unknown chunk), HIPD_EINVAL, HIPD_ENOMEM.
+ */
+int cpu_runner_bmap(cpu_runner_t *r, uint32_t chunk, const cpu_bmap_ent_t *ents,
+                    size_t n, hipd_err_t *err);
+
+/** Unmap the buffer of @p chunk mapped at @p offset (its range is
+ *  PROT_NONE in the runner again). Linear in the number of buffers on
+ *  record. @return 0 or HIPD_ENOENT. */
+int cpu_runner_bunmap(cpu_runner_t *r, uint32_t chunk, uint64_t offset,
+                      hipd_err_t *err);
 
 /**
  * Load the kernel module (a shared object from cpu_compile()) at
