@@ -10,9 +10,12 @@
 #include "config.h"
 
 #include <check.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -176,6 +179,132 @@ out:
 }
 END_TEST
 
+/* ------------------------------------------- another tenant's fault */
+
+#define FAULT_USER "hipd_ft_a"
+
+/* The first GPU device, or -1. */
+static int first_gpu(hipd_conn_t *c)
+{
+  hipd_info_t *info;
+  int ndev = 0;
+
+  if (hipd_device_count(c, &ndev) != 0)
+    return -1;
+  for (int dev = 0; dev < ndev; dev++) {
+    int is_cpu = 1;
+    if (hipd_device_get(c, dev, &info) != 0)
+      continue;
+    hipd_info_bool(info, "is_cpu", &is_cpu);
+    hipd_info_free(info);
+    if (!is_cpu)
+      return dev;
+  }
+  return -1;
+}
+
+/* In a child that became FAULT_USER: launch the faulting kernel on @p gpu
+ * and exit 0 once the fault was reported. */
+static void fault_as_other_uid(const char *socket, int gpu)
+{
+  struct passwd *pw = getpwnam(FAULT_USER);
+  hipd_conn_t *a = NULL;
+  hipd_buffer_t ba;
+  hipd_kernel_t kf;
+  hipd_args_t *args;
+  uint32_t one[3] = {1, 1, 1};
+  int rc;
+
+  if (pw == NULL || initgroups(FAULT_USER, pw->pw_gid) != 0 ||
+      setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
+    _exit(10);
+  if (hipd_connect(socket, &a) != 0)
+    _exit(11);
+  hipd_set_timeout(a, 60000);
+  if (hipd_mem_alloc(a, gpu, 16, "int32", &ba) != 0 ||
+      hipd_kernel_compile(a, gpu, fault_src, "fault", NULL, &kf, NULL) != 0)
+    _exit(12);
+  args = hipd_args_new();
+  hipd_args_buffer(args, ba, 0);
+  hipd_args_i32(args, 0);
+  rc = hipd_kernel_launch(a, kf, one, one, 0, 0, args);
+  if (rc == 0)
+    rc = hipd_device_synchronize(a, gpu);
+  _exit(rc == HIPD_EDEVLOST || rc == HIPD_ELAUNCH ? 0 : 13);
+}
+
+/* Tenant A (another uid) faults the GPU while tenant B (root) has a
+ * buffer there and keeps working: B loses nothing. With --mps @p mps. */
+static void other_tenant_fault(const char *mps)
+{
+  const char *args[] = {"--cache-dir", "",      "--socket-mode",
+                        "0666",        "--mps", mps,
+                        "--log-level", "debug", NULL};
+  harness_daemon_t *dd;
+  hipd_conn_t *b = NULL;
+  hipd_buffer_t bb;
+  int gpu, x = 4242, y = 0, status;
+  pid_t pid;
+
+  if (geteuid() != 0) {
+    printf("check_faults: another tenant's fault: needs root (test user)\n");
+    return;
+  }
+  if (getpwnam(FAULT_USER) == NULL &&
+      system("useradd -M -N -s /usr/sbin/nologin " FAULT_USER
+             " >/dev/null 2>&1") != 0) {
+    printf("check_faults: cannot create " FAULT_USER "\n");
+    return;
+  }
+  dd = harness_startv(args);
+  ck_assert_ptr_nonnull(dd);
+  ck_assert_int_eq(harness_share_socket(dd), 0);
+  ck_assert_int_eq(hipd_connect(dd->socket, &b), 0);
+  hipd_set_timeout(b, 60000);
+  if ((gpu = first_gpu(b)) < 0) {
+    printf("check_faults: no GPU device: nothing to fault\n");
+    goto out;
+  }
+  if (strcmp(mps, "on") == 0 && !harness_log_contains(dd, "MPS active")) {
+    printf("check_faults: --mps on did not start MPS here\n");
+  }
+  fill_and_check(b, gpu, 10);
+  ck_assert_int_eq(hipd_mem_alloc(b, gpu, 16, "int32", &bb), 0);
+  ck_assert_int_eq(hipd_mem_write(b, bb, 0, &x, sizeof(x)), 0);
+  pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0)
+    fault_as_other_uid(dd->socket, gpu);
+  /* B works while A faults. */
+  for (int i = 0; i < 20; i++)
+    fill_and_check(b, gpu, 100 + i);
+  ck_assert(waitpid(pid, &status, 0) == pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "tenant A's fault was not reported to A (child status %d)",
+                status);
+  /* B's buffer and context are intact; B keeps working. */
+  ck_assert_int_eq(hipd_mem_read(b, bb, 0, &y, sizeof(y)), 0);
+  ck_assert_int_eq(y, x);
+  fill_and_check(b, gpu, 500);
+  ck_assert_int_eq(hipd_mem_free(b, bb), 0);
+out:
+  hipd_close(b);
+  ck_assert_int_eq(harness_stop(dd), 0);
+  harness_free(dd);
+}
+
+START_TEST(test_other_tenant_fault)
+{
+  other_tenant_fault("off");
+}
+END_TEST
+
+START_TEST(test_other_tenant_fault_mps)
+{
+  other_tenant_fault("on");
+}
+END_TEST
+
 static void setup(void)
 {
   d = harness_start("--cache-dir", "", "--log-level", "debug", NULL);
@@ -199,6 +328,12 @@ int main(void)
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_gpu_fault);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("tenants");
+  tcase_set_timeout(tc, 180);
+  tcase_add_test(tc, test_other_tenant_fault);
+  if (getenv("HIPD_TEST_MPS") != NULL)
+    tcase_add_test(tc, test_other_tenant_fault_mps);
   suite_add_tcase(s, tc);
   sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
