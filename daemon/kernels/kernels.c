@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "compile/compile_pool.h"
 #include "hipd.h"
 #include "kernels/kernels.h"
 #include "log.h"
@@ -384,17 +385,27 @@ static void lookup_start(build_t *b)
 
 /* ------------------------------------------------------------ compiling */
 
+/* A compile pool thread: compile in its sandboxed helper. */
 static int compile_cb(void *arg, void **out, size_t *len, char *log,
                       size_t logsz)
 {
   build_t *b = arg;
   const char *names[1] = {b->name};
-  int rc = b->drv->compile(b->drv, b->arch, b->source, b->source_len, names, 1,
-                           (const char *const *)b->opts, b->nopts, out, len,
-                           log, logsz);
+  compile_req_t req = {.driver = b->drv->name,
+                       .arch = b->arch,
+                       .source = b->source,
+                       .source_len = b->source_len,
+                       .names = names,
+                       .nnames = 1,
+                       .opts = (const char *const *)b->opts,
+                       .nopts = b->nopts};
+  compile_out_t res = {.log = log, .logsz = logsz};
+  int rc = compile_run(&req, &res);
 
-  if (rc != 0 && log[0] == '\0')
-    snprintf(log, logsz, "%s", drv_last_error());
+  if (rc == 0) {
+    *out = res.image;
+    *len = res.image_len;
+  }
   return rc;
 }
 
@@ -423,6 +434,7 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
 {
   build_t *b = calloc(1, sizeof(*b));
   cache_keyer_t *k;
+  const char *compiler;
   int fail = 0, rc;
 
   if (b == NULL) {
@@ -466,6 +478,18 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
     return;
   }
 
+  /* The compiler id the helpers reported: the daemon never asks a
+   * compiler itself. */
+  compiler = compile_pool_compiler_id(b->drv->name);
+  if (compiler == NULL) {
+    snprintf(b->err, sizeof(b->err),
+             "no compile helper compiles for the %s driver (architecture "
+             "'%s')",
+             b->drv->name, b->arch);
+    finish(b, HIPD_ENOTSUP);
+    return;
+  }
+
   /* Everything that changes the binary is in the key. */
   rc = cache_keyer_create(&k);
   if (rc != 0) {
@@ -483,7 +507,7 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
   cache_keyer_add_str(k, "arch", b->arch);
   cache_keyer_add_str(k, "driver", b->drv->name);
   cache_keyer_add_str(k, "platform", b->drv->platform);
-  cache_keyer_add_str(k, "compiler", b->drv->compiler_id(b->drv));
+  cache_keyer_add_str(k, "compiler", compiler);
   cache_keyer_add_str(k, "prelude", KERNELS_PRELUDE_VERSION);
   cache_keyer_finish(k, &b->res.key);
 

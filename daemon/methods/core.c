@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compile/compile_pool.h"
 #include "device.h"
 #include "log.h"
 #include "methods.h"
@@ -72,12 +73,47 @@ int m_ping(call_t *c)
   return 0;
 }
 
+/* The compile pool and the protections of its helpers. */
+static void pack_compile(msgpack_packer *pk)
+{
+  compile_pool_stats_t st;
+
+  compile_pool_get_stats(&st);
+  msgpack_pack_map(pk, 13);
+  proto_pack_cstr(pk, "jobs");
+  msgpack_pack_uint32(pk, st.jobs);
+  proto_pack_cstr(pk, "timeout_s");
+  msgpack_pack_uint32(pk, st.timeout_s);
+  proto_pack_cstr(pk, "busy");
+  msgpack_pack_uint32(pk, st.busy);
+  proto_pack_cstr(pk, "queued");
+  msgpack_pack_uint32(pk, st.queued);
+  proto_pack_cstr(pk, "helpers");
+  msgpack_pack_uint32(pk, st.helpers);
+  proto_pack_cstr(pk, "started");
+  msgpack_pack_uint64(pk, st.started);
+  proto_pack_cstr(pk, "restarts");
+  msgpack_pack_uint64(pk, st.restarts);
+  proto_pack_cstr(pk, "compiles");
+  msgpack_pack_uint64(pk, st.compiles);
+  proto_pack_cstr(pk, "timeouts");
+  msgpack_pack_uint64(pk, st.timeouts);
+  proto_pack_cstr(pk, "crashes");
+  msgpack_pack_uint64(pk, st.crashes);
+  proto_pack_cstr(pk, "fsview");
+  proto_pack_cstr(pk, st.fsview_name ? st.fsview_name : "none");
+  proto_pack_cstr(pk, "uid");
+  msgpack_pack_int64(pk, st.uid);
+  proto_pack_cstr(pk, "not_applied");
+  proto_pack_cstr(pk, st.sandbox);
+}
+
 int m_daemon_info(call_t *c)
 {
   daemon_t *d = c->s->d;
   msgpack_packer *pk = call_result(c);
 
-  msgpack_pack_map(pk, 10);
+  msgpack_pack_map(pk, 11);
   proto_pack_cstr(pk, "name");
   proto_pack_cstr(pk, PACKAGE_NAME);
   proto_pack_cstr(pk, "version");
@@ -96,6 +132,8 @@ int m_daemon_info(call_t *c)
   pack_features(pk);
   proto_pack_cstr(pk, "socket");
   proto_pack_cstr(pk, d->cfg.socket_path);
+  proto_pack_cstr(pk, "compile");
+  pack_compile(pk);
   proto_pack_cstr(pk, "limits");
   msgpack_pack_map(pk, 16);
   proto_pack_cstr(pk, "max_message");
