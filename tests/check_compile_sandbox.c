@@ -70,6 +70,16 @@ static int refused(const char *msg, const char *fsview)
   return strstr(msg, "No such file or directory") != NULL;
 }
 
+/* hiprtc (clang) and NVRTC say it their own ways, the same in either
+ * view: "'/etc/shadow' file not found", "cannot open file '/etc/shadow':
+ * Permission denied", "cannot open source file". */
+static int rtc_refused(const char *msg)
+{
+  return strstr(msg, "file not found") != NULL ||
+         strstr(msg, "Permission denied") != NULL ||
+         strstr(msg, "cannot open source file") != NULL;
+}
+
 /* Compile @p src on @p dev: it must fail to compile; return the log. */
 static char *compile_fails(hipd_conn_t *conn, int dev, const char *src)
 {
@@ -123,6 +133,44 @@ static void check_reads_blocked(harness_daemon_t *d)
                   fsview, paths[i], log);
     no_leak(log, paths[i]);
     free(log);
+  }
+  /* hiprtc / NVRTC, in the helper too, where this hipd has them: no GPU
+   * is needed to compile for one. */
+  {
+    hipd_info_t *info = NULL;
+    const char *arch = NULL;
+
+    OK(conn, hipd_daemon_info(conn, &info));
+    if (info_has_str(info, "features", "hip-amd"))
+      arch = "gfx90a";
+    else if (info_has_str(info, "features", "hip-nvidia"))
+      arch = "sm_90";
+    hipd_info_free(info);
+    for (size_t i = 0; arch != NULL && i < sizeof(paths) / sizeof(paths[0]);
+         i++) {
+      const char *msg;
+
+      snprintf(src, sizeof(src), "#include \"%s\"\n%s", paths[i], MARK_KERNEL);
+      EXPECT(conn, hipd_kernel_compile_for(conn, arch, src, "k", NULL, 0, NULL),
+             HIPD_ECOMPILE);
+      msg = hipd_last_error(conn);
+      ck_assert_msg(rtc_refused(msg),
+                    "%s: %s: an include of %s is not refused: %s", fsview, arch,
+                    paths[i], msg);
+      no_leak(msg, paths[i]);
+      /* In device code the assembler would read it. */
+      snprintf(src, sizeof(src),
+               "extern \"C\" __global__ void k(int *p)\n"
+               "{\n  asm volatile(\".incbin \\\"%s\\\"\");\n"
+               "  p[0] = 1;\n}\n",
+               paths[i]);
+      EXPECT(conn, hipd_kernel_compile_for(conn, arch, src, "k", NULL, 0, NULL),
+             HIPD_ECOMPILE);
+      no_leak(hipd_last_error(conn), paths[i]);
+    }
+    if (arch == NULL)
+      printf("check_compile_sandbox: no HIP driver in this hipd: hiprtc "
+             "reads not tested\n");
   }
   /* hipd's header still resolves: a kernel compiles and runs. */
   {

@@ -103,6 +103,7 @@ typedef struct {
   const char *tmp;
   const char *fsview; /* auto, mountns, landlock */
   const char *header; /* the CPU device header (resolved) */
+  pid_t ppid;         /* the daemon */
 } opts_t;
 
 static const char *opt_value(const char *arg, const char *name)
@@ -312,6 +313,10 @@ static int view_enter(const opts_t *o, uid_t uid, gid_t gid, char *why,
     spec.profile = SANDBOX_PROFILE_COMPILER;
     if (sandbox_enter(&spec, &err) < 0)
       fprintf(stderr, "hipd-compile: sandbox (outer process): %s\n", err.msg);
+    /* The id change cleared the parent-death signal. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != o->ppid)
+      _exit(0);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
       ;
     _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
@@ -645,7 +650,8 @@ int main(int argc, char **argv)
   parse_args(argc, argv, &o);
   fcntl(o.fd, F_SETFD, FD_CLOEXEC); /* never inherited by a compiler */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1)
+  o.ppid = getppid();
+  if (o.ppid == 1)
     _exit(0); /* the daemon is gone already */
   signal(SIGPIPE, SIG_IGN);
 
@@ -714,6 +720,11 @@ int main(int argc, char **argv)
     die("chdir: %s", strerror(errno));
   if (sandbox_enter(&spec, &err) < 0)
     die("sandbox: %s", err.msg);
+  /* The id change cleared the parent-death signal: set it again (in the
+   * pid namespace the parent is the outer process, which has it too). */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (fsview != CP_FSVIEW_MOUNTNS && getppid() != o.ppid)
+    _exit(0);
   if (why[0] != '\0')
     snprintf(note, sizeof(note), "no mount namespace (%s); %s", why, err.msg);
   else
