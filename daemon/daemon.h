@@ -76,6 +76,10 @@ typedef struct daemon_config {
   char *cache_dir;           /* kernel cache directory, "" for none */
   uint64_t cache_size;       /* its cap in bytes */
   uint32_t cpu_kernel_timeout_ms; /* CPU-device launch limit, 0: none */
+  uint32_t compile_jobs;          /* compile helpers, 0: min(4, CPUs) */
+  uint32_t compile_timeout_s;     /* per compile, 0: 120 */
+  char *compile_user;             /* helpers' account, NULL: default */
+  uint64_t compile_mem;           /* helpers' address space, 0: 4 GiB */
   int busy_poll_us; /* spin before sleeping (loop, workers); -1: auto */
   int gpu_wait;     /* hip_driver_set_wait() mode */
   /* Per tenant (one uid, all its sessions together); 0: no limit. */

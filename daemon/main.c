@@ -21,6 +21,7 @@
 #endif
 
 #include "bufpool.h"
+#include "compile/compile_pool.h"
 #include "daemon.h"
 #include "device.h"
 #include "drivers/cpu/cpu.h"
@@ -120,6 +121,14 @@ static void usage(FILE *f)
       "      --cache-size BYTES   cache cap, on disk and in memory (1G)\n"
       "      --cpu-kernel-timeout MS  stop a CPU-device kernel running\n"
       "                           longer (600000; 0: no limit)\n"
+      "      --compile-jobs N     compiles at once, each in its own sandboxed\n"
+      "                           hipd-compile helper (default: min(4, CPUs))\n"
+      "      --compile-timeout S  stop a compile running longer (120)\n"
+      "      --compile-user NAME  the account compile helpers run as when\n"
+      "                           hipd is root (default: hipd-compile, else\n"
+      "                           nobody; never root)\n"
+      "      --compile-mem BYTES  address space of a compile helper and of\n"
+      "                           each compiler process (4G)\n"
       "      --gpu-wait MODE      how device workers wait for a GPU: auto\n"
       "                           (the runtime's choice, default), spin,\n"
       "                           yield or block\n"
@@ -181,6 +190,10 @@ enum {
   OPT_WORKER_LINGER,
   OPT_MPS,
   OPT_WORKER,
+  OPT_COMPILE_JOBS,
+  OPT_COMPILE_TIMEOUT,
+  OPT_COMPILE_USER,
+  OPT_COMPILE_MEM,
 };
 
 static int parse_options(int argc, char **argv, daemon_config_t *cfg)
@@ -222,6 +235,10 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       {"worker-linger", required_argument, NULL, OPT_WORKER_LINGER},
       {"mps", required_argument, NULL, OPT_MPS},
       {"worker", required_argument, NULL, OPT_WORKER},
+      {"compile-jobs", required_argument, NULL, OPT_COMPILE_JOBS},
+      {"compile-timeout", required_argument, NULL, OPT_COMPILE_TIMEOUT},
+      {"compile-user", required_argument, NULL, OPT_COMPILE_USER},
+      {"compile-mem", required_argument, NULL, OPT_COMPILE_MEM},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -351,6 +368,29 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
     }
     case OPT_STRICT_ALLOW:
       cfg->strict_allow = 1;
+      break;
+    case OPT_COMPILE_JOBS:
+      if (util_parse_size(optarg, 1, 256, &v) != 0)
+        goto bad;
+      cfg->compile_jobs = (uint32_t)v;
+      break;
+    case OPT_COMPILE_TIMEOUT:
+      if (util_parse_size(optarg, 1, 86400, &v) != 0)
+        goto bad;
+      cfg->compile_timeout_s = (uint32_t)v;
+      break;
+    case OPT_COMPILE_USER:
+      if (optarg[0] == '\0' || strlen(optarg) > 32 ||
+          strcmp(optarg, "root") == 0)
+        goto bad;
+      free(cfg->compile_user);
+      cfg->compile_user = strdup(optarg);
+      break;
+    case OPT_COMPILE_MEM:
+      if (util_parse_size(optarg, (uint64_t)64 << 20, (uint64_t)1 << 40, &v) !=
+          0)
+        goto bad;
+      cfg->compile_mem = v;
       break;
     case OPT_DEVICES:
       free(cfg->devices);
@@ -527,7 +567,7 @@ static void abandon_cb(uv_timer_t *t)
  * the loop alive itself. */
 static void stop_compiles(daemon_t *d)
 {
-  unsigned killed = cpu_compile_stop_all();
+  unsigned killed = cpu_compile_stop_all() + compile_pool_stop_all();
 
   if (cache_pending() == 0)
     return;
@@ -883,6 +923,25 @@ int main(int argc, char **argv)
       return 1;
     }
   }
+  if (d->role != ROLE_WORKER) {
+    /* The listener (or the single process) compiles, in helpers; a
+     * worker asks its listener. */
+    hipd_err_t err;
+    compile_pool_cfg_t ccfg = {.jobs = d->cfg.compile_jobs,
+                               .timeout_s = d->cfg.compile_timeout_s,
+                               .user = d->cfg.compile_user,
+                               .mem_limit = d->cfg.compile_mem,
+                               .probe = 1};
+    compile_pool_stats_t cst;
+    if (compile_pool_init(&ccfg, d->loop, &err) != 0) {
+      log_error(0, "not started: %s", err.msg);
+      return 1;
+    }
+    compile_pool_get_stats(&cst);
+    log_info(0, "compile helpers: %u, as uid %lld, file system view: %s%s%s",
+             cst.jobs, (long long)cst.uid, cst.fsview_name,
+             cst.sandbox[0] ? "; not applied: " : "", cst.sandbox);
+  }
   if (d->role == ROLE_LISTENER) {
     hipd_err_t err;
     struct passwd pwb, *pw = NULL;
@@ -920,6 +979,7 @@ int main(int argc, char **argv)
     }
   } else if ((rc = server_start(d)) != 0) {
     server_stop(d, 0);
+    compile_pool_shutdown();
     exec_bridge_close();
     uv_close((uv_handle_t *)&sig_int, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
@@ -957,6 +1017,8 @@ int main(int argc, char **argv)
     fflush(NULL);
     _exit(0);
   }
+  /* The helpers are killed, the pool's threads joined. */
+  compile_pool_shutdown();
   /* Anything left (should be nothing) is closed before the loop goes. */
   uv_walk(d->loop, close_walk_cb, NULL);
   uv_run(d->loop, UV_RUN_DEFAULT);
@@ -977,6 +1039,7 @@ int main(int argc, char **argv)
              exec_outstanding());
   cache_shutdown();
   free(d->cfg.cache_dir);
+  free(d->cfg.compile_user);
   free(d->cfg.devices);
   policy_free(d);
   free(d->cfg.allow_users);

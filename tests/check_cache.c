@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "compile/compile_pool.h"
 #include "hipd.h"
 #include "kernels/cache.h"
 
@@ -102,6 +103,13 @@ static void setup(void)
   snprintf(dir, sizeof(dir), "%s/cache-XXXXXX", base ? base : "/tmp");
   ck_assert_ptr_nonnull(mkdtemp(dir));
   uv_loop_init(&loop);
+  /* Misses run on the compile pool's threads (no helper is started: the
+   * compile functions here run in the test). */
+  {
+    compile_pool_cfg_t cfg = {.jobs = 4};
+    hipd_err_t err;
+    ck_assert_msg(compile_pool_init(&cfg, &loop, &err) == 0, "%s", err.msg);
+  }
   compiles = 0;
   compile_delay_ms = 0;
 }
@@ -110,6 +118,7 @@ static void teardown(void)
 {
   char cmd[300];
 
+  compile_pool_shutdown();
   cache_shutdown();
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);

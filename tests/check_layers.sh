@@ -24,13 +24,13 @@ layer_of()
   session.c | session.h | resources.c | resources.h | profile.c | profile.h | \
     tenants.c | tenants.h | policy.c | policy.h) echo 6 ;;
   objects/*) echo 7 ;;
-  kernels/*) echo 8 ;;
+  kernels/* | compile/*) echo 8 ;;
   device.c | device.h | shm.c | shm.h) echo 9 ;;
   executor.c | executor.h) echo 10 ;;
   drivers/*) echo 11 ;;
   codegen/*) echo 12 ;;
   log.c | log.h | handles.c | handles.h | bufpool.c | bufpool.h | \
-    sanitize.h | daemon.h | util/*) echo 13 ;;
+    sanitize.h | daemon.h | util/* | sandbox/*) echo 13 ;;
   *) echo "" ;;
   esac
 }

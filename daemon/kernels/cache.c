@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "compile/compile_pool.h"
 #include "hipd.h"
 #include "log.h"
 
@@ -71,7 +72,8 @@ typedef struct waiter {
 } waiter_t;
 
 typedef struct pending {
-  uv_work_t work;
+  uv_work_t work;    /* the disk load, on libuv's pool */
+  compile_job_t job; /* a miss, on the compile pool */
   cache_key_t key;
   cache_compile_fn fn;
   void *arg;
@@ -592,19 +594,28 @@ unsigned cache_pending(void)
   return C.npending;
 }
 
-static void get_work(uv_work_t *w)
+/* libuv's pool: look for the entry on disk. A miss is compiled on the
+ * compile pool next (load_after). */
+static void load_work(uv_work_t *w)
 {
   pending_t *p = (pending_t *)w;
+  int why = DISK_OK;
 
   p->log[0] = '\0';
-  if (C.dir != NULL && !p->refresh) {
-    int why = DISK_OK;
-    if (disk_load(&p->key, &p->data, &p->len, &why) == 0) {
-      p->source = CACHE_HIT_DISK;
-      return;
-    }
-    p->corrupt = why;
+  if (disk_load(&p->key, &p->data, &p->len, &why) == 0) {
+    p->source = CACHE_HIT_DISK;
+    return;
   }
+  p->corrupt = why;
+  p->source = CACHE_MISS;
+}
+
+/* A compile pool thread: compile, and store the result on disk. */
+static void compile_job_run(compile_job_t *job)
+{
+  pending_t *p = (pending_t *)((char *)job - offsetof(pending_t, job));
+
+  p->log[0] = '\0';
   p->source = CACHE_MISS;
   p->status = p->fn(p->arg, &p->data, &p->len, p->log, sizeof(p->log));
   if (p->status == 0 && C.dir != NULL &&
@@ -614,15 +625,13 @@ static void get_work(uv_work_t *w)
   }
 }
 
-static void get_after(uv_work_t *w, int status)
+/* The request is over (loop thread): record it, answer every waiter. */
+static void pending_finish(pending_t *p)
 {
-  pending_t *p = (pending_t *)w;
   cache_blob_t *blob = NULL;
   int first = 1;
 
   pending_remove(p);
-  if (status != 0 && p->status == 0)
-    p->status = HIPD_ECANCELED;
   if (p->corrupt) {
     char hex[2 * CACHE_KEY_SIZE + 1];
     disk_entry_t *e = disk_find(&p->key);
@@ -673,6 +682,45 @@ static void get_after(uv_work_t *w, int status)
   if (blob != NULL)
     cache_blob_unref(blob);
   free(p);
+}
+
+static void compile_job_done(compile_job_t *job)
+{
+  pending_finish((pending_t *)((char *)job - offsetof(pending_t, job)));
+}
+
+/* Compile @p p on the compile pool (loop thread). */
+static void compile_start(pending_t *p)
+{
+  int rc;
+
+  p->job.run = compile_job_run;
+  p->job.done = compile_job_done;
+  rc = compile_pool_submit(&p->job);
+  if (rc != 0) {
+    p->status = rc;
+    snprintf(p->log, sizeof(p->log), "%s",
+             rc == HIPD_ESHUTDOWN ? "hipd is stopping: no compile starts"
+                                  : "the compile pool refused the compile");
+    pending_finish(p);
+  }
+}
+
+static void load_after(uv_work_t *w, int status)
+{
+  pending_t *p = (pending_t *)w;
+
+  if (status != 0) {
+    p->status = HIPD_ECANCELED;
+    snprintf(p->log, sizeof(p->log), "canceled");
+    pending_finish(p);
+    return;
+  }
+  if (p->source == CACHE_HIT_DISK) {
+    pending_finish(p);
+    return;
+  }
+  compile_start(p);
 }
 
 void cache_get(const cache_key_t *key, cache_compile_fn fn, void *arg,
@@ -735,7 +783,10 @@ void cache_get_flags(const cache_key_t *key, int flags, cache_compile_fn fn,
   p->hnext = C.pending[bucket(key)];
   C.pending[bucket(key)] = p;
   C.npending++;
-  uv_queue_work(C.loop, &p->work, get_work, get_after);
+  if (C.dir == NULL || p->refresh)
+    compile_start(p);
+  else
+    uv_queue_work(C.loop, &p->work, load_work, load_after);
 }
 
 int cache_has(const cache_key_t *key)

@@ -12,8 +12,10 @@
  * or entry that is a symbolic link, not hipd's euid's, or writable by
  * group or others. A size cap evicts the least recently used
  * entries. Concurrent requests for one key cause one compilation: the
- * others wait for it. Compilation and disk I/O run on libuv's thread pool,
- * never on the loop thread; everything else here is loop-thread only.
+ * others wait for it. Disk loads run on libuv's thread pool, compiles (and
+ * the disk writes of their results) on the compile pool's threads
+ * (compile/compile_pool.h), never on the loop thread nor in libuv's pool;
+ * everything else here is loop-thread only.
  */
 #ifndef HIPD_CACHE_H
 #define HIPD_CACHE_H
@@ -67,7 +69,7 @@ typedef enum {
   CACHE_WAITED,     /* another request compiled or loaded it meanwhile */
 } cache_source_t;
 
-/* Compile on a pool thread: on success set *out (malloc'd bytes, passed to
+/* Compile on a compile pool thread (it may call compile_run()): on success set *out (malloc'd bytes, passed to
  * the cache) and *len and return 0; on failure return a negative code and
  * write the compiler's log into @p log. */
 typedef int (*cache_compile_fn)(void *arg, void **out, size_t *len, char *log,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "compile/compile_pool.h"
 #include "hipd.h"
 #include "kernels/kernels.h"
 #include "log.h"
@@ -397,11 +398,22 @@ int kernels_compile(const driver_t *drv, const char *arch, const char *src,
                     const char *const *opts, size_t nopts, void **out,
                     size_t *outlen, char *log, size_t logsz)
 {
-  int rc = drv->compile((driver_t *)drv, arch, src, len, names, nnames, opts,
-                        nopts, out, outlen, log, logsz);
+  /* In this thread's sandboxed helper (a compile pool thread). */
+  compile_req_t req = {.driver = drv->name,
+                       .arch = arch,
+                       .source = src,
+                       .source_len = len,
+                       .names = names,
+                       .nnames = nnames,
+                       .opts = opts,
+                       .nopts = nopts};
+  compile_out_t res = {.log = log, .logsz = logsz};
+  int rc = compile_run(&req, &res);
 
-  if (rc != 0 && log[0] == '\0')
-    snprintf(log, logsz, "%s", drv_last_error());
+  if (rc == 0) {
+    *out = res.image;
+    *outlen = res.image_len;
+  }
   return rc;
 }
 
@@ -433,12 +445,28 @@ void kernels_set_fetch(kernels_fetch_fn fn)
 static void (*remote_stats)(kernels_stats_done_fn, void *);
 static void (*remote_clear)(uid_t, kernels_clear_done_fn, void *);
 
+static void (*remote_cstats)(kernels_cstats_done_fn, void *);
+
 void kernels_set_cache_remote(void (*stats)(kernels_stats_done_fn, void *),
                               void (*clear)(uid_t, kernels_clear_done_fn,
-                                            void *))
+                                            void *),
+                              void (*cstats)(kernels_cstats_done_fn, void *))
 {
   remote_stats = stats;
   remote_clear = clear;
+  remote_cstats = cstats;
+}
+
+void kernels_compile_stats(kernels_cstats_done_fn done, void *ctx)
+{
+  compile_pool_stats_t st;
+
+  if (remote_cstats != NULL) {
+    remote_cstats(done, ctx);
+    return;
+  }
+  compile_pool_get_stats(&st);
+  done(ctx, 0, &st);
 }
 
 void kernels_cache_stats(kernels_stats_done_fn done, void *ctx)
@@ -465,6 +493,7 @@ void kernels_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
 
 int kernels_key(const kernels_key_in_t *in, cache_key_t *out)
 {
+  const char *compiler;
   cache_keyer_t *k;
   int rc = cache_keyer_create(&k);
 
@@ -477,7 +506,11 @@ int kernels_key(const kernels_key_in_t *in, cache_key_t *out)
   cache_keyer_add_str(k, "arch", in->arch);
   cache_keyer_add_str(k, "driver", in->drv->name);
   cache_keyer_add_str(k, "platform", in->drv->platform);
-  cache_keyer_add_str(k, "compiler", in->drv->compiler_id((driver_t *)in->drv));
+  /* The id the compile helpers reported: this process never asks a
+   * compiler. A worker, which has no helpers, keys with "" and then
+   * takes its listener's key (kernels_fetch_t.key). */
+  compiler = compile_pool_compiler_id(in->drv->name);
+  cache_keyer_add_str(k, "compiler", compiler != NULL ? compiler : "");
   cache_keyer_add_str(k, "prelude", KERNELS_PRELUDE_VERSION);
   cache_keyer_finish(k, out);
   return 0;
@@ -546,6 +579,17 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
   if (b->drv == NULL || b->drv->compile == NULL) {
     snprintf(b->err, sizeof(b->err),
              "no compiler in this build targets architecture '%s'", b->arch);
+    finish(b, HIPD_ENOTSUP);
+    return;
+  }
+
+  /* The compiler id the helpers reported: the daemon never asks a
+   * compiler itself. */
+  if (fetch == fetch_local && compile_pool_compiler_id(b->drv->name) == NULL) {
+    snprintf(b->err, sizeof(b->err),
+             "no compile helper compiles for the %s driver (architecture "
+             "'%s')",
+             b->drv->name, b->arch);
     finish(b, HIPD_ENOTSUP);
     return;
   }

@@ -11,6 +11,7 @@
 #define HIPD_KERNELS_H
 
 #include "device.h"
+#include "compile/compile_pool.h"
 #include "kernels/cache.h"
 
 typedef struct module_ref module_ref_t;
@@ -101,7 +102,9 @@ int kernels_compile(const driver_t *drv, const char *arch, const char *src,
  * asks its listener instead. @p done runs on the loop thread, as for
  * cache_get_flags(). */
 typedef struct {
-  const cache_key_t *key; /* this process's key of the request */
+  /* This process's key of the request; a fetch from another process's
+   * cache replaces it with that cache's key before @p done runs. */
+  cache_key_t *key;
   int refresh;
   const driver_t *drv;
   const char *arch;
@@ -123,8 +126,13 @@ typedef void (*kernels_stats_done_fn)(void *ctx, int status,
 typedef void (*kernels_clear_done_fn)(void *ctx, int status, const char *msg);
 void kernels_cache_stats(kernels_stats_done_fn done, void *ctx);
 void kernels_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx);
+/* The compile pool's counters, where the pool is. */
+typedef void (*kernels_cstats_done_fn)(void *ctx, int status,
+                                       const compile_pool_stats_t *st);
+void kernels_compile_stats(kernels_cstats_done_fn done, void *ctx);
 void kernels_set_cache_remote(void (*stats)(kernels_stats_done_fn, void *),
                               void (*clear)(uid_t, kernels_clear_done_fn,
-                                            void *));
+                                            void *),
+                              void (*cstats)(kernels_cstats_done_fn, void *));
 
 #endif

@@ -4,7 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compile/compile_pool.h"
 #include "device.h"
+#include "kernels/kernels.h"
 #include "log.h"
 #include "methods.h"
 #include "tenants.h"
@@ -96,12 +98,46 @@ static void pack_isolation(msgpack_packer *pk, const daemon_t *d)
   proto_pack_cstr(pk, d->gpu_sharing != NULL ? d->gpu_sharing : "");
 }
 
-int m_daemon_info(call_t *c)
+/* The compile pool and the protections of its helpers. */
+static void pack_compile(msgpack_packer *pk, const compile_pool_stats_t *stp)
+{
+  compile_pool_stats_t st = *stp;
+
+  msgpack_pack_map(pk, 13);
+  proto_pack_cstr(pk, "jobs");
+  msgpack_pack_uint32(pk, st.jobs);
+  proto_pack_cstr(pk, "timeout_s");
+  msgpack_pack_uint32(pk, st.timeout_s);
+  proto_pack_cstr(pk, "busy");
+  msgpack_pack_uint32(pk, st.busy);
+  proto_pack_cstr(pk, "queued");
+  msgpack_pack_uint32(pk, st.queued);
+  proto_pack_cstr(pk, "helpers");
+  msgpack_pack_uint32(pk, st.helpers);
+  proto_pack_cstr(pk, "started");
+  msgpack_pack_uint64(pk, st.started);
+  proto_pack_cstr(pk, "restarts");
+  msgpack_pack_uint64(pk, st.restarts);
+  proto_pack_cstr(pk, "compiles");
+  msgpack_pack_uint64(pk, st.compiles);
+  proto_pack_cstr(pk, "timeouts");
+  msgpack_pack_uint64(pk, st.timeouts);
+  proto_pack_cstr(pk, "crashes");
+  msgpack_pack_uint64(pk, st.crashes);
+  proto_pack_cstr(pk, "fsview");
+  proto_pack_cstr(pk, st.fsview_name ? st.fsview_name : "none");
+  proto_pack_cstr(pk, "uid");
+  msgpack_pack_int64(pk, st.uid);
+  proto_pack_cstr(pk, "not_applied");
+  proto_pack_cstr(pk, st.sandbox);
+}
+
+static void daemon_info_pack(call_t *c, const compile_pool_stats_t *cst)
 {
   daemon_t *d = c->s->d;
   msgpack_packer *pk = call_result(c);
 
-  msgpack_pack_map(pk, 11);
+  msgpack_pack_map(pk, 12);
   proto_pack_cstr(pk, "name");
   proto_pack_cstr(pk, PACKAGE_NAME);
   proto_pack_cstr(pk, "version");
@@ -122,6 +158,8 @@ int m_daemon_info(call_t *c)
   pack_features(pk);
   proto_pack_cstr(pk, "socket");
   proto_pack_cstr(pk, d->cfg.socket_path);
+  proto_pack_cstr(pk, "compile");
+  pack_compile(pk, cst);
   proto_pack_cstr(pk, "limits");
   msgpack_pack_map(pk, 17);
   proto_pack_cstr(pk, "max_message");
@@ -158,6 +196,29 @@ int m_daemon_info(call_t *c)
   msgpack_pack_uint32(pk, d->cfg.tenant_max_handles);
   proto_pack_cstr(pk, "tenant_max_streams");
   msgpack_pack_uint32(pk, d->cfg.tenant_max_streams);
+}
+
+static void daemon_info_done(void *ctx, int status,
+                             const compile_pool_stats_t *st)
+{
+  call_t *c = ctx;
+
+  if (status != 0 || st == NULL)
+    call_fail(c, status != 0 ? status : HIPD_EIO,
+              "the compile pool's counters are not available");
+  else
+    daemon_info_pack(c, st);
+  call_finish(c);
+}
+
+/* daemon.info: deferred, as the compile pool may be the listener's. */
+int m_daemon_info(call_t *c)
+{
+  call_t *dc = call_defer(c);
+
+  if (dc == NULL)
+    return call_fail(c, HIPD_ENOMEM, "out of memory");
+  kernels_compile_stats(daemon_info_done, dc);
   return 0;
 }
 

@@ -15,7 +15,7 @@
 #include "privsep/worker.h"
 #include "transport.h"
 
-enum { REQ_COMPILE, REQ_STATS, REQ_CLEAR };
+enum { REQ_COMPILE, REQ_STATS, REQ_CLEAR, REQ_CSTATS };
 
 /* A request to the listener, waiting for its answer. */
 typedef struct pending {
@@ -25,6 +25,8 @@ typedef struct pending {
   cache_done_fn compiled; /* REQ_COMPILE */
   void (*stats)(void *ctx, int status, const cache_stats_t *st);
   void (*cleared)(void *ctx, int status, const char *msg);
+  kernels_cstats_done_fn cstats;
+  cache_key_t *key; /* REQ_COMPILE: gets the listener's key */
   void *ctx;
 } pending_t;
 
@@ -88,6 +90,8 @@ static void pending_fail(pending_t *p, int code, const char *msg)
     p->compiled(p->ctx, code, NULL, CACHE_MISS, msg);
   else if (p->kind == REQ_STATS)
     p->stats(p->ctx, code, NULL);
+  else if (p->kind == REQ_CSTATS)
+    p->cstats(p->ctx, code, NULL);
   else
     p->cleared(p->ctx, code, msg);
   free(p);
@@ -133,6 +137,17 @@ static void on_compiled(pending_t *p, const proto_msg_t *m)
        proto_obj_bytes(&r->via.array.ptr[4], &img, &imglen) != 0)) {
     pending_fail(p, HIPD_EIO, "the listener's answer to compile is malformed");
     return;
+  }
+  {
+    const char *key;
+    size_t keylen;
+    if (proto_obj_bytes(&r->via.array.ptr[2], &key, &keylen) != 0 ||
+        keylen != CACHE_KEY_SIZE) {
+      pending_fail(p, HIPD_EIO, "the listener's answer to compile is "
+                                "malformed");
+      return;
+    }
+    memcpy(p->key->b, key, CACHE_KEY_SIZE);
   }
   if ((logz = malloc(loglen + 1)) == NULL) {
     pending_fail(p, HIPD_ENOMEM, "out of memory");
@@ -189,6 +204,47 @@ static void on_stats(pending_t *p, const proto_msg_t *m)
   free(p);
 }
 
+static void on_cstats(pending_t *p, const proto_msg_t *m)
+{
+  const msgpack_object *r = m->result;
+  compile_pool_stats_t st = {0};
+  uint64_t v[10];
+  int64_t uid;
+  const char *fs, *na;
+  size_t fslen, nalen;
+  static char fsname[32];
+
+  if (r == NULL || r->type != MSGPACK_OBJECT_ARRAY ||
+      r->via.array.size != 13 ||
+      proto_obj_bytes(&r->via.array.ptr[10], &fs, &fslen) != 0 ||
+      proto_obj_int(&r->via.array.ptr[11], -1, UINT32_MAX, &uid) != 0 ||
+      proto_obj_bytes(&r->via.array.ptr[12], &na, &nalen) != 0) {
+    pending_fail(p, HIPD_EIO, "malformed compile.stats answer");
+    return;
+  }
+  for (int i = 0; i < 10; i++)
+    if (proto_obj_uint(&r->via.array.ptr[i], UINT64_MAX, &v[i]) != 0) {
+      pending_fail(p, HIPD_EIO, "malformed compile.stats answer");
+      return;
+    }
+  st.jobs = (unsigned)v[0];
+  st.timeout_s = (unsigned)v[1];
+  st.busy = (unsigned)v[2];
+  st.queued = (unsigned)v[3];
+  st.helpers = (unsigned)v[4];
+  st.started = v[5];
+  st.restarts = v[6];
+  st.compiles = v[7];
+  st.timeouts = v[8];
+  st.crashes = v[9];
+  snprintf(fsname, sizeof(fsname), "%.*s", (int)fslen, fs);
+  st.fsview_name = fsname;
+  st.uid = uid;
+  snprintf(st.sandbox, sizeof(st.sandbox), "%.*s", (int)nalen, na);
+  p->cstats(p->ctx, 0, &st);
+  free(p);
+}
+
 static void on_response(const proto_msg_t *m)
 {
   pending_t *p = pending_take(m->msgid);
@@ -216,6 +272,8 @@ static void on_response(const proto_msg_t *m)
     on_compiled(p, m);
   else if (p->kind == REQ_STATS)
     on_stats(p, m);
+  else if (p->kind == REQ_CSTATS)
+    on_cstats(p, m);
   else {
     p->cleared(p->ctx, 0, "");
     free(p);
@@ -274,6 +332,7 @@ static void fetch_remote(const kernels_fetch_t *f, cache_done_fn done,
     return;
   }
   p->kind = REQ_COMPILE;
+  p->key = f->key;
   p->compiled = done;
   p->ctx = ctx;
   p->msgid = K.ch.next_msgid++;
@@ -310,6 +369,27 @@ void worker_cache_stats(kernels_stats_done_fn done, void *ctx)
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_request(&pk, p->msgid, "cache.stats", 0);
+  send_request(&sb, p);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+static void worker_compile_stats(kernels_cstats_done_fn done, void *ctx)
+{
+  pending_t *p = calloc(1, sizeof(*p));
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  if (p == NULL) {
+    done(ctx, HIPD_ENOMEM, NULL);
+    return;
+  }
+  p->kind = REQ_CSTATS;
+  p->cstats = done;
+  p->ctx = ctx;
+  p->msgid = K.ch.next_msgid++;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_request(&pk, p->msgid, "compile.stats", 0);
   send_request(&sb, p);
   msgpack_sbuffer_destroy(&sb);
 }
@@ -356,7 +436,8 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
     return err_set(err, HIPD_EIO, "cannot read the listener's channel: %s",
                    uv_strerror(rc));
   kernels_set_fetch(fetch_remote);
-  kernels_set_cache_remote(worker_cache_stats, worker_cache_clear);
+  kernels_set_cache_remote(worker_cache_stats, worker_cache_clear,
+                           worker_compile_stats);
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_notify(&pk, "ready", 1);

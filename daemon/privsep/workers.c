@@ -362,8 +362,9 @@ static void on_compile(worker_t *w, const proto_msg_t *m)
       return;
     }
   }
-  if (j->drv == NULL || j->drv->arch_supported == NULL ||
-      !j->drv->arch_supported((driver_t *)j->drv, j->arch)) {
+  /* Whether the compiler takes the architecture is the helper's to say:
+   * the listener loads no compiler, not even to ask. */
+  if (j->drv == NULL || compile_pool_compiler_id(j->drv->name) == NULL) {
     char msg[160];
     snprintf(msg, sizeof(msg), "no compiler of driver '%s' targets '%s'", dname,
              j->arch);
@@ -425,6 +426,36 @@ static void on_cache_stats(worker_t *w, const proto_msg_t *m)
   msgpack_sbuffer_destroy(&sb);
 }
 
+/* compile.stats []: the compile pool's counters, as an array (see
+ * worker.c's reader for the order). */
+static void on_compile_stats(worker_t *w, const proto_msg_t *m)
+{
+  compile_pool_stats_t st;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  compile_pool_get_stats(&st);
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_response(&pk, m->msgid);
+  msgpack_pack_array(&pk, 13);
+  msgpack_pack_uint32(&pk, st.jobs);
+  msgpack_pack_uint32(&pk, st.timeout_s);
+  msgpack_pack_uint32(&pk, st.busy);
+  msgpack_pack_uint32(&pk, st.queued);
+  msgpack_pack_uint32(&pk, st.helpers);
+  msgpack_pack_uint64(&pk, st.started);
+  msgpack_pack_uint64(&pk, st.restarts);
+  msgpack_pack_uint64(&pk, st.compiles);
+  msgpack_pack_uint64(&pk, st.timeouts);
+  msgpack_pack_uint64(&pk, st.crashes);
+  proto_pack_cstr(&pk, st.fsview_name != NULL ? st.fsview_name : "none");
+  msgpack_pack_int64(&pk, st.uid);
+  proto_pack_cstr(&pk, st.sandbox);
+  ipc_send(&w->ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
 /* cache.clear [peer uid]: the worker checked the peer; the listener
  * checks again, as it trusts no worker. */
 static void on_cache_clear(worker_t *w, const proto_msg_t *m)
@@ -475,6 +506,8 @@ static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
     on_compile(w, m);
   } else if (m->type == PROTO_REQUEST && ipc_is(m, "cache.stats")) {
     on_cache_stats(w, m);
+  } else if (m->type == PROTO_REQUEST && ipc_is(m, "compile.stats")) {
+    on_compile_stats(w, m);
   } else if (m->type == PROTO_REQUEST && ipc_is(m, "cache.clear")) {
     on_cache_clear(w, m);
   } else {

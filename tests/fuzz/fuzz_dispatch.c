@@ -60,6 +60,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "compile/compile_pool.h"
 #include "daemon.h"
 #include "device.h"
 #include "drivers/cpu/cpu.h"
@@ -130,6 +131,7 @@ static void daemon_start(void)
     setenv("HIPD_CXX", "false", 1);
   setenv("HIPD_CPU_RUNNER", FUZZ_CPU_RUNNER, 0);
   setenv("HIPD_CPU_HEADER", FUZZ_CPU_HEADER, 0);
+  setenv("HIPD_COMPILE_HELPER", FUZZ_COMPILE_HELPER, 0);
   /* Sessions opening and closing at every input would flood the log. */
   G.verbose = getenv("HIPD_FUZZ_LOG") != NULL;
   log_set_level(G.verbose ? HLOG_DEBUG : HLOG_ERROR);
@@ -174,6 +176,12 @@ static void daemon_start(void)
   FUZZ_CHECK(cache_init(d->loop, d->cfg.cache_dir, d->cfg.cache_size, &err) ==
                  0,
              "cache_init: %s", err.msg);
+  {
+    /* Compiles run in the sandboxed helpers, as in hipd. */
+    compile_pool_cfg_t ccfg = {.jobs = 2, .timeout_s = 60, .probe = 1};
+    FUZZ_CHECK(compile_pool_init(&ccfg, d->loop, &err) == 0,
+               "compile_pool_init: %s", err.msg);
+  }
   FUZZ_CHECK(server_start(d) == 0, "server_start on %s", G.path);
   transport_init(d);
   G.started = 1;

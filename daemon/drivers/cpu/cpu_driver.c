@@ -97,7 +97,8 @@ static struct {
   char moddir[4096];  /* private directory of loaded modules */
   unsigned nmodules;  /* for unique module file names */
   char compiler[256]; /* compiler_id */
-} K = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  pthread_once_t compiler_once;
+} K = {.mu = PTHREAD_MUTEX_INITIALIZER, .compiler_once = PTHREAD_ONCE_INIT};
 
 static unsigned launch_timeout_ms;
 
@@ -162,7 +163,6 @@ static int cpu_init(driver_t *drv, int *count)
 {
   (void)drv;
   *count = device_count;
-  find_compiler_id();
   return 0;
 }
 
@@ -537,7 +537,8 @@ static int cpu_event_elapsed(driver_t *drv, void *start, void *stop, float *ms)
 
 /* ------------------------------------------------------------- kernels */
 
-/* The first line of `CXX --version`, run once (at start-up). */
+/* The first line of `CXX --version`, run once, at the first compiler_id
+ * (in the compile helper, which reports it to the daemon). */
 static void find_compiler_id(void)
 {
   const char *cxx = cpu_compile_compiler();
@@ -568,6 +569,7 @@ static void find_compiler_id(void)
 static const char *cpu_compiler_id(driver_t *drv)
 {
   (void)drv;
+  pthread_once(&K.compiler_once, find_compiler_id);
   return K.compiler;
 }
 

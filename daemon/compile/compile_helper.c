@@ -1,0 +1,770 @@
+/* daemon/compile/compile_helper.c: hipd-compile, the sandboxed process in
+ * which hipd compiles kernel source (hiprtc/NVRTC in this process, the
+ * host C++ compiler as its children).
+ *
+ *   hipd-compile --fd=N [--user=NAME] [--timeout=S] [--mem=BYTES]
+ *                [--tmp=DIR] [--fsview=auto|mountns|landlock]
+ *
+ * The daemon's compile pool (compile_pool.c) starts one per pool thread
+ * and talks to it over the stream socket at fd N (compile_proto.h): one
+ * HELLO from here, then COMPILE requests, one at a time, each answered by
+ * a RESULT. It runs the drivers' own compile functions (driver.h), with
+ * no device: the HIP driver's needs only its runtime compiler, set up by
+ * compiler_id() (hip_rtc_setup) before the sandbox closes.
+ *
+ * Confinement, set up once at start, before any client input is read:
+ * - file system: as root, a mount namespace whose root is a small
+ *   read-only tmpfs holding read-only binds of the toolchain (/usr, /bin,
+ *   /sbin, /lib*, /opt/rocm*, /etc/alternatives, /etc/ld.so.cache), the
+ *   CPU device header, /dev/null, zero, random and urandom, a private
+ *   /proc and a private /tmp (tmpfs); in its own pid namespace (so that
+ *   killing this process ends every compiler it started), network
+ *   namespace (no interfaces), IPC and UTS namespaces. `#include
+ *   "/etc/shadow"` then fails as "No such file or directory". Without root
+ *   (or where namespaces are refused), Landlock allows the same paths
+ *   read-only and the daemon's private --tmp directory read-write; other
+ *   files fail as "Permission denied".
+ * - identity (as root): --user (default hipd-compile, else nobody), never
+ *   root; no capabilities; NO_NEW_PRIVS; not dumpable.
+ * - seccomp: the COMPILER profile (sandbox.h): fork/exec of the tools,
+ *   AF_UNIX sockets only.
+ * - rlimits: CPU seconds (--timeout + 30, per process: each compiler
+ *   process has its own), address space (--mem), file size, no core.
+ * - a clean environment.
+ * A watchdog thread stops a compile after --timeout seconds: it kills the
+ * compilers running (cpu_compile_stop_all), and ends this process if an
+ * in-process compile (hiprtc) does not return; the daemon kills the whole
+ * process group a little later if this process does not answer.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compile/compile_proto.h"
+#include "drivers/cpu/cpu_compile.h"
+#include "drivers/driver.h"
+#include "hipd.h"
+#include "sandbox/sandbox.h"
+#include "sanitize.h"
+#include "util/clock.h"
+
+#ifndef PKGDATADIR
+#define PKGDATADIR "/usr/local/share/hipd"
+#endif
+#define HEADER_DEFAULT PKGDATADIR "/hipd_cpu_device.h"
+#define LOG_MAX (256 * 1024)
+/* The helper leaves (and is restarted) once its own CPU time passes this:
+ * RLIMIT_CPU counts for the whole life of the process, and in-process
+ * compiles (hiprtc) add to it. */
+#define SELF_CPU_MAX_S 10
+
+extern char **environ;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void die(const char *fmt, ...)
+{
+  va_list ap;
+
+  fprintf(stderr, "hipd-compile: ");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  _exit(2);
+}
+
+/* ------------------------------------------------------------- options */
+
+typedef struct {
+  int fd;
+  const char *user;
+  unsigned timeout_s;
+  uint64_t mem;
+  const char *tmp;
+  const char *fsview; /* auto, mountns, landlock */
+  const char *header; /* the CPU device header (resolved) */
+  pid_t ppid;         /* the daemon */
+} opts_t;
+
+static const char *opt_value(const char *arg, const char *name)
+{
+  size_t n = strlen(name);
+
+  return strncmp(arg, name, n) == 0 && arg[n] == '=' ? arg + n + 1 : NULL;
+}
+
+static uint64_t parse_u64(const char *s, const char *what)
+{
+  char *end;
+  unsigned long long v;
+
+  errno = 0;
+  v = strtoull(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0')
+    die("invalid %s '%s'", what, s);
+  return v;
+}
+
+static void parse_args(int argc, char **argv, opts_t *o)
+{
+  *o = (opts_t){
+      .fd = -1, .timeout_s = 120, .mem = (uint64_t)4 << 30, .fsview = "auto"};
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    if ((v = opt_value(argv[i], "--fd")) != NULL)
+      o->fd = (int)parse_u64(v, "--fd");
+    else if ((v = opt_value(argv[i], "--user")) != NULL)
+      o->user = v;
+    else if ((v = opt_value(argv[i], "--timeout")) != NULL)
+      o->timeout_s = (unsigned)parse_u64(v, "--timeout");
+    else if ((v = opt_value(argv[i], "--mem")) != NULL)
+      o->mem = parse_u64(v, "--mem");
+    else if ((v = opt_value(argv[i], "--tmp")) != NULL)
+      o->tmp = v;
+    else if ((v = opt_value(argv[i], "--fsview")) != NULL)
+      o->fsview = v;
+    else
+      die("unknown argument '%s' (this program is started by hipd)", argv[i]);
+  }
+  if (o->fd < 3 || fcntl(o->fd, F_GETFD) < 0)
+    die("--fd=N must name the socket hipd passed (this program is started "
+        "by hipd)");
+  if (o->timeout_s == 0 || o->timeout_s > 86400)
+    die("--timeout must be 1..86400 seconds");
+  if (strcmp(o->fsview, "auto") != 0 && strcmp(o->fsview, "mountns") != 0 &&
+      strcmp(o->fsview, "landlock") != 0)
+    die("--fsview must be auto, mountns or landlock");
+}
+
+/* ------------------------------------------------------------- drivers */
+
+typedef struct {
+  driver_t *drv;
+  char id[256];
+} drv_entry_t;
+
+static drv_entry_t drvs[CP_MAX_DRIVERS];
+static unsigned ndrvs;
+
+/* Every compiled-in driver that compiles, with its compiler id. This is
+ * where each driver sets up its compiler (hiprtc and comgr loaded, the C++
+ * compiler found and asked its version), before the view is limited. */
+static void drivers_setup(void)
+{
+  for (driver_t **d = drivers_compiled(); *d != NULL && ndrvs < CP_MAX_DRIVERS;
+       d++) {
+    if ((*d)->compile == NULL || (*d)->compiler_id == NULL)
+      continue;
+    drvs[ndrvs].drv = *d;
+    snprintf(drvs[ndrvs].id, sizeof(drvs[ndrvs].id), "%s",
+             (*d)->compiler_id(*d));
+    ndrvs++;
+  }
+}
+
+static driver_t *driver_find(const char *name, size_t n)
+{
+  for (unsigned i = 0; i < ndrvs; i++)
+    if (strlen(drvs[i].drv->name) == n &&
+        memcmp(drvs[i].drv->name, name, n) == 0)
+      return drvs[i].drv;
+  return NULL;
+}
+
+/* ------------------------------------------------------------ the view */
+
+/* The toolchain, visible read-only: each path that exists (a symbolic
+ * link is recreated as one), and each match of the patterns. */
+static const char *const view_paths[] = {"/usr",
+                                         "/bin",
+                                         "/sbin",
+                                         "/lib",
+                                         "/lib32",
+                                         "/lib64",
+                                         "/libx32",
+                                         "/etc/alternatives",
+                                         "/etc/ld.so.cache",
+                                         NULL};
+static const char *const view_globs[] = {"/opt/rocm*", "/opt/cuda*", NULL};
+/* Device nodes the tools open. */
+static const char *const view_devs[] = {"/dev/null", "/dev/zero", "/dev/random",
+                                        "/dev/urandom", NULL};
+
+/* mkdir -p @p path's parents (and @p path itself when @p self), mode 0755. */
+static int mkdirs(const char *path, int self)
+{
+  char buf[PATH_MAX];
+
+  if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+    return -1;
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      return -1;
+    *p = '/';
+  }
+  if (self && mkdir(buf, 0755) != 0 && errno != EEXIST)
+    return -1;
+  return 0;
+}
+
+/* Make @p src (absolute) appear at the same path under @p root: a
+ * symbolic link is copied as a link, a directory or file is bound
+ * read-only (@p writable: read-write, for device nodes). A missing
+ * source is skipped. @return 0 or -1 with errno. */
+static int view_add(const char *root, const char *src, int writable)
+{
+  char dst[PATH_MAX], target[PATH_MAX];
+  struct stat st;
+  unsigned long ro =
+      MS_BIND | MS_REMOUNT | MS_NOSUID | (writable ? 0 : MS_RDONLY | MS_NODEV);
+  int fd;
+
+  if (lstat(src, &st) != 0)
+    return errno == ENOENT ? 0 : -1;
+  if (snprintf(dst, sizeof(dst), "%s%s", root, src) >= (int)sizeof(dst)) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  if (mkdirs(dst, 0) != 0)
+    return -1;
+  if (S_ISLNK(st.st_mode)) {
+    ssize_t n = readlink(src, target, sizeof(target) - 1);
+    if (n < 0)
+      return -1;
+    target[n] = '\0';
+    return symlink(target, dst) == 0 || errno == EEXIST ? 0 : -1;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    if (mkdir(dst, 0755) != 0 && errno != EEXIST)
+      return -1;
+  } else {
+    fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return -1;
+    close(fd);
+  }
+  if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0 ||
+      mount(NULL, dst, NULL, ro, NULL) != 0)
+    return -1;
+  return 0;
+}
+
+/*
+ * Enter the namespaces and build the view (as root). This process forks:
+ * the parent stays outside, waits for the child and exits with its status
+ * (it holds nothing: the socket is closed there); the child, pid 1 of the
+ * new pid namespace, returns here to serve. @return 0 in the child, or -1
+ * with @p why set (nothing changed yet if unshare failed; after that the
+ * caller must exit).
+ */
+static int view_enter(const opts_t *o, uid_t uid, gid_t gid, char *why,
+                      size_t whysz)
+{
+  static const char root[] = "/tmp";
+  char tmpopts[96];
+  pid_t pid;
+  int status;
+
+  if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+              CLONE_NEWUTS) != 0) {
+    snprintf(why, whysz, "unshare: %s", strerror(errno));
+    return -1;
+  }
+  pid = fork();
+  if (pid < 0) {
+    snprintf(why, whysz, "fork: %s", strerror(errno));
+    return -1;
+  }
+  if (pid > 0) {
+    /* Outside: wait for the child, which is the helper from now on;
+     * confined too (it needs nothing but the wait). */
+    sandbox_spec_t spec;
+    hipd_err_t err;
+
+    close(o->fd);
+    sandbox_spec_init(&spec);
+    spec.change_ids = true;
+    spec.uid = uid;
+    spec.gid = gid;
+    spec.no_dumpable = true;
+    spec.profile = SANDBOX_PROFILE_COMPILER;
+    if (sandbox_enter(&spec, &err) < 0)
+      fprintf(stderr, "hipd-compile: sandbox (outer process): %s\n", err.msg);
+    /* The id change cleared the parent-death signal. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != o->ppid)
+      _exit(0);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+      ;
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+
+  /* Nothing mounted here propagates out. The new root is a tmpfs mounted
+   * on /tmp (of this namespace only); binds are made before it hides
+   * anything they need: the sources are all outside /tmp but the header,
+   * which is bound first, through a descriptor. */
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+    goto fail;
+  {
+    int hfd = open(o->header, O_PATH | O_CLOEXEC);
+    char hsrc[64];
+
+    if (mount("hipd-compile", root, "tmpfs", MS_NOSUID | MS_NODEV,
+              "size=16m,mode=0755") != 0)
+      goto fail;
+    if (hfd >= 0) {
+      char dst[PATH_MAX];
+      int f;
+      snprintf(hsrc, sizeof(hsrc), "/proc/self/fd/%d", hfd);
+      if (snprintf(dst, sizeof(dst), "%s%s", root, o->header) >=
+              (int)sizeof(dst) ||
+          mkdirs(dst, 0) != 0 ||
+          (f = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) < 0)
+        goto fail;
+      close(f);
+      if (mount(hsrc, dst, NULL, MS_BIND, NULL) != 0 ||
+          mount(NULL, dst, NULL,
+                MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                NULL) != 0)
+        goto fail;
+      close(hfd);
+    }
+  }
+  for (const char *const *p = view_paths; *p != NULL; p++)
+    if (view_add(root, *p, 0) != 0) {
+      snprintf(why, whysz, "bind %s: %s", *p, strerror(errno));
+      return -1;
+    }
+  for (const char *const *g = view_globs; *g != NULL; g++) {
+    glob_t gl;
+    if (glob(*g, 0, NULL, &gl) == 0)
+      for (size_t i = 0; i < gl.gl_pathc; i++)
+        if (view_add(root, gl.gl_pathv[i], 0) != 0) {
+          snprintf(why, whysz, "bind %s: %s", gl.gl_pathv[i], strerror(errno));
+          globfree(&gl);
+          return -1;
+        }
+    globfree(&gl);
+  }
+  if (mkdir("/tmp/dev", 0755) != 0)
+    goto fail;
+  for (const char *const *p = view_devs; *p != NULL; p++)
+    if (view_add(root, *p, 1) != 0) {
+      snprintf(why, whysz, "bind %s: %s", *p, strerror(errno));
+      return -1;
+    }
+  /* A /proc of this pid namespace only: its processes are this one
+   * (not dumpable: its files are root's) and its compilers. */
+  if (mkdir("/tmp/proc", 0555) != 0 ||
+      mount("proc", "/tmp/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+            NULL) != 0)
+    goto fail;
+  snprintf(tmpopts, sizeof(tmpopts), "size=1g,mode=0700,uid=%u,gid=%u",
+           (unsigned)uid, (unsigned)gid);
+  if (mkdir("/tmp/tmp", 0700) != 0 ||
+      mount("hipd-compile-tmp", "/tmp/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+            tmpopts) != 0)
+    goto fail;
+  if (mount(NULL, root, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+            "size=16m,mode=0755") != 0)
+    goto fail;
+  /* pivot_root(".", "."): the old root ends up on top of the new one, and
+   * is detached at once. */
+  if (chdir(root) != 0 || syscall(SYS_pivot_root, ".", ".") != 0 ||
+      umount2(".", MNT_DETACH) != 0 || chdir("/") != 0)
+    goto fail;
+  return 0;
+
+fail:
+  snprintf(why, whysz, "%s", strerror(errno));
+  return -1;
+}
+
+/* The Landlock rules of the fallback view. */
+static size_t landlock_paths(const opts_t *o, sandbox_path_t *out, size_t max)
+{
+  size_t n = 0;
+  static char globbed[16][PATH_MAX];
+  size_t ng = 0;
+
+  for (const char *const *p = view_paths; *p != NULL && n < max; p++)
+    out[n++] = (sandbox_path_t){*p, SANDBOX_FS_READ | SANDBOX_FS_EXEC};
+  for (const char *const *g = view_globs; *g != NULL; g++) {
+    glob_t gl;
+    if (glob(*g, 0, NULL, &gl) == 0)
+      for (size_t i = 0; i < gl.gl_pathc && ng < 16 && n < max; i++) {
+        snprintf(globbed[ng], PATH_MAX, "%s", gl.gl_pathv[i]);
+        out[n++] =
+            (sandbox_path_t){globbed[ng++], SANDBOX_FS_READ | SANDBOX_FS_EXEC};
+      }
+    globfree(&gl);
+  }
+  for (const char *const *p = view_devs; *p != NULL && n < max; p++)
+    out[n++] = (sandbox_path_t){*p, SANDBOX_FS_READ | SANDBOX_FS_WRITE};
+  if (n < max)
+    out[n++] = (sandbox_path_t){o->header, SANDBOX_FS_READ};
+  if (o->tmp != NULL && n < max)
+    out[n++] = (sandbox_path_t){o->tmp, SANDBOX_FS_READ | SANDBOX_FS_WRITE};
+  return n;
+}
+
+/* ------------------------------------------------------------ watchdog */
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t deadline_ms; /* of the compile running, 0 when none */
+  int fired;            /* the compile running was stopped */
+} W = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void *watchdog_main(void *arg)
+{
+  (void)arg;
+  pthread_mutex_lock(&W.mu);
+  for (;;) {
+    uint64_t now = util_now_ms();
+    struct timespec ts;
+
+    if (W.deadline_ms == 0) {
+      pthread_cond_wait(&W.cv, &W.mu);
+      continue;
+    }
+    if (now >= W.deadline_ms) {
+      W.fired = 1;
+      pthread_mutex_unlock(&W.mu);
+      cpu_compile_stop_all();
+      /* An in-process compile cannot be stopped: end the process; the
+       * daemon reports the timeout. */
+      sleep(2);
+      pthread_mutex_lock(&W.mu);
+      if (W.deadline_ms != 0)
+        _exit(3);
+      continue;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)((W.deadline_ms - now) / 1000);
+    ts.tv_nsec += (long)((W.deadline_ms - now) % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&W.cv, &W.mu, &ts);
+  }
+  return NULL;
+}
+
+static int watchdog_start(void)
+{
+  pthread_condattr_t ca;
+  pthread_t t;
+
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&W.cv, &ca);
+  pthread_condattr_destroy(&ca);
+  return pthread_create(&t, NULL, watchdog_main, NULL) == 0 ? 0 : -1;
+}
+
+static void watchdog_arm(uint64_t deadline_ms)
+{
+  pthread_mutex_lock(&W.mu);
+  W.deadline_ms = deadline_ms;
+  pthread_cond_signal(&W.cv);
+  pthread_mutex_unlock(&W.mu);
+}
+
+/* ------------------------------------------------------------- serving */
+
+static int self_cpu_s(void)
+{
+  struct rusage ru;
+
+  if (getrusage(RUSAGE_SELF, &ru) != 0)
+    return 0;
+  return (int)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec);
+}
+
+/* Answer one COMPILE payload. @return 1 to go on, 0 to leave after the
+ * answer (the compile was stopped: compilers can no longer start). */
+static int serve_compile(int fd, const unsigned char *p, size_t len,
+                         unsigned timeout_s)
+{
+  cp_rd_t r = {.p = p, .len = len};
+  const char *dname, *src;
+  char *arch = NULL, **names = NULL, **opts = NULL;
+  uint32_t dlen, nnames = 0, nopts = 0, slen;
+  const void *sp;
+  char *log = calloc(1, LOG_MAX);
+  void *image = NULL;
+  size_t image_len = 0;
+  cp_buf_t out = {0};
+  driver_t *drv;
+  int rc, fired, go_on = 1;
+
+  if (log == NULL)
+    die("out of memory");
+  if (cp_get_str(&r, CP_MAX_STR, &dname, &dlen) != 0 ||
+      cp_get_strdup(&r, CP_MAX_STR, &arch) != 0 ||
+      cp_get_u32(&r, &nnames) != 0 || nnames > CP_MAX_NAMES)
+    die("malformed COMPILE request");
+  names = calloc(nnames + 1, sizeof(*names));
+  if (names == NULL)
+    die("out of memory");
+  for (uint32_t i = 0; i < nnames; i++)
+    if (cp_get_strdup(&r, CP_MAX_STR, &names[i]) != 0)
+      die("malformed COMPILE request");
+  if (cp_get_u32(&r, &nopts) != 0 || nopts > CP_MAX_OPTS)
+    die("malformed COMPILE request");
+  opts = calloc(nopts + 1, sizeof(*opts));
+  if (opts == NULL)
+    die("out of memory");
+  for (uint32_t i = 0; i < nopts; i++)
+    if (cp_get_strdup(&r, CP_MAX_STR, &opts[i]) != 0)
+      die("malformed COMPILE request");
+  if (cp_get_blob(&r, CP_MAX_SOURCE, &sp, &slen) != 0 || cp_rd_end(&r) != 0)
+    die("malformed COMPILE request");
+  src = sp;
+
+  drv = driver_find(dname, dlen);
+  if (drv == NULL) {
+    snprintf(log, LOG_MAX, "no compiler for driver '%.*s' in hipd-compile",
+             (int)(dlen > 64 ? 64 : dlen), dname);
+    rc = HIPD_ENOTSUP;
+  } else {
+    W.fired = 0;
+    watchdog_arm(util_now_ms() + (uint64_t)timeout_s * 1000);
+    rc = drv->compile(drv, arch, src, slen, (const char *const *)names, nnames,
+                      (const char *const *)opts, nopts, &image, &image_len, log,
+                      LOG_MAX);
+    watchdog_arm(0);
+    pthread_mutex_lock(&W.mu);
+    fired = W.fired;
+    pthread_mutex_unlock(&W.mu);
+    if (rc != 0 && log[0] == '\0')
+      snprintf(log, LOG_MAX, "%s", drv_last_error());
+    if (fired) {
+      size_t used = strlen(log);
+      free(image);
+      image = NULL;
+      image_len = 0;
+      snprintf(log + used, LOG_MAX - used,
+               "%scompilation timed out after %u s: the compiler was "
+               "stopped\n",
+               used && log[used - 1] != '\n' ? "\n" : "", timeout_s);
+      rc = HIPD_ECOMPILE;
+      go_on = 0;
+    }
+    if (rc == 0 &&
+        (image == NULL || image_len == 0 || image_len > CP_MAX_IMAGE)) {
+      snprintf(log, LOG_MAX, "the compiled image has %zu bytes (at most %u)",
+               image_len, (unsigned)CP_MAX_IMAGE);
+      rc = HIPD_ELIMIT;
+    }
+  }
+  cp_put_str(&out, log);
+  cp_put_blob(&out, rc == 0 ? image : NULL, rc == 0 ? image_len : 0);
+  cp_put_u32(&out,
+             (!go_on || self_cpu_s() > SELF_CPU_MAX_S ? CP_RESULT_LEAVING : 0) |
+                 (!go_on ? CP_RESULT_TIMED_OUT : 0));
+  if (out.failed)
+    die("out of memory for the answer");
+  if (cp_send(fd, CP_OP_RESULT, rc, out.p, out.len) != 0)
+    _exit(0); /* the daemon has gone */
+  cp_buf_free(&out);
+  free(image);
+  free(log);
+  free(arch);
+  for (uint32_t i = 0; i < nnames; i++)
+    free(names[i]);
+  free(names);
+  for (uint32_t i = 0; i < nopts; i++)
+    free(opts[i]);
+  free(opts);
+  return go_on;
+}
+
+/* Reap whatever was left to this process (pid 1 of its namespace adopts
+ * the orphans of the tools). Between compiles only. */
+static void reap_orphans(void)
+{
+  while (waitpid(-1, NULL, WNOHANG) > 0)
+    ;
+}
+
+static void send_hello(int fd, uint32_t fsview, const char *note)
+{
+  cp_buf_t b = {0};
+
+  cp_put_u32(&b, CP_VERSION);
+  cp_put_u32(&b, (uint32_t)getuid());
+  cp_put_u32(&b, fsview);
+  cp_put_str(&b, note);
+  cp_put_u32(&b, ndrvs);
+  for (unsigned i = 0; i < ndrvs; i++) {
+    cp_put_str(&b, drvs[i].drv->name);
+    cp_put_str(&b, drvs[i].id);
+  }
+  if (b.failed || cp_send(fd, CP_OP_HELLO, 0, b.p, b.len) != 0)
+    die("cannot send the hello: %s", strerror(errno));
+  cp_buf_free(&b);
+}
+
+int main(int argc, char **argv)
+{
+  opts_t o;
+  sandbox_spec_t spec;
+  sandbox_path_t paths[48];
+  hipd_err_t err;
+  char header[PATH_MAX], why[256] = "", note[HIPD_ERR_MSG_MAX + 300] = "";
+  char env_header[PATH_MAX + 32], env_tmp[PATH_MAX + 16];
+  const char *cxx;
+  uid_t uid = getuid();
+  gid_t gid = getgid();
+  uint32_t fsview = CP_FSVIEW_NONE;
+  int root = geteuid() == 0;
+
+  parse_args(argc, argv, &o);
+  fcntl(o.fd, F_SETFD, FD_CLOEXEC); /* never inherited by a compiler */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  o.ppid = getppid();
+  if (o.ppid == 1)
+    _exit(0); /* the daemon is gone already */
+  signal(SIGPIPE, SIG_IGN);
+
+  /* The CPU device header, found as cpu_compile() finds it. */
+  {
+    const char *h = getenv("HIPD_CPU_HEADER");
+    if (h == NULL || h[0] == '\0')
+      h = HEADER_DEFAULT;
+    if (realpath(h, header) == NULL)
+      snprintf(header, sizeof(header), "%s", h);
+    o.header = header;
+  }
+  drivers_setup();
+  cxx = cpu_compile_compiler();
+
+  if (root) {
+    const char *name = o.user;
+    if (name == NULL || name[0] == '\0') {
+      name = "hipd-compile";
+      if (sandbox_user_lookup(name, &uid, &gid, &err) != 0)
+        name = "nobody";
+    }
+    if (sandbox_user_lookup(name, &uid, &gid, &err) != 0)
+      die("compile user: %s", err.msg);
+    if (uid == 0)
+      die("the compile user '%s' is root: refused", name);
+  }
+
+  if (root && strcmp(o.fsview, "landlock") != 0) {
+    if (view_enter(&o, uid, gid, why, sizeof(why)) == 0)
+      fsview = CP_FSVIEW_MOUNTNS;
+    else if (strcmp(o.fsview, "mountns") == 0 || why[0] == '\0' ||
+             strncmp(why, "unshare", 7) != 0)
+      die("cannot set up the mount namespace: %s", why);
+    /* unshare refused (a container): fall back to Landlock below. */
+  }
+  if (fsview != CP_FSVIEW_MOUNTNS) {
+    if (o.tmp == NULL)
+      die("--tmp=DIR is needed without a mount namespace");
+    if (root && chown(o.tmp, uid, gid) != 0)
+      die("chown %s: %s", o.tmp, strerror(errno));
+    fsview = CP_FSVIEW_LANDLOCK;
+  }
+
+  sandbox_spec_init(&spec);
+  spec.change_ids = root;
+  spec.uid = uid;
+  spec.gid = gid;
+  spec.no_dumpable = true;
+  spec.rlim.cpu_s = (rlim_t)o.timeout_s + 30;
+#if !defined(HIPD_ASAN) && !defined(HIPD_TSAN)
+  spec.rlim.as = (rlim_t)o.mem;
+#endif
+  spec.rlim.fsize = (rlim_t)256 << 20;
+  spec.rlim.nofile = 1024;
+  spec.rlim.core = 0;
+  spec.profile = SANDBOX_PROFILE_COMPILER;
+  spec.require = SANDBOX_REQUIRE_SECCOMP;
+  if (fsview == CP_FSVIEW_LANDLOCK) {
+    spec.landlock = true;
+    spec.paths = paths;
+    spec.npaths = landlock_paths(&o, paths, sizeof(paths) / sizeof(paths[0]));
+    spec.require |= SANDBOX_REQUIRE_LANDLOCK;
+  }
+  if (chdir(fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp) != 0)
+    die("chdir: %s", strerror(errno));
+  if (sandbox_enter(&spec, &err) < 0)
+    die("sandbox: %s", err.msg);
+  /* The id change cleared the parent-death signal: set it again (in the
+   * pid namespace the parent is the outer process, which has it too). */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (fsview != CP_FSVIEW_MOUNTNS && getppid() != o.ppid)
+    _exit(0);
+  if (why[0] != '\0')
+    snprintf(note, sizeof(note), "no mount namespace (%s); %s", why, err.msg);
+  else
+    snprintf(note, sizeof(note), "%s", err.msg);
+
+  /* A clean environment for the tools: what cpu_compile() reads, the
+   * private temporary directory, and nothing of the daemon's. */
+  snprintf(env_header, sizeof(env_header), "HIPD_CPU_HEADER=%s", header);
+  snprintf(env_tmp, sizeof(env_tmp), "TMPDIR=%s",
+           fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp);
+  {
+    const char *keep[] = {"LD_LIBRARY_PATH",   env_header, env_tmp,
+                          "HOME=/nonexistent", "LC_ALL=C", NULL};
+    char **env = sandbox_clean_env(keep);
+    if (env == NULL)
+      die("out of memory");
+    environ = env;
+  }
+  (void)cxx;
+  if (watchdog_start() != 0)
+    die("cannot start the watchdog thread");
+
+  send_hello(o.fd, fsview, note);
+  for (;;) {
+    cp_hdr_t h;
+    unsigned char *payload;
+
+    if (cp_recv(o.fd, &h, &payload, 0) != 0) {
+      if (errno == ECONNRESET)
+        _exit(0); /* the daemon closed its end */
+      die("bad request: %s", strerror(errno));
+    }
+    if (h.op != CP_OP_COMPILE)
+      die("unexpected message %u", h.op);
+    if (!serve_compile(o.fd, payload, h.len, o.timeout_s))
+      _exit(0);
+    free(payload);
+    if (fsview == CP_FSVIEW_MOUNTNS)
+      reap_orphans();
+    if (self_cpu_s() > SELF_CPU_MAX_S)
+      _exit(0);
+  }
+}

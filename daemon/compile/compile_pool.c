@@ -1,0 +1,790 @@
+/* daemon/compile/compile_pool.c: the daemon's pool of compile threads and
+ * their hipd-compile helpers (see compile_pool.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "compile/compile_pool.h"
+#include "compile/compile_proto.h"
+#include "hipd.h"
+#include "log.h"
+#include "util/clock.h"
+
+#ifndef LIBEXECDIR
+#define LIBEXECDIR "/usr/local/libexec"
+#endif
+#define HELPER_NAME "hipd-compile"
+#define DEFAULT_TIMEOUT_S 120
+#define DEFAULT_MEM ((uint64_t)4 << 30)
+/* How long a helper may take to say hello (AMD: hiprtc loads comgr and
+ * LLVM first). */
+#define HELLO_TIMEOUT_MS 30000
+/* After --compile-timeout the helper stops the compile itself and
+ * answers; this much later the daemon kills it regardless. */
+#define KILL_GRACE_MS 3000
+#define MAX_JOBS 256
+
+extern char **environ;
+
+/* One helper process, owned by one pool thread. pid is also read by
+ * compile_pool_stop_all() (any thread): it changes under P.mu only. */
+typedef struct {
+  pid_t pid;          /* 0: none running */
+  int fd;             /* the daemon's end of its socket */
+  char tmp[PATH_MAX]; /* its private directory (Landlock view), "" if none */
+  int died;           /* one ran on this thread before and died */
+} helper_t;
+
+typedef struct {
+  char name[32];
+  char id[256];
+} drv_id_t;
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int running;  /* init done, shutdown not */
+  int stopping; /* compile_pool_stop_all(): no helper starts */
+  int quit;     /* the threads leave */
+  unsigned jobs, timeout_s;
+  uint64_t mem;
+  char helper[PATH_MAX];
+  char user[64];
+  uv_loop_t *loop;
+  uv_async_t async;
+  unsigned inflight;                  /* loop thread only */
+  compile_job_t *queue, **queue_tail; /* waiting for a thread */
+  compile_job_t *done, **done_tail;   /* run, done not called yet */
+  pthread_t *threads;
+  helper_t *helpers;
+  unsigned nthreads;
+  /* compiler ids from the first hello */
+  drv_id_t ids[CP_MAX_DRIVERS];
+  unsigned nids;
+  compile_pool_stats_t st;
+} P = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static __thread helper_t *self_helper;
+
+/* ------------------------------------------------------------- helpers */
+
+static int rm_cb(const char *path, const struct stat *st, int flag,
+                 struct FTW *ftw)
+{
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+static void tmp_remove(helper_t *h)
+{
+  if (h->tmp[0] != '\0')
+    nftw(h->tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+  h->tmp[0] = '\0';
+}
+
+/* "exit status 2", "killed by signal 9 (SIGKILL)" for the helper's wait
+ * status. Its outer process (mount namespace mode) exits 128 + N when the
+ * helper proper died of signal N. */
+static void describe_status(int st, char *buf, size_t n)
+{
+  int sig = 0;
+
+  if (WIFSIGNALED(st))
+    sig = WTERMSIG(st);
+  else if (WIFEXITED(st) && WEXITSTATUS(st) > 128)
+    sig = WEXITSTATUS(st) - 128;
+  if (sig != 0)
+    snprintf(buf, n, "killed by signal %d (%s)%s", sig, strsignal(sig),
+             sig == SIGXCPU  ? ": its CPU time limit"
+             : sig == SIGSYS ? ": a system call its sandbox forbids"
+                             : "");
+  else if (WIFEXITED(st))
+    snprintf(buf, n, "exit status %d", WEXITSTATUS(st));
+  else
+    snprintf(buf, n, "wait status %d", st);
+}
+
+/* Kill @p h's process group (when @p kill_it) and reap it. @return its
+ * wait status. */
+static int helper_reap(helper_t *h, int kill_it)
+{
+  pid_t pid;
+  int st = 0;
+
+  pthread_mutex_lock(&P.mu);
+  pid = h->pid;
+  if (pid > 0 && kill_it)
+    kill(-pid, SIGKILL);
+  /* Unregistered before the reap: a pid stop_all may kill is never one
+   * the system has given to another process. */
+  h->pid = 0;
+  if (pid > 0 && P.st.helpers > 0)
+    P.st.helpers--;
+  pthread_mutex_unlock(&P.mu);
+  if (h->fd >= 0)
+    close(h->fd);
+  h->fd = -1;
+  if (pid > 0)
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+      ;
+  tmp_remove(h);
+  h->died = 1;
+  return st;
+}
+
+/* Parse a hello payload into the pool's record. @return 0 or -1 with
+ * @p why. */
+static int hello_parse(const unsigned char *p, size_t len, char *why,
+                       size_t whysz)
+{
+  cp_rd_t r = {.p = p, .len = len};
+  uint32_t version, uid, fsview, n;
+  const char *note;
+  uint32_t note_len;
+  drv_id_t ids[CP_MAX_DRIVERS];
+
+  if (cp_get_u32(&r, &version) != 0 || version != CP_VERSION) {
+    snprintf(why, whysz, "protocol version %u, not %u", version, CP_VERSION);
+    return -1;
+  }
+  if (cp_get_u32(&r, &uid) != 0 || cp_get_u32(&r, &fsview) != 0 ||
+      cp_get_str(&r, CP_MAX_STR, &note, &note_len) != 0 ||
+      cp_get_u32(&r, &n) != 0 || n > CP_MAX_DRIVERS)
+    goto bad;
+  for (uint32_t i = 0; i < n; i++) {
+    const char *s;
+    uint32_t sl;
+    if (cp_get_str(&r, sizeof(ids[i].name) - 1, &s, &sl) != 0)
+      goto bad;
+    memcpy(ids[i].name, s, sl);
+    ids[i].name[sl] = '\0';
+    if (cp_get_str(&r, sizeof(ids[i].id) - 1, &s, &sl) != 0)
+      goto bad;
+    memcpy(ids[i].id, s, sl);
+    ids[i].id[sl] = '\0';
+  }
+  if (cp_rd_end(&r) != 0 || fsview > CP_FSVIEW_LANDLOCK)
+    goto bad;
+  pthread_mutex_lock(&P.mu);
+  if (P.nids == 0) {
+    memcpy(P.ids, ids, n * sizeof(ids[0]));
+    P.nids = n;
+  }
+  P.st.fsview = fsview;
+  P.st.fsview_name = cp_fsview_name(fsview);
+  P.st.uid = uid;
+  snprintf(P.st.sandbox, sizeof(P.st.sandbox), "%.*s", (int)note_len, note);
+  pthread_mutex_unlock(&P.mu);
+  return 0;
+bad:
+  snprintf(why, whysz, "a malformed hello");
+  return -1;
+}
+
+/* Start a helper for @p h and read its hello. Blocking. @return 0 or a
+ * negative code with @p err. */
+static int helper_spawn(helper_t *h, hipd_err_t *err)
+{
+  static const int default_sigs[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,
+                                     SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2,
+                                     SIGALRM, SIGXCPU, SIGXFSZ};
+  static const char *const pass_env[] = {"PATH",
+                                         "HIPD_CXX",
+                                         "HIPD_CPU_HEADER",
+                                         "LD_LIBRARY_PATH",
+                                         "ASAN_OPTIONS",
+                                         "UBSAN_OPTIONS",
+                                         "TSAN_OPTIONS",
+                                         "LSAN_OPTIONS",
+                                         NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  sigset_t none, dflt;
+  char fdarg[32], toarg[32], memarg[48], tmparg[PATH_MAX + 8], userarg[80],
+      viewarg[48], why[128];
+  char *argv[10], *envp[16];
+  const char *tmpdir = getenv("TMPDIR"), *view = getenv("HIPD_COMPILE_FSVIEW");
+  char envbuf[8][PATH_MAX + 32];
+  int argc = 0, envc = 0, sv[2], e, st, rc;
+  cp_hdr_t hdr;
+  unsigned char *payload = NULL;
+  pid_t pid;
+
+  h->fd = -1;
+  snprintf(h->tmp, sizeof(h->tmp), "%s/hipd-compile-XXXXXX",
+           tmpdir != NULL && tmpdir[0] == '/' ? tmpdir : "/tmp");
+  if (mkdtemp(h->tmp) == NULL) {
+    e = errno;
+    h->tmp[0] = '\0';
+    return err_set(err, HIPD_EIO,
+                   "cannot start a compile helper: no private directory "
+                   "in %s: %s",
+                   tmpdir ? tmpdir : "/tmp", strerror(e));
+  }
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    tmp_remove(h);
+    return err_set(err, HIPD_EIO, "cannot start a compile helper: %s",
+                   strerror(errno));
+  }
+  snprintf(fdarg, sizeof(fdarg), "--fd=%d", sv[1] == 3 ? 4 : 3);
+  snprintf(toarg, sizeof(toarg), "--timeout=%u", P.timeout_s);
+  snprintf(memarg, sizeof(memarg), "--mem=%llu", (unsigned long long)P.mem);
+  snprintf(tmparg, sizeof(tmparg), "--tmp=%s", h->tmp);
+  argv[argc++] = P.helper;
+  argv[argc++] = fdarg;
+  argv[argc++] = toarg;
+  argv[argc++] = memarg;
+  argv[argc++] = tmparg;
+  if (P.user[0] != '\0') {
+    snprintf(userarg, sizeof(userarg), "--user=%s", P.user);
+    argv[argc++] = userarg;
+  }
+  /* HIPD_COMPILE_FSVIEW=landlock: the fallback view even as root (tests). */
+  if (view != NULL && view[0] != '\0') {
+    snprintf(viewarg, sizeof(viewarg), "--fsview=%.32s", view);
+    argv[argc++] = viewarg;
+  }
+  argv[argc] = NULL;
+  /* Only what the compile step reads of the daemon's environment. */
+  for (int i = 0; pass_env[i] != NULL && envc < 8; i++) {
+    const char *v = getenv(pass_env[i]);
+    if (v == NULL)
+      continue;
+    snprintf(envbuf[envc], sizeof(envbuf[envc]), "%s=%s", pass_env[i], v);
+    envp[envc] = envbuf[envc];
+    envc++;
+  }
+  envp[envc++] = "LC_ALL=C";
+  envp[envc] = NULL;
+
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], sv[1] == 3 ? 4 : 3);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+#ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
+  posix_spawn_file_actions_addclosefrom_np(&fa, (sv[1] == 3 ? 4 : 3) + 1);
+#endif
+  posix_spawnattr_init(&attr);
+  sigemptyset(&none);
+  sigemptyset(&dflt);
+  for (size_t i = 0; i < sizeof(default_sigs) / sizeof(default_sigs[0]); i++)
+    sigaddset(&dflt, default_sigs[i]);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &dflt);
+  /* Its own process group: a timeout kills the group. */
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF |
+                                      POSIX_SPAWN_SETPGROUP);
+  pthread_mutex_lock(&P.mu);
+  if (P.stopping) {
+    pthread_mutex_unlock(&P.mu);
+    e = -1;
+  } else {
+    e = posix_spawn(&pid, P.helper, &fa, &attr, argv, envp);
+    if (e == 0) {
+      h->pid = pid;
+      P.st.helpers++;
+      P.st.started++;
+      if (h->died)
+        P.st.restarts++;
+    }
+    pthread_mutex_unlock(&P.mu);
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  close(sv[1]);
+  if (e != 0) {
+    close(sv[0]);
+    tmp_remove(h);
+    if (e < 0)
+      return err_set(err, HIPD_ESHUTDOWN, "hipd is stopping");
+    return err_set(err, e == ENOENT ? HIPD_ENOENT : HIPD_EIO,
+                   "cannot start the compile helper %s: %s", P.helper,
+                   strerror(e));
+  }
+  h->fd = sv[0];
+
+  if (cp_recv(h->fd, &hdr, &payload, util_now_ms() + HELLO_TIMEOUT_MS) != 0) {
+    int timed_out = errno == ETIMEDOUT;
+    st = helper_reap(h, 1);
+    describe_status(st, why, sizeof(why));
+    return err_set(err, HIPD_EIO, "the compile helper %s did not start: %s%s",
+                   P.helper, timed_out ? "no hello" : why,
+                   !timed_out && WIFEXITED(st) && WEXITSTATUS(st) == 127
+                       ? " (cannot be executed)"
+                       : " (its messages are in hipd's log)");
+  }
+  rc = hdr.op == CP_OP_HELLO && hdr.status == 0
+           ? hello_parse(payload, hdr.len, why, sizeof(why))
+           : (snprintf(why, sizeof(why), "no hello"), -1);
+  free(payload);
+  if (rc != 0) {
+    helper_reap(h, 1);
+    return err_set(err, HIPD_EIO, "the compile helper %s: %s", P.helper, why);
+  }
+  /* In its own mount namespace the helper has a private /tmp. */
+  if (P.st.fsview == CP_FSVIEW_MOUNTNS)
+    tmp_remove(h);
+  return 0;
+}
+
+/* ------------------------------------------------------------ compiling */
+
+static void out_log(compile_out_t *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void out_log(compile_out_t *out, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (out->log == NULL || out->logsz == 0)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(out->log, out->logsz, fmt, ap);
+  va_end(ap);
+}
+
+/* A code a helper may answer with; anything else reads as ECOMPILE (the
+ * helper is not trusted to pick the daemon's codes). */
+static int status_ok(int32_t s)
+{
+  static const int allowed[] = {HIPD_ECOMPILE,  HIPD_EINVAL,   HIPD_ENOTSUP,
+                                HIPD_ENOKERNEL, HIPD_ENOMEM,   HIPD_ELIMIT,
+                                HIPD_EIO,       HIPD_ENOENT,   HIPD_EDEVICE,
+                                HIPD_ESHUTDOWN, HIPD_EINTERNAL};
+
+  for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+    if (s == allowed[i])
+      return 1;
+  return 0;
+}
+
+static int request_build(const compile_req_t *req, cp_buf_t *b,
+                         compile_out_t *out)
+{
+  if (req->source_len > CP_MAX_SOURCE) {
+    out_log(out, "the kernel source has %zu bytes (at most %u)",
+            req->source_len, (unsigned)CP_MAX_SOURCE);
+    return HIPD_ELIMIT;
+  }
+  if (req->nnames > CP_MAX_NAMES || req->nopts > CP_MAX_OPTS) {
+    out_log(out, "%zu kernel names and %zu options (at most %u and %u)",
+            req->nnames, req->nopts, CP_MAX_NAMES, CP_MAX_OPTS);
+    return HIPD_EINVAL;
+  }
+  cp_put_str(b, req->driver);
+  cp_put_str(b, req->arch);
+  cp_put_u32(b, (uint32_t)req->nnames);
+  for (size_t i = 0; i < req->nnames; i++) {
+    if (req->names[i] == NULL || strlen(req->names[i]) > CP_MAX_STR) {
+      out_log(out, "kernel name %zu is missing or longer than %u bytes", i,
+              CP_MAX_STR);
+      return HIPD_EINVAL;
+    }
+    cp_put_str(b, req->names[i]);
+  }
+  cp_put_u32(b, (uint32_t)req->nopts);
+  for (size_t i = 0; i < req->nopts; i++) {
+    if (req->opts[i] == NULL || strlen(req->opts[i]) > CP_MAX_STR) {
+      out_log(out, "option %zu is missing or longer than %u bytes", i,
+              CP_MAX_STR);
+      return HIPD_EINVAL;
+    }
+    cp_put_str(b, req->opts[i]);
+  }
+  cp_put_blob(b, req->source, req->source_len);
+  if (b->failed) {
+    out_log(out, "out of memory");
+    return HIPD_ENOMEM;
+  }
+  return 0;
+}
+
+/* The helper failed this compile (died, hung, or said something
+ * malformed): kill and reap it, and explain in @p out. */
+static int helper_failed(helper_t *h, compile_out_t *out, int timed_out,
+                         const char *what)
+{
+  char why[160];
+  int st = helper_reap(h, 1), stopping;
+
+  pthread_mutex_lock(&P.mu);
+  stopping = P.stopping;
+  if (timed_out)
+    P.st.timeouts++;
+  else if (!stopping)
+    P.st.crashes++;
+  pthread_mutex_unlock(&P.mu);
+  if (stopping) {
+    out_log(out, "hipd is stopping: the compile was stopped");
+    return out->status = HIPD_ESHUTDOWN;
+  }
+  if (timed_out) {
+    out_log(out,
+            "compilation timed out after %u s (--compile-timeout): the "
+            "compiler was killed",
+            P.timeout_s);
+    log_warn(0, "compile helper: a compile timed out after %u s: killed",
+             P.timeout_s);
+    return out->status = HIPD_ECOMPILE;
+  }
+  describe_status(st, why, sizeof(why));
+  out_log(out, "the compiler crashed: hipd-compile %s, %s", what, why);
+  log_warn(0,
+           "compile helper: %s (%s); a new one starts for the next "
+           "compile",
+           what, why);
+  return out->status = HIPD_ECOMPILE;
+}
+
+int compile_run(const compile_req_t *req, compile_out_t *out)
+{
+  helper_t *h = self_helper;
+  cp_buf_t b = {0};
+  cp_hdr_t hdr;
+  unsigned char *payload = NULL;
+  hipd_err_t err;
+  int rc;
+
+  out->image = NULL;
+  out->image_len = 0;
+  if (out->log != NULL && out->logsz > 0)
+    out->log[0] = '\0';
+  if (h == NULL) {
+    out_log(out, "compile_run outside the compile pool");
+    return out->status = HIPD_EINTERNAL;
+  }
+  if ((rc = request_build(req, &b, out)) != 0) {
+    cp_buf_free(&b);
+    return out->status = rc;
+  }
+  if (h->pid == 0 && (rc = helper_spawn(h, &err)) != 0) {
+    cp_buf_free(&b);
+    out_log(out, "%s", err.msg);
+    return out->status = rc;
+  }
+  pthread_mutex_lock(&P.mu);
+  P.st.compiles++;
+  pthread_mutex_unlock(&P.mu);
+  if (cp_send(h->fd, CP_OP_COMPILE, 0, b.p, b.len) != 0) {
+    cp_buf_free(&b);
+    return helper_failed(h, out, 0, "could not be sent the source");
+  }
+  cp_buf_free(&b);
+  if (cp_recv(h->fd, &hdr, &payload,
+              util_now_ms() + (uint64_t)P.timeout_s * 1000 + KILL_GRACE_MS) !=
+      0)
+    return helper_failed(h, out, errno == ETIMEDOUT,
+                         errno == EPROTO ? "sent a malformed answer"
+                                         : "ended during the compile");
+  {
+    cp_rd_t r = {.p = payload, .len = hdr.len};
+    const char *log;
+    const void *image;
+    uint32_t log_len, image_len, flags;
+
+    if (hdr.op != CP_OP_RESULT || hdr.status > 0 ||
+        (hdr.status != 0 && !status_ok(hdr.status)) ||
+        cp_get_str(&r, CP_MAX_LOG, &log, &log_len) != 0 ||
+        cp_get_blob(&r, CP_MAX_IMAGE, &image, &image_len) != 0 ||
+        cp_get_u32(&r, &flags) != 0 || cp_rd_end(&r) != 0 ||
+        (flags & ~(uint32_t)(CP_RESULT_LEAVING | CP_RESULT_TIMED_OUT)) != 0 ||
+        (hdr.status == 0) != (image_len > 0)) {
+      free(payload);
+      return helper_failed(h, out, 0, "sent a malformed answer");
+    }
+    if (out->log != NULL && out->logsz > 0) {
+      size_t n = log_len < out->logsz ? log_len : out->logsz - 1;
+      memcpy(out->log, log, n);
+      out->log[n] = '\0';
+    }
+    out->status = hdr.status;
+    if (hdr.status == 0) {
+      out->image = malloc(image_len);
+      if (out->image == NULL) {
+        out_log(out, "out of memory for an image of %u bytes", image_len);
+        out->status = HIPD_ENOMEM;
+      } else {
+        memcpy(out->image, image, image_len);
+        out->image_len = image_len;
+      }
+    }
+    free(payload);
+    if (flags & CP_RESULT_TIMED_OUT) {
+      pthread_mutex_lock(&P.mu);
+      P.st.timeouts++;
+      pthread_mutex_unlock(&P.mu);
+      log_warn(0, "compile helper: a compile timed out after %u s: stopped",
+               P.timeout_s);
+    }
+    if (flags & (CP_RESULT_LEAVING | CP_RESULT_TIMED_OUT)) {
+      helper_reap(h, 0);
+      /* A planned exit is no restart; one after a timeout is. */
+      h->died = (flags & CP_RESULT_TIMED_OUT) != 0;
+    }
+  }
+  return out->status;
+}
+
+const char *compile_pool_compiler_id(const char *driver)
+{
+  const char *id = NULL;
+
+  pthread_mutex_lock(&P.mu);
+  for (unsigned i = 0; i < P.nids; i++)
+    if (strcmp(P.ids[i].name, driver) == 0)
+      id = P.ids[i].id;
+  pthread_mutex_unlock(&P.mu);
+  return id;
+}
+
+/* -------------------------------------------------------------- threads */
+
+static void *thread_main(void *arg)
+{
+  helper_t *h = arg;
+
+  self_helper = h;
+  pthread_mutex_lock(&P.mu);
+  for (;;) {
+    compile_job_t *job;
+
+    while (P.queue == NULL && !P.quit)
+      pthread_cond_wait(&P.cv, &P.mu);
+    if (P.queue == NULL)
+      break;
+    job = P.queue;
+    P.queue = job->next;
+    if (P.queue == NULL)
+      P.queue_tail = &P.queue;
+    P.st.queued--;
+    P.st.busy++;
+    pthread_mutex_unlock(&P.mu);
+
+    job->run(job);
+
+    pthread_mutex_lock(&P.mu);
+    P.st.busy--;
+    job->next = NULL;
+    *P.done_tail = job;
+    P.done_tail = &job->next;
+    pthread_mutex_unlock(&P.mu);
+    uv_async_send(&P.async);
+    pthread_mutex_lock(&P.mu);
+  }
+  pthread_mutex_unlock(&P.mu);
+  if (h->pid != 0)
+    helper_reap(h, 1);
+  return NULL;
+}
+
+static void async_cb(uv_async_t *a)
+{
+  compile_job_t *list;
+
+  (void)a;
+  pthread_mutex_lock(&P.mu);
+  list = P.done;
+  P.done = NULL;
+  P.done_tail = &P.done;
+  pthread_mutex_unlock(&P.mu);
+  while (list != NULL) {
+    compile_job_t *job = list;
+    list = job->next;
+    if (--P.inflight == 0)
+      uv_unref((uv_handle_t *)&P.async);
+    job->done(job);
+  }
+}
+
+int compile_pool_submit(compile_job_t *job)
+{
+  if (!P.running)
+    return HIPD_ESHUTDOWN;
+  pthread_mutex_lock(&P.mu);
+  if (P.quit) {
+    pthread_mutex_unlock(&P.mu);
+    return HIPD_ESHUTDOWN;
+  }
+  job->next = NULL;
+  *P.queue_tail = job;
+  P.queue_tail = &job->next;
+  P.st.queued++;
+  pthread_cond_signal(&P.cv);
+  pthread_mutex_unlock(&P.mu);
+  /* Work in flight keeps the loop alive, as libuv's own work does. */
+  if (P.inflight++ == 0)
+    uv_ref((uv_handle_t *)&P.async);
+  return 0;
+}
+
+unsigned compile_pool_inflight(void)
+{
+  return P.inflight;
+}
+
+/* The helper program: cfg, $HIPD_COMPILE_HELPER, next to our executable,
+ * the installed one. */
+static void helper_path(const char *cfg, char *out, size_t n)
+{
+  const char *env = getenv("HIPD_COMPILE_HELPER");
+  char self[PATH_MAX];
+  ssize_t len;
+
+  if (cfg != NULL && cfg[0] != '\0') {
+    snprintf(out, n, "%s", cfg);
+    return;
+  }
+  if (env != NULL && env[0] != '\0') {
+    snprintf(out, n, "%s", env);
+    return;
+  }
+  len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len > 0) {
+    char *slash;
+    self[len] = '\0';
+    slash = strrchr(self, '/');
+    if (slash != NULL) {
+      *slash = '\0';
+      if (snprintf(out, n, "%s/" HELPER_NAME, self) < (int)n &&
+          access(out, X_OK) == 0)
+        return;
+    }
+  }
+  snprintf(out, n, "%s/" HELPER_NAME, LIBEXECDIR);
+}
+
+int compile_pool_init(const compile_pool_cfg_t *cfg, uv_loop_t *loop,
+                      hipd_err_t *err)
+{
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int rc;
+
+  err_clear(err);
+  if (P.running)
+    return err_set(err, HIPD_EINVAL, "the compile pool is running already");
+  P.jobs = cfg->jobs ? cfg->jobs : (ncpu > 0 && ncpu < 4 ? (unsigned)ncpu : 4);
+  if (P.jobs > MAX_JOBS)
+    P.jobs = MAX_JOBS;
+  P.timeout_s = cfg->timeout_s ? cfg->timeout_s : DEFAULT_TIMEOUT_S;
+  P.mem = cfg->mem_limit ? cfg->mem_limit : DEFAULT_MEM;
+  helper_path(cfg->helper, P.helper, sizeof(P.helper));
+  snprintf(P.user, sizeof(P.user), "%s", cfg->user ? cfg->user : "");
+  P.loop = loop;
+  P.queue = P.done = NULL;
+  P.queue_tail = &P.queue;
+  P.done_tail = &P.done;
+  P.inflight = 0;
+  P.stopping = P.quit = 0;
+  P.nids = 0;
+  memset(&P.st, 0, sizeof(P.st));
+  P.st.uid = -1;
+  P.st.fsview_name = cp_fsview_name(CP_FSVIEW_NONE);
+  P.helpers = calloc(P.jobs, sizeof(*P.helpers));
+  P.threads = calloc(P.jobs, sizeof(*P.threads));
+  if (P.helpers == NULL || P.threads == NULL) {
+    rc = err_set(err, HIPD_ENOMEM, "out of memory");
+    goto fail;
+  }
+  for (unsigned i = 0; i < P.jobs; i++)
+    P.helpers[i].fd = -1;
+  if (cfg->probe && access(P.helper, X_OK) != 0) {
+    rc = err_set(err, HIPD_ENOENT,
+                 "the compile helper %s cannot be run: %s (set "
+                 "$HIPD_COMPILE_HELPER or install hipd)",
+                 P.helper, strerror(errno));
+    goto fail;
+  }
+  if (cfg->probe && (rc = helper_spawn(&P.helpers[0], err)) != 0)
+    goto fail;
+  if (uv_async_init(loop, &P.async, async_cb) != 0) {
+    rc = err_set(err, HIPD_EIO, "cannot start the compile pool");
+    goto fail;
+  }
+  uv_unref((uv_handle_t *)&P.async);
+  for (P.nthreads = 0; P.nthreads < P.jobs; P.nthreads++)
+    if (pthread_create(&P.threads[P.nthreads], NULL, thread_main,
+                       &P.helpers[P.nthreads]) != 0)
+      break;
+  if (P.nthreads == 0) {
+    uv_close((uv_handle_t *)&P.async, NULL);
+    rc = err_set(err, HIPD_EIO, "cannot start the compile threads");
+    goto fail;
+  }
+  P.running = 1;
+  return 0;
+
+fail:
+  if (P.helpers != NULL && P.helpers[0].pid != 0)
+    helper_reap(&P.helpers[0], 1);
+  free(P.helpers);
+  free(P.threads);
+  P.helpers = NULL;
+  P.threads = NULL;
+  return rc;
+}
+
+unsigned compile_pool_stop_all(void)
+{
+  unsigned n = 0;
+
+  pthread_mutex_lock(&P.mu);
+  P.stopping = 1;
+  for (unsigned i = 0; P.helpers != NULL && i < P.jobs; i++)
+    if (P.helpers[i].pid > 0) {
+      kill(-P.helpers[i].pid, SIGKILL);
+      n++;
+    }
+  pthread_mutex_unlock(&P.mu);
+  return n;
+}
+
+void compile_pool_shutdown(void)
+{
+  if (!P.running)
+    return;
+  compile_pool_stop_all();
+  pthread_mutex_lock(&P.mu);
+  P.quit = 1;
+  /* Jobs not started are dropped with the pool. */
+  P.queue = NULL;
+  P.queue_tail = &P.queue;
+  pthread_cond_broadcast(&P.cv);
+  pthread_mutex_unlock(&P.mu);
+  for (unsigned i = 0; i < P.nthreads; i++)
+    pthread_join(P.threads[i], NULL);
+  if (!uv_is_closing((uv_handle_t *)&P.async))
+    uv_close((uv_handle_t *)&P.async, NULL);
+  free(P.threads);
+  free(P.helpers);
+  P.threads = NULL;
+  P.helpers = NULL;
+  P.nthreads = 0;
+  P.running = 0;
+}
+
+void compile_pool_get_stats(compile_pool_stats_t *st)
+{
+  pthread_mutex_lock(&P.mu);
+  *st = P.st;
+  pthread_mutex_unlock(&P.mu);
+  st->jobs = P.jobs;
+  st->timeout_s = P.timeout_s;
+}

@@ -1,0 +1,126 @@
+/* daemon/compile/compile_pool.h: the daemon's compile helpers.
+ *
+ * Compiles never run in the daemon, nor on libuv's thread pool: a bounded
+ * pool of the daemon's own threads (--compile-jobs) runs them, each thread
+ * owning one hipd-compile process (compile_helper.c, the sandbox it sets up
+ * is described there): started when the thread first needs it, restarted
+ * after it dies. A compile that passes --compile-timeout kills its helper
+ * (and with it every compiler it started); only that compile fails, with a
+ * message that says so, and the thread starts a fresh helper for the next.
+ *
+ * The pool runs jobs (compile_pool_submit): job->run on a pool thread,
+ * where it may block and call compile_run(), then job->done on the loop
+ * thread. The kernel cache (kernels/cache.c) runs its misses this way.
+ *
+ * The compiler ids that key the cache come from the helpers' hello, so the
+ * daemon keys entries without loading any compiler itself.
+ */
+#ifndef HIPD_COMPILE_POOL_H
+#define HIPD_COMPILE_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "util/err.h"
+
+typedef struct {
+  unsigned jobs;      /* threads (and helpers); 0: min(4, CPUs) */
+  unsigned timeout_s; /* per compile; 0: 120 */
+  /* The helper program: NULL for $HIPD_COMPILE_HELPER, else hipd-compile
+   * next to the daemon's executable if there is one, else the installed
+   * $(libexecdir)/hipd-compile. */
+  const char *helper;
+  /* The account helpers run as when hipd is root: NULL for hipd-compile,
+   * else nobody. Never root. */
+  const char *user;
+  uint64_t mem_limit; /* address space of a helper and of each compiler
+                       * process (RLIMIT_AS); 0: 4 GiB */
+  /* Ask the first helper for its hello now (blocking; at start-up, before
+   * the loop runs), so that compile_pool_compiler_id() knows the ids and
+   * a helper that cannot start stops hipd at once. */
+  int probe;
+} compile_pool_cfg_t;
+
+/* A piece of work for the pool. The caller owns it (usually embedded in
+ * its own struct); it must stay valid until done runs. */
+typedef struct compile_job compile_job_t;
+struct compile_job {
+  void (*run)(compile_job_t *job);  /* a pool thread; may block */
+  void (*done)(compile_job_t *job); /* then the loop thread */
+  compile_job_t *next;              /* the pool's */
+};
+
+/* What to compile (compile_run). The strings are borrowed. */
+typedef struct {
+  const char *driver; /* driver name, "hip" or "cpu" */
+  const char *arch;
+  const char *source;
+  size_t source_len;
+  const char *const *names;
+  size_t nnames;
+  const char *const *opts;
+  size_t nopts;
+} compile_req_t;
+
+/* The answer: status 0 with a malloc'd image, or a negative code with
+ * the compiler's log (or the reason: timed out, the helper died). */
+typedef struct {
+  int status;
+  void *image; /* malloc'd; the caller frees it */
+  size_t image_len;
+  char *log;    /* the caller's buffer ... */
+  size_t logsz; /* ... and its size; filled NUL-terminated */
+} compile_out_t;
+
+typedef struct {
+  unsigned jobs, timeout_s;
+  unsigned busy;     /* threads running a job now */
+  unsigned queued;   /* jobs waiting for a thread */
+  unsigned helpers;  /* helper processes alive now */
+  uint64_t started;  /* helper processes started */
+  uint64_t restarts; /* of those, started after one had died */
+  uint64_t compiles, timeouts, crashes;
+  /* The protections of the last helper that said hello: */
+  uint32_t fsview; /* CP_FSVIEW_* (compile_proto.h) */
+  const char *fsview_name;
+  int64_t uid;       /* its uid, -1 before any hello */
+  char sandbox[256]; /* what it could not apply, "" if nothing */
+} compile_pool_stats_t;
+
+/* Start the pool's threads (no helper yet, unless cfg->probe). Loop thread
+ * (@p loop is where job->done runs). @return 0, or a negative code with
+ * @p err naming the problem (the helper missing, or failing to start, with
+ * cfg->probe). */
+int compile_pool_init(const compile_pool_cfg_t *cfg, uv_loop_t *loop,
+                      hipd_err_t *err);
+/* At shutdown: kill every helper (and so every compile in flight, which
+ * fails with HIPD_ESHUTDOWN) and start no more. Any thread; idempotent.
+ * @return how many helpers were killed. */
+unsigned compile_pool_stop_all(void);
+/* After the loop ran out: stop the helpers, join the threads, close the
+ * loop handle (loop thread; the loop must still run its close callbacks
+ * or be closed right after). Jobs not done are dropped. */
+void compile_pool_shutdown(void);
+
+/* Queue @p job. Loop thread. @return 0, or HIPD_ESHUTDOWN (the pool is
+ * stopping or was never started: job->done will not run). */
+int compile_pool_submit(compile_job_t *job);
+/* Jobs submitted whose done has not run yet (loop thread). */
+unsigned compile_pool_inflight(void);
+
+/* Compile @p req in the calling pool thread's helper (starting it if
+ * needed). Blocking; pool threads only (from job->run). @return
+ * out->status: 0; HIPD_ECOMPILE (the compiler failed, timed out or
+ * crashed: out->log says which), another code from the driver, or
+ * HIPD_ESHUTDOWN, HIPD_EIO (no helper could be started). */
+int compile_run(const compile_req_t *req, compile_out_t *out);
+
+/* The compiler id the helpers report for driver @p driver ("g++ 12.2.0",
+ * "nvrtc 12.4 ..."), or NULL when they do not compile for it or have not
+ * said hello yet. The string stays valid until shutdown. Any thread. */
+const char *compile_pool_compiler_id(const char *driver);
+
+void compile_pool_get_stats(compile_pool_stats_t *st);
+
+#endif

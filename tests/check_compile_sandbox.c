@@ -1,0 +1,516 @@
+/* tests/check_compile_sandbox.c: compiles run in sandboxed helpers
+ * (daemon/compile/): what a kernel source can make the compiler read,
+ * write or hold, on a real hipd with the real host compiler (CPU device).
+ *
+ * - `#include` and `.incbin` of /etc/shadow, /etc/passwd and a root-only
+ *   file this test writes (with a unique marker) fail as not found (mount
+ *   namespace) or permission denied (Landlock), and no log carries the
+ *   file's bytes;
+ * - a constructor in a kernel does not run at compile time, and options
+ *   that would write files are refused;
+ * - an `#include` of a FIFO fails at once, and four such compiles at a
+ *   time stop neither an ordinary compile nor an allocation;
+ * - a compile that runs past --compile-timeout fails alone, with a message
+ *   that says so, and the next compile works;
+ * - the helpers run as the compile user, never root (as root);
+ * - hipd's own CPU device header still resolves (kernels compile and run),
+ *   in both views (HIPD_COMPILE_FSVIEW=landlock forces the fallback).
+ */
+#include "config.h"
+
+#include "kernels_util.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+static const char MARK_KERNEL[] =
+    "extern \"C\" __global__ void k(int *p) { p[0] = 1; }\n";
+
+/* A secret file of root's (mode 0600) with a unique marker. */
+static char secret_path[256], secret_mark[64];
+
+static void secret_make(void)
+{
+  const char *home = geteuid() == 0 ? "/root" : getenv("HOME");
+  FILE *f;
+
+  snprintf(secret_mark, sizeof(secret_mark), "HIPD-SECRET-%d-%ld",
+           (int)getpid(), (long)time(NULL));
+  snprintf(secret_path, sizeof(secret_path), "%s/hipd-compile-secret-%d",
+           home ? home : "/tmp", (int)getpid());
+  f = fopen(secret_path, "w");
+  ck_assert_msg(f != NULL, "cannot write %s: %s", secret_path, strerror(errno));
+  fprintf(f, "int %s = 1;\n%s\n", secret_mark, secret_mark);
+  fclose(f);
+  chmod(secret_path, 0600);
+}
+
+static void secret_remove(void)
+{
+  if (secret_path[0] != '\0')
+    unlink(secret_path);
+}
+
+/* The daemon's compile.fsview ("mount namespace" or "landlock"). */
+static void fsview_of(hipd_conn_t *conn, char *out, size_t n)
+{
+  hipd_info_t *info = NULL;
+  int dev = -1;
+
+  OK(conn, hipd_daemon_info(conn, &info));
+  snprintf(out, n, "%s", info_str(info, "compile.fsview"));
+  hipd_info_free(info);
+}
+
+/* The message of a refused open, for the view in force. */
+static int refused(const char *msg, const char *fsview)
+{
+  if (strcmp(fsview, "landlock") == 0)
+    return strstr(msg, "Permission denied") != NULL;
+  return strstr(msg, "No such file or directory") != NULL;
+}
+
+/* hiprtc (clang) and NVRTC say it their own ways, the same in either
+ * view: "'/etc/shadow' file not found", "cannot open file '/etc/shadow':
+ * Permission denied", "cannot open source file". */
+static int rtc_refused(const char *msg)
+{
+  return strstr(msg, "file not found") != NULL ||
+         strstr(msg, "Permission denied") != NULL ||
+         strstr(msg, "cannot open source file") != NULL;
+}
+
+/* Compile @p src on @p dev: it must fail to compile; return the log. */
+static char *compile_fails(hipd_conn_t *conn, int dev, const char *src)
+{
+  hipd_kernel_t k = 0;
+
+  EXPECT(conn, hipd_kernel_compile(conn, dev, src, "k", NULL, &k, NULL),
+         HIPD_ECOMPILE);
+  return strdup(hipd_last_error(conn));
+}
+
+/* No secret of @p path's in @p log. */
+static void no_leak(const char *log, const char *path)
+{
+  ck_assert_msg(strstr(log, secret_mark) == NULL,
+                "the log of an include of %s has the marker: %s", path, log);
+  ck_assert_msg(strstr(log, "root:") == NULL,
+                "the log of an include of %s has an account line: %s", path,
+                log);
+}
+
+static void check_reads_blocked(harness_daemon_t *d)
+{
+  hipd_conn_t *conn = connect_to(d);
+  int dev = first_cpu_device(conn);
+  const char *paths[] = {"/etc/shadow", "/etc/passwd", secret_path};
+  char fsview[64], src[1024];
+
+  ck_assert_int_ge(dev, 0);
+  fsview_of(conn, fsview, sizeof(fsview));
+  ck_assert_msg(strcmp(fsview, "mount namespace") == 0 ||
+                    strcmp(fsview, "landlock") == 0,
+                "compile.fsview is '%s'", fsview);
+  for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+    char *log;
+
+    snprintf(src, sizeof(src), "#include \"%s\"\n%s", paths[i], MARK_KERNEL);
+    log = compile_fails(conn, dev, src);
+    ck_assert_msg(refused(log, fsview),
+                  "%s: an include of %s is not refused as it should be: %s",
+                  fsview, paths[i], log);
+    no_leak(log, paths[i]);
+    free(log);
+
+    /* The assembler reads .incbin files: it says "file not found" for
+     * both kinds of refusal. */
+    snprintf(src, sizeof(src), "asm(\".incbin \\\"%s\\\"\");\n%s", paths[i],
+             MARK_KERNEL);
+    log = compile_fails(conn, dev, src);
+    ck_assert_msg(strstr(log, "file not found") != NULL,
+                  "%s: an .incbin of %s is not refused as it should be: %s",
+                  fsview, paths[i], log);
+    no_leak(log, paths[i]);
+    free(log);
+  }
+  /* hiprtc / NVRTC, in the helper too, where this hipd has them: no GPU
+   * is needed to compile for one. */
+  {
+    hipd_info_t *info = NULL;
+    const char *arch = NULL;
+
+    OK(conn, hipd_daemon_info(conn, &info));
+    if (info_has_str(info, "features", "hip-amd"))
+      arch = "gfx90a";
+    else if (info_has_str(info, "features", "hip-nvidia"))
+      arch = "sm_90";
+    hipd_info_free(info);
+    for (size_t i = 0; arch != NULL && i < sizeof(paths) / sizeof(paths[0]);
+         i++) {
+      const char *msg;
+
+      snprintf(src, sizeof(src), "#include \"%s\"\n%s", paths[i], MARK_KERNEL);
+      EXPECT(conn, hipd_kernel_compile_for(conn, arch, src, "k", NULL, 0, NULL),
+             HIPD_ECOMPILE);
+      msg = hipd_last_error(conn);
+      ck_assert_msg(rtc_refused(msg),
+                    "%s: %s: an include of %s is not refused: %s", fsview, arch,
+                    paths[i], msg);
+      no_leak(msg, paths[i]);
+      /* In device code the assembler would read it. */
+      snprintf(src, sizeof(src),
+               "extern \"C\" __global__ void k(int *p)\n"
+               "{\n  asm volatile(\".incbin \\\"%s\\\"\");\n"
+               "  p[0] = 1;\n}\n",
+               paths[i]);
+      EXPECT(conn, hipd_kernel_compile_for(conn, arch, src, "k", NULL, 0, NULL),
+             HIPD_ECOMPILE);
+      no_leak(hipd_last_error(conn), paths[i]);
+    }
+    if (arch == NULL)
+      printf("check_compile_sandbox: no HIP driver in this hipd: hiprtc "
+             "reads not tested\n");
+  }
+  /* hipd's header still resolves: a kernel compiles and runs. */
+  {
+    hipd_kernel_t k = compile(conn, dev, VECADD_SRC, "vecadd", NULL);
+    vecadd_run(conn, dev, k, 1000, 0);
+    OK(conn, hipd_kernel_destroy(conn, k));
+  }
+  hipd_close(conn);
+}
+
+static harness_daemon_t *start_daemon(const char *timeout, const char *jobs)
+{
+  harness_daemon_t *d =
+      harness_start("--cpu-devices", "2", "--cache-dir", "",
+                    "--compile-timeout", timeout, "--compile-jobs", jobs, NULL);
+
+  ck_assert_msg(d != NULL, "hipd did not start");
+  return d;
+}
+
+/* ----------------------------------------------------------- the tests */
+
+START_TEST(test_reads_blocked)
+{
+  harness_daemon_t *d = start_daemon("120", "2");
+
+  secret_make();
+  check_reads_blocked(d);
+  secret_remove();
+  stop_checked(&d);
+}
+END_TEST
+
+/* The Landlock view (what runs where namespaces are refused), forced. */
+START_TEST(test_reads_blocked_landlock)
+{
+  harness_daemon_t *d;
+  hipd_conn_t *conn;
+  char fsview[64];
+
+  setenv("HIPD_COMPILE_FSVIEW", "landlock", 1);
+  d = start_daemon("120", "2");
+  unsetenv("HIPD_COMPILE_FSVIEW");
+  conn = connect_to(d);
+  fsview_of(conn, fsview, sizeof(fsview));
+  ck_assert_str_eq(fsview, "landlock");
+  hipd_close(conn);
+  secret_make();
+  check_reads_blocked(d);
+  secret_remove();
+  stop_checked(&d);
+}
+END_TEST
+
+/* Nothing of a kernel runs at compile time, and what would make the
+ * compiler write a file is refused. */
+START_TEST(test_no_code_at_compile)
+{
+  harness_daemon_t *d = start_daemon("120", "2");
+  hipd_conn_t *conn = connect_to(d);
+  int dev = first_cpu_device(conn);
+  char path[300], src[2048], arch[64], opt[320];
+  hipd_info_t *info = NULL;
+  struct stat st;
+  const char *root = getenv("HIPD_TEST_TMP");
+
+  snprintf(path, sizeof(path), "%s/ctor-%d",
+           root != NULL && root[0] ? root : "/tmp", (int)getpid());
+  unlink(path);
+  OK(conn, hipd_device_get(conn, dev, &info));
+  snprintf(arch, sizeof(arch), "%s", info_str(info, "capabilities.arch"));
+  hipd_info_free(info);
+  snprintf(src, sizeof(src),
+           "#include <stdio.h>\n"
+           "__attribute__((constructor)) static void at_load(void)\n"
+           "{\n"
+           "  FILE *f = fopen(\"%s\", \"w\");\n"
+           "  if (f) fclose(f);\n"
+           "}\n"
+           "#pragma GCC diagnostic push\n"
+           "#pragma message(\"compile-time message only\")\n"
+           "#pragma GCC diagnostic pop\n"
+           "%s",
+           path, MARK_KERNEL);
+  OK(conn, hipd_kernel_compile_for(conn, arch, src, "k", NULL, 0, NULL));
+  ck_assert_msg(stat(path, &st) != 0 && errno == ENOENT,
+                "a constructor ran at compile time: %s exists", path);
+  /* Options that would write a file are refused before any compile. */
+  snprintf(opt, sizeof(opt), "-o%s", path);
+  {
+    const char *opts[][2] = {{opt, NULL},
+                             {"-save-temps", NULL},
+                             {"-Wl,-o,/tmp/hipd-evil", NULL},
+                             {"-MF/tmp/hipd-evil", NULL}};
+    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+      EXPECT(conn,
+             hipd_kernel_compile_for(conn, arch, MARK_KERNEL, "k", opts[i], 0,
+                                     NULL),
+             HIPD_EINVAL);
+  }
+  ck_assert(stat(path, &st) != 0 && errno == ENOENT);
+  hipd_close(conn);
+  stop_checked(&d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ the FIFO */
+
+typedef struct {
+  const harness_daemon_t *d;
+  const char *fifo;
+  int dev;
+  int index;
+  int rc;
+  char log[1024];
+} fifo_job_t;
+
+static void *fifo_compile(void *arg)
+{
+  fifo_job_t *j = arg;
+  hipd_conn_t *conn = NULL;
+  char src[512];
+  hipd_kernel_t k = 0;
+
+  j->rc = hipd_connect2(j->d->socket, "fifo", &conn);
+  if (j->rc != 0)
+    return NULL;
+  hipd_set_timeout(conn, 120000);
+  snprintf(src, sizeof(src), "// %d\n#include \"%s\"\n%s", j->index, j->fifo,
+           MARK_KERNEL);
+  j->rc = hipd_kernel_compile(conn, j->dev, src, "k", NULL, &k, NULL);
+  snprintf(j->log, sizeof(j->log), "%s", hipd_last_error(conn));
+  hipd_close(conn);
+  return NULL;
+}
+
+START_TEST(test_fifo)
+{
+  harness_daemon_t *d = start_daemon("120", "2");
+  hipd_conn_t *conn;
+  fifo_job_t jobs[4];
+  pthread_t t[4];
+  char fifo[300], fsview[64], src[512];
+  const char *root = getenv("HIPD_TEST_TMP");
+  hipd_buffer_t b = 0;
+  hipd_kernel_t k;
+  int dev;
+
+  snprintf(fifo, sizeof(fifo), "%s/fifo-%d",
+           root != NULL && root[0] ? root : "/tmp", (int)getpid());
+  unlink(fifo);
+  ck_assert_int_eq(mkfifo(fifo, 0666), 0);
+  conn = connect_to(d);
+  dev = first_cpu_device(conn);
+  fsview_of(conn, fsview, sizeof(fsview));
+  for (int i = 0; i < 4; i++) {
+    jobs[i] = (fifo_job_t){.d = d, .fifo = fifo, .dev = dev, .index = i};
+    ck_assert_int_eq(pthread_create(&t[i], NULL, fifo_compile, &jobs[i]), 0);
+  }
+  /* Meanwhile an allocation and an ordinary compile are served. */
+  OK(conn, hipd_mem_alloc(conn, dev, 4096, "float32", &b));
+  snprintf(src, sizeof(src), "// fifo test %d\n%s", (int)getpid(), VECADD_SRC);
+  k = compile(conn, dev, src, "vecadd", NULL);
+  vecadd_run(conn, dev, k, 256, 0);
+  OK(conn, hipd_kernel_destroy(conn, k));
+  OK(conn, hipd_mem_free(conn, b));
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    ck_assert_msg(jobs[i].rc == HIPD_ECOMPILE, "an include of a FIFO: %s (%s)",
+                  hipd_err_name(jobs[i].rc), jobs[i].log);
+    ck_assert_msg(refused(jobs[i].log, fsview),
+                  "%s: an include of a FIFO is not refused: %s", fsview,
+                  jobs[i].log);
+  }
+  unlink(fifo);
+  hipd_close(conn);
+  stop_checked(&d);
+}
+END_TEST
+
+/* ---------------------------------------------------------- the timeout */
+
+/* Each constant stays under GCC's constexpr operation limit and takes
+ * seconds; a thousand of them take far longer than the timeout. */
+static const char SLOW_SRC[] =
+    "constexpr long spin(long n, long s)\n"
+    "{\n"
+    "  long x = s;\n"
+    "  for (long i = 0; i < n; i++)\n"
+    "    for (long j = 0; j < n; j++)\n"
+    "      for (long k = 0; k < n; k++)\n"
+    "        x += i ^ j ^ k;\n"
+    "  return x;\n"
+    "}\n"
+    "#define R(x) constexpr long v##x = spin(200, x);\n"
+    "#define R10(x) R(x##0) R(x##1) R(x##2) R(x##3) R(x##4) R(x##5) "
+    "R(x##6) R(x##7) R(x##8) R(x##9)\n"
+    "#define R100(x) R10(x##0) R10(x##1) R10(x##2) R10(x##3) R10(x##4) "
+    "R10(x##5) R10(x##6) R10(x##7) R10(x##8) R10(x##9)\n"
+    "R100(1) R100(2) R100(3) R100(4) R100(5) R100(6) R100(7) R100(8)\n"
+    "extern \"C\" __global__ void k(long *p) { p[0] = v1000 + v8999; }\n";
+
+START_TEST(test_timeout)
+{
+  harness_daemon_t *d = start_daemon("2", "1");
+  hipd_conn_t *conn = connect_to(d);
+  int dev = first_cpu_device(conn);
+  hipd_info_t *info = NULL;
+  hipd_kernel_t k = 0;
+  const char *msg;
+
+  EXPECT(conn, hipd_kernel_compile(conn, dev, SLOW_SRC, "k", NULL, &k, NULL),
+         HIPD_ECOMPILE);
+  msg = hipd_last_error(conn);
+  ck_assert_msg(strstr(msg, "timed out after 2 s") != NULL,
+                "a compile past the timeout: %s", msg);
+  /* Only that compile failed: the next one (a fresh helper) works. */
+  k = compile(conn, dev, VECADD_SRC, "vecadd", NULL);
+  vecadd_run(conn, dev, k, 500, 0);
+  OK(conn, hipd_kernel_destroy(conn, k));
+  OK(conn, hipd_daemon_info(conn, &info));
+  ck_assert_int_ge(info_int(info, "compile.timeouts"), 1);
+  ck_assert_int_ge(info_int(info, "compile.restarts"), 1);
+  hipd_info_free(info);
+  hipd_close(conn);
+  stop_checked(&d);
+}
+END_TEST
+
+/* -------------------------------------------------------- the identity */
+
+/* The parent pid of @p pid, and its name (comm). */
+static int proc_stat(pid_t pid, pid_t *ppid, char *comm, size_t n)
+{
+  char path[64], buf[512], *open, *close;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  if ((f = fopen(path, "r")) == NULL)
+    return -1;
+  if (fgets(buf, sizeof(buf), f) == NULL) {
+    fclose(f);
+    return -1;
+  }
+  fclose(f);
+  open = strchr(buf, '(');
+  close = strrchr(buf, ')');
+  if (open == NULL || close == NULL)
+    return -1;
+  snprintf(comm, n, "%.*s", (int)(close - open - 1), open + 1);
+  *ppid = (pid_t)atoi(close + 4);
+  return 0;
+}
+
+static int descends_from(pid_t pid, pid_t ancestor)
+{
+  char comm[64];
+
+  for (int depth = 0; depth < 8 && pid > 1; depth++) {
+    pid_t ppid;
+    if (proc_stat(pid, &ppid, comm, sizeof(comm)) != 0)
+      return 0;
+    if (ppid == ancestor)
+      return 1;
+    pid = ppid;
+  }
+  return 0;
+}
+
+START_TEST(test_helper_identity)
+{
+  harness_daemon_t *d;
+  hipd_conn_t *conn;
+  hipd_info_t *info = NULL;
+  DIR *dir;
+  struct dirent *e;
+  int64_t uid;
+  int found = 0, dev = -1;
+
+  if (geteuid() != 0) {
+    fprintf(stderr, "test_helper_identity: skipped (needs root: helpers "
+                    "change uid only when hipd is root)\n");
+    return;
+  }
+  d = start_daemon("120", "2");
+  conn = connect_to(d);
+  OK(conn, hipd_daemon_info(conn, &info));
+  uid = info_int(info, "compile.uid");
+  hipd_info_free(info);
+  ck_assert_int_gt(uid, 0);
+  dir = opendir("/proc");
+  ck_assert_ptr_nonnull(dir);
+  while ((e = readdir(dir)) != NULL) {
+    pid_t pid = (pid_t)atoi(e->d_name), ppid;
+    char comm[64], path[64], line[256];
+    FILE *f;
+
+    if (pid <= 0 || proc_stat(pid, &ppid, comm, sizeof(comm)) != 0 ||
+        strcmp(comm, "hipd-compile") != 0 || !descends_from(pid, d->pid))
+      continue;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+      continue;
+    while (fgets(line, sizeof(line), f) != NULL) {
+      unsigned r, ef, s, fs;
+      if (sscanf(line, "Uid: %u %u %u %u", &r, &ef, &s, &fs) == 4) {
+        ck_assert_msg(r != 0 && ef != 0 && s != 0 && fs != 0,
+                      "hipd-compile %d runs as root: %s", (int)pid, line);
+        ck_assert_msg(r == (unsigned)uid && ef == (unsigned)uid,
+                      "hipd-compile %d: %s, daemon.info says uid %lld",
+                      (int)pid, line, (long long)uid);
+        found++;
+      }
+    }
+    fclose(f);
+  }
+  closedir(dir);
+  ck_assert_msg(found > 0, "no hipd-compile process of hipd %d", (int)d->pid);
+  hipd_close(conn);
+  stop_checked(&d);
+}
+END_TEST
+
+static Suite *compile_sandbox_suite(void)
+{
+  Suite *s = suite_create("compile_sandbox");
+  TCase *tc = tcase_create("sandbox");
+
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_reads_blocked);
+  tcase_add_test(tc, test_reads_blocked_landlock);
+  tcase_add_test(tc, test_no_code_at_compile);
+  tcase_add_test(tc, test_fifo);
+  tcase_add_test(tc, test_timeout);
+  tcase_add_test(tc, test_helper_identity);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  return kernels_main("check_compile_sandbox", compile_sandbox_suite);
+}
