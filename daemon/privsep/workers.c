@@ -205,6 +205,11 @@ static void ch_broken(ipc_chan_t *ch, const char *why)
       adopted_broken(ch, why);
     return;
   }
+  if (w->exit_sent != 0) {
+    /* Told to exit: it closes its channel on the way out. */
+    log_debug(0, "worker pid %d: channel closed as it exits", (int)w->pid);
+    return;
+  }
   log_warn(0, "worker pid %d: channel closed (%s); stopping it", (int)w->pid,
            why);
   worker_leave(w);
@@ -883,6 +888,7 @@ static void send_exit(worker_t *w)
   proto_pack_notify(&pk, "exit", 0);
   ipc_send(&w->ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
+  w->exit_sent = uv_now(w->d->loop);
 }
 
 void workers_housekeeping(daemon_t *d)
@@ -896,6 +902,18 @@ void workers_housekeeping(daemon_t *d)
     if (w->sessions == 0 && now - w->idle_since >= d->cfg.worker_linger_ms) {
       worker_leave(w);
       send_exit(w);
+    }
+  }
+  /* A worker told to exit gets its drain (--shutdown-timeout) and a
+   * margin, then it is killed. */
+  for (n = W.leaving.next; n != &W.leaving; n = n->next) {
+    worker_t *w = list_entry(n, worker_t, node);
+    if (w->exit_sent != 0 && !w->exited &&
+        now - w->exit_sent >= (uint64_t)d->cfg.shutdown_ms + 3000) {
+      log_warn(0, "worker pid %d did not exit when told to: killed",
+               (int)w->pid);
+      uv_process_kill(&w->proc, SIGKILL);
+      w->exit_sent = now; /* once per period */
     }
   }
   for (n = W.refusals.next; n != &W.refusals; n = next) {
