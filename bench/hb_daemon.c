@@ -146,10 +146,13 @@ static void daemon_env(const char **env, int *n)
 }
 
 /* Start our daemon on hb.sock with the cache in hb.cache and wait until it
- * accepts connections. @return 0 or -1 (its log is printed). */
+ * accepts connections. With hb.socket_open, other users may connect (the
+ * socket's mode 0666, the temporary directory traversable: the tenants
+ * figure's clients); hb.isolation_arg, when set, is its --isolation, after
+ * the --daemon-arg options. @return 0 or -1 (its log is printed). */
 int hb_daemon_start(void)
 {
-  const char *argv[MAX_DAEMON_ARGS + 8], *env[3];
+  const char *argv[MAX_DAEMON_ARGS + 12], *env[3];
   int n = 0, nenv = 0;
   double deadline;
 
@@ -158,8 +161,20 @@ int hb_daemon_start(void)
   argv[n++] = hb.sock;
   argv[n++] = "--cache-dir";
   argv[n++] = hb.cache;
+  if (hb.socket_open) {
+    if (chmod(hb.tmp, 0711) != 0) {
+      note("chmod %s: %s", hb.tmp, strerror(errno));
+      return -1;
+    }
+    argv[n++] = "--socket-mode";
+    argv[n++] = "0666";
+  }
   for (int i = 0; i < hb.ndaemon_args; i++)
     argv[n++] = hb.daemon_args[i];
+  if (hb.isolation_arg != NULL) {
+    argv[n++] = "--isolation";
+    argv[n++] = hb.isolation_arg;
+  }
   argv[n] = NULL;
   daemon_env(env, &nenv);
   if (proc_spawn(&hb.daemon, argv, env, hb.log, 1) != 0) {

@@ -240,6 +240,10 @@ void hb_sec_rtt(void)
       fig_fail(f, "%s", h.err);
   }
   hb_hk_close(&h);
+  if (hb.hipd_only) { /* --isolation-compare: hipd's figure alone */
+    free(us);
+    return;
+  }
 
   note("sync round trip: bare socket ping-pong");
   if (sock_pingpong(64, iters, warm, &sock_med, &sock_mean, err, sizeof(err)) ==
@@ -314,6 +318,8 @@ void hb_sec_launch(void)
       f->hipd = bu_median(rate, 3);
   }
   hb_hk_close(&h);
+  if (hb.hipd_only)
+    return; /* --isolation-compare: hipd's figure alone */
 
   if (hb_direct_ok(hb.dev, &why)) {
     char ord[16], s[16], w[16];

@@ -5,10 +5,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -19,13 +22,41 @@
 
 /* ---------------------------------------------------- 5. sharing a GPU */
 
-/* A forked hipd client of the sharing figure: connect, set up, say
- * ready, wait for the word, loop { launch the small kernel; synchronize }
- * for hb.share_seconds and report. Its own connection: nothing of the
- * parent's is used. */
-typedef struct {
-  int dev;
-} hw_arg_t;
+/* In a forked client: become @p cl's account (groups, gid, uid), then ask
+ * again to die with the bench (a change of credentials clears
+ * PR_SET_PDEATHSIG). @return 0, or -1 with the reason in @p msg. */
+static int client_become(const hb_client_t *cl, char *msg, size_t size)
+{
+  if (cl->user[0] == '\0')
+    return 0;
+  if (initgroups(cl->user, cl->gid) != 0 || setgid(cl->gid) != 0 ||
+      setuid(cl->uid) != 0) {
+    snprintf(msg, size, "cannot become %s (uid %ld): %s", cl->user,
+             (long)cl->uid, strerror(errno));
+    return -1;
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != cl->parent) {
+    snprintf(msg, size, "the bench is gone");
+    return -1;
+  }
+  return 0;
+}
+
+/* The process serving connection @p c (daemon.info isolation.pid), or -1
+ * (a daemon without the isolation map). */
+static long served_by(hipd_conn_t *c)
+{
+  hipd_info_t *info = NULL;
+  int64_t v = -1;
+
+  if (hipd_daemon_info(c, &info) != 0)
+    return -1;
+  if (hipd_info_int(info, "isolation.pid", &v) != 0)
+    v = -1;
+  hipd_info_free(info);
+  return (long)v;
+}
 
 static void worker_error(FILE *out, const char *msg)
 {
@@ -35,24 +66,31 @@ static void worker_error(FILE *out, const char *msg)
   fflush(out);
 }
 
+/* A forked hipd client of the sharing figures: become its account (if it
+ * has one), connect, set up, say ready (with the pid of the daemon process
+ * serving it), wait for the word, loop { launch the small kernel; wait for
+ * it } for hb.share_seconds and report. Its own connection: nothing of the
+ * parent's is used. */
 static int hipd_worker(void *arg, int in_fd, int out_fd)
 {
-  hw_arg_t *w = arg;
+  hb_client_t *w = arg;
   FILE *out = fdopen(out_fd, "w");
   hipd_conn_t *c = NULL;
   long long count = 0;
-  char go[16];
+  char go[16], msg[600];
   double t0, t;
   hk_t h;
   int rc;
 
   if (out == NULL)
     return 1;
+  if (client_become(w, msg, sizeof(msg)) != 0) {
+    worker_error(out, msg);
+    return 1;
+  }
   if ((rc = hipd_connect2(hb.sock_path, "hipd_bench worker", &c)) != 0) {
-    char msg[600];
-
-    snprintf(msg, sizeof(msg), "connect: %s: %s", hipd_err_name(rc),
-             hipd_last_error(NULL));
+    snprintf(msg, sizeof(msg), "connect%s%s: %s: %s", w->user[0] ? " as " : "",
+             w->user, hipd_err_name(rc), hipd_last_error(NULL));
     worker_error(out, msg);
     return 1;
   }
@@ -66,7 +104,7 @@ static int hipd_worker(void *arg, int in_fd, int out_fd)
       worker_error(out, h.err);
       return 1;
     }
-  fputs("{\"kind\":\"ready\"}\n", out);
+  fprintf(out, "{\"kind\":\"ready\",\"worker_pid\":%ld}\n", served_by(c));
   fflush(out);
   if (read(in_fd, go, sizeof(go)) <= 0)
     return 0; /* the bench gave up */
@@ -89,9 +127,11 @@ static int hipd_worker(void *arg, int in_fd, int out_fd)
 
 /* Run the @p n started workers as one: wait until every one is ready,
  * tell them all to go at once, collect their counts. *@p agg gets the sum
- * of their rates (kernels/s). @p during, if not NULL, runs once they have
- * all started. @return 0, or -1 with the reason in @p err. */
-static int pool_run(proc_t *w, int n, double *agg, double *min_rate,
+ * of their rates (kernels/s). @p pids (n entries, or NULL) gets each
+ * ready line's worker_pid (-1 without one). @p during, if not NULL, runs
+ * once they have all started. @return 0, or -1 with the reason in
+ * @p err. */
+static int pool_run(proc_t *w, int n, double *agg, double *min_rate, long *pids,
                     void (*during)(void *), void *arg, char *err, size_t errsz)
 {
   char line[512];
@@ -99,6 +139,7 @@ static int pool_run(proc_t *w, int n, double *agg, double *min_rate,
 
   for (int i = 0; i < n; i++) {
     int r = proc_readline(&w[i], line, sizeof(line), deadline);
+    double pid = -1;
 
     if (r != 1 || strstr(line, "\"ready\"") == NULL) {
       char msg[400] = "";
@@ -111,6 +152,8 @@ static int pool_run(proc_t *w, int n, double *agg, double *min_rate,
                         : "not ready in time");
       return -1;
     }
+    if (pids != NULL)
+      pids[i] = bu_json_get_num(line, "worker_pid", &pid) == 0 ? (long)pid : -1;
   }
   for (int i = 0; i < n; i++)
     if (proc_write(&w[i], "go\n") != 0) {
@@ -158,38 +201,54 @@ static int pool_reap(proc_t *w, int n)
   return bad;
 }
 
-/* Aggregate kernels/s of @p n hipd clients, client i on devs[i % ndevs]. */
-static int share_hipd(const int *devs, int ndevs, int n, double *agg,
-                      double *lo, char *err, size_t errsz)
+/* See hipd_bench.h. */
+int hb_share_run(hb_client_t *clients, int n, void (*during)(void *),
+                 void *during_arg, double *agg, double *lo, long *worker_pids,
+                 char *err, size_t errsz)
 {
   proc_t *w = calloc((size_t)n, sizeof(*w));
-  hw_arg_t *args = calloc((size_t)n, sizeof(*args));
   int rc = -1, started = 0;
 
-  if (w == NULL || args == NULL) {
+  if (w == NULL) {
     snprintf(err, errsz, "out of memory");
-    goto out;
+    return -1;
   }
   for (; started < n; started++) {
-    args[started].dev = devs[started % ndevs];
-    if (proc_fork(&w[started], hipd_worker, &args[started], -1) != 0) {
+    clients[started].parent = getpid();
+    if (proc_fork(&w[started], hipd_worker, &clients[started], -1) != 0) {
       snprintf(err, errsz, "fork: %s", strerror(errno));
       goto out;
     }
   }
-  rc = pool_run(w, n, agg, lo, NULL, NULL, err, errsz);
+  rc = pool_run(w, n, agg, lo, worker_pids, during, during_arg, err, errsz);
 out:
-  if (w != NULL) {
-    if (rc != 0)
-      for (int i = 0; i < started; i++)
-        proc_kill(&w[i]);
-    if (pool_reap(w, started) != 0 && rc == 0) {
-      snprintf(err, errsz, "a client exited with an error");
-      rc = -1;
-    }
+  if (rc != 0)
+    for (int i = 0; i < started; i++)
+      proc_kill(&w[i]);
+  if (pool_reap(w, started) != 0 && rc == 0) {
+    snprintf(err, errsz, "a client exited with an error");
+    rc = -1;
   }
   free(w);
-  free(args);
+  return rc;
+}
+
+/* Aggregate kernels/s of @p n hipd clients (the bench's own account),
+ * client i on devs[i % ndevs]. */
+static int share_hipd(const int *devs, int ndevs, int n, double *agg,
+                      double *lo, char *err, size_t errsz)
+{
+  hb_client_t *cl = calloc((size_t)n, sizeof(*cl));
+  int rc;
+
+  if (cl == NULL) {
+    snprintf(err, errsz, "out of memory");
+    return -1;
+  }
+  for (int i = 0; i < n; i++)
+    cl[i].dev = devs[i % ndevs];
+  rc = hb_share_run(cl, n, NULL, NULL, agg, lo, NULL, err, errsz);
+  free(cl);
   return rc;
 }
 
@@ -227,7 +286,7 @@ static int share_direct(const int *devs, int ndevs, int n,
       goto out;
     }
   }
-  rc = pool_run(w, n, agg, lo, during, during_arg, err, errsz);
+  rc = pool_run(w, n, agg, lo, NULL, during, during_arg, err, errsz);
 out:
   if (rc != 0)
     for (int i = 0; i < started; i++)
@@ -287,6 +346,8 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
     } else {
       fig_fail(f, "%s", err);
     }
+    if (hb.hipd_only)
+      continue; /* --isolation-compare: hipd's figure alone */
     if (direct) {
       note("sharing: %d independent direct-HIP process%s", n,
            n == 1 ? "" : "es");
@@ -302,14 +363,7 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
     } else {
       base_na(f, "direct", "independent direct-HIP processes", "%s", why);
     }
-    if (hb.nshares < (int)(sizeof(hb.shares) / sizeof(hb.shares[0]))) {
-      share_run_t *s = &hb.shares[hb.nshares++];
-
-      s->fig = f;
-      memcpy(s->devs, devs, sizeof(int) * (size_t)ndevs);
-      s->ndevs = ndevs;
-      s->n = n;
-    }
+    hb_share_mps_later(f, devs, ndevs, n, NULL);
     if (n == 16) {
       base_target(f, "direct", ">=", 2.0);
     }
@@ -327,6 +381,38 @@ static void mps_check(void *arg)
   bu_sleep(hb.share_seconds / 4);
   if (mps_has_server())
     *seen = 1;
+}
+
+/* See hipd_bench.h. */
+void hb_share_mps_later(figure_t *f, const int *devs, int ndevs, int n,
+                        const char *label)
+{
+  share_run_t *s;
+
+  if (hb.nshares == (int)(sizeof(hb.shares) / sizeof(hb.shares[0]))) {
+    base_na(f, "mps", label ? label : "the same processes under NVIDIA MPS",
+            "not measured: too many sharing runs");
+    return;
+  }
+  s = &hb.shares[hb.nshares++];
+  memset(s, 0, sizeof(*s));
+  s->fig = f;
+  memcpy(s->devs, devs, sizeof(int) * (size_t)ndevs);
+  s->ndevs = ndevs;
+  s->n = n;
+  snprintf(s->label, sizeof(s->label), "%s",
+           label ? label : "the same processes under NVIDIA MPS");
+}
+
+/* An earlier run, already measured, of the same clients on the same
+ * devices as @p s, or NULL. */
+static const share_run_t *share_measured_like(const share_run_t *s)
+{
+  for (const share_run_t *o = hb.shares; o < s; o++)
+    if (o->done && o->n == s->n && o->ndevs == s->ndevs &&
+        memcmp(o->devs, s->devs, sizeof(int) * (size_t)s->ndevs) == 0)
+      return o;
+  return NULL;
 }
 
 void hb_share_mps(void)
@@ -350,16 +436,24 @@ void hb_share_mps(void)
     snprintf(na, sizeof(na), "MPS did not start: %.250s", err);
   for (int i = 0; i < hb.nshares; i++) {
     share_run_t *s = &hb.shares[i];
-    const char *label = "the same processes under NVIDIA MPS";
+    const share_run_t *same = share_measured_like(s);
     double agg, lo;
     int direct = 1;
 
+    s->mps = s->mps_lo = NAN;
     for (int j = 0; j < s->ndevs && direct; j++)
       direct = hb_direct_ok(s->devs[j], &why);
     if (na[0] != '\0') {
-      base_na(s->fig, "mps", label, "%s", na);
+      snprintf(s->mps_na, sizeof(s->mps_na), "%s", na);
     } else if (!direct) {
-      base_na(s->fig, "mps", label, "%s", why);
+      snprintf(s->mps_na, sizeof(s->mps_na), "%s", why);
+    } else if (same != NULL) {
+      /* The same processes were measured for another figure: reuse. */
+      s->mps = same->mps;
+      s->mps_lo = same->mps_lo;
+      s->mps_seen = same->mps_seen;
+      snprintf(s->mps_na, sizeof(s->mps_na), "%s", same->mps_na);
+      detail_str(s->fig, "mps_measured_for", same->fig->name);
     } else {
       note("sharing: %d direct-HIP process%s under MPS", s->n,
            s->n == 1 ? "" : "es");
@@ -367,19 +461,27 @@ void hb_share_mps(void)
 
       if (share_direct(s->devs, s->ndevs, s->n, mps_env(), mps_check, &seen,
                        &agg, &lo, err, sizeof(err)) == 0) {
-        base_set(s->fig, "mps", label, agg);
-        detail_num(s->fig, "mps_slowest_client", lo);
-        detail_str(s->fig, "mps_server_seen", seen ? "yes" : "no");
+        s->mps = agg;
+        s->mps_lo = lo;
+        s->mps_seen = seen;
         if (!seen)
           note("MPS: get_server_list named no server during the run: the "
                "clients may not have used MPS");
       } else {
-        base_na(s->fig, "mps", label, "direct_hip workers under MPS failed: %s",
-                err);
+        snprintf(s->mps_na, sizeof(s->mps_na),
+                 "direct_hip workers under MPS failed: %.190s", err);
         report_failure();
       }
     }
-    if (s->n == 16)
+    s->done = 1;
+    if (isfinite(s->mps)) {
+      base_set(s->fig, "mps", s->label, s->mps);
+      detail_num(s->fig, "mps_slowest_client", s->mps_lo);
+      detail_str(s->fig, "mps_server_seen", s->mps_seen ? "yes" : "no");
+    } else {
+      base_na(s->fig, "mps", s->label, "%s", s->mps_na);
+    }
+    if (s->n == 16 && strncmp(s->fig->name, "share_", 6) == 0)
       base_target(s->fig, "mps", ">=", 1.0);
   }
   if (mps_active())

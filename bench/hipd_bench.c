@@ -20,7 +20,8 @@
  * next to it, behind hipd_bench.h: hb_daemon.c (its own daemon, signals),
  * hb_direct.c (the direct_hip runs, discovery), and one file per section:
  * hb_rtt.c (1, 2: round trip, launch), hb_bw.c (3), hb_compile.c (4) and
- * hb_share.c (5 to 7: sharing, spread, MPS, peer copies).
+ * hb_share.c (5 to 7: sharing, spread, MPS, peer copies), hb_tenants.c
+ * (8: two tenants; --isolation-compare).
  */
 #include "config.h"
 
@@ -34,7 +35,6 @@
 #include "bench_util.h"
 #include "hipd_bench.h"
 #include "mps.h"
-#define MAX_WORKERS 128 /* clients of one sharing run */
 
 enum {
   SEC_RTT = 1 << 0,
@@ -44,16 +44,17 @@ enum {
   SEC_SHARE = 1 << 4,
   SEC_SPREAD = 1 << 5,
   SEC_PEER = 1 << 6,
-  SEC_ALL = (1 << 7) - 1,
+  SEC_TENANTS = 1 << 7,
+  SEC_ALL = (1 << 8) - 1,
 };
 
 static const struct {
   const char *name;
   unsigned bit;
 } sections[] = {
-    {"rtt", SEC_RTT},         {"launch", SEC_LAUNCH}, {"bw", SEC_BW},
-    {"compile", SEC_COMPILE}, {"share", SEC_SHARE},   {"spread", SEC_SPREAD},
-    {"peer", SEC_PEER},
+    {"rtt", SEC_RTT},         {"launch", SEC_LAUNCH},   {"bw", SEC_BW},
+    {"compile", SEC_COMPILE}, {"share", SEC_SHARE},     {"spread", SEC_SPREAD},
+    {"peer", SEC_PEER},       {"tenants", SEC_TENANTS},
 };
 
 /* The --sync modes (SYNC_*): names and what each does. */
@@ -97,8 +98,9 @@ static void usage(FILE *f)
       "  --device N|cpu|gpu hipd device to measure (default: 0)\n"
       "  --smoke            tiny counts: seconds, for make check\n"
       "  --json FILE        write the figures as JSON to FILE\n"
-      "  --only LIST        sections: rtt,launch,bw,compile,share,spread,peer\n"
-      "                     (default: all; spread and peer need 2 devices)\n"
+      "  --only LIST        sections: rtt,launch,bw,compile,share,spread,\n"
+      "                     peer,tenants (default: all; spread and peer\n"
+      "                     need 2 devices, tenants needs root)\n"
       "  --clients LIST     sharing: client counts (1,4,16; smoke 1,4)\n"
       "  --spread[=LIST]    sharing also over the devices of LIST, client i\n"
       "                     on device i mod n (default: every GPU; runs by\n"
@@ -111,6 +113,9 @@ static void usage(FILE *f)
       "  --elems N          sharing: floats per small kernel (65536; smoke "
       "1024)\n"
       "  --no-mps           skip the MPS baseline\n"
+      "  --isolation-compare  measure the rtt, launch and share figures\n"
+      "                     again on a second hipd with --isolation none\n"
+      "                     and report each figure's ratio to it\n"
       "  --sync MODE        how clients wait for a kernel: run (one request,\n"
       "                     the default), corked (launch + synchronize\n"
       "                     written together) or calls (two round trips)\n"
@@ -136,6 +141,7 @@ static int parse_args(int argc, char **argv)
     OPT_SECONDS,
     OPT_ELEMS,
     OPT_NO_MPS,
+    OPT_ISOLATION_COMPARE,
     OPT_SYNC,
     OPT_TIMEOUT,
   };
@@ -153,6 +159,7 @@ static int parse_args(int argc, char **argv)
       {"seconds", required_argument, NULL, OPT_SECONDS},
       {"elems", required_argument, NULL, OPT_ELEMS},
       {"no-mps", no_argument, NULL, OPT_NO_MPS},
+      {"isolation-compare", no_argument, NULL, OPT_ISOLATION_COMPARE},
       {"sync", required_argument, NULL, OPT_SYNC},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"help", no_argument, NULL, 'h'},
@@ -254,6 +261,9 @@ static int parse_args(int argc, char **argv)
       break;
     case OPT_NO_MPS:
       hb.no_mps = 1;
+      break;
+    case OPT_ISOLATION_COMPARE:
+      hb.isolation_compare = 1;
       break;
     case OPT_SYNC:
       for (hb.sync_mode = 0; hb.sync_mode < SYNC_MODES; hb.sync_mode++)
@@ -363,6 +373,7 @@ static int json_save(int complete)
       .date = hb.date,
       .host = hb.host,
       .mode = hb.smoke ? "smoke" : "full",
+      .isolation = hb.isolation,
       .complete = complete,
       .own_daemon = hb.own_daemon,
       .devs = hb.devs,
@@ -416,6 +427,8 @@ int main(int argc, char **argv)
     snprintf(hb.cache, sizeof(hb.cache), "%s/cache", hb.tmp);
     snprintf(hb.log, sizeof(hb.log), "%s/hipd.log", hb.tmp);
     hb.sock_path = hb.sock;
+    /* the tenants figure's clients run as other users */
+    hb.socket_open = (hb.only & SEC_TENANTS) && hb_tenants_possible();
     note("starting %s", hb.hipd_bin);
     if (hb_daemon_start() != 0) {
       cleanup();
@@ -428,9 +441,10 @@ int main(int argc, char **argv)
     return 2;
   }
   report_set_device(hb.dev, hb.devs[hb.dev].is_cpu);
-  note("hipd %s (%s), device %d: %s (%s, %s)", hb.hipd_version, hb.features,
-       hb.dev, hb.devs[hb.dev].name, hb.devs[hb.dev].driver,
-       hb.devs[hb.dev].arch);
+  hb_isolation_read();
+  note("hipd %s (%s, --isolation %s), device %d: %s (%s, %s)", hb.hipd_version,
+       hb.features, hb.isolation, hb.dev, hb.devs[hb.dev].name,
+       hb.devs[hb.dev].driver, hb.devs[hb.dev].arch);
   if (hb.devs[hb.dev].hip_ord >= 0)
     note("direct HIP baselines on HIP device %d (HIP %s, runtime %lld, "
          "driver %lld)",
@@ -497,7 +511,17 @@ int main(int argc, char **argv)
     else if (hb.spread_forced)
       note("--spread: the daemon serves %d GPU(s); give --spread=LIST", n);
   }
-  if (hb.only & (SEC_SHARE | SEC_SPREAD)) {
+  if (hb.only & SEC_TENANTS)
+    hb_sec_tenants(), json_save(0);
+  if (hb.isolation_compare && (hb.only & (SEC_RTT | SEC_LAUNCH | SEC_SHARE))) {
+    hb_isolation_compare(!!(hb.only & SEC_RTT), !!(hb.only & SEC_LAUNCH),
+                         !!(hb.only & SEC_SHARE));
+    json_save(0);
+  } else if (hb.isolation_compare) {
+    note("--isolation-compare: none of rtt, launch, share runs: nothing to "
+         "compare");
+  }
+  if (hb.only & (SEC_SHARE | SEC_SPREAD | SEC_TENANTS)) {
     /* hipd has nothing left to measure: the MPS server gets a GPU that no
      * context of ours shares with it. */
     if (hb.own_daemon && hb.nshares > 0 && !hb.devs[hb.dev].is_cpu) {

@@ -5,13 +5,15 @@
  * runs and device discovery; hb_rtt.c the client kernels and sections 1
  * and 2 (round trip, launch); hb_bw.c section 3 (bandwidth); hb_compile.c
  * section 4 (compile); hb_share.c sections 5 to 7 (sharing a GPU,
- * spreading over GPUs, MPS, GPU-to-GPU copies). Private to bench/.
+ * spreading over GPUs, MPS, GPU-to-GPU copies); hb_tenants.c section 8
+ * (two tenants sharing a GPU) and --isolation-compare. Private to bench/.
  */
 #ifndef HIPD_BENCH_HIPD_BENCH_H
 #define HIPD_BENCH_HIPD_BENCH_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "hipd.h"
 #include "procs.h"
@@ -25,7 +27,8 @@
 #endif
 
 #define MAX_DEVICES 64
-#define MAX_CLIENTS 8
+#define MAX_CLIENTS 8   /* client counts of --clients */
+#define MAX_WORKERS 128 /* clients of one sharing run */
 #define MAX_SIZES 8
 #define MAX_DAEMON_ARGS 16
 #define CALL_TIMEOUT_MS 120000 /* any one hipd call */
@@ -35,13 +38,32 @@ enum { SYNC_RUN, SYNC_CORKED, SYNC_CALLS, SYNC_MODES };
 extern const char *const hb_sync_names[SYNC_MODES];
 extern const char *const hb_sync_how[SYNC_MODES];
 
-/* A sharing run whose MPS baseline is measured after all the others. */
+/* A sharing run whose MPS baseline is measured after all the others. A
+ * later run with the same clients and devices reuses the earlier one's
+ * measurement (the tenants figure reuses the sharing figure's). */
 typedef struct {
   figure_t *fig;
   int devs[MAX_DEVICES];
   int ndevs;
   int n;
+  char label[64]; /* of the baseline; "" for the sharing figure's */
+  /* once measured (hb_share_mps) */
+  int done;
+  double mps, mps_lo; /* NAN with mps_na when not measured */
+  int mps_seen;
+  char mps_na[240];
 } share_run_t;
+
+/* One client process of a sharing run: its device and, when user[0] is
+ * not '\0', the account it switches to before it connects (the bench must
+ * be root). */
+typedef struct {
+  int dev;
+  char user[32];
+  uid_t uid;
+  gid_t gid;
+  pid_t parent; /* the bench, set by hb_share_run */
+} hb_client_t;
 
 struct hb_state {
   /* options */
@@ -62,7 +84,9 @@ struct hb_state {
   double share_seconds;
   int share_elems;
   int no_mps;
-  int sync_mode; /* SYNC_* */
+  int sync_mode;         /* SYNC_* */
+  int isolation_compare; /* --isolation-compare */
+  int hipd_only;         /* sections measure hipd alone, no baselines */
   /* iteration counts, from --smoke */
   int rtt_iters, rtt_warmup, launch_iters, compile_variants, compile_hits;
   double bw_budget;
@@ -73,7 +97,12 @@ struct hb_state {
   char tmp[256], sock[320], cache[320], log[320];
   proc_t daemon;
   int own_daemon;
-  const char *sock_path; /* what clients connect to (NULL: the default) */
+  int socket_open;           /* start our daemon with --socket-mode 0666 */
+  const char *isolation_arg; /* --isolation for our daemon, NULL: none */
+  char isolation[16];        /* daemon.info isolation.mode ("?" if none) */
+  char mps_info[200];        /* daemon.info isolation.mps */
+  long listener_pid;         /* daemon.info pid: hipd's main process */
+  const char *sock_path;     /* what clients connect to (NULL: the default) */
   hipd_conn_t *conn;
   devinfo_t devs[MAX_DEVICES];
   int ndevs, dev;
@@ -100,7 +129,8 @@ void hb_tmp_remove(void);
 /* Make the temporary directory hb.tmp. @return 0 or -1. */
 int hb_tmp_make(void);
 /* Start our daemon on hb.sock with the cache in hb.cache and wait until it
- * accepts connections. @return 0 or -1 (its log is printed). */
+ * accepts connections; hb.socket_open lets other users in, hb.isolation_arg
+ * is its --isolation (hb_daemon.c). @return 0 or -1 (its log is printed). */
 int hb_daemon_start(void);
 /* Stop our daemon as an administrator would (SIGTERM), killing it (and its
  * CPU runner) if it has not exited after 20 s. @return 0 if it exited
@@ -179,5 +209,35 @@ void hb_sec_compile(void); /* hb_compile.c */
 void hb_sec_share(const int *devs, int ndevs, const char *suffix);
 void hb_share_mps(void);
 void hb_sec_peer(int a, int b);
+/* Register @p f for an MPS baseline (id "mps", @p label or the sharing
+ * figure's when NULL) of @p n direct-HIP processes on @p devs, measured by
+ * hb_share_mps() once hipd is stopped, or reused from an earlier
+ * registration with the same clients and devices. */
+void hb_share_mps_later(figure_t *f, const int *devs, int ndevs, int n,
+                        const char *label);
+/* Run @p n hipd clients as @p clients say (forked; each connects, sets up
+ * the small kernel, says ready; all start together and loop for
+ * hb.share_seconds). *@p agg gets the sum of their rates (kernels/s),
+ * *@p lo the slowest one's. @p worker_pids (n entries, or NULL) gets the
+ * pid of the daemon process serving each client (daemon.info
+ * isolation.pid, or -1), known before @p during (if not NULL) runs once
+ * they have all started. @return 0, or -1 with the reason in @p err. */
+int hb_share_run(hb_client_t *clients, int n, void (*during)(void *),
+                 void *during_arg, double *agg, double *lo, long *worker_pids,
+                 char *err, size_t errsz);
+
+/* hb_tenants.c */
+/* Read daemon.info's isolation (hb.isolation, hb.mps_info) on hb.conn. */
+void hb_isolation_read(void);
+/* Will the tenants section run clients as two uids (the bench is root)? */
+int hb_tenants_possible(void);
+/* Section 8: two tenants (uids) sharing hb.dev, against one tenant and
+ * MPS. */
+void hb_sec_tenants(void);
+/* --isolation-compare: stop our daemon, start one with --isolation none,
+ * measure hipd's side of the round trip (@p rtt), launch (@p launch) and
+ * sharing (@p share) figures again on it, and add one figure per figure
+ * compared: this run's value against the one-process daemon's. */
+void hb_isolation_compare(int rtt, int launch, int share);
 
 #endif

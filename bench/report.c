@@ -13,10 +13,13 @@
 #include "report.h"
 
 #define MAX_FIGURES 128
+#define MAX_REMARKS 32
 
 static struct {
   figure_t figs[MAX_FIGURES];
   int nfigs;
+  char remarks[MAX_REMARKS][400];
+  int nremarks;
   int failures;
   int dev; /* of new figures */
   int cpu;
@@ -158,6 +161,41 @@ void detail_str(figure_t *f, const char *key, const char *s)
   f->ndetail++;
 }
 
+int report_count(void)
+{
+  return R.nfigs;
+}
+
+figure_t *report_fig(int i)
+{
+  return i >= 0 && i < R.nfigs ? &R.figs[i] : NULL;
+}
+
+figure_t *report_find(const char *name)
+{
+  for (int i = 0; i < R.nfigs; i++)
+    if (strcmp(R.figs[i].name, name) == 0)
+      return &R.figs[i];
+  return NULL;
+}
+
+void report_truncate(int n)
+{
+  if (n >= 0 && n < R.nfigs)
+    R.nfigs = n;
+}
+
+void report_remark(const char *fmt, ...)
+{
+  va_list ap;
+
+  if (R.nremarks == MAX_REMARKS)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(R.remarks[R.nremarks++], sizeof(R.remarks[0]), fmt, ap);
+  va_end(ap);
+}
+
 /* Ratios of every baseline, once the figure is complete. */
 static void fig_ratios(figure_t *f)
 {
@@ -260,6 +298,10 @@ void report_print(FILE *out)
                "hit is.\n");
   for (int k = 0; k < nnotes; k++)
     fprintf(out, "[%d] %s\n", k + 1, notes[k]);
+  if (R.nremarks > 0)
+    fputc('\n', out);
+  for (int k = 0; k < R.nremarks; k++)
+    fprintf(out, "%s\n", R.remarks[k]);
 }
 
 static void json_kv_str(FILE *f, const char *key, const char *v, int comma)
@@ -319,6 +361,7 @@ int report_write_json(const char *path, const report_meta_t *m)
   json_kv_str(f, "date", m->date, 1);
   json_kv_str(f, "host", m->host, 1);
   json_kv_str(f, "mode", m->mode, 1);
+  json_kv_str(f, "isolation", m->isolation, 1);
   fprintf(f, "\"complete\": %s, ", m->complete ? "true" : "false");
   fprintf(f, "\"own_daemon\": %s,\n  ", m->own_daemon ? "true" : "false");
   fputs("\"device\": ", f);
@@ -391,7 +434,12 @@ int report_write_json(const char *path, const report_meta_t *m)
     }
     fputs("}}", f);
   }
-  fputs("\n  ]\n}\n", f);
+  fputs("\n  ],\n  \"remarks\": [", f);
+  for (int k = 0; k < R.nremarks; k++) {
+    fputs(k ? ",\n    " : "\n    ", f);
+    bu_json_str(f, R.remarks[k]);
+  }
+  fputs(R.nremarks ? "\n  ]\n}\n" : "]\n}\n", f);
   if (fclose(f) != 0) {
     note("cannot write %s: %s", path, strerror(errno));
     return -1;

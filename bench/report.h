@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #define MAX_BASE 6
-#define MAX_DETAILS 16
+#define MAX_DETAILS 32
 
 typedef struct {
   char name[32];  /* "direct", "socket", "mps"... */
@@ -43,8 +43,8 @@ typedef struct {
   int nbase;
   struct {
     char key[40];
-    double num;   /* NAN when a string */
-    char str[96]; /* used when num is NAN */
+    double num;    /* NAN when a string */
+    char str[200]; /* used when num is NAN */
   } detail[MAX_DETAILS];
   int ndetail;
 } figure_t;
@@ -65,7 +65,8 @@ typedef struct {
 /* What the JSON file says about the run. */
 typedef struct {
   const char *hipd_version, *features, *date, *host, *mode;
-  int complete; /* 0 while the run goes on */
+  const char *isolation; /* daemon.info isolation.mode of the daemon */
+  int complete;          /* 0 while the run goes on */
   int own_daemon;
   const devinfo_t *devs; /* the daemon's devices */
   int ndevs;
@@ -103,7 +104,21 @@ void detail_str(figure_t *f, const char *key, const char *s);
 int report_failure(void);
 int report_failures(void);
 
-/* The table of every figure, with numbered notes for n/a and failures. */
+/* The figures so far: how many, and the @p i th (0 <= i < count). */
+int report_count(void);
+figure_t *report_fig(int i);
+/* The figure named @p name, or NULL. */
+figure_t *report_find(const char *name);
+/* Forget the figures from the @p n th on: they were measured for another
+ * figure's sake (hipd_bench's --isolation-compare). Failures they counted
+ * stay counted. */
+void report_truncate(int n);
+/* A line printed under the table (what a figure found out besides its
+ * numbers: processes, memory). */
+void report_remark(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The table of every figure, with numbered notes for n/a and failures,
+ * then the remarks. */
 void report_print(FILE *out);
 /* Every figure as JSON. @return 0 or -1 (said why). */
 int report_write_json(const char *path, const report_meta_t *meta);

@@ -1,12 +1,15 @@
 #!/bin/sh
 # tests/bench-smoke.sh: hipd_bench in its seconds-long smoke mode on the CPU
-# device, with its own daemon, socket and cache directory. Asserts only that
-# it completes and reports every figure; timings are never checked.
+# device, with its own daemon, socket and cache directory, and (for the
+# --isolation-compare figures) a second one with --isolation none. Asserts
+# only that it completes and reports every figure; timings are never
+# checked. The tenants figure runs its clients as two users when run as
+# root, and is reported as not applicable otherwise.
 json=tests/bench-smoke.json
 rm -f "$json"
 ./bench/hipd_bench --smoke --device cpu --daemon-arg=--devices=cpu \
-  --daemon-arg=--cpu-devices=2 --spread=0,1 --peer 0,1 --timeout 240 \
-  --json "$json" || exit 1
+  --daemon-arg=--cpu-devices=2 --spread=0,1 --peer 0,1 --isolation-compare \
+  --timeout 240 --json "$json" || exit 1
 test -s "$json" || { echo "bench-smoke: no $json"; exit 1; }
 grep -q '"complete": true' "$json" || { echo "bench-smoke: $json is not complete"; exit 1; }
 missing=0
@@ -14,7 +17,9 @@ for name in sync_rtt launch_throughput \
   h2d_shm_1KiB d2h_shm_1KiB h2d_inline_1KiB d2h_inline_1KiB \
   h2d_shm_1MiB d2h_shm_1MiB h2d_inline_1MiB d2h_inline_1MiB \
   compile_cold compile_hit_memory compile_hit_memory_loaded compile_hit_disk \
-  share_n1 share_n4 share_n1_spread share_n4_spread peer_copy_0_to_1_1MiB; do
+  share_n1 share_n4 share_n1_spread share_n4_spread peer_copy_0_to_1_1MiB \
+  tenants_n4 isolation_sync_rtt isolation_launch_throughput \
+  isolation_share_n1 isolation_share_n4; do
   if ! grep -q "\"name\": \"$name\"" "$json"; then
     echo "bench-smoke: figure $name is missing from $json"
     missing=1
