@@ -30,7 +30,7 @@ layer_of()
   drivers/*) echo 11 ;;
   codegen/*) echo 12 ;;
   log.c | log.h | handles.c | handles.h | bufpool.c | bufpool.h | \
-    sanitize.h | daemon.h | util/*) echo 13 ;;
+    sanitize.h | daemon.h | util/* | sandbox/*) echo 13 ;;
   *) echo "" ;;
   esac
 }

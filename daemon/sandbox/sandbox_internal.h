@@ -13,8 +13,8 @@ int sandbox_landlock_abi(void);
 /* Restrict the calling thread to spec->paths (sandbox.h). @return 0 when
  * applied (@p why may then name skipped paths), 1 when the kernel has no
  * Landlock (@p why says so), or a negative code with @p err set. */
-int sandbox_landlock_apply(const sandbox_spec_t *spec, char *why,
-                           size_t whysz, hipd_err_t *err);
+int sandbox_landlock_apply(const sandbox_spec_t *spec, char *why, size_t whysz,
+                           hipd_err_t *err);
 
 /* Whether seccomp filters can be installed. */
 bool sandbox_seccomp_available(void);

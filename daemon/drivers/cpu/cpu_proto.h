@@ -19,7 +19,9 @@
  *   MAP     req  cpu_map_req_t, and the buffer's memfd attached with
  *                SCM_RIGHTS                      resp (empty)
  *   UNMAP   req  cpu_map_req_t                   resp (empty)
- *   LOAD    req  cpu_load_req_t + path bytes     resp (empty)
+ *   LOAD    req  cpu_load_req_t + path bytes, and the module file's
+ *                descriptor attached with SCM_RIGHTS (the runner opens
+ *                no file; the path is for messages)   resp (empty)
  *   UNLOAD  req  cpu_load_req_t                  resp (empty)
  *   KERNEL  req  cpu_kernel_req_t + name bytes   resp cpu_kernel_resp_t +
  *                                                     nargs type codes
@@ -45,7 +47,7 @@
 #include "hipd.h"
 #include "hipd_cpu_device.h"
 
-#define CPU_PROTO_VERSION 1
+#define CPU_PROTO_VERSION 2
 /* Largest datagram either side sends or accepts. */
 #define CPU_PROTO_MAX_MSG 65536
 /* Most parameters a kernel may declare (CUDA's 4 KiB of parameters hold at
@@ -107,7 +109,7 @@ typedef struct {
 typedef struct {
   uint32_t module;
   uint32_t pad_;
-  /* LOAD: followed by the path of the shared object */
+  /* LOAD: followed by the path of the shared object (for messages) */
 } cpu_load_req_t;
 
 typedef struct {
