@@ -47,103 +47,78 @@
 #define PR_SET_SPECULATION_CTRL 53
 #endif
 
+/* The tables read best as lists, hence: */
+/* clang-format off */
 /* ------------------------------------------------------- name groups */
 
 /* Every profile: leaving, and who am I. */
 static const char *const g_base[] = {
-    "exit",        "exit_group", "restart_syscall", "getpid",    "gettid",
-    "getppid",     "getuid",     "geteuid",         "getgid",    "getegid",
-    "getresuid",   "getresgid",  "getgroups",       "getpgrp",   "getpgid",
-    "getsid",      "uname",      "getrandom",       "sysinfo",   "getcpu",
-    "getrusage",   "times",      "getrlimit",       "setrlimit", "umask",
-    "personality", /* ASan/TSan ask at start (query only) */
-    "arch_prctl",  /* x86-64 TLS set-up by the dynamic loader */
-    "capget",      /* libraries ask what they hold: nothing */
+    "exit", "exit_group", "restart_syscall", "getpid", "gettid", "getppid",
+    "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid",
+    "getgroups", "getpgrp", "getpgid", "getsid", "uname", "getrandom",
+    "sysinfo", "getcpu", "getrusage", "times", "getrlimit", "setrlimit",
+    "umask", "personality", /* ASan/TSan ask at start (query only) */
+    "arch_prctl",           /* x86-64 TLS set-up by the dynamic loader */
+    "capget",               /* libraries ask what they hold: nothing */
     NULL};
 
 /* Memory management; PROT_EXEC too, since dlopen maps code. */
 static const char *const g_memory[] = {
-    "brk",   "mmap",    "munmap",     "mprotect",     "mremap", "madvise",
-    "msync", "mincore", "membarrier", "memfd_create", NULL};
+    "brk", "mmap", "munmap", "mprotect", "mremap", "madvise", "msync",
+    "mincore", "membarrier", "memfd_create", NULL};
 
 /* Threads and their synchronisation. clone itself is an argument rule
  * (CLONE_THREAD only) except where a profile may create processes. */
-static const char *const g_threads[] = {"futex",
-                                        "futex_waitv",
-                                        "set_robust_list",
-                                        "set_tid_address",
-                                        "rseq",
-                                        "sched_yield",
-                                        "sched_getaffinity",
-                                        "sched_getparam",
-                                        "sched_getscheduler",
-                                        "sched_get_priority_max",
-                                        "sched_get_priority_min",
-                                        "sched_getattr",
-                                        NULL};
+static const char *const g_threads[] = {
+    "futex", "futex_waitv", "set_robust_list", "set_tid_address", "rseq",
+    "sched_yield", "sched_getaffinity", "sched_getparam",
+    "sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min",
+    "sched_getattr", NULL};
 
 /* Signal handling of the process itself (sending is an argument rule). */
 static const char *const g_signals[] = {
-    "rt_sigaction",  "rt_sigprocmask",  "rt_sigreturn",
-    "rt_sigpending", "rt_sigtimedwait", "rt_sigsuspend",
-    "sigaltstack",   "pause",           NULL};
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending",
+    "rt_sigtimedwait", "rt_sigsuspend", "sigaltstack", "pause", NULL};
 
 /* Clocks, sleeps and timers of its own. */
-static const char *const g_time[] = {"clock_gettime",
-                                     "clock_getres",
-                                     "clock_nanosleep",
-                                     "nanosleep",
-                                     "gettimeofday",
-                                     "time",
-                                     "alarm",
-                                     "getitimer",
-                                     "setitimer",
-                                     "timer_create",
-                                     "timer_settime",
-                                     "timer_gettime",
-                                     "timer_getoverrun",
-                                     "timer_delete",
-                                     "timerfd_create",
-                                     "timerfd_settime",
-                                     "timerfd_gettime",
-                                     NULL};
+static const char *const g_time[] = {
+    "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep",
+    "gettimeofday", "time", "alarm", "getitimer", "setitimer",
+    "timer_create", "timer_settime", "timer_gettime", "timer_getoverrun",
+    "timer_delete", "timerfd_create", "timerfd_settime", "timerfd_gettime",
+    NULL};
 
 /* I/O on descriptors it already has (sockets included: the runner's
  * socket to the daemon, stdout). socket(), socketpair(), accept() and
  * connect() are not here. */
 static const char *const g_fdio[] = {
-    "read",      "write",  "readv",       "writev",   "pread64",
-    "pwrite64",  "preadv", "pwritev",     "preadv2",  "pwritev2",
-    "lseek",     "close",  "close_range", "dup",      "dup2",
-    "dup3",      "fcntl",  "fstat",       "fstatfs",  "ftruncate",
-    "fallocate", "fsync",  "fdatasync",   "flock",    "poll",
-    "ppoll",     "select", "pselect6",    "recvmsg",  "sendmsg",
-    "recvfrom",  "sendto", "recvmmsg",    "sendmmsg", "shutdown",
-    "pipe",      "pipe2",  "eventfd",     "eventfd2", NULL};
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv",
+    "pwritev", "preadv2", "pwritev2", "lseek", "close", "close_range", "dup",
+    "dup2", "dup3", "fcntl", "fstat", "fstatfs", "ftruncate", "fallocate",
+    "fsync", "fdatasync", "flock", "poll", "ppoll", "select", "pselect6",
+    "recvmsg", "sendmsg", "recvfrom", "sendto", "recvmmsg", "sendmmsg",
+    "shutdown", "pipe", "pipe2", "eventfd", "eventfd2", NULL};
 
 /* Opening and inspecting files by name. Which files: Landlock's part.
  * (stat and readlink reveal metadata of paths Landlock hides; not data.) */
 static const char *const g_files_read[] = {
-    "open",       "openat",     "openat2",  "stat",       "lstat",
-    "newfstatat", "statx",      "access",   "faccessat",  "faccessat2",
-    "readlink",   "readlinkat", "getdents", "getdents64", "getcwd",
-    "statfs",     "fadvise64",  NULL};
+    "open", "openat", "openat2", "stat", "lstat", "newfstatat", "statx",
+    "access", "faccessat", "faccessat2", "readlink", "readlinkat",
+    "getdents", "getdents64", "getcwd", "statfs", "fadvise64", NULL};
 
 /* Changing the file system (compile helpers write objects and temps; the
  * worker's GPU runtime keeps a JIT cache). Where: Landlock's part. */
 static const char *const g_files_write[] = {
-    "mkdir",     "mkdirat",         "rmdir",     "unlink",   "unlinkat",
-    "rename",    "renameat",        "renameat2", "link",     "linkat",
-    "symlink",   "symlinkat",       "chmod",     "fchmod",   "fchmodat",
-    "utimensat", "utimes",          "futimesat", "truncate", "chdir",
-    "fchdir",    "copy_file_range", "sendfile",  "splice",   "tee",
-    NULL};
+    "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat",
+    "renameat2", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod",
+    "fchmodat", "utimensat", "utimes", "futimesat", "truncate", "chdir",
+    "fchdir", "copy_file_range", "sendfile", "splice", "tee", NULL};
 
 /* Creating processes and waiting for them (compile helpers run the
  * compiler's tools; the launcher runs the CPU runner). */
 static const char *const g_spawn[] = {
-    "clone",  "fork",    "vfork",  "execve",    "execveat", "wait4",
-    "waitid", "setpgid", "setsid", "prlimit64", NULL};
+    "clone", "fork", "vfork", "execve", "execveat", "wait4", "waitid",
+    "setpgid", "setsid", "prlimit64", NULL};
 
 /* Signals to any process: its children (the compiler's tools, the
  * runners). Landlock's signal scope (sandbox_spec_t.landlock_scope) keeps
@@ -156,103 +131,41 @@ static const char *const g_chdir[] = {"chdir", "fchdir", NULL};
 
 /* An event loop (libuv) and its helpers, and sockets on descriptors the
  * worker was given. */
-static const char *const g_loop[] = {"epoll_create",
-                                     "epoll_create1",
-                                     "epoll_ctl",
-                                     "epoll_wait",
-                                     "epoll_pwait",
-                                     "epoll_pwait2",
-                                     "signalfd",
-                                     "signalfd4",
-                                     "getsockopt",
-                                     "setsockopt",
-                                     "getsockname",
-                                     "getpeername",
-                                     "connect",
-                                     "wait4",
-                                     "waitid",
-                                     "inotify_init1",
-                                     "inotify_add_watch",
-                                     "inotify_rm_watch",
-                                     NULL};
+static const char *const g_loop[] = {
+    "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
+    "epoll_pwait", "epoll_pwait2", "signalfd", "signalfd4", "getsockopt",
+    "setsockopt", "getsockname", "getpeername", "connect", "wait4", "waitid",
+    "inotify_init1", "inotify_add_watch", "inotify_rm_watch", NULL};
 
 /* A GPU runtime: driver ioctls, pinned memory, NUMA placement, thread
  * placement and priorities. */
-static const char *const g_gpu[] = {"ioctl",          "mlock",
-                                    "mlock2",         "munlock",
-                                    "mlockall",       "munlockall",
-                                    "mbind",          "get_mempolicy",
-                                    "set_mempolicy",  "sched_setaffinity",
-                                    "sched_setparam", "sched_setscheduler",
-                                    "sched_setattr",  "getpriority",
-                                    "setpriority",    NULL};
+static const char *const g_gpu[] = {
+    "ioctl", "mlock", "mlock2", "munlock", "mlockall", "munlockall", "mbind",
+    "get_mempolicy", "set_mempolicy", "sched_setaffinity", "sched_setparam",
+    "sched_setscheduler", "sched_setattr", "getpriority", "setpriority",
+    NULL};
 
 /* Setting up a sandbox of its own after exec (the runner under the
  * launcher's filter: the filter is inherited, so this has to pass).
  * Landlock and seccomp only ever restrict further; capset can only drop;
  * prctl is an argument rule. */
-static const char *const g_confine[] = {"seccomp",
-                                        "landlock_create_ruleset",
-                                        "landlock_add_rule",
-                                        "landlock_restrict_self",
-                                        "capset",
-                                        NULL};
+static const char *const g_confine[] = {
+    "seccomp", "landlock_create_ruleset", "landlock_add_rule",
+    "landlock_restrict_self", "capset", NULL};
 
 /* Killed in every profile: only an attack calls these here. */
-static const char *const g_kill[] = {"ptrace",
-                                     "process_vm_readv",
-                                     "process_vm_writev",
-                                     "process_madvise",
-                                     "pidfd_getfd",
-                                     "bpf",
-                                     "perf_event_open",
-                                     "kexec_load",
-                                     "kexec_file_load",
-                                     "init_module",
-                                     "finit_module",
-                                     "delete_module",
-                                     "keyctl",
-                                     "add_key",
-                                     "request_key",
-                                     "userfaultfd",
-                                     "mount",
-                                     "umount",
-                                     "umount2",
-                                     "pivot_root",
-                                     "chroot",
-                                     "unshare",
-                                     "setns",
-                                     "fsopen",
-                                     "fsconfig",
-                                     "fsmount",
-                                     "fspick",
-                                     "move_mount",
-                                     "open_tree",
-                                     "mount_setattr",
-                                     "open_by_handle_at",
-                                     "name_to_handle_at",
-                                     "swapon",
-                                     "swapoff",
-                                     "reboot",
-                                     "acct",
-                                     "iopl",
-                                     "ioperm",
-                                     "settimeofday",
-                                     "clock_settime",
-                                     "clock_adjtime",
-                                     "adjtimex",
-                                     "quotactl",
-                                     "quotactl_fd",
-                                     "lookup_dcookie",
-                                     "vhangup",
-                                     "syslog",
-                                     "uselib",
-                                     "nfsservctl",
-                                     "kcmp",
-                                     "fanotify_init",
-                                     "sethostname",
-                                     "setdomainname",
-                                     NULL};
+static const char *const g_kill[] = {
+    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise",
+    "pidfd_getfd", "bpf", "perf_event_open", "kexec_load",
+    "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "keyctl", "add_key", "request_key", "userfaultfd", "mount", "umount",
+    "umount2", "pivot_root", "chroot", "unshare", "setns", "fsopen",
+    "fsconfig", "fsmount", "fspick", "move_mount", "open_tree",
+    "mount_setattr", "open_by_handle_at", "name_to_handle_at", "swapon",
+    "swapoff", "reboot", "acct", "iopl", "ioperm", "settimeofday",
+    "clock_settime", "clock_adjtime", "adjtimex", "quotactl", "quotactl_fd",
+    "lookup_dcookie", "vhangup", "syslog", "uselib", "nfsservctl",
+    "kcmp", "fanotify_init", "sethostname", "setdomainname", NULL};
 
 /* ENOSYS in every profile: the caller falls back to something checkable. */
 static const char *const g_enosys[] = {
@@ -276,27 +189,10 @@ typedef struct {
   arg_cmp_t cmp[2];
 } arg_rule_t;
 
-#define EQ(a, v)                                                               \
-  {                                                                            \
-    (a), ARG_EQ, 0, (uint64_t)(v)                                              \
-  }
-#define MASKED(a, m, v)                                                        \
-  {                                                                            \
-    (a), ARG_MASKED_EQ, (uint64_t)(m), (uint64_t)(v)                           \
-  }
-#define SELF(a)                                                                \
-  {                                                                            \
-    (a), ARG_SELF_PID, 0, 0                                                    \
-  }
-#define END                                                                    \
-  {                                                                            \
-    NULL, 0,                                                                   \
-    {                                                                          \
-      {                                                                        \
-        0, 0, 0, 0                                                             \
-      }                                                                        \
-    }                                                                          \
-  }
+#define EQ(a, v) {(a), ARG_EQ, 0, (uint64_t)(v)}
+#define MASKED(a, m, v) {(a), ARG_MASKED_EQ, (uint64_t)(m), (uint64_t)(v)}
+#define SELF(a) {(a), ARG_SELF_PID, 0, 0}
+#define END {NULL, 0, {{0, 0, 0, 0}}}
 
 /* Threads, never processes: clone must carry CLONE_THREAD (x86-64 and
  * arm64 pass the flags first). */
@@ -363,7 +259,7 @@ static const arg_rule_t r_socketpair_unix[] = {
 typedef struct {
   const char *name;
   const char *const *groups[16]; /* NULL-terminated */
-  const arg_rule_t *rules[8];    /* NULL-terminated */
+  const arg_rule_t *rules[8];     /* NULL-terminated */
 } profile_t;
 
 static const profile_t profiles[] = {
@@ -371,24 +267,25 @@ static const profile_t profiles[] = {
     /* Client kernels: compute, threads, its own socket and stdout, dlopen
      * of the module (a memfd) and its system libraries. */
     [SANDBOX_PROFILE_RUNNER] = {"runner",
-                                {g_base, g_memory, g_threads, g_signals, g_time,
-                                 g_fdio, g_files_read, NULL},
+                                {g_base, g_memory, g_threads, g_signals,
+                                 g_time, g_fdio, g_files_read, NULL},
                                 {r_clone_thread, r_signal_self, r_ioctl_tty,
                                  r_prctl, NULL}},
     /* The compiler and its tools: processes, files (Landlock says
      * which), no sockets but pairs. */
     [SANDBOX_PROFILE_COMPILER] = {"compiler",
                                   {g_base, g_memory, g_threads, g_signals,
-                                   g_time, g_fdio, g_files_read, g_files_write,
-                                   g_spawn, g_signal_any, NULL},
-                                  {r_ioctl_tty, r_prctl, r_socketpair_unix,
-                                   NULL}},
+                                   g_time, g_fdio, g_files_read,
+                                   g_files_write, g_spawn, g_signal_any,
+                                   NULL},
+                                  {r_ioctl_tty, r_prctl,
+                                   r_socketpair_unix, NULL}},
     /* A device worker: libuv, the GPU runtime, unix sockets; no
      * processes, no execve. Threads only. */
     [SANDBOX_PROFILE_WORKER] = {"worker",
-                                {g_base, g_memory, g_threads, g_signals, g_time,
-                                 g_fdio, g_files_read, g_files_write, g_loop,
-                                 g_gpu, NULL},
+                                {g_base, g_memory, g_threads, g_signals,
+                                 g_time, g_fdio, g_files_read, g_files_write,
+                                 g_loop, g_gpu, NULL},
                                 {r_clone_thread, r_signal_self, r_prctl,
                                  r_socket_unix, NULL}},
     /* The launcher: spawns runners (its children; Landlock's signal scope
@@ -400,6 +297,8 @@ static const profile_t profiles[] = {
                                   {r_ioctl_tty, r_prctl, r_socketpair_unix,
                                    NULL}},
 };
+
+/* clang-format on */
 
 const char *sandbox_profile_name(sandbox_profile_t p)
 {
