@@ -97,6 +97,9 @@ make -C "$BUILD" -j"$JOBS" || hipd_die "the $MODE build failed"
 
 rm -rf "$REPORTS"
 mkdir -p "$REPORTS"
+# The CPU runners of a root hipd run as another uid (nobody, or a tenant's)
+# and write their reports here too.
+chmod 1777 "$REPORTS"
 # Only the options of the sanitizer in use: each runtime also reads the
 # common options (log_path) of the others' variables.
 unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS
