@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sandbox.h"
 
@@ -20,5 +21,9 @@ int sandbox_landlock_apply(const sandbox_spec_t *spec, char *why, size_t whysz,
 bool sandbox_seccomp_available(void);
 /* Install the filter of @p profile on every thread (TSYNC). */
 int sandbox_seccomp_apply(sandbox_profile_t profile, hipd_err_t *err);
+/* The same with another action than EPERM for what no row allows: for
+ * finding what a profile lacks (SCMP_ACT_TRAP or SCMP_ACT_LOG). */
+int sandbox_seccomp_apply_default(sandbox_profile_t profile,
+                                  uint32_t default_action, hipd_err_t *err);
 
 #endif

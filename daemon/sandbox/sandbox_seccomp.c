@@ -362,6 +362,12 @@ static int add_rules(scmp_filter_ctx ctx, const arg_rule_t *rules,
 
 int sandbox_seccomp_apply(sandbox_profile_t profile, hipd_err_t *err)
 {
+  return sandbox_seccomp_apply_default(profile, SCMP_ACT_ERRNO(EPERM), err);
+}
+
+int sandbox_seccomp_apply_default(sandbox_profile_t profile,
+                                  uint32_t default_action, hipd_err_t *err)
+{
   const profile_t *p;
   scmp_filter_ctx ctx;
   int rc;
@@ -370,7 +376,7 @@ int sandbox_seccomp_apply(sandbox_profile_t profile, hipd_err_t *err)
       profile == SANDBOX_PROFILE_NONE)
     return err_set(err, HIPD_EINVAL, "seccomp: no profile %d", (int)profile);
   p = &profiles[profile];
-  ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+  ctx = seccomp_init(default_action);
   if (ctx == NULL)
     return err_set(err, HIPD_ENOMEM, "seccomp_init failed");
   /* All threads, or none: a thread started before this call must not run
