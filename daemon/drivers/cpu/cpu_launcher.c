@@ -307,6 +307,9 @@ static int launcher_confine(launcher_t *l, uid_t uid, gid_t gid,
   spec.npaths = n;
   spec.profile = SANDBOX_PROFILE_LAUNCHER;
   spec.require = SANDBOX_REQUIRE_SECCOMP;
+#ifdef HIPD_TSAN
+  spec.allow_threads = true; /* TSan restarts its background thread */
+#endif
   return sandbox_enter(&spec, err);
 }
 
