@@ -286,6 +286,38 @@ static void compiler_profile(void *arg)
          strerror(errno));
 }
 
+/* The host compiler runs under the profile (as the compile helpers will
+ * run it): a shared object from source, in a directory of its own. */
+static char cc_dir[256];
+
+static void compiler_builds(void *arg)
+{
+  char cmd[1024], path[320];
+  int st;
+
+  (void)arg;
+  enter_profile(SANDBOX_PROFILE_COMPILER);
+  snprintf(cmd, sizeof(cmd),
+           "cd %s && printf 'extern \"C\" int f(int x) { return x + 1; }\\n'"
+           " > k.cc && c++ -O1 -shared -fPIC -o k.so k.cc 2> log",
+           cc_dir);
+  st = system(cmd);
+  if (st != 0) {
+    char log[400] = "";
+    FILE *f;
+    snprintf(path, sizeof(path), "%s/log", cc_dir);
+    if ((f = fopen(path, "r")) != NULL) {
+      size_t n = fread(log, 1, sizeof(log) - 1, f);
+      log[n] = '\0';
+      fclose(f);
+    }
+    child_fail("c++ under the compiler profile: status 0x%x: %s", (unsigned)st,
+               log);
+  }
+  snprintf(path, sizeof(path), "%s/k.so", cc_dir);
+  EXPECT(access(path, R_OK) == 0, "no k.so");
+}
+
 static void compiler_mount(void *arg)
 {
   (void)arg;
@@ -296,8 +328,19 @@ static void compiler_mount(void *arg)
 
 START_TEST(test_compiler_profile)
 {
+  char tmpl[] = "/tmp/hipd-sb-cc-XXXXXX";
+
   run_ok(compiler_profile, NULL);
   run_sigsys(compiler_mount, NULL);
+  if (system("command -v c++ >/dev/null 2>&1") != 0) {
+    fprintf(stderr, "check_sandbox: no c++: compiler run skipped\n");
+    return;
+  }
+  ck_assert_ptr_nonnull(mkdtemp(tmpl));
+  snprintf(cc_dir, sizeof(cc_dir), "%s", tmpl);
+  run_ok(compiler_builds, NULL);
+  snprintf(cc_dir, sizeof(cc_dir), "rm -rf %s", tmpl);
+  (void)!system(cc_dir);
 }
 END_TEST
 

@@ -20,6 +20,12 @@
  *
  * cpu_runner_client.c uses the launcher when one is running and spawns the
  * runner itself otherwise (not root, --isolation none, or never started).
+ * A process that will enter the WORKER seccomp profile (no fork, no
+ * execve) must start a launcher first even when it is not root: then with
+ * its own ids (cpu_launcher_start(getuid(), getgid())), so that runners
+ * can still be started. Once a launcher has been started, runners are only
+ * ever started through it: if it dies, starting a runner fails (there is
+ * no fallback to a runner of the caller's uid).
  * When the launcher's socket closes (cpu_launcher_stop, or this process
  * exits), it kills its runners and exits; it also dies with its parent.
  *
