@@ -118,7 +118,7 @@ static const char *const g_files_write[] = {
  * compiler's tools; the launcher runs the CPU runner). */
 static const char *const g_spawn[] = {
     "clone", "fork", "vfork", "execve", "execveat", "wait4", "waitid",
-    "setpgid", "setsid", "prlimit64", NULL};
+    "setpgid", "setsid", NULL};
 
 /* Signals to any process: its children (the compiler's tools, the
  * runners). Landlock's signal scope (sandbox_spec_t.landlock_scope) keeps
@@ -141,9 +141,9 @@ static const char *const g_loop[] = {
  * placement and priorities. */
 static const char *const g_gpu[] = {
     "ioctl", "mlock", "mlock2", "munlock", "mlockall", "munlockall", "mbind",
-    "get_mempolicy", "set_mempolicy", "sched_setaffinity", "sched_setparam",
-    "sched_setscheduler", "sched_setattr", "getpriority", "setpriority",
-    NULL};
+    "get_mempolicy", "set_mempolicy", "getpriority",
+    /* any thread of the uid (all workers share it): a nuisance at worst */
+    "sched_setaffinity", NULL};
 
 /* Setting up a sandbox of its own after exec (the runner under the
  * launcher's filter: the filter is inherited, so this has to pass).
@@ -205,7 +205,16 @@ static const arg_rule_t r_signal_self[] = {
     {"tgkill", 1, {SELF(0)}},
     {"rt_sigqueueinfo", 1, {SELF(0)}},
     {"rt_tgsigqueueinfo", 1, {SELF(0)}},
-    {"prlimit64", 1, {EQ(0, 0)}}, /* getrlimit() of itself */
+    END};
+
+/* Limits and priorities of itself only (pid 0): not of the other
+ * processes of its uid, which may be other tenants' workers or helpers. */
+static const arg_rule_t r_self_only[] = {
+    {"prlimit64", 1, {EQ(0, 0)}},
+    {"setpriority", 1, {EQ(1, 0)}},
+    {"sched_setparam", 1, {EQ(0, 0)}},
+    {"sched_setscheduler", 1, {EQ(0, 0)}},
+    {"sched_setattr", 1, {EQ(0, 0)}},
     END};
 
 /* Terminal and descriptor ioctls that stdio and libraries use; TIOCSTI
@@ -270,7 +279,7 @@ static const profile_t profiles[] = {
                                 {g_base, g_memory, g_threads, g_signals,
                                  g_time, g_fdio, g_files_read, NULL},
                                 {r_clone_thread, r_signal_self, r_ioctl_tty,
-                                 r_prctl, NULL}},
+                                 r_prctl, r_self_only, NULL}},
     /* The compiler and its tools: processes, files (Landlock says
      * which), no sockets but pairs. */
     [SANDBOX_PROFILE_COMPILER] = {"compiler",
@@ -278,8 +287,8 @@ static const profile_t profiles[] = {
                                    g_time, g_fdio, g_files_read,
                                    g_files_write, g_spawn, g_signal_any,
                                    NULL},
-                                  {r_ioctl_tty, r_prctl,
-                                   r_socketpair_unix, NULL}},
+                                  {r_ioctl_tty, r_prctl, r_socketpair_unix,
+                                   r_self_only, NULL}},
     /* A device worker: libuv, the GPU runtime, unix sockets; no
      * processes, no execve. Threads only. */
     [SANDBOX_PROFILE_WORKER] = {"worker",
@@ -287,7 +296,7 @@ static const profile_t profiles[] = {
                                  g_time, g_fdio, g_files_read, g_files_write,
                                  g_loop, g_gpu, NULL},
                                 {r_clone_thread, r_signal_self, r_prctl,
-                                 r_socket_unix, NULL}},
+                                 r_socket_unix, r_self_only, NULL}},
     /* The launcher: spawns runners (its children; Landlock's signal scope
      * keeps its kill() to them) and lets each confine itself. */
     [SANDBOX_PROFILE_LAUNCHER] = {"launcher",
@@ -295,7 +304,7 @@ static const profile_t profiles[] = {
                                    g_time, g_fdio, g_files_read, g_spawn,
                                    g_signal_any, g_chdir, g_confine, NULL},
                                   {r_ioctl_tty, r_prctl, r_socketpair_unix,
-                                   NULL}},
+                                   r_self_only, NULL}},
 };
 
 /* clang-format on */
