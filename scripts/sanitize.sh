@@ -5,7 +5,8 @@
 #         in _build-asan/, every test of make check; the CPU runner is
 #         instrumented too.
 #   tsan  ThreadSanitizer in _build-tsan/, the suites that run threads:
-#         daemon, devices, kernels, CPU kernels, shm, faults, objects, codegen.
+#         daemon, devices, kernels, CPU kernels, shm, faults, objects, codegen,
+#         the CPU runner's sandbox.
 #
 # The daemons and CPU runners the tests start are child processes whose
 # stderr goes to log files, so every report is written to a file of its
@@ -46,7 +47,7 @@ tsan)
     tests/check_kernels_errors tests/check_kernels_crashes
     tests/check_kernels_cache tests/check_cpu_kernels tests/check_shm
     tests/check_faults tests/check_objects tests/check_codegen
-    tests/check_codegen_run)
+    tests/check_codegen_run tests/check_cpu_sandbox)
   ;;
 *)
   hipd_die "usage: bash scripts/sanitize.sh asan|tsan"
