@@ -5,7 +5,8 @@
 #         in _build-asan/, every test of make check; the CPU runner is
 #         instrumented too.
 #   tsan  ThreadSanitizer in _build-tsan/, the suites that run threads:
-#         daemon, devices, kernels, CPU kernels, shm, faults, objects, codegen.
+#         daemon, devices, kernels, CPU kernels, shm, faults, objects, codegen,
+#         the CPU runner's sandbox.
 #
 # The daemons and CPU runners the tests start are child processes whose
 # stderr goes to log files, so every report is written to a file of its
@@ -46,7 +47,7 @@ tsan)
     tests/check_kernels_errors tests/check_kernels_crashes
     tests/check_kernels_cache tests/check_cpu_kernels tests/check_shm
     tests/check_faults tests/check_objects tests/check_codegen
-    tests/check_codegen_run)
+    tests/check_codegen_run tests/check_cpu_sandbox)
   ;;
 *)
   hipd_die "usage: bash scripts/sanitize.sh asan|tsan"
@@ -97,6 +98,9 @@ make -C "$BUILD" -j"$JOBS" || hipd_die "the $MODE build failed"
 
 rm -rf "$REPORTS"
 mkdir -p "$REPORTS"
+# The CPU runners of a root hipd run as another uid (nobody, or a tenant's)
+# and write their reports here too.
+chmod 1777 "$REPORTS"
 # Only the options of the sanitizer in use: each runtime also reads the
 # common options (log_path) of the others' variables.
 unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS

@@ -20,6 +20,7 @@
 #include "hipd.h"
 #include "sandbox.h"
 #include "sandbox_internal.h"
+#include "sanitize.h"
 
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
@@ -97,14 +98,12 @@ int sandbox_support_format(const sandbox_support_t *s, char *buf, size_t n)
     snprintf(ll, sizeof(ll), "landlock abi %d", s->landlock_abi);
   else
     snprintf(ll, sizeof(ll), "no landlock");
-  return snprintf(buf, n, "%s%s, %s%s, %s, %s, %s%s",
-                  s->root ? "root" : "not root",
-                  s->caps ? " (capabilities)" : "",
-                  s->seccomp ? "seccomp" : "no seccomp",
-                  s->seccomp_on ? " (a filter is on)" : "", ll,
-                  s->userns ? "userns" : "no userns",
-                  s->mountns ? "mountns" : "no mountns",
-                  s->no_new_privs ? ", no_new_privs set" : "");
+  return snprintf(
+      buf, n, "%s%s, %s%s, %s, %s, %s%s", s->root ? "root" : "not root",
+      s->caps ? " (capabilities)" : "", s->seccomp ? "seccomp" : "no seccomp",
+      s->seccomp_on ? " (a filter is on)" : "", ll,
+      s->userns ? "userns" : "no userns", s->mountns ? "mountns" : "no mountns",
+      s->no_new_privs ? ", no_new_privs set" : "");
 }
 
 /* ----------------------------------------------------------- identities */
@@ -129,9 +128,11 @@ int sandbox_user_lookup(const char *name, uid_t *uid, gid_t *gid,
   if (res == NULL) {
     free(buf);
     if (e == 0 || e == ENOENT || e == ESRCH || e == EBADF || e == EPERM)
-      return err_set(err, HIPD_ENOENT, "no account '%s' (create it, e.g. "
+      return err_set(err, HIPD_ENOENT,
+                     "no account '%s' (create it, e.g. "
                      "useradd --system --no-create-home --shell "
-                     "/usr/sbin/nologin %s)", name, name);
+                     "/usr/sbin/nologin %s)",
+                     name, name);
     return err_set(err, HIPD_EIO, "cannot look up account '%s': %s", name,
                    strerror(e));
   }
@@ -326,7 +327,7 @@ int sandbox_enter(const sandbox_spec_t *spec, hipd_err_t *err)
 
   err_clear(err);
   n = thread_count();
-  if (n > 1)
+  if (n > 1 && !spec->allow_threads)
     return err_set(err, HIPD_EINVAL,
                    "sandbox_enter: %d threads are running; capabilities and "
                    "Landlock apply to the calling thread only, so enter the "
@@ -336,7 +337,8 @@ int sandbox_enter(const sandbox_spec_t *spec, hipd_err_t *err)
    * change takes away. */
   if ((rc = drop_bounding(err)) != 0)
     return rc;
-  if (spec->change_ids && (rc = sandbox_drop_ids(spec->uid, spec->gid, err)) != 0)
+  if (spec->change_ids &&
+      (rc = sandbox_drop_ids(spec->uid, spec->gid, err)) != 0)
     return rc;
   if ((rc = drop_sets(err)) != 0)
     return rc;
@@ -377,6 +379,65 @@ int sandbox_enter(const sandbox_spec_t *spec, hipd_err_t *err)
 
 /* ---------------------------------------------------------- environment */
 
+#if defined(HIPD_ASAN) || defined(HIPD_TSAN)
+static const char *const sanitizer_vars[] = {
+    "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", NULL};
+#else
+static const char *const sanitizer_vars[] = {NULL};
+#endif
+
+/* Add NAME=value of @p name (or @p name itself if it holds a '=') at
+ * env[*i] if set. @return 0 or -1 (out of memory). */
+static int env_add(char **env, size_t *i, const char *name)
+{
+  const char *v;
+  size_t len;
+
+  if (strchr(name, '=') != NULL)
+    return (env[(*i)++] = strdup(name)) == NULL ? -1 : 0;
+  if ((v = getenv(name)) == NULL)
+    return 0;
+  len = strlen(name) + strlen(v) + 2;
+  if ((env[*i] = malloc(len)) == NULL)
+    return -1;
+  snprintf(env[(*i)++], len, "%s=%s", name, v);
+  return 0;
+}
+
+size_t sandbox_sanitizer_paths(sandbox_path_t *paths, size_t *n, size_t max,
+                               char *buf, size_t bufsz)
+{
+  size_t added = 0, used = 0;
+
+  for (size_t k = 0; sanitizer_vars[k] != NULL; k++) {
+    const char *v = getenv(sanitizer_vars[k]), *lp, *end, *slash;
+    size_t len;
+    if (v == NULL || (lp = strstr(v, "log_path=")) == NULL)
+      continue;
+    lp += 9;
+    end = strchr(lp, ':');
+    if (end == NULL)
+      end = lp + strlen(lp);
+    /* The directory: up to the last '/' within the value. */
+    slash = NULL;
+    for (const char *c = lp; c < end; c++)
+      if (*c == '/')
+        slash = c;
+    if (slash == NULL || slash == lp || *n >= max)
+      continue;
+    len = (size_t)(slash - lp);
+    if (used + len + 1 > bufsz)
+      break;
+    memcpy(buf + used, lp, len);
+    buf[used + len] = '\0';
+    paths[(*n)++] =
+        (sandbox_path_t){buf + used, SANDBOX_FS_READ | SANDBOX_FS_WRITE};
+    used += len + 1;
+    added++;
+  }
+  return added;
+}
+
 char **sandbox_clean_env(const char *const *keep)
 {
   size_t n = 2, i = 0;
@@ -384,26 +445,20 @@ char **sandbox_clean_env(const char *const *keep)
 
   for (size_t k = 0; keep != NULL && keep[k] != NULL; k++)
     n++;
+  for (size_t k = 0; sanitizer_vars[k] != NULL; k++)
+    n++;
   env = calloc(n + 1, sizeof(*env));
   if (env == NULL)
     return NULL;
   if ((env[i++] = strdup("PATH=/usr/bin:/bin")) == NULL ||
       (env[i++] = strdup("LANG=C")) == NULL)
     goto fail;
-  for (size_t k = 0; keep != NULL && keep[k] != NULL; k++) {
-    const char *name = keep[k], *v;
-    if (strchr(name, '=') != NULL) {
-      if ((env[i++] = strdup(name)) == NULL)
-        goto fail;
-      continue;
-    }
-    if ((v = getenv(name)) == NULL)
-      continue;
-    size_t len = strlen(name) + strlen(v) + 2;
-    if ((env[i] = malloc(len)) == NULL)
+  for (size_t k = 0; keep != NULL && keep[k] != NULL; k++)
+    if (env_add(env, &i, keep[k]) != 0)
       goto fail;
-    snprintf(env[i++], len, "%s=%s", name, v);
-  }
+  for (size_t k = 0; sanitizer_vars[k] != NULL; k++)
+    if (env_add(env, &i, sanitizer_vars[k]) != 0)
+      goto fail;
   env[i] = NULL;
   return env;
 

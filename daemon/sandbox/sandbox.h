@@ -22,7 +22,8 @@
  * Threads: capabilities, NO_NEW_PRIVS and Landlock are per thread (the
  * kernel applies Landlock to the calling thread only, before ABI 8's
  * TSYNC), so sandbox_enter() must run while the process has one thread; it
- * fails with HIPD_EINVAL otherwise. seccomp is installed with TSYNC anyway.
+ * fails with HIPD_EINVAL otherwise (unless spec.allow_threads). seccomp is
+ * installed with TSYNC anyway.
  * uid/gid changes go through glibc, which applies them to every thread.
  *
  * All functions are thread-safe in the sense that they keep no state; they
@@ -125,7 +126,7 @@ enum {
 };
 
 typedef struct {
-  const char *path; /* absolute; a missing path is skipped (reported) */
+  const char *path; /* absolute; a missing path is skipped (no access) */
   unsigned access;  /* SANDBOX_FS_* */
 } sandbox_path_t;
 
@@ -171,6 +172,10 @@ typedef struct {
   /* seccomp profile (NONE: no filter). */
   sandbox_profile_t profile;
   unsigned require; /* SANDBOX_REQUIRE_* */
+  /* The caller vouches that its other threads run nothing untrusted (a
+   * sanitizer's background thread): they get the seccomp filter (TSYNC)
+   * but not Landlock nor the capability drop. Normally false. */
+  bool allow_threads;
 } sandbox_spec_t;
 
 /* Everything off: no id change, dumpable kept, rlimits kept but core 0,
@@ -183,7 +188,8 @@ void sandbox_spec_init(sandbox_spec_t *spec);
  * all capabilities (ambient, then effective/permitted/inheritable),
  * PR_SET_NO_NEW_PRIVS (always), PR_SET_DUMPABLE 0 (if asked), rlimits,
  * Landlock, seccomp (SECCOMP_FILTER_FLAG_TSYNC). Irreversible.
- * Must be called with one thread (HIPD_EINVAL otherwise).
+ * Must be called with one thread (HIPD_EINVAL otherwise, unless
+ * spec->allow_threads).
  * @return 0 with err->code 0 and err->msg "" when everything was applied,
  * or naming what was not (e.g. "landlock: not supported by the kernel");
  * a negative code when a step failed or a required protection is
@@ -193,9 +199,19 @@ int sandbox_enter(const sandbox_spec_t *spec, hipd_err_t *err);
 /* A minimal environment for execve: PATH=/usr/bin:/bin, LANG=C, and each
  * variable named in @p keep (NULL-terminated list of names, may be NULL)
  * that is set in the current environment, as NAME=value. A name given as
- * "NAME=value" is put as is. @return a NULL-terminated array owned by the
+ * "NAME=value" is put as is. In a sanitizer build (scripts/sanitize.sh)
+ * the sanitizers' ASAN_OPTIONS, UBSAN_OPTIONS, LSAN_OPTIONS and
+ * TSAN_OPTIONS are kept too. @return a NULL-terminated array owned by the
  * caller (sandbox_env_free), NULL when out of memory. */
 char **sandbox_clean_env(const char *const *keep);
 void sandbox_env_free(char **env);
+
+/* In a sanitizer build: append to @p paths (at *@p n, up to @p max) the
+ * directories of the sanitizers' log_path settings (read-write: a report
+ * file is created at the first report, after the sandbox is on), with
+ * their strings in @p buf. Nothing in a normal build. @return how many
+ * were added. */
+size_t sandbox_sanitizer_paths(sandbox_path_t *paths, size_t *n, size_t max,
+                               char *buf, size_t bufsz);
 
 #endif

@@ -57,8 +57,8 @@ typedef struct {
 #define LL_FS_MAKE_FIFO (1ull << 10)
 #define LL_FS_MAKE_BLOCK (1ull << 11)
 #define LL_FS_MAKE_SYM (1ull << 12)
-#define LL_FS_REFER (1ull << 13)    /* ABI 2 */
-#define LL_FS_TRUNCATE (1ull << 14) /* ABI 3 */
+#define LL_FS_REFER (1ull << 13)     /* ABI 2 */
+#define LL_FS_TRUNCATE (1ull << 14)  /* ABI 3 */
 #define LL_FS_IOCTL_DEV (1ull << 15) /* ABI 5 */
 #define LL_NET_BIND_TCP (1ull << 0)  /* ABI 4 */
 #define LL_NET_CONNECT_TCP (1ull << 1)
@@ -72,8 +72,8 @@ typedef struct {
 
 int sandbox_landlock_abi(void)
 {
-  long v = syscall(SYS_landlock_create_ruleset, NULL, 0,
-                   LL_CREATE_RULESET_VERSION);
+  long v =
+      syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
   return v > 0 ? (int)v : 0;
 }
 
@@ -102,23 +102,13 @@ static uint64_t fs_rights(unsigned access)
     a |= LL_FS_EXECUTE;
   if (access & SANDBOX_FS_WRITE)
     a |= LL_FS_WRITE_FILE | LL_FS_TRUNCATE | LL_FS_REMOVE_DIR |
-         LL_FS_REMOVE_FILE | LL_FS_MAKE_DIR | LL_FS_MAKE_REG |
-         LL_FS_MAKE_SOCK | LL_FS_MAKE_FIFO | LL_FS_MAKE_SYM | LL_FS_REFER |
-         LL_FS_IOCTL_DEV;
+         LL_FS_REMOVE_FILE | LL_FS_MAKE_DIR | LL_FS_MAKE_REG | LL_FS_MAKE_SOCK |
+         LL_FS_MAKE_FIFO | LL_FS_MAKE_SYM | LL_FS_REFER | LL_FS_IOCTL_DEV;
   return a;
 }
 
-static void append(char *buf, size_t size, const char *fmt, const char *arg)
-{
-  size_t used = strlen(buf);
-
-  if (used + 1 >= size)
-    return;
-  snprintf(buf + used, size - used, fmt, arg);
-}
-
-int sandbox_landlock_apply(const sandbox_spec_t *spec, char *why,
-                           size_t whysz, hipd_err_t *err)
+int sandbox_landlock_apply(const sandbox_spec_t *spec, char *why, size_t whysz,
+                           hipd_err_t *err)
 {
   int abi = sandbox_landlock_abi();
   ll_ruleset_attr_t attr;
@@ -138,8 +128,8 @@ int sandbox_landlock_apply(const sandbox_spec_t *spec, char *why,
     attr.scoped = LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL;
   rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
   if (rs < 0)
-    return err_set(err, HIPD_EPERM, "landlock_create_ruleset (abi %d): %s",
-                   abi, strerror(errno));
+    return err_set(err, HIPD_EPERM, "landlock_create_ruleset (abi %d): %s", abi,
+                   strerror(errno));
   for (size_t i = 0; i < spec->npaths; i++) {
     const sandbox_path_t *p = &spec->paths[i];
     ll_path_beneath_t pb;
@@ -147,13 +137,8 @@ int sandbox_landlock_apply(const sandbox_spec_t *spec, char *why,
     int fd = open(p->path, O_PATH | O_CLOEXEC);
 
     if (fd < 0) {
-      if (errno == ENOENT || errno == ENOTDIR) {
-        if (strlen(why) == 0)
-          append(why, whysz, "landlock: skipped missing %s", p->path);
-        else
-          append(why, whysz, ", %s", p->path);
-        continue;
-      }
+      if (errno == ENOENT || errno == ENOTDIR)
+        continue; /* nothing there to grant */
       rc = err_set(err, HIPD_EIO, "landlock: cannot open %s: %s", p->path,
                    strerror(errno));
       goto fail;
@@ -172,8 +157,8 @@ int sandbox_landlock_apply(const sandbox_spec_t *spec, char *why,
     close(fd);
   }
   if (syscall(SYS_landlock_restrict_self, rs, 0) != 0) {
-    rc = err_set(err, HIPD_EPERM, "landlock_restrict_self: %s",
-                 strerror(errno));
+    rc =
+        err_set(err, HIPD_EPERM, "landlock_restrict_self: %s", strerror(errno));
     goto fail;
   }
   close(rs);

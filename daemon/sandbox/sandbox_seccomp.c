@@ -47,6 +47,8 @@
 #define PR_SET_SPECULATION_CTRL 53
 #endif
 
+/* The tables read best as lists, hence: */
+/* clang-format off */
 /* ------------------------------------------------------- name groups */
 
 /* Every profile: leaving, and who am I. */
@@ -116,7 +118,7 @@ static const char *const g_files_write[] = {
  * compiler's tools; the launcher runs the CPU runner). */
 static const char *const g_spawn[] = {
     "clone", "fork", "vfork", "execve", "execveat", "wait4", "waitid",
-    "setpgid", "setsid", "prlimit64", NULL};
+    "setpgid", "setsid", NULL};
 
 /* Signals to any process: its children (the compiler's tools, the
  * runners). Landlock's signal scope (sandbox_spec_t.landlock_scope) keeps
@@ -139,9 +141,9 @@ static const char *const g_loop[] = {
  * placement and priorities. */
 static const char *const g_gpu[] = {
     "ioctl", "mlock", "mlock2", "munlock", "mlockall", "munlockall", "mbind",
-    "get_mempolicy", "set_mempolicy", "sched_setaffinity", "sched_setparam",
-    "sched_setscheduler", "sched_setattr", "getpriority", "setpriority",
-    NULL};
+    "get_mempolicy", "set_mempolicy", "getpriority",
+    /* any thread of the uid (all workers share it): a nuisance at worst */
+    "sched_setaffinity", NULL};
 
 /* Setting up a sandbox of its own after exec (the runner under the
  * launcher's filter: the filter is inherited, so this has to pass).
@@ -203,7 +205,16 @@ static const arg_rule_t r_signal_self[] = {
     {"tgkill", 1, {SELF(0)}},
     {"rt_sigqueueinfo", 1, {SELF(0)}},
     {"rt_tgsigqueueinfo", 1, {SELF(0)}},
-    {"prlimit64", 1, {EQ(0, 0)}}, /* getrlimit() of itself */
+    END};
+
+/* Limits and priorities of itself only (pid 0): not of the other
+ * processes of its uid, which may be other tenants' workers or helpers. */
+static const arg_rule_t r_self_only[] = {
+    {"prlimit64", 1, {EQ(0, 0)}},
+    {"setpriority", 1, {EQ(1, 0)}},
+    {"sched_setparam", 1, {EQ(0, 0)}},
+    {"sched_setscheduler", 1, {EQ(0, 0)}},
+    {"sched_setattr", 1, {EQ(0, 0)}},
     END};
 
 /* Terminal and descriptor ioctls that stdio and libraries use; TIOCSTI
@@ -268,7 +279,7 @@ static const profile_t profiles[] = {
                                 {g_base, g_memory, g_threads, g_signals,
                                  g_time, g_fdio, g_files_read, NULL},
                                 {r_clone_thread, r_signal_self, r_ioctl_tty,
-                                 r_prctl, NULL}},
+                                 r_prctl, r_self_only, NULL}},
     /* The compiler and its tools: processes, files (Landlock says
      * which), no sockets but pairs. */
     [SANDBOX_PROFILE_COMPILER] = {"compiler",
@@ -276,8 +287,8 @@ static const profile_t profiles[] = {
                                    g_time, g_fdio, g_files_read,
                                    g_files_write, g_spawn, g_signal_any,
                                    NULL},
-                                  {r_ioctl_tty, r_prctl,
-                                   r_socketpair_unix, NULL}},
+                                  {r_ioctl_tty, r_prctl, r_socketpair_unix,
+                                   r_self_only, NULL}},
     /* A device worker: libuv, the GPU runtime, unix sockets; no
      * processes, no execve. Threads only. */
     [SANDBOX_PROFILE_WORKER] = {"worker",
@@ -285,7 +296,7 @@ static const profile_t profiles[] = {
                                  g_time, g_fdio, g_files_read, g_files_write,
                                  g_loop, g_gpu, NULL},
                                 {r_clone_thread, r_signal_self, r_prctl,
-                                 r_socket_unix, NULL}},
+                                 r_socket_unix, r_self_only, NULL}},
     /* The launcher: spawns runners (its children; Landlock's signal scope
      * keeps its kill() to them) and lets each confine itself. */
     [SANDBOX_PROFILE_LAUNCHER] = {"launcher",
@@ -293,8 +304,10 @@ static const profile_t profiles[] = {
                                    g_time, g_fdio, g_files_read, g_spawn,
                                    g_signal_any, g_chdir, g_confine, NULL},
                                   {r_ioctl_tty, r_prctl, r_socketpair_unix,
-                                   NULL}},
+                                   r_self_only, NULL}},
 };
+
+/* clang-format on */
 
 const char *sandbox_profile_name(sandbox_profile_t p)
 {
@@ -321,8 +334,8 @@ static int add_names(scmp_filter_ctx ctx, uint32_t action,
     rc = seccomp_rule_add(ctx, action, nr, 0);
     /* -EEXIST: an earlier group allowed it already. */
     if (rc != 0 && rc != -EEXIST)
-      return err_set(err, HIPD_EINTERNAL, "seccomp: rule for %s: %s",
-                     names[i], strerror(-rc));
+      return err_set(err, HIPD_EINTERNAL, "seccomp: rule for %s: %s", names[i],
+                     strerror(-rc));
   }
   return 0;
 }
@@ -343,8 +356,8 @@ static int add_rules(scmp_filter_ctx ctx, const arg_rule_t *rules,
         c[k] = (struct scmp_arg_cmp){a->arg, SCMP_CMP_MASKED_EQ, a->mask,
                                      a->value};
       else if (a->how == ARG_SELF_PID)
-        c[k] = (struct scmp_arg_cmp){a->arg, SCMP_CMP_EQ,
-                                     (uint64_t)getpid(), 0};
+        c[k] =
+            (struct scmp_arg_cmp){a->arg, SCMP_CMP_EQ, (uint64_t)getpid(), 0};
       else
         c[k] = (struct scmp_arg_cmp){a->arg, SCMP_CMP_EQ, a->value, 0};
     }
@@ -358,6 +371,12 @@ static int add_rules(scmp_filter_ctx ctx, const arg_rule_t *rules,
 
 int sandbox_seccomp_apply(sandbox_profile_t profile, hipd_err_t *err)
 {
+  return sandbox_seccomp_apply_default(profile, SCMP_ACT_ERRNO(EPERM), err);
+}
+
+int sandbox_seccomp_apply_default(sandbox_profile_t profile,
+                                  uint32_t default_action, hipd_err_t *err)
+{
   const profile_t *p;
   scmp_filter_ctx ctx;
   int rc;
@@ -366,7 +385,7 @@ int sandbox_seccomp_apply(sandbox_profile_t profile, hipd_err_t *err)
       profile == SANDBOX_PROFILE_NONE)
     return err_set(err, HIPD_EINVAL, "seccomp: no profile %d", (int)profile);
   p = &profiles[profile];
-  ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+  ctx = seccomp_init(default_action);
   if (ctx == NULL)
     return err_set(err, HIPD_ENOMEM, "seccomp_init failed");
   /* All threads, or none: a thread started before this call must not run
@@ -385,8 +404,8 @@ int sandbox_seccomp_apply(sandbox_profile_t profile, hipd_err_t *err)
     if ((rc = add_rules(ctx, p->rules[i], err)) != 0)
       goto fail;
   if ((rc = seccomp_load(ctx)) != 0) {
-    rc = err_set(err, HIPD_EPERM, "seccomp: loading the %s filter: %s",
-                 p->name, strerror(-rc));
+    rc = err_set(err, HIPD_EPERM, "seccomp: loading the %s filter: %s", p->name,
+                 strerror(-rc));
     goto fail;
   }
   seccomp_release(ctx);

@@ -11,4 +11,17 @@ void cpu_driver_set_count(int n);
  * HIPD_ETIMEDOUT and the device goes on. */
 void cpu_driver_set_launch_timeout(unsigned ms);
 
+#include <sys/types.h>
+
+/* The account a CPU runner runs client kernels as when hipd is root and
+ * starts the runner itself: --isolation none, or no launcher was started
+ * (cpu_launcher.h; with one, the runner is the launcher's uid, the
+ * tenant's). Default: the account CPU_RUNNER_DEFAULT_USER, looked up when
+ * the runner starts; none and no setting means no kernels (HIPD_EPERM).
+ * Neither id may be 0. (uid_t)-1 goes back to the default. Takes effect
+ * at the next start of the runner; thread-safe. Not root: the runner is
+ * hipd's own uid, and this is ignored. */
+#define CPU_RUNNER_DEFAULT_USER "nobody"
+void cpu_driver_set_runner_user(uid_t uid, gid_t gid);
+
 #endif

@@ -26,9 +26,11 @@
 #include "cpu.h"
 #include "cpu_arena.h"
 #include "cpu_compile.h"
+#include "cpu_launcher.h"
 #include "cpu_runner_client.h"
 #include "drivers/driver.h"
 #include "hipd.h"
+#include "sandbox/sandbox.h"
 #include "sanitize.h"
 #include "util/clock.h"
 
@@ -101,6 +103,52 @@ static struct {
 } K = {.mu = PTHREAD_MUTEX_INITIALIZER, .compiler_once = PTHREAD_ONCE_INIT};
 
 static unsigned launch_timeout_ms;
+
+/* cpu_driver_set_runner_user(); runner_uid (uid_t)-1: the default. */
+static struct {
+  pthread_mutex_t mu;
+  uid_t uid;
+  gid_t gid;
+} RU = {PTHREAD_MUTEX_INITIALIZER, (uid_t)-1, (gid_t)-1};
+
+void cpu_driver_set_runner_user(uid_t uid, gid_t gid)
+{
+  pthread_mutex_lock(&RU.mu);
+  RU.uid = uid;
+  RU.gid = gid;
+  pthread_mutex_unlock(&RU.mu);
+}
+
+/* The ids a runner that we start ourselves as root changes to (see
+ * cpu.h). @return 0 with @p cfg set, or a code with the driver's error. */
+static int runner_ids(cpu_runner_cfg_t *cfg)
+{
+  hipd_err_t err;
+  uid_t uid;
+  gid_t gid;
+
+  if (geteuid() != 0 || cpu_launcher_running())
+    return 0; /* our own uid, or the launcher's */
+  pthread_mutex_lock(&RU.mu);
+  uid = RU.uid;
+  gid = RU.gid;
+  pthread_mutex_unlock(&RU.mu);
+  if (uid == (uid_t)-1 &&
+      sandbox_user_lookup(CPU_RUNNER_DEFAULT_USER, &uid, &gid, &err) != 0) {
+    drv_set_error("refusing to run CPU kernels as root: %s", err.msg);
+    return HIPD_EPERM;
+  }
+  if (uid == 0 || gid == 0) {
+    drv_set_error("refusing to run CPU kernels as root (runner user uid %u "
+                  "gid %u)",
+                  (unsigned)uid, (unsigned)gid);
+    return HIPD_EPERM;
+  }
+  cfg->drop_ids = 1;
+  cfg->uid = uid;
+  cfg->gid = gid;
+  return 0;
+}
 
 void cpu_driver_set_count(int n)
 {
@@ -687,6 +735,8 @@ static int runner_ensure(void)
     cpu_runner_cfg_t cfg = {.timeout_ms = launch_timeout_ms,
                             .reserve_addr = cpu_arena_base(K.arena),
                             .reserve_size = cpu_arena_span(K.arena)};
+    if ((rc = runner_ids(&cfg)) != 0)
+      return rc;
     rc = cpu_runner_start(&cfg, &K.runner, &err);
   }
   if (rc != 0) {

@@ -25,7 +25,9 @@
  *                                                resp (empty)
  *   BUNMAP  req  cpu_bmap_req_t + count x cpu_bmap_ent_t
  *                                                resp (empty)
- *   LOAD    req  cpu_load_req_t + path bytes     resp (empty)
+ *   LOAD    req  cpu_load_req_t + path bytes, and the module file's
+ *                descriptor attached with SCM_RIGHTS (the runner opens
+ *                no file; the path is for messages)   resp (empty)
  *   UNLOAD  req  cpu_load_req_t                  resp (empty)
  *   KERNEL  req  cpu_kernel_req_t + name bytes   resp cpu_kernel_resp_t +
  *                                                     nargs type codes
@@ -153,7 +155,7 @@ typedef struct {
 typedef struct {
   uint32_t module;
   uint32_t pad_;
-  /* LOAD: followed by the path of the shared object */
+  /* LOAD: followed by the path of the shared object (for messages) */
 } cpu_load_req_t;
 
 typedef struct {

@@ -24,13 +24,31 @@
  *
  * The process exits when the daemon closes the socket (or hangs up during
  * a launch). It dumps no core: a crashing kernel is reported by the daemon.
+ *
+ * Sandbox (runner_sandbox below): after its own start-up (the reservation)
+ * and before it serves a request, so before any client code (a module's
+ * constructors included) can run, the runner confines itself for good:
+ * --uid=U --gid=G (given only when the daemon starts it as root) change
+ * its identity, then no capabilities, NO_NEW_PRIVS, not dumpable, no core,
+ * few descriptors, the RUNNER seccomp profile (no sockets, processes,
+ * execve, ptrace; daemon/sandbox/sandbox_seccomp.c), and Landlock: read
+ * only, and only the system library directories (for the libraries a
+ * module links). It opens no file of the daemon's: LOAD brings the
+ * module's file as a descriptor, whose bytes the runner copies into a
+ * memfd of its own and dlopens through /proc/self/fd/N (memfds live on an
+ * internal mount, which Landlock does not restrict). So a runner reads no
+ * module directory, and the runner of one tenant cannot reach another
+ * tenant's modules. A sandbox that cannot be entered is reported by HELLO,
+ * and the runner then serves nothing.
  */
 #include "config.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ffi.h>
 #include <inttypes.h>
+#include <link.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -46,6 +64,7 @@
 #include "cpu_proto.h"
 #include "cpu_sched.h"
 #include "hipd.h"
+#include "sandbox/sandbox.h"
 #include "sanitize.h"
 
 #ifndef MAP_FIXED_NOREPLACE
@@ -59,9 +78,12 @@
  * as ours and exit with status 1 (ASan) or 66 (TSan) instead. The runner's
  * own memory errors and races are still caught by the instrumentation;
  * ASAN_OPTIONS and TSAN_OPTIONS, read after these, can override them. */
+/* leak_check_at_exit=0: a kernel that calls exit() would start LSan's
+ * leak check, whose tracer needs clone and ptrace, which the sandbox
+ * refuses; the runner leaves with _exit() otherwise, unchecked anyway. */
 #define RUNNER_SANITIZER_OPTIONS                                               \
   "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:"             \
-  "handle_abort=0"
+  "handle_abort=0:leak_check_at_exit=0"
 #endif
 #ifdef HIPD_ASAN
 const char *__asan_default_options(void);
@@ -92,6 +114,7 @@ typedef struct {
 typedef struct {
   uint32_t id;
   void *handle;
+  int fd; /* the module's memfd, open while it is loaded (see do_load) */
   hipd_cpu_ctx_t **(*tls_slot)(void);
 } module_t;
 
@@ -115,6 +138,10 @@ static struct {
   unsigned workers;
   uint64_t reserve_addr, reserve_size;
   char reserve_error[256]; /* reported by HELLO */
+  char sandbox_error[320]; /* reported by HELLO: then nothing is served */
+  int drop_ids;            /* --uid/--gid given */
+  uid_t uid;
+  gid_t gid;
   sched_t *sched;
   mapping_t *maps;
   size_t nmaps, capmaps;
@@ -221,6 +248,10 @@ static void do_hello(const uint8_t *p, size_t len, reply_t *rep)
                 "the CPU device runner speaks protocol %d, the daemon %" PRIu32
                 " (mismatched installation)",
                 CPU_PROTO_VERSION, req.version);
+    return;
+  }
+  if (R.sandbox_error[0] != '\0') {
+    reply_error(rep, HIPD_EPERM, "%s", R.sandbox_error);
     return;
   }
   if (R.reserve_error[0] != '\0') {
@@ -506,18 +537,76 @@ static void do_bmap(const uint8_t *p, size_t len, int map, reply_t *rep)
   }
 }
 
-static void do_load(uint8_t *p, size_t len, reply_t *rep)
+static void module_close(void *h, int mfd);
+
+/* Copy the module file @p fd into a new memfd. @return the memfd, or -1
+ * with errno. */
+static int module_copy(int fd)
+{
+  char buf[65536];
+  int mfd;
+  ssize_t n;
+
+#ifdef MFD_EXEC
+  /* MFD_EXEC: mappable for execution even where vm.memfd_noexec says
+   * otherwise by default; an older kernel does not know the flag. */
+  mfd = memfd_create("hipd-module", MFD_CLOEXEC | MFD_EXEC);
+  if (mfd < 0 && errno == EINVAL)
+#endif
+    mfd = memfd_create("hipd-module", MFD_CLOEXEC);
+  if (mfd < 0)
+    return -1;
+  for (;;) {
+    n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    for (ssize_t off = 0; off < n;) {
+      ssize_t w = write(mfd, buf + off, (size_t)(n - off));
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0) {
+        int e = errno;
+        close(mfd);
+        errno = w < 0 ? e : EIO;
+        return -1;
+      }
+      off += w;
+    }
+  }
+  if (n < 0) {
+    int e = errno;
+    close(mfd);
+    errno = e;
+    return -1;
+  }
+  return mfd;
+}
+
+/*
+ * LOAD: the daemon's descriptor of the module file is copied into a memfd
+ * of ours and dlopened as /proc/self/fd/N. The memfd stays open while the
+ * module is loaded, because glibc recognises a loaded object by its name
+ * too: a later module at the same descriptor number would get the old one
+ * back. For the same reason, a module that stays resident after dlclose
+ * (glibc keeps objects with unique symbols) keeps its descriptor for good.
+ */
+static void do_load(uint8_t *p, size_t len, int fd, reply_t *rep)
 {
   cpu_load_req_t req;
   const char *path;
+  char fdpath[64];
   void *h;
+  int mfd;
   int (*abi)(void);
   hipd_cpu_ctx_t **(*slot)(void);
 
-  if (len < sizeof(req) ||
+  if (len < sizeof(req) || fd < 0 ||
       (path = tail_string(p + sizeof(req), len - sizeof(req), CPU_MAX_PATH)) ==
           NULL) {
-    reply_error(rep, HIPD_EPROTO, "LOAD: bad payload");
+    reply_error(rep, HIPD_EPROTO, "LOAD: %s",
+                fd < 0 ? "no file descriptor attached" : "bad payload");
     return;
   }
   memcpy(&req, p, sizeof(req));
@@ -530,29 +619,53 @@ static void do_load(uint8_t *p, size_t len, reply_t *rep)
     reply_error(rep, HIPD_ENOMEM, "LOAD: out of memory");
     return;
   }
-  h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if ((mfd = module_copy(fd)) < 0) {
+    reply_error(rep, HIPD_EIO, "cannot load kernel module %s: copying it: %s",
+                path, strerror(errno));
+    return;
+  }
+  snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", mfd);
+  h = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
   if (h == NULL) {
-    reply_error(rep, HIPD_EIO, "cannot load kernel module: %s", dlerror());
+    reply_error(rep, HIPD_EIO, "cannot load kernel module %s: %s", path,
+                dlerror());
+    close(mfd);
     return;
   }
   *(void **)&abi = dlsym(h, "hipd_cpu_abi_version");
   *(void **)&slot = dlsym(h, "hipd_cpu_tls_slot");
   if (abi == NULL || slot == NULL) {
-    dlclose(h);
+    module_close(h, mfd);
     reply_error(rep, HIPD_EINVAL,
                 "%s is not a kernel module of hipd's CPU device", path);
     return;
   }
   if (abi() != HIPD_CPU_ABI_VERSION) {
     int v = abi();
-    dlclose(h);
+    module_close(h, mfd);
     reply_error(rep, HIPD_EVERSION,
                 "kernel module %s was built for CPU device ABI %d, the "
                 "runner has ABI %d",
                 path, v, HIPD_CPU_ABI_VERSION);
     return;
   }
-  R.mods[R.nmods++] = (module_t){req.module, h, slot};
+  R.mods[R.nmods++] = (module_t){req.module, h, mfd, slot};
+}
+
+/* dlclose @p h, and close its memfd unless the object stayed resident. */
+static void module_close(void *h, int mfd)
+{
+  char fdpath[64];
+  void *still;
+
+  dlclose(h);
+  snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", mfd);
+  still = dlopen(fdpath, RTLD_NOW | RTLD_NOLOAD);
+  if (still != NULL) {
+    dlclose(still);
+    return; /* resident: its name must stay unique */
+  }
+  close(mfd);
 }
 
 static void kernel_free(kernel_t *k)
@@ -584,7 +697,7 @@ static void do_unload(const uint8_t *p, size_t len, reply_t *rep)
       i++;
     }
   }
-  dlclose(m->handle);
+  module_close(m->handle, m->fd);
   *m = R.mods[--R.nmods];
 }
 
@@ -851,6 +964,8 @@ static void serve(void)
       if (h.len != len)
         reply_error(&rep, HIPD_EPROTO, "request length %" PRIu32 " != %zu",
                     h.len, len);
+      else if (R.sandbox_error[0] != '\0' && h.op != CPU_OP_HELLO)
+        reply_error(&rep, HIPD_EPERM, "%s", R.sandbox_error);
       else if (h.op != CPU_OP_HELLO && R.sched == NULL)
         reply_error(&rep, HIPD_EPROTO, "request before HELLO");
       else
@@ -872,7 +987,7 @@ static void serve(void)
           do_bmap(p, len, h.op == CPU_OP_BMAP, &rep);
           break;
         case CPU_OP_LOAD:
-          do_load(p, len, &rep);
+          do_load(p, len, nfds == 1 ? fds[0] : -1, &rep);
           break;
         case CPU_OP_UNLOAD:
           do_unload(p, len, &rep);
@@ -898,7 +1013,7 @@ static void serve(void)
 static void usage(void)
 {
   fprintf(stderr, "usage: hipd-cpu-runner --fd=N [--workers=N] "
-                  "[--reserve=ADDR:SIZE]\n"
+                  "[--reserve=ADDR:SIZE] [--uid=U --gid=G]\n"
                   "The CPU device kernel runner of hipd; hipd starts it.\n");
   exit(2);
 }
@@ -922,6 +1037,89 @@ static void reserve(void)
   R.reserve_size = 0;
 }
 
+/* Collect the directory of every object loaded now (the runner's own
+ * libraries), so that a module may link what the runner links even from a
+ * non-standard prefix. */
+typedef struct {
+  sandbox_path_t *paths;
+  size_t *n, max;
+  char *buf;
+  size_t used, size;
+} libdirs_t;
+
+static int libdir_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+  libdirs_t *d = data;
+  const char *name = info->dlpi_name, *slash;
+  size_t len;
+
+  (void)size;
+  if (name == NULL || name[0] != '/' || *d->n >= d->max)
+    return 0;
+  slash = strrchr(name, '/');
+  len = (size_t)(slash - name);
+  if (len == 0 || d->used + len + 1 > d->size)
+    return 0;
+  for (size_t i = 0; i < *d->n; i++)
+    if (strlen(d->paths[i].path) == len &&
+        strncmp(d->paths[i].path, name, len) == 0)
+      return 0;
+  memcpy(d->buf + d->used, name, len);
+  d->buf[d->used + len] = '\0';
+  d->paths[(*d->n)++] = (sandbox_path_t){d->buf + d->used, SANDBOX_FS_READ};
+  d->used += len + 1;
+  return 0;
+}
+
+/* Enter the sandbox (see the top of this file). On failure the reason is
+ * kept for HELLO, which refuses to start. */
+static void runner_sandbox(void)
+{
+  static const char *const sysdirs[] = {"/usr/lib",       "/usr/lib64",
+                                        "/lib",           "/lib64",
+                                        "/usr/local/lib", "/etc/ld.so.cache"};
+  sandbox_path_t paths[48];
+  char libbuf[4096], sanbuf[1024];
+  size_t n = 0;
+  libdirs_t ld = {paths, &n, 40, libbuf, 0, sizeof(libbuf)};
+  sandbox_spec_t spec;
+  hipd_err_t err;
+
+  for (size_t i = 0; i < sizeof(sysdirs) / sizeof(sysdirs[0]); i++)
+    paths[n++] = (sandbox_path_t){sysdirs[i], SANDBOX_FS_READ};
+  dl_iterate_phdr(libdir_cb, &ld);
+  sandbox_sanitizer_paths(paths, &n, sizeof(paths) / sizeof(paths[0]), sanbuf,
+                          sizeof(sanbuf));
+  sandbox_spec_init(&spec);
+  spec.change_ids = R.drop_ids == 3;
+  spec.uid = R.uid;
+  spec.gid = R.gid;
+  spec.no_dumpable = true;
+  spec.rlim.core = 0;
+  /* Descriptors: the socket, stdio, one memfd per loaded module. No
+   * RLIMIT_NPROC (it counts the uid's threads, the tenant's own processes
+   * too; seccomp refuses new processes), no RLIMIT_AS (the reservation is
+   * large) and no RLIMIT_CPU (the runner lives long; the launch timeout
+   * bounds a kernel). */
+  spec.rlim.nofile = 1024;
+  spec.landlock = true;
+  spec.landlock_scope = true;
+  spec.paths = paths;
+  spec.npaths = n;
+  spec.profile = SANDBOX_PROFILE_RUNNER;
+  spec.require = SANDBOX_REQUIRE_SECCOMP;
+#ifdef HIPD_TSAN
+  spec.allow_threads = true; /* TSan's background thread */
+#endif
+  if (sandbox_enter(&spec, &err) != 0) {
+    snprintf(R.sandbox_error, sizeof(R.sandbox_error),
+             "the CPU device runner cannot enter its sandbox: %s", err.msg);
+    return;
+  }
+  if (err.msg[0] != '\0')
+    fprintf(stderr, "hipd-cpu-runner: sandbox incomplete: %s\n", err.msg);
+}
+
 int main(int argc, char **argv)
 {
   struct rlimit nocore = {0, 0};
@@ -938,6 +1136,18 @@ int main(int argc, char **argv)
       if (*end != '\0' || v > 4096)
         usage();
       R.workers = (unsigned)v;
+    } else if (strncmp(argv[i], "--uid=", 6) == 0) {
+      unsigned long v = strtoul(argv[i] + 6, &end, 10);
+      if (*end != '\0' || v == 0 || v >= UINT32_MAX)
+        usage();
+      R.uid = (uid_t)v;
+      R.drop_ids |= 1;
+    } else if (strncmp(argv[i], "--gid=", 6) == 0) {
+      unsigned long v = strtoul(argv[i] + 6, &end, 10);
+      if (*end != '\0' || v == 0 || v >= UINT32_MAX)
+        usage();
+      R.gid = (gid_t)v;
+      R.drop_ids |= 2;
     } else if (strncmp(argv[i], "--reserve=", 10) == 0) {
       R.reserve_addr = strtoull(argv[i] + 10, &end, 0);
       if (*end != ':')
@@ -949,13 +1159,14 @@ int main(int argc, char **argv)
       usage();
     }
   }
-  if (R.fd < 0)
+  if (R.fd < 0 || (R.drop_ids != 0 && R.drop_ids != 3))
     usage();
   setrlimit(RLIMIT_CORE, &nocore); /* crashes are reported, not dumped */
   signal(SIGPIPE, SIG_IGN);
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (R.reserve_size != 0)
     reserve();
+  runner_sandbox();
   serve();
   /* The daemon is gone or closed us: leave without unloading modules,
    * whose destructors are client code. */

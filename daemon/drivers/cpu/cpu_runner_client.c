@@ -20,9 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_launcher.h"
 #include "cpu_runner_client.h"
 #include "hipd.h"
 #include "rpc.h"
+#include "sandbox/sandbox.h"
 #include "util/clock.h"
 
 #ifndef LIBEXECDIR
@@ -35,8 +37,6 @@
 #define CONTROL_TIMEOUT_MS 30000
 /* How long it may take to exit once its socket is closed. */
 #define EXIT_GRACE_MS 2000
-
-extern char **environ;
 
 typedef struct {
   void *addr;
@@ -74,8 +74,12 @@ struct cpu_runner {
   unsigned workers_req;
   unsigned timeout_ms;
   uint64_t reserve_addr, reserve_size;
-  pid_t pid; /* -1: none running */
-  int sock;  /* -1: none running */
+  int drop_ids;
+  uid_t uid;
+  gid_t gid;
+  pid_t pid;    /* -1: none running */
+  int launched; /* the running one was started by the launcher */
+  int sock;     /* -1: none running */
   unsigned workers;
   unsigned restarts;
   map_rec_t *maps;
@@ -221,6 +225,23 @@ static void runner_reap(cpu_runner_t *r, int kill_first, int *st)
   r->sock = -1;
   if (r->pid <= 0)
     return;
+  if (r->launched) {
+    /* The launcher's child (and maybe another uid): it kills and reaps. */
+    hipd_err_t e;
+    int rc;
+    if (kill_first)
+      cpu_launcher_kill(r->pid, SIGKILL, &e);
+    rc = cpu_launcher_wait(r->pid, EXIT_GRACE_MS, st, &e);
+    if (rc == HIPD_ETIMEDOUT) {
+      cpu_launcher_kill(r->pid, SIGKILL, &e);
+      rc = cpu_launcher_wait(r->pid, UINT32_MAX, st, &e);
+    }
+    if (rc != 0)
+      *st = SIGKILL; /* the launcher is gone: it killed its runners */
+    r->pid = -1;
+    r->workers = 0;
+    return;
+  }
   if (kill_first)
     kill(r->pid, SIGKILL);
   for (;;) {
@@ -251,8 +272,9 @@ static int runner_spawn(cpu_runner_t *r, hipd_err_t *err)
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
   sigset_t none, dflt;
-  char fdarg[32], wkarg[32], rsarg[64];
-  char *argv[6];
+  char fdarg[32], wkarg[32], rsarg[64], uidarg[32], gidarg[32];
+  char *argv[8];
+  char **env;
   int argc = 0, sv[2], child_fd, e, st = 0;
   cpu_hello_req_t hello = {.version = CPU_PROTO_VERSION};
   cpu_hello_resp_t hresp;
@@ -261,6 +283,33 @@ static int runner_spawn(cpu_runner_t *r, hipd_err_t *err)
   size_t plen;
   pid_t pid;
 
+  r->launched = 0;
+  if (cpu_launcher_running()) {
+    /* argv without the binary and --fd: the launcher adds both. */
+    const char *args[4];
+    int n = 0;
+    if (r->workers_req != 0) {
+      snprintf(wkarg, sizeof(wkarg), "--workers=%u", r->workers_req);
+      args[n++] = wkarg;
+    }
+    if (r->reserve_size != 0) {
+      snprintf(rsarg, sizeof(rsarg), "--reserve=0x%" PRIx64 ":%" PRIu64,
+               r->reserve_addr, r->reserve_size);
+      args[n++] = rsarg;
+    }
+    args[n] = NULL;
+    e = cpu_launcher_spawn(args, &pid, &sv[0], err);
+    if (e != 0) {
+      char why[HIPD_ERR_MSG_MAX];
+      snprintf(why, sizeof(why), "%s", err->msg);
+      return err_set(err, e == HIPD_EDISCONNECTED ? HIPD_EIO : e,
+                     "cannot start the CPU device runner %s: %s", r->path, why);
+    }
+    r->pid = pid;
+    r->sock = sv[0];
+    r->launched = 1;
+    goto hello;
+  }
   if (access(r->path, X_OK) != 0) {
     e = errno;
     return err_set(err, e == ENOENT ? HIPD_ENOENT : HIPD_EIO,
@@ -286,11 +335,24 @@ static int runner_spawn(cpu_runner_t *r, hipd_err_t *err)
              r->reserve_addr, r->reserve_size);
     argv[argc++] = rsarg;
   }
+  if (r->drop_ids && geteuid() == 0) {
+    snprintf(uidarg, sizeof(uidarg), "--uid=%u", (unsigned)r->uid);
+    snprintf(gidarg, sizeof(gidarg), "--gid=%u", (unsigned)r->gid);
+    argv[argc++] = uidarg;
+    argv[argc++] = gidarg;
+  }
   argv[argc] = NULL;
+  /* Nothing of our environment: the runner runs client code. */
+  if ((env = sandbox_clean_env(NULL)) == NULL) {
+    close(sv[0]);
+    close(sv[1]);
+    return err_set(err, HIPD_ENOMEM, "out of memory");
+  }
 
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, sv[1], child_fd);
   posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addchdir_np(&fa, "/");
 #ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
   posix_spawn_file_actions_addclosefrom_np(&fa, child_fd + 1);
 #endif
@@ -307,7 +369,8 @@ static int runner_spawn(cpu_runner_t *r, hipd_err_t *err)
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
                                       POSIX_SPAWN_SETSIGDEF |
                                       POSIX_SPAWN_SETPGROUP);
-  e = posix_spawn(&pid, r->path, &fa, &attr, argv, environ);
+  e = posix_spawn(&pid, r->path, &fa, &attr, argv, env);
+  sandbox_env_free(env);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   close(sv[1]);
@@ -320,6 +383,7 @@ static int runner_spawn(cpu_runner_t *r, hipd_err_t *err)
   r->pid = pid;
   r->sock = sv[0];
 
+hello:
   e = rpc(r, CPU_OP_HELLO, &hello, sizeof(hello), NULL, 0, -1,
           CONTROL_TIMEOUT_MS, &status, &p, &plen);
   if (e != RPC_OK) {
@@ -376,12 +440,24 @@ static int send_batch(cpu_runner_t *r, uint32_t op, uint32_t chunk, size_t n,
              CONTROL_TIMEOUT_MS, status, p, plen);
 }
 
-static int send_load(cpu_runner_t *r, const mod_rec_t *m, int32_t *status,
-                     const uint8_t **p, size_t *plen)
+/* The module file, opened for the runner (which opens no file itself).
+ * @return the descriptor or -1 with @p err set. */
+static int module_open(const char *path, hipd_err_t *err)
+{
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+  if (fd < 0)
+    err_set(err, errno == ENOENT ? HIPD_ENOENT : HIPD_EIO,
+            "cannot open kernel module %s: %s", path, strerror(errno));
+  return fd;
+}
+
+static int send_load(cpu_runner_t *r, const mod_rec_t *m, int fd,
+                     int32_t *status, const uint8_t **p, size_t *plen)
 {
   cpu_load_req_t req = {.module = m->id};
 
-  return rpc(r, CPU_OP_LOAD, &req, sizeof(req), m->path, strlen(m->path), -1,
+  return rpc(r, CPU_OP_LOAD, &req, sizeof(req), m->path, strlen(m->path), fd,
              r->timeout_ms, status, p, plen);
 }
 
@@ -458,7 +534,17 @@ static int runner_start(cpu_runner_t *r, hipd_err_t *err)
     }
   }
   for (size_t i = 0; i < r->nmods; i++) {
-    if (send_load(r, &r->mods[i], &status, &p, &plen) != RPC_OK)
+    hipd_err_t oe;
+    int fd = module_open(r->mods[i].path, &oe), lr;
+    if (fd < 0) {
+      snprintf(what, sizeof(what), "module %" PRIu32, r->mods[i].id);
+      note_replay(err, what, (const uint8_t *)oe.msg, strlen(oe.msg));
+      failed = 1;
+      continue;
+    }
+    lr = send_load(r, &r->mods[i], fd, &status, &p, &plen);
+    close(fd);
+    if (lr != RPC_OK)
       goto dead;
     if (status < 0) {
       snprintf(what, sizeof(what), "module %" PRIu32, r->mods[i].id);
@@ -556,6 +642,13 @@ static int request(cpu_runner_t *r, uint32_t op, const void *p1, size_t l1,
 
 /* ------------------------------------------------------------- the API */
 
+const char *cpu_runner_default_path(void)
+{
+  const char *path = getenv("HIPD_CPU_RUNNER");
+
+  return path != NULL && path[0] != '\0' ? path : RUNNER_DEFAULT;
+}
+
 int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out,
                      hipd_err_t *err)
 {
@@ -569,9 +662,10 @@ int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out,
     cfg = &dflt;
   path = cfg->path;
   if (path == NULL)
-    path = getenv("HIPD_CPU_RUNNER");
-  if (path == NULL || path[0] == '\0')
-    path = RUNNER_DEFAULT;
+    path = cpu_runner_default_path();
+  if (cfg->drop_ids && (cfg->uid == 0 || cfg->gid == 0))
+    return err_set(err, HIPD_EINVAL,
+                   "the CPU device runner must not run as uid 0 or gid 0");
   r = calloc(1, sizeof(*r));
   if (r == NULL || (r->path = strdup(path)) == NULL) {
     free(r);
@@ -582,6 +676,9 @@ int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out,
   r->timeout_ms = cfg->timeout_ms;
   r->reserve_addr = (uint64_t)(uintptr_t)cfg->reserve_addr;
   r->reserve_size = cfg->reserve_size;
+  r->drop_ids = cfg->drop_ids;
+  r->uid = cfg->uid;
+  r->gid = cfg->gid;
   r->pid = -1;
   r->sock = -1;
   r->next_module = 1;
@@ -816,10 +913,17 @@ int cpu_runner_load(cpu_runner_t *r, const char *so_path, uint32_t *module,
     rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto out;
   }
+  int fd = module_open(so_path, err);
+  if (fd < 0) {
+    rc = err->code;
+    free(m.path);
+    goto out;
+  }
   m.id = r->next_module++;
   cpu_load_req_t req = {.module = m.id};
-  rc = request(r, CPU_OP_LOAD, &req, sizeof(req), so_path, strlen(so_path), -1,
+  rc = request(r, CPU_OP_LOAD, &req, sizeof(req), so_path, strlen(so_path), fd,
                so_path, &p, &plen, err);
+  close(fd);
   if (rc != 0) {
     free(m.path);
     goto out;

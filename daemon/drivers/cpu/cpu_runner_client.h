@@ -1,14 +1,15 @@
 /* daemon/drivers/cpu/cpu_runner_client.h: the daemon's side of the CPU device's
  * kernel runner (hipd-cpu-runner).
  *
- * A cpu_runner_t owns one runner process, started with posix_spawn, and the
- * record of what the runner must hold: the buffer chunks and mappings, the
- * loaded modules and the kernels looked up in them. When the runner dies (a
- * kernel crashed, called exit, or ran past the launch timeout), the request
- * that was in flight fails with a message naming the cause, the child is
+ * A cpu_runner_t owns one runner process, started with posix_spawn (or by
+ * the launcher of cpu_launcher.h when one runs), and the record of what
+ * the runner must hold: the buffer chunks and mappings, the loaded modules
+ * and the kernels looked up in them. When the runner dies (a kernel
+ * crashed, called exit, or ran past the launch timeout), the request that
+ * was in flight fails with a message naming the cause, the child is
  * reaped, and a new runner is started and given every mapping, module and
- * kernel again, with the same ids; buffers survive because the daemon holds
- * their memfds. If that restart fails, the next request tries again.
+ * kernel again, with the same ids; buffers survive because the daemon
+ * holds their memfds. If that restart fails, the next request tries again.
  *
  * Thread safety: every function may be called from any thread; requests
  * are serialized on the runner (one at a time, under a mutex), so a launch
@@ -22,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cpu_proto.h"
 #include "util/err.h"
@@ -42,6 +44,14 @@ typedef struct {
    * mapped at their daemon address. 0/0 for none. */
   void *reserve_addr;
   size_t reserve_size;
+  /* When this process is root and starts the runner itself (no launcher),
+   * the runner changes to uid/gid before it serves anything (its
+   * --uid/--gid); neither may be 0. Ignored otherwise: a runner started
+   * by the launcher is the launcher's uid, one started by an unprivileged
+   * process is that process's. */
+  int drop_ids;
+  uid_t uid;
+  gid_t gid;
 } cpu_runner_cfg_t;
 
 /* A kernel's declared parameters, as the runner reports them. */
@@ -50,8 +60,14 @@ typedef struct {
   uint8_t types[CPU_MAX_ARGS]; /* HIPD_CPU_T_* (see cpu_arg_type_name) */
 } cpu_kernel_sig_t;
 
+/** The runner binary started when cfg.path is NULL: $HIPD_CPU_RUNNER if
+ *  set and not empty, else $(libexecdir)/hipd-cpu-runner. */
+const char *cpu_runner_default_path(void);
+
 /**
- * Start a runner.
+ * Start a runner. It runs sandboxed (cpu_runner.c): the environment it
+ * gets is a clean one (sandbox_clean_env), its working directory "/", and
+ * it opens no file of ours (modules travel as descriptors).
  * @param cfg settings (copied); NULL for the defaults.
  * @param out the new runner, released with cpu_runner_stop().
  * @return 0, HIPD_ENOENT/HIPD_EIO (the binary cannot be started),
@@ -116,8 +132,9 @@ int cpu_runner_bunmap(cpu_runner_t *r, uint32_t chunk, uint64_t offset,
 
 /**
  * Load the kernel module (a shared object from cpu_compile()) at
- * @p so_path. The file must stay in place until cpu_runner_unload(): a
- * restarted runner loads it again.
+ * @p so_path: this process opens it and passes the descriptor, so the
+ * runner needs no access to the file. The file must stay in place until
+ * cpu_runner_unload(): a restarted runner loads it again.
  * @param module receives the module's id.
  * @return 0, HIPD_EIO (dlopen failed: its message), HIPD_EINVAL (not a
  *         kernel module), HIPD_EVERSION (another CPU device ABI),
