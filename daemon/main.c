@@ -26,6 +26,7 @@
 #include "device.h"
 #include "drivers/cpu/cpu.h"
 #include "drivers/cpu/cpu_compile.h"
+#include "drivers/cpu/cpu_launcher.h"
 #include "executor.h"
 #include "handles.h"
 #include "hipd.h"
@@ -35,6 +36,7 @@
 #include "privsep/mps.h"
 #include "privsep/worker.h"
 #include "privsep/workers.h"
+#include "sandbox/sandbox.h"
 #include "server.h"
 #include "transport.h"
 #include "util/clock.h"
@@ -793,13 +795,38 @@ static int worker_setup(daemon_t *d, worker_role_t *role, hipd_err_t *err)
   d->tenant_mode = role->mode;
   d->tenant_uid = role->uid;
   d->daemon_uid = geteuid();
+  if (role->mode != WORKER_PROBE) {
+    /* The tenant's CPU kernels run as the tenant: its runners are started
+     * by a launcher that becomes the tenant now, while this process may
+     * still change ids (a root tenant's run as nobody). Without root, the
+     * launcher keeps our ids: the worker's seccomp profile forbids fork
+     * and exec, so runners always come from the launcher. */
+    uid_t ru = geteuid() == 0 ? role->uid : getuid();
+    gid_t rg = geteuid() == 0 ? role->gid : getgid();
+    if (geteuid() == 0 && ru == 0 &&
+        (rc = sandbox_user_lookup(CPU_RUNNER_DEFAULT_USER, &ru, &rg, err)) != 0)
+      return rc;
+    if ((rc = cpu_launcher_start(ru, rg, err)) != 0)
+      return rc;
+  }
   if (geteuid() == 0 &&
       (rc = drop_to_worker_account(d->cfg.worker_user, err)) != 0)
     return rc;
   /* No core dump, no ptrace by the same account, no privilege gained by
-   * exec. */
-  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+   * exec, and the worker's system calls only (no process, no exec, no
+   * network socket): the seccomp filter covers the device runtimes'
+   * threads too, all started after this. */
+  {
+    sandbox_spec_t spec;
+    sandbox_spec_init(&spec);
+    spec.no_dumpable = true;
+    spec.profile = SANDBOX_PROFILE_WORKER;
+    spec.allow_threads = true; /* a sanitizer's background thread */
+    if ((rc = sandbox_enter(&spec, err)) != 0)
+      return rc;
+    if (err->msg[0] != '\0')
+      log_warn(0, "worker sandbox: not applied: %s", err->msg);
+  }
   return 0;
 }
 

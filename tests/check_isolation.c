@@ -113,10 +113,14 @@ static const char *const *isolation_daemon_args(void)
          w != NULL && n < 15; w = strtok_r(NULL, " \t\n", &save))
       args[n++] = w;
   } else {
-    /* The integrator's choice once the options exist, e.g.:
-     * args[n++] = "--isolation"; args[n++] = "uid";
-     * args[n++] = "--user"; args[n++] = USER_WORKER;
-     * args[n++] = "--compile-user"; args[n++] = USER_COMPILE; */
+    /* The shipped defaults, spelled out, with the test's own accounts for
+     * the workers and the compile helpers. */
+    args[n++] = "--isolation";
+    args[n++] = "uid";
+    args[n++] = "--user";
+    args[n++] = USER_WORKER;
+    args[n++] = "--compile-user";
+    args[n++] = USER_COMPILE;
   }
   args[n] = NULL;
   return args;
@@ -958,9 +962,11 @@ static int include_a(void *arg, char *msg, size_t msglen)
       rep_add(&r, "uid A's %s \"%s\": %s, not ECOMPILE (%.200s)", how, files[i],
               hipd_err_name(rc), log);
     } else if (strstr(log, "No such file or directory") == NULL &&
+               strstr(log, "file not found") == NULL &&
                strstr(log, "Permission denied") == NULL) {
-      /* The promise: not found (a mount namespace), or at least denied
-       * (Landlock). */
+      /* The promise: not found (a mount namespace: the compiler's "No such
+       * file or directory", the assembler's "file not found" for an
+       * .incbin), or at least denied (Landlock). */
       rep_add(&r,
               "the ECOMPILE log of uid A's %s \"%s\" says neither "
               "\"No such file or directory\" nor \"Permission denied\": "

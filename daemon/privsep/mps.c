@@ -160,7 +160,8 @@ int mps_start(daemon_t *d, const char *user, uid_t uid, gid_t gid,
   snprintf(M.pipe_env, sizeof(M.pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s", M.dir);
   snprintf(M.log_env, sizeof(M.log_env), "CUDA_MPS_LOG_DIRECTORY=%s", M.dir);
   if (run_control("-d", NULL) != 0)
-    return unavailable(d, err, CONTROL " -d failed (or its directory "
+    return unavailable(d, err,
+                       CONTROL " -d failed (or its directory "
                                "could not be made)");
   /* The control daemon makes its socket once it runs. */
   snprintf(ctl, sizeof(ctl), "%s/control", M.dir);

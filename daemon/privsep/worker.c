@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "drivers/cpu/cpu.h"
 #include "hipd.h"
 #include "kernels/kernels.h"
 #include "log.h"
@@ -143,8 +144,9 @@ static void on_compiled(pending_t *p, const proto_msg_t *m)
     size_t keylen;
     if (proto_obj_bytes(&r->via.array.ptr[2], &key, &keylen) != 0 ||
         keylen != CACHE_KEY_SIZE) {
-      pending_fail(p, HIPD_EIO, "the listener's answer to compile is "
-                                "malformed");
+      pending_fail(p, HIPD_EIO,
+                   "the listener's answer to compile is "
+                   "malformed");
       return;
     }
     memcpy(p->key->b, key, CACHE_KEY_SIZE);
@@ -214,8 +216,7 @@ static void on_cstats(pending_t *p, const proto_msg_t *m)
   size_t fslen, nalen;
   static char fsname[32];
 
-  if (r == NULL || r->type != MSGPACK_OBJECT_ARRAY ||
-      r->via.array.size != 13 ||
+  if (r == NULL || r->type != MSGPACK_OBJECT_ARRAY || r->via.array.size != 13 ||
       proto_obj_bytes(&r->via.array.ptr[10], &fs, &fslen) != 0 ||
       proto_obj_int(&r->via.array.ptr[11], -1, UINT32_MAX, &uid) != 0 ||
       proto_obj_bytes(&r->via.array.ptr[12], &na, &nalen) != 0) {
@@ -452,7 +453,11 @@ void worker_session_closed(daemon_t *d, uint64_t id)
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
-  (void)d;
+  /* The tenant has no session left: whatever CPU kernel still runs was
+   * launched for nobody. */
+  if (d->nsessions == 0 && cpu_driver_abort_launches())
+    log_info(id, "the tenant's last session closed: its running CPU kernels "
+                 "were stopped");
   if (!K.open || K.ch.broken)
     return;
   msgpack_sbuffer_init(&sb);

@@ -40,11 +40,11 @@ typedef struct worker {
   ipc_chan_t ch;     /* ch.data = this */
   uint32_t sessions; /* connections handed over, not yet reported closed */
   uint64_t idle_since;
-  int leaving; /* told to exit, or gone: takes no connection */
+  int leaving;        /* told to exit, or gone: takes no connection */
   uint64_t exit_sent; /* when it was told to exit (uv_now), 0: not yet */
-  int exited;  /* its exit was seen */
-  int handles; /* libuv handles of this worker still open */
-  int refs;    /* compile jobs in flight + 1 while it is listed */
+  int exited;         /* its exit was seen */
+  int handles;        /* libuv handles of this worker still open */
+  int refs;           /* compile jobs in flight + 1 while it is listed */
 } worker_t;
 
 /* A peer refused by the policy: it reads the rule in the answer to its

@@ -23,5 +23,10 @@ void cpu_driver_set_launch_timeout(unsigned ms);
  * hipd's own uid, and this is ignored. */
 #define CPU_RUNNER_DEFAULT_USER "nobody"
 void cpu_driver_set_runner_user(uid_t uid, gid_t gid);
+/* Kill the runner of a CPU launch in flight, if one is (those launches
+ * fail; the next request starts a fresh runner): a worker whose last
+ * session closed calls it, so that nobody's endless kernel runs on.
+ * @return 1 if a runner was killed. Loop thread. */
+int cpu_driver_abort_launches(void);
 
 #endif

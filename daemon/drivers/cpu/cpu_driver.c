@@ -111,6 +111,15 @@ static struct {
   gid_t gid;
 } RU = {PTHREAD_MUTEX_INITIALIZER, (uid_t)-1, (gid_t)-1};
 
+int cpu_driver_abort_launches(void)
+{
+  /* Without K.mu, which a launch in flight may hold: the runner object
+   * lives until the driver shuts down, after the loop. */
+  cpu_runner_t *r = __atomic_load_n(&K.runner, __ATOMIC_ACQUIRE);
+
+  return r != NULL ? cpu_runner_abort(r) : 0;
+}
+
 void cpu_driver_set_runner_user(uid_t uid, gid_t gid)
 {
   pthread_mutex_lock(&RU.mu);

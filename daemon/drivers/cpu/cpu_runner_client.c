@@ -70,6 +70,12 @@ typedef struct {
 
 struct cpu_runner {
   pthread_mutex_t lock;
+  /* cpu_runner_abort() kills the runner of a launch in flight without
+   * r->lock (the launch holds it): under this lock, taken around the
+   * launch's pid and the reap, so that a reaped pid is never signalled. */
+  pthread_mutex_t abort_lock;
+  pid_t launch_pid; /* the runner running a launch now, else -1 */
+  int launch_launched;
   char *path;
   unsigned workers_req;
   unsigned timeout_ms;
@@ -216,7 +222,17 @@ static int rpc(cpu_runner_t *r, uint32_t op, const void *p1, size_t l1,
 
 /* Collect the runner's exit status into @p st, killing it first if
  * @p kill_first or if it does not exit within EXIT_GRACE_MS. */
+static void runner_reap_now(cpu_runner_t *r, int kill_first, int *st);
+
 static void runner_reap(cpu_runner_t *r, int kill_first, int *st)
+{
+  pthread_mutex_lock(&r->abort_lock);
+  r->launch_pid = -1; /* no abort once the reap began */
+  pthread_mutex_unlock(&r->abort_lock);
+  runner_reap_now(r, kill_first, st);
+}
+
+static void runner_reap_now(cpu_runner_t *r, int kill_first, int *st)
 {
   int64_t until = (int64_t)util_now_ms() + EXIT_GRACE_MS;
 
@@ -672,6 +688,8 @@ int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out,
     return err_set(err, HIPD_ENOMEM, "out of memory");
   }
   pthread_mutex_init(&r->lock, NULL);
+  pthread_mutex_init(&r->abort_lock, NULL);
+  r->launch_pid = -1;
   r->workers_req = cfg->workers;
   r->timeout_ms = cfg->timeout_ms;
   r->reserve_addr = (uint64_t)(uintptr_t)cfg->reserve_addr;
@@ -686,6 +704,7 @@ int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out,
   rc = runner_spawn(r, err);
   if (rc != 0) {
     pthread_mutex_destroy(&r->lock);
+    pthread_mutex_destroy(&r->abort_lock);
     free(r->path);
     free(r);
     return rc;
@@ -712,6 +731,7 @@ void cpu_runner_stop(cpu_runner_t *r)
   free(r->kerns);
   free(r->path);
   pthread_mutex_destroy(&r->lock);
+  pthread_mutex_destroy(&r->abort_lock);
   free(r);
 }
 
@@ -1063,11 +1083,34 @@ int cpu_runner_launch(cpu_runner_t *r, uint32_t kernel, const uint32_t grid[3],
                  r->kerns[i].name, r->kerns[i].sig.nargs, nargs);
     goto out;
   }
+  pthread_mutex_lock(&r->abort_lock);
+  r->launch_pid = r->pid;
+  r->launch_launched = r->launched;
+  pthread_mutex_unlock(&r->abort_lock);
   rc = request(r, CPU_OP_LAUNCH, &req, sizeof(req), args,
                (size_t)nargs * sizeof(cpu_arg_t), -1, NULL, &p, &plen, err);
+  pthread_mutex_lock(&r->abort_lock);
+  r->launch_pid = -1;
+  pthread_mutex_unlock(&r->abort_lock);
 out:
   pthread_mutex_unlock(&r->lock);
   return rc;
+}
+
+int cpu_runner_abort(cpu_runner_t *r)
+{
+  hipd_err_t e;
+  int killed = 0;
+
+  pthread_mutex_lock(&r->abort_lock);
+  if (r->launch_pid > 0) {
+    if (r->launch_launched)
+      killed = cpu_launcher_kill(r->launch_pid, SIGKILL, &e) == 0;
+    else
+      killed = kill(r->launch_pid, SIGKILL) == 0;
+  }
+  pthread_mutex_unlock(&r->abort_lock);
+  return killed;
 }
 
 int cpu_runner_pid(cpu_runner_t *r)

@@ -174,6 +174,10 @@ int cpu_runner_launch(cpu_runner_t *r, uint32_t kernel, const uint32_t grid[3],
 
 /** The runner's process id (-1 when none is running). */
 int cpu_runner_pid(cpu_runner_t *r);
+/* Kill the runner if a launch is running in it now (that launch fails as
+ * killed; the next request starts a new runner). Any thread, without the
+ * runner's lock. @return 1 if it was killed, else 0. */
+int cpu_runner_abort(cpu_runner_t *r);
 /** How many times the runner was restarted after it died. */
 unsigned cpu_runner_restarts(cpu_runner_t *r);
 /** The runner's worker threads (0 when none is running). */
