@@ -336,6 +336,14 @@ static int view_enter(const opts_t *o, uid_t uid, gid_t gid, char *why,
     if (mount("hipd-compile", root, "tmpfs", MS_NOSUID | MS_NODEV,
               "size=16m,mode=0755") != 0)
       goto fail;
+    /* The private /tmp first: the header may live under /tmp (a build
+     * tree there), and is then bound inside it. */
+    snprintf(tmpopts, sizeof(tmpopts), "size=1g,mode=0700,uid=%u,gid=%u",
+             (unsigned)uid, (unsigned)gid);
+    if (mkdir("/tmp/tmp", 0700) != 0 ||
+        mount("hipd-compile-tmp", "/tmp/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+              tmpopts) != 0)
+      goto fail;
     if (hfd >= 0) {
       char dst[PATH_MAX];
       int f;
@@ -382,12 +390,6 @@ static int view_enter(const opts_t *o, uid_t uid, gid_t gid, char *why,
   if (mkdir("/tmp/proc", 0555) != 0 ||
       mount("proc", "/tmp/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
             NULL) != 0)
-    goto fail;
-  snprintf(tmpopts, sizeof(tmpopts), "size=1g,mode=0700,uid=%u,gid=%u",
-           (unsigned)uid, (unsigned)gid);
-  if (mkdir("/tmp/tmp", 0700) != 0 ||
-      mount("hipd-compile-tmp", "/tmp/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-            tmpopts) != 0)
     goto fail;
   if (mount(NULL, root, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
             "size=16m,mode=0755") != 0)
