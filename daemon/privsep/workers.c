@@ -206,8 +206,8 @@ static void ch_broken(ipc_chan_t *ch, const char *why)
       adopted_broken(ch, why);
     return;
   }
-  if (w->exit_sent != 0) {
-    /* Told to exit: it closes its channel on the way out. */
+  if (w->exit_sent != 0 || W.stop_sent) {
+    /* Told to exit (or to stop): it closes its channel on the way out. */
     log_debug(0, "worker pid %d: channel closed as it exits", (int)w->pid);
     return;
   }

@@ -138,8 +138,11 @@ static const char *const g_loop[] = {
     "inotify_init1", "inotify_add_watch", "inotify_rm_watch", NULL};
 
 /* A GPU runtime: driver ioctls, pinned memory, NUMA placement, thread
- * placement and priorities. */
+ * placement and priorities; the CUDA driver binds a unix socket at cuInit
+ * (measured on the H200: without bind, cuInit fails with 304), and
+ * socket() is AF_UNIX only, so bind and listen reach no network. */
 static const char *const g_gpu[] = {
+    "bind", "listen",
     "ioctl", "mlock", "mlock2", "munlock", "mlockall", "munlockall", "mbind",
     "get_mempolicy", "set_mempolicy", "getpriority",
     /* any thread of the uid (all workers share it): a nuisance at worst */
