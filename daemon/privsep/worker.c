@@ -348,6 +348,10 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
   K.d = d;
   K.role = *role;
   K.stop = stop;
+  /* Afresh: a process may start a channel again after worker_close()
+   * (tests/fuzz/fuzz_ipc.c does, once per input). */
+  K.stop_called = 0;
+  K.pending = NULL;
   if ((rc = ipc_open(d->loop, &K.ch, fd)) != 0)
     return err_set(err, HIPD_EIO, "cannot open the listener's channel: %s",
                    uv_strerror(rc));
