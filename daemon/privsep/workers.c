@@ -266,7 +266,9 @@ static void cjob_done_cb(void *ctx, int status, cache_blob_t *blob,
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
-  if (!w->exited && !w->ch.broken) {
+  /* A worker that exited has its channel closed (broken); an adopted one
+   * (workers_adopt) counts as exited from the start but is answered. */
+  if (!w->ch.broken) {
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_response(&pk, j->msgid);
