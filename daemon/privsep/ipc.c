@@ -102,7 +102,8 @@ static void process(ipc_chan_t *ch)
       return;
     }
     if (n == 0) {
-      ch->in_need = (ch->in_len - pos) + need;
+      /* need counts from pos, which the memmove below makes 0. */
+      ch->in_need = need;
       break;
     }
     if (proto_msg_decode(ch->in + pos, (size_t)n, &ch->zone, &msg, &reason) !=
