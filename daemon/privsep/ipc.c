@@ -142,6 +142,12 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     return;
   }
   ch->in_len += (size_t)nread;
+  /* libuv keeps a descriptor that came until someone accepts it: on a
+   * channel that takes none it would stay open for the channel's life. */
+  if (ch->no_handles && uv_pipe_pending_count(&ch->pipe) > 0) {
+    broken(ch, "a descriptor came on a channel that takes none");
+    return;
+  }
   if (ch->in_len < ch->in_need)
     return;
   process(ch);

@@ -568,6 +568,7 @@ static worker_t *worker_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
     return NULL;
   }
   w->ch.data = w;
+  w->ch.no_handles = 1;
   snprintf(role, sizeof(role), "--worker=%s:%u:%u:%llu",
            mode == ISOLATION_SESSION ? "session" : "uid", (unsigned)uid,
            (unsigned)gid, (unsigned long long)seq);
@@ -639,6 +640,7 @@ int workers_adopt(daemon_t *d, int fd, uid_t uid)
     return HIPD_EIO;
   }
   w->ch.data = w;
+  w->ch.no_handles = 1;
   w->handles = 1;
   w->refs = 1;
   list_init(&w->node);

@@ -48,7 +48,8 @@
  *    it succeeds only for the adopted tenant's own uid, when that is 0 or
  *    the daemon's uid;
  *  - until the first message that breaks the channel (a frame that does
- *    not scan or decode, a response, an unknown method), every request is
+ *    not scan or decode, a response, an unknown method, any descriptor:
+ *    bit 2), every request is
  *    answered and the channel stays open; after it, the channel closes;
  *  - a worker cannot leave a descriptor in the listener: while the
  *    channel is open and idle, the memfd sent (bit 2) is not open in the
@@ -803,6 +804,9 @@ static int run_listener(uint8_t mode, const uint8_t *data, size_t size,
     peer_free(&p);
     return -1;
   }
+  /* A worker sends no descriptor: one breaks the channel. */
+  if ((mode & MODE_FD) && size > 0)
+    breaks = 1;
   if (mode & MODE_COMPILE) {
     int t = open(G.token, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
     FUZZ_CHECK(t >= 0, "%s: %s", G.token, strerror(errno));
