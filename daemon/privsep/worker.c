@@ -203,7 +203,9 @@ static void on_response(const proto_msg_t *m)
   }
   if (m->error != NULL && m->error->type != MSGPACK_OBJECT_NIL) {
     char buf[512];
-    if (proto_error_decode(m->error, &code, &msg, &mlen) != 0) {
+    /* A code that is not negative would pass for a success (a compile's
+     * without its binary). */
+    if (proto_error_decode(m->error, &code, &msg, &mlen) != 0 || code >= 0) {
       code = HIPD_EIO;
       msg = "malformed error";
       mlen = strlen(msg);
