@@ -234,6 +234,14 @@ static void on_conn(const proto_msg_t *m)
     stop_once("a malformed conn message from the listener");
     return;
   }
+  /* What ipc_accept() checks: without it transport_accept() fails its
+   * uv_accept (and its session's teardown then crashed), or opens a
+   * descriptor that is no socket as one. */
+  if (uv_pipe_pending_count(&K.ch.pipe) <= 0 ||
+      uv_pipe_pending_type(&K.ch.pipe) != UV_NAMED_PIPE) {
+    stop_once("a conn message from the listener without its connection");
+    return;
+  }
   /* The session takes the listener's id, so that both logs agree. */
   K.d->next_session_id = id - 1;
   transport_accept(K.d, (uv_stream_t *)&K.ch.pipe);
