@@ -1280,6 +1280,14 @@ static void gen_ipc_worker(void)
   buf_init(&b);
   ipc_nil(&b, 3);
   ipc_save("w-descriptor-with-answer", IPC_WORKER | IPC_FD, &b);
+  /* Regression (of the target): a channel that broke stops reading; the
+   * rest, in 1-byte chunks, fills the socket and must not hang the target. */
+  buf_init(&b);
+  ipc_stats(&b, 2, 14, "");
+  buf_raw(&b, "\x92\x01\x01", 3);
+  for (uint32_t i = 0; i < 40; i++)
+    req(&b, i, "cache.stats", "");
+  ipc_save("w-regress-break-then-small-chunks", IPC_WORKER | IPC_CHUNK(1), &b);
 }
 
 int main(int argc, char **argv)

@@ -20,8 +20,8 @@
  *   bit 3     the adopted worker's tenant is the daemon's own uid (else
  *             uid 4242, an unprivileged stranger);
  *   bits 4-7  c: the rest is written in chunks of c^3 bytes (c = 0: at
- *             once), the loop running between chunks, so that messages
- *             arrive split at every place.
+ *             once; at most 256 chunks), the loop running between chunks,
+ *             so that messages arrive split at every place.
  *
  * The compile budget: $HIPD_CXX is a script in the target's temporary
  * directory that runs the real compiler ($HIPD_FUZZ_CXX, else c++ on
@@ -326,6 +326,7 @@ typedef struct {
   size_t out_len, chunk;
   int out_fd;       /* sent with the first byte, or -1 */
   int write_broken; /* EPIPE */
+  int blocked;      /* the last write found the socket full */
   uint8_t *in;
   size_t in_len, in_cap;
   int eof;
@@ -349,8 +350,10 @@ static void write_some(peer_t *p, size_t limit)
       proto_msg_attach_fd(&mh, &ctl, p->out_fd);
     w = sendmsg(p->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        p->blocked = 1;
         return;
+      }
       FUZZ_CHECK(errno == EPIPE || errno == ECONNRESET, "send: %s",
                  strerror(errno));
       p->write_broken = 1;
@@ -360,6 +363,7 @@ static void write_some(peer_t *p, size_t limit)
       close(p->out_fd); /* the other side has its copy */
       p->out_fd = -1;
     }
+    p->blocked = 0;
     p->out += w;
     p->out_len -= (size_t)w;
     p->progress += (uint64_t)w;
@@ -593,9 +597,10 @@ static void turn(peer_t *p)
     read_some(p);
 }
 
-/* Run until the other side has nothing more to do: everything written,
- * read by it, answered or closed, no compile running, and three turns
- * without a byte moving. @p stopped: the served side stopped reading. */
+/* Run until the other side has nothing more to do: everything written
+ * (or, once it stopped reading, as much as the socket takes), read by it,
+ * answered or closed, no compile running, and three turns without a byte
+ * moving. @p stopped: the served side may have stopped reading. */
 static void pump_quiet(peer_t *p, const int *stopped)
 {
   int still = 0;
@@ -606,7 +611,9 @@ static void pump_quiet(peer_t *p, const int *stopped)
     if (p->eof)
       return;
     if (p->progress == before && cache_pending() == 0 &&
-        (p->out_len == 0 || p->write_broken) && unread(p->fd) == 0 &&
+        (p->out_len == 0 || p->write_broken ||
+         (p->blocked && stopped != NULL && *stopped)) &&
+        unread(p->fd) == 0 &&
         (unread(p->other) == 0 || (stopped != NULL && *stopped)))
       still++;
     else
@@ -1003,6 +1010,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   mode = data[0];
   c = mode >> 4;
   chunk = c == 0 ? SIZE_MAX : c * c * c;
+  /* At most 256 chunks: an input's cost stays bounded by its size. */
+  if (chunk < (size + 255) / 256)
+    chunk = (size + 255) / 256;
   if (mode & MODE_WORKER)
     return run_worker(mode, data + 1, size - 1, chunk);
   return run_listener(mode, data + 1, size - 1, chunk);
