@@ -826,7 +826,7 @@ static int run_listener(uint8_t mode, const uint8_t *data, size_t size,
   FUZZ_CHECK(workers_adopt(&G.d, sv[0], p.tenant) == 0, "workers_adopt");
   p.out = data;
   p.out_len = size;
-  if (mode & MODE_FD)
+  if ((mode & MODE_FD) && size > 0)
     p.out_fd = memfd_new();
 
   pump_quiet(&p, NULL);
@@ -969,7 +969,7 @@ static int run_worker(uint8_t mode, const uint8_t *data, size_t size,
                i + 1);
   p.out = data;
   p.out_len = size;
-  if (mode & MODE_FD)
+  if ((mode & MODE_FD) && size > 0)
     p.out_fd = memfd_new();
 
   pump_quiet(&p, &WS.stopped);
