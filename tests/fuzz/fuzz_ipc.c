@@ -635,6 +635,26 @@ static void wait_handles(unsigned baseline)
     uv_run(&G.loop, cache_pending() > 0 ? UV_RUN_ONCE : UV_RUN_NOWAIT);
 }
 
+/* Where the first message that breaks the channel starts (the scans). */
+static size_t break_off;
+
+/* Can a reader of @p n bytes that holds a message at their start never get
+ * to see that it breaks the rules? It waits until a frame's `need` is
+ * buffered before it scans again (ipc.c): if the bytes of one read end
+ * where the scan asks for more than will ever come, it waits for good
+ * (a channel with a malformed start, idle; what it costs is bounded by
+ * the limits). */
+static int may_wait_forever(const uint8_t *b, size_t n)
+{
+  for (size_t l = 1; l < n; l++) {
+    size_t need = 0;
+    const char *reason = NULL;
+    if (proto_frame_scan(ipc_limits(), b, l, &need, &reason) == 0 && need > n)
+      return 1;
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------ listener side */
 
 /* C string of a str/bin param (at most @p cap - 1 bytes, up to a NUL, as
@@ -722,6 +742,7 @@ static int scan_worker_bytes(peer_t *p, const uint8_t *data, size_t size)
     proto_msg_t m;
     int breaks = 0;
 
+    break_off = off;
     if (n < 0)
       return 1;
     if (n == 0)
@@ -837,8 +858,11 @@ static int run_listener(uint8_t mode, const uint8_t *data, size_t size,
                "%zu requests unanswered, and the listener is idle",
                p.unanswered);
   } else {
-    while (!p.eof)
-      turn(&p);
+    FUZZ_CHECK(p.eof || (!(mode & MODE_FD) &&
+                         may_wait_forever(data + break_off, size - break_off)),
+               "the listener kept the channel of a worker that broke the "
+               "rules (at byte %zu)",
+               break_off);
   }
   if (!p.eof && (mode & MODE_FD))
     FUZZ_CHECK(!sent_fd_open(), "the listener holds a descriptor that a "
@@ -918,6 +942,7 @@ static int scan_listener_bytes(const uint8_t *data, size_t size, int *stops)
     msgpack_zone zone;
     proto_msg_t m;
 
+    break_off = off;
     if (n < 0)
       return 1;
     if (n == 0)
@@ -973,11 +998,15 @@ static int run_worker(uint8_t mode, const uint8_t *data, size_t size,
     p.out_fd = memfd_new();
 
   pump_quiet(&p, &WS.stopped);
-  if (breaks || stops)
-    FUZZ_CHECK(WS.stopped == 1, "the worker was not told to stop (%s)",
-               breaks ? "the channel broke"
-                      : "exit, or a conn without its "
-                        "connection");
+  if (stops)
+    FUZZ_CHECK(WS.stopped == 1, "the worker was not told to stop (exit, or "
+                                "a conn without its connection)");
+  else if (breaks)
+    FUZZ_CHECK(WS.stopped == 1 ||
+                   may_wait_forever(data + break_off, size - break_off),
+               "the worker was not told to stop (the channel broke at byte "
+               "%zu)",
+               break_off);
   worker_close(&G.wd);
   wait_handles(baseline);
   for (int i = 0; i < 3; i++) {
