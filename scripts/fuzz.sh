@@ -4,7 +4,7 @@
 # time from a copy of its seed corpus. Fails if any target finds a crash, a
 # leak, a timeout or a property failure, and prints the reproducer's path.
 #
-# Usage: bash scripts/fuzz.sh [TARGET...]   (frame ir ir_json dispatch; all)
+# Usage: bash scripts/fuzz.sh [TARGET...]   (frame ir ir_json dispatch ipc; all)
 #   FUZZ_SECONDS=N   seconds per target (default 60)
 #   FUZZ_OUT=DIR     working corpora, logs and reproducers
 #                    (default _build-fuzz/fuzz-out; emptied first)
@@ -29,7 +29,7 @@ if [ -z "${CC:-}" ]; then
 fi
 CXX=${CXX:-${CC/clang/clang++}}
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(frame ir ir_json dispatch)
+[ "${#targets[@]}" -gt 0 ] || targets=(frame ir ir_json dispatch ipc)
 for t in "${targets[@]}"; do
   [ -d "tests/fuzz/corpus/$t" ] || hipd_die "unknown fuzz target '$t' (no tests/fuzz/corpus/$t)"
 done

@@ -102,7 +102,8 @@ static void process(ipc_chan_t *ch)
       return;
     }
     if (n == 0) {
-      ch->in_need = (ch->in_len - pos) + need;
+      /* need counts from pos, which the memmove below makes 0. */
+      ch->in_need = need;
       break;
     }
     if (proto_msg_decode(ch->in + pos, (size_t)n, &ch->zone, &msg, &reason) !=
@@ -141,6 +142,12 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     return;
   }
   ch->in_len += (size_t)nread;
+  /* libuv keeps a descriptor that came until someone accepts it: on a
+   * channel that takes none it would stay open for the channel's life. */
+  if (ch->no_handles && uv_pipe_pending_count(&ch->pipe) > 0) {
+    broken(ch, "a descriptor came on a channel that takes none");
+    return;
+  }
   if (ch->in_len < ch->in_need)
     return;
   process(ch);

@@ -49,6 +49,8 @@ struct ipc_chan {
   void *data; /* the owner's */
   uint32_t next_msgid;
   int reading, broken, closing;
+  int no_handles; /* set by the owner: a descriptor that comes breaks the
+                     channel (the listener's ends: workers send none) */
 };
 
 /* The decode limits of every channel. */

@@ -260,7 +260,9 @@ static void on_response(const proto_msg_t *m)
   }
   if (m->error != NULL && m->error->type != MSGPACK_OBJECT_NIL) {
     char buf[512];
-    if (proto_error_decode(m->error, &code, &msg, &mlen) != 0) {
+    /* A code that is not negative would pass for a success (a compile's
+     * without its binary). */
+    if (proto_error_decode(m->error, &code, &msg, &mlen) != 0 || code >= 0) {
       code = HIPD_EIO;
       msg = "malformed error";
       mlen = strlen(msg);
@@ -289,6 +291,14 @@ static void on_conn(const proto_msg_t *m)
   if (ipc_param_uint(m, 0, UINT64_MAX, &id) != 0 ||
       ipc_param_uint(m, 1, UINT32_MAX, &uid) != 0) {
     stop_once("a malformed conn message from the listener");
+    return;
+  }
+  /* What ipc_accept() checks: without it transport_accept() fails its
+   * uv_accept (and its session's teardown then crashed), or opens a
+   * descriptor that is no socket as one. */
+  if (uv_pipe_pending_count(&K.ch.pipe) <= 0 ||
+      uv_pipe_pending_type(&K.ch.pipe) != UV_NAMED_PIPE) {
+    stop_once("a conn message from the listener without its connection");
     return;
   }
   /* The session takes the listener's id, so that both logs agree. */
@@ -429,6 +439,10 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
   K.d = d;
   K.role = *role;
   K.stop = stop;
+  /* Afresh: a process may start a channel again after worker_close()
+   * (tests/fuzz/fuzz_ipc.c does, once per input). */
+  K.stop_called = 0;
+  K.pending = NULL;
   if ((rc = ipc_open(d->loop, &K.ch, fd)) != 0)
     return err_set(err, HIPD_EIO, "cannot open the listener's channel: %s",
                    uv_strerror(rc));

@@ -272,7 +272,9 @@ static void cjob_done_cb(void *ctx, int status, cache_blob_t *blob,
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
-  if (!w->exited && !w->ch.broken) {
+  /* A worker that exited has its channel closed (broken); an adopted one
+   * (workers_adopt) counts as exited from the start but is answered. */
+  if (!w->ch.broken) {
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_response(&pk, j->msgid);
@@ -474,7 +476,9 @@ static void on_cache_clear(worker_t *w, const proto_msg_t *m)
     reply_error(w, m->msgid, HIPD_EPARAMS, "cache.clear: malformed request");
     return;
   }
-  if (uid != 0 && uid != (uint64_t)geteuid() && uid != (uint64_t)w->uid) {
+  /* Every peer of a worker has its tenant's uid: a worker that names
+   * another (0 included) is not believed. */
+  if (uid != (uint64_t)w->uid) {
     reply_error(w, m->msgid, HIPD_EPERM, "cache.clear: not the peer's uid");
     return;
   }
@@ -603,6 +607,7 @@ static worker_t *worker_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
     return NULL;
   }
   w->ch.data = w;
+  w->ch.no_handles = 1;
   snprintf(role, sizeof(role), "--worker=%s:%u:%u:%llu",
            mode == ISOLATION_SESSION ? "session" : "uid", (unsigned)uid,
            (unsigned)gid, (unsigned long long)seq);
@@ -674,6 +679,7 @@ int workers_adopt(daemon_t *d, int fd, uid_t uid)
     return HIPD_EIO;
   }
   w->ch.data = w;
+  w->ch.no_handles = 1;
   w->handles = 1;
   w->refs = 1;
   list_init(&w->node);

@@ -11,7 +11,12 @@
  *  ir_json/   each fixture's JSON text and a few small documents;
  *  dispatch/  request streams for every method family, with handle
  *             placeholders (fuzz_dispatch.c), and streams that break the
- *             protocol.
+ *             protocol;
+ *  ipc/       what a worker sends its listener and what a listener sends
+ *             its worker (daemon/privsep), after fuzz_ipc's mode byte:
+ *             valid messages of every method, malformed params of each,
+ *             wrong types, lengths near the channel's limits, unknown
+ *             methods, truncated frames, answers of every bad shape.
  * The output is deterministic; the files are committed, so a plain
  * `make check` needs no generation step.
  */
@@ -718,6 +723,573 @@ static void gen_dispatch(const char *fixtures)
   save("dispatch", "incomplete-tail", &b);
 }
 
+/* -------------------------------------------------------------- ipc/ */
+
+/* fuzz_ipc's mode byte (fuzz_ipc.c). */
+#define IPC_WORKER 0x01
+#define IPC_COMPILE 0x02
+#define IPC_FD 0x04
+#define IPC_OWN_UID 0x08
+#define IPC_CHUNK(c) ((uint8_t)((c) << 4))
+
+#if defined(__x86_64__)
+#define IPC_HOST_ARCH "host-x86_64"
+#elif defined(__aarch64__)
+#define IPC_HOST_ARCH "host-aarch64"
+#else
+#define IPC_HOST_ARCH "host"
+#endif
+
+static const char ipc_kernel[] =
+    "__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n";
+
+static void ipc_save(const char *name, uint8_t mode, buf_t *b)
+{
+  buf_t f;
+
+  buf_init(&f);
+  buf_raw(&f, &mode, 1);
+  buf_raw(&f, b->sb.data, b->sb.size);
+  save("ipc", name, &f);
+  msgpack_sbuffer_destroy(&b->sb);
+}
+
+/* compile [driver, arch, source (bin), kernel, [options], refresh]. */
+static void ipc_compile(buf_t *b, uint32_t msgid, const char *drv,
+                        const char *arch, const char *src, const char *name,
+                        unsigned nopts, const char *const *opts,
+                        uint64_t refresh)
+{
+  proto_pack_request(&b->pk, msgid, "compile", 6);
+  pk_str(&b->pk, drv);
+  pk_str(&b->pk, arch);
+  pk_bin(&b->pk, src, strlen(src));
+  pk_str(&b->pk, name);
+  msgpack_pack_array(&b->pk, nopts);
+  for (unsigned i = 0; i < nopts; i++)
+    pk_str(&b->pk, opts[i]);
+  msgpack_pack_uint64(&b->pk, refresh);
+}
+
+/* A compile request whose param @p bad (0-5) is replaced by the raw
+ * msgpack @p raw (@p rawlen bytes). */
+static void ipc_compile_bad(buf_t *b, uint32_t msgid, int bad, const void *raw,
+                            size_t rawlen)
+{
+  proto_pack_request(&b->pk, msgid, "compile", 6);
+  for (int i = 0; i < 6; i++) {
+    if (i == bad) {
+      buf_raw(b, raw, rawlen);
+      continue;
+    }
+    switch (i) {
+    case 0:
+      pk_str(&b->pk, "cpu");
+      break;
+    case 1:
+      pk_str(&b->pk, IPC_HOST_ARCH);
+      break;
+    case 2:
+      pk_bin(&b->pk, ipc_kernel, strlen(ipc_kernel));
+      break;
+    case 3:
+      pk_str(&b->pk, "k");
+      break;
+    case 4:
+      msgpack_pack_array(&b->pk, 0);
+      break;
+    default:
+      msgpack_pack_uint8(&b->pk, 0);
+    }
+  }
+}
+
+static void ipc_notify(buf_t *b, const char *method, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  proto_pack_notify(&b->pk, method, (uint32_t)strlen(fmt));
+  for (const char *f = fmt; *f; f++) {
+    if (*f == 'u')
+      msgpack_pack_uint64(&b->pk, va_arg(ap, uint64_t));
+    else if (*f == 'i')
+      msgpack_pack_int64(&b->pk, va_arg(ap, int64_t));
+    else
+      pk_str(&b->pk, va_arg(ap, const char *));
+  }
+  va_end(ap);
+}
+
+/* An error object as a listener must not send it: @p code, or no code
+ * (@p has_code 0), with or without a message. */
+static void ipc_bad_error(buf_t *b, uint32_t msgid, int has_code, int64_t code,
+                          int has_msg)
+{
+  msgpack_pack_array(&b->pk, 4);
+  msgpack_pack_uint8(&b->pk, PROTO_RESPONSE);
+  msgpack_pack_uint32(&b->pk, msgid);
+  msgpack_pack_map(&b->pk, (size_t)(has_code + has_msg));
+  if (has_code) {
+    pk_str(&b->pk, "code");
+    msgpack_pack_int64(&b->pk, code);
+  }
+  if (has_msg) {
+    pk_str(&b->pk, "message");
+    pk_str(&b->pk, "made up");
+  }
+  msgpack_pack_nil(&b->pk);
+}
+
+/* The answer to compile: [status, source, key, log, image|nil]. */
+static void ipc_compiled(buf_t *b, uint32_t msgid, int64_t status,
+                         int64_t source, const char *log, const void *img,
+                         size_t imglen)
+{
+  static const uint8_t key[32] = {1, 2, 3};
+
+  proto_pack_response(&b->pk, msgid);
+  msgpack_pack_array(&b->pk, 5);
+  msgpack_pack_int64(&b->pk, status);
+  msgpack_pack_int64(&b->pk, source);
+  pk_bin(&b->pk, key, sizeof(key));
+  pk_str(&b->pk, log);
+  if (img != NULL)
+    pk_bin(&b->pk, img, imglen);
+  else
+    msgpack_pack_nil(&b->pk);
+}
+
+/* The answer to cache.stats: 13 uints and the directory. */
+static void ipc_stats(buf_t *b, uint32_t msgid, unsigned n, const char *dir)
+{
+  proto_pack_response(&b->pk, msgid);
+  msgpack_pack_array(&b->pk, n);
+  for (unsigned i = 0; i < n && i < 13; i++)
+    msgpack_pack_uint64(&b->pk, (uint64_t)i * 1000);
+  if (n >= 14)
+    pk_str(&b->pk, dir);
+}
+
+static void ipc_nil(buf_t *b, uint32_t msgid)
+{
+  proto_pack_response(&b->pk, msgid);
+  msgpack_pack_nil(&b->pk);
+}
+
+static void gen_ipc_listener(void)
+{
+  static const char *const opts[] = {"-O2", "-DN=4"};
+  char big[300];
+  buf_t b;
+
+  memset(big, 'a', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+
+  /* What a worker says of itself, and the counters. */
+  buf_init(&b);
+  ipc_notify(&b, "ready", "i", (int64_t)12345);
+  req(&b, 1, "cache.stats", "");
+  ipc_notify(&b, "closed", "u", (uint64_t)7);
+  ipc_notify(&b, "closed", "");
+  req(&b, 2, "cache.stats", "s", "ignored");
+  req(&b, UINT32_MAX, "cache.stats", "");
+  ipc_save("l-ready-stats-closed", 0, &b);
+
+  /* A valid compile of a tiny CPU kernel (the budget allows one real
+   * compile), then the counters; the same request again is a cache hit. */
+  buf_init(&b);
+  ipc_notify(&b, "ready", "i", (int64_t)1);
+  ipc_compile(&b, 1, "cpu", IPC_HOST_ARCH, ipc_kernel, "k", 0, NULL, 0);
+  req(&b, 2, "cache.stats", "");
+  ipc_compile(&b, 3, "cpu", IPC_HOST_ARCH, ipc_kernel, "k", 0, NULL, 0);
+  ipc_save("l-compile-valid", IPC_COMPILE, &b);
+
+  /* Regression (ipc.c): a message that arrives in several reads is
+   * delivered once its last byte is in, not when more bytes follow it. */
+  buf_init(&b);
+  ipc_compile(&b, 9, "cpu", IPC_HOST_ARCH, ipc_kernel, "k", 0, NULL, 0);
+  ipc_save("l-regress-split-message", IPC_CHUNK(3), &b);
+  buf_init(&b);
+  req(&b, 1, "cache.stats", "");
+  req(&b, 2, "cache.clear", "u", (uint64_t)4242);
+  ipc_save("l-regress-split-1-byte", IPC_CHUNK(1), &b);
+
+  /* Regression (workers.c): an adopted channel's compile is answered. A
+   * compile without budget (its log says so), options and refresh. */
+  buf_init(&b);
+  ipc_compile(&b, 1, "cpu", IPC_HOST_ARCH, ipc_kernel, "k", 2, opts, 1);
+  ipc_compile(&b, 2, "cpu", IPC_HOST_ARCH, "int main(", "k", 0, NULL, 0);
+  ipc_compile(&b, 3, "cpu", IPC_HOST_ARCH, ipc_kernel, "not a name!", 0, NULL,
+              0);
+  ipc_save("l-regress-compile-answered", 0, &b);
+
+  /* Nothing compiles these: unknown drivers and architectures. */
+  buf_init(&b);
+  ipc_compile(&b, 1, "cobol", IPC_HOST_ARCH, ipc_kernel, "k", 0, NULL, 0);
+  ipc_compile(&b, 2, "cpu", "vax", ipc_kernel, "k", 0, NULL, 0);
+  ipc_compile(&b, 3, "cpu", "", ipc_kernel, "k", 0, NULL, 0);
+  ipc_compile(&b, 4, "", "", "", "", 0, NULL, 0);
+  ipc_save("l-compile-unsupported", 0, &b);
+  /* Replay only: fuzz_ipc does not run a hip compile under libFuzzer. */
+  buf_init(&b);
+  ipc_compile(&b, 1, "hip", "vax", ipc_kernel, "k", 0, NULL, 0);
+  ipc_save("l-compile-hip-vax", 0, &b);
+
+  /* Each param of compile malformed in turn: EPARAMS, the channel lives. */
+  {
+    static const struct {
+      int param;
+      const char *raw;
+      size_t len;
+    } bad[] = {
+        {0, "\x07", 1}, /* driver int */
+        {0,
+         "\xd9\x20"
+         "0123456789abcdef0123456789abcdef",
+         34},                   /* 32 bytes */
+        {1, "\xc0", 1},         /* arch nil */
+        {2, "\x92\x01\x02", 3}, /* source array */
+        {3, "\xc3", 1},         /* kernel true */
+        {4, "\xa3-O2", 4},      /* options str */
+        {4, "\x91\x05", 2},     /* an option int */
+        {5, "\x02", 1},         /* refresh 2 */
+        {5, "\xa1\x31", 2},     /* refresh "1" */
+        {5, "\xff", 1},         /* refresh -1 */
+    };
+    uint8_t many[3 + 257];
+    buf_init(&b);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+      ipc_compile_bad(&b, (uint32_t)i + 1, bad[i].param, bad[i].raw,
+                      bad[i].len);
+    /* arch of 64 bytes, kernel of 256 */
+    {
+      buf_t r;
+      char a64[65], n256[257];
+      memset(a64, 'x', 64);
+      a64[64] = '\0';
+      memset(n256, 'n', 256);
+      n256[256] = '\0';
+      buf_init(&r);
+      pk_str(&r.pk, a64);
+      ipc_compile_bad(&b, 20, 1, r.sb.data, r.sb.size);
+      msgpack_sbuffer_destroy(&r.sb);
+      buf_init(&r);
+      pk_str(&r.pk, n256);
+      ipc_compile_bad(&b, 21, 3, r.sb.data, r.sb.size);
+      msgpack_sbuffer_destroy(&r.sb);
+    }
+    /* 257 options */
+    many[0] = 0xdc;
+    many[1] = 0x01;
+    many[2] = 0x01;
+    memset(many + 3, 0xa0, 257);
+    ipc_compile_bad(&b, 22, 4, many, sizeof(many));
+    /* an option of 4097 bytes */
+    {
+      buf_t r;
+      char *o = malloc(4098);
+      memset(o, 'o', 4097);
+      o[4097] = '\0';
+      buf_init(&r);
+      msgpack_pack_array(&r.pk, 1);
+      pk_str(&r.pk, o);
+      ipc_compile_bad(&b, 23, 4, r.sb.data, r.sb.size);
+      msgpack_sbuffer_destroy(&r.sb);
+      free(o);
+    }
+    /* too few params, none, not an array of params */
+    req(&b, 24, "compile", "ss", "cpu", IPC_HOST_ARCH);
+    req(&b, 25, "compile", "");
+    req(&b, 26, "compile", "sssssss", "cpu", IPC_HOST_ARCH, ipc_kernel, "k", "",
+        "", "");
+    req(&b, 27, "cache.stats", "");
+    ipc_save("l-compile-bad-params", 0, &b);
+  }
+
+  /* cache.clear: for a stranger's worker, never (regression, workers.c:
+   * uid 0 was let through from any worker); for the daemon's own uid's
+   * worker, its own uid. Malformed params. */
+  buf_init(&b);
+  req(&b, 1, "cache.clear", "u", (uint64_t)0);
+  req(&b, 2, "cache.clear", "u", (uint64_t)4242);
+  req(&b, 3, "cache.clear", "");
+  req(&b, 4, "cache.clear", "s", "0");
+  req(&b, 5, "cache.clear", "u", (uint64_t)1 << 33);
+  req(&b, 6, "cache.clear", "i", (int64_t)-1);
+  req(&b, 7, "cache.stats", "");
+  ipc_save("l-regress-clear-stranger", 0, &b);
+  buf_init(&b);
+  req(&b, 1, "cache.clear", "u", (uint64_t)0);
+  req(&b, 2, "cache.clear", "u", (uint64_t)1000);
+  req(&b, 3, "cache.stats", "");
+  ipc_save("l-clear-own-uid", IPC_OWN_UID, &b);
+
+  /* Each of these breaks the channel (after answering what came before). */
+  buf_init(&b);
+  req(&b, 1, "cache.stats", "");
+  req(&b, 2, "compile2", "");
+  req(&b, 3, "cache.stats", "");
+  ipc_save("l-break-unknown-request", 0, &b);
+  buf_init(&b);
+  req(&b, 1, "cache.stats", "");
+  ipc_notify(&b, "conn", "uuui", (uint64_t)1, (uint64_t)0, (uint64_t)0,
+             (int64_t)1);
+  ipc_save("l-break-unknown-notify", 0, &b);
+  buf_init(&b);
+  ipc_nil(&b, 1);
+  ipc_save("l-break-response", 0, &b);
+  buf_init(&b);
+  req(&b, 1, "cache.stats", "");
+  buf_raw(&b, "\xc1", 1);
+  ipc_save("l-break-c1", 0, &b);
+  buf_init(&b);
+  buf_raw(&b, "\x94\x00\x01\x07\x90", 5); /* method is not a string */
+  ipc_save("l-break-method-int", 0, &b);
+  buf_init(&b);
+  buf_raw(&b,
+          "\x93\x00\x01\xa3"
+          "abc",
+          7); /* a request of 3 */
+  ipc_save("l-break-arity", 0, &b);
+
+  /* Past ipc_limits(): an array of 4097, a map of 65, nesting of 7, a
+   * binary of 256 MiB + 1. */
+  buf_init(&b);
+  buf_raw(&b,
+          "\x94\x00\x01\xab"
+          "cache.stats"
+          "\x91\xdd\x00\x00\x10\x01",
+          21);
+  ipc_save("l-break-array-4097", 0, &b);
+  buf_init(&b);
+  buf_raw(&b,
+          "\x94\x00\x01\xab"
+          "cache.stats"
+          "\x91\xde\x00\x41",
+          19);
+  ipc_save("l-break-map-65", 0, &b);
+  buf_init(&b);
+  proto_pack_request(&b.pk, 1, "cache.stats", 1);
+  for (int i = 0; i < 6; i++)
+    msgpack_pack_array(&b.pk, 1);
+  msgpack_pack_nil(&b.pk);
+  ipc_save("l-break-depth-7", 0, &b);
+  buf_init(&b);
+  buf_raw(&b,
+          "\x94\x00\x01\xa7"
+          "compile"
+          "\x96\xc6\x10\x00\x00\x01",
+          17);
+  ipc_save("l-break-bin-over-256MiB", 0, &b);
+  /* Within them: a source of 256 MiB - 64 that never comes (the listener
+   * waits), a truncated request. */
+  buf_init(&b);
+  req(&b, 1, "cache.stats", "");
+  {
+    static const uint8_t head[] = {0x94, 0x00, 0x02, 0xa7, 'c', 'o',
+                                   'm',  'p',  'i',  'l',  'e', 0x96};
+    buf_raw(&b, head, sizeof(head));
+    pk_str(&b.pk, "cpu");
+    pk_str(&b.pk, IPC_HOST_ARCH);
+    buf_raw(&b,
+            "\xc6\x0f\xff\xff\xc0"
+            "abc",
+            8);
+  }
+  ipc_save("l-incomplete-source-near-limit", 0, &b);
+  buf_init(&b);
+  req(&b, 1, "cache.stats", "");
+  buf_raw(&b,
+          "\x94\x00\x02\xab"
+          "cache.st",
+          12);
+  ipc_save("l-incomplete-tail", 0, &b);
+
+  /* Regression (ipc.c): a descriptor from a worker breaks its channel
+   * (the listener would hold it until the worker ends). */
+  buf_init(&b);
+  req(&b, 1, "cache.stats", "");
+  ipc_save("l-regress-descriptor", IPC_FD, &b);
+
+  /* Many requests in 8-byte chunks. */
+  buf_init(&b);
+  for (uint32_t i = 0; i < 64; i++)
+    req(&b, i, i % 3 ? "cache.stats" : "cache.clear", i % 3 ? "" : "u",
+        (uint64_t)i);
+  ipc_save("l-pipelined-chunked", IPC_CHUNK(2), &b);
+  (void)big;
+}
+
+static void gen_ipc_worker(void)
+{
+  static const char elf[] = "\x7f"
+                            "ELF not really a module";
+  buf_t b;
+
+  /* Valid answers to the three pending requests (1 compile, 2 stats, 3
+   * clear). */
+  buf_init(&b);
+  ipc_compiled(&b, 1, 0, 0, "", elf, sizeof(elf) - 1);
+  ipc_stats(&b, 2, 14, "/var/cache/hipd");
+  ipc_nil(&b, 3);
+  ipc_save("w-answers-valid", IPC_WORKER, &b);
+  buf_init(&b);
+  ipc_stats(&b, 2, 14, "");
+  ipc_compiled(&b, 1, HIPD_ECOMPILE, 0, "k.cpp:1: error: expected ';'", NULL,
+               0);
+  ipc_nil(&b, 3);
+  ipc_save("w-answers-failed-compile", IPC_WORKER | IPC_CHUNK(1), &b);
+
+  /* Error answers, valid ones. */
+  buf_init(&b);
+  proto_pack_error_response(&b.pk, 1, HIPD_ENOTSUP, "no compiler targets it");
+  proto_pack_error_response(&b.pk, 2, HIPD_EIO, "no");
+  proto_pack_error_response(&b.pk, 3, HIPD_EPERM, "not yours");
+  ipc_save("w-answers-errors", IPC_WORKER, &b);
+
+  /* Regression (worker.c): an error whose code is not negative fails the
+   * request (HIPD_EIO), never passes for a success. */
+  buf_init(&b);
+  ipc_bad_error(&b, 1, 1, 0, 1);
+  ipc_bad_error(&b, 2, 1, 0, 0);
+  ipc_bad_error(&b, 3, 1, 5, 1);
+  ipc_save("w-regress-error-code-0", IPC_WORKER, &b);
+  buf_init(&b);
+  ipc_bad_error(&b, 1, 0, 0, 1);
+  ipc_bad_error(&b, 2, 1, (int64_t)1 << 40, 1);
+  msgpack_pack_array(&b.pk, 4);
+  msgpack_pack_uint8(&b.pk, PROTO_RESPONSE);
+  msgpack_pack_uint32(&b.pk, 3);
+  pk_str(&b.pk, "an error that is a string");
+  msgpack_pack_nil(&b.pk);
+  ipc_save("w-errors-malformed", IPC_WORKER, &b);
+
+  /* compile answers of bad shapes, one per input (the first answer
+   * settles a request). */
+  {
+    buf_t r;
+    buf_init(&b);
+    proto_pack_response(&b.pk, 1);
+    msgpack_pack_array(&b.pk, 4);
+    for (int i = 0; i < 4; i++)
+      msgpack_pack_uint8(&b.pk, 0);
+    ipc_save("w-compile-array-4", IPC_WORKER, &b);
+    buf_init(&b);
+    ipc_compiled(&b, 1, 0, 0, "", NULL, 0);
+    ipc_save("w-compile-ok-without-image", IPC_WORKER, &b);
+    buf_init(&b);
+    ipc_compiled(&b, 1, 0, 0, "", "", 0);
+    ipc_save("w-compile-ok-empty-image", IPC_WORKER, &b);
+    buf_init(&b);
+    ipc_compiled(&b, 1, 3, 0, "", elf, 4);
+    ipc_save("w-compile-status-positive", IPC_WORKER, &b);
+    buf_init(&b);
+    ipc_compiled(&b, 1, 0, 9, "", elf, 4);
+    ipc_save("w-compile-source-9", IPC_WORKER, &b);
+    buf_init(&b);
+    ipc_compiled(&b, 1, -99999, 0, "", NULL, 0);
+    ipc_save("w-compile-status-unknown", IPC_WORKER, &b);
+    buf_init(&b);
+    proto_pack_response(&b.pk, 1);
+    msgpack_pack_array(&b.pk, 5);
+    msgpack_pack_int8(&b.pk, 0);
+    msgpack_pack_int8(&b.pk, 0);
+    msgpack_pack_nil(&b.pk);
+    msgpack_pack_uint8(&b.pk, 7); /* log not a string */
+    pk_str(&b.pk, "image as a string");
+    ipc_save("w-compile-log-int", IPC_WORKER, &b);
+    buf_init(&b);
+    proto_pack_response(&b.pk, 1);
+    pk_str(&b.pk, "not an array");
+    ipc_stats(&b, 2, 13, "");
+    proto_pack_response(&b.pk, 3);
+    msgpack_pack_map(&b.pk, 0);
+    ipc_save("w-results-wrong-types", IPC_WORKER, &b);
+    buf_init(&b);
+    ipc_stats(&b, 2, 14, "");
+    /* patch: a negative counter */
+    buf_init(&r);
+    proto_pack_response(&r.pk, 2);
+    msgpack_pack_array(&r.pk, 14);
+    msgpack_pack_int8(&r.pk, -1);
+    for (int i = 1; i < 13; i++)
+      msgpack_pack_uint8(&r.pk, 0);
+    msgpack_pack_uint8(&r.pk, 0); /* dir not a string */
+    msgpack_sbuffer_destroy(&b.sb);
+    ipc_save("w-stats-negative-and-dir-int", IPC_WORKER, &r);
+  }
+
+  /* Answers nobody waits for: unknown msgid, a second answer. */
+  buf_init(&b);
+  ipc_nil(&b, 99);
+  ipc_nil(&b, 3);
+  ipc_nil(&b, 3);
+  ipc_nil(&b, 0);
+  ipc_save("w-answers-unexpected", IPC_WORKER, &b);
+
+  /* Requests and unknown notifications from a listener: ignored. */
+  buf_init(&b);
+  req(&b, 1, "ping", "");
+  ipc_notify(&b, "hello", "s", "there");
+  ipc_nil(&b, 2);
+  ipc_save("w-ignored", IPC_WORKER, &b);
+
+  /* exit: the worker stops. */
+  buf_init(&b);
+  ipc_notify(&b, "exit", "");
+  ipc_nil(&b, 3);
+  ipc_save("w-exit", IPC_WORKER, &b);
+
+  /* Regression (worker.c): conn without its connection, or with a
+   * descriptor that is not a socket, is refused (the worker stops). */
+  buf_init(&b);
+  ipc_notify(&b, "conn", "uuui", (uint64_t)7, (uint64_t)4242, (uint64_t)4242,
+             (int64_t)99);
+  ipc_save("w-regress-conn-without-descriptor", IPC_WORKER, &b);
+  buf_init(&b);
+  ipc_notify(&b, "conn", "uuui", (uint64_t)7, (uint64_t)4242, (uint64_t)4242,
+             (int64_t)99);
+  ipc_save("w-regress-conn-with-memfd", IPC_WORKER | IPC_FD, &b);
+  buf_init(&b);
+  ipc_notify(&b, "conn", "s", "seven");
+  ipc_save("w-conn-malformed", IPC_WORKER, &b);
+  buf_init(&b);
+  ipc_notify(&b, "conn", "uuui", (uint64_t)0, (uint64_t)0, (uint64_t)0,
+             (int64_t)-1);
+  ipc_save("w-conn-id-0", IPC_WORKER | IPC_CHUNK(2), &b);
+
+  /* The channel breaks: garbage, a bad frame, past the limits, and a
+   * descriptor with an answer. */
+  buf_init(&b);
+  ipc_nil(&b, 3);
+  buf_raw(&b, "\xc1", 1);
+  ipc_save("w-break-c1", IPC_WORKER, &b);
+  buf_init(&b);
+  buf_raw(&b, "\x94\x01\x01\xc0\xc6\x10\x00\x00\x01", 9);
+  ipc_save("w-break-bin-over-256MiB", IPC_WORKER, &b);
+  buf_init(&b);
+  buf_raw(&b, "\x92\x01\x01", 3);
+  ipc_save("w-break-arity", IPC_WORKER, &b);
+  buf_init(&b);
+  buf_raw(&b,
+          "\x94\x01\x01\xc0\xc6\x0f\xff\xff\x00"
+          "abc",
+          12);
+  ipc_save("w-incomplete-image-near-limit", IPC_WORKER, &b);
+  buf_init(&b);
+  ipc_nil(&b, 3);
+  ipc_save("w-descriptor-with-answer", IPC_WORKER | IPC_FD, &b);
+  /* Regression (of the target): a channel that broke stops reading; the
+   * rest, in 1-byte chunks, fills the socket and must not hang the target. */
+  buf_init(&b);
+  ipc_stats(&b, 2, 14, "");
+  buf_raw(&b, "\x92\x01\x01", 3);
+  for (uint32_t i = 0; i < 40; i++)
+    req(&b, i, "cache.stats", "");
+  ipc_save("w-regress-break-then-small-chunks", IPC_WORKER | IPC_CHUNK(1), &b);
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 3)
@@ -727,5 +1299,7 @@ int main(int argc, char **argv)
   gen_frame();
   gen_ir(argv[1]);
   gen_dispatch(argv[1]);
+  gen_ipc_listener();
+  gen_ipc_worker();
   return failed;
 }
