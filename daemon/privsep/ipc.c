@@ -63,6 +63,11 @@ static void broken(ipc_chan_t *ch, const char *why)
     ch->on_broken(ch, why);
 }
 
+void ipc_break(ipc_chan_t *ch, const char *why)
+{
+  broken(ch, why);
+}
+
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
   ipc_chan_t *ch = h->data;

@@ -77,6 +77,10 @@ int ipc_send_handle(ipc_chan_t *ch, const void *data, size_t len,
  * none came. */
 int ipc_accept(ipc_chan_t *ch, uv_stream_t *client);
 
+/* Treat the channel as broken (a message its owner cannot accept): no
+ * message is delivered after this one, and on_broken runs with @p why. */
+void ipc_break(ipc_chan_t *ch, const char *why);
+
 /* Close; @p closed runs once libuv has let go of the pipe. */
 void ipc_close(ipc_chan_t *ch, ipc_closed_fn closed);
 

@@ -521,7 +521,7 @@ static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
   } else if (m->type == PROTO_REQUEST && ipc_is(m, "cache.clear")) {
     on_cache_clear(w, m);
   } else {
-    ch_broken(ch, "unknown message");
+    ipc_break(ch, "unknown message");
   }
 }
 
@@ -656,8 +656,10 @@ done:
 fail:
   free(args);
   free(env);
-  ipc_close(&w->ch, NULL);
-  free(w);
+  /* Freed by the close callback, once libuv lets go of the pipe. */
+  w->handles = 1;
+  w->refs = 0;
+  ipc_close(&w->ch, ch_closed);
   return NULL;
 }
 
@@ -674,11 +676,17 @@ int workers_adopt(daemon_t *d, int fd, uid_t uid)
   w->gid = (gid_t)uid;
   w->pid = -1;
   w->exited = 1; /* no process to reap or kill */
-  if ((rc = ipc_open(d->loop, &w->ch, fd)) != 0) {
-    free(w);
+  rc = ipc_open(d->loop, &w->ch, fd);
+  w->ch.data = w;
+  if (rc != 0) {
+    if (rc == HIPD_ENOMEM) { /* nothing was set up */
+      free(w);
+      return rc;
+    }
+    w->handles = 1;
+    ipc_close(&w->ch, ch_closed); /* frees w */
     return HIPD_EIO;
   }
-  w->ch.data = w;
   w->ch.no_handles = 1;
   w->handles = 1;
   w->refs = 1;
