@@ -26,7 +26,7 @@ static struct {
   char pipe_env[192]; /* CUDA_MPS_PIPE_DIRECTORY=... */
   char log_env[192];  /* CUDA_MPS_LOG_DIRECTORY=... */
   char control[4096]; /* the control program */
-  char state[256];
+  char state[448];
   int as_user;
   uid_t uid;
   gid_t gid;
@@ -170,7 +170,9 @@ int mps_start(daemon_t *d, const char *user, uid_t uid, gid_t gid,
   M.active = 1;
   snprintf(M.state, sizeof(M.state),
            "active (hipd's own control daemon, pipe directory %s): tenants "
-           "run concurrently, each in its own GPU address space",
+           "run concurrently, each in its own GPU address space; a fatal "
+           "GPU fault of one tenant also ends the others' contexts on that "
+           "GPU (--mps off keeps faults with their tenant, and time-slices)",
            M.dir);
   log_info(0, "MPS %s", M.state);
   return 0;
@@ -226,7 +228,10 @@ const char *mps_state(void)
     if (getenv("HIPD_MPS") != NULL && dir != NULL)
       snprintf(M.state, sizeof(M.state),
                "active (hipd's own control daemon, pipe directory %s): "
-               "tenants run concurrently, each in its own GPU address space",
+               "tenants run concurrently, each in its own GPU address space; "
+               "a fatal GPU fault of one tenant also ends the others' "
+               "contexts on that GPU (--mps off keeps faults with their "
+               "tenant, and time-slices)",
                dir);
     else
       snprintf(M.state, sizeof(M.state),
