@@ -73,11 +73,16 @@ if [ -n "${GPU_CHECK_ASAN:-}" ]; then
         LDFLAGS="-fsanitize=address" > "$out/asan-configure.txt" 2>&1 &&
       make -j"$(nproc)" > "$out/asan-make.txt" 2>&1
   ) || { tail -30 "$out/asan-configure.txt" "$out/asan-make.txt"; rc=1; }
-  mkdir -p "$out/asan-reports"
-  ASAN_OPTIONS="log_path=$out/asan-reports/asan:detect_leaks=0:detect_stack_use_after_return=1:halt_on_error=1:use_sigaltstack=0" \
+  # The reports directory must be reachable and writable by every account
+  # hipd runs processes as (workers, runners, compile helpers).
+  reports=$work/asan-reports
+  mkdir -p "$reports" && chmod 1777 "$reports"
+  ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=0:detect_stack_use_after_return=1:halt_on_error=1:use_sigaltstack=0" \
     make -C "$asan" -j4 check > "$out/asan-check.txt" 2>&1 || rc=1
   echo "== make check under ASan"
   grep -E '^(PASS|FAIL|ERROR|SKIP|# )' "$out/asan-check.txt"
+  mkdir -p "$out/asan-reports"
+  cp "$reports"/* "$out/asan-reports/" 2>/dev/null
   if [ -n "$(ls "$out/asan-reports")" ]; then
     echo "ASan reports:"; head -60 "$out"/asan-reports/*; rc=1
   else
