@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/bench_util.c: see bench_util.h. */
 #include "config.h"
 

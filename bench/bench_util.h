@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/bench_util.h: small helpers shared by the benchmark programs
  * (hipd_bench and direct_hip): clocks, statistics, option lists and the
  * JSON lines the programs exchange. Nothing here knows hipd or HIP. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/direct_hip.c: the direct-HIP baselines of hipd_bench.
  *
  * What an application does without hipd, in one process of its own: HIP

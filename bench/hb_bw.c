@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/hb_bw.c: section 3, bandwidth: host to device and back through
  * hipd's shared buffers and inline payloads, against direct pinned and
  * pageable copies and a bare socket (a memcpy on the CPU device).

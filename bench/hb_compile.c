@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/hb_compile.c: section 4, compile times: cold compiles and cache
  * hits (memory, loaded, disk), against a cold hiprtc compile.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/hb_daemon.c: hipd_bench's own daemon (started on a private socket
  * with a private cache, stopped and restarted), its connection, the
  * temporary directory, and the signals that undo all of it.

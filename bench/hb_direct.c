@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/hb_direct.c: the direct_hip runs that give the direct-HIP
  * baselines, and the discovery of the daemon's devices (and the HIP
  * ordinal of each).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/hb_rtt.c: the kernels a client runs through hipd (hk_t), and
  * sections 1 (the synchronous round trip) and 2 (async launch
  * throughput).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/hb_share.c: sections 5 to 7: sharing a GPU (and spreading over
  * several) between client processes, against independent processes and
  * MPS; and GPU-to-GPU copies.

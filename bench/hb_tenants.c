@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/hb_tenants.c: section 8, two tenants (two uids) sharing a GPU
  * against one tenant and against MPS, with what a tenant costs in
  * processes and memory; and --isolation-compare, this run's figures

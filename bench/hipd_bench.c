@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/hipd_bench.c: hipd's benchmarks (bench/README.md).
  *
  * Measures what a client gets through hipd next to what it would get

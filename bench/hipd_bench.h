@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/hipd_bench.h: what the files of hipd_bench share: its options and
  * run state (hb), the direct_hip runs, the client kernels and the sections.
  * hipd_bench.c holds the options and main; hb_daemon.c its own daemon,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/kernels.h: the kernel sources every benchmark compiles, so that
  * hipd and the direct-HIP baselines build and run exactly the same code. */
 #ifndef HIPD_BENCH_KERNELS_H

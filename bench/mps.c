@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/mps.c: see mps.h. */
 #include "config.h"
 

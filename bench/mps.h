@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/mps.h: NVIDIA MPS for the sharing figure's third baseline.
  *
  * A control daemon of our own (nvidia-cuda-mps-control -d) on private

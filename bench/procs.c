@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/procs.c: see procs.h. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/procs.h: the child processes of hipd_bench.
  *
  * Every child (the daemon, direct_hip runs, forked clients, the socket

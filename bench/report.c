@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/report.c: see report.h. */
 #include "config.h"
 

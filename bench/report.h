@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/report.h: the figures of hipd_bench and how they are reported.
  *
  * A figure is one thing hipd does, measured (the "hipd" value), next to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/sockbench.c: see sockbench.h. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/sockbench.h: the bare Unix-socket baselines of hipd_bench.
  *
  * Two processes (the bench and a forked peer) on a connected pair of Unix

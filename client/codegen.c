@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/codegen.c: code generation from the Sarek IR
  * (`kernel.generate_source`, `kernel.compile_ir`) and the intrinsic
  * registry (`intrinsics.*`). Same shape as kernel.c: pack the params, name

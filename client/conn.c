@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/conn.c: one connection to hipd: connecting, sending requests,
  * reading replies, and sharing the socket between threads.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/conn.h: the internals of libhipd shared by its files.
  *
  * conn.c owns the connection: the socket, the table of pending calls and the

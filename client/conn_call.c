@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/conn_call.c: deadlines, the table of pending calls by msgid, the
  * lifetime of calls and of the connection, breaking the connection, and
  * waiting for a call (hipd_wait, hipd_call_done: pipelining).

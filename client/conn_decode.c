@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/conn_decode.c: the result decoders and parameter helpers that
  * the method wrappers share (conn.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/conn_error.c: the thread-local last error of each connection
  * (hipd_last_error), and conn_fail() for a method that fails before any
  * call exists.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/conn_internal.h: the connection's state and the parts of it that
  * its files share: conn.c (connecting, the handshake, closing, settings),
  * conn_error.c (the thread-local last error), conn_call.c (time, the

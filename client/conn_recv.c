@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/conn_recv.c: the receive side of a connection, as io owner:
  * reading the socket, framing replies, receiving a large one straight into
  * its caller's buffer, and dispatching each to the call it answers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/conn_send.c: building and sending requests (conn_call_begin,
  * conn_call_send, conn_call_abort), writing to the socket while reading
  * replies, and corking (hipd_cork, hipd_uncork).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/device.c: the backend, devices and streams (`backend.info`,
  * `device.*`, `stream.*`). Same shape as methods.c: pack the params, name
  * the decoder, let conn.c do the rest. A device id of HIPD_DEVICE_CURRENT

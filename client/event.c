@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/event.c: events (`event.*`) and profiling (`profile.*`,
  * `session.profile`). */
 #include "config.h"

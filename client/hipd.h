@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hipd.h: the client library of hipd, a GPU execution daemon.
  *
  * A client connects to hipd's Unix socket and calls methods; every call maps

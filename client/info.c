@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/info.c: hipd_info_t, a structured result (daemon identity, session
  * details, device records) that outlives the reply it came in.
  *

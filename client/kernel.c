@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/kernel.c: kernels (`kernel.*`, `run_source`,
  * `supported_source_langs`, `execute_direct`) and the compiled-kernel cache
  * (`cache.*`). Same shape as methods.c: pack the params, name the decoder,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/memory.c: device memory (`mem.*`). Bytes written travel by
  * reference from the caller's buffer into the socket (conn.c packs params
  * of 4 KiB and more without copying them); bytes read are copied once, from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/methods.c: one wrapper per protocol method (`daemon.info` is
  * hipd_daemon_info). Each packs its params, names the decoder of its result
  * and leaves the rest to the call mechanism of conn.h; the synchronous form

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client/shm.c: shared host buffers (`shm.*`, `mem.*_shm*`,
  * `mem.alloc_zero_copy`). The memory is a memfd of this process, sealed
  * against shrinking and passed to the daemon with the `shm.create`

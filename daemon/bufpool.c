@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/bufpool.c: a small cache of large host buffers. See bufpool.h. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/bufpool.h: a small cache of large host buffers.
  *
  * Transfers through the socket need large host buffers: a request's input

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/call.c: one call's life below dispatch: building its answer
  * (a result or an error naming the method), deferring it, and handing the
  * answer to its session. The methods answer through these; dispatch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/call.h: one request being answered: the call a handler gets.
  *
  * Dispatch (dispatch.h) makes a call_t for each request, converts its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/daemon.h: the daemon's configuration and global state.
  *
  * There is one daemon_t per process, owned by main.c. Everything in it is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/device.c: device enumeration, selection and global ids. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/device.h: the devices hipd serves, with global ids.
  *
  * At start every device of every compiled-in driver is enumerated (HIP

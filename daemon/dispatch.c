@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/dispatch.c: the method table and the request life cycle. */
 #include "config.h"
 

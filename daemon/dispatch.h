@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/dispatch.h: the method table and the life of one request.
  *
  * Each row of the table names a method, its handler and the signature of

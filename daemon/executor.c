@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/executor.c: serial task queues on worker threads, and the uv_async
  * bridge that runs completions on the loop thread. */
 #include "config.h"

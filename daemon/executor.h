@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/executor.h: worker threads that run device work in order, and the
  * bridge that brings their results back to the loop thread.
  *

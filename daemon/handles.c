@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/handles.c: generation-checked handle tables. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/handles.h: a session's table of opaque 64-bit handles.
  *
  * A handle is  tag:24 | generation:16 | index+1:24  (bits 63..0). The tag is

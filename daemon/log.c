@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/log.c: stderr logging. */
 #include "config.h"
 

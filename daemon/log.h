@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/log.h: one line per event on stderr, with levels and session ids. */
 #ifndef HIPD_LOG_H
 #define HIPD_LOG_H

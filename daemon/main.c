@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/main.c: options, start-up, signals and orderly shutdown of hipd. */
 #include "config.h"
 

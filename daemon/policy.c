@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/policy.c: the access rules (policy.h): parsing them at start,
  * deciding for a peer at connect, and the messages that name the rule. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/policy.h: who may connect, and which devices each peer may use.
  *
  * The rules come from the command line: --allow-users LIST (user names or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/profile.c: a session's profiling records: enable, disable,
  * record. Called by methods/ (profile.*, the op completions) and
  * resources.c (at close); calls nothing but the clock (util_now_ns). */

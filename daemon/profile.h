@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/profile.h: a session's profiling records.
  *
  * Owns the records of one profiling period (profile.enable to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/resources.c: what a session owns: its objects under handles, its
  * memory quota, its default streams, and their release at close.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/resources.h: everything a session owns, in one place.
  *
  * What it owns: a session's handles to its objects (adding and removing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/sanitize.h: which sanitizer instruments the file being compiled.
  *
  * HIPD_ASAN is defined under AddressSanitizer, HIPD_TSAN under

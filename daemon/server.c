@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/server.c: the listening socket: stale-file handling, permissions,
  * accepting connections into sessions. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/server.h: the listening Unix socket. */
 #ifndef HIPD_SERVER_H
 #define HIPD_SERVER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/session.c: one client's session: its state and lifetime, the
  * queues through which a reply, a close or a resumption reaches the
  * transport's next safe point, the descriptors it was sent and its input

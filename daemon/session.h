@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/session.h: one client's session, the state that dispatch, the
  * methods and the session's resources work on.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/shm.c: host memory shared with a client. See shm.h. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/shm.h: host memory shared with a client (zero-copy transfers).
  *
  * A client passes a memfd over its connection (SCM_RIGHTS, see session.c);

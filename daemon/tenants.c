@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/tenants.c: the per-uid records that sum what a tenant's sessions
  * hold (tenants.h). Same layer as resources.c, which does the counting. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/tenants.h: tenants, the accounting unit above a session.
  *
  * A tenant is one peer uid (SO_PEERCRED at accept). Its record sums what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/transport.c: the connections' I/O: accept, read, frame and decode
  * requests (proto/) and hand each to dispatch, write the gathered replies;
  * the time limits; and the loop's safe points (flush_all, in the check and

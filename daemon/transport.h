@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/transport.h: the connections' I/O and the loop's safe points.
  *
  * The transport accepts a connection into a new session (session.h),

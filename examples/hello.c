@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* examples/hello.c: a tour of libhipd.
  *
  * Connects to hipd, shows who answered, checks that ping echoes, measures the

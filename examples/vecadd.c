@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* examples/vecadd.c: compile a HIP kernel through hipd, run it on every
  * device the daemon serves, check the result, and show what the compiled-
  * kernel cache saves.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* examples/xcopy.c: copy a buffer between every pair of devices the daemon
  * serves, check it byte for byte, and print the bandwidth of each path.
  *

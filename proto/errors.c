@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* proto/errors.c: names and messages of the error table in hipd.h. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* proto/rpc.c: framing, decoding and encoding of hipd's msgpack-rpc. */
 #include "config.h"
 

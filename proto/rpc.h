@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* proto/rpc.h: the msgpack-rpc wire format of hipd, linked by daemon and
  * client alike (libproto.la, a libtool convenience library).
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # shellcheck shell=bash
 # scripts/deps.sh: install hipd's build dependencies on Debian 12.
 # Sourced by scripts/quickstart.sh, scripts/test.sh and scripts/sanitize.sh;

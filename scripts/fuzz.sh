@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # scripts/fuzz.sh: build the fuzz targets of tests/fuzz as libFuzzer
 # programs (clang, ASan, UBSan) in _build-fuzz/ and run each for a bounded
 # time from a copy of its seed corpus. Fails if any target finds a crash, a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # scripts/gpu-check.sh: build a release tarball on a GPU machine without a
 # package registry and run every test there, plus the examples, against
 # the GPU (HIP on NVIDIA) and the CPU device.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # scripts/protofuzz.sh: run the end-to-end protocol fuzzer (tests/protofuzz.c)
 # against the hipd of a build directory, for longer than make check does.
 #

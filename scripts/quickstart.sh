@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # scripts/quickstart.sh: from a fresh Debian 12 machine (as root) to a running
 # hipd answering a client: install what is missing, bootstrap, configure in
 # _build/, build, start hipd on a temporary socket, run examples/hello against

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # scripts/sanitize.sh: build with a sanitizer and run the tests under it.
 #
 #   asan  AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer on),

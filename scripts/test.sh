@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # scripts/test.sh: the full check, as CI runs it (.ci/run): install what is
 # missing, bootstrap, configure in _build/, build, make check, the protocol
 # fuzzer, make distcheck, the sanitizer builds (scripts/sanitize.sh asan and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/bench-smoke.sh: hipd_bench in its seconds-long smoke mode on the CPU
 # device, with its own daemon, socket and cache directory, and (for the
 # --isolation-compare figures) a second one with --isolation none. Asserts

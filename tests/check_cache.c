@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_cache.c: the compiled-kernel cache with a real loop, real
  * thread pool and a real directory: misses, memory and disk hits, restart,
  * corruption, single-flight compilation, eviction, clear; authenticated

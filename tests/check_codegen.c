@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_codegen.c: the IR decoder and the HIP generator, in
  * process (daemon/codegen, no daemon).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_codegen_run.c: kernels generated from the Sarek IR, end to
  * end: a real hipd over a real socket generates, compiles (through the
  * cache) and launches each fixture of tests/codegen, and the results are

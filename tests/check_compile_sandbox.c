@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_compile_sandbox.c: compiles run in sandboxed helpers
  * (daemon/compile/): what a kernel source can make the compiler read,
  * write or hold, on a real hipd with the real host compiler (CPU device).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_cpu_arena.c: the CPU device's buffers against a real hipd
  * (daemon/drivers/cpu/cpu_arena.h): thousands of tiny buffers cost the
  * daemon no descriptor each, a kernel that runs past its buffer crashes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_cpu_kernels.c: the CPU device's kernel runtime, end to end:
  * daemon/drivers/cpu/cpu_compile.c with the real C++ compiler and
  * hipd_cpu_device.h, and cpu_runner_client.c driving the real

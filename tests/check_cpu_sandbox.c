@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_cpu_sandbox.c: the CPU device's runner runs client kernels
  * sandboxed (daemon/drivers/cpu/cpu_runner.c, cpu_launcher.c).
  *

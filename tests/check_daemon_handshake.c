@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_daemon_handshake.c: a session's start and its traffic:
  * connection refused, hello and identity, pings of every size, pipelined
  * and out-of-order replies, many clients, one connection shared by many

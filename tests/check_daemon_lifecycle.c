@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_daemon_lifecycle.c: the daemon's end and its socket file:
  * shutdown with clients connected, work in flight and compiles running
  * (their helpers killed); a stale socket file, a second daemon on the same socket, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_daemon_protocol.c: what the daemon does with what it should
  * not get: requests before hello, unknown methods and bad params (an error
  * reply, the session goes on); protocol violations, stray notifications,

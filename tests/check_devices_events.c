@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_devices_events.c: events on every device (recorded,
  * waited for, timed, recorded again on another stream or while a read
  * waits) and the profile of a session. The shared helpers are in

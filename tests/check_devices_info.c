@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_devices_info.c: the backend, the device records and their
  * capabilities, the current device, and streams, on every device. The
  * shared helpers are in tests/devices_util.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_devices_memory.c: device memory on every device: the
  * allocation kinds, round trips, copies, memsets, asynchronous operations
  * and stream order; and what is refused (bad handles, ranges, allocations,

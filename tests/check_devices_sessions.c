@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_devices_sessions.c: what a session may hold (quotas), what
  * its end releases (session cleanup), and sessions and streams at work at
  * once, on one device or two, without holding each other up. The shared

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_dispatch.c: the method table of daemon/dispatch.c, its
  * lookup and its agreement with the protocol document (PROTOCOL_MD), which
  * need no socket. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_faults.c: a kernel fault on a GPU, as the daemon must handle
  * it (see PROTOCOL.md, "Kernel faults"): the launching client gets an
  * error, the daemon stays up, other sessions on that device get a clear

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_handles.c: the per-session handle tables of daemon/handles.c.
  *
  * The handle layout is part of the contract (handles.h): tag:24 |

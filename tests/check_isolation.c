@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_isolation.c: the attacks of issue 13 ("Tenant isolation and
  * least privilege"), each run against a real hipd and asserted blocked,
  * while a legitimate workload of the same test still gives correct results.

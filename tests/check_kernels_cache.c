@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_kernels_cache.c: the kernel cache on disk: entries that
  * survive a restart, damaged entries, refreshes, and compiles of one
  * source racing in several sessions. The shared helpers are in

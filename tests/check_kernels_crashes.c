@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_kernels_crashes.c: kernels that crash a CPU device's
  * runner, sessions killed during a launch, and CPU kernels stopped at
  * --cpu-kernel-timeout; the device and the other sessions go on. The

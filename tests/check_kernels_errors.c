@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_kernels_errors.c: what kernel calls refuse: compile errors,
  * launch limits, signatures and argument limits, raw pointers, destroyed
  * kernels; and compiling for a target other than the device's

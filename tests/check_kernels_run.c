@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_kernels_run.c: kernels that run, on every device: vector
  * add, reductions, histograms, grids, dynamic shared memory, scalar
  * arguments, C++ names, and kernels run straight from their source. The

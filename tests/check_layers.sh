@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # tests/check_layers.sh: no #include in daemon/ points up a layer.
 #
 # Each file of daemon/ belongs to a layer (docs/ARCHITECTURE.md); a file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_objects.c: the object layer (daemon/objects/) in process,
  * without a socket, a session or dispatch: the real executor bridge on a
  * libuv loop and the real CPU device. Buffers, streams and events are made

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_policy.c: tenants and the access policy (PROTOCOL.md,
  * "Tenants and access"), against real daemons (tests/harness.c) on real
  * sockets, with clients that run as real other uids.

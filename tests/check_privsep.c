@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_privsep.c: the process model of --isolation (docs/
  * ARCHITECTURE.md, "Processes"; SECURITY.md), against real daemons
  * (tests/harness.c) with clients that run as real other uids.

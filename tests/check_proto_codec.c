@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_proto_codec.c: decoding and encoding of proto/: requests,
  * responses and notifications, invalid messages and boundaries, the
  * packers of requests, responses, errors and notifications, and the object

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_proto_framing.c: the frame scanner of proto/: the default
  * limits, every truncation of the samples, need hints, concatenated
  * messages, the message, length, object and depth limits, invalid bytes,

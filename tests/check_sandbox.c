@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_sandbox.c: the sandbox primitives (daemon/sandbox/), each in
  * a real forked child that confines itself and then tries what the profile
  * must refuse and what it must allow.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_shm.c: shared host buffers (zero-copy transfers), zero-copy
  * device buffers and corked submission, through libhipd against a real
  * hipd (tests/harness.c). Every test runs on every device the daemon serves:

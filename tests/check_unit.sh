@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/check_unit.sh: the shipped systemd unit parses cleanly and is
 # hardened: `systemd-analyze verify` prints no warning about it, and
 # `systemd-analyze security --offline=true` scores its exposure below 5.9

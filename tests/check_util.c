@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_util.c: the utilities of daemon/util/ (one of each): option
  * sizes (parse.c), the string builder (strbuf.c), the growable-array
  * macro (array.h), the clock (clock.h) and the error carrier (err.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/daemon_util.h: what the check_daemon_* programs share: session
  * counts, random fills, and work kept in flight.
  *

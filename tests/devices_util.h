@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/devices_util.h: what the check_devices_* programs share: the
  * daemon of the TCases that share one, memory checks, and a stream kept
  * busy.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/harness.c: start, probe and stop real hipd daemons for the
  * integration tests (see harness.h). */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/harness.h: real hipd daemons for integration tests.
  *
  * A test starts the hipd built in the tree ($HIPD_BIN, else ./hipd) in a

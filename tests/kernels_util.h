@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/kernels_util.h: what the check_kernels_* programs share: the
  * kernels, the helpers that compile, fill and launch them, the cache
  * directories, and the daemon of the TCases that share one.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/proto_util.h: what the check_proto_* programs share: buffers, the
  * packers of filled strings, bins and exts, the reference scanner, and the
  * sample messages every framing and decoding test goes through.

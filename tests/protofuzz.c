@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/protofuzz.c: an end-to-end protocol fuzzer for hipd.
  *
  * It starts a real hipd (tests/harness.c: CPU devices, small limits) and

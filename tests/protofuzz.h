@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/protofuzz.h: the parts of the protocol fuzzer (tests/protofuzz.c,
  * which says what it does and how it fails) and what they share: the
  * settings, the value tree, connections, requests and the method

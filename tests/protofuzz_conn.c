@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/protofuzz_conn.c: connections: open, set up, generate, closed by the
  * daemon or by us; and the checks of every reply read back (tests/protofuzz.h).
  */

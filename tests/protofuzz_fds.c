@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/protofuzz_fds.c: descriptors of every kind (memfds sealed or not,
  * pipes, sockets, eventfds, timerfds, directories...) to send with requests
  * (tests/protofuzz.h). */

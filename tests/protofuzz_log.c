@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/protofuzz_log.c: the daemon's log: every `session closed: REASON` line
  * against the table "Why a session is closed" of proto/PROTOCOL.md, and
  * sanitizer reports (tests/protofuzz.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/protofuzz_mutate.c: mutations of a valid request: arity, types, huge
  * and negative integers, floats, nil, strings and bins, nested containers,
  * stale, foreign, forged and wrong-kind handles, method names

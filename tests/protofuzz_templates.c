@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/protofuzz_templates.c: the request templates: for every method of the
  * daemon's table, a valid request built from the live handles of a connection,
  * and the weighted pick of the next method (tests/protofuzz.h). */

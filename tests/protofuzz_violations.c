@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/protofuzz_violations.c: protocol violations on purpose (bad msgids,
  * wrong message shapes, decode limits, truncated frames), stalls and garbage
  * (tests/protofuzz.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/rawclient.c: the hand-written msgpack-rpc client of the tests
  * (tests/rawclient.h), moved here from tests/check_daemon.c unchanged. */
 #include "config.h"

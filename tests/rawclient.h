@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/rawclient.h: a msgpack-rpc client written by hand over a plain
  * socket, for the tests that must send what libhipd never would (bad
  * frames, descriptors, requests before hello) and read the replies as they

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/sandbox_worker_cuda.c: the device worker's seccomp profile
  * against the CUDA driver (not built by make; for a GPU machine):
  * enter the WORKER profile (mode 1; mode 2 also as uid 65534; mode 0 no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/testutil.h: small helpers shared by the integration tests (the
  * programs that start a real hipd through tests/harness.c). Everything here
  * is static inline, so a program pays only for what it uses.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/hipd-ir.c: the JSON form of the Sarek IR on the command line.
  *
  *   hipd-ir pack [FILE]    JSON IR -> the msgpack bytes kernel.generate_source

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/ir_json.c: JSON -> msgpack (see ir_json.h).
  *
  * Hand-written rather than built on a JSON library: it is small, it must

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/ir_json.h: JSON text -> msgpack, for the JSON form of the IR
  * (proto/IR.md) in tools and test fixtures.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/cg_util.c: hash maps. */
 #include "config.h"
 

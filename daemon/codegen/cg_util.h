@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/cg_util.h: two small hash maps for the code generator and
  * the IR decoder (malloc'd; not thread-safe). */
 #ifndef HIPD_CODEGEN_CG_UTIL_H

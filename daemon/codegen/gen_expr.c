@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/gen_expr.c: the HIP generator's constants and
  * expressions (gen_expr, gen_lvalue); split from gen_hip.c, whose header
  * comment says what the generated code looks like. */

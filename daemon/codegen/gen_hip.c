@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/gen_hip.c: Sarek IR -> HIP C++.
  *
  * The layout and spellings follow SPOC's CUDA generator (Sarek_ir_cuda)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/gen_hip.h: Sarek IR -> HIP C++ source (proto/IR.md,
  * "Appendix: mapping to HIP").
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/gen_internal.h: the generator's state, shared by
  * gen_hip.c and the SoA lowering (soa.c). Private to daemon/codegen. */
 #ifndef HIPD_CODEGEN_GEN_INTERNAL_H

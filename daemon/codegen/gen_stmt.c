@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/gen_stmt.c: the HIP generator's statements (gen_stmt:
  * blocks, matches, loops, lets, native code); split from gen_hip.c, whose
  * header comment says what the generated code looks like. */

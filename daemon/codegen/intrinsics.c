@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/intrinsics.c: the built-in intrinsic table and the
  * per-session registries. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/intrinsics.h: the intrinsics the generator knows: a
  * built-in table (the mapping of SPOC's CUDA generator, lowered per HIP
  * platform) and per-session registries (intrinsics.register).

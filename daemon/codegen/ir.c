@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/ir.c: the IR's arena, paths, errors, tag tables and
  * names. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/ir.h: the Sarek IR in memory (proto/IR.md, version 1).
  *
  * A document is decoded from its msgpack wire form by ir_decode()

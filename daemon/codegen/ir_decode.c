@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/ir_decode.c: msgpack bytes -> validated IR (proto/IR.md).
  *
  * Three phases, as IR.md states them:

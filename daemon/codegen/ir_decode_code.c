@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/ir_decode_code.c: the decoder's expressions (with
  * patterns, cases and lvalues) and statements (with native blocks)
  * (ir_decode.c, phase 1).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/ir_decode_internal.h: the IR decoder's state and reader,
  * shared by its files: ir_decode.c (the document, declarations, helpers,
  * records, variants and the kernel), ir_decode_read.c (failures, paths,

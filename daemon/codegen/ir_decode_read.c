@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/ir_decode_read.c: the decoder's msgpack reader
  * (ir_decode.c, phase 1): failures and their paths, the recursive-descent
  * reader over the raw bytes, and the scalars (names, text, integers,

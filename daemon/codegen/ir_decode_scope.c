@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/ir_decode_scope.c: the decoder's phase 3 (ir_decode.c):
  * the kernel, then each helper, walked with its scopes, resolving every
  * variable, array, helper, field, constructor and pattern.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/ir_decode_tables.c: the decoder's phase 2 (ir_decode.c):
  * the records, variants and helpers tables, their names, duplicates,
  * recursion by value and C names, and the resolution of every record or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/ir_decode_types.c: the decoder's types, variables,
  * pattern binders and constants (ir_decode.c, phase 1).
  */

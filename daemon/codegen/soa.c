@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/codegen/soa.c: the Structure-of-Arrays lowering of record-typed
  * vec params (generate_source's soa_params).
  *

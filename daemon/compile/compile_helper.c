@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/compile/compile_helper.c: hipd-compile, the sandboxed process in
  * which hipd compiles kernel source (hiprtc/NVRTC in this process, the
  * host C++ compiler as its children).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/compile/compile_pool.c: the daemon's pool of compile threads and
  * their hipd-compile helpers (see compile_pool.h). */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/compile/compile_pool.h: the daemon's compile helpers.
  *
  * Compiles never run in the daemon, nor on libuv's thread pool: a bounded

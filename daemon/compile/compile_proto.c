@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/compile/compile_proto.c: the daemon-helper wire (compile_proto.h),
  * linked by both sides. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/compile/compile_proto.h: the wire between hipd (compile_pool.c)
  * and a compile helper (hipd-compile, compile_helper.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/driver.c: the list of compiled-in drivers and the
  * thread-local driver error text. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/driver.h: the interface every device driver implements.
  *
  * A driver is a table of functions (driver_t). Two exist: "hip" (the HIP

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/kernels/cache.c: the compiled-kernel cache (see cache.h). */
 #include "config.h"
 

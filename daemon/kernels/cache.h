@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/kernels/cache.h: the compiled-kernel cache, shared by all
  * sessions, in memory and on disk, persistent across restarts.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/kernels/kernels.c: compile through the cache, share loaded
  * modules between sessions, make per-session kernels. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/kernels/kernels.h: compiled kernels: compile through the cache,
  * load once per device, hand out per-session kernel objects.
  *

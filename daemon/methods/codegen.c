@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/methods/codegen.c: code generation from the Sarek IR:
  * kernel.generate_source, kernel.compile_ir, intrinsics.list,
  * intrinsics.register, intrinsics.find.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/methods/common.c: helpers shared by the method families: the
  * object-state checks that follow dispatch's param checks (a lost device,
  * an object of a reset context, a range against a buffer's size). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/methods/core.c: hello, ping, daemon.info, session.info. */
 #include "config.h"
 

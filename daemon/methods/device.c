@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/methods/device.c: backend identity and devices. */
 #include "config.h"
 

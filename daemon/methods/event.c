@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/methods/event.c: event.create, destroy, record, query,
  * synchronize, elapsed. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/methods/kernel.c: kernel.compile, compile_cached, launch, info,
  * destroy; run_source, supported_source_langs, execute_direct; cache.stats
  * and cache.clear. */

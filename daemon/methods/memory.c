@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/methods/memory.c: device memory: alloc, free, transfers, info. */
 #include "config.h"
 

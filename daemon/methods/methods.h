@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/methods/methods.h: the handlers, one file per method family, and
  * the argument helpers they share. The table that names them is in
  * dispatch.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/methods/profile.c: per-session profiling of transfers and
  * launches. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/methods/shm.c: shared host buffers: registering a client's memfd,
  * transfers between it and device memory, zero-copy buffers on it. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/methods/stream.c: stream.create, destroy, synchronize, query,
  * default. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/objects/buffer.c: device buffers: made on the device's service
  * worker (device memory, or a client's shared memory mapped for the
  * device), freed there after the last reference, with the device's

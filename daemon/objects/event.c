@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/objects/event.c: events: the driver event (made and destroyed on
  * the device's service worker), its state as records are placed and
  * passed, the completions waiting for it, and the time between two.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/objects/internal.h: what the object layer's files share and
  * nobody else uses: event marks, made by event.c and placed by op.c. */
 #ifndef HIPD_OBJECTS_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/objects/objects.h: the object layer: device buffers, streams,
  * events, and the operations queued on streams.
  *

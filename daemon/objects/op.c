@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/objects/op.c: stream operations: a task on the stream's worker
  * that copies, sets, records, synchronises, queries or launches, timed
  * between two device events when asked, and reports its result through

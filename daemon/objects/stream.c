@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/objects/stream.c: streams: a worker thread (an executor) and a
  * driver stream each, created as the stream's first task and destroyed as
  * its last, once the last reference is gone.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/privsep/ipc.c: the listener-worker channel (ipc.h). */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/privsep/ipc.h: the wire between hipd's listener and its tenant
  * workers.
  *

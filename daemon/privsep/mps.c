@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/privsep/mps.c: hipd's private MPS control daemon (mps.h). */
 #include "config.h"
 

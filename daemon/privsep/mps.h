@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/privsep/mps.h: hipd's own NVIDIA MPS control daemon.
  *
  * On NVIDIA, contexts of different processes time-slice the GPU unless

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/privsep/worker.c: a tenant worker's channel to its listener
  * (worker.h). */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/privsep/worker.h: a tenant worker's side of privilege separation.
  *
  * A worker is hipd started by its listener with --worker=MODE:UID:GID:ID

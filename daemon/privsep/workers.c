@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/privsep/workers.c: the listener routes connections to tenant
  * workers, starts and reaps them, and answers their requests for compiled
  * kernels from the shared cache (workers.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/privsep/workers.h: the listener's side of privilege separation.
  *
  * With --isolation uid or session, hipd's main process (the listener)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/sandbox/sandbox.c: the probe, identities, capabilities, rlimits,
  * the clean environment and sandbox_enter(), which applies them in order.
  * Landlock is in sandbox_landlock.c, seccomp in sandbox_seccomp.c; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/sandbox/sandbox.h: confine the calling process, irreversibly.
  *
  * The primitives every untrusted or semi-trusted process of hipd uses (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/sandbox/sandbox_internal.h: what sandbox.c calls in
  * sandbox_landlock.c and sandbox_seccomp.c. */
 #ifndef HIPD_SANDBOX_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/sandbox/sandbox_landlock.c: the file-system (and TCP, and scope)
  * restriction of sandbox_enter(), with the Landlock system calls called
  * directly (no library; Debian 12's <linux/landlock.h> knows only ABI 2,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/sandbox/sandbox_seccomp.c: the seccomp allow-lists of sandbox.h's
  * profiles, as data, and their installation through libseccomp.
  *

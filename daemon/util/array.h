@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/util/array.h: the one growable-array idiom.
  *
  *   if (ARRAY_GROW(v->items, v->n, v->cap, 8) != 0)

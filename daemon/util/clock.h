@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/util/clock.h: the one monotonic clock of hipd's programs.
  *
  * Header-only, so that every program may use it without linking anything:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/util/err.c: the error carrier (err.h). */
 #include "config.h"
 

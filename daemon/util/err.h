@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/util/err.h: the one carrier of an error between layers: a code
  * and a bounded message that names the problem, as it goes on the wire
  * ("mem.write: offset 4096 + 8192 bytes exceeds buffer of 8192 bytes").

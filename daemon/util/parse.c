@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/util/parse.c: option values (parse.h). */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/util/parse.h: parsing of option values shared by the daemon
  * (main.c) and the benchmarks (bench/bench_util.c). */
 #ifndef HIPD_UTIL_PARSE_H

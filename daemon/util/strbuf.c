@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/util/strbuf.c: the string builder (strbuf.h). */
 #include "config.h"
 

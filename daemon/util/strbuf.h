@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/util/strbuf.h: the one string builder (malloc'd; one owner, not
  * thread-safe). Used by the code generator and the CPU compile step; no
  * libuv, linked into libhipdcodegen and libhipdcore through libhipdutil. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/corpus_gen.c: writes the seed corpora of the fuzz targets.
  *
  *   fuzz_corpus_gen FIXTURES_DIR CORPUS_DIR     (make fuzz-corpus)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz.h: what the fuzz targets share.
  *
  * Each target defines LLVMFuzzerTestOneInput() (and may define

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz_dispatch.c: request dispatch on a real daemon, in
  * process: the CPU device, the real server, session, dispatch and methods.
  *

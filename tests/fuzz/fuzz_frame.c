@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz_frame.c: the frame scanner and the message decoder of
  * proto/rpc.c (proto_frame_scan, proto_msg_decode).
  *

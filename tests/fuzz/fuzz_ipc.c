@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz_ipc.c: the wire between hipd's listener and its tenant
  * workers (daemon/privsep: ipc.c, workers.c, worker.c), both of its ends,
  * in process.

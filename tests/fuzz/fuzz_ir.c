@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz_ir.c: the Sarek IR decoder (ir_decode) and the HIP code
  * generator (gen_hip) of daemon/codegen.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz_ir_json.c: the JSON reader of hipd-ir (tools/ir_json.c),
  * JSON text -> msgpack.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/replay.c: main() of a fuzz target built without libFuzzer.
  *
  * Runs every file named on the command line (a directory: every regular

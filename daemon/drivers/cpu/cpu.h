@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu.h: settings of the CPU device driver. */
 #ifndef HIPD_DRIVERS_CPU_H
 #define HIPD_DRIVERS_CPU_H

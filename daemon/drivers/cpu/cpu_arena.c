@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_arena.c: the CPU device's buffer arena (one
  * reserved range, one sparse memfd, guard gaps); the contract is in
  * cpu_arena.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_arena.h: where the CPU device's buffers live.
  *
  * One address range reserved PROT_NONE (the arena) backed by one memfd of

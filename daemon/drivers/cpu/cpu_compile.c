@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_compile.c: HIP kernel source to a host shared object,
  * for the CPU device. The contract is in cpu_compile.h. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_compile.h: compile HIP kernel source for the CPU
  * device.
  *

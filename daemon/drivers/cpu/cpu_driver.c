@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_driver.c: the host as a device.
  *
  * Memory is host memory in one arena (cpu_arena.h): one memfd for all the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_launcher.c: the launcher of the CPU runners (the
  * contract is in cpu_launcher.h).
  *

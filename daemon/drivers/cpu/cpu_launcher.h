@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_launcher.h: the CPU runner's launcher.
  *
  * A device worker runs as hipd's unprivileged account, yet its CPU runner

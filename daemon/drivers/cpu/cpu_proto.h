@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_proto.h: the wire format between hipd and its CPU
  * kernel runner (hipd-cpu-runner), and the rules both sides check.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_runner.c: hipd-cpu-runner, the helper process that
  * runs kernels of hipd's CPU device.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_runner_client.c: start, talk to and restart the CPU
  * device's kernel runner. The protocol is in cpu_proto.h, the contract in
  * cpu_runner_client.h. */

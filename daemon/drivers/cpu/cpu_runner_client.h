@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_runner_client.h: the daemon's side of the CPU device's
  * kernel runner (hipd-cpu-runner).
  *

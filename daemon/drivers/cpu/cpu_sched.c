@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_sched.c: blocks on worker threads, GPU threads as
  * fibers, for hipd-cpu-runner.
  *

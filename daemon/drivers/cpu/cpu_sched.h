@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_sched.h: how the CPU kernel runner executes a launch.
  *
  * Part of hipd-cpu-runner only (not of the daemon). A pool of worker

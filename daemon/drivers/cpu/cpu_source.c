@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_source.c: the CPU compile step's source
  * transform (cpu_source.h): HIP kernel source made host C++, before
  * cpu_compile.c runs the compiler on it. Pure text work: no processes, no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/cpu/cpu_source.h: the CPU compile step's source
  * transform, used by cpu_compile.c (private to daemon/drivers/cpu/). */
 #ifndef HIPD_CPU_SOURCE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hipd_cpu_device.h: the HIP/CUDA kernel language on the host, for hipd's
  * CPU device.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/hip/hip_amd.c: the HIP driver on AMD (the ROCm runtime,
  * libamdhip64; hiprtc on the code object manager, comgr): the platform
  * hooks of hip_internal.h. Built instead of hip_nvidia.c when configure

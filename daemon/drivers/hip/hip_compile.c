@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/hip/hip_compile.c: the HIP driver's compiler: hiprtc, the
  * options users may give and how each platform spells them, target
  * architectures, and the image that compile makes (its format is in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/hip/hip_internal.h: what the HIP driver's files share.
  *
  * Private to daemon/drivers/hip*.c. The driver is split by concern:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/hip/hip_module.c: the HIP driver's modules and launches:
  * loading an image that compile made (hip_compile.c; its format is in
  * hip_internal.h) onto a device, finding its kernels and launching them.

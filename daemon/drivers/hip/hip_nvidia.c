@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/hip/hip_nvidia.c: the HIP driver on NVIDIA (HIP's
  * header-only mapping onto the CUDA runtime; hiprtc on NVRTC): the
  * platform hooks of hip_internal.h. Built instead of hip_amd.c when

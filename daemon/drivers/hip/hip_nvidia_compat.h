@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/hip/hip_nvidia_compat.h: HIP 5.2.3's nvidia mapping on CUDA 13.
  *
  * Why this exists: on NVIDIA, HIP is a header-only mapping onto the CUDA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/hip/hip_runtime.c: the HIP device driver's runtime side.
  *
  * One source for both HIP platforms: AMD (the ROCm runtime, libamdhip64)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/drivers/hip/hip_shm.c: host memory shared with clients, for the HIP
  * driver (driver.h's host_register, host_unregister, host_map and
  * host_unmap).
