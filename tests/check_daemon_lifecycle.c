@@ -211,7 +211,9 @@ START_TEST(test_shutdown_stops_compiles)
   cc = compiler_of(d->pid);
   ck_assert_msg(cc > 0, "the compiler never ran");
   ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
-  ck_assert(harness_log_wait(d, "stopping", 5000));
+  /* The process serving the session is stopping (with --isolation uid,
+   * the worker, told by the listener: its line counts the session). */
+  ck_assert(harness_log_wait(d, "stopping (1 sessions", 5000));
   ck_assert_int_eq(raw_with_pipe(r, 2, "shm.create", 1, &rfd, msg, sizeof(msg)),
                    HIPD_ESHUTDOWN);
   ck_assert_msg(pipe_writer_gone(rfd, 5000), "ESHUTDOWN kept the descriptor");
