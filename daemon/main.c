@@ -921,6 +921,9 @@ int main(int argc, char **argv)
   /* A worker's parent is its listener: hipd's pid, as clients know it. */
   d->daemon_pid = d->role == ROLE_WORKER ? getppid() : getpid();
   signal(SIGPIPE, SIG_IGN);
+  /* Until the loop catches it (hup_cb), a SIGHUP must not end hipd
+   * either. Children started with uv_spawn get the default back. */
+  signal(SIGHUP, SIG_IGN);
   if (d->role != ROLE_WORKER)
     (void)notify_open();
   /* Requests allocate and free small blocks at a high rate: keep freed
