@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/notify.c: sd_notify datagrams to $NOTIFY_SOCKET, without
  * libsystemd. See notify.h. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* daemon/notify.h: messages to the service manager (the sd_notify(3)
  * protocol), without libsystemd.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_notify.c: hipd and its service manager, without systemd:
  * the sd_notify datagrams (READY=1 with MAINPID, STATUS lines that follow
  * the sessions, WATCHDOG=1 at half of WATCHDOG_USEC, STOPPING=1 at
