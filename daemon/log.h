@@ -7,14 +7,23 @@
 
 enum { HLOG_ERROR = 0, HLOG_WARN, HLOG_INFO, HLOG_DEBUG };
 
+/* Find out once whether stderr is the journal ($JOURNAL_STREAM names it):
+ * then each line starts with its sd-daemon priority ("<3>" error, "<4>"
+ * warn, "<6>" info, "<7>" debug) instead of a time, which the journal
+ * adds. Called by the first log_msg() otherwise; call it early (before a
+ * sandbox) to be sure. Any thread. */
+void log_init(void);
+/* @return 1 if lines go to the journal with priority prefixes. */
+int log_to_journal(void);
+
 /* Set the threshold; messages above it are dropped. */
 void log_set_level(int level);
 int log_get_level(void);
 /* Parse "error", "warn", "info" or "debug". @return the level or -1. */
 int log_level_parse(const char *name);
 
-/* Write one line: time, level, "[s<sid>]" when @p sid is non-zero, text.
- * Safe from any thread (one write(2) per line). */
+/* Write one line: time (or the journal's priority), level, "[s<sid>]" when @p
+ * sid is non-zero, text. Safe from any thread (one write(2) per line). */
 void log_msg(int level, uint64_t sid, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -17,10 +17,6 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#ifdef HAVE_SYSTEMD
-#include <systemd/sd-daemon.h>
-#endif
-
 #include "bufpool.h"
 #include "compile/compile_pool.h"
 #include "daemon.h"
@@ -33,6 +29,7 @@
 #include "hipd.h"
 #include "kernels/cache.h"
 #include "log.h"
+#include "notify.h"
 #include "policy.h"
 #include "privsep/mps.h"
 #include "privsep/worker.h"
@@ -44,7 +41,7 @@
 #include "util/parse.h"
 
 static daemon_t daemon_state;
-static uv_signal_t sig_int, sig_term;
+static uv_signal_t sig_int, sig_term, sig_hup;
 static uv_timer_t shutdown_timer;
 static uint64_t shutdown_deadline;
 /* Once the drain is over, compiles still running are given this long to
@@ -155,7 +152,9 @@ static void usage(FILE *f)
       "  -h, --help               print this help and exit\n"
       "\n"
       "SIGINT/SIGTERM stop accepting, let in-flight requests finish and "
-      "exit 0.\n");
+      "exit 0.\n"
+      "SIGHUP does not stop hipd (there is no run-time configuration to\n"
+      "reload yet): it is logged and ignored.\n");
 }
 
 enum {
@@ -619,10 +618,8 @@ static void begin_stop(daemon_t *d, const char *why)
   log_info(0, "%s: stopping (%u sessions, up to %u ms for in-flight work)", why,
            d->nsessions, d->cfg.shutdown_ms);
   server_stop(d, restart_fd >= 0);
-#ifdef HAVE_SYSTEMD
   if (restart_fd < 0)
-    sd_notify(0, "STOPPING=1");
-#endif
+    notify_send("STOPPING=1");
   shutdown_deadline = uv_now(d->loop) + d->cfg.shutdown_ms;
   uv_timer_init(d->loop, &shutdown_timer);
   shutdown_timer.data = d;
@@ -645,6 +642,48 @@ static void signal_cb(uv_signal_t *sig, int signum)
     return;
   }
   begin_stop(d, strsignal(signum));
+}
+
+/* SIGHUP, which would end hipd by default (exit 129, the socket file left
+ * behind): hipd has no configuration to reload at run time yet, so it
+ * says so and goes on. The listener passes it on to its workers, which
+ * say the same. */
+static void hup_cb(uv_signal_t *sig, int signum)
+{
+  daemon_t *d = sig->data;
+
+  (void)signum;
+  log_info(0, "SIGHUP: hipd has no run-time configuration to reload (no "
+              "configuration file; options are read at start only): it keeps "
+              "running");
+  if (d->role == ROLE_LISTENER)
+    workers_signal(d, SIGHUP);
+}
+
+/* What the service manager shows (systemctl status): the listener's
+ * sessions and tenant workers (it holds no device), or the single
+ * process's sessions and devices. */
+static void status_update(daemon_t *d)
+{
+  char st[256];
+
+  if (d->role == ROLE_LISTENER) {
+    uint32_t n = workers_sessions(d), w = workers_count(d);
+    snprintf(st, sizeof(st), "%u session%s, %u tenant worker%s%s", n,
+             n == 1 ? "" : "s", w, w == 1 ? "" : "s",
+             d->stopping ? ", stopping" : "");
+  } else {
+    int nd = devices_count(), lost = 0;
+    for (int i = 0; i < nd; i++) {
+      device_t *dev = device_get(i);
+      if (dev != NULL && (dev->lost || dev->unrecoverable))
+        lost++;
+    }
+    snprintf(st, sizeof(st), "%u session%s, %d device%s (%d lost)%s",
+             d->nsessions, d->nsessions == 1 ? "" : "s", nd, nd == 1 ? "" : "s",
+             lost, d->stopping ? ", stopping" : "");
+  }
+  notify_status(st);
 }
 
 /* A device lost its context and the runtime cannot reset it in this
@@ -748,6 +787,9 @@ static void housekeeping_cb(uv_timer_t *t)
   transport_check_timeouts(d);
   if (d->role == ROLE_LISTENER)
     workers_housekeeping(d);
+  /* At most once a second, and only when it changed. */
+  if (d->role != ROLE_WORKER)
+    status_update(d);
   /* Transfer buffers unused for 10 s go back to the system. */
   if (!trim_busy &&
       uv_queue_work(d->loop, &trim_work, trim_work_cb, trim_after_cb) == 0)
@@ -857,6 +899,7 @@ int main(int argc, char **argv)
       .worker_linger_ms = 10000,
       .mps = MPS_AUTO,
   };
+  log_init();
   proto_limits_default(&d->cfg.limits);
   if (parse_options(argc, argv, &d->cfg) != 0)
     return 2;
@@ -879,6 +922,11 @@ int main(int argc, char **argv)
   /* A worker's parent is its listener: hipd's pid, as clients know it. */
   d->daemon_pid = d->role == ROLE_WORKER ? getppid() : getpid();
   signal(SIGPIPE, SIG_IGN);
+  /* Until the loop catches it (hup_cb), a SIGHUP must not end hipd
+   * either. Children started with uv_spawn get the default back. */
+  signal(SIGHUP, SIG_IGN);
+  if (d->role != ROLE_WORKER)
+    (void)notify_open();
   /* Requests allocate and free small blocks at a high rate: keep freed
    * heap memory instead of giving it back at every dip (each give-back
    * costs page faults on the next rise). Large transfer buffers have
@@ -998,6 +1046,11 @@ int main(int argc, char **argv)
   sig_int.data = sig_term.data = d;
   uv_signal_start(&sig_int, signal_cb, SIGINT);
   uv_signal_start(&sig_term, signal_cb, SIGTERM);
+  /* SIGHUP keeps no loop alive: the final walk closes it. */
+  uv_signal_init(d->loop, &sig_hup);
+  sig_hup.data = d;
+  uv_signal_start(&sig_hup, hup_cb, SIGHUP);
+  uv_unref((uv_handle_t *)&sig_hup);
   if (d->role == ROLE_WORKER) {
     hipd_err_t err;
     d->session_ended = worker_session_closed;
@@ -1022,11 +1075,13 @@ int main(int argc, char **argv)
   d->housekeeping.data = d;
   uv_timer_start(&d->housekeeping, housekeeping_cb, 1000, 1000);
   devices_on_unrecoverable(unrecoverable_cb, d);
-#ifdef HAVE_SYSTEMD
-  if (d->role != ROLE_WORKER)
-    sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%d",
-               d->cfg.socket_path, (int)getpid());
-#endif
+  if (d->role != ROLE_WORKER) {
+    char msg[PATH_MAX + 64];
+    snprintf(msg, sizeof(msg), "READY=1\nSTATUS=listening on %s\nMAINPID=%d",
+             d->cfg.socket_path, (int)getpid());
+    notify_send(msg);
+    notify_watchdog_start(d->loop);
+  }
 
   run_loop(d);
 
@@ -1078,6 +1133,7 @@ int main(int argc, char **argv)
   free(d->cfg.worker_user);
   free(d->cfg.worker_arg);
   log_info(0, "stopped");
+  notify_close();
   free(d->cfg.socket_path);
   return 0;
 }

@@ -30,6 +30,7 @@
 #define STOP_TIMEOUT_MS 15000
 #define LOG_TAIL 8192
 
+int harness_journal_stream;
 static harness_daemon_t *running; /* started and not yet freed */
 static int atexit_set;
 static char base_dir[160]; /* harness_init()'s directory, or "" */
@@ -232,6 +233,15 @@ static void child_exec(const harness_daemon_t *d, pid_t parent,
     dup2(fd, 1);
     dup2(fd, 2);
     close(fd);
+  }
+  if (harness_journal_stream) {
+    struct stat st;
+    char v[64];
+    if (fstat(2, &st) == 0) {
+      snprintf(v, sizeof(v), "%llu:%llu", (unsigned long long)st.st_dev,
+               (unsigned long long)st.st_ino);
+      setenv("JOURNAL_STREAM", v, 1);
+    }
   }
   for (int i = 3; i < 1024; i++)
     close(i);

@@ -42,6 +42,11 @@ int harness_init(const char *name);
  * left, print the logs failed tests left behind, remove the directory. */
 void harness_fini(void);
 
+/* When non-zero, daemons started from now on find $JOURNAL_STREAM naming
+ * their stderr (the log file), as under systemd with the journal. Other
+ * environment variables a test sets (setenv) are inherited as they are. */
+extern int harness_journal_stream;
+
 /* Start a daemon on a fresh socket with the NULL-terminated extra options
  * and wait until it accepts connections (20 s at most).
  * @return the daemon, or NULL (the reason and its log are printed). */
@@ -103,8 +108,8 @@ int harness_share_socket(const harness_daemon_t *d);
  * @p user (initgroups, setgid, setuid; as root only), and hand back what
  * it returned and the message it wrote. @return fn's value (0: it passed),
  * or -1 with @p msg saying why the child could not run or died. */
-int harness_run_as(const char *user, int (*fn)(void *arg, char *msg,
-                                               size_t msglen),
-                   void *arg, char *msg, size_t msglen);
+int harness_run_as(const char *user,
+                   int (*fn)(void *arg, char *msg, size_t msglen), void *arg,
+                   char *msg, size_t msglen);
 
 #endif

@@ -123,6 +123,25 @@ uint64_t workers_started(const daemon_t *d)
   return W.started;
 }
 
+uint32_t workers_sessions(const daemon_t *d)
+{
+  (void)d;
+  return W.sessions;
+}
+
+void workers_signal(daemon_t *d, int signum)
+{
+  list_node_t *lists[] = {&W.live, &W.leaving};
+
+  (void)d;
+  for (int i = 0; i < 2; i++)
+    for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next) {
+      worker_t *w = list_entry(n, worker_t, node);
+      if (!w->exited && w->pid > 0)
+        uv_process_kill(&w->proc, signum);
+    }
+}
+
 /* ----------------------------------------------------------- lifetime */
 
 static void worker_unref(worker_t *w)
@@ -530,8 +549,8 @@ static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 
 /* The command line and environment of a worker with --worker=@p role:
  * the listener's options, its environment without what belongs to it
- * alone (systemd's notify socket), with what MPS needs. Both arrays are
- * malloc'd; their strings are not. */
+ * alone (systemd's notify socket and watchdog), with what MPS needs. Both
+ * arrays are malloc'd; their strings are not. */
 static int worker_exec_args(char *role, char ***args_out, char ***env_out)
 {
   char **args = calloc(W.argc + 2, sizeof(char *)), **env;
@@ -551,7 +570,8 @@ static int worker_exec_args(char *role, char ***args_out, char ***env_out)
   args[W.argc] = role;
   for (char **e = environ; *e != NULL; e++)
     if (strncmp(*e, "CUDA_MPS_", 9) != 0 && strncmp(*e, "HIPD_MPS=", 9) != 0 &&
-        strncmp(*e, "NOTIFY_SOCKET=", 14) != 0)
+        strncmp(*e, "NOTIFY_SOCKET=", 14) != 0 &&
+        strncmp(*e, "WATCHDOG_", 9) != 0)
       env[ne++] = *e;
   mps_worker_env(env + ne, 3);
   *args_out = args;

@@ -60,6 +60,11 @@ int workers_adopt(daemon_t *d, int fd, uid_t uid);
 /* Release what is left (after the loop's last run). */
 void workers_free(daemon_t *d);
 
+/* Send @p signum to every worker still running (SIGHUP: passed on). */
+void workers_signal(daemon_t *d, int signum);
+/* Connections held by the workers now, all together. */
+uint32_t workers_sessions(const daemon_t *d);
+
 /* Workers running now, and started since the listener started. */
 uint32_t workers_count(const daemon_t *d);
 uint64_t workers_started(const daemon_t *d);
