@@ -216,6 +216,39 @@ static void cpu_model(char *buf, size_t size)
   fclose(f);
 }
 
+/* Remove the module directory. Its files are unlinked as soon as the
+ * runner has loaded them (cpu_module_load), so it holds at most the one
+ * being loaded; each is removed here too. Idempotent. */
+static void moddir_remove(void)
+{
+  char path[sizeof(K.moddir) + 32];
+
+  if (K.moddir[0] == '\0')
+    return;
+  for (unsigned i = 1; i <= K.nmodules; i++) {
+    snprintf(path, sizeof(path), "%s/module-%u.so", K.moddir, i);
+    unlink(path);
+  }
+  rmdir(K.moddir);
+  K.moddir[0] = '\0';
+}
+
+/* At exit(), for the ways out of a process that skip devices_shutdown()
+ * (device tasks still running at the stop; _exit() and exec() call
+ * cpu_driver_cleanup() instead). No lock: exit() may be called by a
+ * thread that holds it. */
+static void moddir_atexit(void)
+{
+  moddir_remove();
+}
+
+void cpu_driver_cleanup(void)
+{
+  pthread_mutex_lock(&K.mu);
+  moddir_remove();
+  pthread_mutex_unlock(&K.mu);
+}
+
 static int cpu_init(driver_t *drv, int *count)
 {
   (void)drv;
@@ -234,8 +267,7 @@ static void cpu_shutdown(driver_t *drv)
     cpu_arena_destroy(K.arena);
     K.arena = NULL;
   }
-  if (K.moddir[0] != '\0')
-    rmdir(K.moddir);
+  moddir_remove();
   pthread_mutex_unlock(&K.mu);
 }
 
@@ -735,6 +767,11 @@ static int runner_ensure(void)
       K.moddir[0] = '\0';
       return HIPD_EIO;
     }
+    {
+      static int registered;
+      if (!registered && atexit(moddir_atexit) == 0)
+        registered = 1;
+    }
   }
   /* The runner reserves the arena's range first thing, so that nothing
    * of its own can be where buffers must go. */
@@ -791,10 +828,11 @@ static int cpu_module_load(driver_t *drv, int dev, const void *image,
   }
   close(fd);
   rc = cpu_runner_load(K.runner, m->path, &m->id, &err);
-  if (rc != 0) {
+  if (rc != 0)
     drv_set_error("%s", err.msg);
-    unlink(m->path);
-  }
+  /* Loaded (mapped by the runner) or refused: the file has done its job,
+   * and a process that ends without unloading leaves nothing behind. */
+  unlink(m->path);
 out:
   pthread_mutex_unlock(&K.mu);
   if (rc != 0) {
