@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hipd_version.h" /* HIPD_VERSION_MAJOR ... HIPD_VERSION_NUMBER */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -87,7 +89,9 @@ HIPD_EXTERN const char *hipd_err_name(int err);
 /** @return the error number for a symbolic name, or 0 if none has it. */
 HIPD_EXTERN int hipd_err_from_name(const char *name);
 
-/** Version of this client library ("0.1.0") and its protocol version. */
+/** The version of the client library the program runs with ("0.1.0"; a
+ *  static string), and the protocol version it speaks. HIPD_VERSION_STRING
+ *  is the version it was compiled against. */
 HIPD_EXTERN const char *hipd_version(void);
 HIPD_EXTERN int hipd_protocol_version(void);
 
