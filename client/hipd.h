@@ -16,8 +16,8 @@
  * who releases it with its one release function: hipd_conn_t with
  * hipd_close(), hipd_call_t with hipd_wait(), hipd_info_t with
  * hipd_info_free(), hipd_shm_t with hipd_shm_free(), hipd_args_t with
- * hipd_args_free(). A function that fails sets its object out-pointer to
- * NULL (handle out-pointers are left as they were). Daemon objects
+ * hipd_args_free(). A function that fails hands back nothing to release
+ * (its out-pointers are NULL or 0, or as they were). Daemon objects
  * (hipd_buffer_t, hipd_stream_t, hipd_event_t, hipd_kernel_t) are handles,
  * not memory: they belong to the session and are released by their free or
  * destroy method or when the connection closes. Strings returned as
