@@ -216,9 +216,8 @@ static void cpu_model(char *buf, size_t size)
   fclose(f);
 }
 
-/* Remove the module directory. Its files are unlinked as soon as the
- * runner has loaded them (cpu_module_load), so it holds at most the one
- * being loaded; each is removed here too. Idempotent. */
+/* Remove the module directory and the module files still in it (those of
+ * modules never unloaded: the process is ending). Idempotent. */
 static void moddir_remove(void)
 {
   char path[sizeof(K.moddir) + 32];
@@ -827,12 +826,13 @@ static int cpu_module_load(driver_t *drv, int dev, const void *image,
     goto out;
   }
   close(fd);
+  /* The file stays while the module is loaded: a restarted runner loads
+   * it again from there (cpu_runner_client.c's replay). */
   rc = cpu_runner_load(K.runner, m->path, &m->id, &err);
-  if (rc != 0)
+  if (rc != 0) {
     drv_set_error("%s", err.msg);
-  /* Loaded (mapped by the runner) or refused: the file has done its job,
-   * and a process that ends without unloading leaves nothing behind. */
-  unlink(m->path);
+    unlink(m->path);
+  }
 out:
   pthread_mutex_unlock(&K.mu);
   if (rc != 0) {
