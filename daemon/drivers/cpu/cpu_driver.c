@@ -236,9 +236,14 @@ static void moddir_remove(void)
  * (device tasks still running at the stop; _exit() and exec() call
  * cpu_driver_cleanup() instead). No lock: exit() may be called by a
  * thread that holds it. */
+static pid_t moddir_owner; /* the process that made K.moddir */
+
 static void moddir_atexit(void)
 {
-  moddir_remove();
+  /* Not in a forked child that calls exit(): the directory is its
+   * parent's. */
+  if (getpid() == moddir_owner)
+    moddir_remove();
 }
 
 void cpu_driver_cleanup(void)
@@ -768,6 +773,7 @@ static int runner_ensure(void)
     }
     {
       static int registered;
+      moddir_owner = getpid();
       if (!registered && atexit(moddir_atexit) == 0)
         registered = 1;
     }
