@@ -12,12 +12,27 @@
  *
  * Threads: a connection may be used from several threads at once. Calls from
  * different threads are pipelined on the one socket.
+ *
+ * Ownership: every object a function hands back belongs to the caller,
+ * who releases it with its one release function: hipd_conn_t with
+ * hipd_close(), hipd_call_t with hipd_wait(), hipd_info_t with
+ * hipd_info_free(), hipd_shm_t with hipd_shm_free(), hipd_args_t with
+ * hipd_args_free(). A function that fails hands back nothing to release
+ * (its out-pointers are NULL or 0, or as they were). Daemon objects
+ * (hipd_buffer_t, hipd_stream_t, hipd_event_t, hipd_kernel_t) are handles,
+ * not memory: they belong to the session and are released by their free or
+ * destroy method or when the connection closes. Strings returned as
+ * `const char *` are never freed by the caller: static ones (hipd_strerror,
+ * hipd_err_name, hipd_version) live forever, the others as long as the
+ * object they were read from, as stated at each function.
  */
 #ifndef HIPD_H
 #define HIPD_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "hipd_version.h" /* HIPD_VERSION_MAJOR ... HIPD_VERSION_NUMBER */
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,7 +103,9 @@ HIPD_EXTERN const char *hipd_err_name(int err);
 /** @return the error number for a symbolic name, or 0 if none has it. */
 HIPD_EXTERN int hipd_err_from_name(const char *name);
 
-/** Version of this client library ("0.1.0") and its protocol version. */
+/** The version of the client library the program runs with ("0.1.0"; a
+ *  static string, not freed), and the protocol version it speaks.
+ * HIPD_VERSION_STRING is the version it was compiled against. */
 HIPD_EXTERN const char *hipd_version(void);
 HIPD_EXTERN int hipd_protocol_version(void);
 
@@ -96,7 +113,8 @@ HIPD_EXTERN int hipd_protocol_version(void);
 
 typedef struct hipd_conn hipd_conn_t; /* one connection (session) */
 typedef struct hipd_call hipd_call_t; /* one request in flight */
-typedef struct hipd_info hipd_info_t; /* a structured result (a record) */
+typedef struct hipd_info hipd_info_t; /* a structured result (a record):
+                                         the caller's, hipd_info_free() */
 
 /* ------------------------------------------------------------ connection */
 
@@ -148,7 +166,8 @@ HIPD_EXTERN void hipd_set_busy_poll(hipd_conn_t *conn, int us);
  * end in _async, as in HIP (hipd_mem_write_async: `mem.write_async`): those
  * are methods of their own, and have _begin forms too where listed.
  */
-/** Wait for @p call to complete and free it. @return the call's result. */
+/** Wait for @p call to complete and free it (a call is always released
+ *  this way, whether it succeeded or not). @return the call's result. */
 HIPD_EXTERN int hipd_wait(hipd_call_t *call);
 /** @return 1 if @p call has completed (hipd_wait will not block), else 0.
  *  Reads whatever replies have arrived without blocking. */
@@ -186,6 +205,9 @@ HIPD_EXTERN int hipd_info_len(const hipd_info_t *info, const char *path);
  *  @return the length the full text needs (excluding the NUL). */
 HIPD_EXTERN int hipd_info_format(const hipd_info_t *info, char *buf,
                                  size_t size);
+/** Free a record that a function returned (NULL is ignored). Strings read
+ *  from it with hipd_info_str() go with it. Every hipd_info_t ** out
+ *  parameter below hands the caller a record to free with this. */
 HIPD_EXTERN void hipd_info_free(hipd_info_t *info);
 
 /* --------------------------------------------------------------- methods */
@@ -351,7 +373,8 @@ typedef struct hipd_shm hipd_shm_t;
 
 /** `shm.create`: create a shared buffer of @p size bytes (rounded up to
  *  the page size), zero-filled. HIPD_ENOTSUP where the daemon cannot take
- *  descriptors (not a local Unix socket). */
+ *  descriptors (not a local Unix socket). *@p out is the caller's, to
+ *  release with hipd_shm_free() (also after hipd_close()). */
 HIPD_EXTERN int hipd_shm_create(hipd_conn_t *conn, size_t size,
                                 hipd_shm_t **out);
 /** The buffer's memory in this process, valid until hipd_shm_free(). */
@@ -362,7 +385,13 @@ HIPD_EXTERN size_t hipd_shm_size(const hipd_shm_t *shm);
 HIPD_EXTERN uint64_t hipd_shm_handle(const hipd_shm_t *shm);
 /** `shm.free`, then unmap it here. Transfers queued on it finish first;
  *  zero-copy buffers made from it keep the daemon's mapping until they are
- *  freed. @p shm is freed even when the call fails. */
+ *  freed. @p shm is freed even when the call fails. @p conn is the
+ *  connection that created @p shm (or NULL for it). It may already be
+ *  closed: a shared buffer keeps its connection's memory until it is freed,
+ *  and after hipd_close() this only unmaps @p shm here and returns
+ *  HIPD_EDISCONNECTED (the daemon released it with the session).
+ *  HIPD_EINVAL for @p shm NULL, HIPD_EFOREIGN for another connection's
+ *  buffer (not freed then). */
 HIPD_EXTERN int hipd_shm_free(hipd_conn_t *conn, hipd_shm_t *shm);
 
 /** `mem.write_shm`: copy @p len bytes at @p shm_offset of @p shm into
@@ -371,8 +400,12 @@ HIPD_EXTERN int hipd_mem_write_shm(hipd_conn_t *conn, hipd_buffer_t buf,
                                    uint64_t offset, const hipd_shm_t *shm,
                                    uint64_t shm_offset, size_t len);
 /** `mem.write_shm_async`: the same, ordered on @p stream (0: the default
- *  stream of the buffer's device); returns once queued. The shared bytes
- *  must not change until the stream has passed the copy. */
+ *  stream of the buffer's device): the copy runs after the work queued on
+ *  @p stream before it. The reply comes once the copy has completed on the
+ *  stream, so this returns (and the _begin form's call completes) only
+ *  then; the shared bytes must not change before that. To go on while the
+ *  stream works, use hipd_mem_write_shm_async_begin() and hipd_wait() the
+ *  call later. */
 HIPD_EXTERN int hipd_mem_write_shm_async(hipd_conn_t *conn, hipd_buffer_t buf,
                                          uint64_t offset, const hipd_shm_t *shm,
                                          uint64_t shm_offset, size_t len,
@@ -387,8 +420,10 @@ hipd_mem_write_shm_async_begin(hipd_conn_t *conn, hipd_buffer_t buf,
 HIPD_EXTERN int hipd_mem_read_shm(hipd_conn_t *conn, hipd_buffer_t buf,
                                   uint64_t offset, const hipd_shm_t *shm,
                                   uint64_t shm_offset, size_t len);
-/** `mem.read_shm_async`: ordered on @p stream; the bytes are in @p shm once
- *  the stream has passed the copy (synchronize the stream or an event). */
+/** `mem.read_shm_async`: ordered on @p stream (after the work queued on it
+ *  before); like hipd_mem_write_shm_async(), the reply comes once the copy
+ *  has completed on the stream: the bytes are in @p shm when this returns,
+ *  or when the _begin form's call completes. */
 HIPD_EXTERN int hipd_mem_read_shm_async(hipd_conn_t *conn, hipd_buffer_t buf,
                                         uint64_t offset, const hipd_shm_t *shm,
                                         uint64_t shm_offset, size_t len,
@@ -463,7 +498,11 @@ typedef uint64_t hipd_kernel_t;
  *  with hipd_args_new() and the adders; reuse it across launches with
  *  hipd_args_clear(). Not thread-safe. */
 typedef struct hipd_args hipd_args_t;
+/** @return a new, empty argument list, the caller's to free with
+ *  hipd_args_free(); NULL when out of memory. */
 HIPD_EXTERN hipd_args_t *hipd_args_new(void);
+/** Free @p args (NULL is ignored). A launch takes no reference: @p args
+ *  may be freed or changed as soon as the launch function returns. */
 HIPD_EXTERN void hipd_args_free(hipd_args_t *args);
 HIPD_EXTERN void hipd_args_clear(hipd_args_t *args);
 /** A buffer of this session, at a byte offset: the kernel gets its device
@@ -536,7 +575,10 @@ HIPD_EXTERN int hipd_kernel_run_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
                                       hipd_call_t **call);
 /** `run_source`: compile through the cache for the current device, launch
  *  on its default stream and return when the kernel has run. @p lang is
- *  one of hipd_supported_source_langs(); others are HIPD_ELANG. */
+ *  one of hipd_supported_source_langs(); others are HIPD_ELANG. Note the
+ *  order: @p block (threads per block) comes before @p grid (blocks), as
+ *  in the protocol's `run_source` and the Backend API, the reverse of
+ *  hipd_kernel_launch(). No kernel handle is kept. */
 HIPD_EXTERN int hipd_run_source(hipd_conn_t *conn, const char *source,
                                 const char *lang, const char *kernel_name,
                                 const uint32_t block[3], const uint32_t grid[3],

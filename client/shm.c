@@ -15,12 +15,15 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "conn_internal.h"
 
 struct hipd_shm {
   void *addr;
   size_t size;
   uint64_t handle;
   int fd;
+  hipd_conn_t *conn; /* its connection, referenced until hipd_shm_free(),
+                        so that a free after hipd_close() is safe */
 };
 
 /* The `shm.create` result: {handle, size, registered}. */
@@ -99,6 +102,10 @@ int hipd_shm_create(hipd_conn_t *conn, size_t size, hipd_shm_t **out)
   /* The daemon has its own descriptor now; the mapping is all we need. */
   close(m->fd);
   m->fd = -1;
+  pthread_mutex_lock(&conn->lock);
+  conn->refs++;
+  pthread_mutex_unlock(&conn->lock);
+  m->conn = conn;
   *out = m;
   return 0;
 
@@ -133,11 +140,19 @@ int hipd_shm_free(hipd_conn_t *conn, hipd_shm_t *shm)
 
   if (shm == NULL)
     return conn_fail(conn, HIPD_EINVAL, "shm.free: shm is NULL");
+  if (conn != NULL && conn != shm->conn)
+    return conn_fail(conn, HIPD_EFOREIGN,
+                     "shm.free: the shared buffer belongs to another "
+                     "connection");
+  /* shm's reference keeps the connection's memory even after hipd_close():
+   * the request then fails at once with HIPD_EDISCONNECTED. */
+  conn = shm->conn;
   err = conn_sync(conn_call_handle(conn, "shm.free", shm->handle,
                                    conn_decode_none, CONN_OUTS(0, NULL), &call),
                   &call);
   munmap(shm->addr, shm->size);
   free(shm);
+  conn_unref(conn);
   return err;
 }
 

@@ -736,6 +736,7 @@ static void restart_in_place(daemon_t *d, char **argv)
   setenv("LISTEN_FDS", "1", 1);
   setenv("HIPD_OWNS_SOCKET", "1", 1);
   log_info(0, "restarting in place (pid %s) on %s", pid, d->cfg.socket_path);
+  cpu_driver_cleanup(); /* the new image makes its own */
   execv("/proc/self/exe", argv);
   log_error(0, "restart failed: %s", strerror(errno));
 }
@@ -1097,6 +1098,7 @@ int main(int argc, char **argv)
     if (d->role == ROLE_LISTENER)
       mps_stop();
     log_info(0, "stopped (compiles abandoned)");
+    cpu_driver_cleanup();
     fflush(NULL);
     _exit(0);
   }

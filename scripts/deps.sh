@@ -7,11 +7,12 @@
 # Everything a build, `make check` and `make distcheck` need. libamdhip64-dev
 # brings the HIP headers and runtime for the AMD driver; without a GPU the
 # daemon still builds and serves its CPU device. clang-14 and
-# libclang-rt-14-dev (its sanitizer runtimes) are for scripts/sanitize.sh.
+# libclang-rt-14-dev (its sanitizer runtimes) are for scripts/sanitize.sh;
+# mandoc lints the manual pages (tests/check_man.sh).
 HIPD_DEPS=(
   build-essential autoconf automake libtool pkg-config
   libuv1-dev libmsgpack-dev check libffi-dev libsystemd-dev libssl-dev
-  libseccomp-dev
+  libseccomp-dev mandoc
   libamdhip64-dev clang-14 libclang-rt-14-dev
 )
 

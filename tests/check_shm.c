@@ -438,6 +438,33 @@ START_TEST(test_large_writes_pipelined)
 }
 END_TEST
 
+/* hipd_shm_free() after hipd_close(): the buffer is unmapped here and the
+ * call says the connection is gone (no use of freed memory: the sanitizer
+ * builds of scripts/sanitize.sh would report one). Another connection's
+ * buffer is refused and left alone. */
+START_TEST(test_shm_free_after_close)
+{
+  hipd_conn_t *conn = connect_named(shared, "shm-after-close", 60000);
+  hipd_conn_t *other = connect_named(shared, "shm-other", 60000);
+  hipd_shm_t *shm = NULL, *kept = NULL;
+  int dev = -1;
+
+  OK(conn, hipd_shm_create(conn, 8192, &shm));
+  OK(conn, hipd_shm_create(conn, 4096, &kept));
+  memset(hipd_shm_ptr(shm), 0x5a, 8192);
+  /* Not this connection's buffer: refused, and still usable. */
+  EXPECT(other, hipd_shm_free(other, kept), HIPD_EFOREIGN);
+  OK(conn, hipd_shm_free(NULL, kept));
+  hipd_close(conn);
+  /* Still mapped until it is freed. */
+  ck_assert_int_eq(((uint8_t *)hipd_shm_ptr(shm))[8191], 0x5a);
+  ck_assert_int_eq(hipd_shm_free(conn, shm), HIPD_EDISCONNECTED);
+  /* The daemon goes on (the session's end released its side). */
+  ping_ok(other);
+  hipd_close(other);
+}
+END_TEST
+
 static Suite *shm_suite(void)
 {
   Suite *s = suite_create("shm");
@@ -447,6 +474,7 @@ static Suite *shm_suite(void)
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_shm_roundtrip);
   tcase_add_test(tc, test_shm_errors);
+  tcase_add_test(tc, test_shm_free_after_close);
   tcase_add_test(tc, test_zero_copy);
   tcase_add_test(tc, test_cork);
   tcase_add_test(tc, test_large_writes_pipelined);

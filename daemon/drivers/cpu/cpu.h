@@ -29,5 +29,9 @@ void cpu_driver_set_runner_user(uid_t uid, gid_t gid);
  * session closed calls it, so that nobody's endless kernel runs on.
  * @return 1 if a runner was killed. Loop thread. */
 int cpu_driver_abort_launches(void);
+/* Remove the driver's temporary files ($TMPDIR/hipd-modules-XXXXXX) now,
+ * for a process about to _exit() or exec() without devices_shutdown()
+ * (which removes them too, as does exit()). Thread-safe. */
+void cpu_driver_cleanup(void);
 
 #endif

@@ -217,6 +217,43 @@ static void cpu_model(char *buf, size_t size)
   fclose(f);
 }
 
+/* Remove the module directory and the module files still in it (those of
+ * modules never unloaded: the process is ending). Idempotent. */
+static void moddir_remove(void)
+{
+  char path[sizeof(K.moddir) + 32];
+
+  if (K.moddir[0] == '\0')
+    return;
+  for (unsigned i = 1; i <= K.nmodules; i++) {
+    snprintf(path, sizeof(path), "%s/module-%u.so", K.moddir, i);
+    unlink(path);
+  }
+  rmdir(K.moddir);
+  K.moddir[0] = '\0';
+}
+
+/* At exit(), for the ways out of a process that skip devices_shutdown()
+ * (device tasks still running at the stop; _exit() and exec() call
+ * cpu_driver_cleanup() instead). No lock: exit() may be called by a
+ * thread that holds it. */
+static pid_t moddir_owner; /* the process that made K.moddir */
+
+static void moddir_atexit(void)
+{
+  /* Not in a forked child that calls exit(): the directory is its
+   * parent's. */
+  if (getpid() == moddir_owner)
+    moddir_remove();
+}
+
+void cpu_driver_cleanup(void)
+{
+  pthread_mutex_lock(&K.mu);
+  moddir_remove();
+  pthread_mutex_unlock(&K.mu);
+}
+
 static int cpu_init(driver_t *drv, int *count)
 {
   (void)drv;
@@ -235,8 +272,7 @@ static void cpu_shutdown(driver_t *drv)
     cpu_arena_destroy(K.arena);
     K.arena = NULL;
   }
-  if (K.moddir[0] != '\0')
-    rmdir(K.moddir);
+  moddir_remove();
   pthread_mutex_unlock(&K.mu);
 }
 
@@ -736,6 +772,12 @@ static int runner_ensure(void)
       K.moddir[0] = '\0';
       return HIPD_EIO;
     }
+    {
+      static int registered;
+      moddir_owner = getpid();
+      if (!registered && atexit(moddir_atexit) == 0)
+        registered = 1;
+    }
   }
   /* The runner reserves the arena's range first thing, so that nothing
    * of its own can be where buffers must go. */
@@ -791,6 +833,8 @@ static int cpu_module_load(driver_t *drv, int dev, const void *image,
     goto out;
   }
   close(fd);
+  /* The file stays while the module is loaded: a restarted runner loads
+   * it again from there (cpu_runner_client.c's replay). */
   rc = cpu_runner_load(K.runner, m->path, &m->id, &err);
   if (rc != 0) {
     drv_set_error("%s", err.msg);
