@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/check_man.sh: the manual pages (man/) are clean under
 # `mandoc -T lint -W warning` (no warning, no error), and hipd.8 cannot
 # fall behind the daemon: every long option that the built `hipd --help`

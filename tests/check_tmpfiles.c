@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_tmpfiles.c: what a hipd run leaves in $TMPDIR. The CPU
  * device writes each compiled module into a private directory
  * ($TMPDIR/hipd-modules-XXXXXX) for its kernel runner; with worker

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/check_version.c: the version macros of <hipd.h> (generated from
  * configure's version into client/hipd_version.h) agree with each other,
  * with PACKAGE_VERSION and with the library's hipd_version(). No daemon.
