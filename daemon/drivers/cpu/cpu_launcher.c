@@ -74,7 +74,11 @@ extern char **environ;
 
 typedef struct {
   int ctl;
-  const char *runner;
+  const char *runner;   /* its path, for messages and argv[0] ... */
+  char exec_path[4096]; /* ... and what is executed: /proc/self/fd/4, the
+                         * runner opened while the launcher could still
+                         * reach it (a build tree under a private home),
+                         * else the path */
   char **env;
   pid_t kids[LAUNCH_MAX_CHILDREN];
   unsigned nkids;
@@ -154,10 +158,14 @@ static void do_spawn(launcher_t *l, const char *p, size_t len, launch_resp_t *r,
   posix_spawn_file_actions_init(&fa);
   /* sv[1] is not 3 (the control socket is), so dup2 clears close-on-exec. */
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+  /* The runner's own file stays open at 4 across the exec of
+   * /proc/self/fd/4 (dup2 onto itself clears close-on-exec). */
+  if (strncmp(l->exec_path, "/proc/", 6) == 0)
+    posix_spawn_file_actions_adddup2(&fa, 4, 4);
   posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addchdir_np(&fa, "/");
 #ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
-  posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 5);
 #endif
   posix_spawnattr_init(&attr);
   sigemptyset(&none);
@@ -170,7 +178,7 @@ static void do_spawn(launcher_t *l, const char *p, size_t len, launch_resp_t *r,
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
                                       POSIX_SPAWN_SETSIGDEF |
                                       POSIX_SPAWN_SETPGROUP);
-  e = posix_spawn(&pid, l->runner, &fa, &attr, argv, l->env);
+  e = posix_spawn(&pid, l->exec_path, &fa, &attr, argv, l->env);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   close(sv[1]);
@@ -288,7 +296,8 @@ static int launcher_confine(launcher_t *l, uid_t uid, gid_t gid,
         (sandbox_path_t){sysdirs[i], SANDBOX_FS_READ | SANDBOX_FS_EXEC};
   paths[n++] = (sandbox_path_t){"/etc/ld.so.cache", SANDBOX_FS_READ};
   paths[n++] = (sandbox_path_t){"/dev/null", SANDBOX_FS_READ};
-  paths[n++] = (sandbox_path_t){l->runner, SANDBOX_FS_READ | SANDBOX_FS_EXEC};
+  paths[n++] =
+      (sandbox_path_t){l->exec_path, SANDBOX_FS_READ | SANDBOX_FS_EXEC};
 #if defined(HIPD_ASAN) || defined(HIPD_TSAN)
   /* A sanitizer's runtime reads /proc/self/maps, its suppressions and
    * more while the runner starts, before the runner's own sandbox. */
@@ -332,6 +341,14 @@ static void launcher_main(int ctl, const char *runner, uid_t uid, gid_t gid,
   }
   fcntl(3, F_SETFD, FD_CLOEXEC);
   close_range(4, ~0u, 0);
+  /* Opened now, as the caller: after the id change the launcher may not
+   * be able to reach the runner's directory (a build tree under /root),
+   * while its own descriptor still reaches the file. At 4: the next
+   * free number. */
+  if (open(runner, O_PATH | O_CLOEXEC) == 4)
+    snprintf(l.exec_path, sizeof(l.exec_path), "/proc/self/fd/4");
+  else
+    snprintf(l.exec_path, sizeof(l.exec_path), "%s", runner);
   for (int sig = 1; sig < NSIG; sig++)
     signal(sig, SIG_DFL);
   signal(SIGPIPE, SIG_IGN);
