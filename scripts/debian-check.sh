@@ -44,6 +44,9 @@ for tool in dpkg-buildpackage dh lintian pkg-config cc; do
 done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hipd-debian.XXXXXX")
+# Reachable by the account "hipd", whose workers run from under it (the
+# daemon's TMPDIR below; the build tree, were its tests run).
+chmod 0711 "$tmp"
 daemon_pid=
 installed=0
 # /run/hipd, made by the package's tmpfiles.d at install: removed again at
@@ -153,7 +156,6 @@ sock=$tmp/hipd.sock
 # that goes with $tmp (the worker, as "hipd", makes its module directories
 # there: sticky and writable by all, like /tmp).
 mkdir -m 1777 "$tmp/t"
-chmod 0711 "$tmp"
 TMPDIR=$tmp/t /usr/bin/hipd --socket "$sock" --devices cpu --cache-dir "$tmp/cache" \
   >"$tmp/hipd.log" 2>&1 &
 daemon_pid=$!
