@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # scripts/debian-check.sh: build hipd's Debian packages (debian/) and try
 # them as an admin would, on this machine (Debian 12, as root):
 #   1. dpkg-buildpackage -us -uc -b with DEB_BUILD_OPTIONS=nocheck, in a
@@ -123,7 +124,8 @@ done
 for f in /usr/share/hipd/hipd_cpu_device.h /lib/systemd/system/hipd.service \
   /lib/systemd/system/hipd.socket /usr/lib/sysusers.d/hipd.conf \
   /usr/lib/tmpfiles.d/hipd.conf /usr/share/doc/hipd/copyright \
-  /usr/share/doc/hipd/PROTOCOL.md.gz /usr/include/hipd.h \
+  /usr/share/doc/hipd/PROTOCOL.md.gz /usr/share/man/man8/hipd.8.gz \
+  /usr/share/man/man3/libhipd.3.gz /usr/include/hipd.h /usr/include/hipd_version.h \
   "/usr/lib/$multiarch/libhipd.so" "/usr/lib/$multiarch/libhipd.so.0" \
   "/usr/lib/$multiarch/pkgconfig/hipd.pc"; do
   [ -e "$f" ] || hipd_die "$f is missing"
