@@ -9,11 +9,14 @@
 # daemon still builds and serves its CPU device. clang-14 and
 # libclang-rt-14-dev (its sanitizer runtimes) are for scripts/sanitize.sh;
 # mandoc lints the manual pages (tests/check_man.sh).
+# debhelper and lintian build and check the Debian packages
+# (scripts/debian-check.sh; dpkg-dev comes with build-essential).
 HIPD_DEPS=(
   build-essential autoconf automake libtool pkg-config
   libuv1-dev libmsgpack-dev check libffi-dev libsystemd-dev libssl-dev
   libseccomp-dev mandoc
   libamdhip64-dev clang-14 libclang-rt-14-dev
+  debhelper lintian
 )
 
 # Print a step banner so a failure is easy to place in a long log, after

@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 # scripts/test.sh: the full check, as CI runs it (.ci/run): install what is
 # missing, bootstrap, configure in _build/, build, make check, the protocol
-# fuzzer, make distcheck, the sanitizer builds (scripts/sanitize.sh asan and
-# tsan) and the libFuzzer targets (scripts/fuzz.sh). Each step prints how
-# long it took.
+# fuzzer, make distcheck, the Debian packages (scripts/debian-check.sh), the
+# sanitizer builds (scripts/sanitize.sh asan and tsan) and the libFuzzer
+# targets (scripts/fuzz.sh). Each step prints how long it took.
 # If a CUDA toolkit is in /usr/local/cuda, also configure and build (not run)
 # the HIP-on-NVIDIA variant in _build-nvidia/.
 #
@@ -72,6 +72,12 @@ if [ -n "${DISTCHECK_CONFIGURE_FLAGS+set}" ]; then
 fi
 make -C "$BUILD" -j"$JOBS" distcheck "${distcheck_args[@]}" ||
   hipd_die "make distcheck failed"
+
+# The Debian packages (debian/): built without their test suite (make check
+# ran above), lintian clean at error level, installed, the examples run
+# against the installed daemon, purged.
+hipd_step "Debian packages (scripts/debian-check.sh)"
+JOBS=$JOBS bash scripts/debian-check.sh || hipd_die "the Debian package check failed"
 
 # The sanitizers: every test under ASan+UBSan+LSan (then the protocol
 # fuzzer under them), the threaded suites under TSan. Any report fails.
