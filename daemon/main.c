@@ -866,8 +866,8 @@ static int worker_setup(daemon_t *d, worker_role_t *role, hipd_err_t *err)
    * ptraces it, which the worker profile refuses and a non-dumpable
    * process forbids: an ASan build keeps the worker's leak check and runs
    * it without both (every other build, and check_sandbox, test them). */
-  log_info(0, "sanitizer build: this worker runs without its seccomp profile "
-              "and stays dumpable, for LeakSanitizer");
+  log_info(0, "ASan build: this worker runs without its seccomp profile "
+              "and stays dumpable, for the leak checker");
 #else
   {
     sandbox_spec_t spec;
