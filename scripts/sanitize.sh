@@ -120,6 +120,7 @@ if [ "$MODE" = asan ]; then
   # still scanned.
   export ASAN_OPTIONS="log_path=$REPORTS/asan:detect_leaks=1:detect_stack_use_after_return=1:halt_on_error=1:use_sigaltstack=0:intercept_tls_get_addr=0"
   export UBSAN_OPTIONS="log_path=$REPORTS/ubsan:print_stacktrace=1:halt_on_error=1"
+  export LSAN_OPTIONS="suppressions=$SRCDIR/tests/lsan.supp:print_suppressions=0"
 else
   # halt_on_error=0: a race is reported and the process goes on (and exits
   # with status 66), so one run shows every race.
