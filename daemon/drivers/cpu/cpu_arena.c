@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "sanitize.h"
 #include "cpu_arena.h"
 #include "hipd.h"
 
@@ -44,8 +45,17 @@ struct cpu_arena {
  * thread stacks (below 0x7f..) of x86-64 and arm64 (48-bit) processes,
  * which are where another process of the same build (the runner) has its
  * own mappings; 0x600000000000 (4 TiB) is AddressSanitizer's heap. */
+#ifdef HIPD_TSAN
+/* ThreadSanitizer allows application memory only in its app ranges (x86-64:
+ * 0x1000-0x8000000000, 0x550000000000-0x568000000000, 0x7e8000000000-up)
+ * and kills a process whose mapping lands elsewhere ("mmap at bad
+ * address"): its low range, empty in both processes, and the high one. */
+static const uint64_t hints[] = {UINT64_C(0x001000000000),
+                                 UINT64_C(0x7e8000000000)};
+#else
 static const uint64_t hints[] = {UINT64_C(0x680000000000),
                                  UINT64_C(0x300000000000)};
+#endif
 
 static void *reserve_range(size_t span)
 {
