@@ -42,7 +42,7 @@ hipd_step "make -j$JOBS (fuzz targets)"
 progs=()
 for t in "${targets[@]}"; do progs+=("tests/fuzz/fuzz_$t"); done
 # fuzz_dispatch's daemon starts the CPU device's kernel runner.
-make -C "$BUILD" -j"$JOBS" "${progs[@]}" hipd-cpu-runner ||
+make -C "$BUILD" -j"$JOBS" "${progs[@]}" hipd-cpu-runner hipd-compile ||
   hipd_die "the fuzz build failed"
 
 rm -rf "$OUT"

@@ -318,6 +318,9 @@ static int view_enter(const opts_t *o, uid_t uid, gid_t gid, char *why,
 
     close(o->fd);
     sandbox_spec_init(&spec);
+#ifdef HIPD_TSAN
+    spec.allow_threads = true; /* ThreadSanitizer's background thread */
+#endif
     spec.change_ids = true;
     spec.uid = uid;
     spec.gid = gid;
@@ -711,6 +714,9 @@ int main(int argc, char **argv)
   }
 
   sandbox_spec_init(&spec);
+#ifdef HIPD_TSAN
+  spec.allow_threads = true; /* ThreadSanitizer's background thread */
+#endif
   spec.change_ids = root;
   spec.uid = uid;
   spec.gid = gid;
