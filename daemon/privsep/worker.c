@@ -332,6 +332,24 @@ static void on_broken(ipc_chan_t *ch, const char *why)
 
 /* --------------------------------------------------------------- fetch */
 
+/* Pack the head of request @p method (with @p nparams params) for @p p,
+ * which gets its msgid; the caller packs the params, then request_end()
+ * sends it and waits for the answer through @p p. */
+static void request_begin(pending_t *p, msgpack_sbuffer *sb, msgpack_packer *pk,
+                          const char *method, uint32_t nparams)
+{
+  p->msgid = K.ch.next_msgid++;
+  msgpack_sbuffer_init(sb);
+  msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+  proto_pack_request(pk, p->msgid, method, nparams);
+}
+
+static void request_end(msgpack_sbuffer *sb, pending_t *p)
+{
+  send_request(sb, p);
+  msgpack_sbuffer_destroy(sb);
+}
+
 static void fetch_remote(const kernels_fetch_t *f, cache_done_fn done,
                          void *ctx)
 {
@@ -347,10 +365,7 @@ static void fetch_remote(const kernels_fetch_t *f, cache_done_fn done,
   p->key = f->key;
   p->compiled = done;
   p->ctx = ctx;
-  p->msgid = K.ch.next_msgid++;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_request(&pk, p->msgid, "compile", 6);
+  request_begin(p, &sb, &pk, "compile", 6);
   proto_pack_cstr(&pk, f->drv->name);
   proto_pack_cstr(&pk, f->arch);
   msgpack_pack_bin(&pk, (uint32_t)f->source_len);
@@ -360,8 +375,7 @@ static void fetch_remote(const kernels_fetch_t *f, cache_done_fn done,
   for (size_t i = 0; i < f->nopts; i++)
     proto_pack_cstr(&pk, f->opts[i]);
   msgpack_pack_uint32(&pk, f->refresh ? 1 : 0);
-  send_request(&sb, p);
-  msgpack_sbuffer_destroy(&sb);
+  request_end(&sb, p);
 }
 
 void worker_cache_stats(kernels_stats_done_fn done, void *ctx)
@@ -377,12 +391,8 @@ void worker_cache_stats(kernels_stats_done_fn done, void *ctx)
   p->kind = REQ_STATS;
   p->stats = done;
   p->ctx = ctx;
-  p->msgid = K.ch.next_msgid++;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_request(&pk, p->msgid, "cache.stats", 0);
-  send_request(&sb, p);
-  msgpack_sbuffer_destroy(&sb);
+  request_begin(p, &sb, &pk, "cache.stats", 0);
+  request_end(&sb, p);
 }
 
 static void worker_compile_stats(kernels_cstats_done_fn done, void *ctx)
@@ -398,12 +408,8 @@ static void worker_compile_stats(kernels_cstats_done_fn done, void *ctx)
   p->kind = REQ_CSTATS;
   p->cstats = done;
   p->ctx = ctx;
-  p->msgid = K.ch.next_msgid++;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_request(&pk, p->msgid, "compile.stats", 0);
-  send_request(&sb, p);
-  msgpack_sbuffer_destroy(&sb);
+  request_begin(p, &sb, &pk, "compile.stats", 0);
+  request_end(&sb, p);
 }
 
 void worker_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
@@ -419,13 +425,9 @@ void worker_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
   p->kind = REQ_CLEAR;
   p->cleared = done;
   p->ctx = ctx;
-  p->msgid = K.ch.next_msgid++;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_request(&pk, p->msgid, "cache.clear", 1);
+  request_begin(p, &sb, &pk, "cache.clear", 1);
   msgpack_pack_uint32(&pk, (uint32_t)uid);
-  send_request(&sb, p);
-  msgpack_sbuffer_destroy(&sb);
+  request_end(&sb, p);
 }
 
 /* -------------------------------------------------------------- lifetime */
