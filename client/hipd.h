@@ -121,7 +121,10 @@ typedef struct hipd_info hipd_info_t; /* a structured result (a record):
 /**
  * Connect to hipd and perform the `hello` handshake.
  * @param path socket path, or NULL for $HIPD_SOCKET, else /run/hipd/hipd.sock
- *        for root or $XDG_RUNTIME_DIR/hipd.sock otherwise.
+ *        for root or $XDG_RUNTIME_DIR/hipd.sock otherwise; with NULL, a
+ *        non-root caller whose own socket file does not exist (and no
+ *        $HIPD_SOCKET) falls back to /run/hipd/hipd.sock, the system
+ *        daemon's (PROTOCOL.md, "Socket path").
  * @param out the new connection; the caller releases it with hipd_close().
  * @return 0, HIPD_ECONNECT (nobody listens), HIPD_EVERSION, HIPD_ENOMEM...
  */
