@@ -646,14 +646,16 @@ HIPD_EXTERN int hipd_kernel_run_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
                                       const hipd_args_t *args,
                                       hipd_call_t **call);
 /** `run_source`: compile through the cache for the current device, launch
- *  on its default stream and return when the kernel has run. @p lang is
- *  one of hipd_supported_source_langs(); others are HIPD_ELANG. Note the
- *  order: @p block (threads per block) comes before @p grid (blocks), as
- *  in the protocol's `run_source` and the Backend API, the reverse of
- *  hipd_kernel_launch(). No kernel handle is kept. */
+ *  over @p grid blocks of @p block threads on its default stream and
+ *  return when the kernel has run. @p lang is one of
+ *  hipd_supported_source_langs(); others are HIPD_ELANG. @p grid comes
+ *  before @p block, as in hipd_kernel_launch() and every launch of this
+ *  API (the protocol's `run_source` sends block first, as upstream Sarek's
+ *  Backend API does; the library swaps them; until 0.1.0 this function took
+ *  block first too). No kernel handle is kept. */
 HIPD_EXTERN int hipd_run_source(hipd_conn_t *conn, const char *source,
                                 const char *lang, const char *kernel_name,
-                                const uint32_t block[3], const uint32_t grid[3],
+                                const uint32_t grid[3], const uint32_t block[3],
                                 uint32_t shared, const hipd_args_t *args);
 /** `supported_source_langs`: the languages device @p dev takes, as an
  *  info array ("hip", and "cuda" on NVIDIA). */

@@ -416,24 +416,26 @@ int hipd_kernel_launch(hipd_conn_t *conn, hipd_kernel_t kernel,
 /* ------------------------------------------------------- source, direct */
 
 int hipd_run_source(hipd_conn_t *conn, const char *source, const char *lang,
-                    const char *kernel_name, const uint32_t block[3],
-                    const uint32_t grid[3], uint32_t shared,
+                    const char *kernel_name, const uint32_t grid[3],
+                    const uint32_t block[3], uint32_t shared,
                     const hipd_args_t *args)
 {
   hipd_call_t *c, *call;
   int err;
 
-  if (source == NULL || lang == NULL || kernel_name == NULL || block == NULL ||
-      grid == NULL)
+  if (source == NULL || lang == NULL || kernel_name == NULL || grid == NULL ||
+      block == NULL)
     return conn_fail(conn, HIPD_EINVAL,
-                     "run_source: the source, language, kernel name, block "
-                     "and grid are required");
+                     "run_source: the source, language, kernel name, grid "
+                     "and block are required");
   if ((err = conn_call_begin(conn, "run_source", 7, &c)) < 0)
     return err;
   proto_pack_cstr(&c->pk, source);
   proto_pack_cstr(&c->pk, lang);
   proto_pack_cstr(&c->pk, kernel_name);
-  dims_pack(&c->pk, block); /* block before grid, as in the Backend API */
+  /* On the wire block comes before grid, as in upstream Sarek's Backend
+   * API; the C API takes grid first, as every other launch does. */
+  dims_pack(&c->pk, block);
   dims_pack(&c->pk, grid);
   msgpack_pack_uint32(&c->pk, shared);
   args_pack(&c->pk, args);

@@ -446,6 +446,19 @@ START_TEST(test_cxx_names)
 }
 END_TEST
 
+/* The geometry a kernel was launched with: grid x, y, block x, y. */
+static const char GEOM_SRC[] =
+    "extern \"C\" __global__ void geom(int *out)\n"
+    "{\n"
+    "  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 &&\n"
+    "      threadIdx.y == 0) {\n"
+    "    out[0] = gridDim.x;\n"
+    "    out[1] = gridDim.y;\n"
+    "    out[2] = blockDim.x;\n"
+    "    out[3] = blockDim.y;\n"
+    "  }\n"
+    "}\n";
+
 /* run_source: compile, launch and wait in one call, on the current
  * device; and the languages. */
 START_TEST(test_run_source)
@@ -478,7 +491,7 @@ START_TEST(test_run_source)
     hipd_args_buffer(args, bb, 0);
     hipd_args_buffer(args, bc, 0);
     hipd_args_i32(args, N);
-    OK(conn, hipd_run_source(conn, VECADD_SRC, "hip", "vecadd", block, grid, 0,
+    OK(conn, hipd_run_source(conn, VECADD_SRC, "hip", "vecadd", grid, block, 0,
                              args));
     /* run_source returns once the kernel has run. */
     OK(conn, hipd_mem_read(conn, bc, 0, c, N * sizeof(float)));
@@ -486,10 +499,31 @@ START_TEST(test_run_source)
       ck_assert_msg(c[i] == a[i] + b[i], "device %d: c[%d] = %g", dev, i, c[i]);
 
     EXPECT(conn,
-           hipd_run_source(conn, VECADD_SRC, "opencl", "vecadd", block, grid, 0,
+           hipd_run_source(conn, VECADD_SRC, "opencl", "vecadd", grid, block, 0,
                            args),
            HIPD_ELANG);
     ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "opencl"));
+
+    /* Grid first, then block, as in hipd_kernel_launch() (the wire sends
+     * block first: the library must swap them). The kernel reports the
+     * geometry it ran with. */
+    {
+      uint32_t g[3] = {3, 2, 1}, bl[3] = {8, 4, 1};
+      int32_t geom[4] = {0};
+      hipd_buffer_t bg = HIPD_BUFFER_NULL;
+
+      OK(conn, hipd_mem_alloc(conn, dev, 4, "int32", &bg));
+      hipd_args_clear(args);
+      hipd_args_buffer(args, bg, 0);
+      OK(conn, hipd_run_source(conn, GEOM_SRC, "hip", "geom", g, bl, 0, args));
+      OK(conn, hipd_mem_read(conn, bg, 0, geom, sizeof(geom)));
+      ck_assert_msg(geom[0] == 3 && geom[1] == 2 && geom[2] == 8 &&
+                        geom[3] == 4,
+                    "device %d: run_source ran grid %dx%d, block %dx%d; "
+                    "asked for grid 3x2, block 8x4",
+                    dev, geom[0], geom[1], geom[2], geom[3]);
+      OK(conn, hipd_mem_free(conn, bg));
+    }
     hipd_args_free(args);
     OK(conn, hipd_mem_free(conn, ba));
     OK(conn, hipd_mem_free(conn, bb));
