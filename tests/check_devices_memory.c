@@ -361,6 +361,12 @@ START_TEST(test_handle_errors)
                hipd_stream_from_id(hipd_stream_id(st) + (UINT64_C(5) << 24))),
            HIPD_EHANDLE);
 
+    /* The null stream is a launch's or an event record's default stream,
+     * not an _async memory function's (hipd.h). */
+    EXPECT(conn,
+           hipd_mem_write_async(conn, mine, 0, bytes, 16, HIPD_STREAM_NULL),
+           HIPD_EHANDLE);
+
     /* Handles of the wrong type: the types of <hipd.h> make this a
      * compile error (tests/compile_fail), so the test converts on purpose,
      * to check the daemon's own check. */
