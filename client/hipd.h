@@ -173,7 +173,7 @@ HIPD_EXTERN void hipd_set_busy_poll(hipd_conn_t *conn, int us);
  * filled when the reply arrives; they must stay valid until hipd_wait() on
  * the call returns. Replies may arrive in any order; calls may be waited
  * for in any order. A _begin function that fails hands back no call
- * (*call is NULL) and nothing to wait for.
+ * (whatever *call holds then is not to be waited for).
  *
  * Not to be confused with the stream-ordered device operations whose names
  * end in _async, as in HIP (hipd_mem_write_async: `mem.write_async`): those
