@@ -3,7 +3,9 @@
  *
  * A client connects to hipd's Unix socket and calls methods; every call maps
  * to one msgpack-rpc method documented in proto/PROTOCOL.md (`mem.alloc` is
- * hipd_mem_alloc). All types are opaque so that the ABI can grow.
+ * hipd_mem_alloc). All types are opaque so that the ABI can grow; the
+ * handles of daemon objects are one-member structs (see hipd_buffer_t), so
+ * that each kind is a type of its own.
  *
  * Errors: every function returns 0 (or a non-negative count where it says
  * so) or a negative HIPD_E* code. hipd_strerror() and hipd_err_name() describe
@@ -11,7 +13,11 @@
  * call of the calling thread on a connection.
  *
  * Threads: a connection may be used from several threads at once. Calls from
- * different threads are pipelined on the one socket.
+ * different threads are pipelined on the one socket. A hipd_call_t is
+ * waited for by one thread, once. A hipd_info_t is not changed by its
+ * getters: several threads may read one record, none while another frees
+ * it. A hipd_args_t is one thread's at a time. A hipd_shm_t may be used in
+ * transfers from several threads; hipd_shm_free() only once none uses it.
  *
  * Ownership: every object a function hands back belongs to the caller,
  * who releases it with its one release function: hipd_conn_t with
@@ -114,7 +120,8 @@ HIPD_EXTERN int hipd_protocol_version(void);
 typedef struct hipd_conn hipd_conn_t; /* one connection (session) */
 typedef struct hipd_call hipd_call_t; /* one request in flight */
 typedef struct hipd_info hipd_info_t; /* a structured result (a record):
-                                         the caller's, hipd_info_free() */
+                                         the caller's, hipd_info_free(); a
+                                         copy, valid after hipd_close() */
 
 /* ------------------------------------------------------------ connection */
 
@@ -134,8 +141,8 @@ HIPD_EXTERN int hipd_connect(const char *path, hipd_conn_t **out);
 HIPD_EXTERN int hipd_connect2(const char *path, const char *client_name,
                               hipd_conn_t **out);
 /** Close the connection. Calls still pending fail with HIPD_EDISCONNECTED;
- *  their hipd_call_t must still be waited for or freed. No other thread may
- *  use @p conn once this is called. */
+ *  their hipd_call_t must still be waited for (hipd_wait() frees it). No
+ *  other thread may use @p conn once this is called. */
 HIPD_EXTERN void hipd_close(hipd_conn_t *conn);
 /** The daemon's message for the last call that failed on this connection in
  *  the calling thread ("" if none). Valid until that thread's next call.
@@ -160,10 +167,16 @@ HIPD_EXTERN void hipd_set_busy_poll(hipd_conn_t *conn, int us);
  * Every method has a synchronous form, hipd_X(conn, ...); those a client
  * pipelines (ping, info, transfers, synchronisation, launches) also have a
  * pipelined form, hipd_X_begin(conn, ..., &call), declared below, that
- * sends the request and returns at once. The result pointers given to the
- * pipelined form are filled when the reply arrives; they must stay valid until
- * hipd_wait() on the call returns. Replies may arrive in any order; calls may
- * be waited for in any order.
+ * sends the request and returns without waiting for the reply. Sending
+ * writes the whole request to the socket (or, corked, copies it into the
+ * connection: hipd_cork), so it may wait while the socket is full, for
+ * at most the connection's timeout (hipd_set_timeout); the bytes passed in
+ * (ping's and mem.write's data) may be reused as soon as the _begin
+ * function returns. The result pointers given to the pipelined form are
+ * filled when the reply arrives; they must stay valid until hipd_wait() on
+ * the call returns. Replies may arrive in any order; calls may be waited
+ * for in any order. A _begin function that fails hands back no call
+ * (whatever *call holds then is not to be waited for).
  *
  * Not to be confused with the stream-ordered device operations whose names
  * end in _async, as in HIP (hipd_mem_write_async: `mem.write_async`): those
@@ -239,11 +252,72 @@ HIPD_EXTERN int hipd_session_info_begin(hipd_conn_t *conn, hipd_info_t **out,
 
 /* ---------------------------------------------------- backend and devices */
 
-/** Handles of daemon objects: opaque, valid only on the connection (session)
- *  that created them. 0 is never a valid handle. */
-typedef uint64_t hipd_stream_t;
-typedef uint64_t hipd_buffer_t;
-typedef uint64_t hipd_event_t;
+/**
+ * Handles of daemon objects: valid only on the connection (session) that
+ * created them. Each kind is a type of its own, so that passing a stream
+ * where a buffer is needed does not compile: a struct of one 64-bit member,
+ * passed and stored by value like the integer it wraps (in one register on
+ * x86-64 and aarch64). The member is not for callers:
+ * - hipd_X_id(h): the handle as the daemon knows it (print it with PRIu64;
+ *   the number records such as hipd_session_info()'s report);
+ * - hipd_X_from_id(n): a handle from such a number;
+ * - HIPD_X_NULL: the zero handle, never a valid object (HIPD_EHANDLE). A
+ *   failed create or alloc leaves HIPD_X_NULL in its out-pointer. Test
+ *   with hipd_X_id(h) == 0. As the stream of hipd_kernel_launch(),
+ *   hipd_kernel_run() and hipd_event_record(), HIPD_STREAM_NULL means the
+ *   session's default stream of the kernel's or event's device (as stream
+ *   0 in HIP); the _async memory functions need a stream
+ *   (hipd_stream_default() gives the default one).
+ * The kernel handle, hipd_kernel_t, is declared with the kernels below.
+ * ABI: in 0.1.0 these were plain uint64_t (source using them as integers
+ * now goes through the functions above); a struct of one uint64_t is
+ * passed as a uint64_t is (x86-64 SysV, AAPCS64, and on the stack on
+ * i386), and the library returns none by value, so calls compiled against
+ * the integers still link and work. The one-member layout is fixed ABI.
+ */
+typedef struct hipd_stream {
+  uint64_t id_; /* private: use hipd_stream_id() */
+} hipd_stream_t;
+typedef struct hipd_buffer {
+  uint64_t id_; /* private: use hipd_buffer_id() */
+} hipd_buffer_t;
+typedef struct hipd_event {
+  uint64_t id_; /* private: use hipd_event_id() */
+} hipd_event_t;
+
+static inline uint64_t hipd_stream_id(hipd_stream_t h)
+{
+  return h.id_;
+}
+static inline hipd_stream_t hipd_stream_from_id(uint64_t id)
+{
+  hipd_stream_t h;
+  h.id_ = id;
+  return h;
+}
+static inline uint64_t hipd_buffer_id(hipd_buffer_t h)
+{
+  return h.id_;
+}
+static inline hipd_buffer_t hipd_buffer_from_id(uint64_t id)
+{
+  hipd_buffer_t h;
+  h.id_ = id;
+  return h;
+}
+static inline uint64_t hipd_event_id(hipd_event_t h)
+{
+  return h.id_;
+}
+static inline hipd_event_t hipd_event_from_id(uint64_t id)
+{
+  hipd_event_t h;
+  h.id_ = id;
+  return h;
+}
+#define HIPD_STREAM_NULL (hipd_stream_from_id(0))
+#define HIPD_BUFFER_NULL (hipd_buffer_from_id(0))
+#define HIPD_EVENT_NULL (hipd_event_from_id(0))
 
 /** Pass as a device id to mean the session's current device. */
 #define HIPD_DEVICE_CURRENT (-1)
@@ -308,8 +382,10 @@ HIPD_EXTERN int hipd_mem_free(hipd_conn_t *conn, hipd_buffer_t buf);
  *  complete on the device when it returns. */
 HIPD_EXTERN int hipd_mem_write(hipd_conn_t *conn, hipd_buffer_t buf,
                                uint64_t offset, const void *data, size_t len);
-/** `mem.write_async`: ordered on @p stream; returns once submitted. @p data
- *  may be reused when the call returns (the daemon holds a copy). */
+/** `mem.write_async`: ordered on @p stream; answered once the copy is
+ *  queued on the stream (the daemon holds a copy of the bytes), not when it
+ *  has run: errors of the copy come from the next synchronisation. @p data
+ *  may be reused when this, or the _begin form, returns. */
 HIPD_EXTERN int hipd_mem_write_async(hipd_conn_t *conn, hipd_buffer_t buf,
                                      uint64_t offset, const void *data,
                                      size_t len, hipd_stream_t stream);
@@ -320,7 +396,10 @@ HIPD_EXTERN int hipd_mem_write_async_begin(hipd_conn_t *conn, hipd_buffer_t buf,
 /** `mem.read`: copy @p len bytes at @p offset of @p buf into @p out. */
 HIPD_EXTERN int hipd_mem_read(hipd_conn_t *conn, hipd_buffer_t buf,
                               uint64_t offset, void *out, size_t len);
-/** `mem.read_async`: the same, ordered on @p stream. */
+/** `mem.read_async`: the same, ordered on @p stream (after the work queued
+ *  on it before). The reply carries the bytes, so it comes once the copy
+ *  has run: @p out holds them when this returns, or when the _begin form's
+ *  call completes; until then @p out must stay valid. */
 HIPD_EXTERN int hipd_mem_read_async(hipd_conn_t *conn, hipd_buffer_t buf,
                                     uint64_t offset, void *out, size_t len,
                                     hipd_stream_t stream);
@@ -402,8 +481,9 @@ HIPD_EXTERN int hipd_shm_free(hipd_conn_t *conn, hipd_shm_t *shm);
 HIPD_EXTERN int hipd_mem_write_shm(hipd_conn_t *conn, hipd_buffer_t buf,
                                    uint64_t offset, const hipd_shm_t *shm,
                                    uint64_t shm_offset, size_t len);
-/** `mem.write_shm_async`: the same, ordered on @p stream (0: the default
- *  stream of the buffer's device): the copy runs after the work queued on
+/** `mem.write_shm_async`: the same, ordered on @p stream, a stream of the
+ *  buffer's device (HIPD_STREAM_NULL is HIPD_EHANDLE, as in every _async
+ *  memory function): the copy runs after the work queued on
  *  @p stream before it. The reply comes once the copy has completed on the
  *  stream, so this returns (and the _begin form's call completes) only
  *  then; the shared bytes must not change before that. To go on while the
@@ -464,8 +544,8 @@ HIPD_EXTERN int hipd_uncork(hipd_conn_t *conn);
 HIPD_EXTERN int hipd_event_create(hipd_conn_t *conn, int dev,
                                   hipd_event_t *out);
 HIPD_EXTERN int hipd_event_destroy(hipd_conn_t *conn, hipd_event_t event);
-/** `event.record`: mark @p stream's current position (stream 0: the
- *  session's default stream of the event's device). */
+/** `event.record`: mark @p stream's current position (HIPD_STREAM_NULL:
+ *  the session's default stream of the event's device). */
 HIPD_EXTERN int hipd_event_record(hipd_conn_t *conn, hipd_event_t event,
                                   hipd_stream_t stream);
 HIPD_EXTERN int hipd_event_record_begin(hipd_conn_t *conn, hipd_event_t event,
@@ -484,18 +564,35 @@ HIPD_EXTERN int hipd_event_elapsed(hipd_conn_t *conn, hipd_event_t start,
 /* -------------------------------------------------------------- profiling */
 
 /** `profile.enable` / `profile.disable`: while on, every transfer and
- *  launch of the session is timed on the device. Disabling discards the
- *  records: read them with hipd_session_profile() first. */
+ *  launch of the session is timed on the device, and so waits for it: the
+ *  _async calls and hipd_kernel_launch() are then answered once their work
+ *  has run, like the synchronous ones. Disabling discards the records: read
+ *  them with hipd_session_profile() first. */
 HIPD_EXTERN int hipd_profile_enable(hipd_conn_t *conn);
 HIPD_EXTERN int hipd_profile_disable(hipd_conn_t *conn);
 /** `session.profile`: {enabled, dropped, records [{op, stream, bytes,
- *  start_ms, end_ms}]}; @p clear empties the records. */
+ *  start_ms, end_ms}]}; @p clear empties the records. A record's stream is
+ *  the number hipd_stream_id() gives. */
 HIPD_EXTERN int hipd_session_profile(hipd_conn_t *conn, int clear,
                                      hipd_info_t **out);
 
 /* ---------------------------------------------------------------- kernels */
 
-typedef uint64_t hipd_kernel_t;
+/** A loaded kernel: a handle like hipd_buffer_t (see there). */
+typedef struct hipd_kernel {
+  uint64_t id_; /* private: use hipd_kernel_id() */
+} hipd_kernel_t;
+static inline uint64_t hipd_kernel_id(hipd_kernel_t h)
+{
+  return h.id_;
+}
+static inline hipd_kernel_t hipd_kernel_from_id(uint64_t id)
+{
+  hipd_kernel_t h;
+  h.id_ = id;
+  return h;
+}
+#define HIPD_KERNEL_NULL (hipd_kernel_from_id(0))
 
 /** Kernel launch arguments, by position, each of a stated kind. Build one
  *  with hipd_args_new() and the adders; reuse it across launches with
@@ -548,9 +645,11 @@ HIPD_EXTERN int hipd_kernel_info(hipd_conn_t *conn, hipd_kernel_t kernel,
                                  hipd_info_t **out);
 HIPD_EXTERN int hipd_kernel_destroy(hipd_conn_t *conn, hipd_kernel_t kernel);
 /** `kernel.launch`: queue @p kernel over @p grid blocks of @p block threads
- *  (3-D) with @p shared bytes of dynamic shared memory on @p stream (0: the
- *  default stream of the kernel's device). Returns once queued; errors of
- *  the kernel's run come from the next synchronisation. Limits are checked
+ *  (3-D) with @p shared bytes of dynamic shared memory on @p stream
+ *  (HIPD_STREAM_NULL: the default stream of the kernel's device). Returns
+ *  once queued (while profiling: once run); errors of the kernel's run come
+ *  from the next synchronisation. @p args may be freed or reused when this,
+ *  or the _begin form, returns. Limits are checked
  *  first (HIPD_ELIMIT); where the kernel's declaration is known the
  *  arguments are checked against it (HIPD_ESIGNATURE). */
 HIPD_EXTERN int hipd_kernel_launch(hipd_conn_t *conn, hipd_kernel_t kernel,
@@ -577,14 +676,16 @@ HIPD_EXTERN int hipd_kernel_run_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
                                       const hipd_args_t *args,
                                       hipd_call_t **call);
 /** `run_source`: compile through the cache for the current device, launch
- *  on its default stream and return when the kernel has run. @p lang is
- *  one of hipd_supported_source_langs(); others are HIPD_ELANG. Note the
- *  order: @p block (threads per block) comes before @p grid (blocks), as
- *  in the protocol's `run_source` and the Backend API, the reverse of
- *  hipd_kernel_launch(). No kernel handle is kept. */
+ *  over @p grid blocks of @p block threads on its default stream and
+ *  return when the kernel has run. @p lang is one of
+ *  hipd_supported_source_langs(); others are HIPD_ELANG. @p grid comes
+ *  before @p block, as in hipd_kernel_launch() and every launch of this
+ *  API (the protocol's `run_source` sends block first, as upstream Sarek's
+ *  Backend API does; the library swaps them; until 0.1.0 this function took
+ *  block first too). No kernel handle is kept. */
 HIPD_EXTERN int hipd_run_source(hipd_conn_t *conn, const char *source,
                                 const char *lang, const char *kernel_name,
-                                const uint32_t block[3], const uint32_t grid[3],
+                                const uint32_t grid[3], const uint32_t block[3],
                                 uint32_t shared, const hipd_args_t *args);
 /** `supported_source_langs`: the languages device @p dev takes, as an
  *  info array ("hip", and "cuda" on NVIDIA). */

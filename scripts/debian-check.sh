@@ -9,7 +9,7 @@
 #      printed);
 #   3. dpkg -i of hipd, libhipd0 and libhipd-dev, and a check that their
 #      files are where they belong;
-#   4. examples/hello and examples/vecadd built against the installed
+#   4. examples/hello, vecadd and the tutorials built against the installed
 #      libhipd-dev (pkg-config hipd), run against the installed daemon
 #      started by hand (--devices cpu, on a socket in the temporary
 #      directory): vecadd compiles and runs a kernel, so the installed
@@ -141,7 +141,7 @@ echo "pkg-config hipd: $(pkg-config --modversion hipd)" \
 hipd_step "debian: the examples against the installed daemon"
 # examples/hello.c includes the build's config.h for nothing it needs.
 : >"$tmp/config.h"
-for ex in hello vecadd; do
+for ex in hello vecadd streams shm codegen profile; do
   # shellcheck disable=SC2046 # pkg-config's words are separate arguments
   cc -I"$tmp" -o "$tmp/$ex" "examples/$ex.c" $(pkg-config --cflags --libs hipd) -lm ||
     hipd_die "examples/$ex.c does not build against libhipd-dev"
@@ -170,7 +170,7 @@ if [ ! -S "$sock" ]; then
   cat "$tmp/hipd.log" >&2
   hipd_die "the installed hipd did not create $sock (its log above)"
 fi
-for ex in hello vecadd; do
+for ex in hello vecadd streams shm codegen profile; do
   if ! "$tmp/$ex" "$sock"; then
     cat "$tmp/hipd.log" >&2
     hipd_die "examples/$ex failed against the installed hipd (its log above)"
