@@ -60,6 +60,11 @@ int log_get_level(void)
   return threshold;
 }
 
+const char *log_level_name(int level)
+{
+  return level >= 0 && level < 4 ? level_names[level] : "?";
+}
+
 int log_level_parse(const char *name)
 {
   for (int i = 0; i < 4; i++)

@@ -21,6 +21,8 @@ void log_set_level(int level);
 int log_get_level(void);
 /* Parse "error", "warn", "info" or "debug". @return the level or -1. */
 int log_level_parse(const char *name);
+/* The name of @p level ("info"). */
+const char *log_level_name(int level);
 
 /* Write one line: time (or the journal's priority), level, "[s<sid>]" when @p
  * sid is non-zero, text. Safe from any thread (one write(2) per line). */
