@@ -152,13 +152,19 @@ static void usage(FILE *f)
       "      --mps MODE           NVIDIA: start hipd's own MPS control daemon\n"
       "                           so tenants share the GPU concurrently: auto\n"
       "                           (default: where installed), on, off\n"
+      "      --config FILE        read the options of FILE first (default:\n"
+      "                           " SYSCONFDIR
+      "/hipd/hipd.conf, if it exists;\n"
+      "                           hipd.conf(5)); the command line overrides "
+      "it\n"
+      "      --no-config          read no configuration file (as --config '')\n"
       "  -V, --version            print the version and exit\n"
       "  -h, --help               print this help and exit\n"
       "\n"
       "SIGINT/SIGTERM stop accepting, let in-flight requests finish and "
       "exit 0.\n"
-      "SIGHUP does not stop hipd (there is no run-time configuration to\n"
-      "reload yet): it is logged and ignored.\n");
+      "SIGHUP reloads the configuration file (and the command line): the log\n"
+      "level, limits, quotas and access policy change at once (hipd(8)).\n");
 }
 
 enum {
