@@ -312,6 +312,14 @@ START_TEST(test_reload_broken)
   log_wait_count(d, "reload failed: the running configuration is kept", 2);
   ck_assert_int_eq(limit(a, "max_sessions"), 100);
 
+  /* A device rule only a worker can check (the listener has no device):
+   * a probe worker refuses it before anything changes. */
+  conf_write(conf, "max-sessions = 20\ndevice-allow = cpu:7=root\n");
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  log_wait_count(d, "reload failed: the running configuration is kept", 3);
+  ck_assert(harness_log_contains(d, "'cpu:7' names no device"));
+  ck_assert_int_eq(limit(a, "max_sessions"), 100);
+
   conf_write(conf, "max-sessions = 20\n");
   ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
   log_wait_count(d, "configuration reloaded from the listener", 1);
