@@ -19,22 +19,19 @@
 
 #define WAIT_MS 20000
 
-/* Write @p text to a fresh hipd.conf and return its path. */
+/* Write @p text to @p path (NULL: a fresh hipd.conf) and return the path
+ * (a fresh one lives until the program ends). */
 static const char *conf_write(const char *path, const char *text)
 {
-  static char buf[4][512];
-  static int next;
-  char *p = buf[next++ % 4];
   FILE *f;
 
   if (path == NULL)
     path = harness_temp_path("hipd.conf");
-  snprintf(p, 512, "%s", path);
-  f = fopen(p, "w");
-  ck_assert_msg(f != NULL, "%s: %s", p, strerror(errno));
+  f = fopen(path, "w");
+  ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
   ck_assert_int_ge(fputs(text, f), 0);
   ck_assert_int_eq(fclose(f), 0);
-  return p;
+  return path;
 }
 
 static int64_t limit(hipd_conn_t *conn, const char *name)
