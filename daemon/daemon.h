@@ -103,6 +103,11 @@ typedef struct daemon_config {
   /* --max-input-bytes: the input that all sessions together may have
    * buffered beyond each one's floor (transport.c). */
   uint64_t max_input_bytes;
+
+  /* Where the options came from (main.c, hipd.conf(5)). */
+  int log_level;     /* --log-level: HLOG_* */
+  char *config_path; /* --config FILE, NULL: the default file */
+  int no_config;     /* --no-config or --config '': no file */
 } daemon_config_t;
 
 typedef struct server server_t;

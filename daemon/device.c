@@ -216,10 +216,10 @@ static void reset_done(task_t *t)
     /* CUDA documents a sticky fault as unrecoverable within the process:
      * the device stays lost (its calls fail with EDEVLOST) until hipd is
      * restarted. Other devices are unaffected. */
-    log_error(0,
-              "device %d could not be recovered in this process (%s): it "
-              "stays unavailable until hipd restarts",
-              dev->id, t->err.msg);
+    log_emit(HLOG_ERROR, &(log_ctx_t){.uid = -1, .device = dev->id},
+             "device %d could not be recovered in this process (%s): it "
+             "stays unavailable until hipd restarts",
+             dev->id, t->err.msg);
     dev->unrecoverable = 1;
     if (unrecoverable_fn != NULL)
       unrecoverable_fn(dev, unrecoverable_arg);
@@ -227,7 +227,8 @@ static void reset_done(task_t *t)
     dev->lost = 0;
   }
   if (t->err.code == 0)
-    log_info(0, "device %d: context reset; new objects work again", dev->id);
+    log_emit(HLOG_INFO, &(log_ctx_t){.uid = -1, .device = dev->id},
+             "device %d: context reset; new objects work again", dev->id);
   free(t);
 }
 
@@ -238,10 +239,10 @@ void device_mark_lost(device_t *dev, const char *why)
   if (dev->lost || dev->drv->device_reset == NULL)
     return;
   dev->lost = 1;
-  log_error(0,
-            "device %d lost its context (%s): its objects are now invalid; "
-            "resetting it",
-            dev->id, why);
+  log_emit(HLOG_ERROR, &(log_ctx_t){.uid = -1, .device = dev->id},
+           "device %d lost its context (%s): its objects are now invalid; "
+           "resetting it",
+           dev->id, why);
   t = task_new(sizeof(*t), reset_run, reset_done);
   if (t == NULL) {
     dev->lost = 0;

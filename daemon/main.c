@@ -11,14 +11,17 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bufpool.h"
 #include "compile/compile_pool.h"
+#include "conffile.h"
 #include "daemon.h"
 #include "device.h"
 #include "drivers/cpu/cpu.h"
@@ -149,13 +152,19 @@ static void usage(FILE *f)
       "      --mps MODE           NVIDIA: start hipd's own MPS control daemon\n"
       "                           so tenants share the GPU concurrently: auto\n"
       "                           (default: where installed), on, off\n"
+      "      --config FILE        read the options of FILE first (default:\n"
+      "                           " SYSCONFDIR
+      "/hipd/hipd.conf, if it exists;\n"
+      "                           hipd.conf(5)); the command line overrides "
+      "it\n"
+      "      --no-config          read no configuration file (as --config '')\n"
       "  -V, --version            print the version and exit\n"
       "  -h, --help               print this help and exit\n"
       "\n"
       "SIGINT/SIGTERM stop accepting, let in-flight requests finish and "
       "exit 0.\n"
-      "SIGHUP does not stop hipd (there is no run-time configuration to\n"
-      "reload yet): it is logged and ignored.\n");
+      "SIGHUP reloads the configuration file (and the command line): the log\n"
+      "level, limits, quotas and access policy change at once (hipd(8)).\n");
 }
 
 enum {
@@ -197,56 +206,98 @@ enum {
   OPT_COMPILE_TIMEOUT,
   OPT_COMPILE_USER,
   OPT_COMPILE_MEM,
+  OPT_CONFIG,
+  OPT_NO_CONFIG,
 };
 
+/* Every option; hipd.conf(5) takes each under the same name, but those
+ * of file_refused[]. */
+static const struct option longopts[] = {
+    {"socket", required_argument, NULL, 's'},
+    {"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
+    {"log-level", required_argument, NULL, 'l'},
+    {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
+    {"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
+    {"max-inflight", required_argument, NULL, OPT_MAX_INFLIGHT},
+    {"output-cap", required_argument, NULL, OPT_OUTPUT_CAP},
+    {"max-input-bytes", required_argument, NULL, OPT_MAX_INPUT_BYTES},
+    {"write-timeout", required_argument, NULL, OPT_WRITE_TIMEOUT},
+    {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
+    {"hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT},
+    {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
+    {"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
+    {"max-handles", required_argument, NULL, OPT_MAX_HANDLES},
+    {"max-streams", required_argument, NULL, OPT_MAX_STREAMS},
+    {"mem-quota", required_argument, NULL, OPT_MEM_QUOTA},
+    {"devices", required_argument, NULL, OPT_DEVICES},
+    {"cpu-devices", required_argument, NULL, OPT_CPU_DEVICES},
+    {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+    {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
+    {"cpu-kernel-timeout", required_argument, NULL, OPT_CPU_KERNEL_TIMEOUT},
+    {"busy-poll", required_argument, NULL, OPT_BUSY_POLL},
+    {"gpu-wait", required_argument, NULL, OPT_GPU_WAIT},
+    {"tenant-mem-quota", required_argument, NULL, OPT_TENANT_MEM_QUOTA},
+    {"tenant-max-sessions", required_argument, NULL, OPT_TENANT_MAX_SESSIONS},
+    {"tenant-max-handles", required_argument, NULL, OPT_TENANT_MAX_HANDLES},
+    {"tenant-max-streams", required_argument, NULL, OPT_TENANT_MAX_STREAMS},
+    {"allow-users", required_argument, NULL, OPT_ALLOW_USERS},
+    {"allow-groups", required_argument, NULL, OPT_ALLOW_GROUPS},
+    {"device-allow", required_argument, NULL, OPT_DEVICE_ALLOW},
+    {"strict-allow", no_argument, NULL, OPT_STRICT_ALLOW},
+    {"isolation", required_argument, NULL, OPT_ISOLATION},
+    {"user", required_argument, NULL, OPT_USER},
+    {"worker-linger", required_argument, NULL, OPT_WORKER_LINGER},
+    {"mps", required_argument, NULL, OPT_MPS},
+    {"worker", required_argument, NULL, OPT_WORKER},
+    {"compile-jobs", required_argument, NULL, OPT_COMPILE_JOBS},
+    {"compile-timeout", required_argument, NULL, OPT_COMPILE_TIMEOUT},
+    {"compile-user", required_argument, NULL, OPT_COMPILE_USER},
+    {"compile-mem", required_argument, NULL, OPT_COMPILE_MEM},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"no-config", no_argument, NULL, OPT_NO_CONFIG},
+    {"version", no_argument, NULL, 'V'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+/* Options that make no sense in a file: what to read, and what is not
+ * configuration. */
+static const char *const file_refused[] = {"config", "no-config", "worker",
+                                           "help",   "version",   NULL};
+
+/* Where the option being parsed came from, for its error: NULL for the
+ * command line, else "FILE:LINE". While reloading, errors are logged
+ * (stderr may be the journal) instead of printed. */
+static const char *opt_where;
+static int opt_reloading;
+
+static void opt_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static void opt_error(const char *fmt, ...)
+{
+  char msg[1024];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (opt_reloading)
+    log_error(0, "%s%s%s", opt_where ? opt_where : "", opt_where ? ": " : "",
+              msg);
+  else
+    fprintf(stderr, "hipd: %s%s%s\n", opt_where ? opt_where : "",
+            opt_where ? ": " : "", msg);
+}
+
+/* Apply the options of @p argv to @p cfg (which holds the defaults, or
+ * what came before: the config file's entries come first). @return 0 or
+ * -1 (the error printed). The checks between options are
+ * options_finish()'s. */
 static int parse_options(int argc, char **argv, daemon_config_t *cfg)
 {
-  static const struct option longopts[] = {
-      {"socket", required_argument, NULL, 's'},
-      {"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
-      {"log-level", required_argument, NULL, 'l'},
-      {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
-      {"max-depth", required_argument, NULL, OPT_MAX_DEPTH},
-      {"max-inflight", required_argument, NULL, OPT_MAX_INFLIGHT},
-      {"output-cap", required_argument, NULL, OPT_OUTPUT_CAP},
-      {"max-input-bytes", required_argument, NULL, OPT_MAX_INPUT_BYTES},
-      {"write-timeout", required_argument, NULL, OPT_WRITE_TIMEOUT},
-      {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN_TIMEOUT},
-      {"hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT},
-      {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
-      {"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
-      {"max-handles", required_argument, NULL, OPT_MAX_HANDLES},
-      {"max-streams", required_argument, NULL, OPT_MAX_STREAMS},
-      {"mem-quota", required_argument, NULL, OPT_MEM_QUOTA},
-      {"devices", required_argument, NULL, OPT_DEVICES},
-      {"cpu-devices", required_argument, NULL, OPT_CPU_DEVICES},
-      {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
-      {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
-      {"cpu-kernel-timeout", required_argument, NULL, OPT_CPU_KERNEL_TIMEOUT},
-      {"busy-poll", required_argument, NULL, OPT_BUSY_POLL},
-      {"gpu-wait", required_argument, NULL, OPT_GPU_WAIT},
-      {"tenant-mem-quota", required_argument, NULL, OPT_TENANT_MEM_QUOTA},
-      {"tenant-max-sessions", required_argument, NULL, OPT_TENANT_MAX_SESSIONS},
-      {"tenant-max-handles", required_argument, NULL, OPT_TENANT_MAX_HANDLES},
-      {"tenant-max-streams", required_argument, NULL, OPT_TENANT_MAX_STREAMS},
-      {"allow-users", required_argument, NULL, OPT_ALLOW_USERS},
-      {"allow-groups", required_argument, NULL, OPT_ALLOW_GROUPS},
-      {"device-allow", required_argument, NULL, OPT_DEVICE_ALLOW},
-      {"strict-allow", no_argument, NULL, OPT_STRICT_ALLOW},
-      {"isolation", required_argument, NULL, OPT_ISOLATION},
-      {"user", required_argument, NULL, OPT_USER},
-      {"worker-linger", required_argument, NULL, OPT_WORKER_LINGER},
-      {"mps", required_argument, NULL, OPT_MPS},
-      {"worker", required_argument, NULL, OPT_WORKER},
-      {"compile-jobs", required_argument, NULL, OPT_COMPILE_JOBS},
-      {"compile-timeout", required_argument, NULL, OPT_COMPILE_TIMEOUT},
-      {"compile-user", required_argument, NULL, OPT_COMPILE_USER},
-      {"compile-mem", required_argument, NULL, OPT_COMPILE_MEM},
-      {"version", no_argument, NULL, 'V'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
   uint64_t v;
   int opt, lvl;
+
+  optind = 0; /* GNU: start afresh (called once per file entry too) */
 
   while ((opt = getopt_long(argc, argv, "s:l:Vh", longopts, NULL)) != -1) {
     switch (opt) {
@@ -265,7 +316,7 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
     case 'l':
       if ((lvl = log_level_parse(optarg)) < 0)
         goto bad;
-      log_set_level(lvl);
+      cfg->log_level = lvl;
       break;
     case OPT_MAX_MESSAGE:
       if (util_parse_size(optarg, 1024, (uint64_t)4 << 30, &v) != 0)
@@ -411,10 +462,7 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
         if (strcmp(optarg, modes[i]) == 0)
           m = i;
       if (m < 0) {
-        fprintf(stderr,
-                "hipd: --gpu-wait: '%s' is not auto, spin, yield "
-                "or block\n",
-                optarg);
+        opt_error("gpu-wait: '%s' is not auto, spin, yield or block", optarg);
         return -1;
       }
       cfg->gpu_wait = m;
@@ -447,8 +495,7 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       else if (strcmp(optarg, "none") == 0)
         cfg->isolation = ISOLATION_NONE;
       else {
-        fprintf(stderr, "hipd: --isolation: '%s' is not uid, session or none\n",
-                optarg);
+        opt_error("isolation: '%s' is not uid, session or none", optarg);
         return -1;
       }
       break;
@@ -471,13 +518,21 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       else if (strcmp(optarg, "off") == 0)
         cfg->mps = MPS_OFF;
       else {
-        fprintf(stderr, "hipd: --mps: '%s' is not auto, on or off\n", optarg);
+        opt_error("mps: '%s' is not auto, on or off", optarg);
         return -1;
       }
       break;
     case OPT_WORKER:
       free(cfg->worker_arg);
       cfg->worker_arg = strdup(optarg);
+      break;
+    case OPT_CONFIG:
+      free(cfg->config_path);
+      cfg->config_path = strdup(optarg);
+      cfg->no_config = optarg[0] == '\0';
+      break;
+    case OPT_NO_CONFIG:
+      cfg->no_config = 1;
       break;
     case 'V':
       printf("hipd %s (protocol %d)\n", PACKAGE_VERSION, HIPD_PROTOCOL_VERSION);
@@ -493,13 +548,20 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
   bad:
     for (const struct option *o = longopts; o->name; o++)
       if (o->val == opt)
-        fprintf(stderr, "hipd: invalid value '%s' for --%s\n", optarg, o->name);
+        opt_error("invalid value '%s' for %s%s", optarg,
+                  opt_where != NULL ? "" : "--", o->name);
     return -1;
   }
   if (optind < argc) {
-    fprintf(stderr, "hipd: unexpected argument '%s'\n", argv[optind]);
+    opt_error("unexpected argument '%s'", argv[optind]);
     return -1;
   }
+  return 0;
+}
+
+/* The checks between options, once all are in. @return 0 or -1. */
+static int options_finish(daemon_config_t *cfg)
+{
   /* The bound must let a session buffer the largest message; unset, it
    * follows a larger --max-message. */
   if (cfg->max_input_bytes == 0) {
@@ -507,14 +569,422 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
     if (cfg->max_input_bytes < cfg->limits.max_message)
       cfg->max_input_bytes = cfg->limits.max_message;
   } else if (cfg->max_input_bytes < cfg->limits.max_message) {
-    fprintf(stderr,
-            "hipd: --max-input-bytes %llu is below --max-message %llu: the "
-            "largest request could never be buffered\n",
-            (unsigned long long)cfg->max_input_bytes,
-            (unsigned long long)cfg->limits.max_message);
+    opt_error("--max-input-bytes %llu is below --max-message %llu: the "
+              "largest request could never be buffered",
+              (unsigned long long)cfg->max_input_bytes,
+              (unsigned long long)cfg->limits.max_message);
     return -1;
   }
   return 0;
+}
+
+/* The configuration's defaults: what a run with no option and no file
+ * has. */
+static void cfg_defaults(daemon_config_t *c)
+{
+  *c = (daemon_config_t){
+      .socket_mode = 0660,
+      .max_inflight = 256,
+      .output_cap = (size_t)1 << 30,
+      .write_timeout_ms = 30000,
+      .hello_timeout_ms = 10000,
+      .request_timeout_ms = 60000,
+      .shutdown_ms = 5000,
+      .max_sessions = 1024,
+      .max_handles = HANDLES_MAX_DEFAULT,
+      .listen_fd = -1,
+      .max_streams = 64,
+      .cpu_devices = 1,
+      .cache_size = (uint64_t)1 << 30,
+      .cpu_kernel_timeout_ms = 600000,
+      .busy_poll_us = -1,
+      .isolation = ISOLATION_UID,
+      .worker_linger_ms = 10000,
+      .mps = MPS_AUTO,
+      .log_level = HLOG_INFO,
+  };
+  proto_limits_default(&c->limits);
+}
+
+/* Free the strings of @p c (not the policy: daemon_t's). */
+static void cfg_free(daemon_config_t *c)
+{
+  free(c->socket_path);
+  free(c->devices);
+  free(c->cache_dir);
+  free(c->compile_user);
+  free(c->allow_users);
+  free(c->allow_groups);
+  for (uint32_t i = 0; i < c->ndevice_allow; i++)
+    free(c->device_allow[i]);
+  free(c->device_allow);
+  free(c->worker_user);
+  free(c->worker_arg);
+  free(c->config_path);
+  memset(c, 0, sizeof(*c));
+}
+
+static void args_free(char **v)
+{
+  for (size_t i = 0; v != NULL && v[i] != NULL; i++)
+    free(v[i]);
+  free(v);
+}
+
+/* The file's path for @p c: NULL for none. */
+static const char *cfg_file(const daemon_config_t *c)
+{
+  if (c->no_config)
+    return NULL;
+  return c->config_path != NULL ? c->config_path : SYSCONFDIR "/hipd/hipd.conf";
+}
+
+/* The command-line option of a hipd.conf entry: "--NAME=VALUE", "--NAME"
+ * for a boolean that is true, "" for one that is false (the default: no
+ * option turns a boolean off). NULL with the error printed. */
+static char *entry_option(const conf_entry_t *e)
+{
+  const struct option *o;
+  char *opt = NULL;
+
+  for (o = longopts; o->name != NULL; o++)
+    if (strcmp(o->name, e->name) == 0)
+      break;
+  if (o->name == NULL) {
+    opt_error("unknown option \"%s\"", e->name);
+    return NULL;
+  }
+  for (int i = 0; file_refused[i] != NULL; i++)
+    if (strcmp(e->name, file_refused[i]) == 0) {
+      opt_error("\"%s\" is a command-line option only: not in a "
+                "configuration file",
+                e->name);
+      return NULL;
+    }
+  if (o->has_arg == no_argument) {
+    int b = conf_bool(e->value);
+    if (b < 0) {
+      opt_error("invalid value '%s' for %s: yes, no, true, false, 1 or 0",
+                e->value, e->name);
+      return NULL;
+    }
+    opt = b ? NULL : strdup("");
+    if (b && asprintf(&opt, "--%s", e->name) < 0)
+      opt = NULL;
+  } else if (asprintf(&opt, "--%s=%s", e->name, e->value) < 0) {
+    opt = NULL;
+  }
+  if (opt == NULL)
+    opt_error("out of memory");
+  return opt;
+}
+
+/*
+ * The whole configuration: the defaults, then the entries of hipd.conf
+ * (unless @p cmdline_only, or a worker's command line, or --no-config),
+ * then the command line @p argv, which overrides them. @p *args_out gets
+ * the options a worker is started with (and told on a reload): the file's
+ * entries as options, then @p argv's (argv[0] first, NULL-terminated, all
+ * malloc'd): a worker never reads the file, it gets what its listener
+ * read. @return 0, or -1 with the error printed (logged while
+ * reloading).
+ */
+static int cfg_load(int argc, char **argv, int cmdline_only,
+                    daemon_config_t *out, char ***args_out)
+{
+  daemon_config_t first;
+  conf_file_t file = {0};
+  char **args = NULL, where[PATH_MAX + 32];
+  const char *path;
+  size_t n = 0;
+  int rc = -1;
+
+  /* The command line alone first: its errors, --help and --version come
+   * before the file, and it says which file. */
+  cfg_defaults(&first);
+  cfg_defaults(out);
+  opt_where = NULL;
+  if (parse_options(argc, argv, &first) != 0)
+    goto fail;
+  path = cmdline_only || first.worker_arg != NULL ? NULL : cfg_file(&first);
+  if (path != NULL) {
+    hipd_err_t err;
+    if (conf_read(path, first.config_path != NULL, &file, &err) != 0) {
+      opt_error("%s", err.msg);
+      goto fail;
+    }
+  }
+  if ((args = calloc(file.n + (size_t)argc + 1, sizeof(*args))) == NULL ||
+      (args[n++] = strdup(argv[0])) == NULL) {
+    opt_error("out of memory");
+    goto fail;
+  }
+  for (size_t i = 0; i < file.n; i++) {
+    char *opt, *mini[3];
+    snprintf(where, sizeof(where), "%s:%u", file.path, file.e[i].line);
+    opt_where = where;
+    if ((opt = entry_option(&file.e[i])) == NULL)
+      goto fail;
+    if (opt[0] == '\0') {
+      free(opt);
+      continue;
+    }
+    args[n++] = opt;
+    mini[0] = argv[0];
+    mini[1] = opt;
+    mini[2] = NULL;
+    if (parse_options(2, mini, out) != 0)
+      goto fail;
+  }
+  opt_where = NULL;
+  if (parse_options(argc, argv, out) != 0 || options_finish(out) != 0)
+    goto fail;
+  for (int i = 1; i < argc; i++)
+    if ((args[n++] = strdup(argv[i])) == NULL) {
+      opt_error("out of memory");
+      goto fail;
+    }
+  *args_out = args;
+  args = NULL;
+  rc = 0;
+fail:
+  opt_where = NULL;
+  args_free(args);
+  conf_free(&file);
+  cfg_free(&first);
+  if (rc != 0)
+    cfg_free(out);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- reload */
+
+/* What the configuration was at start, for the options that only a
+ * restart changes (its strings are copies). */
+static daemon_config_t start_cfg;
+static int start_argc;
+static char **start_argv;
+static char **worker_args; /* what workers are started with (cfg_load) */
+
+static char *dup_or_null(const char *s)
+{
+  return s != NULL ? strdup(s) : NULL;
+}
+
+static void start_cfg_keep(const daemon_config_t *c)
+{
+  start_cfg = *c;
+  start_cfg.socket_path = dup_or_null(c->socket_path);
+  start_cfg.devices = dup_or_null(c->devices);
+  start_cfg.cache_dir = dup_or_null(c->cache_dir);
+  start_cfg.compile_user = dup_or_null(c->compile_user);
+  start_cfg.worker_user = dup_or_null(c->worker_user);
+  start_cfg.allow_users = start_cfg.allow_groups = NULL;
+  start_cfg.device_allow = NULL;
+  start_cfg.ndevice_allow = 0;
+  start_cfg.worker_arg = start_cfg.config_path = NULL;
+}
+
+static int str_differ(const char *a, const char *b)
+{
+  return (a == NULL) != (b == NULL) || (a != NULL && strcmp(a, b) != 0);
+}
+
+/* The names of the options that differ between @p a and @p b and that
+ * only a restart applies, as "socket, devices" in @p buf ("" if none). */
+static void restart_changes(const daemon_config_t *a, const daemon_config_t *b,
+                            char *buf, size_t len)
+{
+  struct {
+    const char *name;
+    int differ;
+  } opts[] = {
+      {"socket", str_differ(a->socket_path, b->socket_path)},
+      {"socket-mode", a->socket_mode != b->socket_mode},
+      {"devices", str_differ(a->devices, b->devices)},
+      {"cpu-devices", a->cpu_devices != b->cpu_devices},
+      {"cache-dir", str_differ(a->cache_dir, b->cache_dir)},
+      {"cache-size", a->cache_size != b->cache_size},
+      {"compile-jobs", a->compile_jobs != b->compile_jobs},
+      {"compile-timeout", a->compile_timeout_s != b->compile_timeout_s},
+      {"compile-user", str_differ(a->compile_user, b->compile_user)},
+      {"compile-mem", a->compile_mem != b->compile_mem},
+      {"busy-poll", a->busy_poll_us != b->busy_poll_us},
+      {"gpu-wait", a->gpu_wait != b->gpu_wait},
+      {"isolation", a->isolation != b->isolation},
+      {"user", str_differ(a->worker_user, b->worker_user)},
+      {"mps", a->mps != b->mps},
+  };
+  size_t n = 0;
+
+  buf[0] = '\0';
+  for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+    if (opts[i].differ && n < len)
+      n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "",
+                            opts[i].name);
+}
+
+static int device_rules_differ(const daemon_config_t *a,
+                               const daemon_config_t *b)
+{
+  if (a->ndevice_allow != b->ndevice_allow)
+    return 1;
+  for (uint32_t i = 0; i < a->ndevice_allow; i++)
+    if (strcmp(a->device_allow[i], b->device_allow[i]) != 0)
+      return 1;
+  return 0;
+}
+
+#define SWAP(x, y)                                                             \
+  do {                                                                         \
+    __typeof__(x) t_ = (x);                                                    \
+    (x) = (y);                                                                 \
+    (y) = t_;                                                                  \
+  } while (0)
+
+/*
+ * Make @p nc the running configuration of what can change at run time:
+ * the log level, the limits, quotas and timeouts (read where they are
+ * checked, so a new session, request or allocation meets the new value;
+ * a session's handle table is sized when it opens), and the access
+ * policy (checked at accept, and at each device use against the device
+ * rules of the session's connect). The access policy is built first: if
+ * it fails, nothing changes. @p nc keeps the old values, for cfg_free().
+ * @return 0 or -1 (logged).
+ */
+static int cfg_apply(daemon_t *d, daemon_config_t *nc)
+{
+  daemon_t probe = *d;
+  daemon_config_t *c = &d->cfg;
+  hipd_err_t err;
+
+  probe.cfg = *nc;
+  if (policy_init(&probe, &err) != 0) {
+    log_error(0, "%s", err.msg[0] ? err.msg : hipd_strerror(err.code));
+    return -1;
+  }
+  policy_free(d);
+  d->policy = probe.policy;
+  log_set_level(nc->log_level);
+  c->log_level = nc->log_level;
+  c->limits = nc->limits;
+  c->max_inflight = nc->max_inflight;
+  c->output_cap = nc->output_cap;
+  c->max_input_bytes = nc->max_input_bytes;
+  c->write_timeout_ms = nc->write_timeout_ms;
+  c->hello_timeout_ms = nc->hello_timeout_ms;
+  c->request_timeout_ms = nc->request_timeout_ms;
+  c->shutdown_ms = nc->shutdown_ms;
+  c->max_sessions = nc->max_sessions;
+  c->max_handles = nc->max_handles;
+  c->max_streams = nc->max_streams;
+  c->mem_quota = nc->mem_quota;
+  c->tenant_mem_quota = nc->tenant_mem_quota;
+  c->tenant_max_sessions = nc->tenant_max_sessions;
+  c->tenant_max_handles = nc->tenant_max_handles;
+  c->tenant_max_streams = nc->tenant_max_streams;
+  c->cpu_kernel_timeout_ms = nc->cpu_kernel_timeout_ms;
+  c->worker_linger_ms = nc->worker_linger_ms;
+  c->strict_allow = nc->strict_allow;
+  SWAP(c->allow_users, nc->allow_users);
+  SWAP(c->allow_groups, nc->allow_groups);
+  SWAP(c->device_allow, nc->device_allow);
+  SWAP(c->ndevice_allow, nc->ndevice_allow);
+  if (d->role != ROLE_LISTENER)
+    cpu_driver_set_launch_timeout(c->cpu_kernel_timeout_ms);
+  return 0;
+}
+
+static void notify_reloading(void)
+{
+  struct timespec ts;
+  char msg[96];
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu",
+           (unsigned long long)ts.tv_sec * 1000000ull +
+               (unsigned long long)ts.tv_nsec / 1000);
+  notify_send(msg);
+}
+
+/* SIGHUP in the listener (or the single process): read hipd.conf and the
+ * command line again and apply what can change; all or nothing. */
+static void reload(daemon_t *d)
+{
+  daemon_config_t nc;
+  char **args = NULL, restart[256];
+  const char *path = cfg_file(&d->cfg);
+
+  notify_reloading();
+  log_info(0, "SIGHUP: reloading %s", path != NULL ? path : "(no file)");
+  opt_reloading = 1;
+  if (cfg_load(start_argc, start_argv, 0, &nc, &args) != 0) {
+    opt_reloading = 0;
+    log_error(0, "reload failed: the running configuration is kept");
+    goto done;
+  }
+  opt_reloading = 0;
+  /* The listener holds no device: a worker checks the device rules. Ask
+   * one (as at start) before anything changes. */
+  if (d->role == ROLE_LISTENER && device_rules_differ(&d->cfg, &nc)) {
+    hipd_err_t err;
+    workers_set_args(d, args);
+    if (workers_probe(d, &err) != 0) {
+      workers_set_args(d, worker_args);
+      log_error(0, "%s", err.msg);
+      log_error(0, "reload failed: the running configuration is kept");
+      goto done;
+    }
+    workers_set_args(d, worker_args);
+  }
+  if (cfg_apply(d, &nc) != 0) {
+    log_error(0, "reload failed: the running configuration is kept");
+    goto done;
+  }
+  restart_changes(&start_cfg, &nc, restart, sizeof(restart));
+  if (restart[0] != '\0')
+    log_warn(0, "changed in %s, needs a restart: %s",
+             path != NULL ? path : "the configuration", restart);
+  if (d->role == ROLE_LISTENER) {
+    workers_set_args(d, args);
+    workers_reload(d);
+  }
+  args_free(worker_args);
+  worker_args = args;
+  args = NULL;
+  log_info(0,
+           "configuration reloaded: log level %s, max-sessions %u, "
+           "max-handles %u (new sessions), max-message %llu",
+           log_level_name(d->cfg.log_level), d->cfg.max_sessions,
+           d->cfg.max_handles, (unsigned long long)d->cfg.limits.max_message);
+done:
+  args_free(args);
+  cfg_free(&nc);
+  notify_send("READY=1");
+}
+
+/* A worker's reload: the options its listener read (worker.c). */
+static void worker_reload_cb(daemon_t *d, int argc, char **argv)
+{
+  daemon_config_t nc;
+  char **args = NULL;
+
+  opt_reloading = 1;
+  if (cfg_load(argc, argv, 1, &nc, &args) != 0) {
+    opt_reloading = 0;
+    log_error(0, "reload failed: this worker keeps its configuration");
+    return;
+  }
+  opt_reloading = 0;
+  if (cfg_apply(d, &nc) != 0)
+    log_error(0, "reload failed: this worker keeps its configuration");
+  else
+    log_info(0,
+             "configuration reloaded from the listener: max-handles %u "
+             "(new sessions)",
+             d->cfg.max_handles);
+  args_free(args);
+  cfg_free(&nc);
 }
 
 /*
@@ -646,19 +1116,26 @@ static void signal_cb(uv_signal_t *sig, int signum)
 }
 
 /* SIGHUP, which would end hipd by default (exit 129, the socket file left
- * behind): hipd has no configuration to reload at run time yet, so it
- * says so and goes on. The listener passes it on to its workers, which
- * say the same. */
+ * behind): the listener (or the single process) reloads its configuration
+ * (reload()) and tells its workers; a worker takes its configuration from
+ * its listener, not from a signal. */
 static void hup_cb(uv_signal_t *sig, int signum)
 {
   daemon_t *d = sig->data;
 
   (void)signum;
-  log_info(0, "SIGHUP: hipd has no run-time configuration to reload (no "
-              "configuration file; options are read at start only): it keeps "
-              "running");
-  if (d->role == ROLE_LISTENER)
-    workers_signal(d, SIGHUP);
+  if (d->stopping) {
+    log_info(0, "SIGHUP while stopping: not reloaded");
+    return;
+  }
+  if (d->role == ROLE_WORKER) {
+    log_info(0,
+             "SIGHUP: a worker reloads when its listener says so: "
+             "ignored (send it to the listener, pid %d)",
+             (int)d->daemon_pid);
+    return;
+  }
+  reload(d);
 }
 
 /* What the service manager shows (systemctl status): the listener's
@@ -890,30 +1367,13 @@ int main(int argc, char **argv)
   worker_role_t role = {0};
   int rc;
 
-  d->cfg = (daemon_config_t){
-      .socket_mode = 0660,
-      .max_inflight = 256,
-      .output_cap = (size_t)1 << 30,
-      .write_timeout_ms = 30000,
-      .hello_timeout_ms = 10000,
-      .request_timeout_ms = 60000,
-      .shutdown_ms = 5000,
-      .max_sessions = 1024,
-      .max_handles = HANDLES_MAX_DEFAULT,
-      .listen_fd = -1,
-      .max_streams = 64,
-      .cpu_devices = 1,
-      .cache_size = (uint64_t)1 << 30,
-      .cpu_kernel_timeout_ms = 600000,
-      .busy_poll_us = -1,
-      .isolation = ISOLATION_UID,
-      .worker_linger_ms = 10000,
-      .mps = MPS_AUTO,
-  };
   log_init();
-  proto_limits_default(&d->cfg.limits);
-  if (parse_options(argc, argv, &d->cfg) != 0)
+  if (cfg_load(argc, argv, 0, &d->cfg, &worker_args) != 0)
     return 2;
+  log_set_level(d->cfg.log_level);
+  start_argc = argc;
+  start_argv = argv;
+  start_cfg_keep(&d->cfg);
   if (d->cfg.worker_user == NULL)
     d->cfg.worker_user = strdup("hipd");
   d->daemon_uid = geteuid();
@@ -987,7 +1447,8 @@ int main(int argc, char **argv)
       log_error(0, "not started: %s", err.msg[0] ? err.msg : hipd_strerror(rc));
       return 1;
     }
-    if (d->role == ROLE_LISTENER && (rc = workers_init(d, argv, &err)) != 0) {
+    if (d->role == ROLE_LISTENER &&
+        (rc = workers_init(d, worker_args, &err)) != 0) {
       log_error(0, "not started: %s", err.msg);
       return 1;
     }
@@ -1065,6 +1526,7 @@ int main(int argc, char **argv)
   if (d->role == ROLE_WORKER) {
     hipd_err_t err;
     d->session_ended = worker_session_closed;
+    worker_on_reload(worker_reload_cb);
     if (worker_start(d, &role, 3, worker_stop_cb, &err) != 0) {
       log_error(0, "worker not started: %s", err.msg);
       return 1;
@@ -1133,19 +1595,11 @@ int main(int argc, char **argv)
              "waiting for them",
              exec_outstanding());
   cache_shutdown();
-  free(d->cfg.cache_dir);
-  free(d->cfg.compile_user);
-  free(d->cfg.devices);
   policy_free(d);
-  free(d->cfg.allow_users);
-  free(d->cfg.allow_groups);
-  for (uint32_t i = 0; i < d->cfg.ndevice_allow; i++)
-    free(d->cfg.device_allow[i]);
-  free(d->cfg.device_allow);
-  free(d->cfg.worker_user);
-  free(d->cfg.worker_arg);
   log_info(0, "stopped");
   notify_close();
-  free(d->cfg.socket_path);
+  cfg_free(&d->cfg);
+  cfg_free(&start_cfg);
+  args_free(worker_args);
   return 0;
 }

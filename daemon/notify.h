@@ -6,7 +6,8 @@
  * socket in $NOTIFY_SOCKET: a path, or an abstract name written with a
  * leading '@'. Each message is one datagram of newline-separated
  * VARIABLE=value lines (READY=1, STOPPING=1, STATUS=..., MAINPID=...,
- * WATCHDOG=1). hipd writes them itself, so that a build without
+ * WATCHDOG=1, and RELOADING=1 with MONOTONIC_USEC= around a SIGHUP
+ * reload, then READY=1 again). hipd writes them itself, so that a build without
  * libsystemd still reports readiness to a Type=notify unit. Without
  * $NOTIFY_SOCKET every call here does nothing.
  *

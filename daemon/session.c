@@ -52,7 +52,7 @@ void session_close(session_t *s, const char *reason)
   if (s->closing)
     return;
   s->closing = 1;
-  log_info(s->id, "session closed: %s (%llu requests)", reason,
+  sess_log(HLOG_INFO, s, "session closed: %s (%llu requests)", reason,
            (unsigned long long)s->requests);
   list_remove(&s->node);
   s->d->nsessions--;
@@ -188,4 +188,3 @@ void session_request_done(session_t *s)
     safe_point_arm(s->d);
   }
 }
-

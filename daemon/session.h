@@ -36,6 +36,7 @@
 
 #include "daemon.h"
 #include "handles.h"
+#include "log.h"
 #include "resources.h"
 
 /* Descriptors a client may send ahead of the requests that claim them. */
@@ -175,5 +176,13 @@ static inline int session_may_use_device(const session_t *s, int id)
 /* May a session throttled by --max-inflight read again? */
 int session_may_resume(const session_t *s);
 
+
+/* Log a line about session @p s: its id and its peer's uid go with it
+ * (the journal's SESSION= and UID= fields, log_emit()). */
+#define sess_log(level, s, ...)                                                \
+  log_emit((level),                                                            \
+           &(log_ctx_t){                                                       \
+               .sid = (s)->id, .uid = (long long)(s)->peer_uid, .device = -1}, \
+           __VA_ARGS__)
 
 #endif

@@ -779,14 +779,14 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
     session_close(s, why);
     return;
   }
-  log_info(s->id, "session opened: peer pid %d uid %d gid %d", (int)s->peer_pid,
-           (int)s->peer_uid, (int)s->peer_gid);
+  sess_log(HLOG_INFO, s, "session opened: peer pid %d uid %d gid %d",
+           (int)s->peer_pid, (int)s->peer_uid, (int)s->peer_gid);
   /* The policy: a refused peer reads the rule in the answer to its first
    * request (dispatch), then the session closes. */
   if (policy_check_peer(d, s->peer_uid, s->peer_gid, s->peer_who,
                         sizeof(s->peer_who), &s->devmask, &s->refusal) != 0) {
     s->refused = 1;
-    log_info(s->id, "refused: %s", s->refusal.msg);
+    sess_log(HLOG_INFO, s, "refused: %s", s->refusal.msg);
   }
   /* The current device is the first the peer may use. */
   s->device = s->devmask != 0 ? __builtin_ctzll(s->devmask) : 0;

@@ -12,7 +12,7 @@
 #   4. examples/hello, vecadd and the tutorials built against the installed
 #      libhipd-dev (pkg-config hipd), run against the installed daemon
 #      started by hand (--devices cpu, on a socket in the temporary
-#      directory): vecadd compiles and runs a kernel, so the installed
+#      directory, reading the installed /etc/hipd/hipd.conf): vecadd compiles and runs a kernel, so the installed
 #      helpers in /usr/libexec and the header in /usr/share/hipd are used;
 #   5. dpkg --purge of the three packages, also when a step failed, and a
 #      check that nothing of them is left.
@@ -125,11 +125,15 @@ for f in /usr/share/hipd/hipd_cpu_device.h /lib/systemd/system/hipd.service \
   /lib/systemd/system/hipd.socket /usr/lib/sysusers.d/hipd.conf \
   /usr/lib/tmpfiles.d/hipd.conf /usr/share/doc/hipd/copyright \
   /usr/share/doc/hipd/PROTOCOL.md.gz /usr/share/man/man8/hipd.8.gz \
+  /usr/share/man/man5/hipd.conf.5.gz /etc/hipd/hipd.conf \
   /usr/share/man/man3/libhipd.3.gz /usr/include/hipd.h /usr/include/hipd_version.h \
   "/usr/lib/$multiarch/libhipd.so" "/usr/lib/$multiarch/libhipd.so.0" \
   "/usr/lib/$multiarch/pkgconfig/hipd.pc"; do
   [ -e "$f" ] || hipd_die "$f is missing"
 done
+# The sample configuration is a conffile: an admin's edits survive upgrades.
+dpkg-query -W -f='${Conffiles}\n' hipd | grep -q '^ */etc/hipd/hipd.conf ' ||
+  hipd_die "/etc/hipd/hipd.conf is not a conffile of hipd"
 grep -q '^ExecStart=/usr/bin/hipd ' /lib/systemd/system/hipd.service ||
   hipd_die "hipd.service does not start /usr/bin/hipd"
 for a in hipd hipd-compile; do
@@ -194,7 +198,7 @@ for pkg in "${PKGS[@]}"; do
   fi
 done
 for f in /usr/bin/hipd /usr/libexec/hipd-cpu-runner /usr/include/hipd.h \
-  /lib/systemd/system/hipd.socket /usr/share/hipd; do
+  /lib/systemd/system/hipd.socket /usr/share/hipd /etc/hipd/hipd.conf; do
   [ ! -e "$f" ] || hipd_die "$f is left after the purge"
 done
 hipd_steps_done

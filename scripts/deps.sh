@@ -14,7 +14,7 @@
 HIPD_DEPS=(
   build-essential autoconf automake libtool pkg-config
   libuv1-dev libmsgpack-dev check libffi-dev libsystemd-dev libssl-dev
-  libseccomp-dev mandoc
+  libseccomp-dev libinih-dev mandoc
   libamdhip64-dev clang-14 libclang-rt-14-dev
   debhelper lintian
 )

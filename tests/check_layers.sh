@@ -30,7 +30,7 @@ layer_of()
   executor.c | executor.h) echo 10 ;;
   drivers/*) echo 11 ;;
   codegen/*) echo 12 ;;
-  log.c | log.h | notify.c | notify.h | handles.c | handles.h | bufpool.c | \
+  log.c | log.h | notify.c | notify.h | conffile.c | conffile.h | handles.c | handles.h | bufpool.c | \
     bufpool.h | sanitize.h | daemon.h | util/* | sandbox/*) echo 13 ;;
   *) echo "" ;;
   esac

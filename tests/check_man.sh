@@ -3,11 +3,12 @@
 # tests/check_man.sh: the manual pages (man/) are clean under
 # `mandoc -T lint -W warning` (no warning, no error), and hipd.8 cannot
 # fall behind the daemon: every long option that the built `hipd --help`
-# lists appears in it as an option (.Fl -NAME). Skipped (exit 77) when
+# lists appears in it as an option (.Fl -NAME), and in the sample
+# etc/hipd.conf as a commented-out entry. Skipped (exit 77) when
 # mandoc is not installed. Run by make check from the build directory.
 src=${srcdir:-$(dirname "$0")/..}
 hipd=${HIPD_BIN:-./hipd}
-pages="man/hipd.8 man/libhipd.3"
+pages="man/hipd.8 man/hipd.conf.5 man/libhipd.3"
 rc=0
 
 if ! command -v mandoc >/dev/null 2>&1; then
@@ -47,4 +48,13 @@ for o in $opts; do
   fi
 done
 echo "check_man: $n long options of hipd --help checked against man/hipd.8"
+# The sample hipd.conf lists every option a file takes, commented out.
+for o in $opts; do
+  case $o in config | no-config | help | version) continue ;; esac
+  if ! grep -qE "^#$o = " "$src/etc/hipd.conf"; then
+    echo "check_man: hipd --help lists --$o; etc/hipd.conf has no '#$o = ...'"
+    rc=1
+  fi
+done
+echo "check_man: the options of hipd --help checked against etc/hipd.conf"
 exit $rc

@@ -5,8 +5,9 @@
  * SIGTERM) on a socket the test binds itself, sent by the listener only
  * (the sender's pid of every datagram, from SCM_CREDENTIALS); the
  * journal's priority prefixes when $JOURNAL_STREAM names stderr, workers'
- * lines included; SIGHUP, which hipd survives with its sessions and its
- * socket. The shared helpers are in tests/daemon_util.h. */
+ * lines included; SIGHUP, a reload (RELOADING=1, READY=1), which hipd
+ * survives with its sessions and its socket. The shared helpers are in
+ * tests/daemon_util.h. */
 #include "config.h"
 
 #include "daemon_util.h"
@@ -145,6 +146,17 @@ START_TEST(test_notify_listener)
   ck_assert_msg(notify_wait(&ns, d->pid, "STATUS=0 sessions", msg, sizeof(msg),
                             NOTIFY_WAIT_MS),
                 "no STATUS after the session closed");
+
+  /* A reload (SIGHUP), as Type=notify-reload has it: RELOADING=1 with
+   * the time, then READY=1. */
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  ck_assert_msg(
+      notify_wait(&ns, d->pid, "RELOADING=1", msg, sizeof(msg), NOTIFY_WAIT_MS),
+      "no RELOADING=1");
+  ck_assert_msg(strstr(msg, "\nMONOTONIC_USEC=") != NULL,
+                "RELOADING=1 without MONOTONIC_USEC: '%s'", msg);
+  ck_assert_msg(notify_wait(&ns, d->pid, "READY=1", NULL, 0, NOTIFY_WAIT_MS),
+                "no READY=1 after the reload");
 
   ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
   ck_assert_msg(notify_wait(&ns, d->pid, "STOPPING=1", NULL, 0, NOTIFY_WAIT_MS),
@@ -292,7 +304,8 @@ END_TEST
 /* ---------------------------------------------------------------- SIGHUP */
 
 /* SIGHUP with a session open, listener and worker (isolation uid) or one
- * process: logged (by the worker too), the session goes on, the socket
+ * process: a reload (with no file, of the same options), logged by the
+ * worker too, the session goes on, the socket
  * takes new connections, SIGTERM still stops hipd cleanly. */
 static void sighup_survives(const char *isolation, int lines)
 {
@@ -307,11 +320,10 @@ static void sighup_survives(const char *isolation, int lines)
   ping_ok(conn);
   ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
   deadline = harness_now_ms() + 10000;
-  while (log_count(d, "SIGHUP: hipd has no run-time configuration") < lines &&
+  while (log_count(d, "configuration reloaded") < lines &&
          harness_now_ms() < deadline)
     harness_sleep_ms(10);
-  ck_assert_int_eq(log_count(d, "SIGHUP: hipd has no run-time configuration"),
-                   lines);
+  ck_assert_int_eq(log_count(d, "configuration reloaded"), lines);
   ck_assert_int_eq(harness_wait_exit(d, 200), -1); /* still running */
   ping_ok(conn);
   ck_assert_int_eq(stat(d->socket, &st), 0);

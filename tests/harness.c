@@ -258,7 +258,7 @@ static void child_exec(const harness_daemon_t *d, pid_t parent,
 harness_daemon_t *harness_spawn(const char *socket_path,
                                 const char *const *args)
 {
-  const char *argv[MAX_ARGS + 4];
+  const char *argv[MAX_ARGS + 5];
   harness_daemon_t *d = calloc(1, sizeof(*d));
   pid_t parent = getpid();
   int n = 0;
@@ -277,6 +277,9 @@ harness_daemon_t *harness_spawn(const char *socket_path,
   argv[n++] = hipd_bin();
   argv[n++] = "--socket";
   argv[n++] = d->socket;
+  /* No hipd.conf of the machine's: a test that wants a file gives
+   * --config FILE, which comes after and wins. */
+  argv[n++] = "--no-config";
   for (int i = 0; args != NULL && args[i] != NULL && i < MAX_ARGS; i++)
     argv[n++] = args[i];
   argv[n] = NULL;

@@ -41,6 +41,7 @@ static struct {
   void (*stop)(daemon_t *d, const char *why);
   int stop_called;
   char dir[256]; /* the listener's cache directory, for cache.stats */
+  void (*reload)(daemon_t *d, int argc, char **argv);
 } K;
 
 int worker_role_parse(const char *arg, worker_role_t *out)
@@ -307,6 +308,47 @@ static void on_conn(const proto_msg_t *m)
   transport_accept(K.d, (uv_stream_t *)&K.ch.pipe);
 }
 
+/* Most options in a reload (hipd has about forty, each may repeat). */
+#define RELOAD_MAX_ARGS 4096
+
+/* reload [[arg...]]: the listener's options after a SIGHUP (argv[0]
+ * first), for K.reload. A malformed one is logged and ignored: the
+ * worker keeps its configuration. */
+static void on_reload(const proto_msg_t *m)
+{
+  const msgpack_object *a;
+  char **argv = NULL;
+  uint32_t n = 0;
+
+  if (ipc_param_array(m, 0, RELOAD_MAX_ARGS, &a) != 0 ||
+      a->via.array.size == 0 ||
+      (argv = calloc(a->via.array.size + 1, sizeof(*argv))) == NULL) {
+    log_error(0, "a malformed reload from the listener: ignored");
+    return;
+  }
+  for (; n < a->via.array.size; n++) {
+    const char *p;
+    size_t len;
+    if (proto_obj_bytes(&a->via.array.ptr[n], &p, &len) != 0 ||
+        memchr(p, '\0', len) != NULL || (argv[n] = malloc(len + 1)) == NULL)
+      break;
+    memcpy(argv[n], p, len);
+    argv[n][len] = '\0';
+  }
+  if (n < a->via.array.size)
+    log_error(0, "a malformed reload from the listener: ignored");
+  else if (K.reload != NULL)
+    K.reload(K.d, (int)n, argv);
+  for (uint32_t i = 0; i < n; i++)
+    free(argv[i]);
+  free(argv);
+}
+
+void worker_on_reload(void (*reload)(daemon_t *d, int argc, char **argv))
+{
+  K.reload = reload;
+}
+
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 {
   (void)ch;
@@ -316,6 +358,8 @@ static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
     on_conn(m);
   else if (m->type == PROTO_NOTIFY && ipc_is(m, "exit"))
     stop_once("idle: the listener ended this worker");
+  else if (m->type == PROTO_NOTIFY && ipc_is(m, "reload"))
+    on_reload(m);
   else
     log_warn(0, "unknown message from the listener: ignored");
 }

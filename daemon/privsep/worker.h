@@ -44,6 +44,11 @@ int worker_role_parse(const char *arg, worker_role_t *out);
 int worker_start(daemon_t *d, const worker_role_t *role, int fd,
                  void (*stop)(daemon_t *d, const char *why), hipd_err_t *err);
 
+/* On the listener's "reload" (after a SIGHUP), call @p reload with its
+ * options (argv[0] first, NULL-terminated; valid during the call): the
+ * worker applies what can change at run time (main.c). */
+void worker_on_reload(void (*reload)(daemon_t *d, int argc, char **argv));
+
 /* A session of this worker was torn down (transport): tell the listener. */
 void worker_session_closed(daemon_t *d, uint64_t id);
 

@@ -142,6 +142,39 @@ void workers_signal(daemon_t *d, int signum)
     }
 }
 
+void workers_set_args(daemon_t *d, char **argv)
+{
+  (void)d;
+  for (W.argc = 0; argv[W.argc] != NULL; W.argc++)
+    ;
+  W.argv = argv;
+}
+
+void workers_reload(daemon_t *d)
+{
+  list_node_t *lists[] = {&W.live, &W.leaving};
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  uint32_t n = 0;
+
+  (void)d;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_notify(&pk, "reload", 1);
+  msgpack_pack_array(&pk, (uint32_t)W.argc);
+  for (size_t i = 0; i < W.argc; i++)
+    proto_pack_cstr(&pk, W.argv[i]);
+  for (int i = 0; i < 2; i++)
+    for (list_node_t *l = lists[i]->next; l != lists[i]; l = l->next) {
+      worker_t *w = list_entry(l, worker_t, node);
+      if (!w->exited && !w->ch.broken &&
+          ipc_send(&w->ch, sb.data, sb.size) == 0)
+        n++;
+    }
+  msgpack_sbuffer_destroy(&sb);
+  log_debug(0, "reload sent to %u workers", n);
+}
+
 /* ----------------------------------------------------------- lifetime */
 
 static void worker_unref(worker_t *w)

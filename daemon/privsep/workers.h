@@ -60,8 +60,14 @@ int workers_adopt(daemon_t *d, int fd, uid_t uid);
 /* Release what is left (after the loop's last run). */
 void workers_free(daemon_t *d);
 
-/* Send @p signum to every worker still running (SIGHUP: passed on). */
+/* Send @p signum to every worker still running. */
 void workers_signal(daemon_t *d, int signum);
+/* The options workers are started with from now on (argv[0] first,
+ * NULL-terminated; the caller keeps it alive until the next call). */
+void workers_set_args(daemon_t *d, char **argv);
+/* Tell every worker running to reload (after a SIGHUP): "reload" with the
+ * options of workers_set_args(). */
+void workers_reload(daemon_t *d);
 /* Connections held by the workers now, all together. */
 uint32_t workers_sessions(const daemon_t *d);
 

@@ -1,0 +1,436 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/check_config.c: hipd.conf(5) and SIGHUP reloads, against real
+ * daemons (tests/harness.c).
+ *
+ * What is checked: the file's values take effect (daemon.info's limits),
+ * in a [hipd] section or before any; the command line overrides them; an
+ * unknown key, a bad value, a bad boolean, a command-line-only option and
+ * a missing --config file stop hipd with exit code 2 and a message naming
+ * FILE:LINE; SIGHUP with a changed file changes the log level, the limits
+ * (an open session meets the new mem-quota at its next allocation, a new
+ * session the new max-handles) and the access policy for new connections,
+ * while a session stays open and usable, in --isolation none and in the
+ * default worker mode (where the worker applies them); a broken file on
+ * reload keeps the running configuration whole; a change that needs a
+ * restart is logged as such and otherwise ignored. */
+#include "config.h"
+
+#include "daemon_util.h"
+
+#define WAIT_MS 20000
+
+/* Write @p text to @p path (NULL: a fresh hipd.conf) and return the path
+ * (a fresh one lives until the program ends). */
+static const char *conf_write(const char *path, const char *text)
+{
+  FILE *f;
+
+  if (path == NULL)
+    path = harness_temp_path("hipd.conf");
+  f = fopen(path, "w");
+  ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+  ck_assert_int_ge(fputs(text, f), 0);
+  ck_assert_int_eq(fclose(f), 0);
+  return path;
+}
+
+static int64_t limit(hipd_conn_t *conn, const char *name)
+{
+  hipd_info_t *info = NULL;
+  char path[96];
+  int64_t v = -1;
+
+  ck_assert_int_eq(hipd_daemon_info(conn, &info), 0);
+  snprintf(path, sizeof(path), "limits.%s", name);
+  ck_assert_int_eq(hipd_info_int(info, path, &v), 0);
+  hipd_info_free(info);
+  return v;
+}
+
+/* Count the lines of @p d's log that contain @p needle. */
+static int log_count(const harness_daemon_t *d, const char *needle)
+{
+  FILE *f = fopen(d->log, "r");
+  char line[4096];
+  int n = 0;
+
+  if (f == NULL)
+    return 0;
+  while (fgets(line, sizeof(line), f) != NULL)
+    if (strstr(line, needle) != NULL)
+      n++;
+  fclose(f);
+  return n;
+}
+
+/* Wait until @p needle is in @p n lines of the log. */
+static void log_wait_count(const harness_daemon_t *d, const char *needle, int n)
+{
+  long long deadline = harness_now_ms() + WAIT_MS;
+
+  while (log_count(d, needle) < n && harness_now_ms() < deadline)
+    harness_sleep_ms(10);
+  if (log_count(d, needle) < n)
+    harness_log_dump(d);
+  ck_assert_msg(log_count(d, needle) >= n, "'%s' not logged %d times", needle,
+                n);
+}
+
+/* ------------------------------------------------------------- the file */
+
+START_TEST(test_file_values)
+{
+  const char *conf = conf_write(NULL, "# hipd.conf of check_config\n"
+                                      "max-sessions = 64\n"
+                                      "\n"
+                                      "[hipd]\n"
+                                      "; a comment\n"
+                                      "max-handles = 500\n"
+                                      "max-message = 2M\n"
+                                      "strict-allow = no\n");
+  harness_daemon_t *d = harness_start("--devices", "cpu", "--isolation", "none",
+                                      "--config", conf, NULL);
+  hipd_conn_t *conn;
+
+  ck_assert_ptr_nonnull(d);
+  conn = connect_to(d);
+  ck_assert_int_eq(limit(conn, "max_sessions"), 64);
+  ck_assert_int_eq(limit(conn, "max_handles"), 500);
+  ck_assert_int_eq(limit(conn, "max_message"), 2 << 20);
+  ck_assert_int_eq(limit(conn, "max_streams"), 64); /* the default */
+  hipd_close(conn);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+/* The command line wins over the file; the worker (isolation uid) has
+ * what its listener read. */
+START_TEST(test_cmdline_overrides)
+{
+  const char *conf =
+      conf_write(NULL, "max-sessions = 64\nmax-streams = 8\nmax-depth = 9\n");
+  harness_daemon_t *d =
+      harness_start("--devices", "cpu", "--max-sessions", "32", "--config",
+                    conf, "--max-depth=10", NULL);
+  hipd_conn_t *conn;
+
+  ck_assert_ptr_nonnull(d);
+  conn = connect_to(d);
+  ck_assert_int_eq(limit(conn, "max_sessions"), 32);
+  ck_assert_int_eq(limit(conn, "max_streams"), 8);
+  ck_assert_int_eq(limit(conn, "max_depth"), 10);
+  hipd_close(conn);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+/* hipd does not start, exit code 2, its stderr says @p want. */
+static void refused(const char *text, const char *want_fmt)
+{
+  const char *conf = conf_write(NULL, text);
+  const char *args[] = {"--devices", "cpu", "--config", conf, NULL};
+  harness_daemon_t *d = harness_spawn(NULL, args);
+  char want[1024];
+
+  ck_assert_ptr_nonnull(d);
+  ck_assert_int_eq(harness_wait_exit(d, WAIT_MS), 2);
+  snprintf(want, sizeof(want), want_fmt, conf);
+  if (!harness_log_contains(d, want))
+    harness_log_dump(d);
+  ck_assert_msg(harness_log_contains(d, want), "not in the log: %s", want);
+  harness_free(d);
+}
+
+START_TEST(test_bad_file)
+{
+  refused("max-sessions = 64\n\n[hipd]\nmax-sesions = 3\n",
+          "hipd: %s:4: unknown option \"max-sesions\"");
+  refused("max-sessions = lots\n",
+          "hipd: %s:1: invalid value 'lots' for max-sessions");
+  refused("# x\nstrict-allow = maybe\n",
+          "hipd: %s:2: invalid value 'maybe' for strict-allow");
+  refused("worker = uid:0:0:1\n",
+          "hipd: %s:1: \"worker\" is a command-line option only");
+  refused("config = /etc/passwd\n",
+          "hipd: %s:1: \"config\" is a command-line option only");
+  refused("isolation = some\n",
+          "hipd: %s:1: isolation: 'some' is not uid, session or none");
+  refused("[other]\nmax-sessions = 3\n", "hipd: %s:2: \"max-sessions\" is in "
+                                         "section [other]");
+  refused("max-sessions\n", "hipd: %s:1: not \"name = value\"");
+}
+END_TEST
+
+/* A missing --config file is an error; --config '' and --no-config read
+ * none. */
+START_TEST(test_missing_file)
+{
+  const char *missing = harness_temp_path("absent.conf");
+  const char *args[] = {"--config", missing, NULL};
+  harness_daemon_t *d = harness_spawn(NULL, args);
+  char want[600];
+
+  ck_assert_ptr_nonnull(d);
+  ck_assert_int_eq(harness_wait_exit(d, WAIT_MS), 2);
+  snprintf(want, sizeof(want), "hipd: %s: No such file or directory", missing);
+  ck_assert_msg(harness_log_contains(d, want), "not in the log: %s", want);
+  harness_free(d);
+  d = harness_start("--devices", "cpu", "--isolation", "none", "--config", "",
+                    NULL);
+  ck_assert_ptr_nonnull(d);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+/* -------------------------------------------------------------- reloads */
+
+/* Allocate @p bytes; @return the status. */
+static int alloc_status(hipd_conn_t *conn, size_t bytes, hipd_buffer_t *out)
+{
+  return hipd_mem_alloc(conn, 0, bytes, "byte", out);
+}
+
+static void usable(hipd_conn_t *conn)
+{
+  unsigned char in[4096], back[4096];
+  hipd_buffer_t b;
+
+  fill_random(in, sizeof(in), 7);
+  ck_assert_int_eq(alloc_status(conn, sizeof(in), &b), 0);
+  ck_assert_int_eq(hipd_mem_write(conn, b, 0, in, sizeof(in)), 0);
+  ck_assert_int_eq(hipd_mem_read(conn, b, 0, back, sizeof(back)), 0);
+  ck_assert(memcmp(in, back, sizeof(in)) == 0);
+  ck_assert_int_eq(hipd_mem_free(conn, b), 0);
+}
+
+/* @p reloaded: the lines "configuration reloaded" a reload logs (the
+ * listener's, and its worker's). */
+static void reload_applies(const char *isolation, int reloaded)
+{
+  const char *conf = conf_write(NULL, "log-level = info\n"
+                                      "max-handles = 1000\n"
+                                      "max-sessions = 100\n");
+  harness_daemon_t *d = harness_start("--devices", "cpu", "--isolation",
+                                      isolation, "--config", conf, NULL);
+  hipd_conn_t *a, *b;
+  hipd_buffer_t buf[16], big;
+  int n, rc;
+
+  ck_assert_ptr_nonnull(d);
+  a = connect_to(d);
+  usable(a);
+  ck_assert_int_eq(alloc_status(a, 2 * MiB, &big), 0);
+  ck_assert_int_eq(hipd_mem_free(a, big), 0);
+  ck_assert_int_eq(limit(a, "max_handles"), 1000);
+  ck_assert_int_eq(log_count(d, " debug "), 0);
+
+  conf_write(conf, "log-level = debug\n"
+                   "[hipd]\n"
+                   "max-handles = 4\n"
+                   "max-sessions = 50\n"
+                   "mem-quota = 1M\n"
+                   "tenant-max-streams = 7\n");
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  log_wait_count(d, "configuration reloaded", reloaded);
+
+  /* The open session goes on, under the new limits from its next request
+   * on: the quota refuses 2 MiB now. */
+  usable(a);
+  ck_assert_int_eq(limit(a, "max_sessions"), 50);
+  ck_assert_int_eq(limit(a, "mem_quota"), 1 << 20);
+  ck_assert_int_eq(limit(a, "tenant_max_streams"), 7);
+  ck_assert_int_eq(alloc_status(a, 2 * MiB, &big), HIPD_EQUOTA);
+  /* Its handle table keeps its size: more than 4 buffers. */
+  for (n = 0; n < 8; n++)
+    ck_assert_int_eq(alloc_status(a, 64, &buf[n]), 0);
+  for (n = 0; n < 8; n++)
+    ck_assert_int_eq(hipd_mem_free(a, buf[n]), 0);
+
+  /* A new session has the new max-handles: an allocation beyond it is
+   * refused. */
+  b = connect_to(d);
+  ck_assert_int_eq(limit(b, "max_handles"), 4);
+  for (n = 0; n < 16; n++)
+    if ((rc = alloc_status(b, 64, &buf[n])) != 0)
+      break;
+  ck_assert_msg(n > 0 && n <= 4, "%d buffers under max-handles 4", n);
+  ck_assert_int_ne(rc, 0);
+  /* And debug lines are written now. */
+  ck_assert_int_gt(log_count(d, " debug "), 0);
+  hipd_close(b);
+  usable(a);
+  hipd_close(a);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+
+START_TEST(test_reload_single)
+{
+  reload_applies("none", 1);
+}
+END_TEST
+
+START_TEST(test_reload_worker)
+{
+  reload_applies("uid", 2);
+}
+END_TEST
+
+/* A broken file on reload: logged with FILE:LINE, nothing changes (not
+ * even the entries before the bad one); a fixed file then reloads. */
+START_TEST(test_reload_broken)
+{
+  const char *conf = conf_write(NULL, "max-sessions = 100\n");
+  harness_daemon_t *d =
+      harness_start("--devices", "cpu", "--config", conf, NULL);
+  hipd_conn_t *a;
+  char want[600];
+
+  ck_assert_ptr_nonnull(d);
+  a = connect_to(d);
+  conf_write(conf, "max-sessions = 20\nmax-handles = 9\nmax-stream = 3\n");
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  log_wait_count(d, "reload failed: the running configuration is kept", 1);
+  snprintf(want, sizeof(want), "%s:3: unknown option \"max-stream\"", conf);
+  ck_assert_msg(harness_log_contains(d, want), "not logged: %s", want);
+  ck_assert_int_eq(harness_wait_exit(d, 100), -1); /* still running */
+  usable(a);
+  ck_assert_int_eq(limit(a, "max_sessions"), 100);
+  ck_assert_int_eq(limit(a, "max_handles"), 1048576);
+
+  /* A policy that cannot be built (a user that does not exist) keeps it
+   * too. */
+  conf_write(conf, "max-sessions = 20\n"
+                   "allow-users = no-such-user-check-config\n");
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  log_wait_count(d, "reload failed: the running configuration is kept", 2);
+  ck_assert_int_eq(limit(a, "max_sessions"), 100);
+
+  /* A device rule only a worker can check (the listener has no device):
+   * a probe worker refuses it before anything changes. */
+  conf_write(conf, "max-sessions = 20\ndevice-allow = cpu:7=root\n");
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  log_wait_count(d, "reload failed: the running configuration is kept", 3);
+  ck_assert(harness_log_contains(d, "'cpu:7' names no device"));
+  ck_assert_int_eq(limit(a, "max_sessions"), 100);
+
+  conf_write(conf, "max-sessions = 20\n");
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  log_wait_count(d, "configuration reloaded from the listener", 1);
+  ck_assert_int_eq(limit(a, "max_sessions"), 20);
+  usable(a);
+  hipd_close(a);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+/* What only a restart changes is logged, and not applied; what can change
+ * in the same file is. */
+START_TEST(test_reload_restart_only)
+{
+  const char *conf = conf_write(NULL, "max-streams = 10\n");
+  harness_daemon_t *d = harness_start("--devices", "cpu", "--isolation", "none",
+                                      "--config", conf, NULL);
+  hipd_conn_t *a;
+
+  ck_assert_ptr_nonnull(d);
+  a = connect_to(d);
+  conf_write(conf, "max-streams = 12\n"
+                   "socket-mode = 0600\n"
+                   "cache-size = 64M\n"
+                   "cpu-devices = 2\n");
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  log_wait_count(d, "configuration reloaded", 1);
+  ck_assert(harness_log_contains(
+      d, "needs a restart: socket-mode, cpu-devices, cache-size"));
+  ck_assert_int_eq(limit(a, "max_streams"), 12);
+  /* Still one CPU device, the socket where it was. */
+  {
+    int n = -1;
+    ck_assert_int_eq(hipd_device_count(a, &n), 0);
+    ck_assert_int_eq(n, 1);
+  }
+  hipd_close(a);
+  a = connect_to(d);
+  usable(a);
+  hipd_close(a);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+/* The access policy applies to connections accepted after the reload;
+ * the open session keeps running. */
+START_TEST(test_reload_policy)
+{
+  const char *conf = conf_write(NULL, "max-sessions = 100\n");
+  harness_daemon_t *d =
+      harness_start("--devices", "cpu", "--config", conf, NULL);
+  hipd_conn_t *a, *b = NULL;
+  hipd_info_t *info = NULL;
+  int rc;
+
+  ck_assert_ptr_nonnull(d);
+  a = connect_to(d);
+  /* Root is allowed by every rule unless strict-allow. */
+  conf_write(conf, "allow-users = 54321\nstrict-allow = yes\n");
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  log_wait_count(d, "configuration reloaded from the listener", 1);
+  usable(a);
+  rc = hipd_connect2(d->socket, "check_config", &b);
+  if (rc == 0) {
+    rc = hipd_daemon_info(b, &info);
+    hipd_info_free(info);
+  }
+  ck_assert_int_eq(rc, HIPD_EPERM);
+  ck_assert(harness_log_contains(d, "is not allowed by --allow-users 54321"));
+  if (b != NULL)
+    hipd_close(b);
+  usable(a);
+  hipd_close(a);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+  Suite *s = suite_create("config");
+  TCase *tc;
+
+  tc = tcase_create("file");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_file_values);
+  tcase_add_test(tc, test_cmdline_overrides);
+  tcase_add_test(tc, test_bad_file);
+  tcase_add_test(tc, test_missing_file);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("reload");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_reload_single);
+  tcase_add_test(tc, test_reload_worker);
+  tcase_add_test(tc, test_reload_broken);
+  tcase_add_test(tc, test_reload_restart_only);
+  if (geteuid() == 0)
+    tcase_add_test(tc, test_reload_policy);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *sr;
+  int failed;
+
+  harness_init("check_config");
+  sr = srunner_create(config_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  harness_fini();
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
