@@ -425,7 +425,9 @@ static void pack_stats(const job_t *j, const report_set_t *set, const view_t *v,
   kv_u64(pk, "sessions", v->nsess);
   kv_u64(pk, "sessions_total", d->sessions_total);
   kv_u64(pk, "tenants",
-         d->role == ROLE_LISTENER ? (uint64_t)set->n + set->missing : 0);
+         d->role == ROLE_LISTENER
+             ? (uint64_t)set->n - set->exited + set->missing
+             : 0);
   kv_str(pk, "isolation", isolation_name(d));
   for (int i = 0; i < v->ndev; i++)
     ndev += v->dev[i].present;
@@ -536,8 +538,9 @@ static void render_metrics(const job_t *j, const report_set_t *set,
   prom_sample_u64(b, "hipd_sessions", NULL, v->nsess);
   prom_family(b, "hipd_tenants", "gauge", "tenant workers running");
   prom_sample_u64(b, "hipd_tenants", NULL,
-                  d->role == ROLE_LISTENER ? (uint64_t)set->n + set->missing
-                                           : 0);
+                  d->role == ROLE_LISTENER
+                      ? (uint64_t)set->n - set->exited + set->missing
+                      : 0);
   prom_family(b, "hipd_scrape_errors_total", "counter",
               "workers left out of a view (no answer within 2 s)");
   prom_sample_u64(b, "hipd_scrape_errors_total", NULL, A.scrape_errors);

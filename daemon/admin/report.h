@@ -90,6 +90,8 @@ typedef struct report_set {
   report_t **r;
   uint32_t n;
   uint32_t missing; /* workers left out (no answer within 2 s) */
+  uint32_t exited;  /* of r, the last reports of workers that exited, not
+                       folded yet: counters only */
 } report_set_t;
 
 /* Decode @p o into a new report. @return it, or NULL (malformed, or out

@@ -591,7 +591,7 @@ static void gather_finish(gather_t *g)
 {
   report_set_t set;
   report_t **r;
-  uint32_t k = 0;
+  uint32_t k = 0, ndead = 0, extra = 0;
 
   if (g->finished)
     return;
@@ -603,15 +603,42 @@ static void gather_finish(gather_t *g)
     if (a->g == g)
       a->g = NULL; /* its answer still updates the worker's last report */
   }
-  r = calloc(g->n ? g->n : 1, sizeof(*r));
+  for (list_node_t *n = W.dead.next; n != &W.dead; n = n->next)
+    ndead++;
+  r = calloc(g->n + ndead + 1, sizeof(*r));
   for (uint32_t i = 0; r != NULL && i < g->n; i++)
     if (g->got[i] != NULL)
       r[k++] = g->got[i];
+  /* A worker that exited and is not folded yet (its channel's end is
+   * still to come): its counters count, its sessions and gauges do not. */
+  for (list_node_t *n = W.dead.next; r != NULL && n != &W.dead; n = n->next) {
+    worker_t *w = list_entry(n, worker_t, node);
+    report_t *c;
+    if (w->last == NULL || (c = calloc(1, sizeof(*c))) == NULL)
+      continue;
+    c->ndev = w->last->ndev;
+    c->dev = calloc(c->ndev + 1, sizeof(*c->dev));
+    c->nreq = w->last->nreq;
+    c->req = calloc(c->nreq + 1, sizeof(*c->req));
+    if (c->dev == NULL || c->req == NULL) {
+      report_free(c);
+      continue;
+    }
+    memcpy(c->dev, w->last->dev, c->ndev * sizeof(*c->dev));
+    memcpy(c->req, w->last->req, c->nreq * sizeof(*c->req));
+    for (uint32_t i = 0; i < c->ndev; i++)
+      c->dev[i].buffers = c->dev[i].held = 0;
+    r[k++] = c;
+    extra++;
+  }
   set.r = r;
   set.n = k;
+  set.exited = extra;
   set.missing = g->missing + g->waiting;
   if (g->done != NULL)
     g->done(g->ctx, &set);
+  for (uint32_t i = k - extra; r != NULL && i < k; i++)
+    report_free(r[i]);
   free(r);
   uv_close((uv_handle_t *)&g->timer, gather_closed_cb);
 }
