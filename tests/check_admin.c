@@ -547,6 +547,25 @@ static double metric(const char *text, const char *head)
   return -1;
 }
 
+/* Where Prometheus's promtool is installed (Debian's prometheus package),
+ * it checks the text too: the format and its lint rules. */
+static void promtool_check(const char *text)
+{
+  char path[] = "/tmp/hipd-admin-metrics-XXXXXX", cmd[160];
+  int fd, rc;
+
+  if (system("command -v promtool >/dev/null 2>&1") != 0)
+    return;
+  fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write_all(fd, text, strlen(text)), 0);
+  close(fd);
+  snprintf(cmd, sizeof(cmd), "promtool check metrics < %s 1>&2", path);
+  rc = system(cmd);
+  unlink(path);
+  ck_assert_msg(rc == 0, "promtool check metrics failed (its output is above)");
+}
+
 static char *metrics_of(raw_t *r)
 {
   res_t m;
@@ -558,6 +577,7 @@ static char *metrics_of(raw_t *r)
   text = strndup(m.o->via.str.ptr, m.o->via.str.size);
   res_free(&m);
   ck_assert_msg(metrics_check(text, why, sizeof(why)) == NULL, "%s", why);
+  promtool_check(text);
   return text;
 }
 
