@@ -186,9 +186,13 @@ typedef struct view_tenant {
   uint32_t ndev;
 } view_tenant_t;
 
+typedef struct view_sess {
+  const report_sess_t *s;
+  const report_t *of; /* the report it came in */
+} view_sess_t;
+
 typedef struct view {
-  const report_sess_t **sess; /* visible, by id */
-  const report_t **sess_of;
+  view_sess_t *sess; /* visible, by id */
   uint32_t nsess;
   uint64_t sessions_all;
   view_dev_t dev[REPORT_MAX_DEVICES];
@@ -238,8 +242,8 @@ static void view_req_add(view_t *v, const report_req_t *q)
 
 static int sess_cmp(const void *a, const void *b)
 {
-  uint64_t x = (*(const report_sess_t *const *)a)->id;
-  uint64_t y = (*(const report_sess_t *const *)b)->id;
+  uint64_t x = ((const view_sess_t *)a)->s->id;
+  uint64_t y = ((const view_sess_t *)b)->s->id;
 
   return x < y ? -1 : x > y;
 }
@@ -260,8 +264,7 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
   memset(v, 0, sizeof(*v));
   for (uint32_t r = 0; r < set->n; r++)
     total += set->r[r]->nsess;
-  if (total && ((v->sess = calloc(total, sizeof(*v->sess))) == NULL ||
-                (v->sess_of = calloc(total, sizeof(*v->sess_of))) == NULL))
+  if (total && (v->sess = calloc(total, sizeof(*v->sess))) == NULL)
     return HIPD_ENOMEM;
   for (uint32_t r = 0; r < set->n; r++) {
     const report_t *rp = set->r[r];
@@ -281,8 +284,10 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
             t->ndev = (uint32_t)id + 1;
         }
       }
-      if (visible(j, s->uid))
-        v->sess[k++] = s;
+      if (visible(j, s->uid)) {
+        v->sess[k].s = s;
+        v->sess[k++].of = rp;
+      }
     }
     for (uint32_t i = 0; i < rp->ndev; i++) {
       const report_dev_t *d = &rp->dev[i];
@@ -316,12 +321,8 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
       view_req_add(v, &rp->req[i]);
   }
   v->nsess = k;
-  qsort(v->sess, k, sizeof(*v->sess), sess_cmp);
-  for (uint32_t i = 0; i < k; i++)
-    for (uint32_t r = 0; r < set->n; r++)
-      if (v->sess[i] >= set->r[r]->sess &&
-          v->sess[i] < set->r[r]->sess + set->r[r]->nsess)
-        v->sess_of[i] = set->r[r];
+  if (k > 1)
+    qsort(v->sess, k, sizeof(*v->sess), sess_cmp);
   for (int i = 0; i < REPORT_MAX_DEVICES; i++) {
     const report_ctr_t *f = &A.fold_dev[i];
     if (f->launches || f->busy_ns || f->h2d || f->d2h || f->faults) {
@@ -340,7 +341,6 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
 static void view_free(view_t *v)
 {
   free(v->sess);
-  free(v->sess_of);
   free(v->ten);
   free(v->req);
 }
@@ -369,8 +369,8 @@ static void pack_list(const view_t *v, msgpack_packer *pk)
 {
   msgpack_pack_array(pk, v->nsess);
   for (uint32_t i = 0; i < v->nsess; i++) {
-    const report_sess_t *s = v->sess[i];
-    const report_t *r = v->sess_of[i];
+    const report_sess_t *s = v->sess[i].s;
+    const report_t *r = v->sess[i].of;
     char user[64];
     user_name(s->uid, user, sizeof(user));
     msgpack_pack_map(pk, 19);
@@ -808,9 +808,9 @@ static void gathered(void *ctx, report_set_t *set)
     const report_t *owner = NULL;
     int found = 0;
     for (uint32_t i = 0; i < v.nsess && !found; i++)
-      if (v.sess[i]->id == j->kill_id) {
+      if (v.sess[i].s->id == j->kill_id) {
         found = 1;
-        owner = v.sess_of[i];
+        owner = v.sess[i].of;
       }
     view_free(&v);
     msgpack_sbuffer_destroy(&sb);
