@@ -73,8 +73,9 @@ static struct {
   list_node_t live;    /* worker_t.node: those taking connections */
   list_node_t leaving; /* told to exit, not yet reaped */
   list_node_t refusals;
-  list_node_t dead; /* exited, their channel still open to read its end */
-  uint32_t n;       /* in both lists */
+  list_node_t dead;    /* exited, their channel still open to read its end */
+  list_node_t adopted; /* workers_adopt()'s channels (no process) */
+  uint32_t n;          /* in both lists */
   uint64_t started;
   uint32_t sessions; /* connections held by workers, all together */
   int stop_sent;
@@ -87,6 +88,7 @@ static struct {
     .leaving = {&W.leaving, &W.leaving},
     .refusals = {&W.refusals, &W.refusals},
     .dead = {&W.dead, &W.dead},
+    .adopted = {&W.adopted, &W.adopted},
     .asks = {&W.asks, &W.asks},
 };
 
@@ -123,6 +125,7 @@ int workers_init(daemon_t *d, char **argv, hipd_err_t *err)
   list_init(&W.leaving);
   list_init(&W.refusals);
   list_init(&W.dead);
+  list_init(&W.adopted);
   list_init(&W.asks);
   for (W.argc = 0; argv[W.argc] != NULL; W.argc++)
     ;
@@ -299,6 +302,7 @@ static void adopted_broken(ipc_chan_t *ch, const char *why)
   worker_t *w = ch->data;
 
   log_debug(0, "adopted worker channel closed: %s", why);
+  list_remove(&w->node); /* from W.adopted */
   worker_forget(w);
   ipc_close(&w->ch, ch_closed);
   worker_unref(w);
@@ -729,16 +733,22 @@ static ask_t *ask_report(worker_t *w)
 /* A worker still there to ask. */
 static int askable(const worker_t *w)
 {
-  return !w->exited && w->pid > 0 && !w->ch.broken;
+  /* An adopted channel (no process: pid -1, counted as exited) is asked
+   * too: the fuzz target answers for it. */
+  return !w->ch.broken && (w->pid < 0 || !w->exited);
 }
 
 static void gather_reports(daemon_t *d, admin_gathered_fn done, void *ctx)
 {
   gather_t *g = calloc(1, sizeof(*g));
-  list_node_t *lists[] = {&W.live, &W.leaving};
+  list_node_t *lists[] = {&W.live, &W.leaving, &W.adopted};
   report_set_t none = {0};
+  uint32_t cap = 1;
 
-  if (g == NULL || (g->got = calloc(W.n + 1, sizeof(*g->got))) == NULL) {
+  for (int i = 0; i < 3; i++)
+    for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next)
+      cap++;
+  if (g == NULL || (g->got = calloc(cap, sizeof(*g->got))) == NULL) {
     free(g);
     if (done != NULL)
       done(ctx, &none);
@@ -748,11 +758,11 @@ static void gather_reports(daemon_t *d, admin_gathered_fn done, void *ctx)
   g->ctx = ctx;
   uv_timer_init(d->loop, &g->timer);
   g->timer.data = g;
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 3; i++)
     for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next) {
       worker_t *w = list_entry(n, worker_t, node);
       ask_t *a;
-      if (!askable(w) || g->n >= W.n + 1)
+      if (!askable(w) || g->n >= cap)
         continue;
       if ((a = ask_report(w)) == NULL) {
         g->missing++;
@@ -834,7 +844,7 @@ static void on_worker_response(worker_t *w, const proto_msg_t *m)
 static void kill_session(daemon_t *d, void *owner, uint64_t id, const char *who,
                          void (*done)(void *ctx, int status), void *ctx)
 {
-  list_node_t *lists[] = {&W.live, &W.leaving};
+  list_node_t *lists[] = {&W.live, &W.leaving, &W.adopted};
   worker_t *w = NULL;
   msgpack_sbuffer sb;
   msgpack_packer pk;
@@ -843,7 +853,7 @@ static void kill_session(daemon_t *d, void *owner, uint64_t id, const char *who,
 
   (void)d;
   /* The owner is a worker of a report just gathered: still listed? */
-  for (int i = 0; i < 2 && w == NULL; i++)
+  for (int i = 0; i < 3 && w == NULL; i++)
     for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next)
       if (list_entry(n, worker_t, node) == owner) {
         w = owner;
@@ -885,12 +895,12 @@ static void send_log_level(worker_t *w, int level)
 static void set_log_level(daemon_t *d, int level)
 {
   static const char *const names[] = {"error", "warn", "info", "debug"};
-  list_node_t *lists[] = {&W.live, &W.leaving};
+  list_node_t *lists[] = {&W.live, &W.leaving, &W.adopted};
 
   (void)d;
   /* Workers started from now on take it from their command line. */
   snprintf(W.level_arg, sizeof(W.level_arg), "--log-level=%s", names[level]);
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 3; i++)
     for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next) {
       worker_t *w = list_entry(n, worker_t, node);
       if (askable(w))
@@ -1171,8 +1181,9 @@ int workers_adopt(daemon_t *d, int fd, uid_t uid)
   w->ch.no_handles = 1;
   w->handles = 1;
   w->refs = 1;
-  list_init(&w->node);
+  list_insert_tail(&W.adopted, &w->node);
   if (ipc_start(&w->ch, on_msg, adopted_broken) != 0) {
+    list_remove(&w->node);
     ipc_close(&w->ch, ch_closed);
     return HIPD_EIO;
   }

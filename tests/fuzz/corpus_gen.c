@@ -895,6 +895,67 @@ static void ipc_admin(buf_t *b, uint32_t msgid, const char *op, const char *arg,
   }
 }
 
+/* A worker's report (daemon/admin/report.h) with one session @p sid of
+ * uid @p uid on device 0; @p bad: a malformed one (a session of 15). */
+static void ipc_report(buf_t *b, uint32_t msgid, uint64_t sid, uint64_t uid,
+                       int bad)
+{
+  msgpack_packer *pk = &b->pk;
+
+  proto_pack_response(pk, msgid);
+  msgpack_pack_array(pk, 6);
+  msgpack_pack_uint8(pk, 1);
+  msgpack_pack_int64(pk, 4321);
+  msgpack_pack_array(pk, 1);
+  msgpack_pack_array(pk, bad ? 15 : 16);
+  msgpack_pack_uint64(pk, sid);
+  msgpack_pack_int64(pk, 999);
+  msgpack_pack_uint64(pk, uid);
+  msgpack_pack_uint64(pk, uid);
+  pk_str(pk, "client \"q\"\n");
+  for (int i = 0; i < 10; i++)
+    msgpack_pack_uint64(pk, (uint64_t)i * 7);
+  if (!bad) {
+    msgpack_pack_array(pk, 1);
+    msgpack_pack_array(pk, 3);
+    msgpack_pack_int(pk, 0);
+    msgpack_pack_uint64(pk, 1);
+    msgpack_pack_uint64(pk, 4096);
+  }
+  msgpack_pack_array(pk, 1); /* devices */
+  msgpack_pack_array(pk, 8);
+  msgpack_pack_int(pk, 0);
+  pk_str(pk, "cpu:0");
+  pk_str(pk, "cpu");
+  msgpack_pack_uint64(pk, 1 << 30);
+  msgpack_pack_uint64(pk, 1);
+  msgpack_pack_uint64(pk, 4096);
+  msgpack_pack_false(pk);
+  msgpack_pack_array(pk, 6);
+  msgpack_pack_int(pk, 0);
+  for (int i = 0; i < 5; i++)
+    msgpack_pack_uint64(pk, (uint64_t)i + 1);
+  msgpack_pack_array(pk, 1); /* uids */
+  msgpack_pack_array(pk, 4);
+  msgpack_pack_uint64(pk, uid);
+  msgpack_pack_uint64(pk, 2);
+  msgpack_pack_uint64(pk, 1);
+  msgpack_pack_array(pk, 1);
+  msgpack_pack_array(pk, 6);
+  msgpack_pack_int(pk, 0);
+  for (int i = 0; i < 5; i++)
+    msgpack_pack_uint64(pk, (uint64_t)i + 1);
+  msgpack_pack_array(pk, 2); /* requests */
+  msgpack_pack_array(pk, 3);
+  pk_str(pk, "mem.alloc");
+  msgpack_pack_int(pk, 0);
+  msgpack_pack_uint64(pk, 3);
+  msgpack_pack_array(pk, 3);
+  pk_str(pk, "mem.alloc");
+  msgpack_pack_int(pk, -35);
+  msgpack_pack_uint64(pk, 1);
+}
+
 static void gen_ipc_listener(void)
 {
   static const char *const opts[] = {"-O2", "-DN=4"};
@@ -1164,6 +1225,31 @@ static void gen_ipc_listener(void)
   req(&b, 5, "admin", "");
   req(&b, 6, "admin", "us", (uint64_t)1, "x");
   ipc_save("l-admin-bad", 0, &b);
+
+  /* The adopted channel answers the listener's asks: a report for a
+   * view, then a kill of the session it listed (the daemon's own uid is
+   * an admin); a malformed report breaks the channel. */
+  buf_init(&b);
+  ipc_admin(&b, 7, "session.list", NULL, -1);
+  ipc_report(&b, 1, 5, 4242, 0);
+  ipc_admin(&b, 8, "metrics", NULL, -1);
+  ipc_report(&b, 2, 5, 4242, 0);
+  ipc_save("l-admin-report-answered", 0, &b);
+  buf_init(&b);
+  ipc_admin(&b, 3, "session.kill", NULL, 5);
+  ipc_report(&b, 1, 5, 0, 0);
+  proto_pack_response(&b.pk, 2);
+  msgpack_pack_true(&b.pk);
+  ipc_admin(&b, 4, "daemon.stats", NULL, -1);
+  ipc_save("l-admin-kill-answered", IPC_OWN_UID, &b);
+  buf_init(&b);
+  ipc_admin(&b, 3, "session.list", NULL, -1);
+  ipc_report(&b, 1, 5, 4242, 1);
+  req(&b, 4, "cache.stats", "");
+  ipc_save("l-admin-report-malformed", 0, &b);
+  buf_init(&b);
+  ipc_nil(&b, 77);
+  ipc_save("l-answer-to-nothing", 0, &b);
 }
 
 static void gen_ipc_worker(void)
