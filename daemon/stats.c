@@ -95,9 +95,10 @@ void stats_request(session_t *s, const char *method, int code)
     return;
   if (ss != NULL)
     ss->errors++;
-  if (code == HIPD_EQUOTA || code == HIPD_ETOOMANY || code == HIPD_EDEVLOST) {
+  if (code == HIPD_EQUOTA || code == HIPD_ETOOMANY || code == HIPD_EDEVLOST ||
+      code == HIPD_EDEVICE) {
     uid_ctr_t *u = uid_of(s->peer_uid);
-    if (u != NULL && code == HIPD_EDEVLOST)
+    if (u != NULL && (code == HIPD_EDEVLOST || code == HIPD_EDEVICE))
       u->faults++;
     else if (u != NULL)
       u->quota++;
@@ -128,7 +129,7 @@ void stats_op(session_t *s, int kind, int dev, int status, uint64_t bytes,
     return;
   dc = &S.dev[dev];
   uc = &u->dev[dev];
-  if (status == HIPD_EDEVLOST) {
+  if (status == HIPD_EDEVLOST || status == HIPD_EDEVICE) {
     dc->faults++;
     uc->faults++;
   }

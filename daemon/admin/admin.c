@@ -582,7 +582,8 @@ static void render_metrics(const job_t *j, const report_set_t *set,
                       k == 0 ? v->dev[i].d.c.h2d : v->dev[i].d.c.d2h);
     }
   DEV_FAMILY("hipd_device_faults_total", "counter",
-             "operations that failed with a lost device", vd->d.c.faults);
+             "operations that failed with a lost device or a device error",
+             vd->d.c.faults);
   DEV_FAMILY("hipd_device_lost", "gauge", "1 while the device is lost",
              (uint64_t)(vd->d.lost != 0));
 
@@ -627,7 +628,8 @@ static void render_metrics(const job_t *j, const report_set_t *set,
                       v->ten[t].quota);
     }
   prom_family(b, "hipd_tenant_faults_total", "counter",
-              "requests of the tenant that failed with a lost device");
+              "requests of the tenant that failed with a lost device or a "
+              "device error");
   for (uint32_t t = 0; t < v->nten; t++)
     if (visible(j, v->ten[t].uid)) {
       tenant_labels(&lb, v->ten[t].uid);
