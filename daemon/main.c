@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admin/admin.h"
 #include "bufpool.h"
 #include "compile/compile_pool.h"
 #include "conffile.h"
@@ -114,6 +115,9 @@ static void usage(FILE *f)
       "                           device DEV (a global id, hip, cpu, hip:N\n"
       "                           or cpu:N); repeatable; others do not see\n"
       "                           it\n"
+      "      --admin-group GROUP  members of GROUP see and act on every\n"
+      "                           session (session.list, session.kill,\n"
+      "                           log.level); default: root only\n"
       "      --strict-allow       root and hipd's own user must be listed\n"
       "                           too (default: always allowed)\n"
       "      --devices LIST       serve only these devices: all (default),\n"
@@ -197,6 +201,7 @@ enum {
   OPT_ALLOW_GROUPS,
   OPT_DEVICE_ALLOW,
   OPT_STRICT_ALLOW,
+  OPT_ADMIN_GROUP,
   OPT_ISOLATION,
   OPT_USER,
   OPT_WORKER_LINGER,
@@ -242,6 +247,7 @@ static const struct option longopts[] = {
     {"tenant-max-streams", required_argument, NULL, OPT_TENANT_MAX_STREAMS},
     {"allow-users", required_argument, NULL, OPT_ALLOW_USERS},
     {"allow-groups", required_argument, NULL, OPT_ALLOW_GROUPS},
+    {"admin-group", required_argument, NULL, OPT_ADMIN_GROUP},
     {"device-allow", required_argument, NULL, OPT_DEVICE_ALLOW},
     {"strict-allow", no_argument, NULL, OPT_STRICT_ALLOW},
     {"isolation", required_argument, NULL, OPT_ISOLATION},
@@ -499,6 +505,12 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
         return -1;
       }
       break;
+    case OPT_ADMIN_GROUP:
+      if (optarg[0] == '\0')
+        goto bad;
+      free(cfg->admin_group);
+      cfg->admin_group = strdup(optarg);
+      break;
     case OPT_USER:
       if (optarg[0] == '\0')
         goto bad;
@@ -615,6 +627,7 @@ static void cfg_free(daemon_config_t *c)
   free(c->compile_user);
   free(c->allow_users);
   free(c->allow_groups);
+  free(c->admin_group);
   for (uint32_t i = 0; i < c->ndevice_allow; i++)
     free(c->device_allow[i]);
   free(c->device_allow);
@@ -780,6 +793,7 @@ static void start_cfg_keep(const daemon_config_t *c)
   start_cfg.compile_user = dup_or_null(c->compile_user);
   start_cfg.worker_user = dup_or_null(c->worker_user);
   start_cfg.allow_users = start_cfg.allow_groups = NULL;
+  start_cfg.admin_group = NULL;
   start_cfg.device_allow = NULL;
   start_cfg.ndevice_allow = 0;
   start_cfg.worker_arg = start_cfg.config_path = NULL;
@@ -888,6 +902,7 @@ static int cfg_apply(daemon_t *d, daemon_config_t *nc)
   c->strict_allow = nc->strict_allow;
   SWAP(c->allow_users, nc->allow_users);
   SWAP(c->allow_groups, nc->allow_groups);
+  SWAP(c->admin_group, nc->admin_group);
   SWAP(c->device_allow, nc->device_allow);
   SWAP(c->ndevice_allow, nc->ndevice_allow);
   if (d->role != ROLE_LISTENER)
@@ -1452,6 +1467,8 @@ int main(int argc, char **argv)
       log_error(0, "not started: %s", err.msg);
       return 1;
     }
+    if (d->role == ROLE_LISTENER)
+      workers_admin_init(d);
     if (d->role == ROLE_WORKER && role.mode == WORKER_PROBE) {
       log_debug(0, "worker check: the options are valid");
       policy_free(d);
@@ -1595,6 +1612,7 @@ int main(int argc, char **argv)
              "waiting for them",
              exec_outstanding());
   cache_shutdown();
+  admin_free();
   policy_free(d);
   log_info(0, "stopped");
   notify_close();

@@ -688,11 +688,34 @@ static void t_shm_create(conn_t *c, req_t *r)
   r->create_size = size;
 }
 
+/* session.kill of a session that cannot exist (ENOENT): a real id would
+ * close another connection of the fuzzer. Kept valid. */
+static void t_session_kill(conn_t *c, req_t *r)
+{
+  (void)c;
+  P(r, 1)[0] = v_uint(rnd64() | ((uint64_t)1 << 63));
+  r->no_mutate = 1;
+}
+
+/* log.level: read, or set to the level the daemon runs at (info), so that
+ * the fuzzer's reading of the log does not change. Kept valid. */
+static void t_log_level(conn_t *c, req_t *r)
+{
+  (void)c;
+  if (chance(2))
+    P(r, 0);
+  else
+    P(r, 1)[0] = v_str("info");
+  r->no_mutate = 1;
+}
+
 static const tmpl_t templates[] = {
     {"backend.info", t_none, 2},
     {"cache.clear", t_none, 1},
+    {"cache.list", t_none, 1},
     {"cache.stats", t_none, 2},
     {"daemon.info", t_none, 2},
+    {"daemon.stats", t_none, 1},
     {"device.count", t_none, 2},
     {"device.current", t_none, 2},
     {"device.get", t_dev_opt, 2},
@@ -717,6 +740,7 @@ static const tmpl_t templates[] = {
     {"kernel.generate_source", t_generate_source, 3},
     {"kernel.info", t_kernel, 4},
     {"kernel.launch", t_launch, 10},
+    {"log.level", t_log_level, 1},
     {"mem.alloc", t_mem_alloc, 10},
     {"mem.alloc_custom", t_mem_alloc_custom, 5},
     {"mem.alloc_zero_copy", t_mem_alloc_zero_copy, 4},
@@ -735,11 +759,14 @@ static const tmpl_t templates[] = {
     {"mem.write_async", t_write_async, 6},
     {"mem.write_shm", t_shm_sync, 5},
     {"mem.write_shm_async", t_shm_async, 5},
+    {"metrics", t_none, 1},
     {"ping", t_ping, 4},
     {"profile.disable", t_none, 2},
     {"profile.enable", t_none, 2},
     {"run_source", t_run_source, 1},
     {"session.info", t_none, 3},
+    {"session.kill", t_session_kill, 1},
+    {"session.list", t_none, 1},
     {"session.profile", t_session_profile, 2},
     {"shm.create", t_shm_create, 6},
     {"shm.free", t_shm_free, 4},
