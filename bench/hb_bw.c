@@ -197,7 +197,7 @@ void hb_sec_bw(void)
       }
     if (x.shm != NULL)
       hipd_shm_free(hb.conn, x.shm);
-    if (x.buf != 0)
+    if (hipd_buffer_id(x.buf) != 0)
       hipd_mem_free(hb.conn, x.buf);
 
     /* The baselines of this size. */

@@ -21,7 +21,7 @@ static double compile_once(figure_t *f, int cached, const char *src,
                            const char *name, char *cache, size_t cachesz)
 {
   hipd_info_t *info = NULL;
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
   double t0 = bu_now(), ms;
   int rc =
       cached ? hipd_kernel_compile_cached(hb.conn, hb.dev, src, name, NULL, &k,
@@ -141,14 +141,14 @@ void hb_sec_compile(void)
   note("compile: hipd memory hits (%d)", hits);
   compile_series(fm, 1, srcs, nv, hits, "memory");
   {
-    hipd_kernel_t keep = 0;
+    hipd_kernel_t keep = HIPD_KERNEL_NULL;
     int rc = hipd_kernel_compile_cached(hb.conn, hb.dev, srcs[0],
                                         BENCH_SMALL_NAME, NULL, &keep, NULL);
     if (rc != 0)
       hb_hfail(fl, hb.conn, "kernel.compile_cached", rc);
     else
       compile_series(fl, 1, srcs, 1, hits, "memory");
-    if (keep)
+    if (hipd_kernel_id(keep))
       hipd_kernel_destroy(hb.conn, keep);
   }
   if (!hb.own_daemon) {

@@ -66,14 +66,16 @@ int hb_hk_open(hk_t *h, hipd_conn_t *c, int dev, int elems)
 
 void hb_hk_close(hk_t *h)
 {
-  if (h->s)
+  if (hipd_stream_id(h->s))
     hipd_stream_destroy(h->c, h->s);
-  if (h->buf)
+  if (hipd_buffer_id(h->buf))
     hipd_mem_free(h->c, h->buf);
-  if (h->k)
+  if (hipd_kernel_id(h->k))
     hipd_kernel_destroy(h->c, h->k);
   hipd_args_free(h->args);
-  h->s = h->buf = h->k = 0;
+  h->s = HIPD_STREAM_NULL;
+  h->buf = HIPD_BUFFER_NULL;
+  h->k = HIPD_KERNEL_NULL;
   h->args = NULL;
 }
 

@@ -495,7 +495,7 @@ void hb_sec_peer(int a, int b)
 {
   char name[64], title[96], label[32];
   figure_t *f;
-  hipd_buffer_t src = 0, dst = 0;
+  hipd_buffer_t src = HIPD_BUFFER_NULL, dst = HIPD_BUFFER_NULL;
   const char *why = NULL;
   uint64_t len = hb.peer_bytes;
   int rc, n = 0;
@@ -532,9 +532,9 @@ void hb_sec_peer(int a, int b)
     if (rc == 0)
       f->hipd = (double)len * n / t / 1e9;
   }
-  if (src)
+  if (hipd_buffer_id(src))
     hipd_mem_free(hb.conn, src);
-  if (dst)
+  if (hipd_buffer_id(dst))
     hipd_mem_free(hb.conn, dst);
 
   if (hb_direct_ok(a, &why) && hb_direct_ok(b, &why)) {

@@ -92,7 +92,7 @@ static int compile_ir_call(hipd_conn_t *conn, int dev, const char *arch,
   int err;
 
   if (out != NULL)
-    *out = 0;
+    *out = HIPD_KERNEL_NULL;
   if (info != NULL)
     *info = NULL;
   if (ir == NULL)

@@ -97,25 +97,25 @@ int hipd_stream_create(hipd_conn_t *conn, int dev, hipd_stream_t *out)
 {
   if (out == NULL)
     return conn_fail(conn, HIPD_EINVAL, "stream.create: out is NULL");
-  *out = 0;
-  return call_device(conn, "stream.create", dev, out, conn_decode_uint);
+  *out = HIPD_STREAM_NULL;
+  return call_device(conn, "stream.create", dev, &out->id_, conn_decode_uint);
 }
 
 int hipd_stream_destroy(hipd_conn_t *conn, hipd_stream_t stream)
 {
   hipd_call_t *call;
 
-  return conn_sync(conn_call_handle(conn, "stream.destroy", stream,
-                                    conn_decode_none, CONN_OUTS(0, NULL),
-                                    &call),
+  return conn_sync(conn_call_handle(conn, "stream.destroy",
+                                    hipd_stream_id(stream), conn_decode_none,
+                                    CONN_OUTS(0, NULL), &call),
                    &call);
 }
 
 int hipd_stream_synchronize_begin(hipd_conn_t *conn, hipd_stream_t stream,
                                   hipd_call_t **call)
 {
-  return conn_call_handle(conn, "stream.synchronize", stream, conn_decode_none,
-                          CONN_OUTS(0, NULL), call);
+  return conn_call_handle(conn, "stream.synchronize", hipd_stream_id(stream),
+                          conn_decode_none, CONN_OUTS(0, NULL), call);
 }
 
 int hipd_stream_synchronize(hipd_conn_t *conn, hipd_stream_t stream)
@@ -131,9 +131,9 @@ int hipd_stream_query(hipd_conn_t *conn, hipd_stream_t stream, int *idle)
 
   if (idle == NULL)
     return conn_fail(conn, HIPD_EINVAL, "stream.query: idle is NULL");
-  return conn_sync(conn_call_handle(conn, "stream.query", stream,
-                                    conn_decode_bool, CONN_OUTS(0, idle),
-                                    &call),
+  return conn_sync(conn_call_handle(conn, "stream.query",
+                                    hipd_stream_id(stream), conn_decode_bool,
+                                    CONN_OUTS(0, idle), &call),
                    &call);
 }
 
@@ -141,6 +141,6 @@ int hipd_stream_default(hipd_conn_t *conn, int dev, hipd_stream_t *out)
 {
   if (out == NULL)
     return conn_fail(conn, HIPD_EINVAL, "stream.default: out is NULL");
-  *out = 0;
-  return call_device(conn, "stream.default", dev, out, conn_decode_uint);
+  *out = HIPD_STREAM_NULL;
+  return call_device(conn, "stream.default", dev, &out->id_, conn_decode_uint);
 }

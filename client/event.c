@@ -14,12 +14,12 @@ int hipd_event_create(hipd_conn_t *conn, int dev, hipd_event_t *out)
 
   if (out == NULL)
     return conn_fail(conn, HIPD_EINVAL, "event.create: out is NULL");
-  *out = 0;
+  *out = HIPD_EVENT_NULL;
   if ((err = conn_check_device(conn, "event.create", dev)) < 0 ||
       (err = conn_call_begin(conn, "event.create", 1, &c)) < 0)
     return err;
   conn_pack_device(&c->pk, dev);
-  err = conn_call_send(c, conn_decode_uint, CONN_OUTS(0, out), &call);
+  err = conn_call_send(c, conn_decode_uint, CONN_OUTS(0, &out->id_), &call);
   return conn_sync(err, &call);
 }
 
@@ -27,7 +27,7 @@ int hipd_event_destroy(hipd_conn_t *conn, hipd_event_t event)
 {
   hipd_call_t *call;
 
-  return conn_sync(conn_call_handle(conn, "event.destroy", event,
+  return conn_sync(conn_call_handle(conn, "event.destroy", hipd_event_id(event),
                                     conn_decode_none, CONN_OUTS(0, NULL),
                                     &call),
                    &call);
@@ -39,13 +39,14 @@ int hipd_event_record_begin(hipd_conn_t *conn, hipd_event_t event,
                             hipd_stream_t stream, hipd_call_t **call)
 {
   hipd_call_t *c;
-  int err = conn_call_begin(conn, "event.record", stream ? 2 : 1, &c);
+  int err =
+      conn_call_begin(conn, "event.record", hipd_stream_id(stream) ? 2 : 1, &c);
 
   if (err < 0)
     return err;
-  msgpack_pack_uint64(&c->pk, event);
-  if (stream != 0)
-    msgpack_pack_uint64(&c->pk, stream);
+  msgpack_pack_uint64(&c->pk, hipd_event_id(event));
+  if (hipd_stream_id(stream) != 0)
+    msgpack_pack_uint64(&c->pk, hipd_stream_id(stream));
   return conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), call);
 }
 
@@ -63,7 +64,7 @@ int hipd_event_query(hipd_conn_t *conn, hipd_event_t event, int *done)
 
   if (done == NULL)
     return conn_fail(conn, HIPD_EINVAL, "event.query: done is NULL");
-  return conn_sync(conn_call_handle(conn, "event.query", event,
+  return conn_sync(conn_call_handle(conn, "event.query", hipd_event_id(event),
                                     conn_decode_bool, CONN_OUTS(0, done),
                                     &call),
                    &call);
@@ -73,9 +74,9 @@ int hipd_event_synchronize(hipd_conn_t *conn, hipd_event_t event)
 {
   hipd_call_t *call;
 
-  return conn_sync(conn_call_handle(conn, "event.synchronize", event,
-                                    conn_decode_none, CONN_OUTS(0, NULL),
-                                    &call),
+  return conn_sync(conn_call_handle(conn, "event.synchronize",
+                                    hipd_event_id(event), conn_decode_none,
+                                    CONN_OUTS(0, NULL), &call),
                    &call);
 }
 
@@ -90,8 +91,8 @@ int hipd_event_elapsed(hipd_conn_t *conn, hipd_event_t start, hipd_event_t stop,
   err = conn_call_begin(conn, "event.elapsed", 2, &c);
   if (err < 0)
     return err;
-  msgpack_pack_uint64(&c->pk, start);
-  msgpack_pack_uint64(&c->pk, stop);
+  msgpack_pack_uint64(&c->pk, hipd_event_id(start));
+  msgpack_pack_uint64(&c->pk, hipd_event_id(stop));
   err = conn_call_send(c, conn_decode_float, CONN_OUTS(0, ms), &call);
   return conn_sync(err, &call);
 }

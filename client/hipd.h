@@ -236,11 +236,69 @@ HIPD_EXTERN int hipd_session_info_begin(hipd_conn_t *conn, hipd_info_t **out,
 
 /* ---------------------------------------------------- backend and devices */
 
-/** Handles of daemon objects: opaque, valid only on the connection (session)
- *  that created them. 0 is never a valid handle. */
-typedef uint64_t hipd_stream_t;
-typedef uint64_t hipd_buffer_t;
-typedef uint64_t hipd_event_t;
+/**
+ * Handles of daemon objects: valid only on the connection (session) that
+ * created them. Each kind is a type of its own, so that passing a stream
+ * where a buffer is needed does not compile: a struct of one 64-bit member,
+ * passed and stored by value like the integer it wraps (in one register on
+ * x86-64 and aarch64). The member is not for callers:
+ * - hipd_X_id(h): the handle as the daemon knows it (print it with PRIu64;
+ *   the number records such as hipd_session_info()'s report);
+ * - hipd_X_from_id(n): a handle from such a number;
+ * - HIPD_X_NULL: the zero handle, never a valid object. As a stream it
+ *   means the null stream: the session's default stream of the device the
+ *   call works on (as stream 0 in HIP). A failed create or alloc leaves
+ *   HIPD_X_NULL in its out-pointer. Test with hipd_X_id(h) == 0.
+ * The kernel handle, hipd_kernel_t, is declared with the kernels below.
+ * ABI: in 0.1.0 these were plain uint64_t (source using them as integers
+ * now goes through the functions above); a struct of one uint64_t is
+ * passed as a uint64_t is (x86-64 SysV, AAPCS64, and on the stack on
+ * i386), and the library returns none by value, so calls compiled against
+ * the integers still link and work. The one-member layout is fixed ABI.
+ */
+typedef struct hipd_stream {
+  uint64_t id_; /* private: use hipd_stream_id() */
+} hipd_stream_t;
+typedef struct hipd_buffer {
+  uint64_t id_; /* private: use hipd_buffer_id() */
+} hipd_buffer_t;
+typedef struct hipd_event {
+  uint64_t id_; /* private: use hipd_event_id() */
+} hipd_event_t;
+
+static inline uint64_t hipd_stream_id(hipd_stream_t h)
+{
+  return h.id_;
+}
+static inline hipd_stream_t hipd_stream_from_id(uint64_t id)
+{
+  hipd_stream_t h;
+  h.id_ = id;
+  return h;
+}
+static inline uint64_t hipd_buffer_id(hipd_buffer_t h)
+{
+  return h.id_;
+}
+static inline hipd_buffer_t hipd_buffer_from_id(uint64_t id)
+{
+  hipd_buffer_t h;
+  h.id_ = id;
+  return h;
+}
+static inline uint64_t hipd_event_id(hipd_event_t h)
+{
+  return h.id_;
+}
+static inline hipd_event_t hipd_event_from_id(uint64_t id)
+{
+  hipd_event_t h;
+  h.id_ = id;
+  return h;
+}
+#define HIPD_STREAM_NULL (hipd_stream_from_id(0))
+#define HIPD_BUFFER_NULL (hipd_buffer_from_id(0))
+#define HIPD_EVENT_NULL (hipd_event_from_id(0))
 
 /** Pass as a device id to mean the session's current device. */
 #define HIPD_DEVICE_CURRENT (-1)
@@ -492,7 +550,21 @@ HIPD_EXTERN int hipd_session_profile(hipd_conn_t *conn, int clear,
 
 /* ---------------------------------------------------------------- kernels */
 
-typedef uint64_t hipd_kernel_t;
+/** A loaded kernel: a handle like hipd_buffer_t (see there). */
+typedef struct hipd_kernel {
+  uint64_t id_; /* private: use hipd_kernel_id() */
+} hipd_kernel_t;
+static inline uint64_t hipd_kernel_id(hipd_kernel_t h)
+{
+  return h.id_;
+}
+static inline hipd_kernel_t hipd_kernel_from_id(uint64_t id)
+{
+  hipd_kernel_t h;
+  h.id_ = id;
+  return h;
+}
+#define HIPD_KERNEL_NULL (hipd_kernel_from_id(0))
 
 /** Kernel launch arguments, by position, each of a stated kind. Build one
  *  with hipd_args_new() and the adders; reuse it across launches with
@@ -574,14 +646,16 @@ HIPD_EXTERN int hipd_kernel_run_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
                                       const hipd_args_t *args,
                                       hipd_call_t **call);
 /** `run_source`: compile through the cache for the current device, launch
- *  on its default stream and return when the kernel has run. @p lang is
- *  one of hipd_supported_source_langs(); others are HIPD_ELANG. Note the
- *  order: @p block (threads per block) comes before @p grid (blocks), as
- *  in the protocol's `run_source` and the Backend API, the reverse of
- *  hipd_kernel_launch(). No kernel handle is kept. */
+ *  over @p grid blocks of @p block threads on its default stream and
+ *  return when the kernel has run. @p lang is one of
+ *  hipd_supported_source_langs(); others are HIPD_ELANG. @p grid comes
+ *  before @p block, as in hipd_kernel_launch() and every launch of this
+ *  API (the protocol's `run_source` sends block first, as upstream Sarek's
+ *  Backend API does; the library swaps them; until 0.1.0 this function took
+ *  block first too). No kernel handle is kept. */
 HIPD_EXTERN int hipd_run_source(hipd_conn_t *conn, const char *source,
                                 const char *lang, const char *kernel_name,
-                                const uint32_t block[3], const uint32_t grid[3],
+                                const uint32_t grid[3], const uint32_t block[3],
                                 uint32_t shared, const hipd_args_t *args);
 /** `supported_source_langs`: the languages device @p dev takes, as an
  *  info array ("hip", and "cuda" on NVIDIA). */

@@ -100,7 +100,7 @@ int hipd_args_buffer(hipd_args_t *args, hipd_buffer_t buf, uint64_t offset)
 
   if (a == NULL)
     return err;
-  a->v.u = buf;
+  a->v.u = hipd_buffer_id(buf);
   a->offset = offset;
   return 0;
 }
@@ -234,7 +234,7 @@ int conn_decode_compiled(hipd_call_t *call, const msgpack_object *result,
   if ((err = info_decode(call, result, &CONN_OUTS(0, outs->p[1]))) < 0)
     return err;
   if (out != NULL)
-    *out = k->via.u64;
+    *out = hipd_kernel_from_id(k->via.u64);
   return 0;
 }
 
@@ -265,7 +265,7 @@ static int compile_call(hipd_conn_t *conn, const char *method, int dev,
   int err;
 
   if (out != NULL)
-    *out = 0;
+    *out = HIPD_KERNEL_NULL;
   if (info != NULL)
     *info = NULL;
   if (source == NULL || name == NULL)
@@ -330,8 +330,8 @@ int hipd_kernel_info(hipd_conn_t *conn, hipd_kernel_t kernel, hipd_info_t **out)
   if (out == NULL)
     return conn_fail(conn, HIPD_EINVAL, "kernel.info: out is NULL");
   *out = NULL;
-  return conn_sync(conn_call_handle(conn, "kernel.info", kernel, info_decode,
-                                    CONN_OUTS(0, out), &call),
+  return conn_sync(conn_call_handle(conn, "kernel.info", hipd_kernel_id(kernel),
+                                    info_decode, CONN_OUTS(0, out), &call),
                    &call);
 }
 
@@ -339,9 +339,9 @@ int hipd_kernel_destroy(hipd_conn_t *conn, hipd_kernel_t kernel)
 {
   hipd_call_t *call;
 
-  return conn_sync(conn_call_handle(conn, "kernel.destroy", kernel,
-                                    conn_decode_none, CONN_OUTS(0, NULL),
-                                    &call),
+  return conn_sync(conn_call_handle(conn, "kernel.destroy",
+                                    hipd_kernel_id(kernel), conn_decode_none,
+                                    CONN_OUTS(0, NULL), &call),
                    &call);
 }
 
@@ -359,14 +359,14 @@ static int launch_begin(hipd_conn_t *conn, hipd_kernel_t kernel,
                      grid == NULL ? "grid" : "block");
   if ((err = conn_call_begin(conn, "kernel.launch", wait ? 7 : 6, &c)) < 0)
     return err;
-  msgpack_pack_uint64(&c->pk, kernel);
+  msgpack_pack_uint64(&c->pk, hipd_kernel_id(kernel));
   dims_pack(&c->pk, grid);
   dims_pack(&c->pk, block);
   msgpack_pack_uint32(&c->pk, shared);
-  if (stream == 0)
+  if (hipd_stream_id(stream) == 0)
     msgpack_pack_nil(&c->pk);
   else
-    msgpack_pack_uint64(&c->pk, stream);
+    msgpack_pack_uint64(&c->pk, hipd_stream_id(stream));
   args_pack(&c->pk, args);
   if (wait)
     msgpack_pack_true(&c->pk);
@@ -416,24 +416,26 @@ int hipd_kernel_launch(hipd_conn_t *conn, hipd_kernel_t kernel,
 /* ------------------------------------------------------- source, direct */
 
 int hipd_run_source(hipd_conn_t *conn, const char *source, const char *lang,
-                    const char *kernel_name, const uint32_t block[3],
-                    const uint32_t grid[3], uint32_t shared,
+                    const char *kernel_name, const uint32_t grid[3],
+                    const uint32_t block[3], uint32_t shared,
                     const hipd_args_t *args)
 {
   hipd_call_t *c, *call;
   int err;
 
-  if (source == NULL || lang == NULL || kernel_name == NULL || block == NULL ||
-      grid == NULL)
+  if (source == NULL || lang == NULL || kernel_name == NULL || grid == NULL ||
+      block == NULL)
     return conn_fail(conn, HIPD_EINVAL,
-                     "run_source: the source, language, kernel name, block "
-                     "and grid are required");
+                     "run_source: the source, language, kernel name, grid "
+                     "and block are required");
   if ((err = conn_call_begin(conn, "run_source", 7, &c)) < 0)
     return err;
   proto_pack_cstr(&c->pk, source);
   proto_pack_cstr(&c->pk, lang);
   proto_pack_cstr(&c->pk, kernel_name);
-  dims_pack(&c->pk, block); /* block before grid, as in the Backend API */
+  /* On the wire block comes before grid, as in upstream Sarek's Backend
+   * API; the C API takes grid first, as every other launch does. */
+  dims_pack(&c->pk, block);
   dims_pack(&c->pk, grid);
   msgpack_pack_uint32(&c->pk, shared);
   args_pack(&c->pk, args);

@@ -39,7 +39,8 @@ static int alloc_send(hipd_call_t *c, int dev, hipd_buffer_t *out)
 
   conn_pack_device(&c->pk, dev);
   return conn_sync(
-      conn_call_send(c, conn_decode_uint, CONN_OUTS(0, out), &call), &call);
+      conn_call_send(c, conn_decode_uint, CONN_OUTS(0, &out->id_), &call),
+      &call);
 }
 
 int hipd_mem_alloc(hipd_conn_t *conn, int dev, uint64_t count, const char *kind,
@@ -51,7 +52,7 @@ int hipd_mem_alloc(hipd_conn_t *conn, int dev, uint64_t count, const char *kind,
   if (out == NULL || kind == NULL)
     return conn_fail(conn, HIPD_EINVAL, "mem.alloc: %s is NULL",
                      out == NULL ? "out" : "kind");
-  *out = 0;
+  *out = HIPD_BUFFER_NULL;
   if ((err = conn_check_device(conn, "mem.alloc", dev)) < 0 ||
       (err = conn_call_begin(conn, "mem.alloc", 3, &c)) < 0)
     return err;
@@ -68,7 +69,7 @@ int hipd_mem_alloc_custom(hipd_conn_t *conn, int dev, uint64_t count,
 
   if (out == NULL)
     return conn_fail(conn, HIPD_EINVAL, "mem.alloc_custom: out is NULL");
-  *out = 0;
+  *out = HIPD_BUFFER_NULL;
   if ((err = conn_check_device(conn, "mem.alloc_custom", dev)) < 0 ||
       (err = conn_call_begin(conn, "mem.alloc_custom", 3, &c)) < 0)
     return err;
@@ -81,8 +82,9 @@ int hipd_mem_free(hipd_conn_t *conn, hipd_buffer_t buf)
 {
   hipd_call_t *call;
 
-  return conn_sync(conn_call_handle(conn, "mem.free", buf, conn_decode_none,
-                                    CONN_OUTS(0, NULL), &call),
+  return conn_sync(conn_call_handle(conn, "mem.free", hipd_buffer_id(buf),
+                                    conn_decode_none, CONN_OUTS(0, NULL),
+                                    &call),
                    &call);
 }
 
@@ -102,11 +104,11 @@ static int write_begin(hipd_conn_t *conn, const char *method, hipd_buffer_t buf,
   err = conn_call_begin(conn, method, with_stream ? 4 : 3, &c);
   if (err < 0)
     return err;
-  msgpack_pack_uint64(&c->pk, buf);
+  msgpack_pack_uint64(&c->pk, hipd_buffer_id(buf));
   msgpack_pack_uint64(&c->pk, offset);
   msgpack_pack_bin_with_body(&c->pk, data, len);
   if (with_stream)
-    msgpack_pack_uint64(&c->pk, stream);
+    msgpack_pack_uint64(&c->pk, hipd_stream_id(stream));
   return conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), call);
 }
 
@@ -115,9 +117,9 @@ int hipd_mem_write(hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
 {
   hipd_call_t *call;
 
-  return conn_sync(
-      write_begin(conn, "mem.write", buf, offset, data, len, 0, 0, &call),
-      &call);
+  return conn_sync(write_begin(conn, "mem.write", buf, offset, data, len, 0,
+                               HIPD_STREAM_NULL, &call),
+                   &call);
 }
 
 int hipd_mem_write_async_begin(hipd_conn_t *conn, hipd_buffer_t buf,
@@ -152,11 +154,11 @@ static int read_begin(hipd_conn_t *conn, const char *method, hipd_buffer_t buf,
   err = conn_call_begin(conn, method, with_stream ? 4 : 3, &c);
   if (err < 0)
     return err;
-  msgpack_pack_uint64(&c->pk, buf);
+  msgpack_pack_uint64(&c->pk, hipd_buffer_id(buf));
   msgpack_pack_uint64(&c->pk, offset);
   msgpack_pack_uint64(&c->pk, len);
   if (with_stream)
-    msgpack_pack_uint64(&c->pk, stream);
+    msgpack_pack_uint64(&c->pk, hipd_stream_id(stream));
   /* A large reply's bytes go from the socket into @p out, not through the
    * receive buffer (conn.c). */
   c->direct_dst = out;
@@ -169,8 +171,9 @@ int hipd_mem_read(hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
 {
   hipd_call_t *call;
 
-  return conn_sync(
-      read_begin(conn, "mem.read", buf, offset, out, len, 0, 0, &call), &call);
+  return conn_sync(read_begin(conn, "mem.read", buf, offset, out, len, 0,
+                              HIPD_STREAM_NULL, &call),
+                   &call);
 }
 
 int hipd_mem_read_async_begin(hipd_conn_t *conn, hipd_buffer_t buf,
@@ -203,13 +206,13 @@ static int copy_begin(hipd_conn_t *conn, const char *method, hipd_buffer_t dst,
 
   if (err < 0)
     return err;
-  msgpack_pack_uint64(&c->pk, dst);
+  msgpack_pack_uint64(&c->pk, hipd_buffer_id(dst));
   msgpack_pack_uint64(&c->pk, dst_offset);
-  msgpack_pack_uint64(&c->pk, src);
+  msgpack_pack_uint64(&c->pk, hipd_buffer_id(src));
   msgpack_pack_uint64(&c->pk, src_offset);
   msgpack_pack_uint64(&c->pk, len);
   if (with_stream)
-    msgpack_pack_uint64(&c->pk, stream);
+    msgpack_pack_uint64(&c->pk, hipd_stream_id(stream));
   return conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), call);
 }
 
@@ -229,7 +232,7 @@ int hipd_mem_copy(hipd_conn_t *conn, hipd_buffer_t dst, uint64_t dst_offset,
                   hipd_buffer_t src, uint64_t src_offset, size_t len)
 {
   return copy_sync(conn, "mem.copy", dst, dst_offset, src, src_offset, len, 0,
-                   0);
+                   HIPD_STREAM_NULL);
 }
 
 int hipd_mem_copy_async_begin(hipd_conn_t *conn, hipd_buffer_t dst,
@@ -263,12 +266,12 @@ static int memset_begin(hipd_conn_t *conn, const char *method,
 
   if (err < 0)
     return err;
-  msgpack_pack_uint64(&c->pk, buf);
+  msgpack_pack_uint64(&c->pk, hipd_buffer_id(buf));
   msgpack_pack_uint64(&c->pk, offset);
   msgpack_pack_uint64(&c->pk, len);
   msgpack_pack_unsigned_char(&c->pk, (unsigned char)value);
   if (with_stream)
-    msgpack_pack_uint64(&c->pk, stream);
+    msgpack_pack_uint64(&c->pk, hipd_stream_id(stream));
   return conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), call);
 }
 
@@ -286,7 +289,8 @@ static int memset_sync(hipd_conn_t *conn, const char *method, hipd_buffer_t buf,
 int hipd_mem_memset(hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
                     size_t len, int value)
 {
-  return memset_sync(conn, "mem.memset", buf, offset, len, value, 0, 0);
+  return memset_sync(conn, "mem.memset", buf, offset, len, value, 0,
+                     HIPD_STREAM_NULL);
 }
 
 int hipd_mem_memset_async_begin(hipd_conn_t *conn, hipd_buffer_t buf,
@@ -312,8 +316,9 @@ int hipd_mem_size(hipd_conn_t *conn, hipd_buffer_t buf, uint64_t *size)
 
   if (size == NULL)
     return conn_fail(conn, HIPD_EINVAL, "mem.size: size is NULL");
-  return conn_sync(conn_call_handle(conn, "mem.size", buf, conn_decode_uint,
-                                    CONN_OUTS(0, size), &call),
+  return conn_sync(conn_call_handle(conn, "mem.size", hipd_buffer_id(buf),
+                                    conn_decode_uint, CONN_OUTS(0, size),
+                                    &call),
                    &call);
 }
 
@@ -324,7 +329,7 @@ int hipd_mem_info(hipd_conn_t *conn, hipd_buffer_t buf, hipd_info_t **out)
   if (out == NULL)
     return conn_fail(conn, HIPD_EINVAL, "mem.info: out is NULL");
   *out = NULL;
-  return conn_sync(conn_call_handle(conn, "mem.info", buf, info_decode,
-                                    CONN_OUTS(0, out), &call),
+  return conn_sync(conn_call_handle(conn, "mem.info", hipd_buffer_id(buf),
+                                    info_decode, CONN_OUTS(0, out), &call),
                    &call);
 }

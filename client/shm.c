@@ -169,13 +169,13 @@ static int xfer_begin(hipd_conn_t *conn, const char *method, hipd_buffer_t buf,
     return conn_fail(conn, HIPD_EINVAL, "%s: shm is NULL", method);
   if ((err = conn_call_begin(conn, method, with_stream ? 6 : 5, &c)) < 0)
     return err;
-  msgpack_pack_uint64(&c->pk, buf);
+  msgpack_pack_uint64(&c->pk, hipd_buffer_id(buf));
   msgpack_pack_uint64(&c->pk, offset);
   msgpack_pack_uint64(&c->pk, shm->handle);
   msgpack_pack_uint64(&c->pk, shm_offset);
   msgpack_pack_uint64(&c->pk, len);
   if (with_stream)
-    msgpack_pack_uint64(&c->pk, stream);
+    msgpack_pack_uint64(&c->pk, hipd_stream_id(stream));
   return conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), call);
 }
 
@@ -185,7 +185,7 @@ int hipd_mem_write_shm(hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
   hipd_call_t *call;
 
   return conn_sync(xfer_begin(conn, "mem.write_shm", buf, offset, shm,
-                              shm_offset, len, 0, 0, &call),
+                              shm_offset, len, 0, HIPD_STREAM_NULL, &call),
                    &call);
 }
 
@@ -216,7 +216,7 @@ int hipd_mem_read_shm(hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
   hipd_call_t *call;
 
   return conn_sync(xfer_begin(conn, "mem.read_shm", buf, offset, shm,
-                              shm_offset, len, 0, 0, &call),
+                              shm_offset, len, 0, HIPD_STREAM_NULL, &call),
                    &call);
 }
 
@@ -250,12 +250,13 @@ int hipd_mem_alloc_zero_copy(hipd_conn_t *conn, int dev, const hipd_shm_t *shm,
   if (out == NULL || shm == NULL)
     return conn_fail(conn, HIPD_EINVAL, "mem.alloc_zero_copy: %s is NULL",
                      out == NULL ? "out" : "shm");
-  *out = 0;
+  *out = HIPD_BUFFER_NULL;
   if ((err = conn_check_device(conn, "mem.alloc_zero_copy", dev)) < 0 ||
       (err = conn_call_begin(conn, "mem.alloc_zero_copy", 2, &c)) < 0)
     return err;
   msgpack_pack_uint64(&c->pk, shm->handle);
   conn_pack_device(&c->pk, dev);
   return conn_sync(
-      conn_call_send(c, conn_decode_uint, CONN_OUTS(0, out), &call), &call);
+      conn_call_send(c, conn_decode_uint, CONN_OUTS(0, &out->id_), &call),
+      &call);
 }

@@ -42,13 +42,14 @@ static int run_on(hipd_conn_t *c, int dev, int n)
 {
   size_t bytes = (size_t)n * sizeof(float);
   float *a = malloc(bytes), *b = malloc(bytes), *out = malloc(bytes);
-  hipd_buffer_t da = 0, db = 0, dc = 0;
-  hipd_kernel_t k = 0, k2 = 0;
+  hipd_buffer_t da = HIPD_BUFFER_NULL, db = HIPD_BUFFER_NULL,
+                dc = HIPD_BUFFER_NULL;
+  hipd_kernel_t k = HIPD_KERNEL_NULL, k2 = HIPD_KERNEL_NULL;
   hipd_info_t *info = NULL, *dinfo = NULL;
   hipd_args_t *args = hipd_args_new();
   uint32_t block[3] = {256, 1, 1}, grid[3] = {(uint32_t)(n + 255) / 256, 1, 1};
   hipd_info_t *first_info = NULL;
-  hipd_kernel_t k0 = 0;
+  hipd_kernel_t k0 = HIPD_KERNEL_NULL;
   const char *name = "?", *cache = "?", *first_cache = "?";
   double t0, first, cold, hit;
   int rc, bad = 0;
@@ -89,7 +90,7 @@ static int run_on(hipd_conn_t *c, int dev, int n)
   hipd_args_buffer(args, db, 0);
   hipd_args_buffer(args, dc, 0);
   hipd_args_i32(args, n);
-  if ((rc = hipd_kernel_launch(c, k2, grid, block, 0, 0, args)))
+  if ((rc = hipd_kernel_launch(c, k2, grid, block, 0, HIPD_STREAM_NULL, args)))
     return fail(c, "kernel.launch", rc);
   if ((rc = hipd_mem_read(c, dc, 0, out, bytes)))
     return fail(c, "mem.read", rc);

@@ -174,14 +174,14 @@ static hipd_kernel_t compile_fixture(hipd_conn_t *conn, int dev,
                                      const char *name, hipd_info_t **info)
 {
   fixture_t f;
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
 
   fixture_load(name, &f);
   fixture_register(conn, &f);
   OK(conn, hipd_kernel_compile_ir(conn, dev, f.ir, f.len,
                                   f.has_block ? f.block : NULL, fixture_soa(&f),
                                   NULL, &k, info));
-  ck_assert_uint_ne(k, 0);
+  ck_assert_uint_ne(hipd_kernel_id(k), 0);
   fixture_free(&f);
   return k;
 }
@@ -189,7 +189,7 @@ static hipd_kernel_t compile_fixture(hipd_conn_t *conn, int dev,
 static hipd_buffer_t buffer(hipd_conn_t *conn, int dev, size_t bytes,
                             const void *data)
 {
-  hipd_buffer_t b = 0;
+  hipd_buffer_t b = HIPD_BUFFER_NULL;
 
   OK(conn, hipd_mem_alloc(conn, dev, bytes, "byte", &b));
   if (data != NULL)
@@ -239,7 +239,7 @@ static void run_vec_add(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   arg_vec(args, bb, N);
   arg_vec(args, bc, N);
   hipd_args_i32(args, N - 10); /* the last 10 stay 0 */
-  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
   readback(conn, dev, bc, c, N * 4);
   for (int i = 0; i < N; i++)
     ck_assert_msg(c[i] == (i < N - 10 ? a[i] + b[i] : 0.0f),
@@ -269,7 +269,7 @@ static void run_math_map(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   arg_vec(args, bx, N);
   arg_vec(args, by, N);
   arg_vec(args, bz, N);
-  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
   readback(conn, dev, by, y, N * 4);
   readback(conn, dev, bz, z, N * 8);
   for (int i = 0; i < N; i++) {
@@ -316,7 +316,7 @@ static void run_math_all(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   arg_vec(args, bxd, N);
   arg_vec(args, b32, N * K);
   arg_vec(args, b64, N * K);
-  OK(conn, hipd_kernel_launch(conn, k, ONE, block, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, ONE, block, 0, HIPD_STREAM_NULL, args));
   readback(conn, dev, b32, r32, N * K * 4);
   readback(conn, dev, b64, r64, N * K * 8);
   for (int i = 0; i < N; i++) {
@@ -377,9 +377,11 @@ static void run_reduce_shared(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   arg_vec(args, bt, 1);
   hipd_args_i32(args, N);
   /* generated for blocks of 256 threads: a larger block is refused */
-  EXPECT(conn, hipd_kernel_launch(conn, k, grid, big, 0, 0, args), HIPD_ELIMIT);
+  EXPECT(conn,
+         hipd_kernel_launch(conn, k, grid, big, 0, HIPD_STREAM_NULL, args),
+         HIPD_ELIMIT);
   ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "at most 256"));
-  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
   readback(conn, dev, bp, partial, sizeof(partial));
   readback(conn, dev, bt, &total, 4);
   for (int g = 0; g < G; g++)
@@ -423,7 +425,7 @@ static void run_record_particles(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   bn = buffer(conn, dev, N * 4, NULL);
   arg_vec(args, bp, N);
   arg_vec(args, bn, N);
-  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
   readback(conn, dev, bp, q, N * sizeof(*q));
   readback(conn, dev, bn, norm, N * 4);
   for (int i = 0; i < N; i++) {
@@ -480,7 +482,7 @@ static void run_variant_shapes(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   arg_vec(args, bs, N);
   arg_vec(args, ba, N);
   arg_vec(args, bk, N);
-  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
   readback(conn, dev, bs, t, N * sizeof(*t));
   readback(conn, dev, ba, area, N * 4);
   readback(conn, dev, bk, kind, N * 4);
@@ -536,7 +538,7 @@ static void run_helpers(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   arg_vec(args, bb, N);
   arg_vec(args, bg, N);
   arg_vec(args, bf, N);
-  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
   readback(conn, dev, bg, g, sizeof(g));
   readback(conn, dev, bf, f2, sizeof(f2));
   for (int i = 0; i < N; i++) {
@@ -575,7 +577,8 @@ static void run_soa_points(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   hipd_args_buffer(args, bx, 0);
   hipd_args_i32(args, N);
   arg_vec(args, bo, N);
-  EXPECT(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args),
+  EXPECT(conn,
+         hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args),
          HIPD_ESIGNATURE);
   ck_assert_ptr_nonnull(
       strstr(hipd_last_error(conn), "takes 7 arguments, got 4"));
@@ -587,7 +590,8 @@ static void run_soa_points(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   hipd_args_i32(args, N);
   hipd_args_buffer(args, bb, 0);
   arg_vec(args, bo, N);
-  EXPECT(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args),
+  EXPECT(conn,
+         hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args),
          HIPD_ESIGNATURE);
   ck_assert_ptr_nonnull(strstr(hipd_last_error(conn),
                                "argument 3 is declared pointer; a i32 was "
@@ -600,7 +604,7 @@ static void run_soa_points(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   hipd_args_buffer(args, bb, 0);
   hipd_args_i32(args, N);
   arg_vec(args, bo, N);
-  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
   {
     float x2[N], y2[N], wa2[N];
     int wb2[N];
@@ -674,7 +678,7 @@ static void run_ops(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   arg_vec(args, bl, 5);
   arg_vec(args, bf, 9);
   arg_vec(args, bd, 7);
-  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args));
   readback(conn, dev, bi, oi, sizeof(oi));
   readback(conn, dev, bl, ol, sizeof(ol));
   readback(conn, dev, bf, of, sizeof(of));
@@ -716,7 +720,7 @@ static void run_control(hipd_conn_t *conn, int dev, hipd_kernel_t k)
     w = w % 2 == 0 ? w / 2 : w * 3 + 1;
   hipd_args_i32(args, 10);
   arg_vec(args, bo, 6);
-  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args));
   readback(conn, dev, bo, out, sizeof(out));
   ck_assert_int_eq(out[0], 55);
   ck_assert_int_eq(out[1], w1);
@@ -745,7 +749,8 @@ static void run_arrays(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   arg_vec(args, bd, T);          /* data: arrinfo, so a length */
   hipd_args_buffer(args, br, 0); /* raw: none */
   arg_vec(args, bo, T);
-  OK(conn, hipd_kernel_launch(conn, k, ONE, block, T * sizeof(float), 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, ONE, block, T * sizeof(float),
+                              HIPD_STREAM_NULL, args));
   readback(conn, dev, bo, out, sizeof(out));
   for (int t = 0; t < T; t++) {
     int tmp = data[63 - t] + raw[t ^ 1];
@@ -766,7 +771,7 @@ static void run_names(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   static const int want[5] = {605, 49, 49, 13, 42};
 
   arg_vec(args, bo, 5);
-  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args));
   readback(conn, dev, bo, out, sizeof(out));
   for (int i = 0; i < 5; i++)
     ck_assert_msg(out[i] == want[i], "device %d: out[%d] = %d, not %d", dev, i,
@@ -789,7 +794,7 @@ static void run_intrinsics(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   arg_vec(args, bi, NT * 16);
   arg_vec(args, bc, 7);
   arg_vec(args, bf, NT);
-  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
   readback(conn, dev, bi, ids, sizeof(ids));
   readback(conn, dev, bc, counters, sizeof(counters));
   readback(conn, dev, bf, fl, sizeof(fl));
@@ -1005,7 +1010,7 @@ START_TEST(test_wire_errors)
 {
   hipd_conn_t *conn = connect_to(shared);
   hipd_info_t *info = NULL;
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
   fixture_t f;
   msgpack_sbuffer mp;
   char err[300];
@@ -1024,7 +1029,7 @@ START_TEST(test_wire_errors)
   ck_assert_str_eq(hipd_last_error(conn),
                    "kernel.compile_ir: kernel.body[1].target: var 7 ('j') is "
                    "not declared in this function");
-  ck_assert_uint_eq(k, 0);
+  ck_assert_uint_eq(hipd_kernel_id(k), 0);
   /* truncated */
   EXPECT(conn,
          hipd_kernel_generate_source(conn, HIPD_DEVICE_CURRENT, NULL, mp.data,
@@ -1119,7 +1124,7 @@ START_TEST(test_intrinsics_registry)
 {
   hipd_conn_t *a = connect_to(shared), *b = connect_to(shared);
   hipd_info_t *info = NULL;
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
   fixture_t f;
   int dev = -1, n, found = 0;
 

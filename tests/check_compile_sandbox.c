@@ -84,7 +84,7 @@ static int rtc_refused(const char *msg)
 /* Compile @p src on @p dev: it must fail to compile; return the log. */
 static char *compile_fails(hipd_conn_t *conn, int dev, const char *src)
 {
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
 
   EXPECT(conn, hipd_kernel_compile(conn, dev, src, "k", NULL, &k, NULL),
          HIPD_ECOMPILE);
@@ -176,7 +176,7 @@ static void check_reads_blocked(harness_daemon_t *d)
   /* hipd's header still resolves: a kernel compiles and runs. */
   {
     hipd_kernel_t k = compile(conn, dev, VECADD_SRC, "vecadd", NULL);
-    vecadd_run(conn, dev, k, 1000, 0);
+    vecadd_run(conn, dev, k, 1000, HIPD_STREAM_NULL);
     OK(conn, hipd_kernel_destroy(conn, k));
   }
   hipd_close(conn);
@@ -294,7 +294,7 @@ static void *fifo_compile(void *arg)
   fifo_job_t *j = arg;
   hipd_conn_t *conn = NULL;
   char src[512];
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
 
   j->rc = hipd_connect2(j->d->socket, "fifo", &conn);
   if (j->rc != 0)
@@ -316,7 +316,7 @@ START_TEST(test_fifo)
   pthread_t t[4];
   char fifo[300], fsview[64], src[512];
   const char *root = getenv("HIPD_TEST_TMP");
-  hipd_buffer_t b = 0;
+  hipd_buffer_t b = HIPD_BUFFER_NULL;
   hipd_kernel_t k;
   int dev;
 
@@ -335,7 +335,7 @@ START_TEST(test_fifo)
   OK(conn, hipd_mem_alloc(conn, dev, 4096, "float32", &b));
   snprintf(src, sizeof(src), "// fifo test %d\n%s", (int)getpid(), VECADD_SRC);
   k = compile(conn, dev, src, "vecadd", NULL);
-  vecadd_run(conn, dev, k, 256, 0);
+  vecadd_run(conn, dev, k, 256, HIPD_STREAM_NULL);
   OK(conn, hipd_kernel_destroy(conn, k));
   OK(conn, hipd_mem_free(conn, b));
   for (int i = 0; i < 4; i++) {
@@ -380,7 +380,7 @@ START_TEST(test_timeout)
   hipd_conn_t *conn = connect_to(d);
   int dev = first_cpu_device(conn);
   hipd_info_t *info = NULL;
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
   const char *msg;
 
   EXPECT(conn, hipd_kernel_compile(conn, dev, SLOW_SRC, "k", NULL, &k, NULL),
@@ -390,7 +390,7 @@ START_TEST(test_timeout)
                 "a compile past the timeout: %s", msg);
   /* Only that compile failed: the next one (a fresh helper) works. */
   k = compile(conn, dev, VECADD_SRC, "vecadd", NULL);
-  vecadd_run(conn, dev, k, 500, 0);
+  vecadd_run(conn, dev, k, 500, HIPD_STREAM_NULL);
   OK(conn, hipd_kernel_destroy(conn, k));
   OK(conn, hipd_daemon_info(conn, &info));
   ck_assert_int_ge(info_int(info, "compile.timeouts"), 1);

@@ -78,7 +78,7 @@ static int poke(hipd_conn_t *conn, hipd_kernel_t k, hipd_buffer_t b,
   hipd_args_buffer(args, b, 0);
   hipd_args_i64(args, at);
   hipd_args_i32(args, 0x77);
-  rc = hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args);
+  rc = hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args);
   hipd_args_free(args);
   return rc;
 }
@@ -190,7 +190,7 @@ START_TEST(test_overrun_faults)
     k = compile(conn, dev, POKE_SRC, "poke", NULL);
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
       const size_t len = sizes[s];
-      hipd_buffer_t a = 0, b = 0;
+      hipd_buffer_t a = HIPD_BUFFER_NULL, b = HIPD_BUFFER_NULL;
       uint64_t pa, pb;
       long long past[3];
 
@@ -257,7 +257,7 @@ START_TEST(test_reuse_reads_zero)
   memset(ff, 0xff, len);
   for (dev = 0; dev < n; dev++) {
     hipd_kernel_t k;
-    hipd_buffer_t b = 0;
+    hipd_buffer_t b = HIPD_BUFFER_NULL;
     uint64_t p0 = 0;
 
     if (!device_is_cpu(conn, dev))
@@ -282,7 +282,8 @@ START_TEST(test_reuse_reads_zero)
       hipd_args_buffer(args, b, 0);
       hipd_args_i64(args, (long long)size);
       hipd_args_i32(args, 0xab);
-      OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+      OK(conn,
+         hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
       hipd_args_free(args);
       OK(conn, hipd_mem_read(conn, b, size - 1, back, 1));
       ck_assert_uint_eq(back[0], 0xab);

@@ -216,13 +216,13 @@ static void run_probes(hipd_conn_t *conn, hipd_kernel_t k, pid_t daemon,
                        long long out[2 * NPROBES])
 {
   int dev = first_cpu_device(conn);
-  hipd_buffer_t b = 0;
+  hipd_buffer_t b = HIPD_BUFFER_NULL;
   hipd_args_t *args = args_new();
 
   OK(conn, hipd_mem_alloc(conn, dev, 2 * NPROBES, "int64", &b));
   hipd_args_buffer(args, b, 0);
   hipd_args_i32(args, (int32_t)daemon);
-  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args));
   OK(conn, hipd_mem_read(conn, b, 0, out, 2 * NPROBES * sizeof(long long)));
   hipd_args_free(args);
   OK(conn, hipd_mem_free(conn, b));
@@ -276,7 +276,7 @@ START_TEST(test_probes)
   else
     ck_assert_int_eq(out[2 * P_UID], (long long)geteuid());
   /* The same session still computes. */
-  vecadd_run(conn, first_cpu_device(conn), kv, 1000, 0);
+  vecadd_run(conn, first_cpu_device(conn), kv, 1000, HIPD_STREAM_NULL);
   hipd_close(conn);
   stop_daemon(d);
 }
@@ -294,7 +294,7 @@ START_TEST(test_ptrace_killed)
   int rc;
 
   hipd_args_i32(args, (int32_t)d->pid);
-  rc = hipd_kernel_launch(conn, ka, ONE, ONE, 0, 0, args);
+  rc = hipd_kernel_launch(conn, ka, ONE, ONE, 0, HIPD_STREAM_NULL, args);
   if (rc == 0)
     rc = hipd_device_synchronize(conn, first_cpu_device(conn));
   ck_assert_msg(rc == HIPD_ELAUNCH, "ptrace launch: %s (%s)", hipd_err_name(rc),
@@ -302,7 +302,7 @@ START_TEST(test_ptrace_killed)
   ck_assert_msg(strstr(hipd_last_error(conn), "SIGSYS") != NULL,
                 "the kill is not named: %s", hipd_last_error(conn));
   hipd_args_free(args);
-  vecadd_run(conn, first_cpu_device(conn), kv, 500, 0);
+  vecadd_run(conn, first_cpu_device(conn), kv, 500, HIPD_STREAM_NULL);
   hipd_close(conn);
   ck_assert_msg(kill(d->pid, 0) == 0, "the daemon is gone");
   stop_daemon(d);
@@ -315,7 +315,7 @@ START_TEST(test_constructor)
   harness_daemon_t *d;
   hipd_conn_t *conn;
   hipd_kernel_t k;
-  hipd_buffer_t b = 0;
+  hipd_buffer_t b = HIPD_BUFFER_NULL;
   hipd_args_t *args = args_new();
   int v = 0, dev;
 
@@ -327,7 +327,7 @@ START_TEST(test_constructor)
   dev = first_cpu_device(conn);
   OK(conn, hipd_mem_alloc(conn, dev, 1, "int32", &b));
   hipd_args_buffer(args, b, 0);
-  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args));
   OK(conn, hipd_mem_read(conn, b, 0, &v, sizeof(v)));
   ck_assert_int_eq(v, 5); /* the module was loaded and ran */
   ck_assert_msg(access("/root/hipd-sb-ctor", F_OK) != 0,
@@ -372,7 +372,7 @@ START_TEST(test_runner_process)
   int found = 0;
   FILE *f;
 
-  vecadd_run(conn, first_cpu_device(conn), kv, 10, 0);
+  vecadd_run(conn, first_cpu_device(conn), kv, 10, HIPD_STREAM_NULL);
   /* The runner descends from the daemon (with --isolation uid, through
    * the tenant's worker and its launcher). */
   int rpid = 0;

@@ -16,16 +16,17 @@ START_TEST(test_events)
   int n = device_count(conn), dev;
 
   for (dev = 0; dev < n; dev++) {
-    hipd_event_t start = 0, stop = 0, elsewhere = 0;
-    hipd_buffer_t buf = 0;
-    hipd_stream_t st = 0;
+    hipd_event_t start = HIPD_EVENT_NULL, stop = HIPD_EVENT_NULL,
+                 elsewhere = HIPD_EVENT_NULL;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL;
+    hipd_stream_t st = HIPD_STREAM_NULL;
     float ms = -1;
     int done = -1;
 
     OK(conn, hipd_event_create(conn, dev, &start));
     OK(conn, hipd_event_create(conn, dev, &stop));
-    ck_assert_uint_ne(start, 0);
-    ck_assert_uint_ne(start, stop);
+    ck_assert_uint_ne(hipd_event_id(start), 0);
+    ck_assert_uint_ne(hipd_event_id(start), hipd_event_id(stop));
     EXPECT(conn, hipd_event_query(conn, start, &done), HIPD_ENOTRECORDED);
     EXPECT(conn, hipd_event_synchronize(conn, start), HIPD_ENOTRECORDED);
     EXPECT(conn, hipd_event_elapsed(conn, start, stop, &ms), HIPD_ENOTRECORDED);
@@ -46,14 +47,14 @@ START_TEST(test_events)
     ck_assert_msg(ms >= 0.0f, "device %d: elapsed %f ms", dev, (double)ms);
 
     /* Stream 0: the default stream of the event's device. */
-    OK(conn, hipd_event_record(conn, start, 0));
+    OK(conn, hipd_event_record(conn, start, HIPD_STREAM_NULL));
     OK(conn, hipd_event_synchronize(conn, start));
     OK(conn, hipd_event_query(conn, start, &done));
     ck_assert_int_eq(done, 1);
 
     /* Two events of different devices cannot be compared. */
     OK(conn, hipd_event_create(conn, (dev + 1) % n, &elsewhere));
-    OK(conn, hipd_event_record(conn, elsewhere, 0));
+    OK(conn, hipd_event_record(conn, elsewhere, HIPD_STREAM_NULL));
     OK(conn, hipd_event_synchronize(conn, elsewhere));
     EXPECT(conn, hipd_event_elapsed(conn, start, elsewhere, &ms), HIPD_EINVAL);
 
@@ -96,8 +97,8 @@ START_TEST(test_profile)
   memset(data, 0x5f, sizeof(data));
   for (dev = 0; dev < n; dev++) {
     hipd_info_t *prof = NULL;
-    hipd_buffer_t buf = 0, buf2 = 0;
-    hipd_stream_t def = 0;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL, buf2 = HIPD_BUFFER_NULL;
+    hipd_stream_t def = HIPD_STREAM_NULL;
     int records, w, r;
 
     OK(conn, hipd_stream_default(conn, dev, &def));
@@ -134,7 +135,7 @@ START_TEST(test_profile)
        * INT64_MAX, which hipd_info_int() cannot return: compare as
        * doubles, which round the same way on both sides. */
       snprintf(a, sizeof(a), "records.%d.stream", i);
-      ck_assert_msg(info_double(prof, a) == (double)def,
+      ck_assert_msg(info_double(prof, a) == (double)hipd_stream_id(def),
                     "device %d: record %d names another stream", dev, i);
     }
     {
@@ -175,8 +176,9 @@ START_TEST(test_event_latest_record)
   int n = device_count(conn), dev;
 
   for (dev = 0; dev < n; dev++) {
-    hipd_event_t start = 0, ev = 0, after = 0;
-    hipd_stream_t idle = 0;
+    hipd_event_t start = HIPD_EVENT_NULL, ev = HIPD_EVENT_NULL,
+                 after = HIPD_EVENT_NULL;
+    hipd_stream_t idle = HIPD_STREAM_NULL;
     hipd_call_t *early = NULL;
     float ms = -1;
     int done = -1;
@@ -246,8 +248,8 @@ START_TEST(test_event_record_while_read)
   int n = device_count(conn), dev;
 
   for (dev = 0; dev < n; dev++) {
-    hipd_event_t start = 0, ev = 0;
-    hipd_stream_t st = 0;
+    hipd_event_t start = HIPD_EVENT_NULL, ev = HIPD_EVENT_NULL;
+    hipd_stream_t st = HIPD_STREAM_NULL;
     rerecord_t r;
     pthread_t thread;
     float ms = -1;

@@ -118,9 +118,9 @@ START_TEST(test_current_device)
   OK(conn, hipd_device_current(conn, &cur));
   ck_assert_int_eq(cur, 0);
   for (dev = 0; dev < n; dev++) {
-    hipd_stream_t s_cur = 0, s_dev = 0;
-    hipd_buffer_t buf = 0;
-    hipd_event_t ev = 0;
+    hipd_stream_t s_cur = HIPD_STREAM_NULL, s_dev = HIPD_STREAM_NULL;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL;
+    hipd_event_t ev = HIPD_EVENT_NULL;
 
     OK(conn, hipd_device_set_current(conn, dev));
     OK(conn, hipd_device_current(conn, &cur));
@@ -130,7 +130,7 @@ START_TEST(test_current_device)
     hipd_info_free(info);
     OK(conn, hipd_stream_default(conn, HIPD_DEVICE_CURRENT, &s_cur));
     OK(conn, hipd_stream_default(conn, dev, &s_dev));
-    ck_assert_uint_eq(s_cur, s_dev);
+    ck_assert_uint_eq(hipd_stream_id(s_cur), hipd_stream_id(s_dev));
     OK(conn, hipd_mem_alloc(conn, HIPD_DEVICE_CURRENT, 64, "float32", &buf));
     OK(conn, hipd_mem_info(conn, buf, &info));
     ck_assert_int_eq(info_int(info, "device"), dev);
@@ -155,17 +155,17 @@ START_TEST(test_current_device)
   EXPECT(conn, hipd_device_get(conn, -7, &info), HIPD_ENODEV);
   EXPECT(conn, hipd_device_synchronize(conn, n), HIPD_ENODEV);
   {
-    hipd_stream_t st = 0;
-    hipd_buffer_t buf = 0;
-    hipd_event_t ev = 0;
+    hipd_stream_t st = HIPD_STREAM_NULL;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL;
+    hipd_event_t ev = HIPD_EVENT_NULL;
     EXPECT(conn, hipd_stream_create(conn, n, &st), HIPD_ENODEV);
     EXPECT(conn, hipd_stream_default(conn, n, &st), HIPD_ENODEV);
     EXPECT(conn, hipd_mem_alloc(conn, n, 16, "byte", &buf), HIPD_ENODEV);
     EXPECT(conn, hipd_mem_alloc_custom(conn, n, 16, 4, &buf), HIPD_ENODEV);
     EXPECT(conn, hipd_event_create(conn, n, &ev), HIPD_ENODEV);
-    ck_assert_uint_eq(st, 0);
-    ck_assert_uint_eq(buf, 0);
-    ck_assert_uint_eq(ev, 0);
+    ck_assert_uint_eq(hipd_stream_id(st), 0);
+    ck_assert_uint_eq(hipd_buffer_id(buf), 0);
+    ck_assert_uint_eq(hipd_event_id(ev), 0);
   }
   EXPECT(conn, hipd_device_set_current(conn, HIPD_DEVICE_CURRENT), HIPD_EINVAL);
   hipd_close(conn);
@@ -178,25 +178,26 @@ START_TEST(test_streams)
 {
   hipd_conn_t *conn = connect_to(shared);
   int n = device_count(conn), dev;
-  hipd_stream_t prev_default = 0;
+  hipd_stream_t prev_default = HIPD_STREAM_NULL;
 
   for (dev = 0; dev < n; dev++) {
-    hipd_stream_t s1 = 0, s2 = 0, def = 0, def2 = 0;
+    hipd_stream_t s1 = HIPD_STREAM_NULL, s2 = HIPD_STREAM_NULL,
+                  def = HIPD_STREAM_NULL, def2 = HIPD_STREAM_NULL;
     int idle = -1;
 
     OK(conn, hipd_stream_create(conn, dev, &s1));
     OK(conn, hipd_stream_create(conn, dev, &s2));
-    ck_assert_uint_ne(s1, 0);
-    ck_assert_uint_ne(s1, s2);
+    ck_assert_uint_ne(hipd_stream_id(s1), 0);
+    ck_assert_uint_ne(hipd_stream_id(s1), hipd_stream_id(s2));
     OK(conn, hipd_stream_synchronize(conn, s1));
     OK(conn, hipd_stream_query(conn, s1, &idle));
     ck_assert_int_eq(idle, 1);
 
     OK(conn, hipd_stream_default(conn, dev, &def));
     OK(conn, hipd_stream_default(conn, dev, &def2));
-    ck_assert_uint_ne(def, 0);
-    ck_assert_uint_eq(def, def2);
-    ck_assert_uint_ne(def, prev_default);
+    ck_assert_uint_ne(hipd_stream_id(def), 0);
+    ck_assert_uint_eq(hipd_stream_id(def), hipd_stream_id(def2));
+    ck_assert_uint_ne(hipd_stream_id(def), hipd_stream_id(prev_default));
     prev_default = def;
     OK(conn, hipd_stream_synchronize(conn, def));
     EXPECT(conn, hipd_stream_destroy(conn, def), HIPD_EPERM);
@@ -208,8 +209,8 @@ START_TEST(test_streams)
      * stream waits for it through an event recorded on s1 after the
      * memset (an event follows its record). */
     {
-      hipd_buffer_t buf = 0;
-      hipd_event_t ev = 0;
+      hipd_buffer_t buf = HIPD_BUFFER_NULL;
+      hipd_event_t ev = HIPD_EVENT_NULL;
       uint8_t back[256];
       OK(conn, hipd_mem_alloc(conn, dev, sizeof(back), "byte", &buf));
       OK(conn, hipd_event_create(conn, dev, &ev));

@@ -25,12 +25,12 @@ START_TEST(test_alloc_kinds)
 
   for (dev = 0; dev < n; dev++) {
     hipd_info_t *info = NULL;
-    hipd_buffer_t buf = 0;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL;
     uint64_t size = 0;
 
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
       OK(conn, hipd_mem_alloc(conn, dev, 10, kinds[k].kind, &buf));
-      ck_assert_uint_ne(buf, 0);
+      ck_assert_uint_ne(hipd_buffer_id(buf), 0);
       OK(conn, hipd_mem_size(conn, buf, &size));
       ck_assert_uint_eq(size, 10 * kinds[k].size);
       OK(conn, hipd_mem_info(conn, buf, &info));
@@ -69,7 +69,7 @@ START_TEST(test_round_trip)
           *expect = xmalloc(cap);
 
   for (dev = 0; dev < n; dev++) {
-    hipd_buffer_t buf = 0;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL;
 
     OK(conn, hipd_mem_alloc(conn, dev, cap, "byte", &buf));
     OK(conn, hipd_mem_memset(conn, buf, 0, cap, 0x11));
@@ -111,8 +111,8 @@ START_TEST(test_copy)
 
   for (int from = 0; from < n; from++) {
     for (int to = 0; to < n; to++) {
-      hipd_buffer_t src = 0, dst = 0;
-      hipd_stream_t st = 0;
+      hipd_buffer_t src = HIPD_BUFFER_NULL, dst = HIPD_BUFFER_NULL;
+      hipd_stream_t st = HIPD_STREAM_NULL;
 
       dev = from * 100 + to; /* for messages: from * 100 + to */
       OK(conn, hipd_mem_alloc(conn, from, cap, "byte", &src));
@@ -164,7 +164,7 @@ START_TEST(test_memset)
   uint8_t *data = xmalloc(cap), *back = xmalloc(cap);
 
   for (dev = 0; dev < n; dev++) {
-    hipd_buffer_t buf = 0;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL;
 
     fill_random(data, cap, (unsigned)dev);
     OK(conn, hipd_mem_alloc(conn, dev, cap, "uint8", &buf));
@@ -194,8 +194,8 @@ START_TEST(test_async_ops)
   uint8_t *data = xmalloc(cap), *back = xmalloc(cap), *back2 = xmalloc(cap);
 
   for (dev = 0; dev < n; dev++) {
-    hipd_buffer_t a = 0, b = 0;
-    hipd_stream_t st = 0;
+    hipd_buffer_t a = HIPD_BUFFER_NULL, b = HIPD_BUFFER_NULL;
+    hipd_stream_t st = HIPD_STREAM_NULL;
     hipd_call_t *rd = NULL, *wr = NULL;
     int idle = 0;
 
@@ -252,8 +252,8 @@ START_TEST(test_stream_order)
 
   for (dev = 0; dev < n; dev++) {
     hipd_call_t *wa = NULL, *wb = NULL, *rd = NULL;
-    hipd_buffer_t buf = 0;
-    hipd_stream_t st = 0;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL;
+    hipd_stream_t st = HIPD_STREAM_NULL;
 
     fill_random(a, cap, (unsigned)dev + 1);
     fill_random(b, 2000, (unsigned)dev + 2);
@@ -283,6 +283,18 @@ END_TEST
 
 /* ------------------------------------------------------------ bad handles */
 
+/* A handle of one type as another: a deliberate conversion, which the
+ * handle types of <hipd.h> allow only explicitly. */
+static hipd_buffer_t as_buffer(hipd_stream_t s)
+{
+  return hipd_buffer_from_id(hipd_stream_id(s));
+}
+
+static hipd_stream_t as_stream(hipd_buffer_t b)
+{
+  return hipd_stream_from_id(hipd_buffer_id(b));
+}
+
 START_TEST(test_handle_errors)
 {
   hipd_conn_t *conn = connect_to(shared), *other = connect_to(shared);
@@ -291,9 +303,10 @@ START_TEST(test_handle_errors)
   uint64_t size;
 
   for (dev = 0; dev < n; dev++) {
-    hipd_buffer_t mine = 0, theirs = 0, freed = 0;
-    hipd_stream_t st = 0, their_st = 0;
-    hipd_event_t ev = 0;
+    hipd_buffer_t mine = HIPD_BUFFER_NULL, theirs = HIPD_BUFFER_NULL,
+                  freed = HIPD_BUFFER_NULL;
+    hipd_stream_t st = HIPD_STREAM_NULL, their_st = HIPD_STREAM_NULL;
+    hipd_event_t ev = HIPD_EVENT_NULL;
     int idle;
 
     OK(conn, hipd_mem_alloc(conn, dev, 16, "byte", &mine));
@@ -326,23 +339,48 @@ START_TEST(test_handle_errors)
     /* Forged handles. A handle is tag:24 | generation:16 | index+1:24
      * (daemon/handles.h); these keep this session's tag, so they can only
      * be forged, not another session's. */
-    EXPECT(conn, hipd_mem_size(conn, 0, &size), HIPD_EHANDLE);
-    EXPECT(conn, hipd_mem_size(conn, mine | 0xffffff, &size), HIPD_EHANDLE);
-    EXPECT(conn, hipd_mem_size(conn, mine & ~UINT64_C(0xffffff), &size),
+    EXPECT(conn, hipd_mem_size(conn, HIPD_BUFFER_NULL, &size), HIPD_EHANDLE);
+    EXPECT(conn,
+           hipd_mem_size(conn,
+                         hipd_buffer_from_id(hipd_buffer_id(mine) | 0xffffff),
+                         &size),
            HIPD_EHANDLE);
-    EXPECT(conn, hipd_mem_free(conn, mine & ~(UINT64_C(0xffff) << 24)),
+    EXPECT(conn,
+           hipd_mem_size(
+               conn,
+               hipd_buffer_from_id(hipd_buffer_id(mine) & ~UINT64_C(0xffffff)),
+               &size),
            HIPD_EHANDLE);
-    EXPECT(conn, hipd_stream_synchronize(conn, st + (UINT64_C(5) << 24)),
+    EXPECT(conn,
+           hipd_mem_free(conn, hipd_buffer_from_id(hipd_buffer_id(mine) &
+                                                   ~(UINT64_C(0xffff) << 24))),
+           HIPD_EHANDLE);
+    EXPECT(conn,
+           hipd_stream_synchronize(
+               conn,
+               hipd_stream_from_id(hipd_stream_id(st) + (UINT64_C(5) << 24))),
            HIPD_EHANDLE);
 
-    /* Handles of the wrong type. */
-    EXPECT(conn, hipd_mem_size(conn, st, &size), HIPD_EHANDLETYPE);
-    EXPECT(conn, hipd_mem_write(conn, st, 0, bytes, 16), HIPD_EHANDLETYPE);
-    EXPECT(conn, hipd_mem_free(conn, ev), HIPD_EHANDLETYPE);
-    EXPECT(conn, hipd_stream_synchronize(conn, mine), HIPD_EHANDLETYPE);
-    EXPECT(conn, hipd_stream_query(conn, ev, &idle), HIPD_EHANDLETYPE);
-    EXPECT(conn, hipd_event_record(conn, mine, 0), HIPD_EHANDLETYPE);
-    EXPECT(conn, hipd_mem_write_async(conn, mine, 0, bytes, 16, mine),
+    /* Handles of the wrong type: the types of <hipd.h> make this a
+     * compile error (tests/compile_fail), so the test converts on purpose,
+     * to check the daemon's own check. */
+    EXPECT(conn, hipd_mem_size(conn, as_buffer(st), &size), HIPD_EHANDLETYPE);
+    EXPECT(conn, hipd_mem_write(conn, as_buffer(st), 0, bytes, 16),
+           HIPD_EHANDLETYPE);
+    EXPECT(conn, hipd_mem_free(conn, hipd_buffer_from_id(hipd_event_id(ev))),
+           HIPD_EHANDLETYPE);
+    EXPECT(conn, hipd_stream_synchronize(conn, as_stream(mine)),
+           HIPD_EHANDLETYPE);
+    EXPECT(
+        conn,
+        hipd_stream_query(conn, hipd_stream_from_id(hipd_event_id(ev)), &idle),
+        HIPD_EHANDLETYPE);
+    EXPECT(conn,
+           hipd_event_record(conn, hipd_event_from_id(hipd_buffer_id(mine)),
+                             HIPD_STREAM_NULL),
+           HIPD_EHANDLETYPE);
+    EXPECT(conn,
+           hipd_mem_write_async(conn, mine, 0, bytes, 16, as_stream(mine)),
            HIPD_EHANDLETYPE);
 
     /* None of it broke the good handles. */
@@ -379,8 +417,8 @@ START_TEST(test_range_errors)
 
   memset(bytes, 0x3c, 2 * cap);
   for (dev = 0; dev < n; dev++) {
-    hipd_buffer_t buf = 0, small = 0;
-    hipd_stream_t st = 0;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL, small = HIPD_BUFFER_NULL;
+    hipd_stream_t st = HIPD_STREAM_NULL;
 
     OK(conn, hipd_mem_alloc(conn, dev, cap, "byte", &buf));
     OK(conn, hipd_mem_alloc(conn, dev, 100, "byte", &small));
@@ -436,7 +474,7 @@ START_TEST(test_alloc_errors)
   int n = device_count(conn), dev;
 
   for (dev = 0; dev < n; dev++) {
-    hipd_buffer_t buf = 0;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL;
     int64_t bytes0, buffers0, bytes1, buffers1;
 
     device_usage(conn, dev, &bytes0, &buffers0);
@@ -454,7 +492,7 @@ START_TEST(test_alloc_errors)
     EXPECT(conn, hipd_mem_alloc(conn, dev, 16, "float128", &buf), HIPD_EINVAL);
     ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "float128"));
     EXPECT(conn, hipd_mem_alloc(conn, dev, 16, "", &buf), HIPD_EINVAL);
-    ck_assert_uint_eq(buf, 0);
+    ck_assert_uint_eq(hipd_buffer_id(buf), 0);
     device_usage(conn, dev, &bytes1, &buffers1);
     ck_assert_int_eq(bytes1, bytes0);
     ck_assert_int_eq(buffers1, buffers0);
@@ -472,9 +510,10 @@ START_TEST(test_stream_device_mismatch)
 
   for (dev = 0; dev < n; dev++) {
     int other = (dev + 1) % n, third = (dev + 2) % n;
-    hipd_buffer_t buf = 0, buf2 = 0, far = 0;
-    hipd_stream_t st_other = 0, st_third = 0;
-    hipd_event_t ev = 0;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL, buf2 = HIPD_BUFFER_NULL,
+                  far = HIPD_BUFFER_NULL;
+    hipd_stream_t st_other = HIPD_STREAM_NULL, st_third = HIPD_STREAM_NULL;
+    hipd_event_t ev = HIPD_EVENT_NULL;
 
     OK(conn, hipd_mem_alloc(conn, dev, 64, "byte", &buf));
     OK(conn, hipd_mem_alloc(conn, dev, 64, "byte", &buf2));

@@ -17,7 +17,7 @@ START_TEST(test_quota)
   int n = device_count(conn), dev;
 
   for (dev = 0; dev < n; dev++) {
-    hipd_buffer_t a = 0, b = 0;
+    hipd_buffer_t a = HIPD_BUFFER_NULL, b = HIPD_BUFFER_NULL;
 
     OK(conn, hipd_mem_alloc(conn, dev, 512 * KiB, "byte", &a));
     EXPECT(conn, hipd_mem_alloc(conn, dev, 600 * KiB, "byte", &b), HIPD_EQUOTA);
@@ -31,7 +31,7 @@ START_TEST(test_quota)
   }
   /* Another session has a quota of its own. */
   {
-    hipd_buffer_t a = 0, b = 0;
+    hipd_buffer_t a = HIPD_BUFFER_NULL, b = HIPD_BUFFER_NULL;
     dev = 0;
     other = connect_to(d);
     OK(conn, hipd_mem_alloc(conn, 0, MiB, "byte", &a));
@@ -62,9 +62,9 @@ static void cleanup_child(const char *path, int fd)
   if (hipd_connect(path, &conn) != 0 || hipd_device_count(conn, &n) != 0)
     ok = 'E';
   for (int dev = 0; ok == 'R' && dev < n; dev++) {
-    hipd_buffer_t buf = 0;
-    hipd_stream_t st = 0;
-    hipd_event_t ev = 0;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL;
+    hipd_stream_t st = HIPD_STREAM_NULL;
+    hipd_event_t ev = HIPD_EVENT_NULL;
     if (hipd_mem_alloc(conn, dev, CHILD_BYTES, "byte", &buf) != 0 ||
         hipd_mem_memset(conn, buf, 0, CHILD_BYTES, 1) != 0 ||
         hipd_mem_write(conn, buf, 4096, chunk, sizeof(chunk)) != 0 ||
@@ -99,7 +99,7 @@ START_TEST(test_session_cleanup)
     device_usage(conn, dev, &base_bytes[dev], &base_bufs[dev]);
   /* An explicit free gives the memory back to the device's accounting. */
   for (dev = 0; dev < n; dev++) {
-    hipd_buffer_t buf = 0;
+    hipd_buffer_t buf = HIPD_BUFFER_NULL;
     int64_t bytes, bufs;
     OK(conn, hipd_mem_alloc(conn, dev, MiB, "byte", &buf));
     device_usage(conn, dev, &bytes, &bufs);
@@ -191,7 +191,7 @@ static void *pair_main(void *arg)
   pair_t *p = arg;
   hipd_conn_t *c = NULL;
   unsigned char *in = malloc(LEN), *out = malloc(LEN);
-  hipd_buffer_t a = 0, b = 0;
+  hipd_buffer_t a = HIPD_BUFFER_NULL, b = HIPD_BUFFER_NULL;
 
   if (hipd_connect(shared->socket, &c) != 0 || in == NULL || out == NULL ||
       hipd_mem_alloc(c, p->dev, LEN, "uint8", &a) != 0 ||
@@ -303,8 +303,8 @@ START_TEST(test_two_streams)
   hipd_call_t *calls[2 * CHUNKS];
 
   for (dev = 0; dev < n; dev++) {
-    hipd_buffer_t bx = 0, by = 0;
-    hipd_stream_t s1 = 0, s2 = 0;
+    hipd_buffer_t bx = HIPD_BUFFER_NULL, by = HIPD_BUFFER_NULL;
+    hipd_stream_t s1 = HIPD_STREAM_NULL, s2 = HIPD_STREAM_NULL;
     int idle = 0;
 
     fill_random(x, cap, (unsigned)dev * 2 + 1);

@@ -64,7 +64,8 @@ static void fill_and_check(hipd_conn_t *c, int dev, int v)
   hipd_args_buffer(a, b, 0);
   hipd_args_i32(a, v);
   hipd_args_i32(a, N);
-  ck_assert_int_eq(hipd_kernel_launch(c, k, grid, block, 0, 0, a), 0);
+  ck_assert_int_eq(
+      hipd_kernel_launch(c, k, grid, block, 0, HIPD_STREAM_NULL, a), 0);
   ck_assert_int_eq(hipd_mem_read(c, b, 0, out, sizeof(out)), 0);
   for (int i = 0; i < N; i++)
     ck_assert_int_eq(out[i], v + i);
@@ -228,7 +229,7 @@ static void fault_as_other_uid(const char *socket, int gpu)
   args = hipd_args_new();
   hipd_args_buffer(args, ba, 0);
   hipd_args_i32(args, 0);
-  rc = hipd_kernel_launch(a, kf, one, one, 0, 0, args);
+  rc = hipd_kernel_launch(a, kf, one, one, 0, HIPD_STREAM_NULL, args);
   if (rc == 0)
     rc = hipd_device_synchronize(a, gpu);
   _exit(rc == HIPD_EDEVLOST || rc == HIPD_ELAUNCH ? 0 : 13);

@@ -244,7 +244,7 @@ static int legit_workload(hipd_conn_t *c, const char *who, int rounds, rep_t *r)
   enum { N = 1000 };
   char *src = fresh_vecadd(who);
   float a[N], b[N], out[N];
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
   uint32_t grid[3] = {(N + 127) / 128, 1, 1}, block[3] = {128, 1, 1};
   hipd_args_t *args = hipd_args_new();
   int rc = -1;
@@ -258,7 +258,8 @@ static int legit_workload(hipd_conn_t *c, const char *who, int rounds, rep_t *r)
     goto done;
   }
   for (int round = 0; round < rounds; round++) {
-    hipd_buffer_t ba = 0, bb = 0, bc = 0;
+    hipd_buffer_t ba = HIPD_BUFFER_NULL, bb = HIPD_BUFFER_NULL,
+                  bc = HIPD_BUFFER_NULL;
     const char *step = "alloc";
     for (int i = 0; i < N; i++) {
       a[i] = (float)(i + round);
@@ -280,8 +281,8 @@ static int legit_workload(hipd_conn_t *c, const char *who, int rounds, rep_t *r)
     hipd_args_buffer(args, bb, 0);
     hipd_args_buffer(args, bc, 0);
     hipd_args_i32(args, N);
-    if ((step = "launch",
-         rc = hipd_kernel_run(c, k, grid, block, 0, 0, args)) != 0 ||
+    if ((step = "launch", rc = hipd_kernel_run(c, k, grid, block, 0,
+                                               HIPD_STREAM_NULL, args)) != 0 ||
         (step = "read", rc = hipd_mem_read(c, bc, 0, out, sizeof(out))) != 0) {
       rep_add(r, "%s's legitimate %s (round %d) failed: %s (%.200s)", who, step,
               round, hipd_err_name(rc), hipd_last_error(c));
@@ -302,7 +303,7 @@ static int legit_workload(hipd_conn_t *c, const char *who, int rounds, rep_t *r)
   }
   rc = 0;
 done:
-  if (k != 0)
+  if (hipd_kernel_id(k) != 0)
     hipd_kernel_destroy(c, k);
   hipd_args_free(args);
   free(src);
@@ -658,8 +659,8 @@ static int host_attacks_a(void *arg, char *msg, size_t msglen)
   host_ctx_t *x = arg;
   rep_t r = {msg, msglen, 0};
   hipd_conn_t *c = NULL;
-  hipd_kernel_t k = 0;
-  hipd_buffer_t out = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
+  hipd_buffer_t out = HIPD_BUFFER_NULL;
   hipd_args_t *args = hipd_args_new();
   unsigned char *back = malloc(SLOT);
   char *src = NULL;
@@ -688,7 +689,7 @@ static int host_attacks_a(void *arg, char *msg, size_t msglen)
       rep_add(&r, "memset: %s", hipd_last_error(c));
       break;
     }
-    rc = hipd_kernel_run(c, k, ONE, ONE, 0, 0, args);
+    rc = hipd_kernel_run(c, k, ONE, ONE, 0, HIPD_STREAM_NULL, args);
     if (rc != 0) {
       /* Blocked by a failing launch: it must say why. */
       if (hipd_last_error(c)[0] == '\0')
@@ -800,8 +801,8 @@ static int ctor_a(void *arg, char *msg, size_t msglen)
   ctor_ctx_t *x = arg;
   rep_t r = {msg, msglen, 0};
   hipd_conn_t *c = NULL;
-  hipd_kernel_t k = 0;
-  hipd_buffer_t out = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
+  hipd_buffer_t out = HIPD_BUFFER_NULL;
   hipd_args_t *args = hipd_args_new();
   char *src = NULL;
   int rc, v = 0;
@@ -826,7 +827,7 @@ static int ctor_a(void *arg, char *msg, size_t msglen)
     goto done;
   }
   hipd_args_buffer(args, out, 0);
-  rc = hipd_kernel_run(c, k, ONE, ONE, 0, 0, args);
+  rc = hipd_kernel_run(c, k, ONE, ONE, 0, HIPD_STREAM_NULL, args);
   if (rc == 0) {
     /* It loaded: the kernel itself must work. */
     if ((rc = hipd_mem_read(c, out, 0, &v, sizeof(v))) != 0 || v != 7)
@@ -928,7 +929,7 @@ static int include_a(void *arg, char *msg, size_t msglen)
   if (child_connect(x->socket, &c, &r, 30000) != 0)
     return -1;
   for (int i = 0; i < 2; i++) {
-    hipd_kernel_t k = 0;
+    hipd_kernel_t k = HIPD_KERNEL_NULL;
     char *src = NULL, what[64];
     const char *log;
     int rc;
@@ -938,11 +939,11 @@ static int include_a(void *arg, char *msg, size_t msglen)
     log = hipd_last_error(c);
     if (rc == 0) {
       unsigned char back[4096] = {0};
-      hipd_buffer_t out = 0;
+      hipd_buffer_t out = HIPD_BUFFER_NULL;
       hipd_args_t *args = hipd_args_new();
       if (x->incbin && hipd_mem_alloc(c, 0, sizeof(back), "byte", &out) == 0) {
         hipd_args_buffer(args, out, 0);
-        if (hipd_kernel_run(c, k, ONE, ONE, 0, 0, args) == 0 &&
+        if (hipd_kernel_run(c, k, ONE, ONE, 0, HIPD_STREAM_NULL, args) == 0 &&
             hipd_mem_read(c, out, 0, back, sizeof(back)) == 0 &&
             leak_in(back, sizeof(back), what, sizeof(what)) != NULL)
           rep_add(&r,
@@ -1105,7 +1106,7 @@ static void victim_b(void *arg, int in, int out)
   rep_t r = {m.text, sizeof(m.text), 0};
   uint64_t *pat = malloc(B_SIZE), *back = malloc(B_SIZE);
   hipd_conn_t *c = NULL;
-  hipd_buffer_t b = 0;
+  hipd_buffer_t b = HIPD_BUFFER_NULL;
   hipd_info_t *info = NULL;
   uint64_t ptr = 0;
   int rc;
@@ -1171,8 +1172,9 @@ static int buffers_a(void *arg, char *msg, size_t msglen)
   buf_ctx_t *x = arg;
   rep_t r = {msg, msglen, 0};
   hipd_conn_t *c = NULL;
-  hipd_kernel_t ka = 0, kp = 0, km = 0;
-  hipd_buffer_t mine = 0, out = 0;
+  hipd_kernel_t ka = HIPD_KERNEL_NULL, kp = HIPD_KERNEL_NULL,
+                km = HIPD_KERNEL_NULL;
+  hipd_buffer_t mine = HIPD_BUFFER_NULL, out = HIPD_BUFFER_NULL;
   hipd_info_t *info = NULL;
   hipd_args_t *args = hipd_args_new();
   uint64_t a_ptr = 0, *back = malloc(SLOT);
@@ -1215,7 +1217,7 @@ static int buffers_a(void *arg, char *msg, size_t msglen)
     if (hipd_mem_memset(c, out, 0, SLOT, 0) != 0)
       break;
     /* A fault is the expected outcome of the first two. */
-    if (hipd_kernel_run(c, k, ONE, ONE, 0, 0, args) != 0)
+    if (hipd_kernel_run(c, k, ONE, ONE, 0, HIPD_STREAM_NULL, args) != 0)
       continue;
     if (hipd_mem_read(c, out, 0, back, SLOT) != 0) {
       rep_add(&r, "read back: %s", hipd_last_error(c));
@@ -1282,8 +1284,9 @@ static int guard_a(void *arg, char *msg, size_t msglen)
   rep_t r = {msg, msglen, 0};
   enum { SZ = 64 * 1024, N = 4096 };
   hipd_conn_t *c = NULL;
-  hipd_kernel_t k = 0;
-  hipd_buffer_t y1 = 0, x = 0, y2 = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
+  hipd_buffer_t y1 = HIPD_BUFFER_NULL, x = HIPD_BUFFER_NULL,
+                y2 = HIPD_BUFFER_NULL;
   hipd_args_t *args = hipd_args_new();
   unsigned char *pat = malloc(SZ), *back = malloc(SZ);
   int rc;
@@ -1307,7 +1310,7 @@ static int guard_a(void *arg, char *msg, size_t msglen)
   hipd_args_buffer(args, x, 0);
   hipd_args_i64(args, SZ);
   hipd_args_i32(args, N);
-  rc = hipd_kernel_run(c, k, ONE, ONE, 0, 0, args);
+  rc = hipd_kernel_run(c, k, ONE, ONE, 0, HIPD_STREAM_NULL, args);
   if (rc == 0)
     rep_add(&r,
             "a write of %d bytes past the end of uid A's buffer did not "
@@ -1414,8 +1417,8 @@ static int plant_a(void *arg, char *msg, size_t msglen)
   plant_ctx_t *x = arg;
   rep_t r = {msg, msglen, 0};
   hipd_conn_t *c = NULL;
-  hipd_kernel_t k = 0;
-  hipd_buffer_t out = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
+  hipd_buffer_t out = HIPD_BUFFER_NULL;
   hipd_args_t *args = hipd_args_new();
   long long res[2] = {0, 0};
   char *src = NULL;
@@ -1441,7 +1444,7 @@ static int plant_a(void *arg, char *msg, size_t msglen)
     goto done;
   }
   hipd_args_buffer(args, out, 0);
-  if (hipd_kernel_run(c, k, ONE, ONE, 0, 0, args) == 0 &&
+  if (hipd_kernel_run(c, k, ONE, ONE, 0, HIPD_STREAM_NULL, args) == 0 &&
       hipd_mem_read(c, out, 0, res, sizeof(res)) == 0) {
     if (res[0] > 0)
       rep_add(&r, "uid A's kernel wrote %lld bytes into the cache entry %s",
@@ -1519,8 +1522,8 @@ static void spinner_a(void *arg, int in, int out)
   pmsg_t m = {.rc = -1};
   rep_t r = {m.text, sizeof(m.text), 0};
   hipd_conn_t *c = NULL;
-  hipd_kernel_t k = 0;
-  hipd_buffer_t b = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
+  hipd_buffer_t b = HIPD_BUFFER_NULL;
   hipd_args_t *args = hipd_args_new();
   int rc;
 
@@ -1534,7 +1537,7 @@ static void spinner_a(void *arg, int in, int out)
   hipd_args_buffer(args, b, 0);
   m.rc = 0;
   pmsg_send(out, &m);
-  rc = hipd_kernel_run(c, k, ONE, ONE, 0, 0, args);
+  rc = hipd_kernel_run(c, k, ONE, ONE, 0, HIPD_STREAM_NULL, args);
   m.rc = rc;
   snprintf(m.text, sizeof(m.text), "%s: %.300s", hipd_err_name(rc),
            hipd_last_error(c));
@@ -1617,7 +1620,7 @@ static void *fifo_compile_main(void *arg)
 {
   fifo_job_t *j = arg;
   hipd_conn_t *c = NULL;
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
   char *src = NULL;
 
   if ((j->rc = hipd_connect2(j->socket, "check_isolation", &c)) != 0)

@@ -40,7 +40,7 @@ static int64_t stat_of(hipd_conn_t *conn, const char *name)
 static void cached_run(hipd_conn_t *conn, const char *src, int refresh,
                        const char *want)
 {
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
   hipd_info_t *info = NULL;
   int dev = 0;
 
@@ -53,7 +53,7 @@ static void cached_run(hipd_conn_t *conn, const char *src, int refresh,
                 "cache says %s, expected %s", info_str(info, "cache"), want);
   ck_assert_int_gt(info_int(info, "bytes"), 0);
   hipd_info_free(info);
-  vecadd_run(conn, dev, k, 1000, 0);
+  vecadd_run(conn, dev, k, 1000, HIPD_STREAM_NULL);
   OK(conn, hipd_kernel_destroy(conn, k));
 }
 
@@ -141,7 +141,7 @@ static void *racer_main(void *arg)
   racer_t *r = arg;
   hipd_conn_t *conn = NULL;
   hipd_info_t *info = NULL;
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
   const char *s = NULL;
 
   r->rc = hipd_connect(r->socket, &conn);

@@ -23,10 +23,10 @@ static void *bystander_main(void *arg)
 {
   bystander_t *b = arg;
   hipd_conn_t *conn = NULL;
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
   enum { N = 512 };
   float a[N], out[N];
-  hipd_buffer_t ba = 0, bc = 0;
+  hipd_buffer_t ba = HIPD_BUFFER_NULL, bc = HIPD_BUFFER_NULL;
   hipd_args_t *args = hipd_args_new();
   uint32_t grid[3] = {N / 64, 1, 1}, block[3] = {64, 1, 1};
   int rc;
@@ -53,7 +53,8 @@ static void *bystander_main(void *arg)
   while (b->rounds < 3 || !atomic_load(&b->stop)) {
     memset(out, 0, sizeof(out));
     if ((rc = hipd_mem_memset(conn, bc, 0, sizeof(out), 0)) != 0 ||
-        (rc = hipd_kernel_launch(conn, k, grid, block, 0, 0, args)) != 0 ||
+        (rc = hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL,
+                                 args)) != 0 ||
         (rc = hipd_mem_read(conn, bc, 0, out, sizeof(out))) != 0) {
       b->failures++;
       snprintf(b->error, sizeof(b->error), "round %d: %s: %s", b->rounds,
@@ -112,7 +113,8 @@ START_TEST(test_crash_cpu)
     hipd_args_buffer(args, bp, 0);
     hipd_args_i32(args, -1);
     hipd_args_i64(args, 0);
-    OK(conn, hipd_kernel_launch(conn, kc, grid, block, 0, 0, args));
+    OK(conn,
+       hipd_kernel_launch(conn, kc, grid, block, 0, HIPD_STREAM_NULL, args));
     OK(conn, hipd_mem_read(conn, bp, 0, p, sizeof(p)));
     for (int i = 0; i < N; i++)
       ck_assert_int_eq(p[i], 1);
@@ -123,8 +125,10 @@ START_TEST(test_crash_cpu)
       hipd_args_buffer(args, bp, 0);
       hipd_args_i32(args, 100 + round);
       hipd_args_i64(args, 0);
-      EXPECT(conn, hipd_kernel_launch(conn, kc, grid, block, 0, 0, args),
-             HIPD_ELAUNCH);
+      EXPECT(
+          conn,
+          hipd_kernel_launch(conn, kc, grid, block, 0, HIPD_STREAM_NULL, args),
+          HIPD_ELAUNCH);
       ck_assert_msg(strstr(hipd_last_error(conn), "SIGSEGV") != NULL,
                     "device %d: the crash is not named: %s", dev,
                     hipd_last_error(conn));
@@ -133,13 +137,14 @@ START_TEST(test_crash_cpu)
       OK(conn, hipd_device_synchronize(conn, dev));
       OK(conn, hipd_mem_read(conn, keep, 0, back, sizeof(back)));
       ck_assert(memcmp(back, kept, sizeof(back)) == 0);
-      vecadd_run(conn, dev, kv, 300, 0);
+      vecadd_run(conn, dev, kv, 300, HIPD_STREAM_NULL);
       OK(conn, hipd_mem_memset(conn, bp, 0, sizeof(p), 0));
       hipd_args_clear(args);
       hipd_args_buffer(args, bp, 0);
       hipd_args_i32(args, -1);
       hipd_args_i64(args, 0);
-      OK(conn, hipd_kernel_launch(conn, kc, grid, block, 0, 0, args));
+      OK(conn,
+         hipd_kernel_launch(conn, kc, grid, block, 0, HIPD_STREAM_NULL, args));
       OK(conn, hipd_mem_read(conn, bp, 0, p, sizeof(p)));
       for (int i = 0; i < N; i++)
         ck_assert_int_eq(p[i], 1);
@@ -175,8 +180,8 @@ static void killed_child(const char *path, int fd)
       hipd_device_count(conn, &n) != 0)
     ok = 'E';
   for (int dev = 0; ok == 'R' && dev < n; dev++) {
-    hipd_kernel_t k = 0;
-    hipd_buffer_t b = 0;
+    hipd_kernel_t k = HIPD_KERNEL_NULL;
+    hipd_buffer_t b = HIPD_BUFFER_NULL;
     hipd_call_t *call = NULL;
     uint32_t grid[3] = {64, 1, 1}, block[3] = {256, 1, 1};
     if (hipd_kernel_compile_cached(conn, dev, VECADD_SRC, "vecadd", NULL, &k,
@@ -192,8 +197,8 @@ static void killed_child(const char *path, int fd)
     hipd_args_i32(args, 64 * 256);
     /* Left in flight as it dies. */
     for (int i = 0; i < 8; i++)
-      if (hipd_kernel_launch_begin(conn, k, grid, block, 0, 0, args, &call) !=
-          0)
+      if (hipd_kernel_launch_begin(conn, k, grid, block, 0, HIPD_STREAM_NULL,
+                                   args, &call) != 0)
         ok = 'E';
   }
   if (write(fd, &ok, 1) != 1)
@@ -244,7 +249,7 @@ START_TEST(test_killed_session)
   ck_assert_int_eq(kill(shared->pid, 0), 0);
   for (dev = 0; dev < n; dev++) {
     hipd_kernel_t k = compile(conn, dev, VECADD_SRC, "vecadd", NULL);
-    vecadd_run(conn, dev, k, 2000, 0);
+    vecadd_run(conn, dev, k, 2000, HIPD_STREAM_NULL);
     OK(conn, hipd_kernel_destroy(conn, k));
   }
   hipd_close(conn);
@@ -285,7 +290,7 @@ START_TEST(test_cpu_kernel_timeout)
   OK(conn, hipd_mem_write(conn, flag, 0, &on, sizeof(on)));
   hipd_args_buffer(args, flag, 0);
   hipd_args_buffer(args, out, 0);
-  rc = hipd_kernel_launch(conn, k, one, one, 0, 0, args);
+  rc = hipd_kernel_launch(conn, k, one, one, 0, HIPD_STREAM_NULL, args);
   if (rc == 0)
     rc = hipd_device_synchronize(conn, dev);
   ck_assert_msg(rc == HIPD_ETIMEDOUT, "spinning kernel: %s (%s)",
@@ -293,7 +298,7 @@ START_TEST(test_cpu_kernel_timeout)
   /* The device goes on: the same buffers, a launch that ends. */
   on = 0;
   OK(conn, hipd_mem_write(conn, flag, 0, &on, sizeof(on)));
-  OK(conn, hipd_kernel_launch(conn, k, one, one, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, one, one, 0, HIPD_STREAM_NULL, args));
   OK(conn, hipd_device_synchronize(conn, dev));
   hipd_args_free(args);
   hipd_close(conn);

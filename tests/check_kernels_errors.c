@@ -30,7 +30,7 @@ START_TEST(test_compile_errors)
   snprintf(many + len, cap - len, "}\n");
 
   for (dev = 0; dev < n; dev++) {
-    hipd_kernel_t k = 1;
+    hipd_kernel_t k = hipd_kernel_from_id(1);
     hipd_info_t *info = (hipd_info_t *)1;
     const char *msg;
 
@@ -38,7 +38,7 @@ START_TEST(test_compile_errors)
            hipd_kernel_compile_cached(conn, dev, BROKEN_SRC, "broken", NULL, &k,
                                       &info),
            HIPD_ECOMPILE);
-    ck_assert_uint_eq(k, 0);
+    ck_assert_uint_eq(hipd_kernel_id(k), 0);
     ck_assert_ptr_null(info);
     msg = hipd_last_error(conn);
     ck_assert_msg(names_line_3(msg),
@@ -63,7 +63,7 @@ START_TEST(test_compile_errors)
 
     /* The session goes on. */
     k = compile(conn, dev, VECADD_SRC, "vecadd", NULL);
-    vecadd_run(conn, dev, k, 100, 0);
+    vecadd_run(conn, dev, k, 100, HIPD_STREAM_NULL);
     OK(conn, hipd_kernel_destroy(conn, k));
   }
   free(many);
@@ -97,7 +97,9 @@ START_TEST(test_launch_limits)
   do {                                                                         \
     grid[0] = (g0), grid[1] = (g1), grid[2] = (g2);                            \
     block[0] = (b0), block[1] = (b1), block[2] = (b2);                         \
-    EXPECT(conn, hipd_kernel_launch(conn, k, grid, block, (sh), 0, args),      \
+    EXPECT(conn,                                                               \
+           hipd_kernel_launch(conn, k, grid, block, (sh), HIPD_STREAM_NULL,    \
+                              args),                                           \
            HIPD_ELIMIT);                                                       \
   } while (0)
     ck_assert_int_lt(max_x, 2048);
@@ -120,14 +122,15 @@ START_TEST(test_launch_limits)
     if (shared_max > 0 && shared_max < UINT32_MAX) {
       block[0] = block[1] = block[2] = 1;
       grid[0] = grid[1] = grid[2] = 1;
-      OK(conn, hipd_kernel_launch(conn, k, grid, block, (uint32_t)shared_max, 0,
-                                  args));
+      OK(conn, hipd_kernel_launch(conn, k, grid, block, (uint32_t)shared_max,
+                                  HIPD_STREAM_NULL, args));
     }
     block[0] = (uint32_t)max_x;
     block[1] = block[2] = 1;
     grid[0] = grid[1] = grid[2] = 1;
-    OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
-    vecadd_run(conn, dev, k, 50, 0);
+    OK(conn,
+       hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
+    vecadd_run(conn, dev, k, 50, HIPD_STREAM_NULL);
     hipd_args_free(args);
     OK(conn, hipd_mem_free(conn, b));
     OK(conn, hipd_kernel_destroy(conn, k));
@@ -175,39 +178,47 @@ START_TEST(test_signature)
     /* Too few, too many. */
     hipd_args_clear(args);
     hipd_args_f32(args, 1);
-    EXPECT(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args),
+    EXPECT(conn,
+           hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args),
            HIPD_ESIGNATURE);
     ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "6"));
     MIX_ARGS(hipd_args_f32(args, 1), hipd_args_f64(args, 2),
              hipd_args_i64(args, 3), hipd_args_i32(args, 4));
     hipd_args_i32(args, 5);
-    EXPECT(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args),
+    EXPECT(conn,
+           hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args),
            HIPD_ESIGNATURE);
-    EXPECT(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, NULL),
+    EXPECT(conn,
+           hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, NULL),
            HIPD_ESIGNATURE);
     /* A double for the float, a float for the double. */
     MIX_ARGS(hipd_args_f64(args, 1), hipd_args_f64(args, 2),
              hipd_args_i64(args, 3), hipd_args_i32(args, 4));
-    EXPECT(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args),
+    EXPECT(conn,
+           hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args),
            HIPD_ESIGNATURE);
     ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "float"));
     MIX_ARGS(hipd_args_f32(args, 1), hipd_args_f32(args, 2),
              hipd_args_i64(args, 3), hipd_args_i32(args, 4));
-    EXPECT(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args),
+    EXPECT(conn,
+           hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args),
            HIPD_ESIGNATURE);
     /* Integers of the wrong width, a buffer for a scalar, a scalar for a
      * pointer. */
     MIX_ARGS(hipd_args_f32(args, 1), hipd_args_f64(args, 2),
              hipd_args_i32(args, 3), hipd_args_i32(args, 4));
-    EXPECT(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args),
+    EXPECT(conn,
+           hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args),
            HIPD_ESIGNATURE);
     MIX_ARGS(hipd_args_f32(args, 1), hipd_args_f64(args, 2),
              hipd_args_i64(args, 3), hipd_args_i64(args, 4));
-    EXPECT(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args),
+    EXPECT(conn,
+           hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args),
            HIPD_ESIGNATURE);
     MIX_ARGS(hipd_args_buffer(args, bout, 0), hipd_args_f64(args, 2),
              hipd_args_i64(args, 3), hipd_args_i32(args, 4));
-    EXPECT(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args),
+    EXPECT(conn,
+           hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args),
            HIPD_ESIGNATURE);
     hipd_args_clear(args);
     hipd_args_f32(args, 1);
@@ -216,12 +227,13 @@ START_TEST(test_signature)
     hipd_args_i32(args, 4);
     hipd_args_i64(args, 5);
     hipd_args_buffer(args, biout, 0);
-    EXPECT(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args),
+    EXPECT(conn,
+           hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args),
            HIPD_ESIGNATURE);
     /* And right, it runs. */
     MIX_ARGS(hipd_args_f32(args, 1), hipd_args_f64(args, 2),
              hipd_args_i64(args, 3), hipd_args_i32(args, 4));
-    OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args));
+    OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args));
 #undef MIX_ARGS
     hipd_args_free(args);
     OK(conn, hipd_mem_free(conn, bout));
@@ -268,8 +280,8 @@ START_TEST(test_raw_pointers)
     hipd_buffer_t ba = float_buffer(conn, dev, N, a);
     hipd_buffer_t bb = float_buffer(conn, dev, N, b);
     hipd_buffer_t bc = float_buffer(conn, dev, N, NULL);
-    hipd_buffer_t theirs = 0, elsewhere = 0;
-    hipd_stream_t their_stream = 0;
+    hipd_buffer_t theirs = HIPD_BUFFER_NULL, elsewhere = HIPD_BUFFER_NULL;
+    hipd_stream_t their_stream = HIPD_STREAM_NULL;
     uint64_t pa, pc, ptheirs;
     hipd_info_t *info = NULL;
     hipd_args_t *args = args_new();
@@ -289,7 +301,8 @@ START_TEST(test_raw_pointers)
     hipd_args_buffer(args, bb, 0);
     hipd_args_ptr(args, pc);
     hipd_args_i32(args, N - OFF);
-    OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+    OK(conn,
+       hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
     OK(conn, hipd_mem_read(conn, bc, 0, c, sizeof(c)));
     for (int i = 0; i < N - OFF; i++)
       ck_assert_msg(c[i] == a[i + OFF] + b[i], "device %d: c[%d] = %g", dev, i,
@@ -302,7 +315,8 @@ START_TEST(test_raw_pointers)
     hipd_args_buffer(args, bb, OFF * sizeof(float));
     hipd_args_buffer(args, bc, OFF * sizeof(float));
     hipd_args_i32(args, N - OFF);
-    OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+    OK(conn,
+       hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
     OK(conn, hipd_mem_read(conn, bc, 0, c, sizeof(c)));
     for (int i = OFF; i < N; i++)
       ck_assert(c[i] == a[i] + b[i]);
@@ -314,7 +328,10 @@ START_TEST(test_raw_pointers)
     hipd_args_buffer(args, bb, 0);                                             \
     hipd_args_buffer(args, bc, 0);                                             \
     hipd_args_i32(args, N);                                                    \
-    EXPECT(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args), want);  \
+    EXPECT(                                                                    \
+        conn,                                                                  \
+        hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args),   \
+        want);                                                                 \
   } while (0)
     /* Nowhere near a buffer. */
     ONE_BAD(hipd_args_ptr(args, 4096), HIPD_EPERM);
@@ -363,7 +380,9 @@ START_TEST(test_raw_pointers)
     hipd_args_ptr(args, pa);
     hipd_args_ptr(args, pa);
     hipd_args_i32(args, 1);
-    EXPECT(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args), HIPD_EPERM);
+    EXPECT(conn,
+           hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args),
+           HIPD_EPERM);
     hipd_args_free(args);
     OK(conn, hipd_kernel_destroy(conn, k));
   }
@@ -385,11 +404,12 @@ START_TEST(test_destroy)
     hipd_info_t *info = NULL;
     hipd_args_t *args = args_new();
 
-    ck_assert_uint_ne(k1, k2);
+    ck_assert_uint_ne(hipd_kernel_id(k1), hipd_kernel_id(k2));
     OK(conn, hipd_kernel_destroy(conn, k1));
-    vecadd_run(conn, dev, k2, 500, 0);
+    vecadd_run(conn, dev, k2, 500, HIPD_STREAM_NULL);
     hipd_args_i32(args, 0);
-    EXPECT(conn, hipd_kernel_launch(conn, k1, ONE, ONE, 0, 0, args),
+    EXPECT(conn,
+           hipd_kernel_launch(conn, k1, ONE, ONE, 0, HIPD_STREAM_NULL, args),
            HIPD_ESTALE);
     EXPECT(conn, hipd_kernel_info(conn, k1, &info), HIPD_ESTALE);
     EXPECT(conn, hipd_kernel_destroy(conn, k1), HIPD_ESTALE);
@@ -405,7 +425,8 @@ START_TEST(test_destroy)
       hipd_args_buffer(args, b, 0);
       hipd_args_buffer(args, b, 0);
       hipd_args_i32(args, 1);
-      OK(conn, hipd_kernel_launch_begin(conn, k3, ONE, ONE, 0, 0, args, &call));
+      OK(conn, hipd_kernel_launch_begin(conn, k3, ONE, ONE, 0, HIPD_STREAM_NULL,
+                                        args, &call));
       OK(conn, hipd_kernel_destroy(conn, k3));
       OK(conn, hipd_wait(call));
       OK(conn, hipd_device_synchronize(conn, dev));
@@ -413,10 +434,12 @@ START_TEST(test_destroy)
       ck_assert(v == 2.0f);
       OK(conn, hipd_mem_free(conn, b));
     }
-    vecadd_run(conn, dev, k2, 10, 0);
+    vecadd_run(conn, dev, k2, 10, HIPD_STREAM_NULL);
     OK(conn, hipd_kernel_destroy(conn, k2));
     /* Not a kernel handle at all. */
-    EXPECT(conn, hipd_kernel_launch(conn, 0, ONE, ONE, 0, 0, args),
+    EXPECT(conn,
+           hipd_kernel_launch(conn, HIPD_KERNEL_NULL, ONE, ONE, 0,
+                              HIPD_STREAM_NULL, args),
            HIPD_EHANDLE);
     hipd_args_free(args);
   }
@@ -451,7 +474,7 @@ START_TEST(test_compile_for_host)
     hipd_kernel_t k = compile(conn, dev, VECADD_SRC, "vecadd", &info);
     ck_assert_str_eq(info_str(info, "cache"), "memory");
     hipd_info_free(info);
-    vecadd_run(conn, dev, k, 64, 0);
+    vecadd_run(conn, dev, k, 64, HIPD_STREAM_NULL);
     OK(conn, hipd_kernel_destroy(conn, k));
   }
   /* Options reach the compiler, and are part of the key. */
@@ -467,7 +490,7 @@ START_TEST(test_compile_for_host)
     hipd_buffer_t ba = float_buffer(conn, dev, 4, a);
     hipd_buffer_t bb = float_buffer(conn, dev, 4, b);
     hipd_args_t *args = args_new();
-    hipd_kernel_t k = 0;
+    hipd_kernel_t k = HIPD_KERNEL_NULL;
 
     EXPECT(conn,
            hipd_kernel_compile_cached(conn, dev, src, "axb", NULL, &k, NULL),
@@ -476,7 +499,8 @@ START_TEST(test_compile_for_host)
     OK(conn, hipd_kernel_compile_cached(conn, dev, src, "axb", opts, &k, NULL));
     hipd_args_buffer(args, ba, 0);
     hipd_args_buffer(args, bb, 0);
-    OK(conn, hipd_kernel_launch(conn, k, ONE, block, 0, 0, args));
+    OK(conn,
+       hipd_kernel_launch(conn, k, ONE, block, 0, HIPD_STREAM_NULL, args));
     OK(conn, hipd_mem_read(conn, bb, 0, b, sizeof(b)));
     for (int i = 0; i < 4; i++)
       ck_assert(b[i] == 1 + 3 * a[i]);

@@ -21,11 +21,11 @@ START_TEST(test_vecadd)
     hipd_info_t *info = NULL;
     hipd_kernel_t k = compile(conn, dev, VECADD_SRC, "vecadd", &info);
     const char *cache = info_str(info, "cache");
-    hipd_stream_t st = 0;
+    hipd_stream_t st = HIPD_STREAM_NULL;
     hipd_buffer_t bufs[PIPE];
     hipd_call_t *calls[PIPE];
 
-    ck_assert_uint_eq(info_uint(info, "kernel"), k);
+    ck_assert_uint_eq(info_uint(info, "kernel"), hipd_kernel_id(k));
     ck_assert_msg(strcmp(cache, "miss") == 0 || strcmp(cache, "memory") == 0 ||
                       strcmp(cache, "disk") == 0 ||
                       strcmp(cache, "waited") == 0,
@@ -51,14 +51,14 @@ START_TEST(test_vecadd)
     ck_assert_int_eq(info_int(info, "device"), dev);
     hipd_info_free(info);
 
-    vecadd_run(conn, dev, k, N, 0);
-    vecadd_run(conn, dev, k, 1, 0);
+    vecadd_run(conn, dev, k, N, HIPD_STREAM_NULL);
+    vecadd_run(conn, dev, k, 1, HIPD_STREAM_NULL);
     OK(conn, hipd_stream_create(conn, dev, &st));
     vecadd_run(conn, dev, k, 777, st);
 
     /* Pipelined: each launch adds 1 to its own element of a buffer. */
     {
-      hipd_buffer_t ones = 0;
+      hipd_buffer_t ones = HIPD_BUFFER_NULL;
       float x = 1.0f;
       OK(conn, hipd_mem_alloc(conn, dev, 1, "float32", &ones));
       OK(conn, hipd_mem_write(conn, ones, 0, &x, sizeof(x)));
@@ -123,7 +123,8 @@ START_TEST(test_reduce)
     hipd_args_buffer(args, bpart, 0);
     hipd_args_buffer(args, btotal, 0);
     hipd_args_i32(args, N);
-    OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+    OK(conn,
+       hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
     OK(conn, hipd_mem_read(conn, bpart, 0, partial, GRID * sizeof(int)));
     OK(conn, hipd_mem_read(conn, btotal, 0, &total, sizeof(int)));
     for (int b = 0; b < GRID; b++) {
@@ -179,7 +180,8 @@ START_TEST(test_histogram)
     hipd_args_buffer(args, bdata, 0);
     hipd_args_buffer(args, bbins, 0);
     hipd_args_i32(args, N);
-    OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+    OK(conn,
+       hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
     OK(conn, hipd_mem_read(conn, bbins, 0, bins, sizeof(bins)));
     for (int b = 0; b < 256; b++)
       ck_assert_msg(bins[b] == want[b], "device %d: bin %d = %u, expected %u",
@@ -212,7 +214,7 @@ static void grid_check(hipd_conn_t *conn, int dev, hipd_kernel_t k,
   hipd_args_i32(args, shape[0]);
   hipd_args_i32(args, shape[1]);
   hipd_args_i32(args, shape[2]);
-  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, 0, args));
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
   OK(conn, hipd_mem_read(conn, b, 0, out, count * 4 * sizeof(int)));
   for (int z = 0; z < shape[2]; z++)
     for (int y = 0; y < shape[1]; y++)
@@ -280,7 +282,8 @@ START_TEST(test_dynamic_shared)
       hipd_args_buffer(args, bin, 0);
       hipd_args_buffer(args, bout, 0);
       OK(conn, hipd_kernel_launch(conn, k, grid, block,
-                                  block[0] * (uint32_t)sizeof(float), 0, args));
+                                  block[0] * (uint32_t)sizeof(float),
+                                  HIPD_STREAM_NULL, args));
       OK(conn, hipd_mem_read(conn, bout, 0, out, count * sizeof(float)));
       for (size_t b = 0; b < grid[0]; b++)
         for (size_t t = 0; t < block[0]; t++) {
@@ -341,7 +344,7 @@ START_TEST(test_scalar_args)
     hipd_args_i32(args, d);
     hipd_args_buffer(args, bout, 0);
     hipd_args_buffer(args, biout, 0);
-    OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args));
+    OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args));
     OK(conn, hipd_mem_read(conn, bout, 0, out, sizeof(out)));
     OK(conn, hipd_mem_read(conn, biout, 0, iout, sizeof(iout)));
     ck_assert_msg(out[0] == (double)a, "device %d: a arrived as %.17g", dev,
@@ -365,7 +368,7 @@ START_TEST(test_scalar_args)
     hipd_args_i32(args, INT32_MIN);
     hipd_args_buffer(args, bout, 0);
     hipd_args_buffer(args, biout, 0);
-    OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, 0, args));
+    OK(conn, hipd_kernel_launch(conn, k, ONE, ONE, 0, HIPD_STREAM_NULL, args));
     OK(conn, hipd_mem_read(conn, bout, 0, out, sizeof(out)));
     OK(conn, hipd_mem_read(conn, biout, 0, iout, sizeof(iout)));
     ck_assert(out[0] == (double)-3.0e38f);
@@ -414,14 +417,16 @@ START_TEST(test_cxx_names)
     hipd_args_buffer(args, bx, 0);
     hipd_args_f32(args, 3.0f);
     hipd_args_i32(args, N);
-    OK(conn, hipd_kernel_launch(conn, ks, grid, block, 0, 0, args));
+    OK(conn,
+       hipd_kernel_launch(conn, ks, grid, block, 0, HIPD_STREAM_NULL, args));
     /* y = 0.5 * x + y */
     hipd_args_clear(args);
     hipd_args_f32(args, 0.5f);
     hipd_args_buffer(args, bx, 0);
     hipd_args_buffer(args, by, 0);
     hipd_args_i32(args, N);
-    OK(conn, hipd_kernel_launch(conn, ka, grid, block, 0, 0, args));
+    OK(conn,
+       hipd_kernel_launch(conn, ka, grid, block, 0, HIPD_STREAM_NULL, args));
     OK(conn, hipd_mem_read(conn, by, 0, out, N * sizeof(float)));
     for (int i = 0; i < N; i++) {
       float want = 0.5f * (3.0f * x[i]) + y[i];
@@ -440,6 +445,19 @@ START_TEST(test_cxx_names)
   hipd_close(conn);
 }
 END_TEST
+
+/* The geometry a kernel was launched with: grid x, y, block x, y. */
+static const char GEOM_SRC[] =
+    "extern \"C\" __global__ void geom(int *out)\n"
+    "{\n"
+    "  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 &&\n"
+    "      threadIdx.y == 0) {\n"
+    "    out[0] = gridDim.x;\n"
+    "    out[1] = gridDim.y;\n"
+    "    out[2] = blockDim.x;\n"
+    "    out[3] = blockDim.y;\n"
+    "  }\n"
+    "}\n";
 
 /* run_source: compile, launch and wait in one call, on the current
  * device; and the languages. */
@@ -473,7 +491,7 @@ START_TEST(test_run_source)
     hipd_args_buffer(args, bb, 0);
     hipd_args_buffer(args, bc, 0);
     hipd_args_i32(args, N);
-    OK(conn, hipd_run_source(conn, VECADD_SRC, "hip", "vecadd", block, grid, 0,
+    OK(conn, hipd_run_source(conn, VECADD_SRC, "hip", "vecadd", grid, block, 0,
                              args));
     /* run_source returns once the kernel has run. */
     OK(conn, hipd_mem_read(conn, bc, 0, c, N * sizeof(float)));
@@ -481,10 +499,31 @@ START_TEST(test_run_source)
       ck_assert_msg(c[i] == a[i] + b[i], "device %d: c[%d] = %g", dev, i, c[i]);
 
     EXPECT(conn,
-           hipd_run_source(conn, VECADD_SRC, "opencl", "vecadd", block, grid, 0,
+           hipd_run_source(conn, VECADD_SRC, "opencl", "vecadd", grid, block, 0,
                            args),
            HIPD_ELANG);
     ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "opencl"));
+
+    /* Grid first, then block, as in hipd_kernel_launch() (the wire sends
+     * block first: the library must swap them). The kernel reports the
+     * geometry it ran with. */
+    {
+      uint32_t g[3] = {3, 2, 1}, bl[3] = {8, 4, 1};
+      int32_t geom[4] = {0};
+      hipd_buffer_t bg = HIPD_BUFFER_NULL;
+
+      OK(conn, hipd_mem_alloc(conn, dev, 4, "int32", &bg));
+      hipd_args_clear(args);
+      hipd_args_buffer(args, bg, 0);
+      OK(conn, hipd_run_source(conn, GEOM_SRC, "hip", "geom", g, bl, 0, args));
+      OK(conn, hipd_mem_read(conn, bg, 0, geom, sizeof(geom)));
+      ck_assert_msg(geom[0] == 3 && geom[1] == 2 && geom[2] == 8 &&
+                        geom[3] == 4,
+                    "device %d: run_source ran grid %dx%d, block %dx%d; "
+                    "asked for grid 3x2, block 8x4",
+                    dev, geom[0], geom[1], geom[2], geom[3]);
+      OK(conn, hipd_mem_free(conn, bg));
+    }
     hipd_args_free(args);
     OK(conn, hipd_mem_free(conn, ba));
     OK(conn, hipd_mem_free(conn, bb));

@@ -70,8 +70,8 @@ START_TEST(test_shm_roundtrip)
   uint8_t *p = hipd_shm_ptr(shm);
   ck_assert_ptr_nonnull(p);
   for (dev = 0; dev < ndev; dev++) {
-    hipd_buffer_t b = 0;
-    hipd_stream_t st = 0;
+    hipd_buffer_t b = HIPD_BUFFER_NULL;
+    hipd_stream_t st = HIPD_STREAM_NULL;
 
     fill(p, n, (unsigned)dev + 1);
     memset(p + n, 0, n);
@@ -119,7 +119,7 @@ START_TEST(test_shm_errors)
     ck_assert_ptr_null(none);
   }
   for (dev = 0; dev < ndev; dev++) {
-    hipd_buffer_t b = 0;
+    hipd_buffer_t b = HIPD_BUFFER_NULL;
 
     OK(conn, hipd_mem_alloc(conn, dev, MIB, "byte", &b));
     /* Past the end of the shared buffer. */
@@ -221,8 +221,8 @@ START_TEST(test_zero_copy)
   OK(conn, hipd_shm_create(conn, (size_t)n * 4, &shm));
   unsigned *p = hipd_shm_ptr(shm);
   for (dev = 0; dev < ndev; dev++) {
-    hipd_buffer_t zb = 0, db = 0;
-    hipd_kernel_t k = 0;
+    hipd_buffer_t zb = HIPD_BUFFER_NULL, db = HIPD_BUFFER_NULL;
+    hipd_kernel_t k = HIPD_KERNEL_NULL;
     hipd_info_t *info = NULL;
     hipd_args_t *args = hipd_args_new();
     const uint32_t grid[3] = {(uint32_t)(n + 255) / 256, 1, 1};
@@ -249,7 +249,7 @@ START_TEST(test_zero_copy)
     OK(conn, hipd_args_i32(args, 7 + dev));
     OK(conn, hipd_args_i32(args, n));
     /* Launched and waited for in one request: the result is there. */
-    OK(conn, hipd_kernel_run(conn, k, grid, block, 0, 0, args));
+    OK(conn, hipd_kernel_run(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
     for (int i = 0; i < n; i++)
       ck_assert_msg(p[i] == (unsigned)i * 3u + 7u + (unsigned)dev,
                     "device %d: p[%d] = %u", dev, i, p[i]);
@@ -269,7 +269,7 @@ START_TEST(test_zero_copy)
   /* The daemon keeps its mapping while a zero-copy buffer uses it, even
    * after shm.free: the buffer stays usable. */
   {
-    hipd_buffer_t zb = 0, zb2 = 0;
+    hipd_buffer_t zb = HIPD_BUFFER_NULL, zb2 = HIPD_BUFFER_NULL;
     uint8_t tmp[64];
     /* The two CPU devices (the last two) use one shared memory at once. */
     dev = ndev - 1;
@@ -304,8 +304,8 @@ START_TEST(test_cork)
 
   ndev = device_count_min2(conn);
   for (dev = 0; dev < ndev; dev++) {
-    hipd_buffer_t b = 0;
-    hipd_stream_t st = 0;
+    hipd_buffer_t b = HIPD_BUFFER_NULL;
+    hipd_stream_t st = HIPD_STREAM_NULL;
     uint32_t vals[N], back[N];
 
     OK(conn, hipd_mem_alloc(conn, dev, N, "uint32", &b));
@@ -316,8 +316,9 @@ START_TEST(test_cork)
       vals[i] = (uint32_t)(i * 7 + dev);
       /* Request 150 names a buffer that does not exist. */
       OK(conn,
-         hipd_mem_write_async_begin(conn, i == 150 ? b + 1 : b, (uint64_t)i * 4,
-                                    &vals[i], 4, st, &calls[i]));
+         hipd_mem_write_async_begin(
+             conn, i == 150 ? hipd_buffer_from_id(hipd_buffer_id(b) + 1) : b,
+             (uint64_t)i * 4, &vals[i], 4, st, &calls[i]));
     }
     ck_assert_int_eq(hipd_uncork(conn), 0);
     /* Still corked once; waiting for a call writes what is pending. */
@@ -340,8 +341,8 @@ START_TEST(test_cork)
         ck_assert_uint_eq(back[i], vals[i]);
     /* A memset, a copy and an event record, corked together. */
     {
-      hipd_buffer_t b2 = 0;
-      hipd_event_t ev = 0;
+      hipd_buffer_t b2 = HIPD_BUFFER_NULL;
+      hipd_event_t ev = HIPD_EVENT_NULL;
       hipd_call_t *c3[3];
       uint32_t back2[N];
       OK(conn, hipd_mem_alloc(conn, dev, N, "uint32", &b2));
@@ -385,8 +386,8 @@ START_TEST(test_large_writes_pipelined)
   ck_assert_ptr_nonnull(src);
   ck_assert_ptr_nonnull(back);
   for (dev = 0; dev < ndev; dev++) {
-    hipd_buffer_t b = 0, s4 = 0;
-    hipd_stream_t st = 0;
+    hipd_buffer_t b = HIPD_BUFFER_NULL, s4 = HIPD_BUFFER_NULL;
+    hipd_stream_t st = HIPD_STREAM_NULL;
     uint32_t sback[K];
 
     fill(src, K * big, (unsigned)dev + 7);

@@ -59,8 +59,8 @@ static void run_kernel(harness_daemon_t *d)
   hipd_conn_t *conn = connect_named(d, "check_tmpfiles", 120000);
   const uint32_t grid[3] = {1, 1, 1}, block[3] = {64, 1, 1};
   int32_t host[64];
-  hipd_buffer_t buf = 0;
-  hipd_kernel_t k = 0;
+  hipd_buffer_t buf = HIPD_BUFFER_NULL;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
   hipd_args_t *args = args_new();
   int dev = 0;
 
@@ -71,7 +71,7 @@ static void run_kernel(harness_daemon_t *d)
   OK(conn, hipd_kernel_compile(conn, dev, add1_src, "add1", NULL, &k, NULL));
   OK(conn, hipd_args_buffer(args, buf, 0));
   OK(conn, hipd_args_i32(args, 64));
-  OK(conn, hipd_kernel_run(conn, k, grid, block, 0, 0, args));
+  OK(conn, hipd_kernel_run(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
   OK(conn, hipd_mem_read(conn, buf, 0, host, sizeof(host)));
   for (int i = 0; i < 64; i++)
     ck_assert_int_eq(host[i], i + 1);

@@ -236,10 +236,10 @@ static const uint32_t ONE[3] = {1, 1, 1};
 static inline hipd_kernel_t compile(hipd_conn_t *conn, int dev, const char *src,
                                     const char *name, hipd_info_t **info)
 {
-  hipd_kernel_t k = 0;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
 
   OK(conn, hipd_kernel_compile_cached(conn, dev, src, name, NULL, &k, info));
-  ck_assert_uint_ne(k, 0);
+  ck_assert_uint_ne(hipd_kernel_id(k), 0);
   return k;
 }
 
@@ -247,7 +247,7 @@ static inline hipd_kernel_t compile(hipd_conn_t *conn, int dev, const char *src,
 static inline hipd_buffer_t float_buffer(hipd_conn_t *conn, int dev, size_t n,
                                          const float *data)
 {
-  hipd_buffer_t b = 0;
+  hipd_buffer_t b = HIPD_BUFFER_NULL;
 
   OK(conn, hipd_mem_alloc(conn, dev, n, "float32", &b));
   if (data != NULL)
@@ -288,7 +288,7 @@ static inline void vecadd_run(hipd_conn_t *conn, int dev, hipd_kernel_t k,
   hipd_args_i32(args, n);
   OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, stream, args));
   /* The synchronous read is ordered on the default stream only. */
-  if (stream != 0)
+  if (hipd_stream_id(stream) != 0)
     OK(conn, hipd_stream_synchronize(conn, stream));
   OK(conn, hipd_mem_read(conn, bc, 0, c, (size_t)n * sizeof(float)));
   for (int i = 0; i < n; i++)

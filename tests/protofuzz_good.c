@@ -67,9 +67,9 @@ static int good_session(rng_t *gr, int rounds)
     int dev = (int)(rng_next(gr) % NDEV);
     int n = 1 + (int)(rng_next(gr) % 4096);
     uint32_t a = (uint32_t)rng_next(gr);
-    hipd_buffer_t bx = 0, by = 0;
-    hipd_stream_t s = 0;
-    hipd_event_t e0 = 0, e1 = 0;
+    hipd_buffer_t bx = HIPD_BUFFER_NULL, by = HIPD_BUFFER_NULL;
+    hipd_stream_t s = HIPD_STREAM_NULL;
+    hipd_event_t e0 = HIPD_EVENT_NULL, e1 = HIPD_EVENT_NULL;
     float ms = -1;
     int idle = 0;
     char pong[16];
