@@ -710,7 +710,7 @@ int run_launch(hipctl_t *h, run_spec_t *s, hipd_kernel_t kernel)
     free(host);
   }
   if (rc == 0 && (err = hipd_kernel_run(h->conn, kernel, s->grid, s->block,
-                                        s->shared, 0, args)) < 0)
+                                        s->shared, HIPD_STREAM_NULL, args)) < 0)
     rc = hipctl_fail(h, "kernel.launch", err);
   hipd_args_free(args);
   if (rc != 0)
