@@ -43,7 +43,7 @@ int cmd_sessions(hipctl_t *h, int argc, char **argv)
     return HIPCTL_EXIT_OK;
   }
   n = info_n(list, "%s", "");
-  t = out_table_new(head, "rrllllrrrl");
+  t = out_table_new(head, "rrlllrrrrl");
   for (int i = 0; i < n; i++) {
     const char *user = info_s(list, "%d.user", i);
     char busy[32], age[32], mem[512] = "-", sz[32];

@@ -94,6 +94,11 @@ static int status_gather(hipctl_t *h, status_t *s)
       d->d2h = info_u64(t, "devices.%d.bytes_d2h", j);
       d->faults = info_u64(t, "devices.%d.faults", j);
       d->activity = 1;
+      /* daemon.stats has no free figure where the driver gives none
+       * there: device.get reads it on the device. */
+      if (d->free == 0 && !d->lost &&
+          hipd_device_get(h->conn, (int)d->id, &s->get[i]) == 0)
+        d->free = info_u64(s->get[i], "memory.free");
       continue;
     }
     /* No daemon.stats: the memory from device.get. */
