@@ -142,6 +142,9 @@ hc ir-run 0 ir "$src/tests/codegen/vec_add.ir.json" --run buf:f32:100=iota \
 hc ir-run-json 0 --json ir "$src/tests/codegen/vec_add.ir.json" --run \
   buf:f32:4=1 buf:f32:4=2 buf:f32:4 i32:4 --print 3 &&
   js ir-run-json 'd["outputs"][0]["values"] == [3.0] * 4 and d["name"] == "vec_add"'
+hc ir-source-run 0 ir "$src/tests/codegen/vec_add.ir.json" --source --run \
+  buf:f32:2=1 buf:f32:2=1 buf:f32:2 i32:2 --expect 3=2,2 &&
+  has ir-source-run "__global__ void vec_add" && has ir-source-run "as expected"
 hc ir-bad-args 2 ir "$src/tests/codegen/vec_add.ir.json" --run buf:f32:4 i32:4
 
 # cache: prewarm twice (a miss or a hit, then a hit), stats, list, clear.
@@ -223,6 +226,7 @@ PY
     [ $rc -eq 4 ] || fail "log-level as nobody: exited $rc, not 4: $(cat "$dir/err")"
     has_err log-level-eperm "log-level debug: EPERM: "
   fi
+  hc status-human 0 status && has status-human "accepted since start), tenants " && has status-human "KERNELS"
   hc status-stats 0 --json status &&
     js status-stats 'd["stats"]["isolation"] == "uid" and d["devices"][0]["kernels_launched"] >= 1'
 fi

@@ -255,7 +255,7 @@ int cmd_status(hipctl_t *h, int argc, char **argv)
            info_u64(s.info, "pid"), info_s(s.info, "socket"));
     if (s.stats != NULL) {
       printf("uptime %s, isolation %s, sessions %" PRIu64 " (%" PRIu64
-             " node-wide), tenants %" PRIu64 "\n",
+             " accepted since start), tenants %" PRIu64 "\n",
              up, info_s(st, "isolation"), info_u64(st, "sessions"),
              info_u64(st, "sessions_total"), info_u64(st, "tenants"));
       out_size(a, sizeof(a), info_u64(st, "cache.bytes"));
