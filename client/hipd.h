@@ -700,6 +700,42 @@ HIPD_EXTERN int hipd_cache_stats(hipd_conn_t *conn, hipd_info_t **out);
 /** `cache.clear`: empty the shared cache (root or the daemon's user). */
 HIPD_EXTERN int hipd_cache_clear(hipd_conn_t *conn);
 
+/* ------------------------------------------------------------------ admin */
+
+/**
+ * The admin methods (PROTOCOL.md, "Administration"). An admin (root, or a
+ * member of the daemon's --admin-group) sees and acts on every session;
+ * any other caller only on the sessions of its own uid. Device figures are
+ * node-wide for every caller.
+ */
+/** `session.list`: an array of session records ordered by id: {id, pid,
+ *  uid, gid, user, client, tenant, worker_pid, age_ms, requests, errors,
+ *  streams, events, kernels_loaded, kernels_launched, busy_ns, bytes_h2d,
+ *  bytes_d2h, devices [{device, buffers, bytes}]}. */
+HIPD_EXTERN int hipd_session_list(hipd_conn_t *conn, hipd_info_t **out);
+/** `session.kill`: close session @p session (close reason "killed").
+ *  HIPD_ENOENT when there is none the caller may see. */
+HIPD_EXTERN int hipd_session_kill(hipd_conn_t *conn, uint64_t session);
+/** `daemon.stats`: {uptime_ms, sessions, sessions_total, tenants,
+ *  isolation, devices [{device, name, kind, lost, mem_total, mem_free,
+ *  mem_held, buffers, sessions, kernels_launched, busy_ns, bytes_h2d,
+ *  bytes_d2h, faults}], cache {entries, bytes, hits, misses}, compiles
+ *  {done, failed, running, queued}}. */
+HIPD_EXTERN int hipd_daemon_stats(hipd_conn_t *conn, hipd_info_t **out);
+/** `metrics`: the Prometheus text exposition (format 0.0.4). *@p text is
+ *  malloc'd and NUL-terminated: the caller frees it with free(). @p len,
+ *  if not NULL, gets its length. */
+HIPD_EXTERN int hipd_metrics(hipd_conn_t *conn, char **text, size_t *len);
+/** `log.level`: with @p level NULL, read the daemon's log level; else set
+ *  it ("error", "warn", "info", "debug"; admins only, HIPD_EPERM
+ *  otherwise). @p out (capacity @p cap, 16 is enough) gets the level now
+ *  in force, NUL-terminated. */
+HIPD_EXTERN int hipd_log_level(hipd_conn_t *conn, const char *level,
+                               char *out, size_t cap);
+/** `cache.list`: an array of the compiled-kernel cache's entries: {key,
+ *  bytes, target, atime}. */
+HIPD_EXTERN int hipd_cache_list(hipd_conn_t *conn, hipd_info_t **out);
+
 /* -------------------------------------------------------- code generation */
 
 /**

@@ -14,6 +14,7 @@
 #      started by hand (--devices cpu, on a socket in the temporary
 #      directory, reading the installed /etc/hipd/hipd.conf): vecadd compiles and runs a kernel, so the installed
 #      helpers in /usr/libexec and the header in /usr/share/hipd are used;
+#      then the installed hipctl: status, and a kernel run from a file;
 #   5. dpkg --purge of the three packages, also when a step failed, and a
 #      check that nothing of them is left.
 # The daemon started here is stopped whatever happens. The accounts "hipd"
@@ -118,14 +119,14 @@ installed=1
 dpkg -i "${debs[@]}" || hipd_die "dpkg -i failed"
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 for f in /usr/bin/hipd /usr/libexec/hipd-cpu-runner /usr/libexec/hipd-compile \
-  /usr/bin/hipd-ir; do
+  /usr/bin/hipd-ir /usr/bin/hipctl; do
   [ -x "$f" ] || hipd_die "$f is missing or not executable"
 done
 for f in /usr/share/hipd/hipd_cpu_device.h /lib/systemd/system/hipd.service \
   /lib/systemd/system/hipd.socket /usr/lib/sysusers.d/hipd.conf \
   /usr/lib/tmpfiles.d/hipd.conf /usr/share/doc/hipd/copyright \
   /usr/share/doc/hipd/PROTOCOL.md.gz /usr/share/man/man8/hipd.8.gz \
-  /usr/share/man/man5/hipd.conf.5.gz /etc/hipd/hipd.conf \
+  /usr/share/man/man5/hipd.conf.5.gz /etc/hipd/hipd.conf /usr/share/man/man1/hipctl.1.gz \
   /usr/share/man/man3/libhipd.3.gz /usr/include/hipd.h /usr/include/hipd_version.h \
   "/usr/lib/$multiarch/libhipd.so" "/usr/lib/$multiarch/libhipd.so.0" \
   "/usr/lib/$multiarch/pkgconfig/hipd.pc"; do
@@ -180,6 +181,21 @@ for ex in hello vecadd streams shm codegen profile; do
     hipd_die "examples/$ex failed against the installed hipd (its log above)"
   fi
 done
+# The installed hipctl: the daemon's status, and a kernel from a file.
+cat >"$tmp/add1.hip" <<'HIP'
+extern "C" __global__ void add1(float *x, int n)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n)
+    x[i] += 1.0f;
+}
+HIP
+if ! /usr/bin/hipctl --socket "$sock" status ||
+  ! /usr/bin/hipctl --socket "$sock" run "$tmp/add1.hip" add1 \
+    buf:f32:100=iota i32:100 --print 1:4 --expect 1=1,2,3,4; then
+  cat "$tmp/hipd.log" >&2
+  hipd_die "the installed hipctl failed against the installed hipd (its log above)"
+fi
 kill -TERM "$daemon_pid"
 rc=0
 wait "$daemon_pid" || rc=$?
@@ -197,7 +213,7 @@ for pkg in "${PKGS[@]}"; do
     hipd_die "$pkg is still known to dpkg after the purge"
   fi
 done
-for f in /usr/bin/hipd /usr/libexec/hipd-cpu-runner /usr/include/hipd.h \
+for f in /usr/bin/hipd /usr/bin/hipctl /usr/libexec/hipd-cpu-runner /usr/include/hipd.h \
   /lib/systemd/system/hipd.socket /usr/share/hipd /etc/hipd/hipd.conf; do
   [ ! -e "$f" ] || hipd_die "$f is left after the purge"
 done

@@ -261,7 +261,7 @@ static int work(hipd_conn_t *c)
     return HIPD_ENOMEM;
   rc = hipd_args_buffer(args, b, 0);
   for (int i = 0; rc == 0 && i < 2; i++)
-    rc = hipd_kernel_launch(c, k, grid, block, 0, 0, args);
+    rc = hipd_kernel_launch(c, k, grid, block, 0, HIPD_STREAM_NULL, args);
   hipd_args_free(args);
   return rc;
 }

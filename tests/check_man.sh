@@ -8,7 +8,7 @@
 # mandoc is not installed. Run by make check from the build directory.
 src=${srcdir:-$(dirname "$0")/..}
 hipd=${HIPD_BIN:-./hipd}
-pages="man/hipd.8 man/hipd.conf.5 man/libhipd.3"
+pages="man/hipd.8 man/hipd.conf.5 man/libhipd.3 man/hipctl.1"
 rc=0
 
 if ! command -v mandoc >/dev/null 2>&1; then
