@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "bufpool.h"
@@ -29,8 +30,10 @@
 #include "hipd.h"
 #include "kernels/cache.h"
 #include "log.h"
+#include "metrics/http.h"
 #include "notify.h"
 #include "policy.h"
+#include "privsep/metrics.h"
 #include "privsep/mps.h"
 #include "privsep/worker.h"
 #include "privsep/workers.h"
@@ -149,6 +152,10 @@ static void usage(FILE *f)
       "      --mps MODE           NVIDIA: start hipd's own MPS control daemon\n"
       "                           so tenants share the GPU concurrently: auto\n"
       "                           (default: where installed), on, off\n"
+      "      --metrics-listen ADDR:PORT  serve Prometheus metrics over HTTP\n"
+      "                           at /metrics (e.g. 127.0.0.1:9464 or\n"
+      "                           [::1]:9464; default: off); whoever reaches\n"
+      "                           it sees every tenant's usage\n"
       "  -V, --version            print the version and exit\n"
       "  -h, --help               print this help and exit\n"
       "\n"
@@ -193,6 +200,7 @@ enum {
   OPT_WORKER_LINGER,
   OPT_MPS,
   OPT_WORKER,
+  OPT_METRICS_LISTEN,
   OPT_COMPILE_JOBS,
   OPT_COMPILE_TIMEOUT,
   OPT_COMPILE_USER,
@@ -238,6 +246,7 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       {"worker-linger", required_argument, NULL, OPT_WORKER_LINGER},
       {"mps", required_argument, NULL, OPT_MPS},
       {"worker", required_argument, NULL, OPT_WORKER},
+      {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
       {"compile-jobs", required_argument, NULL, OPT_COMPILE_JOBS},
       {"compile-timeout", required_argument, NULL, OPT_COMPILE_TIMEOUT},
       {"compile-user", required_argument, NULL, OPT_COMPILE_USER},
@@ -479,6 +488,25 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       free(cfg->worker_arg);
       cfg->worker_arg = strdup(optarg);
       break;
+    case OPT_METRICS_LISTEN: {
+      struct sockaddr_storage ss;
+      socklen_t sl;
+      int lo;
+      hipd_err_t e;
+#ifndef HAVE_MICROHTTPD
+      fprintf(stderr, "hipd: --metrics-listen: this hipd was built without "
+                      "libmicrohttpd (Debian: libmicrohttpd-dev; configure "
+                      "--with-microhttpd)\n");
+      return -1;
+#endif
+      if (metrics_addr_parse(optarg, &ss, &sl, &lo, &e) != 0) {
+        fprintf(stderr, "hipd: --metrics-listen %s\n", e.msg);
+        return -1;
+      }
+      free(cfg->metrics_listen);
+      cfg->metrics_listen = strdup(optarg);
+      break;
+    }
     case 'V':
       printf("hipd %s (protocol %d)\n", PACKAGE_VERSION, HIPD_PROTOCOL_VERSION);
       exit(0);
@@ -594,6 +622,9 @@ static void shutdown_tick_cb(uv_timer_t *t)
    * killed only if it is still there well after that. */
   if (d->role == ROLE_LISTENER)
     left += workers_stop(d, uv_now(d->loop) >=
+                                shutdown_deadline + WORKER_EXIT_GRACE_MS);
+  if (d->role != ROLE_WORKER)
+    left += metrics_stop(d, uv_now(d->loop) >=
                                 shutdown_deadline + WORKER_EXIT_GRACE_MS);
 
   /* Device work of closed sessions (frees, stream teardown) finishes too,
@@ -917,6 +948,16 @@ int main(int argc, char **argv)
   if (d->cfg.worker_user == NULL)
     d->cfg.worker_user = strdup("hipd");
   d->daemon_uid = geteuid();
+  if (d->cfg.worker_arg != NULL && strcmp(d->cfg.worker_arg, "metrics") == 0) {
+#ifdef HAVE_MICROHTTPD
+    /* The metrics process (metrics/http.h): nothing else of hipd runs. */
+    signal(SIGPIPE, SIG_IGN);
+    return metrics_http_main(d);
+#else
+    log_error(0, "--worker=metrics: built without libmicrohttpd");
+    return 1;
+#endif
+  }
   if (d->cfg.worker_arg != NULL) {
     hipd_err_t err;
     if (worker_setup(d, &role, &err) != 0) {
@@ -988,6 +1029,11 @@ int main(int argc, char **argv)
       return 1;
     }
     if (d->role == ROLE_LISTENER && (rc = workers_init(d, argv, &err)) != 0) {
+      log_error(0, "not started: %s", err.msg);
+      return 1;
+    }
+    /* Bound now, so that a bad address stops hipd before it listens. */
+    if (d->role != ROLE_WORKER && (rc = metrics_init(d, &err)) != 0) {
       log_error(0, "not started: %s", err.msg);
       return 1;
     }
@@ -1081,6 +1127,8 @@ int main(int argc, char **argv)
     return 1;
   }
   d->gpu_sharing = mps_state();
+  if (d->role != ROLE_WORKER)
+    metrics_start(d, argv);
   transport_init(d);
   uv_timer_init(d->loop, &d->housekeeping);
   d->housekeeping.data = d;
@@ -1144,6 +1192,7 @@ int main(int argc, char **argv)
   free(d->cfg.device_allow);
   free(d->cfg.worker_user);
   free(d->cfg.worker_arg);
+  free(d->cfg.metrics_listen);
   log_info(0, "stopped");
   notify_close();
   free(d->cfg.socket_path);
