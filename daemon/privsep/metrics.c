@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +144,19 @@ int metrics_init(daemon_t *d, hipd_err_t *err)
                    "/proc/self/exe: %s",
                    strerror(errno));
   M.exe[n] = '\0';
+  /* The metrics process becomes the --user account (sandbox.h): a
+   * missing one would fail at every restart, so it stops hipd now. */
+  if (geteuid() == 0) {
+    struct passwd pwb, *pw = NULL;
+    char buf[4096];
+    if (getpwnam_r(d->cfg.worker_user, &pwb, buf, sizeof(buf), &pw) != 0 ||
+        pw == NULL || pw->pw_uid == 0)
+      return err_set(err, HIPD_EINVAL,
+                     "--metrics-listen: the metrics process's account '%s' "
+                     "%s (--user names it)",
+                     d->cfg.worker_user,
+                     pw == NULL ? "does not exist" : "is root");
+  }
   fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return err_set(err, HIPD_EIO, "--metrics-listen %s: socket: %s", spec,
