@@ -40,6 +40,7 @@ static struct {
   uv_process_t proc; /* proc.data = NULL */
   ipc_chan_t ch;
   int running;       /* proc is a live process (its exit not seen) */
+  int adopted;       /* ch is a channel of metrics_adopt(), no process */
   int handles;       /* proc and ch handles still open */
   uint64_t gen;      /* bumped per process: answers go to their own */
   uint64_t started;  /* uv_now() when the process started */
@@ -213,7 +214,7 @@ static void scrape_done(void *ctx, int status, char *text, size_t len)
   msgpack_packer pk;
 
   M.inflight--;
-  if (s->gen == M.gen && M.running && !M.ch.broken) {
+  if (s->gen == M.gen && (M.running || M.adopted) && !M.ch.broken) {
     if (status != 0 || text == NULL) {
       reply_error(s->msgid, status != 0 ? status : HIPD_EIO,
                   "metrics: the listener could not render the metrics");
@@ -262,7 +263,8 @@ static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
       m->params->type == MSGPACK_OBJECT_ARRAY &&
       m->params->via.array.size == 0) {
     log_info(0, "metrics process ready (pid %d): http://%s/metrics",
-             (int)M.proc.pid, M.d->cfg.metrics_listen);
+             M.running ? (int)M.proc.pid : 0,
+             M.d->cfg.metrics_listen != NULL ? M.d->cfg.metrics_listen : "-");
   } else if (m->type == PROTO_REQUEST && ipc_is(m, "metrics")) {
     on_metrics(m);
   } else {
@@ -305,6 +307,12 @@ static void proc_closed_cb(uv_handle_t *h)
 static void ch_closed(ipc_chan_t *ch)
 {
   (void)ch;
+  if (M.adopted) {
+    /* No process, no restart. */
+    M.adopted = 0;
+    M.handles--;
+    return;
+  }
   handle_closed();
 }
 
@@ -334,6 +342,11 @@ static void exit_cb(uv_process_t *p, int64_t status, int sig)
 static void ch_broken(ipc_chan_t *ch, const char *why)
 {
   (void)ch;
+  if (M.adopted) {
+    log_debug(0, "adopted metrics channel closed: %s", why);
+    ipc_close(&M.ch, ch_closed);
+    return;
+  }
   if (!M.running || M.stopping)
     return;
   /* Its end closed: it is exiting (exit_cb says how); anything else is
@@ -444,6 +457,27 @@ void metrics_start(daemon_t *d, char **argv)
     return;
   M.argv = argv;
   spawn();
+}
+
+int metrics_adopt(daemon_t *d, int fd)
+{
+  int rc;
+
+  if (M.running || M.adopted || M.handles > 0)
+    return HIPD_EBUSY;
+  M.d = d;
+  rc = ipc_open(d->loop, &M.ch, fd);
+  if (rc == HIPD_ENOMEM) /* nothing was set up */
+    return rc;
+  M.adopted = 1;
+  M.handles = 1;
+  M.gen++;
+  M.ch.no_handles = 1;
+  if (rc != 0 || ipc_start(&M.ch, on_msg, ch_broken) != 0) {
+    ipc_close(&M.ch, ch_closed);
+    return HIPD_EIO;
+  }
+  return 0;
 }
 
 uint32_t metrics_stop(daemon_t *d, int force)

@@ -51,6 +51,14 @@ void metrics_start(daemon_t *d, char **argv);
  * or a handle of this module is still there, else 0. */
 uint32_t metrics_stop(daemon_t *d, int force);
 
+/* Serve the listener's side of a metrics channel at @p fd (one end of a
+ * socket pair) as if a metrics process were there, without one: for the
+ * wire's fuzz target (tests/fuzz/fuzz_ipc.c), which plays the process.
+ * The channel closes on EOF or a malformed message; no restart follows.
+ * @return 0, HIPD_EBUSY while a metrics process or another such channel
+ * is there, or a negative code. */
+int metrics_adopt(daemon_t *d, int fd);
+
 /* The metrics process's pid, 0 when none runs (tests, the status line). */
 int metrics_pid(const daemon_t *d);
 
