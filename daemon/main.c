@@ -950,8 +950,10 @@ int main(int argc, char **argv)
   d->daemon_uid = geteuid();
   if (d->cfg.worker_arg != NULL && strcmp(d->cfg.worker_arg, "metrics") == 0) {
 #ifdef HAVE_MICROHTTPD
-    /* The metrics process (metrics/http.h): nothing else of hipd runs. */
+    /* The metrics process (metrics/http.h): nothing else of hipd runs.
+     * A SIGHUP is the listener's (a reload), not its. */
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
     return metrics_http_main(d);
 #else
     log_error(0, "--worker=metrics: built without libmicrohttpd");
