@@ -12,6 +12,7 @@
 
 #include "call.h"
 #include "log.h"
+#include "stats.h"
 
 /* ---------------------------------------------------------------- replies */
 
@@ -69,6 +70,7 @@ static int call_failv(call_t *c, int code, const char *fmt, va_list ap)
 
   if (call_begin(c) != 0)
     return code;
+  c->code = code;
   if (c->name != NULL)
     n = snprintf(text, sizeof(text), "%s: ", c->name);
   vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
@@ -93,6 +95,7 @@ void call_send(call_t *c)
     call_fail(c, HIPD_EINTERNAL, "handler returned without an answer");
   size_t len = c->out.size;
   char *data = msgpack_sbuffer_release(&c->out);
+  stats_request(c->s, c->name, c->code);
   session_send(c->s, data, len, c->tail, c->tail_len);
   c->tail = NULL;
   session_request_done(c->s);

@@ -59,6 +59,7 @@ struct call {
   void *tail; /* malloc'd payload sent after the reply, or NULL */
   size_t tail_len;
   int answered; /* call_result() or call_fail() was used */
+  int code;     /* the error answered, 0: a result (stats.h) */
   int deferred; /* call_defer() made a copy of this call */
 };
 

@@ -94,6 +94,7 @@ typedef struct daemon_config {
   char **device_allow; /* --device-allow rules, as given */
   uint32_t ndevice_allow;
   int strict_allow; /* --strict-allow: root and hipd's uid are not implied */
+  char *admin_group; /* --admin-group: its members are admins (admin.h) */
   int isolation;     /* ISOLATION_* */
   char *worker_user; /* --user: the workers' account (when root) */
   uint32_t worker_linger_ms; /* an idle worker lives this long */

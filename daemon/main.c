@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "admin/admin.h"
 #include "bufpool.h"
 #include "compile/compile_pool.h"
 #include "daemon.h"
@@ -114,6 +115,9 @@ static void usage(FILE *f)
       "                           device DEV (a global id, hip, cpu, hip:N\n"
       "                           or cpu:N); repeatable; others do not see\n"
       "                           it\n"
+      "      --admin-group GROUP  members of GROUP see and act on every\n"
+      "                           session (session.list, session.kill,\n"
+      "                           log.level); default: root only\n"
       "      --strict-allow       root and hipd's own user must be listed\n"
       "                           too (default: always allowed)\n"
       "      --devices LIST       serve only these devices: all (default),\n"
@@ -195,6 +199,7 @@ enum {
   OPT_ALLOW_GROUPS,
   OPT_DEVICE_ALLOW,
   OPT_STRICT_ALLOW,
+  OPT_ADMIN_GROUP,
   OPT_ISOLATION,
   OPT_USER,
   OPT_WORKER_LINGER,
@@ -239,6 +244,7 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
       {"tenant-max-streams", required_argument, NULL, OPT_TENANT_MAX_STREAMS},
       {"allow-users", required_argument, NULL, OPT_ALLOW_USERS},
       {"allow-groups", required_argument, NULL, OPT_ALLOW_GROUPS},
+      {"admin-group", required_argument, NULL, OPT_ADMIN_GROUP},
       {"device-allow", required_argument, NULL, OPT_DEVICE_ALLOW},
       {"strict-allow", no_argument, NULL, OPT_STRICT_ALLOW},
       {"isolation", required_argument, NULL, OPT_ISOLATION},
@@ -460,6 +466,12 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
                 optarg);
         return -1;
       }
+      break;
+    case OPT_ADMIN_GROUP:
+      if (optarg[0] == '\0')
+        goto bad;
+      free(cfg->admin_group);
+      cfg->admin_group = strdup(optarg);
       break;
     case OPT_USER:
       if (optarg[0] == '\0')
@@ -1034,6 +1046,8 @@ int main(int argc, char **argv)
       log_error(0, "not started: %s", err.msg);
       return 1;
     }
+    if (d->role == ROLE_LISTENER)
+      workers_admin_init(d);
     /* Bound now, so that a bad address stops hipd before it listens. */
     if (d->role != ROLE_WORKER && (rc = metrics_init(d, &err)) != 0) {
       log_error(0, "not started: %s", err.msg);
@@ -1183,6 +1197,8 @@ int main(int argc, char **argv)
              "waiting for them",
              exec_outstanding());
   cache_shutdown();
+  admin_free();
+  free(d->cfg.admin_group);
   free(d->cfg.cache_dir);
   free(d->cfg.compile_user);
   free(d->cfg.devices);

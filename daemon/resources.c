@@ -16,6 +16,7 @@
 #include "profile.h"
 #include "resources.h"
 #include "session.h"
+#include "stats.h"
 #include "tenants.h"
 
 /* ------------------------------------------------------------------ quota */
@@ -304,6 +305,7 @@ static void release_kernel_cb(void *ctx, uint64_t h, void *obj)
 
 void res_release_all(session_t *s)
 {
+  stats_session_end(s);
   /* Events and buffers first, then streams: queued work holds its own
    * references, so each driver object goes after the work that uses it. */
   handles_foreach(&s->handles, HANDLE_KERNEL, release_kernel_cb, s);

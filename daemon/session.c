@@ -43,6 +43,7 @@ void session_decref(session_t *s)
     close(s->fds[i].fd);
   intr_set_unref(s->intrinsics);
   tenant_put(s);
+  free(s->stats); /* stats_session_end() did, unless never torn down */
   bufpool_put(s->in);
   free(s);
 }
@@ -188,4 +189,3 @@ void session_request_done(session_t *s)
     safe_point_arm(s->d);
   }
 }
-

@@ -104,6 +104,9 @@ typedef struct session {
                         written (the transport checks it) */
   hipd_err_t refusal; /* why it was refused (HIPD_EPERM) */
   char peer_who[64]; /* "uid 1001 (bob)", for the policy's messages */
+  struct stats_sess *stats; /* its counters (stats.h), NULL: none yet */
+  char kill_why[96]; /* session.kill of itself: the close reason once its
+                        replies are written (close_flushed) */
 
   /* The global bound on buffered input (transport.c). in_room: of
    * d->in_room, what this session holds (for its buffer, or for its next

@@ -258,7 +258,10 @@ static void write_cb(uv_write_t *req, int status)
   if (s->close_flushed && !s->closing && s->out_queued == 0) {
     /* A refused peer's answers are out: now it goes. */
     char why[sizeof(s->refusal.msg) + 16];
-    snprintf(why, sizeof(why), "not allowed: %s", s->refusal.msg);
+    if (s->kill_why[0] != '\0') /* session.kill of itself (admin.h) */
+      snprintf(why, sizeof(why), "%s", s->kill_why);
+    else
+      snprintf(why, sizeof(why), "not allowed: %s", s->refusal.msg);
     session_close(s, why);
   }
   session_decref(s);

@@ -21,21 +21,22 @@ layer_of()
   transport.c | transport.h) echo 2 ;;
   dispatch.c | dispatch.h) echo 3 ;;
   methods/*) echo 4 ;;
-  call.c | call.h) echo 5 ;;
+  admin/*) echo 5 ;;
+  call.c | call.h) echo 6 ;;
   session.c | session.h | resources.c | resources.h | profile.c | profile.h | \
-    tenants.c | tenants.h | policy.c | policy.h) echo 6 ;;
-  objects/*) echo 7 ;;
-  kernels/* | compile/*) echo 8 ;;
-  device.c | device.h | shm.c | shm.h) echo 9 ;;
-  executor.c | executor.h) echo 10 ;;
-  drivers/*) echo 11 ;;
-  codegen/*) echo 12 ;;
+    tenants.c | tenants.h | policy.c | policy.h | stats.c | stats.h) echo 7 ;;
+  objects/*) echo 8 ;;
+  kernels/* | compile/*) echo 9 ;;
+  device.c | device.h | shm.c | shm.h) echo 10 ;;
+  executor.c | executor.h) echo 11 ;;
+  drivers/*) echo 12 ;;
+  codegen/*) echo 13 ;;
   log.c | log.h | notify.c | notify.h | handles.c | handles.h | bufpool.c | \
-    bufpool.h | sanitize.h | daemon.h | util/* | sandbox/*) echo 13 ;;
+    bufpool.h | sanitize.h | daemon.h | util/* | sandbox/*) echo 14 ;;
   *) echo "" ;;
   esac
 }
-names=(main "server, privsep and metrics" transport dispatch methods calls "session and resources" \
+names=(main "server, privsep and metrics" transport dispatch methods admin calls "session and resources" \
   objects kernels devices executors drivers codegen utilities)
 
 fail=0

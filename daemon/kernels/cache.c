@@ -802,6 +802,24 @@ void cache_get_stats(cache_stats_t *st)
   st->dir = C.dir;
 }
 
+void cache_list(void (*fn)(void *ctx, const cache_key_t *key, uint64_t bytes,
+                           uint64_t atime_s),
+                void *ctx)
+{
+  /* Disk entries with their last use; memory entries not on disk. */
+  for (int b = 0; b < NBUCKETS; b++)
+    for (disk_entry_t *e = C.disk[b]; e != NULL; e = e->hnext)
+      fn(ctx, &e->key, e->size, e->last_use / 1000000000u);
+  for (mem_entry_t *m = C.oldest; m != NULL; m = m->newer) {
+    int on_disk = 0;
+    for (disk_entry_t *e = C.disk[bucket(&m->key)]; e != NULL && !on_disk;
+         e = e->hnext)
+      on_disk = memcmp(e->key.b, m->key.b, CACHE_KEY_SIZE) == 0;
+    if (!on_disk)
+      fn(ctx, &m->key, m->blob != NULL ? m->blob->len : 0, 0);
+  }
+}
+
 void cache_clear(void)
 {
   while (C.oldest != NULL)

@@ -124,5 +124,10 @@ void cache_get_stats(cache_stats_t *st);
 /* Forget every entry, in memory and on disk (files removed on a pool
  * thread). Kernels holding blobs keep them. */
 void cache_clear(void);
+/* Call @p fn for every entry: on disk (its size there and last use, unix
+ * seconds), then those in memory only (atime 0). Loop thread. */
+void cache_list(void (*fn)(void *ctx, const cache_key_t *key, uint64_t bytes,
+                           uint64_t atime_s),
+                void *ctx);
 
 #endif

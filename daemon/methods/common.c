@@ -7,6 +7,8 @@
 #include <stdlib.h>
 
 #include "methods.h"
+#include "stats.h"
+#include "util/clock.h"
 
 int default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h)
 {
@@ -124,6 +126,7 @@ static void op_answered(void *ctx, obj_result_t *r)
       break;
     }
   }
+  stats_op(c->s, p->kind, p->dev, r->status, p->bytes, p->t0_ns, p->waited);
   pending_finish(p);
 }
 
@@ -141,6 +144,8 @@ op_t *op_prepare_deferred(call_t *d, op_kind_t kind, stream_t *st, uint64_t sh)
     return NULL;
   }
   p->handle = sh;
+  p->kind = (uint8_t)kind;
+  p->dev = st->dev->id;
   if (prof != NULL && kind != OP_SYNC && kind != OP_QUERY &&
       kind != OP_RECORD) {
     op->timed = 1;
@@ -163,6 +168,11 @@ void op_start(op_t *op)
   int rc;
 
   p->bytes = op->n;
+  /* What the op's completion shows of the device's work (stats.h): a
+   * waiting op's includes it; the CPU device's launch runs to its end. */
+  p->waited = op->wait || op->kind == OP_READ || op->kind == OP_SYNC ||
+              (op->kind == OP_LAUNCH && op->st->dev->caps.is_cpu);
+  p->t0_ns = util_now_ns();
   if (op->kind == OP_READ && op->shm == NULL)
     p->reply = REPLY_BYTES;
   else if (op->kind == OP_QUERY)

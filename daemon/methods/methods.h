@@ -23,6 +23,14 @@ int m_ping(call_t *c);
 int m_daemon_info(call_t *c);
 int m_session_info(call_t *c);
 
+/* admin.c: the admin methods (admin/admin.h) */
+int m_session_list(call_t *c);
+int m_session_kill(call_t *c);
+int m_daemon_stats(call_t *c);
+int m_metrics(call_t *c);
+int m_log_level(call_t *c);
+int m_cache_list(call_t *c);
+
 /* device.c: backend identity and devices */
 int m_backend_info(call_t *c);
 int m_device_count(call_t *c);
@@ -132,6 +140,10 @@ typedef struct pending {
   const char *op;  /* a timed op's profiling name; NULL: not timed */
   uint32_t period; /* the profiling period it was requested in */
   uint8_t reply;   /* REPLY_*: what a successful op answers */
+  uint8_t kind;    /* an op: its op_kind_t (stats.h) */
+  uint8_t waited;  /* an op: it waits for the device */
+  int dev;         /* an op: its stream's device */
+  uint64_t t0_ns;  /* an op: when it was submitted */
 } pending_t;
 
 /* Defer @p c and wrap it. @return NULL when out of memory (@p c is then

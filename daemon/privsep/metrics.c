@@ -15,12 +15,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "admin/admin.h"
 #include "hipd.h"
 #include "log.h"
 #include "privsep/ipc.h"
 #include "privsep/metrics.h"
-/* TEMPORARY: admin_metrics_text() until branch admin is merged. */
-#include "privsep/metrics_tmp.h"
 
 extern char **environ;
 

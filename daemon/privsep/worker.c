@@ -9,15 +9,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "admin/admin.h"
 #include "drivers/cpu/cpu.h"
 #include "hipd.h"
 #include "kernels/kernels.h"
 #include "log.h"
 #include "privsep/ipc.h"
 #include "privsep/worker.h"
+#include "stats.h"
 #include "transport.h"
 
-enum { REQ_COMPILE, REQ_STATS, REQ_CLEAR, REQ_CSTATS };
+enum { REQ_COMPILE, REQ_STATS, REQ_CLEAR, REQ_CSTATS, REQ_ADMIN };
 
 /* A request to the listener, waiting for its answer. */
 typedef struct pending {
@@ -28,7 +30,8 @@ typedef struct pending {
   void (*stats)(void *ctx, int status, const cache_stats_t *st);
   void (*cleared)(void *ctx, int status, const char *msg);
   kernels_cstats_done_fn cstats;
-  cache_key_t *key; /* REQ_COMPILE: gets the listener's key */
+  admin_done_fn admin; /* REQ_ADMIN */
+  cache_key_t *key;    /* REQ_COMPILE: gets the listener's key */
   void *ctx;
 } pending_t;
 
@@ -94,6 +97,8 @@ static void pending_fail(pending_t *p, int code, const char *msg)
     p->stats(p->ctx, code, NULL);
   else if (p->kind == REQ_CSTATS)
     p->cstats(p->ctx, code, NULL);
+  else if (p->kind == REQ_ADMIN)
+    p->admin(p->ctx, code, msg, NULL, 0);
   else
     p->cleared(p->ctx, code, msg);
   free(p);
@@ -247,6 +252,28 @@ static void on_cstats(pending_t *p, const proto_msg_t *m)
   free(p);
 }
 
+/* The answer to admin: [status, message, result (packed msgpack) | nil]. */
+static void on_admin(pending_t *p, const proto_msg_t *m)
+{
+  const msgpack_object *r = m->result;
+  int64_t status;
+  const char *msg = NULL, *res = NULL;
+  size_t mlen = 0, rlen = 0;
+  char buf[256];
+
+  if (r == NULL || r->type != MSGPACK_OBJECT_ARRAY || r->via.array.size != 3 ||
+      proto_obj_int(&r->via.array.ptr[0], INT32_MIN, 0, &status) != 0 ||
+      proto_obj_bytes(&r->via.array.ptr[1], &msg, &mlen) != 0 ||
+      (status == 0 &&
+       proto_obj_bytes(&r->via.array.ptr[2], &res, &rlen) != 0)) {
+    pending_fail(p, HIPD_EIO, "the listener's answer to admin is malformed");
+    return;
+  }
+  snprintf(buf, sizeof(buf), "%.*s", (int)mlen, msg);
+  p->admin(p->ctx, (int)status, buf, res, rlen);
+  free(p);
+}
+
 static void on_response(const proto_msg_t *m)
 {
   pending_t *p = pending_take(m->msgid);
@@ -278,6 +305,8 @@ static void on_response(const proto_msg_t *m)
     on_stats(p, m);
   else if (p->kind == REQ_CSTATS)
     on_cstats(p, m);
+  else if (p->kind == REQ_ADMIN)
+    on_admin(p, m);
   else {
     p->cleared(p->ctx, 0, "");
     free(p);
@@ -307,11 +336,74 @@ static void on_conn(const proto_msg_t *m)
   transport_accept(K.d, (uv_stream_t *)&K.ch.pipe);
 }
 
+/* report []: this worker's sessions and counters (stats_pack_report). */
+static void on_report(const proto_msg_t *m)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_response(&pk, m->msgid);
+  stats_pack_report(K.d, &pk);
+  ipc_send(&K.ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+/* kill [session id, who]: close that session with reason @p who. */
+static void on_kill(const proto_msg_t *m)
+{
+  uint64_t id;
+  const char *who;
+  size_t n;
+  char why[128];
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  int rc;
+
+  if (ipc_param_uint(m, 0, UINT64_MAX, &id) != 0 ||
+      ipc_param_bytes(m, 1, sizeof(why) - 1, &who, &n) != 0) {
+    stop_once("a malformed kill message from the listener");
+    return;
+  }
+  snprintf(why, sizeof(why), "%.*s", (int)n, who);
+  rc = admin_kill_local(K.d, id, why, 0);
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_response(&pk, m->msgid);
+  if (rc == 0)
+    msgpack_pack_true(&pk);
+  else
+    msgpack_pack_false(&pk);
+  ipc_send(&K.ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+/* log.level [level]: the listener's new level. */
+static void on_log_level(const proto_msg_t *m)
+{
+  uint64_t lvl;
+
+  if (ipc_param_uint(m, 0, HLOG_DEBUG, &lvl) != 0) {
+    stop_once("a malformed log.level message from the listener");
+    return;
+  }
+  log_set_level((int)lvl);
+  log_info(0, "log level set to %s by the listener",
+           (const char *[]){"error", "warn", "info", "debug"}[lvl]);
+}
+
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 {
   (void)ch;
   if (m->type == PROTO_RESPONSE)
     on_response(m);
+  else if (m->type == PROTO_REQUEST && ipc_is(m, "report"))
+    on_report(m);
+  else if (m->type == PROTO_REQUEST && ipc_is(m, "kill"))
+    on_kill(m);
+  else if (m->type == PROTO_NOTIFY && ipc_is(m, "log.level"))
+    on_log_level(m);
   else if (m->type == PROTO_NOTIFY && ipc_is(m, "conn"))
     on_conn(m);
   else if (m->type == PROTO_NOTIFY && ipc_is(m, "exit"))
@@ -412,6 +504,29 @@ static void worker_compile_stats(kernels_cstats_done_fn done, void *ctx)
   request_end(&sb, p);
 }
 
+/* An admin request of a client: the listener decides and answers. */
+static void forward_admin(daemon_t *d, const char *op,
+                          const msgpack_object *params, admin_done_fn done,
+                          void *ctx)
+{
+  pending_t *p = calloc(1, sizeof(*p));
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  (void)d;
+  if (p == NULL) {
+    done(ctx, HIPD_ENOMEM, "out of memory", NULL, 0);
+    return;
+  }
+  p->kind = REQ_ADMIN;
+  p->admin = done;
+  p->ctx = ctx;
+  request_begin(p, &sb, &pk, "admin", 2);
+  proto_pack_cstr(&pk, op);
+  msgpack_pack_object(&pk, *params);
+  request_end(&sb, p);
+}
+
 void worker_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
 {
   pending_t *p = calloc(1, sizeof(*p));
@@ -454,6 +569,7 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
     return err_set(err, HIPD_EIO, "cannot read the listener's channel: %s",
                    uv_strerror(rc));
   kernels_set_fetch(fetch_remote);
+  admin_set_forward(forward_admin);
   kernels_set_cache_remote(worker_cache_stats, worker_cache_clear,
                            worker_compile_stats);
   msgpack_sbuffer_init(&sb);

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "admin/admin.h"
 #include "hipd.h"
 #include "kernels/kernels.h"
 #include "log.h"
@@ -46,6 +47,7 @@ typedef struct worker {
   int exited;         /* its exit was seen */
   int handles;        /* libuv handles of this worker still open */
   int refs;           /* compile jobs in flight + 1 while it is listed */
+  report_t *last;     /* its last report (admin.h), folded when it exits */
 } worker_t;
 
 /* A peer refused by the policy: it reads the rule in the answer to its
@@ -74,7 +76,35 @@ static struct {
   uint64_t started;
   uint32_t sessions; /* connections held by workers, all together */
   int stop_sent;
+  list_node_t asks;     /* ask_t.node: requests to workers, unanswered */
+  char level_arg[32];   /* "--log-level=debug" after log.level, else "" */
+  uint64_t last_gather; /* uv_now of the last periodic gather */
 } W;
+
+/* A gathering of reports (admin.h's gather hook). */
+typedef struct gather {
+  admin_gathered_fn done;
+  void *ctx;
+  report_t **got; /* per slot, NULL: none (yet) */
+  uint32_t n, waiting, missing;
+  uv_timer_t timer; /* timer.data = this */
+  int finished;
+} gather_t;
+
+/* A request of the listener to a worker, waiting for its answer. */
+enum { ASK_REPORT, ASK_KILL };
+typedef struct ask {
+  list_node_t node; /* in W.asks */
+  worker_t *w;
+  uint32_t msgid;
+  int kind;
+  gather_t *g; /* ASK_REPORT: its gathering (NULL: only w->last), slot */
+  uint32_t slot;
+  void (*killed)(void *ctx, int status); /* ASK_KILL */
+  void *ctx;
+} ask_t;
+
+static void worker_forget(worker_t *w);
 
 int workers_init(daemon_t *d, char **argv, hipd_err_t *err)
 {
@@ -83,6 +113,7 @@ int workers_init(daemon_t *d, char **argv, hipd_err_t *err)
   list_init(&W.live);
   list_init(&W.leaving);
   list_init(&W.refusals);
+  list_init(&W.asks);
   for (W.argc = 0; argv[W.argc] != NULL; W.argc++)
     ;
   W.argv = argv;
@@ -211,7 +242,12 @@ static void exit_cb(uv_process_t *p, int64_t status, int sig)
   list_remove(&w->node);
   W.n--;
   uv_close((uv_handle_t *)&w->proc, proc_closed_cb);
-  ipc_close(&w->ch, ch_closed);
+  /* What it wrote before it died is still to be read (its last report):
+   * the channel closes at its end of file (ch_broken). */
+  if (w->ch.broken) {
+    worker_forget(w);
+    ipc_close(&w->ch, ch_closed);
+  }
   worker_unref(w);
 }
 
@@ -222,8 +258,12 @@ static void ch_broken(ipc_chan_t *ch, const char *why)
   worker_t *w = ch->data;
 
   if (w->exited) {
-    if (w->pid < 0)
+    if (w->pid < 0) {
       adopted_broken(ch, why);
+    } else {
+      worker_forget(w);
+      ipc_close(&w->ch, ch_closed);
+    }
     return;
   }
   if (w->exit_sent != 0 || W.stop_sent) {
@@ -243,6 +283,7 @@ static void adopted_broken(ipc_chan_t *ch, const char *why)
   worker_t *w = ch->data;
 
   log_debug(0, "adopted worker channel closed: %s", why);
+  worker_forget(w);
   ipc_close(&w->ch, ch_closed);
   worker_unref(w);
 }
@@ -517,6 +558,376 @@ static void on_cache_clear(worker_t *w, const proto_msg_t *m)
   msgpack_sbuffer_destroy(&sb);
 }
 
+/* ------------------------------------------------------------------ admin */
+
+static void gather_closed_cb(uv_handle_t *h)
+{
+  gather_t *g = h->data;
+
+  for (uint32_t i = 0; i < g->n; i++)
+    report_free(g->got[i]);
+  free(g->got);
+  free(g);
+}
+
+/* Hand the reports gathered to their caller, once. */
+static void gather_finish(gather_t *g)
+{
+  report_set_t set;
+  report_t **r;
+  uint32_t k = 0;
+
+  if (g->finished)
+    return;
+  g->finished = 1;
+  uv_timer_stop(&g->timer);
+  for (list_node_t *n = W.asks.next, *next; n != &W.asks; n = next) {
+    ask_t *a = list_entry(n, ask_t, node);
+    next = n->next;
+    if (a->g == g)
+      a->g = NULL; /* its answer still updates the worker's last report */
+  }
+  r = calloc(g->n ? g->n : 1, sizeof(*r));
+  for (uint32_t i = 0; r != NULL && i < g->n; i++)
+    if (g->got[i] != NULL)
+      r[k++] = g->got[i];
+  set.r = r;
+  set.n = k;
+  set.missing = g->missing + g->waiting;
+  if (g->done != NULL)
+    g->done(g->ctx, &set);
+  free(r);
+  uv_close((uv_handle_t *)&g->timer, gather_closed_cb);
+}
+
+static void gather_timeout_cb(uv_timer_t *t)
+{
+  gather_t *g = t->data;
+
+  if (g->waiting > 0)
+    log_warn(0, "admin: %u workers did not report within 2 s: left out",
+             g->waiting);
+  gather_finish(g);
+}
+
+static void ask_free(ask_t *a)
+{
+  list_remove(&a->node);
+  free(a);
+}
+
+/* The worker's answer to an ask is gone for good (it exited, its channel
+ * broke): a gathering counts it missing, a kill fails. */
+static void ask_lost(ask_t *a)
+{
+  gather_t *g = a->g;
+
+  if (a->kind == ASK_KILL && a->killed != NULL)
+    a->killed(a->ctx, HIPD_ENOENT);
+  ask_free(a);
+  if (g != NULL) {
+    g->waiting--;
+    g->missing++;
+    if (g->waiting == 0)
+      gather_finish(g);
+  }
+}
+
+/* @p w is gone: fold its last report into the node-wide totals, give up
+ * on its answers. */
+static void worker_forget(worker_t *w)
+{
+  for (list_node_t *n = W.asks.next, *next; n != &W.asks; n = next) {
+    ask_t *a = list_entry(n, ask_t, node);
+    next = n->next;
+    if (a->w == w)
+      ask_lost(a);
+  }
+  if (w->last != NULL) {
+    admin_fold(w->last);
+    report_free(w->last);
+    w->last = NULL;
+  }
+}
+
+static ask_t *ask_send(worker_t *w, int kind, msgpack_sbuffer *sb,
+                       uint32_t msgid)
+{
+  ask_t *a;
+
+  if (w->ch.broken || (a = calloc(1, sizeof(*a))) == NULL)
+    return NULL;
+  if (ipc_send(&w->ch, sb->data, sb->size) != 0) {
+    free(a);
+    return NULL;
+  }
+  a->w = w;
+  a->kind = kind;
+  a->msgid = msgid;
+  list_insert_tail(&W.asks, &a->node);
+  return a;
+}
+
+static ask_t *ask_report(worker_t *w)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  uint32_t id = w->ch.next_msgid++;
+  ask_t *a;
+
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_request(&pk, id, "report", 0);
+  a = ask_send(w, ASK_REPORT, &sb, id);
+  msgpack_sbuffer_destroy(&sb);
+  return a;
+}
+
+/* A worker still there to ask. */
+static int askable(const worker_t *w)
+{
+  return !w->exited && w->pid > 0 && !w->ch.broken;
+}
+
+static void gather_reports(daemon_t *d, admin_gathered_fn done, void *ctx)
+{
+  gather_t *g = calloc(1, sizeof(*g));
+  list_node_t *lists[] = {&W.live, &W.leaving};
+  report_set_t none = {0};
+
+  if (g == NULL || (g->got = calloc(W.n + 1, sizeof(*g->got))) == NULL) {
+    free(g);
+    if (done != NULL)
+      done(ctx, &none);
+    return;
+  }
+  g->done = done;
+  g->ctx = ctx;
+  uv_timer_init(d->loop, &g->timer);
+  g->timer.data = g;
+  for (int i = 0; i < 2; i++)
+    for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next) {
+      worker_t *w = list_entry(n, worker_t, node);
+      ask_t *a;
+      if (!askable(w) || g->n >= W.n + 1)
+        continue;
+      if ((a = ask_report(w)) == NULL) {
+        g->missing++;
+        continue;
+      }
+      a->g = g;
+      a->slot = g->n++;
+      g->waiting++;
+    }
+  if (g->waiting == 0) {
+    gather_finish(g);
+    return;
+  }
+  uv_timer_start(&g->timer, gather_timeout_cb, 2000, 0);
+}
+
+static void on_report_answer(ask_t *a, const proto_msg_t *m)
+{
+  worker_t *w = a->w;
+  gather_t *g = a->g;
+  uint32_t slot = a->slot;
+  report_t *r = NULL, *copy;
+  char t[64];
+
+  if ((m->error == NULL || m->error->type == MSGPACK_OBJECT_NIL) &&
+      m->result != NULL)
+    r = report_decode(m->result);
+  if (r == NULL) {
+    ask_lost(a);
+    ipc_break(&w->ch, "a malformed report");
+    return;
+  }
+  tenant_name(w, t, sizeof(t));
+  snprintf(r->tenant, sizeof(r->tenant), "%s", t);
+  r->worker_pid = w->pid;
+  r->owner = w;
+  /* The worker's last word, kept in case it dies (folded then). */
+  if ((copy = report_decode(m->result)) != NULL) {
+    report_free(w->last);
+    w->last = copy;
+  }
+  ask_free(a);
+  if (g == NULL) {
+    report_free(r);
+    return;
+  }
+  g->got[slot] = r;
+  if (--g->waiting == 0)
+    gather_finish(g);
+}
+
+static void on_kill_answer(ask_t *a, const proto_msg_t *m)
+{
+  int ok = (m->error == NULL || m->error->type == MSGPACK_OBJECT_NIL) &&
+           m->result != NULL && m->result->type == MSGPACK_OBJECT_BOOLEAN &&
+           m->result->via.boolean;
+
+  if (a->killed != NULL)
+    a->killed(a->ctx, ok ? 0 : HIPD_ENOENT);
+  ask_free(a);
+}
+
+/* A response of a worker: to one of our asks, else a broken channel. */
+static void on_worker_response(worker_t *w, const proto_msg_t *m)
+{
+  for (list_node_t *n = W.asks.next; n != &W.asks; n = n->next) {
+    ask_t *a = list_entry(n, ask_t, node);
+    if (a->w != w || a->msgid != m->msgid)
+      continue;
+    if (a->kind == ASK_REPORT)
+      on_report_answer(a, m);
+    else
+      on_kill_answer(a, m);
+    return;
+  }
+  ipc_break(&w->ch, "an answer to nothing asked");
+}
+
+static void kill_session(daemon_t *d, void *owner, uint64_t id, const char *who,
+                         void (*done)(void *ctx, int status), void *ctx)
+{
+  list_node_t *lists[] = {&W.live, &W.leaving};
+  worker_t *w = NULL;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  uint32_t msgid;
+  ask_t *a;
+
+  (void)d;
+  /* The owner is a worker of a report just gathered: still listed? */
+  for (int i = 0; i < 2 && w == NULL; i++)
+    for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next)
+      if (list_entry(n, worker_t, node) == owner) {
+        w = owner;
+        break;
+      }
+  if (w == NULL || !askable(w)) {
+    done(ctx, HIPD_ENOENT);
+    return;
+  }
+  msgid = w->ch.next_msgid++;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_request(&pk, msgid, "kill", 2);
+  msgpack_pack_uint64(&pk, id);
+  proto_pack_cstr(&pk, who);
+  a = ask_send(w, ASK_KILL, &sb, msgid);
+  msgpack_sbuffer_destroy(&sb);
+  if (a == NULL) {
+    done(ctx, HIPD_ENOENT);
+    return;
+  }
+  a->killed = done;
+  a->ctx = ctx;
+}
+
+static void send_log_level(worker_t *w, int level)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_notify(&pk, "log.level", 1);
+  msgpack_pack_uint32(&pk, (uint32_t)level);
+  ipc_send(&w->ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+static void set_log_level(daemon_t *d, int level)
+{
+  static const char *const names[] = {"error", "warn", "info", "debug"};
+  list_node_t *lists[] = {&W.live, &W.leaving};
+
+  (void)d;
+  /* Workers started from now on take it from their command line. */
+  snprintf(W.level_arg, sizeof(W.level_arg), "--log-level=%s", names[level]);
+  for (int i = 0; i < 2; i++)
+    for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next) {
+      worker_t *w = list_entry(n, worker_t, node);
+      if (askable(w))
+        send_log_level(w, level);
+    }
+}
+
+/* An admin request's answer to its worker: [status, message, result]. */
+typedef struct admin_ask {
+  worker_t *w;
+  uint32_t msgid;
+} admin_ask_t;
+
+static void admin_answered(void *ctx, int status, const char *msg,
+                           const char *res, size_t len)
+{
+  admin_ask_t *q = ctx;
+  worker_t *w = q->w;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  if (!w->ch.broken) {
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_response(&pk, q->msgid);
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_int(&pk, status);
+    proto_pack_cstr(&pk, msg != NULL ? msg : "");
+    if (status == 0) {
+      msgpack_pack_bin(&pk, (uint32_t)len);
+      msgpack_pack_bin_body(&pk, res, len);
+    } else {
+      msgpack_pack_nil(&pk);
+    }
+    ipc_send(&w->ch, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+  }
+  free(q);
+  worker_unref(w);
+}
+
+/* admin [op, params]: a client's admin request, for the worker's uid (the
+ * listener's record, never what the worker says). */
+static void on_admin(worker_t *w, const proto_msg_t *m)
+{
+  const char *op;
+  size_t n;
+  const msgpack_object *params;
+  char name[32];
+  admin_ask_t *q;
+
+  if (ipc_param_bytes(m, 0, sizeof(name) - 1, &op, &n) != 0 ||
+      ipc_param_array(m, 1, 4, &params) != 0 || !admin_is_op(op, n)) {
+    reply_error(w, m->msgid, HIPD_EPARAMS, "admin: malformed request");
+    return;
+  }
+  memcpy(name, op, n);
+  name[n] = '\0';
+  if ((q = calloc(1, sizeof(*q))) == NULL) {
+    reply_error(w, m->msgid, HIPD_ENOMEM, "out of memory");
+    return;
+  }
+  q->w = w;
+  q->msgid = m->msgid;
+  w->refs++;
+  admin_request(w->d, w->uid, 0, name, params, admin_answered, q);
+}
+
+void workers_admin_init(daemon_t *d)
+{
+  static const admin_listener_t l = {
+      .gather = gather_reports,
+      .kill = kill_session,
+      .log_level = set_log_level,
+  };
+
+  (void)d;
+  admin_set_listener(&l);
+}
+
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 {
   worker_t *w = ch->data;
@@ -540,6 +951,10 @@ static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
     on_compile_stats(w, m);
   } else if (m->type == PROTO_REQUEST && ipc_is(m, "cache.clear")) {
     on_cache_clear(w, m);
+  } else if (m->type == PROTO_REQUEST && ipc_is(m, "admin")) {
+    on_admin(w, m);
+  } else if (m->type == PROTO_RESPONSE) {
+    on_worker_response(w, m);
   } else {
     ipc_break(ch, "unknown message");
   }
@@ -553,7 +968,7 @@ static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
  * arrays are malloc'd; their strings are not. */
 static int worker_exec_args(char *role, char ***args_out, char ***env_out)
 {
-  char **args = calloc(W.argc + 2, sizeof(char *)), **env;
+  char **args = calloc(W.argc + 3, sizeof(char *)), **env;
   size_t nenv = 0, ne = 0;
 
   for (char **e = environ; *e != NULL; e++)
@@ -568,6 +983,8 @@ static int worker_exec_args(char *role, char ***args_out, char ***env_out)
   for (size_t i = 1; i < W.argc; i++)
     args[i] = W.argv[i];
   args[W.argc] = role;
+  if (W.level_arg[0] != '\0') /* log.level since the listener started */
+    args[W.argc + 1] = W.level_arg;
   for (char **e = environ; *e != NULL; e++)
     if (strncmp(*e, "CUDA_MPS_", 9) != 0 && strncmp(*e, "HIPD_MPS=", 9) != 0 &&
         strncmp(*e, "NOTIFY_SOCKET=", 14) != 0 &&
@@ -937,8 +1354,16 @@ void workers_housekeeping(daemon_t *d)
     next = n->next;
     if (w->sessions == 0 && now - w->idle_since >= d->cfg.worker_linger_ms) {
       worker_leave(w);
+      /* Its final counters first (admin_fold() keeps them): it answers
+       * before it reads the exit. */
+      ask_report(w);
       send_exit(w);
     }
+  }
+  /* Every 10 s, each worker's report, in case one dies without a word. */
+  if (now - W.last_gather >= 10000) {
+    W.last_gather = now;
+    gather_reports(d, NULL, NULL);
   }
   /* A worker told to exit gets its drain (--shutdown-timeout) and a
    * margin, then it is killed. */

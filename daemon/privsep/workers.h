@@ -57,6 +57,10 @@ uint32_t workers_stop(daemon_t *d, int force);
  * EOF or on a malformed message. @return 0 or a negative code. */
 int workers_adopt(daemon_t *d, int fd, uid_t uid);
 
+/* In the listener: answer the admin requests of workers and gather their
+ * reports for admin/ (admin_set_listener()). */
+void workers_admin_init(daemon_t *d);
+
 /* Release what is left (after the loop's last run). */
 void workers_free(daemon_t *d);
 

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/admin/report.c: decoding and checking a report (report.h). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin/report.h"
+#include "rpc.h"
+
+static const msgpack_object *arr(const msgpack_object *o, uint32_t n,
+                                 uint32_t max)
+{
+  if (o == NULL || o->type != MSGPACK_OBJECT_ARRAY ||
+      (n != 0 && o->via.array.size != n) || o->via.array.size > max)
+    return NULL;
+  return o;
+}
+
+#define AT(o, i) (&(o)->via.array.ptr[(i)])
+
+static int u64(const msgpack_object *o, uint64_t *out)
+{
+  return proto_obj_uint(o, UINT64_MAX, out);
+}
+
+static int str(const msgpack_object *o, char *out, size_t size)
+{
+  const char *p;
+  size_t n;
+
+  if (o->type != MSGPACK_OBJECT_STR)
+    return -1;
+  p = o->via.str.ptr;
+  n = o->via.str.size;
+  if (n >= size || memchr(p, '\0', n) != NULL)
+    return -1;
+  memcpy(out, p, n);
+  out[n] = '\0';
+  return 0;
+}
+
+static int ctr(const msgpack_object *o, int *dev, report_ctr_t *c)
+{
+  int64_t id;
+
+  if ((o = arr(o, 6, 6)) == NULL ||
+      proto_obj_int(AT(o, 0), 0, REPORT_MAX_DEVICES - 1, &id) != 0 ||
+      u64(AT(o, 1), &c->launches) || u64(AT(o, 2), &c->busy_ns) ||
+      u64(AT(o, 3), &c->h2d) || u64(AT(o, 4), &c->d2h) ||
+      u64(AT(o, 5), &c->faults))
+    return -1;
+  *dev = (int)id;
+  return 0;
+}
+
+static int sess(const msgpack_object *o, report_sess_t *s)
+{
+  const msgpack_object *h;
+  uint64_t *f[] = {
+      &s->age_ms,         &s->requests, &s->errors,  &s->streams, &s->events,
+      &s->kernels_loaded, &s->launches, &s->busy_ns, &s->h2d,     &s->d2h};
+
+  if ((o = arr(o, 16, 16)) == NULL || u64(AT(o, 0), &s->id) ||
+      proto_obj_int(AT(o, 1), INT32_MIN, INT32_MAX, &s->pid) ||
+      proto_obj_uint(AT(o, 2), UINT32_MAX, &s->uid) ||
+      proto_obj_uint(AT(o, 3), UINT32_MAX, &s->gid) ||
+      str(AT(o, 4), s->client, sizeof(s->client)))
+    return -1;
+  for (int i = 0; i < 10; i++)
+    if (u64(AT(o, 5 + i), f[i]))
+      return -1;
+  if ((h = arr(AT(o, 15), 0, REPORT_MAX_DEVICES)) == NULL)
+    return -1;
+  s->nheld = h->via.array.size;
+  if (s->nheld && (s->held = calloc(s->nheld, sizeof(*s->held))) == NULL)
+    return -1;
+  for (uint32_t i = 0; i < s->nheld; i++) {
+    const msgpack_object *e = arr(AT(h, i), 3, 3);
+    int64_t dev;
+    if (e == NULL || proto_obj_int(AT(e, 0), 0, REPORT_MAX_DEVICES - 1, &dev) ||
+        u64(AT(e, 1), &s->held[i].buffers) || u64(AT(e, 2), &s->held[i].bytes))
+      return -1;
+    s->held[i].dev = (int)dev;
+  }
+  return 0;
+}
+
+static int dev(const msgpack_object *o, report_dev_t *d)
+{
+  int64_t id;
+  int cid;
+
+  if ((o = arr(o, 8, 8)) == NULL ||
+      proto_obj_int(AT(o, 0), 0, REPORT_MAX_DEVICES - 1, &id) ||
+      str(AT(o, 1), d->name, sizeof(d->name)) ||
+      str(AT(o, 2), d->kind, sizeof(d->kind)) || u64(AT(o, 3), &d->mem_total) ||
+      u64(AT(o, 4), &d->buffers) || u64(AT(o, 5), &d->held) ||
+      AT(o, 6)->type != MSGPACK_OBJECT_BOOLEAN || ctr(AT(o, 7), &cid, &d->c) ||
+      cid != id)
+    return -1;
+  d->id = (int)id;
+  d->lost = AT(o, 6)->via.boolean;
+  return 0;
+}
+
+static int uidrec(const msgpack_object *o, report_uid_t *u)
+{
+  const msgpack_object *c;
+
+  if ((o = arr(o, 4, 4)) == NULL ||
+      proto_obj_uint(AT(o, 0), UINT32_MAX, &u->uid) ||
+      u64(AT(o, 1), &u->quota) || u64(AT(o, 2), &u->faults) ||
+      (c = arr(AT(o, 3), 0, REPORT_MAX_DEVICES)) == NULL)
+    return -1;
+  u->ndev = c->via.array.size;
+  for (uint32_t i = 0; i < u->ndev; i++) {
+    int id;
+    if (ctr(AT(c, i), &id, &u->dev[i]) || id != (int)i)
+      return -1;
+  }
+  return 0;
+}
+
+static int req(const msgpack_object *o, report_req_t *r)
+{
+  int64_t code;
+
+  if ((o = arr(o, 3, 3)) == NULL ||
+      str(AT(o, 0), r->method, sizeof(r->method)) ||
+      proto_obj_int(AT(o, 1), -63, 0, &code) || u64(AT(o, 2), &r->n))
+    return -1;
+  r->code = (int)code;
+  return 0;
+}
+
+/* Allocate @p n elements of @p size for the array @p o at *@p out. */
+static int alloc_of(const msgpack_object *o, size_t size, void **out,
+                    uint32_t *n)
+{
+  *n = o->via.array.size;
+  *out = NULL;
+  if (*n == 0)
+    return 0;
+  return (*out = calloc(*n, size)) != NULL ? 0 : -1;
+}
+
+report_t *report_decode(const msgpack_object *o)
+{
+  report_t *r = calloc(1, sizeof(*r));
+  const msgpack_object *ss, *ds, *us, *rs;
+  uint64_t ver;
+
+  if (r == NULL)
+    return NULL;
+  if ((o = arr(o, 6, 6)) == NULL || proto_obj_uint(AT(o, 0), 1, &ver) ||
+      ver != 1 || proto_obj_int(AT(o, 1), 0, INT32_MAX, &r->pid) ||
+      (ss = arr(AT(o, 2), 0, REPORT_MAX_SESSIONS)) == NULL ||
+      (ds = arr(AT(o, 3), 0, REPORT_MAX_DEVICES)) == NULL ||
+      (us = arr(AT(o, 4), 0, REPORT_MAX_UIDS)) == NULL ||
+      (rs = arr(AT(o, 5), 0, REPORT_MAX_REQUESTS)) == NULL)
+    goto fail;
+  if (alloc_of(ss, sizeof(*r->sess), (void **)&r->sess, &r->nsess) ||
+      alloc_of(ds, sizeof(*r->dev), (void **)&r->dev, &r->ndev) ||
+      alloc_of(us, sizeof(*r->uids), (void **)&r->uids, &r->nuids) ||
+      alloc_of(rs, sizeof(*r->req), (void **)&r->req, &r->nreq))
+    goto fail;
+  for (uint32_t i = 0; i < r->nsess; i++)
+    if (sess(AT(ss, i), &r->sess[i]))
+      goto fail;
+  for (uint32_t i = 0; i < r->ndev; i++)
+    if (dev(AT(ds, i), &r->dev[i]) || r->dev[i].id != (int)i)
+      goto fail;
+  for (uint32_t i = 0; i < r->nuids; i++)
+    if (uidrec(AT(us, i), &r->uids[i]))
+      goto fail;
+  for (uint32_t i = 0; i < r->nreq; i++)
+    if (req(AT(rs, i), &r->req[i]))
+      goto fail;
+  return r;
+fail:
+  report_free(r);
+  return NULL;
+}
+
+report_t *report_decode_bytes(const char *data, size_t len)
+{
+  msgpack_unpacked u;
+  size_t off = 0;
+  report_t *r = NULL;
+
+  msgpack_unpacked_init(&u);
+  if (msgpack_unpack_next(&u, data, len, &off) == MSGPACK_UNPACK_SUCCESS &&
+      off == len)
+    r = report_decode(&u.data);
+  msgpack_unpacked_destroy(&u);
+  return r;
+}
+
+void report_free(report_t *r)
+{
+  if (r == NULL)
+    return;
+  for (uint32_t i = 0; i < r->nsess; i++)
+    free(r->sess[i].held);
+  free(r->sess);
+  free(r->dev);
+  free(r->uids);
+  free(r->req);
+  free(r);
+}

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/admin/report.h: a process's report (stats_pack_report()),
+ * decoded and checked.
+ *
+ * Layout (msgpack, positional, version 1):
+ *   [1, pid, sessions, devices, uids, requests]
+ *   sessions: [[id, pid, uid, gid, client, age_ms, requests, errors,
+ *               streams, events, kernels_loaded, kernels_launched, busy_ns,
+ *               bytes_h2d, bytes_d2h, [[device, buffers, bytes]...]]...]
+ *   devices:  [[id, name, kind, mem_total, buffers, mem_held, lost, ctr]...]
+ *   uids:     [[uid, quota_refusals, faults, [ctr...]]...]
+ *   requests: [[method, code, n]...]
+ *   ctr:      [device, kernels_launched, busy_ns, bytes_h2d, bytes_d2h,
+ *              faults]
+ * A report comes from a worker, which the listener does not trust:
+ * report_decode() checks every field and bound.
+ */
+#ifndef HIPD_ADMIN_REPORT_H
+#define HIPD_ADMIN_REPORT_H
+
+#include <msgpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define REPORT_MAX_DEVICES 64
+#define REPORT_MAX_SESSIONS 65536
+#define REPORT_MAX_UIDS 4096
+#define REPORT_MAX_REQUESTS 4096
+
+typedef struct report_ctr {
+  uint64_t launches, busy_ns, h2d, d2h, faults;
+} report_ctr_t;
+
+typedef struct report_held {
+  int dev;
+  uint64_t buffers, bytes;
+} report_held_t;
+
+typedef struct report_sess {
+  uint64_t id;
+  int64_t pid;
+  uint64_t uid, gid;
+  char client[64];
+  uint64_t age_ms, requests, errors, streams, events, kernels_loaded;
+  uint64_t launches, busy_ns, h2d, d2h;
+  report_held_t *held;
+  uint32_t nheld;
+} report_sess_t;
+
+typedef struct report_dev {
+  int id;
+  char name[128];
+  char kind[8];
+  uint64_t mem_total, buffers, held;
+  int lost;
+  report_ctr_t c;
+} report_dev_t;
+
+typedef struct report_uid {
+  uint64_t uid, quota, faults;
+  report_ctr_t dev[REPORT_MAX_DEVICES];
+  uint32_t ndev;
+} report_uid_t;
+
+typedef struct report_req {
+  char method[64];
+  int code;
+  uint64_t n;
+} report_req_t;
+
+typedef struct report {
+  int64_t pid;
+  char tenant[64];    /* set by the listener: "uid 1001", "none"... */
+  int64_t worker_pid; /* 0 in --isolation none */
+  void *owner;        /* the listener's worker, for session.kill */
+  report_sess_t *sess;
+  uint32_t nsess;
+  report_dev_t *dev;
+  uint32_t ndev;
+  report_uid_t *uids;
+  uint32_t nuids;
+  report_req_t *req;
+  uint32_t nreq;
+} report_t;
+
+/* The reports an admin view is built from. */
+typedef struct report_set {
+  report_t **r;
+  uint32_t n;
+  uint32_t missing; /* workers left out (no answer within 2 s) */
+} report_set_t;
+
+/* Decode @p o into a new report. @return it, or NULL (malformed, or out
+ * of memory). */
+report_t *report_decode(const msgpack_object *o);
+/* Decode @p len bytes of packed msgpack. */
+report_t *report_decode_bytes(const char *data, size_t len);
+void report_free(report_t *r);
+
+#endif

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/stats.c: the accounting of one process (stats.h). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device.h"
+#include "hipd.h"
+#include "objects/objects.h"
+#include "session.h"
+#include "stats.h"
+#include "util/clock.h"
+
+/* One device's counters, at the process's and at a uid's level. */
+typedef struct dev_ctr {
+  uint64_t launches, busy_ns, busy_end, h2d, d2h, faults;
+} dev_ctr_t;
+
+/* A uid's counters, kept for the process's life. */
+typedef struct uid_ctr {
+  struct uid_ctr *next;
+  uid_t uid;
+  uint64_t quota, faults;
+  dev_ctr_t dev[STATS_MAX_DEVICES];
+} uid_ctr_t;
+
+static struct {
+  dev_ctr_t dev[STATS_MAX_DEVICES];
+  uid_ctr_t *uids;
+  /* Requests by method and code: keyed by the method's name, a pointer
+   * into dispatch's table (NULL: an unknown method), open addressing. */
+  struct req_row {
+    const char *name;
+    int used;
+    uint64_t n[STATS_MAX_CODES]; /* [-code] */
+  } req[STATS_REQ_SLOTS];
+} S;
+
+static struct req_row *req_row(const char *name)
+{
+  size_t i = ((uintptr_t)name >> 3) % STATS_REQ_SLOTS;
+
+  for (size_t k = 0; k < STATS_REQ_SLOTS; k++, i = (i + 1) % STATS_REQ_SLOTS) {
+    if (S.req[i].used && S.req[i].name == name)
+      return &S.req[i];
+    if (!S.req[i].used) {
+      S.req[i].used = 1;
+      S.req[i].name = name;
+      return &S.req[i];
+    }
+  }
+  return NULL;
+}
+
+static uid_ctr_t *uid_of(uid_t uid)
+{
+  uid_ctr_t *u;
+
+  for (u = S.uids; u != NULL; u = u->next)
+    if (u->uid == uid)
+      return u;
+  if ((u = calloc(1, sizeof(*u))) == NULL)
+    return NULL;
+  u->uid = uid;
+  u->next = S.uids;
+  S.uids = u;
+  return u;
+}
+
+static stats_sess_t *sess_of(session_t *s)
+{
+  if (s->stats == NULL && !s->closing)
+    s->stats = calloc(1, sizeof(*s->stats));
+  return s->stats;
+}
+
+static unsigned code_index(int code)
+{
+  return code < 0 && -code < STATS_MAX_CODES
+             ? (unsigned)-code
+             : (code == 0 ? 0 : STATS_MAX_CODES - 1);
+}
+
+void stats_request(session_t *s, const char *method, int code)
+{
+  unsigned ci = code_index(code);
+  stats_sess_t *ss = sess_of(s);
+  struct req_row *r = req_row(method);
+
+  if (r != NULL)
+    r->n[ci]++;
+  if (code == 0)
+    return;
+  if (ss != NULL)
+    ss->errors++;
+  if (code == HIPD_EQUOTA || code == HIPD_ETOOMANY || code == HIPD_EDEVLOST) {
+    uid_ctr_t *u = uid_of(s->peer_uid);
+    if (u != NULL && code == HIPD_EDEVLOST)
+      u->faults++;
+    else if (u != NULL)
+      u->quota++;
+  }
+}
+
+/* Add [t0, t1) to a merged total: what lies before the watermark was
+ * counted already (completions are seen in order of t1). */
+static void busy_add(uint64_t *total, uint64_t *end, uint64_t t0, uint64_t t1)
+{
+  if (t0 < *end)
+    t0 = *end;
+  if (t1 > t0)
+    *total += t1 - t0;
+  if (t1 > *end)
+    *end = t1;
+}
+
+void stats_op(session_t *s, int kind, int dev, int status, uint64_t bytes,
+              uint64_t t0, int waited)
+{
+  stats_sess_t *ss = sess_of(s);
+  uid_ctr_t *u;
+  dev_ctr_t *dc, *uc;
+  uint64_t now;
+
+  if (dev < 0 || dev >= STATS_MAX_DEVICES || (u = uid_of(s->peer_uid)) == NULL)
+    return;
+  dc = &S.dev[dev];
+  uc = &u->dev[dev];
+  if (status == HIPD_EDEVLOST) {
+    dc->faults++;
+    uc->faults++;
+  }
+  if (status != 0)
+    return;
+  switch (kind) {
+  case OP_WRITE:
+    dc->h2d += bytes;
+    uc->h2d += bytes;
+    if (ss != NULL)
+      ss->h2d += bytes;
+    break;
+  case OP_READ:
+    dc->d2h += bytes;
+    uc->d2h += bytes;
+    if (ss != NULL)
+      ss->d2h += bytes;
+    break;
+  case OP_LAUNCH:
+    dc->launches++;
+    uc->launches++;
+    if (ss != NULL)
+      ss->launches++;
+    break;
+  default:
+    break;
+  }
+  /* Busy time: a launch opens an interval; it closes when an op that
+   * waited for the device completes (the launch itself if it waited). */
+  if (ss == NULL)
+    return;
+  if (kind == OP_LAUNCH &&
+      (ss->open_since[dev] == 0 || t0 < ss->open_since[dev]))
+    ss->open_since[dev] = t0;
+  if (!waited || ss->open_since[dev] == 0)
+    return;
+  now = util_now_ns();
+  t0 = ss->open_since[dev];
+  ss->open_since[dev] = 0;
+  busy_add(&dc->busy_ns, &dc->busy_end, t0, now);
+  busy_add(&uc->busy_ns, &uc->busy_end, t0, now);
+  busy_add(&ss->busy_ns, &ss->busy_end, t0, now);
+}
+
+void stats_session_end(session_t *s)
+{
+  free(s->stats);
+  s->stats = NULL;
+}
+
+/* ----------------------------------------------------------------- report */
+
+typedef struct {
+  uint64_t buffers[STATS_MAX_DEVICES], bytes[STATS_MAX_DEVICES];
+} held_t;
+
+static void held_cb(void *ctx, uint64_t h, void *obj)
+{
+  held_t *hd = ctx;
+  buffer_t *b = obj;
+
+  (void)h;
+  if (b->dev != NULL && b->dev->id >= 0 && b->dev->id < STATS_MAX_DEVICES) {
+    hd->buffers[b->dev->id]++;
+    hd->bytes[b->dev->id] += b->mem.size;
+  }
+}
+
+static void pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
+{
+  static const stats_sess_t zero;
+  const stats_sess_t *ss = s->stats != NULL ? s->stats : &zero;
+  held_t hd;
+  uint32_t n = 0;
+
+  memset(&hd, 0, sizeof(hd));
+  handles_foreach(&s->handles, HANDLE_BUFFER, held_cb, &hd);
+  msgpack_pack_array(pk, 16);
+  msgpack_pack_uint64(pk, s->id);
+  msgpack_pack_int64(pk, s->peer_pid);
+  msgpack_pack_uint64(pk, s->peer_uid);
+  msgpack_pack_uint64(pk, s->peer_gid);
+  proto_pack_cstr(pk, s->client);
+  msgpack_pack_uint64(pk, uv_now(d->loop) - s->opened_ms);
+  msgpack_pack_uint64(pk, s->requests);
+  msgpack_pack_uint64(pk, ss->errors);
+  msgpack_pack_uint64(pk, res_count(s, HANDLE_STREAM));
+  msgpack_pack_uint64(pk, res_count(s, HANDLE_EVENT));
+  msgpack_pack_uint64(pk, res_count(s, HANDLE_KERNEL));
+  msgpack_pack_uint64(pk, ss->launches);
+  msgpack_pack_uint64(pk, ss->busy_ns);
+  msgpack_pack_uint64(pk, ss->h2d);
+  msgpack_pack_uint64(pk, ss->d2h);
+  for (int i = 0; i < STATS_MAX_DEVICES; i++)
+    n += hd.buffers[i] != 0;
+  msgpack_pack_array(pk, n);
+  for (int i = 0; i < STATS_MAX_DEVICES; i++)
+    if (hd.buffers[i] != 0) {
+      msgpack_pack_array(pk, 3);
+      msgpack_pack_int(pk, i);
+      msgpack_pack_uint64(pk, hd.buffers[i]);
+      msgpack_pack_uint64(pk, hd.bytes[i]);
+    }
+}
+
+static void pack_dev_ctr(msgpack_packer *pk, int id, const dev_ctr_t *c)
+{
+  msgpack_pack_array(pk, 6);
+  msgpack_pack_int(pk, id);
+  msgpack_pack_uint64(pk, c->launches);
+  msgpack_pack_uint64(pk, c->busy_ns);
+  msgpack_pack_uint64(pk, c->h2d);
+  msgpack_pack_uint64(pk, c->d2h);
+  msgpack_pack_uint64(pk, c->faults);
+}
+
+void stats_pack_report(daemon_t *d, msgpack_packer *pk)
+{
+  int ndev = devices_count();
+  uint32_t n = 0;
+
+  if (ndev > STATS_MAX_DEVICES)
+    ndev = STATS_MAX_DEVICES;
+  msgpack_pack_array(pk, 6);
+  msgpack_pack_uint32(pk, 1); /* the layout's version */
+  msgpack_pack_int64(pk, getpid());
+  /* sessions, by id */
+  msgpack_pack_array(pk, d->nsessions);
+  for (list_node_t *it = d->sessions.next; it != &d->sessions; it = it->next)
+    pack_session(d, list_entry(it, session_t, node), pk);
+  /* devices: [[id, name, kind, mem_total, buffers, held, lost, ctr]] */
+  msgpack_pack_array(pk, (uint32_t)ndev);
+  for (int i = 0; i < ndev; i++) {
+    device_t *dev = device_get(i);
+    msgpack_pack_array(pk, 8);
+    msgpack_pack_int(pk, i);
+    proto_pack_cstr(pk, dev->caps.name);
+    proto_pack_cstr(pk, dev->caps.is_cpu ? "cpu" : "gpu");
+    msgpack_pack_uint64(pk, dev->caps.total_global_mem);
+    msgpack_pack_uint64(pk, dev->buffers);
+    msgpack_pack_uint64(pk, dev->allocated);
+    if (dev->lost)
+      msgpack_pack_true(pk);
+    else
+      msgpack_pack_false(pk);
+    pack_dev_ctr(pk, i, &S.dev[i]);
+  }
+  /* uids: [[uid, quota, faults, [ctr...]]] */
+  for (uid_ctr_t *u = S.uids; u != NULL; u = u->next)
+    n++;
+  msgpack_pack_array(pk, n);
+  for (uid_ctr_t *u = S.uids; u != NULL; u = u->next) {
+    msgpack_pack_array(pk, 4);
+    msgpack_pack_uint64(pk, u->uid);
+    msgpack_pack_uint64(pk, u->quota);
+    msgpack_pack_uint64(pk, u->faults);
+    msgpack_pack_array(pk, (uint32_t)ndev);
+    for (int i = 0; i < ndev; i++)
+      pack_dev_ctr(pk, i, &u->dev[i]);
+  }
+  /* requests: [[method, code, n]] where n > 0 */
+  n = 0;
+  for (size_t r = 0; r < STATS_REQ_SLOTS; r++)
+    for (unsigned c = 0; S.req[r].used && c < STATS_MAX_CODES; c++)
+      n += S.req[r].n[c] != 0;
+  msgpack_pack_array(pk, n);
+  for (size_t r = 0; r < STATS_REQ_SLOTS; r++)
+    for (unsigned c = 0; S.req[r].used && c < STATS_MAX_CODES; c++)
+      if (S.req[r].n[c] != 0) {
+        msgpack_pack_array(pk, 3);
+        proto_pack_cstr(pk,
+                        S.req[r].name != NULL ? S.req[r].name : "(unknown)");
+        msgpack_pack_int(pk, -(int)c);
+        msgpack_pack_uint64(pk, S.req[r].n[c]);
+      }
+}

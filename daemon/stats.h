@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/stats.h: accounting of who uses the devices (issue 14).
+ *
+ * Counters of one process (a tenant worker, or the one process of
+ * --isolation none), kept on the loop thread by plain increments where the
+ * work is answered: call_send() counts every request by method and code,
+ * the methods' op completion counts transfers, launches and device busy
+ * time (methods/common.c), and the session's teardown ends its record.
+ * Three levels: a session's (for session.list), its uid's (the tenant
+ * series, kept for the process's life so that they never go down), and
+ * each device's (node-wide totals of this process).
+ *
+ * Device busy time of a kernel launch is the interval between the launch's
+ * submission (op_start() on the loop) and the loop's observation of its
+ * completion; a launch that does not wait (an asynchronous GPU launch)
+ * stays open until the session's next op on that device that waits (a
+ * synchronize, a read, a waiting launch) completes. Intervals are merged
+ * (per device, per session, per uid and device) by a watermark, so work
+ * that overlaps is counted once at each level. Cost: one clock read per
+ * op at submission and one at completion, a few additions; no device call.
+ *
+ * stats_pack_report() packs everything as a msgpack report, the one form
+ * the admin layer (admin/) builds its views from, in every mode. Same layer
+ * as resources.c. Loop thread only.
+ */
+#ifndef HIPD_STATS_H
+#define HIPD_STATS_H
+
+#include <msgpack.h>
+#include <stdint.h>
+
+#include "daemon.h"
+
+#define STATS_MAX_DEVICES 64
+#define STATS_MAX_CODES 64  /* -code indexes; 0 is OK */
+#define STATS_REQ_SLOTS 256 /* methods, at most (the table has ~70) */
+
+struct session;
+
+typedef struct stats_sess {
+  uint64_t errors;
+  uint64_t launches;
+  uint64_t busy_ns;
+  uint64_t busy_end; /* merge watermark */
+  uint64_t h2d, d2h;
+  uint64_t open_since[STATS_MAX_DEVICES]; /* an async launch's start, 0:
+                                             none open */
+} stats_sess_t;
+
+/* A request was answered with @p code (0: a result): one place, for
+ * every method (call_send()). @p method is the name in dispatch's table
+ * (a pointer that lives as long as the process), NULL for an unknown
+ * method. */
+void stats_request(struct session *s, const char *method, int code);
+/* An op of kind @p kind (op_kind_t) on device @p dev finished with
+ * @p status, having moved @p bytes, submitted at @p t0_ns (util_now_ns),
+ * @p waited: its completion includes the device's work. */
+void stats_op(struct session *s, int kind, int dev, int status, uint64_t bytes,
+              uint64_t t0_ns, int waited);
+/* The session is torn down (res_release_all): its record goes. */
+void stats_session_end(struct session *s);
+
+/* Pack this process's report (see admin/report.h for its layout). */
+void stats_pack_report(daemon_t *d, msgpack_packer *pk);
+
+#endif
