@@ -133,10 +133,18 @@ for mode in uid none; do
   if [ "$rc" -ne 0 ] || [ -s "$tmp/lint" ]; then
     fail "promtool check metrics complains"
   fi
-  for family in hipd_build_info hipd_uptime_seconds hipd_sessions \
-    hipd_sessions_accepted_total; do
+  # The families of the admin spec (admin/prom.c renders them).
+  for family in hipd_build_info hipd_uptime_seconds hipd_sessions hipd_tenants \
+    hipd_device_info hipd_device_memory_total_bytes \
+    hipd_device_memory_held_bytes hipd_device_buffers \
+    hipd_device_kernels_launched_total hipd_device_busy_seconds_total \
+    hipd_device_transfer_bytes_total hipd_device_faults_total \
+    hipd_device_lost hipd_requests_total hipd_compiles_total \
+    hipd_cache_hits_total hipd_cache_misses_total hipd_cache_entries \
+    hipd_cache_bytes; do
     grep -q "^# TYPE $family " "$tmp/m1" || fail "no family $family in the scrape"
   done
+
   grep -q "^hipd_build_info{.*isolation=\"$mode\"" "$tmp/m1" ||
     fail "hipd_build_info does not say isolation=\"$mode\""
 
@@ -144,7 +152,16 @@ for mode in uid none; do
   HIPD_SOCKET=$tmp/$mode.sock "$vecadd" "$tmp/$mode.sock" >"$tmp/vecadd.out" 2>&1 ||
     { fail "examples/vecadd failed"; cat "$tmp/vecadd.out"; }
   curl -fsS "$url" >"$tmp/m2" || fail "the scrape after the work failed"
-  for counter in hipd_sessions_accepted_total; do
+  promtool check metrics <"$tmp/m2" >"$tmp/lint2" 2>&1 && ! [ -s "$tmp/lint2" ] ||
+    { fail "promtool check metrics complains about the scrape after the work:"; cat "$tmp/lint2"; }
+  # The device (in uid mode the listener holds none: it knows the devices
+  # from its workers' reports) and vecadd's tenant, our uid.
+  grep -q '^hipd_device_info{device="0",device_name="[^"]*",kind="cpu"} 1$' "$tmp/m2" ||
+    fail "no hipd_device_info for the CPU device after the work"
+  grep -q "^hipd_tenant_kernels_launched_total{uid=\"$(id -u)\"" "$tmp/m2" ||
+    fail "no hipd_tenant_kernels_launched_total for uid $(id -u) after the work"
+  for counter in hipd_requests_total hipd_device_kernels_launched_total \
+    hipd_device_transfer_bytes_total hipd_compiles_total; do
     a=$(family_sum "$counter" "$tmp/m1")
     b=$(family_sum "$counter" "$tmp/m2")
     echo "check_metrics: $mode: $counter $a -> $b"
