@@ -255,9 +255,12 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
   msgpack_pack_array(pk, 6);
   msgpack_pack_uint32(pk, 1); /* the layout's version */
   msgpack_pack_int64(pk, getpid());
-  /* sessions, by id */
-  msgpack_pack_array(pk, d->nsessions);
-  for (list_node_t *it = d->sessions.next; it != &d->sessions; it = it->next)
+  /* sessions, by id: at most STATS_REPORT_SESSIONS (the wire's limits) */
+  n = d->nsessions < STATS_REPORT_SESSIONS ? d->nsessions
+                                           : STATS_REPORT_SESSIONS;
+  msgpack_pack_array(pk, n);
+  for (list_node_t *it = d->sessions.next; n > 0 && it != &d->sessions;
+       it = it->next, n--)
     pack_session(d, list_entry(it, session_t, node), pk);
   /* devices: [[id, name, kind, mem_total, buffers, held, lost, ctr]] */
   msgpack_pack_array(pk, (uint32_t)ndev);

@@ -32,7 +32,10 @@
 #include "daemon.h"
 
 #define STATS_MAX_DEVICES 64
-#define STATS_MAX_CODES 64  /* -code indexes; 0 is OK */
+#define STATS_MAX_CODES 64 /* -code indexes; 0 is OK */
+/* Sessions a report lists at most: with their fields, a report stays
+ * under the wire's limits (ipc_limits()); admin/report.h agrees. */
+#define STATS_REPORT_SESSIONS 2048
 #define STATS_REQ_SLOTS 256 /* methods, at most (the table has ~70) */
 
 struct session;

@@ -961,7 +961,7 @@ void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const char *op,
            0);
     return;
   }
-  if (A.forward != NULL) {
+  if (A.forward != NULL && d->role == ROLE_WORKER) {
     /* A worker: its own session it closes itself (the caller sees it);
      * everything else is the listener's to decide. */
     if (o == OP_KILL && sid != 0 && j->kill_id == sid) {

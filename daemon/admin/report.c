@@ -7,6 +7,10 @@
 
 #include "admin/report.h"
 #include "rpc.h"
+#include "stats.h"
+
+_Static_assert(REPORT_MAX_SESSIONS == STATS_REPORT_SESSIONS,
+               "a report lists what its reader accepts");
 
 static const msgpack_object *arr(const msgpack_object *o, uint32_t n,
                                  uint32_t max)

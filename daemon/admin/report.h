@@ -23,7 +23,9 @@
 #include <stdint.h>
 
 #define REPORT_MAX_DEVICES 64
-#define REPORT_MAX_SESSIONS 65536
+#define REPORT_MAX_SESSIONS                                                    \
+  2048 /* a report lists at most this many: with                               \
+          their fields, under ipc_limits() */
 #define REPORT_MAX_UIDS 4096
 #define REPORT_MAX_REQUESTS 4096
 

@@ -342,6 +342,11 @@ static void on_report(const proto_msg_t *m)
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
+  if (m->params == NULL || m->params->type != MSGPACK_OBJECT_ARRAY ||
+      m->params->via.array.size != 0) {
+    stop_once("a malformed report message from the listener");
+    return;
+  }
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_response(&pk, m->msgid);

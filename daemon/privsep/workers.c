@@ -79,7 +79,13 @@ static struct {
   list_node_t asks;     /* ask_t.node: requests to workers, unanswered */
   char level_arg[32];   /* "--log-level=debug" after log.level, else "" */
   uint64_t last_gather; /* uv_now of the last periodic gather */
-} W;
+} W = {
+    /* Empty lists before workers_init() (workers_adopt() needs none). */
+    .live = {&W.live, &W.live},
+    .leaving = {&W.leaving, &W.leaving},
+    .refusals = {&W.refusals, &W.refusals},
+    .asks = {&W.asks, &W.asks},
+};
 
 /* A gathering of reports (admin.h's gather hook). */
 typedef struct gather {

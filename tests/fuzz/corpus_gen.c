@@ -879,6 +879,23 @@ static void ipc_nil(buf_t *b, uint32_t msgid)
   msgpack_pack_nil(&b->pk);
 }
 
+/* admin [op, [params]]: a client's admin request (@p fmt as req()'s). */
+static void ipc_admin(buf_t *b, uint32_t msgid, const char *op, const char *arg,
+                      int64_t uarg)
+{
+  proto_pack_request(&b->pk, msgid, "admin", 2);
+  pk_str(&b->pk, op);
+  if (arg != NULL) {
+    msgpack_pack_array(&b->pk, 1);
+    pk_str(&b->pk, arg);
+  } else if (uarg >= 0) {
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, (uint64_t)uarg);
+  } else {
+    msgpack_pack_array(&b->pk, 0);
+  }
+}
+
 static void gen_ipc_listener(void)
 {
   static const char *const opts[] = {"-O2", "-DN=4"};
@@ -1121,6 +1138,33 @@ static void gen_ipc_listener(void)
         (uint64_t)i);
   ipc_save("l-pipelined-chunked", IPC_CHUNK(2), &b);
   (void)big;
+
+  /* Admin requests of a stranger and of the daemon's own uid (an admin):
+   * each answered [status, message, result]; nothing gathered from an
+   * adopted channel. Bad ops and params: EPARAMS, the channel lives. */
+  buf_init(&b);
+  ipc_admin(&b, 1, "session.list", NULL, -1);
+  ipc_admin(&b, 2, "daemon.stats", NULL, -1);
+  ipc_admin(&b, 3, "metrics", NULL, -1);
+  ipc_admin(&b, 4, "log.level", NULL, -1);
+  ipc_admin(&b, 5, "log.level", "debug", -1);
+  ipc_admin(&b, 6, "session.kill", NULL, 42);
+  ipc_admin(&b, 7, "cache.list", NULL, -1);
+  ipc_save("l-admin-stranger", 0, &b);
+  buf_init(&b);
+  ipc_admin(&b, 1, "log.level", "warn", -1);
+  ipc_admin(&b, 2, "session.kill", NULL, 1);
+  ipc_admin(&b, 3, "metrics", NULL, -1);
+  ipc_admin(&b, 4, "log.level", "loud", -1);
+  ipc_save("l-admin-own-uid", IPC_OWN_UID, &b);
+  buf_init(&b);
+  ipc_admin(&b, 1, "mem.alloc", NULL, -1);
+  ipc_admin(&b, 2, "session.kill", "x", -1);
+  ipc_admin(&b, 3, "session.list", NULL, 7);
+  req(&b, 4, "admin", "s", "session.list");
+  req(&b, 5, "admin", "");
+  req(&b, 6, "admin", "us", (uint64_t)1, "x");
+  ipc_save("l-admin-bad", 0, &b);
 }
 
 static void gen_ipc_worker(void)
@@ -1290,6 +1334,44 @@ static void gen_ipc_worker(void)
   for (uint32_t i = 0; i < 40; i++)
     req(&b, i, "cache.stats", "");
   ipc_save("w-regress-break-then-small-chunks", IPC_WORKER | IPC_CHUNK(1), &b);
+
+  /* The listener's admin requests (report, kill) and level; the answer
+   * to the pending admin request (msgid 4): a result, a refusal, bad
+   * shapes. */
+  buf_init(&b);
+  req(&b, 100, "report", "");
+  req(&b, 101, "kill", "us", (uint64_t)7, "killed by uid 0 (root)");
+  ipc_notify(&b, "log.level", "u", (uint64_t)2);
+  proto_pack_response(&b.pk, 4);
+  msgpack_pack_array(&b.pk, 3);
+  msgpack_pack_int(&b.pk, 0);
+  pk_str(&b.pk, "");
+  pk_bin(&b.pk, "\x90", 1);
+  ipc_save("w-admin-valid", IPC_WORKER, &b);
+  buf_init(&b);
+  proto_pack_response(&b.pk, 4);
+  msgpack_pack_array(&b.pk, 3);
+  msgpack_pack_int(&b.pk, HIPD_EPERM);
+  pk_str(&b.pk, "setting the level needs root");
+  msgpack_pack_nil(&b.pk);
+  req(&b, 7, "report", "");
+  req(&b, 8, "report", "");
+  ipc_save("w-admin-refused", IPC_WORKER | IPC_CHUNK(1), &b);
+  buf_init(&b);
+  proto_pack_response(&b.pk, 4);
+  msgpack_pack_array(&b.pk, 2);
+  msgpack_pack_int(&b.pk, 0);
+  pk_str(&b.pk, "");
+  ipc_save("w-admin-answer-malformed", IPC_WORKER, &b);
+  buf_init(&b);
+  req(&b, 9, "kill", "s", "seven");
+  ipc_save("w-kill-malformed", IPC_WORKER, &b);
+  buf_init(&b);
+  req(&b, 9, "report", "u", (uint64_t)1);
+  ipc_save("w-report-malformed", IPC_WORKER, &b);
+  buf_init(&b);
+  ipc_notify(&b, "log.level", "u", (uint64_t)9);
+  ipc_save("w-log-level-malformed", IPC_WORKER, &b);
 }
 
 /* What a metrics process sends its listener (privsep/metrics.c): mode

@@ -13,9 +13,9 @@
  *   bit 0     0: listener side: the rest is what a worker sends, on a
  *             channel served by workers_adopt();
  *             1: worker side: the rest is what a listener sends, on the
- *             channel of worker_start(), which has three requests pending
+ *             channel of worker_start(), which has four requests pending
  *             (compile as msgid 1, through kernel_build(); cache.stats 2;
- *             cache.clear 3);
+ *             cache.clear 3; admin 4, a client's session.list forwarded);
  *   bit 1     compiles may run the real compiler, once for this input (the
  *             per-input budget, below); else they fail at once;
  *   bit 2     a descriptor (a memfd) goes with the first byte sent;
@@ -51,6 +51,10 @@
  *  - cache.stats' result is 13 uints and a str; cache.clear's is nil, and
  *    it succeeds only for the adopted tenant's own uid, when that is 0 or
  *    the daemon's uid;
+ *  - admin's result is [status <= 0 (0 or a known code), message (str),
+ *    result]: with status 0 a bin holding exactly one msgpack value, else
+ *    nil; an adopted channel is never asked for a report (it has no
+ *    process), so the listener sends it nothing but answers;
  *  - until the first message that breaks the channel (a frame that does
  *    not scan or decode, a response, an unknown method, any descriptor:
  *    bit 2), every request is
@@ -73,14 +77,17 @@
  * Worker side, properties:
  *  - everything the worker sends is a well-formed message: the `ready`
  *    and `closed` notifications, the compile request [driver, arch, source
- *    (bin), kernel, [options], refresh], cache.stats [], cache.clear [uid];
+ *    (bin), kernel, [options], refresh], cache.stats [], cache.clear [uid],
+ *    admin [op, params]; and answers only to the listener's well-formed
+ *    requests: report [] with a report that admin/report.c accepts, kill
+ *    [id, who] with a bool;
  *  - each pending request's callback runs exactly once (at the latest
  *    when worker_close() fails what is left) with a status that is 0 or
  *    negative, 0 only if a response with a nil error came for it;
  *  - the worker is told to stop (its stop callback) when the channel
- *    breaks, on `exit`, and on a `conn` without a connection (no
- *    descriptor, or one that is not a socket): it is refused, never
- *    served;
+ *    breaks, on `exit`, on a `conn` without a connection (no descriptor,
+ *    or one that is not a socket): it is refused, never served; and on a
+ *    malformed report, kill or log.level;
  *  - after worker_close() no descriptor that came is left open.
  *
  * Everything else the input does must not crash, hang or leak (ASan).
@@ -100,6 +107,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "admin/admin.h"
+#include "admin/report.h"
 #include "daemon.h"
 #include "fuzz.h"
 #include "kernels/cache.h"
@@ -244,6 +253,7 @@ static void start(void)
   /* The listener initialises no device; its cache is memory only. */
   FUZZ_CHECK(cache_init(d->loop, "", d->cfg.cache_size, &err) == 0,
              "cache_init: %s", err.msg);
+  workers_admin_init(d);
   G.wd = *d;
   G.wd.role = ROLE_WORKER;
   list_init(&G.wd.sessions);
@@ -332,7 +342,7 @@ typedef struct {
   int clear_ok;
 } req_t;
 
-enum { M_COMPILE, M_STATS, M_CLEAR, M_METRICS, M_OTHER };
+enum { M_COMPILE, M_STATS, M_CLEAR, M_ADMIN, M_METRICS, M_OTHER };
 
 typedef struct {
   int fd;    /* the target's end */
@@ -472,6 +482,40 @@ static void check_compiled(const req_t *r, const msgpack_object *res)
             (int)a[3].via.str.size, a[3].via.str.ptr);
 }
 
+/* admin's result: [status, message, packed result | nil]. */
+static void check_admin(uint32_t msgid, const msgpack_object *res)
+{
+  const msgpack_object *a;
+  int64_t status;
+  msgpack_unpacked u;
+  size_t off = 0;
+
+  FUZZ_CHECK(res->type == MSGPACK_OBJECT_ARRAY && res->via.array.size == 3,
+             "admin %u: the result is a %s, not an array of 3", msgid,
+             proto_obj_type_name(res));
+  a = res->via.array.ptr;
+  FUZZ_CHECK(
+      proto_obj_int(&a[0], INT32_MIN, 0, &status) == 0 &&
+          (status == 0 || strcmp(hipd_err_name((int)status), "UNKNOWN") != 0),
+      "admin %u: status is not 0 or a known code", msgid);
+  FUZZ_CHECK(status != HIPD_EINTERNAL, "admin %u: EINTERNAL", msgid);
+  FUZZ_CHECK(a[1].type == MSGPACK_OBJECT_STR, "admin %u: the message is a %s",
+             msgid, proto_obj_type_name(&a[1]));
+  if (status != 0) {
+    FUZZ_CHECK(a[2].type == MSGPACK_OBJECT_NIL && a[1].via.str.size > 0,
+               "admin %u: a failure with a result or without a message", msgid);
+    return;
+  }
+  FUZZ_CHECK(a[2].type == MSGPACK_OBJECT_BIN && a[2].via.bin.size > 0,
+             "admin %u: success without a result", msgid);
+  msgpack_unpacked_init(&u);
+  FUZZ_CHECK(msgpack_unpack_next(&u, a[2].via.bin.ptr, a[2].via.bin.size,
+                                 &off) == MSGPACK_UNPACK_SUCCESS &&
+                 off == a[2].via.bin.size,
+             "admin %u: the result is not one msgpack value", msgid);
+  msgpack_unpacked_destroy(&u);
+}
+
 static void check_stats(uint32_t msgid, const msgpack_object *res)
 {
   uint64_t v;
@@ -511,6 +555,8 @@ static void check_listener_msg(peer_t *p, const uint8_t *b, size_t n)
     check_compiled(r, m.result);
   else if (r->method == M_STATS)
     check_stats(m.msgid, m.result);
+  else if (r->method == M_ADMIN)
+    check_admin(m.msgid, m.result);
   else if (r->method == M_METRICS)
     FUZZ_CHECK(r->valid && m.result->type == MSGPACK_OBJECT_STR,
                "metrics %u: a %s result%s", m.msgid,
@@ -531,6 +577,15 @@ static int params_are(const proto_msg_t *m, uint32_t n)
          m->params->via.array.size == n;
 }
 
+/* The listener's requests to the worker side (run_worker's scan): what
+ * each msgid asked, ASK_NONE once answered. */
+enum { ASK_NONE, ASK_REPORT, ASK_KILL };
+static struct {
+  uint32_t msgid;
+  int kind;
+} asks[64];
+static unsigned nasks;
+
 /* A message from the worker (to the listener the target plays). */
 static void check_worker_msg(const uint8_t *b, size_t n)
 {
@@ -542,7 +597,28 @@ static void check_worker_msg(const uint8_t *b, size_t n)
   FUZZ_CHECK(msgpack_zone_init(&zone, 4096), "out of memory");
   FUZZ_CHECK(proto_msg_decode(b, n, &zone, &m, &reason) == 0,
              "the worker sent a message that does not decode: %s", reason);
-  FUZZ_CHECK(m.type != PROTO_RESPONSE, "the worker sent a response");
+  if (m.type == PROTO_RESPONSE) {
+    unsigned i;
+    for (i = 0; i < nasks; i++)
+      if (asks[i].kind != ASK_NONE && asks[i].msgid == m.msgid)
+        break;
+    FUZZ_CHECK(i < nasks, "the worker answered %u, which was not asked",
+               m.msgid);
+    FUZZ_CHECK(m.error->type == MSGPACK_OBJECT_NIL,
+               "the worker answered %u with an error", m.msgid);
+    if (asks[i].kind == ASK_REPORT) {
+      report_t *r = report_decode(m.result);
+      FUZZ_CHECK(r != NULL, "the worker's report %u does not decode", m.msgid);
+      report_free(r);
+    } else {
+      FUZZ_CHECK(m.result->type == MSGPACK_OBJECT_BOOLEAN,
+                 "the worker's answer to kill %u is a %s", m.msgid,
+                 proto_obj_type_name(m.result));
+    }
+    asks[i].kind = ASK_NONE;
+    msgpack_zone_destroy(&zone);
+    return;
+  }
   if (m.type == PROTO_NOTIFY) {
     FUZZ_CHECK(
         (ipc_is(&m, "ready") || ipc_is(&m, "closed")) && params_are(&m, 1),
@@ -558,6 +634,11 @@ static void check_worker_msg(const uint8_t *b, size_t n)
                    a[4].type == MSGPACK_OBJECT_ARRAY &&
                    a[5].type == MSGPACK_OBJECT_POSITIVE_INTEGER,
                "the worker's compile request is malformed");
+  } else if (ipc_is(&m, "admin")) {
+    FUZZ_CHECK(params_are(&m, 2) &&
+                   m.params->via.array.ptr[0].type == MSGPACK_OBJECT_STR &&
+                   m.params->via.array.ptr[1].type == MSGPACK_OBJECT_ARRAY,
+               "the worker's admin request is malformed");
   } else {
     FUZZ_CHECK((ipc_is(&m, "cache.stats") && params_are(&m, 0)) ||
                    (ipc_is(&m, "cache.clear") && params_are(&m, 1)),
@@ -798,6 +879,8 @@ static int scan_worker_bytes(peer_t *p, const uint8_t *data, size_t size)
         }
       } else if (ipc_is(&m, "cache.stats")) {
         r.method = M_STATS;
+      } else if (ipc_is(&m, "admin")) {
+        r.method = M_ADMIN;
       } else if (ipc_is(&m, "cache.clear")) {
         r.method = M_CLEAR;
         r.clear_ok = ipc_param_uint(&m, 0, UINT32_MAX, &uid) == 0 &&
@@ -910,6 +993,8 @@ static int run_listener(uint8_t mode, const uint8_t *data, size_t size,
   unlink(G.token);
   FUZZ_CHECK(!sent_fd_open(), "a descriptor a worker sent is left open");
   peer_free(&p);
+  /* An admin's log.level changed this process's level. */
+  log_set_level(G.verbose ? HLOG_DEBUG : HLOG_ERROR);
   check_health();
   return 0;
 }
@@ -926,7 +1011,7 @@ typedef struct {
 } pend_t;
 
 static struct {
-  pend_t pend[3]; /* compile, cache.stats, cache.clear */
+  pend_t pend[4]; /* compile, cache.stats, cache.clear, admin */
   int stopped;
   uint32_t answered_ok; /* bit i: a nil-error response came for msgid i+1 */
 } WS;
@@ -955,6 +1040,18 @@ static void cleared_cb(void *ctx, int status, const char *msg)
   p->calls++;
   p->status = status;
   FUZZ_CHECK(msg != NULL, "cache.clear: no message");
+}
+
+static void admin_cb(void *ctx, int status, const char *msg, const char *res,
+                     size_t len)
+{
+  pend_t *p = ctx;
+
+  p->calls++;
+  p->status = status;
+  FUZZ_CHECK(status != 0 || (res != NULL && len > 0),
+             "admin: success without a result");
+  FUZZ_CHECK(status == 0 || msg != NULL, "admin: a failure without a message");
 }
 
 static void stop_cb(daemon_t *d, const char *why)
@@ -992,9 +1089,30 @@ static int scan_listener_bytes(const uint8_t *data, size_t size, int *stops)
     }
     if (m.type == PROTO_NOTIFY && (ipc_is(&m, "conn") || ipc_is(&m, "exit")))
       *stops = 1;
-    if (m.type == PROTO_RESPONSE && m.msgid >= 1 && m.msgid <= 3 &&
+    if (m.type == PROTO_RESPONSE && m.msgid >= 1 && m.msgid <= 4 &&
         m.error->type == MSGPACK_OBJECT_NIL)
       WS.answered_ok |= 1u << (m.msgid - 1);
+    /* The listener's requests: a malformed one stops the worker, one that
+     * is well-formed gets an answer (once nothing stopped it before). */
+    if (m.type == PROTO_REQUEST && ipc_is(&m, "report")) {
+      if (!params_are(&m, 0))
+        *stops = 1;
+      else if (!*stops && nasks < 64)
+        asks[nasks].msgid = m.msgid, asks[nasks++].kind = ASK_REPORT;
+    } else if (m.type == PROTO_REQUEST && ipc_is(&m, "kill")) {
+      uint64_t id;
+      const char *who;
+      size_t wn;
+      if (ipc_param_uint(&m, 0, UINT64_MAX, &id) != 0 ||
+          ipc_param_bytes(&m, 1, 127, &who, &wn) != 0)
+        *stops = 1;
+      else if (!*stops && nasks < 64)
+        asks[nasks].msgid = m.msgid, asks[nasks++].kind = ASK_KILL;
+    } else if (m.type == PROTO_NOTIFY && ipc_is(&m, "log.level")) {
+      uint64_t lvl;
+      if (ipc_param_uint(&m, 0, HLOG_DEBUG, &lvl) != 0)
+        *stops = 1;
+    }
     msgpack_zone_destroy(&zone);
     off += (size_t)n;
   }
@@ -1016,6 +1134,7 @@ static int run_worker(uint8_t mode, const uint8_t *data, size_t size,
   int sv[2], breaks, stops;
 
   memset(&WS, 0, sizeof(WS));
+  nasks = 0;
   breaks = scan_listener_bytes(data, size, &stops);
   FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0,
              "socketpair: %s", strerror(errno));
@@ -1027,7 +1146,12 @@ static int run_worker(uint8_t mode, const uint8_t *data, size_t size,
   kernel_build(&kr, built_cb, &WS.pend[0]);
   worker_cache_stats(stats_cb, &WS.pend[1]);
   worker_cache_clear(STRANGER_UID, cleared_cb, &WS.pend[2]);
-  for (int i = 0; i < 3; i++)
+  {
+    msgpack_object none = {.type = MSGPACK_OBJECT_ARRAY};
+    admin_request(&G.wd, STRANGER_UID, 0, "session.list", &none, admin_cb,
+                  &WS.pend[3]);
+  }
+  for (int i = 0; i < 4; i++)
     FUZZ_CHECK(WS.pend[i].calls == 0, "request %d answered before it was",
                i + 1);
   p.out = data;
@@ -1047,7 +1171,9 @@ static int run_worker(uint8_t mode, const uint8_t *data, size_t size,
                break_off);
   worker_close(&G.wd);
   wait_handles(baseline);
-  for (int i = 0; i < 3; i++) {
+  /* A log.level from the listener changed this process's level. */
+  log_set_level(G.verbose ? HLOG_DEBUG : HLOG_ERROR);
+  for (int i = 0; i < 4; i++) {
     FUZZ_CHECK(WS.pend[i].calls == 1, "request %d: its callback ran %d times",
                i + 1, WS.pend[i].calls);
     FUZZ_CHECK(WS.pend[i].status <= 0, "request %d: status %d", i + 1,
