@@ -306,6 +306,12 @@ static void client_main(const char *sock, int in, int out)
       hipd_close(conns[line[6] - '0']);
       conns[line[6] - '0'] = NULL;
       reply_u64(out, 0, 0);
+    } else if (strcmp(line, "rawreset") == 0) {
+      /* The raw session was closed (killed): a fresh one next time. */
+      if (raw != NULL)
+        raw_close(raw);
+      raw = NULL;
+      reply_u64(out, 0, 0);
     } else if (strncmp(line, "admin ", 6) == 0) {
       /* admin METHOD [ARG] */
       char method[64], arg[64] = "";
@@ -767,6 +773,24 @@ static void views(int none)
   ck_assert_ptr_null(find_session(r.o, a2));
   ck_assert_ptr_nonnull(find_session(r.o, a1));
   res_free(&r);
+  /* A session may kill itself: the answer comes first. */
+  {
+    uint64_t self = 0;
+    client_do(&a, &r, "admin session.list");
+    for (uint32_t i = 0; i < r.o->via.array.size; i++)
+      if (map_str_is(&r.o->via.array.ptr[i], "client", "raw-admin"))
+        self = map_u64(&r.o->via.array.ptr[i], "id");
+    res_free(&r);
+    ck_assert_uint_ne(self, 0);
+    snprintf(arg, sizeof(arg), "#%llu", (unsigned long long)self);
+    client_do(&a, &r, "admin session.kill %s", arg);
+    ck_assert_int_eq(r.rc, 0);
+    res_free(&r);
+    snprintf(head, sizeof(head), "[s%llu] session closed: killed by uid %u (",
+             (unsigned long long)self, (unsigned)uid_a);
+    ck_assert_msg(harness_log_wait(d, head, 5000), "no '%s'", head);
+    ck_assert_int_eq(client_rc(&a, "rawreset%s", ""), 0);
+  }
 
   client_stop(&a);
   client_stop(&b);

@@ -44,10 +44,11 @@ typedef struct worker {
   uint64_t idle_since;
   int leaving;        /* told to exit, or gone: takes no connection */
   uint64_t exit_sent; /* when it was told to exit (uv_now), 0: not yet */
-  int exited;         /* its exit was seen */
-  int handles;        /* libuv handles of this worker still open */
-  int refs;           /* compile jobs in flight + 1 while it is listed */
-  report_t *last;     /* its last report (admin.h), folded when it exits */
+  int exited;         /* its exit was seen (uv_now then: exited_ms) */
+  uint64_t exited_ms;
+  int handles;    /* libuv handles of this worker still open */
+  int refs;       /* compile jobs in flight + 1 while it is listed */
+  report_t *last; /* its last report (admin.h), folded when it exits */
 } worker_t;
 
 /* A peer refused by the policy: it reads the rule in the answer to its
@@ -72,7 +73,8 @@ static struct {
   list_node_t live;    /* worker_t.node: those taking connections */
   list_node_t leaving; /* told to exit, not yet reaped */
   list_node_t refusals;
-  uint32_t n; /* in both lists */
+  list_node_t dead; /* exited, their channel still open to read its end */
+  uint32_t n;       /* in both lists */
   uint64_t started;
   uint32_t sessions; /* connections held by workers, all together */
   int stop_sent;
@@ -84,6 +86,7 @@ static struct {
     .live = {&W.live, &W.live},
     .leaving = {&W.leaving, &W.leaving},
     .refusals = {&W.refusals, &W.refusals},
+    .dead = {&W.dead, &W.dead},
     .asks = {&W.asks, &W.asks},
 };
 
@@ -119,6 +122,7 @@ int workers_init(daemon_t *d, char **argv, hipd_err_t *err)
   list_init(&W.live);
   list_init(&W.leaving);
   list_init(&W.refusals);
+  list_init(&W.dead);
   list_init(&W.asks);
   for (W.argc = 0; argv[W.argc] != NULL; W.argc++)
     ;
@@ -253,6 +257,11 @@ static void exit_cb(uv_process_t *p, int64_t status, int sig)
   if (w->ch.broken) {
     worker_forget(w);
     ipc_close(&w->ch, ch_closed);
+  } else {
+    /* Housekeeping closes it if its end never comes (a descriptor
+     * inherited by a process that outlived the worker). */
+    w->exited_ms = uv_now(w->d->loop);
+    list_insert_tail(&W.dead, &w->node);
   }
   worker_unref(w);
 }
@@ -267,6 +276,7 @@ static void ch_broken(ipc_chan_t *ch, const char *why)
     if (w->pid < 0) {
       adopted_broken(ch, why);
     } else {
+      list_remove(&w->node); /* from W.dead */
       worker_forget(w);
       ipc_close(&w->ch, ch_closed);
     }
@@ -1364,6 +1374,15 @@ void workers_housekeeping(daemon_t *d)
        * before it reads the exit. */
       ask_report(w);
       send_exit(w);
+    }
+  }
+  for (n = W.dead.next; n != &W.dead; n = next) {
+    worker_t *w = list_entry(n, worker_t, node);
+    next = n->next;
+    if (now - w->exited_ms >= 2000) {
+      list_remove(&w->node);
+      worker_forget(w);
+      ipc_close(&w->ch, ch_closed);
     }
   }
   /* Every 10 s, each worker's report, in case one dies without a word. */
