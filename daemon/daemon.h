@@ -100,6 +100,7 @@ typedef struct daemon_config {
   uint32_t worker_linger_ms; /* an idle worker lives this long */
   int mps;                   /* MPS_* (privsep/mps.h) */
   char *worker_arg;          /* --worker=MODE:UID:GID:ID, internal */
+  char *metrics_listen;      /* --metrics-listen ADDR:PORT, NULL: off */
 
   /* --max-input-bytes: the input that all sessions together may have
    * buffered beyond each one's floor (transport.c). */

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,8 +34,10 @@
 #include "hipd.h"
 #include "kernels/cache.h"
 #include "log.h"
+#include "metrics/http.h"
 #include "notify.h"
 #include "policy.h"
+#include "privsep/metrics.h"
 #include "privsep/mps.h"
 #include "privsep/worker.h"
 #include "privsep/workers.h"
@@ -162,6 +165,10 @@ static void usage(FILE *f)
       "                           hipd.conf(5)); the command line overrides "
       "it\n"
       "      --no-config          read no configuration file (as --config '')\n"
+      "      --metrics-listen ADDR:PORT  serve Prometheus metrics over HTTP\n"
+      "                           at /metrics (e.g. 127.0.0.1:9464 or\n"
+      "                           [::1]:9464; default: off); whoever reaches\n"
+      "                           it sees every tenant's usage\n"
       "  -V, --version            print the version and exit\n"
       "  -h, --help               print this help and exit\n"
       "\n"
@@ -207,6 +214,7 @@ enum {
   OPT_WORKER_LINGER,
   OPT_MPS,
   OPT_WORKER,
+  OPT_METRICS_LISTEN,
   OPT_COMPILE_JOBS,
   OPT_COMPILE_TIMEOUT,
   OPT_COMPILE_USER,
@@ -255,6 +263,7 @@ static const struct option longopts[] = {
     {"worker-linger", required_argument, NULL, OPT_WORKER_LINGER},
     {"mps", required_argument, NULL, OPT_MPS},
     {"worker", required_argument, NULL, OPT_WORKER},
+    {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
     {"compile-jobs", required_argument, NULL, OPT_COMPILE_JOBS},
     {"compile-timeout", required_argument, NULL, OPT_COMPILE_TIMEOUT},
     {"compile-user", required_argument, NULL, OPT_COMPILE_USER},
@@ -546,6 +555,25 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
     case OPT_NO_CONFIG:
       cfg->no_config = 1;
       break;
+    case OPT_METRICS_LISTEN: {
+      struct sockaddr_storage ss;
+      socklen_t sl;
+      int lo;
+      hipd_err_t e;
+#ifndef HAVE_MICROHTTPD
+      opt_error("--metrics-listen: this hipd was built without "
+                "libmicrohttpd (Debian: libmicrohttpd-dev; configure "
+                "--with-microhttpd)");
+      return -1;
+#endif
+      if (metrics_addr_parse(optarg, &ss, &sl, &lo, &e) != 0) {
+        opt_error("--metrics-listen %s", e.msg);
+        return -1;
+      }
+      free(cfg->metrics_listen);
+      cfg->metrics_listen = strdup(optarg);
+      break;
+    }
     case 'V':
       printf("hipd %s (protocol %d)\n", PACKAGE_VERSION, HIPD_PROTOCOL_VERSION);
       exit(0);
@@ -628,6 +656,7 @@ static void cfg_free(daemon_config_t *c)
   free(c->allow_users);
   free(c->allow_groups);
   free(c->admin_group);
+  free(c->metrics_listen);
   for (uint32_t i = 0; i < c->ndevice_allow; i++)
     free(c->device_allow[i]);
   free(c->device_allow);
@@ -792,6 +821,7 @@ static void start_cfg_keep(const daemon_config_t *c)
   start_cfg.cache_dir = dup_or_null(c->cache_dir);
   start_cfg.compile_user = dup_or_null(c->compile_user);
   start_cfg.worker_user = dup_or_null(c->worker_user);
+  start_cfg.metrics_listen = dup_or_null(c->metrics_listen);
   start_cfg.allow_users = start_cfg.allow_groups = NULL;
   start_cfg.admin_group = NULL;
   start_cfg.device_allow = NULL;
@@ -828,6 +858,7 @@ static void restart_changes(const daemon_config_t *a, const daemon_config_t *b,
       {"isolation", a->isolation != b->isolation},
       {"user", str_differ(a->worker_user, b->worker_user)},
       {"mps", a->mps != b->mps},
+      {"metrics-listen", str_differ(a->metrics_listen, b->metrics_listen)},
   };
   size_t n = 0;
 
@@ -1079,6 +1110,9 @@ static void shutdown_tick_cb(uv_timer_t *t)
    * killed only if it is still there well after that. */
   if (d->role == ROLE_LISTENER)
     left += workers_stop(d, uv_now(d->loop) >=
+                                shutdown_deadline + WORKER_EXIT_GRACE_MS);
+  if (d->role != ROLE_WORKER)
+    left += metrics_stop(d, uv_now(d->loop) >=
                                 shutdown_deadline + WORKER_EXIT_GRACE_MS);
 
   /* Device work of closed sessions (frees, stream teardown) finishes too,
@@ -1349,10 +1383,10 @@ static int worker_setup(daemon_t *d, worker_role_t *role, hipd_err_t *err)
   if (geteuid() == 0 &&
       (rc = drop_to_worker_account(d->cfg.worker_user, err)) != 0)
     return rc;
-  /* No core dump, no ptrace by the same account, no privilege gained by
-   * exec, and the worker's system calls only (no process, no exec, no
-   * network socket): the seccomp filter covers the device runtimes'
-   * threads too, all started after this. */
+    /* No core dump, no ptrace by the same account, no privilege gained by
+     * exec, and the worker's system calls only (no process, no exec, no
+     * network socket): the seccomp filter covers the device runtimes'
+     * threads too, all started after this. */
 #ifdef HIPD_ASAN
   /* LeakSanitizer checks a worker at exit with a tracer that clones and
    * ptraces it, which the worker profile refuses and a non-dumpable
@@ -1392,6 +1426,18 @@ int main(int argc, char **argv)
   if (d->cfg.worker_user == NULL)
     d->cfg.worker_user = strdup("hipd");
   d->daemon_uid = geteuid();
+  if (d->cfg.worker_arg != NULL && strcmp(d->cfg.worker_arg, "metrics") == 0) {
+#ifdef HAVE_MICROHTTPD
+    /* The metrics process (metrics/http.h): nothing else of hipd runs.
+     * A SIGHUP is the listener's (a reload), not its. */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    return metrics_http_main(d);
+#else
+    log_error(0, "--worker=metrics: built without libmicrohttpd");
+    return 1;
+#endif
+  }
   if (d->cfg.worker_arg != NULL) {
     hipd_err_t err;
     if (worker_setup(d, &role, &err) != 0) {
@@ -1469,6 +1515,11 @@ int main(int argc, char **argv)
     }
     if (d->role == ROLE_LISTENER)
       workers_admin_init(d);
+    /* Bound now, so that a bad address stops hipd before it listens. */
+    if (d->role != ROLE_WORKER && (rc = metrics_init(d, &err)) != 0) {
+      log_error(0, "not started: %s", err.msg);
+      return 1;
+    }
     if (d->role == ROLE_WORKER && role.mode == WORKER_PROBE) {
       log_debug(0, "worker check: the options are valid");
       policy_free(d);
@@ -1560,6 +1611,8 @@ int main(int argc, char **argv)
     return 1;
   }
   d->gpu_sharing = mps_state();
+  if (d->role != ROLE_WORKER)
+    metrics_start(d, argv);
   transport_init(d);
   uv_timer_init(d->loop, &d->housekeeping);
   d->housekeeping.data = d;

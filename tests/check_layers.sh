@@ -17,7 +17,7 @@ layer_of()
 {
   case "$1" in
   main.c) echo 0 ;;
-  server.c | server.h | privsep/*) echo 1 ;;
+  server.c | server.h | privsep/* | metrics/*) echo 1 ;;
   transport.c | transport.h) echo 2 ;;
   dispatch.c | dispatch.h) echo 3 ;;
   methods/*) echo 4 ;;
@@ -36,7 +36,7 @@ layer_of()
   *) echo "" ;;
   esac
 }
-names=(main "server and privsep" transport dispatch methods admin calls "session and resources" \
+names=(main "server, privsep and metrics" transport dispatch methods admin calls "session and resources" \
   objects kernels devices executors drivers codegen utilities)
 
 fail=0

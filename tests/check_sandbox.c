@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
@@ -258,6 +259,74 @@ START_TEST(test_worker_profile)
 {
   run_ok(worker_profile, NULL);
   run_sigsys(worker_ptrace, NULL);
+}
+END_TEST
+
+/* ----------------------------------------------------------- metrics */
+
+/* The metrics process: accept and I/O on a listening TCP socket it was
+ * given, threads, its loop; no new socket of any family, no process, no
+ * file. */
+static void metrics_profile(void *arg)
+{
+  char *const argv[] = {"/bin/true", NULL};
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  socklen_t alen = sizeof(a);
+  pthread_t t;
+  int v = 0, ls, cs, as, one = 1, pv[2], n = 0;
+  char c = 0;
+
+  (void)arg;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ls = socket(AF_INET, SOCK_STREAM, 0);
+  cs = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT(ls >= 0 && cs >= 0, "socket: %s", strerror(errno));
+  EXPECT(bind(ls, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(ls, 4) == 0,
+         "bind/listen: %s", strerror(errno));
+  EXPECT(getsockname(ls, (struct sockaddr *)&a, &alen) == 0, "getsockname");
+  EXPECT(connect(cs, (struct sockaddr *)&a, sizeof(a)) == 0, "connect: %s",
+         strerror(errno));
+  enter_profile(SANDBOX_PROFILE_METRICS);
+  as = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+  EXPECT(as >= 0, "accept4: %s", strerror(errno));
+  EXPECT(setsockopt(as, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) == 0,
+         "setsockopt: %s", strerror(errno));
+  EXPECT(write(cs, "x", 1) == 1 && recv(as, &c, 1, 0) == 1 && c == 'x',
+         "I/O on the accepted connection: %s", strerror(errno));
+  EXPECT(send(as, "y", 1, MSG_NOSIGNAL) == 1, "send: %s", strerror(errno));
+  EXPECT_ERRNO(socket(AF_INET, SOCK_STREAM, 0), EPERM, "socket(AF_INET)");
+  EXPECT_ERRNO(socket(AF_INET6, SOCK_STREAM, 0), EPERM, "socket(AF_INET6)");
+  EXPECT_ERRNO(socket(AF_UNIX, SOCK_STREAM, 0), EPERM, "socket(AF_UNIX)");
+  EXPECT_ERRNO(socketpair(AF_UNIX, SOCK_STREAM, 0, pv), EPERM, "socketpair");
+  EXPECT_ERRNO(bind(ls, (struct sockaddr *)&a, sizeof(a)), EPERM, "bind");
+  EXPECT_ERRNO(listen(ls, 8), EPERM, "listen");
+  EXPECT_ERRNO(connect(cs, (struct sockaddr *)&a, sizeof(a)), EPERM, "connect");
+  EXPECT_ERRNO(open("/etc/passwd", O_RDONLY), EPERM, "open");
+  EXPECT_ERRNO(openat(AT_FDCWD, "/etc/passwd", O_RDONLY), EPERM, "openat");
+  EXPECT_ERRNO(fork(), EPERM, "fork");
+  EXPECT_ERRNO(execve(argv[0], argv, NULL), EPERM, "execve");
+  EXPECT(pthread_create(&t, NULL, thread_fn, &v) == 0, "pthread_create");
+  pthread_join(t, NULL);
+  EXPECT(v == 42, "the thread did not run");
+  EXPECT(pipe(pv) == 0, "pipe: %s", strerror(errno));
+  EXPECT(ioctl(pv[0], FIONREAD, &n) == 0, "ioctl: %s", strerror(errno));
+  EXPECT(syscall(SYS_epoll_create1, 0) >= 0, "epoll_create1: %s",
+         strerror(errno));
+  EXPECT(syscall(SYS_eventfd2, 0, 0) >= 0, "eventfd2: %s", strerror(errno));
+}
+
+static void metrics_ptrace(void *arg)
+{
+  (void)arg;
+  enter_profile(SANDBOX_PROFILE_METRICS);
+  ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+  child_fail("ptrace returned");
+}
+
+START_TEST(test_metrics_profile)
+{
+  run_ok(metrics_profile, NULL);
+  run_sigsys(metrics_ptrace, NULL);
 }
 END_TEST
 
@@ -630,6 +699,7 @@ static Suite *sandbox_suite(void)
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_runner_profile);
   tcase_add_test(tc, test_worker_profile);
+  tcase_add_test(tc, test_metrics_profile);
   tcase_add_test(tc, test_compiler_profile);
   tcase_add_test(tc, test_launcher_profile);
   tcase_add_test(tc, test_stacked_profiles);

@@ -59,4 +59,39 @@ if awk -v s="$score" -v m="$max" 'BEGIN { exit !(s + 0 >= m + 0) }'; then
   exit 1
 fi
 echo "check_unit: exposure $score (below $max)"
+
+# With the drop-in that turns on --metrics-listen (systemd/hipd-metrics.conf):
+# verify is still silent, the listener may make AF_INET/AF_INET6 sockets
+# (it binds the metrics port), and the exposure stays below the bound.
+dropin=systemd/hipd-metrics.conf
+if [ ! -f "$dropin" ]; then
+  echo "check_unit: $dropin was not generated (run make first)"
+  exit 1
+fi
+mkdir "$tmp/hipd.service.d"
+sed "s|^ExecStart=[^ ]*/hipd |ExecStart=$(pwd)/hipd |" "$dropin" \
+  >"$tmp/hipd.service.d/metrics.conf"
+systemd-analyze verify --man=no "$tmp/hipd.service" "$tmp/hipd.socket" \
+  >"$tmp/verify.txt" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] || [ -s "$tmp/verify.txt" ]; then
+  echo "check_unit: systemd-analyze verify (exit $rc) complains about the unit with $dropin:"
+  cat "$tmp/verify.txt"
+  exit 1
+fi
+systemd-analyze security --offline=true --no-pager "$tmp/hipd.service" \
+  >"$tmp/security.txt" 2>&1
+if ! grep -q '✗ RestrictAddressFamilies=~AF_(INET|INET6)' "$tmp/security.txt"; then
+  echo "check_unit: with $dropin the service still may not make inet sockets:"
+  grep 'RestrictAddressFamilies\|PrivateNetwork' "$tmp/security.txt"
+  exit 1
+fi
+score2=$(sed -n 's/.*Overall exposure level for hipd.service: \([0-9][0-9.]*\).*/\1/p' \
+  "$tmp/security.txt")
+if [ -z "$score2" ] ||
+  awk -v s="$score2" -v m="$max" 'BEGIN { exit !(s + 0 >= m + 0) }'; then
+  echo "check_unit: exposure '$score2' of hipd.service with $dropin is not below $max"
+  exit 1
+fi
+echo "check_unit: with $dropin (--metrics-listen): inet sockets allowed, exposure $score2 (below $max)"
 exit 0

@@ -113,6 +113,11 @@ typedef enum {
    * it bounds the runner too), plus fork/execve of the runner, waits,
    * kill, socketpair(AF_UNIX). */
   SANDBOX_PROFILE_LAUNCHER,
+  /* the metrics process (daemon/metrics/http.c): libuv, libmicrohttpd's
+   * threads, accept() on the listening socket it was given and I/O on the
+   * connections; no socket() at all (no new socket, no bind, no listen,
+   * no connect), no processes, no execve, no files. */
+  SANDBOX_PROFILE_METRICS,
 } sandbox_profile_t;
 
 /* Name of a profile ("runner", ...), "none" for NONE. */

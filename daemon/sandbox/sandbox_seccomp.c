@@ -138,6 +138,14 @@ static const char *const g_loop[] = {
     "setsockopt", "getsockname", "getpeername", "connect", "wait4", "waitid",
     "inotify_init1", "inotify_add_watch", "inotify_rm_watch", NULL};
 
+/* An HTTP server on a listening socket it was given (the metrics
+ * process): accepting, its loop and libmicrohttpd's polls, socket options
+ * of the connections. Not socket, bind, listen or connect. */
+static const char *const g_accept[] = {
+    "accept", "accept4", "epoll_create", "epoll_create1", "epoll_ctl",
+    "epoll_wait", "epoll_pwait", "epoll_pwait2", "getsockopt", "setsockopt",
+    "getsockname", "getpeername", NULL};
+
 /* A GPU runtime: driver ioctls, pinned memory, NUMA placement, thread
  * placement and priorities; the CUDA driver binds a unix socket at cuInit
  * (measured on the H200: without bind, cuInit fails with 304), and
@@ -309,6 +317,13 @@ static const profile_t profiles[] = {
                                    g_signal_any, g_chdir, g_confine, NULL},
                                   {r_ioctl_tty, r_prctl, r_socketpair_unix,
                                    r_self_only, NULL}},
+    /* The metrics process: threads, its loop, accept and I/O on the
+     * connections of the socket it was given; nothing else. */
+    [SANDBOX_PROFILE_METRICS] = {"metrics",
+                                 {g_base, g_memory, g_threads, g_signals,
+                                  g_time, g_fdio, g_accept, NULL},
+                                 {r_clone_thread, r_signal_self, r_ioctl_tty,
+                                  r_prctl, r_self_only, NULL}},
 };
 
 /* clang-format on */

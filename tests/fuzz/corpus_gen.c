@@ -14,7 +14,8 @@
  *             placeholders (fuzz_dispatch.c), and streams that break the
  *             protocol;
  *  ipc/       what a worker sends its listener and what a listener sends
- *             its worker (daemon/privsep), after fuzz_ipc's mode byte:
+ *             its worker (daemon/privsep), and what a metrics process
+ *             sends its listener (m-*), after fuzz_ipc's mode byte:
  *             valid messages of every method, malformed params of each,
  *             wrong types, lengths near the channel's limits, unknown
  *             methods, truncated frames, answers of every bad shape.
@@ -1459,6 +1460,59 @@ static void gen_ipc_worker(void)
   ipc_save("w-log-level-malformed", IPC_WORKER, &b);
 }
 
+/* What a metrics process sends its listener (privsep/metrics.c): mode
+ * IPC_WORKER | IPC_OWN_UID. */
+#define IPC_METRICS (IPC_WORKER | IPC_OWN_UID)
+static void gen_ipc_metrics(void)
+{
+  buf_t b;
+
+  buf_init(&b);
+  ipc_notify(&b, "ready", "");
+  req(&b, 1, "metrics", "");
+  req(&b, UINT32_MAX, "metrics", "");
+  ipc_save("m-ready-metrics", IPC_METRICS, &b);
+
+  /* metrics takes no params: an error, and the channel goes on. */
+  buf_init(&b);
+  ipc_notify(&b, "ready", "");
+  req(&b, 2, "metrics", "u", (uint64_t)1);
+  req(&b, 3, "metrics", "s", "all");
+  req(&b, 4, "metrics", "");
+  ipc_save("m-metrics-bad-params", IPC_METRICS, &b);
+
+  buf_init(&b);
+  ipc_notify(&b, "ready", "");
+  for (uint32_t i = 1; i <= 20; i++)
+    req(&b, i, "metrics", "");
+  ipc_save("m-many-in-flight", IPC_METRICS, &b);
+  buf_init(&b);
+  ipc_notify(&b, "ready", "");
+  req(&b, 1, "metrics", "");
+  req(&b, 2, "metrics", "u", (uint64_t)7);
+  ipc_save("m-pipelined-chunked", IPC_METRICS | IPC_CHUNK(1), &b);
+
+  /* What breaks the channel: another request, a response, ready with
+   * params, a descriptor. */
+  buf_init(&b);
+  req(&b, 1, "metrics", "");
+  req(&b, 2, "cache.stats", "");
+  req(&b, 3, "metrics", "");
+  ipc_save("m-break-unknown-request", IPC_METRICS, &b);
+  buf_init(&b);
+  req(&b, 1, "metrics", "");
+  ipc_nil(&b, 5);
+  ipc_save("m-break-response", IPC_METRICS, &b);
+  buf_init(&b);
+  ipc_notify(&b, "ready", "i", (int64_t)1);
+  req(&b, 1, "metrics", "");
+  ipc_save("m-break-ready-params", IPC_METRICS, &b);
+  buf_init(&b);
+  ipc_notify(&b, "ready", "");
+  req(&b, 1, "metrics", "");
+  ipc_save("m-break-descriptor", IPC_METRICS | IPC_FD, &b);
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 3)
@@ -1470,5 +1524,6 @@ int main(int argc, char **argv)
   gen_dispatch(argv[1]);
   gen_ipc_listener();
   gen_ipc_worker();
+  gen_ipc_metrics();
   return failed;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz_ipc.c: the wire between hipd's listener and its tenant
  * workers (daemon/privsep: ipc.c, workers.c, worker.c), both of its ends,
+ * and the listener's end of its wire to the metrics process (metrics.c),
  * in process.
  *
  * One libuv loop serves the listener side of a real daemon_t (role
@@ -19,7 +20,9 @@
  *             per-input budget, below); else they fail at once;
  *   bit 2     a descriptor (a memfd) goes with the first byte sent;
  *   bit 3     the adopted worker's tenant is the daemon's own uid (else
- *             uid 4242, an unprivileged stranger);
+ *             uid 4242, an unprivileged stranger); with bit 0 (bits 0 and
+ *             3: 0x09): metrics side: the rest is what a metrics process
+ *             sends, on a channel served by metrics_adopt();
  *   bits 4-7  c: the rest is written in chunks of c^3 bytes (c = 0: at
  *             once; at most 256 chunks), the loop running between chunks,
  *             so that messages arrive split at every place.
@@ -67,6 +70,15 @@
  *  - the listener stays healthy: after each input (its channel closed, its
  *    compiles done) a fresh adopted channel's cache.stats is answered.
  *
+ * Metrics side, properties (as the listener side's, for its methods):
+ *  - every byte the listener sends is a response to a `metrics` request
+ *    that was sent and not answered yet: a str result (only for params
+ *    []), or an error as above;
+ *  - until the first message that breaks the channel (a frame that does
+ *    not scan or decode, a response, a notification but `ready []`, a
+ *    request but `metrics`, any descriptor), every request is answered
+ *    and the channel stays open; after it, the channel closes.
+ *
  * Worker side, properties:
  *  - everything the worker sends is a well-formed message: the `ready`
  *    and `closed` notifications, the compile request [driver, arch, source
@@ -108,6 +120,7 @@
 #include "kernels/kernels.h"
 #include "log.h"
 #include "privsep/ipc.h"
+#include "privsep/metrics.h"
 #include "privsep/worker.h"
 #include "privsep/workers.h"
 
@@ -115,6 +128,7 @@
 #define MODE_COMPILE 0x02
 #define MODE_FD 0x04
 #define MODE_OWN_UID 0x08
+#define MODE_METRICS (MODE_WORKER | MODE_OWN_UID)
 
 #define STRANGER_UID 4242
 #define MEMFD_NAME "hipd-fuzz-ipc-sent"
@@ -326,13 +340,14 @@ typedef struct {
   int method; /* M_* */
   int answered;
   /* compile: the target's own reading of the params */
-  int valid;       /* params well-formed, driver cpu, host arch */
+  int valid;       /* params well-formed, driver cpu, host arch;
+                      metrics: params [] */
   cache_key_t key; /* kernels_key() of them, when valid */
   /* cache.clear: may succeed */
   int clear_ok;
 } req_t;
 
-enum { M_COMPILE, M_STATS, M_CLEAR, M_ADMIN, M_OTHER };
+enum { M_COMPILE, M_STATS, M_CLEAR, M_ADMIN, M_METRICS, M_OTHER };
 
 typedef struct {
   int fd;    /* the target's end */
@@ -352,6 +367,7 @@ typedef struct {
   size_t unanswered;
   uint64_t progress; /* bytes moved either way */
   uid_t tenant;
+  int metrics; /* the target plays a metrics process (MODE_METRICS) */
 } peer_t;
 
 static void write_some(peer_t *p, size_t limit)
@@ -573,6 +589,11 @@ static void check_listener_msg(peer_t *p, const uint8_t *b, size_t n)
     check_stats(m.msgid, m.result);
   else if (r->method == M_ADMIN)
     check_admin(m.msgid, m.result);
+  else if (r->method == M_METRICS)
+    FUZZ_CHECK(r->valid && m.result->type == MSGPACK_OBJECT_STR,
+               "metrics %u: a %s result%s", m.msgid,
+               proto_obj_type_name(m.result),
+               r->valid ? "" : " for params that are not []");
   else if (r->method == M_CLEAR)
     FUZZ_CHECK(r->clear_ok && m.result->type == MSGPACK_OBJECT_NIL,
                "cache.clear %u: succeeded for a worker of uid %u (%s)", m.msgid,
@@ -864,6 +885,18 @@ static int scan_worker_bytes(peer_t *p, const uint8_t *data, size_t size)
     FUZZ_CHECK(msgpack_zone_init(&zone, 4096), "out of memory");
     if (proto_msg_decode(data + off, (size_t)n, &zone, &m, &reason) != 0) {
       breaks = 1;
+    } else if (p->metrics) {
+      /* metrics.c: `ready []`, and `metrics` (checked, answered). */
+      if (m.type == PROTO_NOTIFY)
+        breaks = !ipc_is(&m, "ready") || !params_are(&m, 0);
+      else if (!ipc_is(&m, "metrics"))
+        breaks = 1;
+      else {
+        p->reqs = grow(p->reqs, &p->reqs_cap, p->nreqs + 1, sizeof(*p->reqs));
+        p->reqs[p->nreqs++] = (req_t){
+            .msgid = m.msgid, .method = M_METRICS, .valid = params_are(&m, 0)};
+        p->unanswered++;
+      }
     } else if (m.type == PROTO_RESPONSE) {
       /* An answer to the listener's report or kill, or to nothing (that
        * breaks the channel): which, the listener's msgids decide. */
@@ -951,6 +984,7 @@ static int run_listener(uint8_t mode, const uint8_t *data, size_t size,
   unsigned baseline = handles();
   int sv[2], breaks;
 
+  p.metrics = (mode & MODE_METRICS) == MODE_METRICS;
   p.tenant = mode & MODE_OWN_UID ? geteuid() : STRANGER_UID;
   if (p.tenant == geteuid() && !(mode & MODE_OWN_UID))
     p.tenant = STRANGER_UID + 1;
@@ -962,7 +996,7 @@ static int run_listener(uint8_t mode, const uint8_t *data, size_t size,
   /* A worker sends no descriptor: one breaks the channel. */
   if ((mode & MODE_FD) && size > 0)
     breaks = 1;
-  if (mode & MODE_COMPILE) {
+  if ((mode & MODE_COMPILE) && !p.metrics) {
     int t = open(G.token, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
     FUZZ_CHECK(t >= 0, "%s: %s", G.token, strerror(errno));
     close(t);
@@ -971,7 +1005,10 @@ static int run_listener(uint8_t mode, const uint8_t *data, size_t size,
              "socketpair: %s", strerror(errno));
   p.fd = sv[1];
   p.other = sv[0];
-  FUZZ_CHECK(workers_adopt(&G.d, sv[0], p.tenant) == 0, "workers_adopt");
+  if (p.metrics)
+    FUZZ_CHECK(metrics_adopt(&G.d, sv[0]) == 0, "metrics_adopt");
+  else
+    FUZZ_CHECK(workers_adopt(&G.d, sv[0], p.tenant) == 0, "workers_adopt");
   p.out = data;
   p.out_len = size;
   if ((mode & MODE_FD) && size > 0)
@@ -1228,6 +1265,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   /* At most 256 chunks: an input's cost stays bounded by its size. */
   if (chunk < (size + 255) / 256)
     chunk = (size + 255) / 256;
+  if ((mode & MODE_METRICS) == MODE_METRICS)
+    return run_listener(mode, data + 1, size - 1, chunk);
   if (mode & MODE_WORKER)
     return run_worker(mode, data + 1, size - 1, chunk);
   return run_listener(mode, data + 1, size - 1, chunk);

@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/privsep/metrics.c: the listener binds --metrics-listen, runs the
+ * unprivileged metrics process and answers its scrapes (metrics.h). */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "admin/admin.h"
+#include "hipd.h"
+#include "log.h"
+#include "privsep/ipc.h"
+#include "privsep/metrics.h"
+
+extern char **environ;
+
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS 60000
+/* A metrics process that ran this long before it died restarts after the
+ * shortest back-off again. */
+#define BACKOFF_RESET_MS 60000
+/* Scrapes the metrics process may have in flight here. */
+#define MAX_INFLIGHT 8
+
+static struct {
+  daemon_t *d;
+  int fd; /* the listening TCP socket, -1: none */
+  char exe[PATH_MAX];
+  char **argv;
+  uv_process_t proc; /* proc.data = NULL */
+  ipc_chan_t ch;
+  int running;       /* proc is a live process (its exit not seen) */
+  int adopted;       /* ch is a channel of metrics_adopt(), no process */
+  int handles;       /* proc and ch handles still open */
+  uint64_t gen;      /* bumped per process: answers go to their own */
+  uint64_t started;  /* uv_now() when the process started */
+  uint32_t backoff;  /* the next restart's delay, ms */
+  uv_timer_t timer;  /* the restart */
+  int timer_open;    /* timer initialised and not closed */
+  int stopping;      /* metrics_stop() called */
+  int term_sent;     /* SIGTERM sent at shutdown */
+  uint32_t inflight; /* scrapes asked of admin_metrics_text() */
+  uint64_t restarts;
+} M = {.fd = -1};
+
+int metrics_pid(const daemon_t *d)
+{
+  (void)d;
+  return M.running ? M.proc.pid : 0;
+}
+
+/* ------------------------------------------------------------ the address */
+
+int metrics_addr_parse(const char *spec, struct sockaddr_storage *ss,
+                       socklen_t *len, int *loopback, hipd_err_t *err)
+{
+  char host[INET6_ADDRSTRLEN + 2];
+  const char *colon, *port_s;
+  char *end;
+  unsigned long port;
+  size_t hl;
+
+  memset(ss, 0, sizeof(*ss));
+  if (spec[0] == '[') {
+    const char *rb = strchr(spec, ']');
+    if (rb == NULL || rb[1] != ':')
+      return err_set(err, HIPD_EINVAL,
+                     "'%s' is not [IPV6]:PORT (e.g. [::1]:9464)", spec);
+    hl = (size_t)(rb - spec - 1);
+    if (hl == 0 || hl >= sizeof(host))
+      return err_set(err, HIPD_EINVAL, "'%s': not an IPv6 address", spec);
+    memcpy(host, spec + 1, hl);
+    host[hl] = '\0';
+    port_s = rb + 2;
+  } else {
+    colon = strrchr(spec, ':');
+    if (colon == NULL || strchr(spec, ':') != colon)
+      return err_set(err, HIPD_EINVAL,
+                     "'%s' is not ADDR:PORT (e.g. 127.0.0.1:9464, "
+                     "[::1]:9464)",
+                     spec);
+    hl = (size_t)(colon - spec);
+    if (hl == 0 || hl >= sizeof(host))
+      return err_set(err, HIPD_EINVAL, "'%s': not an IPv4 address", spec);
+    memcpy(host, spec, hl);
+    host[hl] = '\0';
+    port_s = colon + 1;
+  }
+  errno = 0;
+  port = strtoul(port_s, &end, 10);
+  if (port_s[0] < '0' || port_s[0] > '9' || *end != '\0' || errno != 0 ||
+      port == 0 || port > 65535)
+    return err_set(err, HIPD_EINVAL, "'%s': the port must be 1 to 65535", spec);
+  if (spec[0] == '[') {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
+      return err_set(err, HIPD_EINVAL,
+                     "'%s': '%s' is not a numeric IPv6 address", spec, host);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons((uint16_t)port);
+    *len = sizeof(*a);
+    *loopback = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
+                (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) &&
+                 a->sin6_addr.s6_addr[12] == 127);
+  } else {
+    struct sockaddr_in *a = (struct sockaddr_in *)ss;
+    if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+      return err_set(err, HIPD_EINVAL,
+                     "'%s': '%s' is not a numeric IPv4 address", spec, host);
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)port);
+    *len = sizeof(*a);
+    *loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+  }
+  return 0;
+}
+
+int metrics_init(daemon_t *d, hipd_err_t *err)
+{
+  const char *spec = d->cfg.metrics_listen;
+  struct sockaddr_storage ss;
+  socklen_t len;
+  int loopback, fd, one = 1, rc;
+  ssize_t n;
+
+  M.d = d;
+  if (spec == NULL)
+    return 0;
+  if ((rc = metrics_addr_parse(spec, &ss, &len, &loopback, err)) != 0)
+    return err_set(err, rc, "--metrics-listen %s", err->msg);
+  n = readlink("/proc/self/exe", M.exe, sizeof(M.exe) - 1);
+  if (n <= 0)
+    return err_set(err, HIPD_EIO,
+                   "--metrics-listen: cannot find this program: readlink "
+                   "/proc/self/exe: %s",
+                   strerror(errno));
+  M.exe[n] = '\0';
+  /* The metrics process becomes the --user account (sandbox.h): a
+   * missing one would fail at every restart, so it stops hipd now. */
+  if (geteuid() == 0) {
+    struct passwd pwb, *pw = NULL;
+    char buf[4096];
+    if (getpwnam_r(d->cfg.worker_user, &pwb, buf, sizeof(buf), &pw) != 0 ||
+        pw == NULL || pw->pw_uid == 0)
+      return err_set(err, HIPD_EINVAL,
+                     "--metrics-listen: the metrics process's account '%s' "
+                     "%s (--user names it)",
+                     d->cfg.worker_user,
+                     pw == NULL ? "does not exist" : "is root");
+  }
+  fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return err_set(err, HIPD_EIO, "--metrics-listen %s: socket: %s", spec,
+                   strerror(errno));
+  (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (ss.ss_family == AF_INET6)
+    (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+  if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 64) != 0) {
+    int e = errno;
+    close(fd);
+    return err_set(err, HIPD_EIO, "--metrics-listen %s: %s", spec,
+                   e == EADDRINUSE      ? "address in use"
+                   : e == EADDRNOTAVAIL ? "no such address on this host"
+                   : e == EACCES        ? "permission denied (a port below "
+                                          "1024 needs root)"
+                                        : strerror(e));
+  }
+  M.fd = fd;
+  M.backoff = BACKOFF_MIN_MS;
+  if (!loopback)
+    log_warn(0,
+             "--metrics-listen %s is not a loopback address: anyone who can "
+             "reach it reads every tenant's usage (users, sessions, memory, "
+             "requests)",
+             spec);
+  return 0;
+}
+
+/* ------------------------------------------------------------- scrapes */
+
+typedef struct {
+  uint64_t gen;
+  uint32_t msgid;
+} scrape_t;
+
+static void reply_error(uint32_t msgid, int code, const char *msg)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_error_response(&pk, msgid, code, "%s", msg);
+  ipc_send(&M.ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+/* admin_metrics_text()'s answer: to the process that asked, if it is
+ * still the one running. */
+static void scrape_done(void *ctx, int status, char *text, size_t len)
+{
+  scrape_t *s = ctx;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  M.inflight--;
+  if (s->gen == M.gen && (M.running || M.adopted) && !M.ch.broken) {
+    if (status != 0 || text == NULL) {
+      reply_error(s->msgid, status != 0 ? status : HIPD_EIO,
+                  "metrics: the listener could not render the metrics");
+    } else {
+      msgpack_sbuffer_init(&sb);
+      msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+      proto_pack_response(&pk, s->msgid);
+      msgpack_pack_str(&pk, (uint32_t)len);
+      msgpack_pack_str_body(&pk, text, len);
+      ipc_send(&M.ch, sb.data, sb.size);
+      msgpack_sbuffer_destroy(&sb);
+    }
+  }
+  free(text);
+  free(s);
+}
+
+/* metrics []: the text of every series (the admin view: whoever reaches
+ * the HTTP port sees all, as documented). */
+static void on_metrics(const proto_msg_t *m)
+{
+  scrape_t *s;
+
+  if (m->params == NULL || m->params->type != MSGPACK_OBJECT_ARRAY ||
+      m->params->via.array.size != 0) {
+    reply_error(m->msgid, HIPD_EPARAMS, "metrics: takes no params");
+    return;
+  }
+  if (M.inflight >= MAX_INFLIGHT) {
+    reply_error(m->msgid, HIPD_EBUSY, "metrics: too many scrapes at once");
+    return;
+  }
+  if ((s = malloc(sizeof(*s))) == NULL) {
+    reply_error(m->msgid, HIPD_ENOMEM, "out of memory");
+    return;
+  }
+  s->gen = M.gen;
+  s->msgid = m->msgid;
+  M.inflight++;
+  admin_metrics_text(M.d, scrape_done, s);
+}
+
+static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
+{
+  if (m->type == PROTO_NOTIFY && ipc_is(m, "ready") && m->params != NULL &&
+      m->params->type == MSGPACK_OBJECT_ARRAY &&
+      m->params->via.array.size == 0) {
+    log_info(0, "metrics process ready (pid %d): http://%s/metrics",
+             M.running ? (int)M.proc.pid : 0,
+             M.d->cfg.metrics_listen != NULL ? M.d->cfg.metrics_listen : "-");
+  } else if (m->type == PROTO_REQUEST && ipc_is(m, "metrics")) {
+    on_metrics(m);
+  } else {
+    ipc_break(ch, "unknown message");
+  }
+}
+
+/* --------------------------------------------------------------- process */
+
+static void spawn(void);
+static void handle_closed(void);
+
+static void timer_cb(uv_timer_t *t)
+{
+  (void)t;
+  if (!M.stopping)
+    spawn();
+}
+
+/* Both handles of the last process are closed: start the next one after
+ * the back-off. */
+static void handle_closed(void)
+{
+  if (--M.handles > 0 || M.stopping)
+    return;
+  if (!M.timer_open) {
+    uv_timer_init(M.d->loop, &M.timer);
+    M.timer_open = 1;
+  }
+  uv_timer_start(&M.timer, timer_cb, M.backoff, 0);
+  M.backoff = M.backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : M.backoff * 2;
+}
+
+static void proc_closed_cb(uv_handle_t *h)
+{
+  (void)h;
+  handle_closed();
+}
+
+static void ch_closed(ipc_chan_t *ch)
+{
+  (void)ch;
+  if (M.adopted) {
+    /* No process, no restart. */
+    M.adopted = 0;
+    M.handles--;
+    return;
+  }
+  handle_closed();
+}
+
+static void exit_cb(uv_process_t *p, int64_t status, int sig)
+{
+  uint64_t ran = uv_now(M.d->loop) - M.started;
+
+  M.running = 0;
+  if (ran >= BACKOFF_RESET_MS)
+    M.backoff = BACKOFF_MIN_MS;
+  if (M.stopping)
+    log_info(0, "metrics process (pid %d) exited", (int)p->pid);
+  else if (sig != 0)
+    log_error(0,
+              "metrics process (pid %d) was killed by signal %d (%s); "
+              "restarting it in %u ms",
+              (int)p->pid, sig, strsignal(sig), (unsigned)M.backoff);
+  else
+    log_warn(0,
+             "metrics process (pid %d) exited with status %lld; restarting "
+             "it in %u ms",
+             (int)p->pid, (long long)status, (unsigned)M.backoff);
+  uv_close((uv_handle_t *)&M.proc, proc_closed_cb);
+  ipc_close(&M.ch, ch_closed);
+}
+
+static void ch_broken(ipc_chan_t *ch, const char *why)
+{
+  (void)ch;
+  if (M.adopted) {
+    log_debug(0, "adopted metrics channel closed: %s", why);
+    ipc_close(&M.ch, ch_closed);
+    return;
+  }
+  if (!M.running || M.stopping)
+    return;
+  /* Its end closed: it is exiting (exit_cb says how); anything else is
+   * a message the listener could not accept. */
+  if (strcmp(why, "the other end closed the channel") == 0)
+    log_debug(0, "metrics process (pid %d): channel closed", (int)M.proc.pid);
+  else
+    log_warn(0, "metrics process (pid %d): channel closed (%s); stopping it",
+             (int)M.proc.pid, why);
+  uv_process_kill(&M.proc, SIGKILL);
+}
+
+/* The command line of the metrics process: hipd's options and
+ * --worker=metrics; its environment: hipd's, without what belongs to the
+ * main process alone (systemd's notify socket and watchdog). */
+static int exec_args(char ***args_out, char ***env_out)
+{
+  static char role[] = "--worker=metrics";
+  size_t argc = 0, nenv = 0, ne = 0;
+  char **args, **env;
+
+  while (M.argv[argc] != NULL)
+    argc++;
+  for (char **e = environ; *e != NULL; e++)
+    nenv++;
+  args = calloc(argc + 2, sizeof(char *));
+  env = calloc(nenv + 1, sizeof(char *));
+  if (args == NULL || env == NULL) {
+    free(args);
+    free(env);
+    return HIPD_ENOMEM;
+  }
+  args[0] = M.exe;
+  for (size_t i = 1; i < argc; i++)
+    args[i] = M.argv[i];
+  args[argc > 0 ? argc : 1] = role;
+  for (char **e = environ; *e != NULL; e++)
+    if (strncmp(*e, "NOTIFY_SOCKET=", 14) != 0 &&
+        strncmp(*e, "WATCHDOG_", 9) != 0 && strncmp(*e, "LISTEN_", 7) != 0)
+      env[ne++] = *e;
+  *args_out = args;
+  *env_out = env;
+  return 0;
+}
+
+static void spawn(void)
+{
+  uv_process_options_t o = {0};
+  uv_stdio_container_t io[5];
+  char **args = NULL, **env = NULL;
+  int rc;
+
+  if (ipc_init(M.d->loop, &M.ch) != 0) {
+    log_error(0, "cannot start the metrics process: out of memory");
+    M.handles = 1;
+    handle_closed(); /* retried after the back-off */
+    return;
+  }
+  if (exec_args(&args, &env) != 0) {
+    log_error(0, "cannot start the metrics process: out of memory");
+    M.handles = 1;
+    ipc_close(&M.ch, ch_closed); /* retried after the back-off */
+    return;
+  }
+  M.ch.no_handles = 1;
+  M.gen++;
+  io[0].flags = UV_IGNORE;
+  io[1].flags = UV_INHERIT_FD;
+  io[1].data.fd = 1;
+  io[2].flags = UV_INHERIT_FD;
+  io[2].data.fd = 2;
+  io[3].flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE;
+  io[3].data.stream = (uv_stream_t *)&M.ch.pipe;
+  io[4].flags = UV_INHERIT_FD;
+  io[4].data.fd = M.fd;
+  o.file = M.exe;
+  o.args = args;
+  o.env = env;
+  o.stdio = io;
+  o.stdio_count = 5;
+  o.exit_cb = exit_cb;
+  rc = uv_spawn(M.d->loop, &M.proc, &o);
+  free(args);
+  free(env);
+  M.handles = 2;
+  if (rc != 0) {
+    log_error(0, "cannot start the metrics process: %s; retrying in %u ms",
+              uv_strerror(rc), (unsigned)M.backoff);
+    uv_close((uv_handle_t *)&M.proc, proc_closed_cb);
+    ipc_close(&M.ch, ch_closed);
+    return;
+  }
+  M.running = 1;
+  M.started = uv_now(M.d->loop);
+  if (M.gen > 1)
+    M.restarts++;
+  if ((rc = ipc_start(&M.ch, on_msg, ch_broken)) != 0) {
+    log_error(0, "metrics process (pid %d): cannot read its channel: %s",
+              (int)M.proc.pid, uv_strerror(rc));
+    uv_process_kill(&M.proc, SIGKILL);
+  }
+}
+
+void metrics_start(daemon_t *d, char **argv)
+{
+  M.d = d;
+  if (M.fd < 0)
+    return;
+  M.argv = argv;
+  spawn();
+}
+
+int metrics_adopt(daemon_t *d, int fd)
+{
+  int rc;
+
+  if (M.running || M.adopted || M.handles > 0)
+    return HIPD_EBUSY;
+  M.d = d;
+  rc = ipc_open(d->loop, &M.ch, fd);
+  if (rc == HIPD_ENOMEM) /* nothing was set up */
+    return rc;
+  M.adopted = 1;
+  M.handles = 1;
+  M.gen++;
+  M.ch.no_handles = 1;
+  if (rc != 0 || ipc_start(&M.ch, on_msg, ch_broken) != 0) {
+    ipc_close(&M.ch, ch_closed);
+    return HIPD_EIO;
+  }
+  return 0;
+}
+
+uint32_t metrics_stop(daemon_t *d, int force)
+{
+  (void)d;
+  if (!M.stopping) {
+    M.stopping = 1;
+    if (M.timer_open) {
+      uv_close((uv_handle_t *)&M.timer, NULL);
+      M.timer_open = 0;
+    }
+    if (M.fd >= 0) {
+      close(M.fd);
+      M.fd = -1;
+    }
+  }
+  if (M.running && (force || !M.term_sent)) {
+    uv_process_kill(&M.proc, force ? SIGKILL : SIGTERM);
+    M.term_sent = 1;
+  }
+  return M.handles > 0 ? 1 : 0;
+}
