@@ -58,6 +58,41 @@ for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 kill -TERM "$pid"
 wait "$pid" || rc=1
 cat "$out/hello.txt" "$out/vecadd.txt" "$out/vecadd-restart.txt" "$out/xcopy.txt"
+# Operations on the GPU: the tutorials against the GPU, then what an admin
+# sees of them (hipctl, and the metrics over HTTP, scraped with curl when
+# the machine has it).
+port=$((20000 + RANDOM % 20000))
+./hipd --socket "$sock" --cache-dir "$work/cache" \
+  --metrics-listen "127.0.0.1:$port" >> "$out/hipd.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+for ex in streams shm codegen profile; do
+  ./examples/$ex "$sock" > "$out/$ex.txt" 2>&1 || { echo "examples/$ex failed"; rc=1; }
+done
+# A session that holds a GPU buffer while hipctl looks (an "ir --run"
+# session ends before the listing, so a kernel run from a file holds it).
+printf '%s\n' 'extern "C" __global__ void add1(float *a, int n)' \
+  '{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] += 1.0f; }' \
+  > "$work/add1.hip"
+./hipctl --socket "$sock" run "$work/add1.hip" add1 --device 0 \
+  buf:f32:4096=iota i32:4096 --expect 1=1,2,3 > "$out/hipctl-run.txt" 2>&1 ||
+  { echo "hipctl run on the GPU failed"; rc=1; }
+for c in status devices sessions "cache stats" "cache list"; do
+  echo "== hipctl $c" >> "$out/hipctl.txt"
+  ./hipctl --socket "$sock" $c >> "$out/hipctl.txt" 2>&1 || { echo "hipctl $c failed"; rc=1; }
+done
+./hipctl --socket "$sock" --json status > "$out/hipctl-status.json" 2>&1 || rc=1
+./hipctl --socket "$sock" metrics > "$out/hipctl-metrics.txt" 2>&1 || rc=1
+if command -v curl >/dev/null 2>&1; then
+  curl -fsS "http://127.0.0.1:$port/metrics" > "$out/metrics.txt" 2>&1 ||
+    { echo "curl of the metrics failed"; rc=1; }
+fi
+kill -TERM "$pid"
+wait "$pid" || rc=1
+echo "== operations on the GPU"
+cat "$out/hipctl-run.txt" "$out/hipctl.txt"
+grep -E '^hipd_device_(kernels_launched_total|busy_seconds_total|memory_held_bytes|transfer_bytes_total)' \
+  "$out/metrics.txt" "$out/hipctl-metrics.txt" 2>/dev/null | head -20
 # make check again in an AddressSanitizer build (GCC's: the GPU machine has
 # no clang), when asked for with GPU_CHECK_ASAN=1. Leak checking is off
 # there: the CUDA driver keeps allocations until the process exits, which
