@@ -733,7 +733,7 @@ HIPD_EXTERN int hipd_metrics(hipd_conn_t *conn, char **text, size_t *len);
 HIPD_EXTERN int hipd_log_level(hipd_conn_t *conn, const char *level,
                                char *out, size_t cap);
 /** `cache.list`: an array of the compiled-kernel cache's entries: {key,
- *  bytes, target, atime}. */
+ *  bytes, atime} (atime: unix seconds, 0 for an entry in memory only). */
 HIPD_EXTERN int hipd_cache_list(hipd_conn_t *conn, hipd_info_t **out);
 
 /* -------------------------------------------------------- code generation */

@@ -679,12 +679,11 @@ static void cache_entry_cb(void *ctx, const cache_key_t *key, uint64_t bytes,
   char hex[2 * CACHE_KEY_SIZE + 1];
 
   cache_key_hex(key, hex);
-  msgpack_pack_map(pk, 4);
+  /* No target: the cache keeps hashes, and what an entry was compiled
+   * for is folded into its key, not kept beside it. */
+  msgpack_pack_map(pk, 3);
   kv_str(pk, "key", hex);
   kv_u64(pk, "bytes", bytes);
-  /* The cache keeps hashes: what an entry was compiled for is in its key,
-   * not beside it. */
-  kv_str(pk, "target", "");
   kv_u64(pk, "atime", atime);
 }
 

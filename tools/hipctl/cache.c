@@ -24,7 +24,7 @@ static const char cache_help[] =
     "NAME]...\n\n"
     "stats    the cache's counters (cache.stats)\n"
     "clear    empty it, in memory and on disk (root or the daemon's user)\n"
-    "list     its entries: key, target, size, last use\n"
+    "list     its entries: key, size, last use\n"
     "prewarm  compile the kernels of FILE through the cache for each device\n"
     "         (default 0; all: every device) and say which were there\n"
     "         (hit) and which were compiled (miss). The kernels: every\n"
@@ -321,9 +321,8 @@ int cmd_cache(hipctl_t *h, int argc, char **argv)
     js_info(info);
     js_end();
   } else {
-    static const char *const head[] = {"KEY", "TARGET", "SIZE", "LAST USED",
-                                       NULL};
-    out_table_t *t = out_table_new(head, "llrr");
+    static const char *const head[] = {"KEY", "SIZE", "LAST USED", NULL};
+    out_table_t *t = out_table_new(head, "lrr");
     time_t now = time(NULL);
     for (int i = 0; i < info_n(info, "%s", ""); i++) {
       char sz[32], ago[32];
@@ -333,9 +332,11 @@ int cmd_cache(hipctl_t *h, int argc, char **argv)
           ago, sizeof(ago),
           at && (uint64_t)now > at ? (double)(now - (time_t)at) * 1e3 : 0);
       out_table_cell(t, "%s", info_s(info, "%d.key", i));
-      out_table_cell(t, "%s", info_s(info, "%d.target", i));
       out_table_cell(t, "%s", sz);
-      out_table_cell(t, "%s ago", ago);
+      if (at == 0)
+        out_table_cell(t, "%s", "- (in memory)");
+      else
+        out_table_cell(t, "%s ago", ago);
     }
     out_table_print(t, stdout);
     out_table_free(t);
