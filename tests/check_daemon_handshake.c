@@ -73,6 +73,16 @@ START_TEST(test_hello_identity)
   hipd_info_free(dinfo);
   hipd_info_free(sinfo);
   hipd_close(conn);
+
+  /* A name with control characters (an escape sequence, a newline that
+   * would forge a log line) is kept with '?' in their place. */
+  ck_assert_int_eq(
+      hipd_connect2(d->socket, "ev\x1b[31mil\nhipd: forged", &conn), 0);
+  ck_assert_int_eq(hipd_session_info(conn, &sinfo), 0);
+  ck_assert_int_eq(hipd_info_str(sinfo, "client", &s, &len), 0);
+  ck_assert_str_eq(s, "ev?[31mil?hipd: forged");
+  hipd_info_free(sinfo);
+  hipd_close(conn);
   ck_assert_int_eq(harness_stop(d), 0);
   harness_free(d);
 }

@@ -176,6 +176,11 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 &&
   rc=$?
   [ $rc -eq 4 ] || fail "cache clear as nobody: exited $rc, not 4: $(cat "$dir/err")"
   has_err cache-clear-eperm "cache clear: EPERM: "
+  # The cache's keys tell which sources were compiled: admins only.
+  as_nobody cache list
+  rc=$?
+  [ $rc -eq 4 ] || fail "cache list as nobody: exited $rc, not 4: $(cat "$dir/err")"
+  has_err cache-list-eperm "cache list: EPERM: "
 else
   second_uid=
   skip "EPERM: not root, or no setpriv, or no user nobody"

@@ -713,6 +713,20 @@ static void answer(job_t *j, int status, const char *msg, const char *res,
   free(j);
 }
 
+/* Answer @p j with EPERM: @p what needs an admin (root or the admin
+ * group). */
+static void refuse_non_admin(daemon_t *d, job_t *j, const char *what)
+{
+  char msg[192];
+
+  if (d->cfg.admin_group != NULL && d->cfg.admin_group[0] != '\0')
+    snprintf(msg, sizeof(msg), "%s needs root or group %s", what,
+             d->cfg.admin_group);
+  else
+    snprintf(msg, sizeof(msg), "%s needs root", what);
+  answer(j, HIPD_EPERM, msg, NULL, 0);
+}
+
 static void answer_packed(job_t *j, msgpack_sbuffer *sb)
 {
   answer(j, 0, NULL, sb->data, sb->size);
@@ -895,13 +909,7 @@ static void run_job(job_t *j, const msgpack_object *params)
         return;
       }
       if (!j->admin) {
-        char msg[160];
-        if (d->cfg.admin_group != NULL && d->cfg.admin_group[0] != '\0')
-          snprintf(msg, sizeof(msg), "setting the level needs root or group %s",
-                   d->cfg.admin_group);
-        else
-          snprintf(msg, sizeof(msg), "setting the level needs root");
-        answer(j, HIPD_EPERM, msg, NULL, 0);
+        refuse_non_admin(d, j, "setting the level");
         return;
       }
       log_set_level(lvl);
@@ -917,6 +925,13 @@ static void run_job(job_t *j, const msgpack_object *params)
   }
   case OP_CACHE: {
     uint32_t n = 0;
+    /* Admins only: the keys are unkeyed hashes of source, target and
+     * options, so a tenant who guesses a source could learn whether (and,
+     * from atime, when) another tenant compiled it. */
+    if (!j->admin) {
+      refuse_non_admin(d, j, "listing the shared kernel cache");
+      return;
+    }
     cache_list(count_cb, &n);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);

@@ -42,8 +42,15 @@ int m_hello(call_t *c)
                      (long long)proto, MIN_PROTOCOL, HIPD_PROTOCOL_VERSION);
   s->protocol =
       proto < HIPD_PROTOCOL_VERSION ? (int)proto : HIPD_PROTOCOL_VERSION;
-  if (name->present && name->len > 0 && name->len < sizeof(s->client))
+  if (name->present && name->len > 0 && name->len < sizeof(s->client)) {
     memcpy(s->client, name->s, name->len + 1);
+    /* The name reaches the log and admins' terminals (session.list,
+     * hipctl sessions): no control characters, so a client can neither
+     * forge log lines nor send escape sequences. */
+    for (char *p = s->client; *p != '\0'; p++)
+      if ((unsigned char)*p < 0x20 || *p == 0x7f)
+        *p = '?';
+  }
   log_info(s->id, "hello from '%s' (pid %d), protocol %d", s->client,
            (int)s->peer_pid, s->protocol);
 
