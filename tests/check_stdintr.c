@@ -1068,6 +1068,48 @@ START_TEST(test_registry)
 }
 END_TEST
 
+/* hiprtc (or NVRTC) compiles the kernel of every standard intrinsic for
+ * the HIP platform this hipd is built for: gfx90a when AMD (no AMD GPU is
+ * needed), the GPU's architecture when NVIDIA. */
+START_TEST(test_compile_for_gpu)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  hipd_info_t *info = NULL;
+  char arch[64] = "", *json;
+  msgpack_sbuffer ir;
+  const int dev = 0; /* for OK's message */
+
+  OK(conn, hipd_daemon_info(conn, &info));
+  if (info_has_str(info, "features", "hip-amd")) {
+    snprintf(arch, sizeof(arch), "gfx90a");
+  } else if (info_has_str(info, "features", "hip-nvidia")) {
+    hipd_info_t *d = NULL;
+    OK(conn, hipd_device_get(conn, 0, &d));
+    if (!info_bool(d, "is_cpu"))
+      snprintf(arch, sizeof(arch), "%s", info_str(d, "arch"));
+    hipd_info_free(d);
+  }
+  hipd_info_free(info);
+  if (arch[0] == '\0') {
+    printf("check_stdintr: hipd has no HIP compiler for a GPU target here: "
+           "the standard intrinsics were not compiled for a GPU\n");
+    hipd_close(conn);
+    return;
+  }
+  json = kernel_json(NCASES);
+  to_msgpack(json, &ir);
+  OK(conn, hipd_kernel_compile_ir_for(conn, arch, ir.data, ir.size, NULL, NULL,
+                                      NULL, &info));
+  ck_assert_msg(info_int(info, "bytes") > 0, "no code for %s", arch);
+  hipd_info_free(info);
+  printf("check_stdintr: %zu standard intrinsics compiled for %s\n", NCASES,
+         arch);
+  msgpack_sbuffer_destroy(&ir);
+  free(json);
+  hipd_close(conn);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ main */
 
 static void shared_setup(void)
@@ -1091,6 +1133,7 @@ static Suite *stdintr_suite(void)
   tcase_add_test(tc, test_source);
   tcase_add_test(tc, test_registry);
   tcase_add_test(tc, test_against_c);
+  tcase_add_test(tc, test_compile_for_gpu);
   suite_add_tcase(s, tc);
   return s;
 }
