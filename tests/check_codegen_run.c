@@ -1556,9 +1556,30 @@ START_TEST(test_intrinsics_registry)
   OK(a, hipd_intrinsics_find(a, "atomic_add", 0, "gfx90a", &info));
   ck_assert_int_eq(hipd_info_len(info, ""), 2);
   hipd_info_free(info);
-  EXPECT(a,
-         hipd_intrinsics_find(a, "Gpu.float", HIPD_DEVICE_CURRENT, NULL, &info),
-         HIPD_ENOENT);
+  EXPECT(
+      a,
+      hipd_intrinsics_find(a, "Gpu.nonesuch", HIPD_DEVICE_CURRENT, NULL, &info),
+      HIPD_ENOENT);
+  /* Sarek's standard library is built in: path-qualified and by name */
+  OK(a, hipd_intrinsics_find(a, "Float32.sin", 0, "gfx90a", &info));
+  ck_assert_int_eq(hipd_info_len(info, ""), 1);
+  ck_assert_str_eq(info_str(info, "0.name"), "Float32.sin");
+  ck_assert_str_eq(info_str(info, "0.code"), "sinf(%s)");
+  ck_assert_str_eq(info_str(info, "0.convergence"), "uniform");
+  ck_assert(info_bool(info, "0.builtin"));
+  hipd_info_free(info);
+  OK(a, hipd_intrinsics_find(a, "Sarek_stdlib.Math.Float32.min", 0, "sm_90",
+                             &info));
+  ck_assert_str_eq(info_str(info, "0.code"), "fminf(%s, %s)");
+  hipd_info_free(info);
+  OK(a, hipd_intrinsics_find(a, "Gpu.atomic_inc_int32", HIPD_DEVICE_CURRENT,
+                             NULL, &info));
+  ck_assert_str_eq(info_str(info, "0.convergence"), "divergent");
+  hipd_info_free(info);
+  OK(a, hipd_intrinsics_find(a, "Gpu.float", HIPD_DEVICE_CURRENT, NULL, &info));
+  ck_assert_str_eq(info_str(info, "0.code"), "(float)");
+  ck_assert(info_bool(info, "0.builtin"));
+  hipd_info_free(info);
 
   /* registrations: errors, then the fixture's */
   EXPECT(a,
@@ -1585,10 +1606,11 @@ START_TEST(test_intrinsics_registry)
                                    NULL, &info));
   hipd_info_free(info);
 
-  /* session b knows nothing of a's registrations */
-  EXPECT(b,
-         hipd_intrinsics_find(b, "Gpu.float", HIPD_DEVICE_CURRENT, NULL, &info),
-         HIPD_ENOENT);
+  /* session b knows nothing of a's registrations: its Gpu.float is the
+   * standard library's */
+  OK(b, hipd_intrinsics_find(b, "Gpu.float", HIPD_DEVICE_CURRENT, NULL, &info));
+  ck_assert(info_bool(info, "0.builtin"));
+  hipd_info_free(info);
   EXPECT(b,
          hipd_kernel_compile_ir(b, HIPD_DEVICE_CURRENT, f.ir, f.len, NULL, NULL,
                                 NULL, &k, &info),

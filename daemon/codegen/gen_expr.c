@@ -256,6 +256,8 @@ static int gen_intrinsic(gen_t *g, strbuf_t *b, const ir_expr_t *e)
   if (rc == 0 && intr_resolve(g->o->intrinsics, g->o->platform, full.p,
                               e->u.intr.name, n, &def, msg, sizeof(msg)) != 0)
     rc = gen_fail(g, HIPD_EINTRINSIC, e->path, "%s", msg);
+  if (rc == 0 && def.helper != NULL)
+    rc = gen_use_intr_helper(g, def.helper);
   if (rc == 0)
     intr_expand(b, &def, strs, n);
   for (uint32_t i = 0; i < n; i++)

@@ -211,11 +211,20 @@ static int top_names(gen_t *g)
   }
   for (size_t i = 0; i < sizeof(runtime) / sizeof(runtime[0]); i++)
     TOP(runtime[i]);
-  /* the math functions: the built-ins whose code is "name(%s...)" */
+  /* the functions the built-ins call: a code's leading identifier when a
+   * '(' follows it ("sinf(%s)", "hipd_spoc_powint(%s, %s)") */
   for (size_t i = 0; i < nb; i++) {
-    size_t n = strlen(b[i].name);
-    if (strncmp(b[i].code, b[i].name, n) == 0 && b[i].code[n] == '(')
-      TOP(b[i].name);
+    const char *c = b[i].code, *fn;
+    size_t n = 0;
+    while (c[n] == '_' || (c[n] >= 'a' && c[n] <= 'z') ||
+           (c[n] >= 'A' && c[n] <= 'Z') ||
+           (n > 0 && c[n] >= '0' && c[n] <= '9'))
+      n++;
+    if (n == 0 || c[n] != '(')
+      continue;
+    if ((fn = gen_arena_printf(g, "%.*s", (int)n, c)) == NULL)
+      return gen_fail(g, HIPD_ENOMEM, NULL, "out of memory");
+    TOP(fn);
   }
 #undef TOP
   return 0;
@@ -468,6 +477,36 @@ void gen_result_free(gen_result_t *r)
   memset(r, 0, sizeof(*r));
 }
 
+int gen_use_intr_helper(gen_t *g, const char *helper)
+{
+  for (unsigned i = 0; i < g->nintr_helpers; i++)
+    if (g->intr_helpers[i] == helper)
+      return 0;
+  if (g->nintr_helpers >= sizeof(g->intr_helpers) / sizeof(g->intr_helpers[0]))
+    return gen_fail(g, HIPD_EIR, g->k->path,
+                    "a kernel uses at most %zu built-in helper functions",
+                    sizeof(g->intr_helpers) / sizeof(g->intr_helpers[0]));
+  g->intr_helpers[g->nintr_helpers++] = helper;
+  return 0;
+}
+
+/* The helpers the kernel's built-in intrinsics call, once each, after the
+ * types and before the kernel's own helpers. */
+static void insert_intr_helpers(gen_t *g)
+{
+  strbuf_t nb;
+
+  strbuf_init(&nb, g->out.limit);
+  strbuf_addn(&nb, g->out.p, g->helpers_at);
+  for (unsigned i = 0; i < g->nintr_helpers; i++) {
+    strbuf_add(&nb, g->intr_helpers[i]);
+    strbuf_addc(&nb, '\n');
+  }
+  strbuf_addn(&nb, g->out.p + g->helpers_at, g->out.len - g->helpers_at);
+  strbuf_free(&g->out);
+  g->out = nb;
+}
+
 int gen_hip(ir_doc_t *doc, const gen_options_t *o, gen_result_t *out,
             ir_error_t *err)
 {
@@ -503,6 +542,7 @@ int gen_hip(ir_doc_t *doc, const gen_options_t *o, gen_result_t *out,
     rc = emit_variant(&g, &k->variants[i]);
   for (uint32_t i = 0; i < k->nrecords && rc == 0; i++)
     rc = emit_record(&g, &k->records[i]);
+  g.helpers_at = g.out.len;
   if (rc == 0 && k->nhelpers > 0) {
     for (uint32_t i = 0; i < k->nhelpers; i++) {
       const ir_helper_t *h = &k->helpers[i];
@@ -520,6 +560,8 @@ int gen_hip(ir_doc_t *doc, const gen_options_t *o, gen_result_t *out,
   if (rc == 0)
     rc = gen_kernel(&g);
   strbuf_add(&g.out, "\n} /* extern \"C\" */\n");
+  if (rc == 0 && g.nintr_helpers > 0 && !strbuf_failed(&g.out))
+    insert_intr_helpers(&g);
   if (rc == 0 && g.failed)
     rc = err->code;
   if (rc == 0 && g.out.over)

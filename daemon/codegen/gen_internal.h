@@ -38,6 +38,11 @@ typedef struct gen {
   uint32_t nparams, capparams;
   soa_param_t *soa;
   uint32_t nsoa;
+  /* the built-in intrinsics' helper definitions the kernel uses, each
+   * once, emitted at out[helpers_at] (after the types) */
+  const char *intr_helpers[8];
+  unsigned nintr_helpers;
+  size_t helpers_at;
 } gen_t;
 
 /* Record a failure (the first one wins). @return its code. */
@@ -45,6 +50,8 @@ int gen_fail(gen_t *g, int code, const ir_path_t *at, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Append the C expression of @p e to @p b. @return 0 or an error code. */
 int gen_expr(gen_t *g, strbuf_t *b, const ir_expr_t *e);
+/* Note that the kernel uses a built-in intrinsic's @p helper. */
+int gen_use_intr_helper(gen_t *g, const char *helper);
 /* The C type of @p t ("int", "Geo_point", "float*"). */
 const char *gen_ctype(const ir_type_t *t, char *buf, size_t size);
 /* Start a line of the source at the current indentation. */

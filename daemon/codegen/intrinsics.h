@@ -57,12 +57,25 @@ typedef struct intr_def {
   int arity; /* the arguments it takes; -1: any */
   intr_conv_t conv;
   int builtin;
+  /* A built-in's device function that the code calls (a complete C
+   * definition, emitted once before the kernel's helpers of a kernel that
+   * uses it), or NULL. Registered intrinsics have none. */
+  const char *helper;
 } intr_def_t;
+
+/* Which part of the built-in table a form belongs to. */
+typedef enum {
+  INTR_TAB_CORE, /* hipd's own table: by name whatever the path */
+  INTR_TAB_QUAL, /* Sarek's standard library, path-qualified: Float32.sin */
+  INTR_TAB_STD,  /* Sarek's standard library, by name: float, spoc_powint */
+} intr_tab_t;
 
 /* The built-in forms (several for an intrinsic with several arities), for
  * platform @p p. @return the number of forms; *defs points to a static
  * table the caller must not free (its codes are those of @p p). */
 size_t intr_builtins(cg_platform_t p, const intr_def_t **defs);
+/* The part of the table form @p i of intr_builtins belongs to. */
+intr_tab_t intr_builtin_tab(size_t i);
 
 typedef struct intr_set intr_set_t;
 
@@ -88,11 +101,24 @@ const intr_def_t *intr_set_at(const intr_set_t *s, size_t i);
 const intr_def_t *intr_set_find(const intr_set_t *s, const char *name);
 
 /*
- * The form a call of @p name (with module path @p full, "A.B.name", or
- * @p name when the path is empty) and @p nargs arguments uses: the
- * built-in table by name alone whatever the path, then @p s by the full
- * name, then by the name alone. @return 0 with *@p out; or HIPD_EINTRINSIC
- * (unknown, or no form of that arity) with @p msg.
+ * The forms a call of @p name (with module path @p full, "A.B.name", or
+ * @p name when the path is empty) may use, from the first of these that
+ * has any: the registration of @p full in @p s; the standard library's
+ * path-qualified form (the path with a leading Sarek_stdlib,
+ * Sarek_stdlib_meta or Sarek_float64 dropped, Math.Float32 and
+ * Math.Float64 read as Float32 and Float64: "Float32.sin"); the core
+ * table by name (all its arities); the registration of @p name; the
+ * standard library's form by name. @return how many (at most @p max) in
+ * @p out, 0 if none.
+ */
+size_t intr_forms(const intr_set_t *s, cg_platform_t p, const char *full,
+                  const char *name, const intr_def_t **out, size_t max);
+
+/*
+ * The form a call of @p name (module path as for intr_forms) with @p nargs
+ * arguments uses: of intr_forms' forms, the one of that arity. @return 0
+ * with *@p out; or HIPD_EINTRINSIC (unknown, or no form of that arity)
+ * with @p msg.
  */
 int intr_resolve(const intr_set_t *s, cg_platform_t p, const char *full,
                  const char *name, uint32_t nargs, intr_def_t *out, char *msg,

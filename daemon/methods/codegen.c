@@ -392,40 +392,32 @@ int m_intrinsics_list(call_t *c)
 }
 
 /* intrinsics.find [name, target?] -> the forms a call of @p name uses
- * (built-in forms by the last component of a dotted name, else the
- * registration of the full name, else of the last component). */
+ * (intr_forms: the registration of the full name, the standard library's
+ * path-qualified forms, the core table's forms of the last component, the
+ * registration of the last component, the standard library's forms of
+ * it). */
 int m_intrinsics_find(call_t *c)
 {
   const char *name = c->args[0].s;
   const char *last;
-  const intr_def_t *b, *d = NULL;
+  const intr_def_t *f[8];
   cg_platform_t p;
-  size_t nb, n = 0;
+  size_t n;
   msgpack_packer *pk;
   int rc;
 
   if ((rc = arg_platform(c, 1, &p)) != 0)
     return rc;
   last = strrchr(name, '.') ? strrchr(name, '.') + 1 : name;
-  nb = intr_builtins(p, &b);
-  for (size_t i = 0; i < nb; i++)
-    n += strcmp(b[i].name, last) == 0;
-  if (n == 0) {
-    d = intr_set_find(c->s->intrinsics, name);
-    if (d == NULL)
-      d = intr_set_find(c->s->intrinsics, last);
-    if (d == NULL)
-      return call_fail(c, HIPD_ENOENT,
-                       "no intrinsic '%s' (neither built in nor registered)",
-                       name);
-  }
+  n = intr_forms(c->s->intrinsics, p, name, last, f, 8);
+  if (n == 0)
+    return call_fail(c, HIPD_ENOENT,
+                     "no intrinsic '%s' (neither built in nor registered)",
+                     name);
   pk = call_result(c);
-  msgpack_pack_array(pk, d ? 1 : (uint32_t)n);
-  if (d != NULL)
-    pack_def(pk, d);
-  for (size_t i = 0; d == NULL && i < nb; i++)
-    if (strcmp(b[i].name, last) == 0)
-      pack_def(pk, &b[i]);
+  msgpack_pack_array(pk, (uint32_t)n);
+  for (size_t i = 0; i < n; i++)
+    pack_def(pk, f[i]);
   return 0;
 }
 

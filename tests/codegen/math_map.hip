@@ -5,7 +5,7 @@ __global__ void math_map(float* __restrict__ x, int sarek_x_length, float* __res
   int i = ((int)(threadIdx.x + blockIdx.x * blockDim.x));
   if ((i < sarek_x_length)) {
     float v = x[i];
-    y[i] = (((sqrt(fabs(v)) + (sin(v) * cos(v))) + (exp((-(v * v))) + pow(v, 2.0f))) + ((max(v, 0.5f) - min(v, (-0.5f))) + (fma(v, 2.0f, 1.25f) + (floor(v) + (atan2(v, 1.0f) + tanh(v))))));
+    y[i] = (((sqrtf(fabsf(v)) + (sinf(v) * cosf(v))) + (expf((-(v * v))) + powf(v, 2.0f))) + ((max(v, 0.5f) - min(v, (-0.5f))) + (fma(v, 2.0f, 1.25f) + (floor(v) + (atan2(v, 1.0f) + tanh(v))))));
     z[i] = ((((double)v) * 3.0) + (log((((double)fabs(v)) + 1.0)) + cbrt(((double)v))));
   }
 }

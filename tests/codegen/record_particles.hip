@@ -19,7 +19,7 @@ __global__ void particles(Phys_particle* __restrict__ ps, int sarek_ps_length, f
     Phys_particle p = ps[i];
     ps[i] = Phys_particle{Phys_vec2{p.pos.y, p.pos.x}, (p.mass * 2.0), (p.id + 1), (p.id > 2)};
     ps[i].mass = (ps[i].mass + 0.5);
-    norm[i] = sqrt(((p.pos.x * p.pos.x) + (p.pos.y * p.pos.y)));
+    norm[i] = sqrtf(((p.pos.x * p.pos.x) + (p.pos.y * p.pos.y)));
   }
 }
 
