@@ -3,7 +3,7 @@ extern "C" {
 
 __global__ void float32_sin_path(float* __restrict__ a, int sarek_a_length, float* __restrict__ b, int sarek_b_length) {
   int idx = ((int)(threadIdx.x + blockIdx.x * blockDim.x));
-  b[idx] = sin(a[idx]);
+  b[idx] = sinf(a[idx]);
 }
 
 } /* extern "C" */
