@@ -828,6 +828,397 @@ static void run_intrinsics(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   hipd_args_free(args);
 }
 
+/* ------------------------------------------- upstream's golden kernels */
+
+/* sarek/tests/codegen_golden: scalar_vec_add has no bounds check, so it
+ * runs over exactly as many threads as elements. */
+static void run_scalar_vec_add(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 512 };
+  float a[N], b[N], c[N];
+  hipd_buffer_t ba, bb, bc;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {N / 256, 1, 1}, block[3] = {256, 1, 1};
+
+  for (int i = 0; i < N; i++) {
+    a[i] = (float)i * 0.37f - 20.0f;
+    b[i] = 1.0f / (float)(i + 1);
+  }
+  ba = buffer(conn, dev, sizeof(a), a);
+  bb = buffer(conn, dev, sizeof(b), b);
+  bc = buffer(conn, dev, sizeof(c), NULL);
+  arg_vec(args, ba, N);
+  arg_vec(args, bb, N);
+  arg_vec(args, bc, N);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
+  readback(conn, dev, bc, c, sizeof(c));
+  for (int i = 0; i < N; i++)
+    ck_assert_msg(c[i] == a[i] + b[i], "device %d: c[%d] = %.9g, not %.9g", dev,
+                  i, c[i], a[i] + b[i]);
+  OK(conn, hipd_mem_free(conn, ba));
+  OK(conn, hipd_mem_free(conn, bb));
+  hipd_args_free(args);
+}
+
+/* The C layout of record_kernel's Point2. */
+typedef struct {
+  float x, y;
+} point2_t;
+
+static void run_record_kernel(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 256 };
+  point2_t p[N], q[N];
+  hipd_buffer_t bp;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {2, 1, 1}, block[3] = {128, 1, 1};
+
+  for (int i = 0; i < N; i++) {
+    p[i].x = (float)i * 0.3f;
+    p[i].y = 7.0f - (float)i * 1.1f;
+  }
+  bp = buffer(conn, dev, sizeof(p), p);
+  arg_vec(args, bp, N);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
+  readback(conn, dev, bp, q, sizeof(q));
+  for (int i = 0; i < N; i++)
+    ck_assert_msg(q[i].x == p[i].x * 2.0f && q[i].y == p[i].y * 2.0f,
+                  "device %d: pts[%d] = {%.9g, %.9g}, not {%.9g, %.9g}", dev, i,
+                  q[i].x, q[i].y, p[i].x * 2.0f, p[i].y * 2.0f);
+  hipd_args_free(args);
+}
+
+/* The C layout of variant_kernel's Opt (OptNone = 0, OptSome = 1). */
+typedef struct {
+  int tag;
+  union {
+    float OptSome_v;
+  } data;
+} opt_t;
+
+static void run_variant_kernel(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 192 };
+  int flags[N];
+  opt_t out[N];
+  hipd_buffer_t bf, bo;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {3, 1, 1}, block[3] = {64, 1, 1};
+
+  ck_assert_uint_eq(sizeof(opt_t), 8);
+  for (int i = 0; i < N; i++) {
+    flags[i] = i % 3 == 0 ? 0 : i - 100; /* nonzero of either sign */
+    out[i].tag = 7;                      /* neither constructor */
+    out[i].data.OptSome_v = -1.0f;
+  }
+  bf = buffer(conn, dev, sizeof(flags), flags);
+  bo = buffer(conn, dev, sizeof(out), out);
+  arg_vec(args, bf, N);
+  arg_vec(args, bo, N);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
+  readback(conn, dev, bo, out, sizeof(out));
+  for (int i = 0; i < N; i++) {
+    int want = flags[i] != 0;
+    ck_assert_msg(out[i].tag == want, "device %d: out[%d].tag = %d, not %d",
+                  dev, i, out[i].tag, want);
+    if (want)
+      ck_assert_msg(out[i].data.OptSome_v == 1.0f,
+                    "device %d: out[%d] = OptSome %.9g, not OptSome 1", dev, i,
+                    out[i].data.OptSome_v);
+  }
+  OK(conn, hipd_mem_free(conn, bf));
+  hipd_args_free(args);
+}
+
+/* sin_kernel (path []) and float32_sin_path (path ["Float32"]): b = sin a
+ * in float. */
+static void run_sin(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 256 };
+  float a[N], b[N];
+  hipd_buffer_t ba, bb;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {4, 1, 1}, block[3] = {64, 1, 1};
+
+  for (int i = 0; i < N; i++)
+    a[i] = -4.0f + 8.0f * (float)i / N;
+  ba = buffer(conn, dev, sizeof(a), a);
+  bb = buffer(conn, dev, sizeof(b), NULL);
+  arg_vec(args, ba, N);
+  arg_vec(args, bb, N);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
+  readback(conn, dev, bb, b, sizeof(b));
+  /* GPU sinf is within a few ulps of the host's */
+  for (int i = 0; i < N; i++)
+    ck_assert_msg(close_to(b[i], sinf(a[i]), 1e-6),
+                  "device %d: b[%d] = %.9g, not sin(%.9g) = %.9g", dev, i, b[i],
+                  a[i], sinf(a[i]));
+  OK(conn, hipd_mem_free(conn, ba));
+  hipd_args_free(args);
+}
+
+/* --------------------------------------------- upstream's benchmarks */
+
+/* benchmarks/bench_vector_add.ml; n below the length leaves a tail. */
+static void run_bench_vector_add(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 1000, TAIL = 5 };
+  float *a = xmalloc(N * 4), *b = xmalloc(N * 4), *c = xmalloc(N * 4);
+  hipd_buffer_t ba, bb, bc;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {(N + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
+
+  for (int i = 0; i < N; i++) {
+    a[i] = (float)i * 0.001f;
+    b[i] = (float)i * 0.002f;
+  }
+  ba = buffer(conn, dev, N * 4, a);
+  bb = buffer(conn, dev, N * 4, b);
+  bc = buffer(conn, dev, N * 4, NULL);
+  arg_vec(args, ba, N);
+  arg_vec(args, bb, N);
+  arg_vec(args, bc, N);
+  hipd_args_i32(args, N - TAIL);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
+  readback(conn, dev, bc, c, N * 4);
+  for (int i = 0; i < N; i++) {
+    float want = i < N - TAIL ? a[i] + b[i] : 0.0f;
+    ck_assert_msg(c[i] == want, "device %d: c[%d] = %.9g, not %.9g", dev, i,
+                  c[i], want);
+  }
+  OK(conn, hipd_mem_free(conn, ba));
+  OK(conn, hipd_mem_free(conn, bb));
+  hipd_args_free(args);
+  free(a);
+  free(b);
+  free(c);
+}
+
+/* sarek/tests/e2e/test_stencil.ml: the ends keep what was there. */
+static void run_bench_stencil_1d(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 1000 };
+  float *in = xmalloc(N * 4), *out = xmalloc(N * 4);
+  hipd_buffer_t bi, bo;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {(N + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
+
+  for (int i = 0; i < N; i++) {
+    in[i] = sinf((float)i * 0.1f);
+    out[i] = -7.0f;
+  }
+  bi = buffer(conn, dev, N * 4, in);
+  bo = buffer(conn, dev, N * 4, out);
+  arg_vec(args, bi, N);
+  arg_vec(args, bo, N);
+  hipd_args_i32(args, N);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
+  readback(conn, dev, bo, out, N * 4);
+  for (int i = 0; i < N; i++) {
+    float want =
+        i == 0 || i == N - 1 ? -7.0f : ((in[i - 1] + in[i]) + in[i + 1]) / 3.0f;
+    ck_assert_msg(close_to(out[i], want, 1e-6),
+                  "device %d: output[%d] = %.9g, not %.9g", dev, i, out[i],
+                  want);
+  }
+  OK(conn, hipd_mem_free(conn, bi));
+  hipd_args_free(args);
+  free(in);
+  free(out);
+}
+
+/* benchmarks/bench_reduction.ml: one partial sum per block of 256, in the
+ * kernel's tree order (float additions only, so the result is exact). */
+static void run_bench_reduction(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 1000, B = 256, G = (N + B - 1) / B };
+  float *in = xmalloc(N * 4), out[G], s[B];
+  hipd_buffer_t bi, bo;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {G, 1, 1}, block[3] = {B, 1, 1};
+
+  for (int i = 0; i < N; i++)
+    in[i] = (float)(i % 37) * 0.37f - 5.0f + 1.0f / (float)(i + 3);
+  bi = buffer(conn, dev, N * 4, in);
+  bo = buffer(conn, dev, sizeof(out), NULL);
+  arg_vec(args, bi, N);
+  arg_vec(args, bo, G);
+  hipd_args_i32(args, N);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
+  readback(conn, dev, bo, out, sizeof(out));
+  for (int g = 0; g < G; g++) {
+    for (int t = 0; t < B; t++)
+      s[t] = g * B + t < N ? in[g * B + t] : 0.0f;
+    for (int stride = B / 2; stride > 0; stride /= 2)
+      for (int t = 0; t < stride; t++)
+        s[t] = s[t] + s[t + stride];
+    ck_assert_msg(out[g] == s[0], "device %d: output[%d] = %.9g, not %.9g", dev,
+                  g, out[g], s[0]);
+  }
+  OK(conn, hipd_mem_free(conn, bi));
+  hipd_args_free(args);
+  free(in);
+}
+
+/* benchmarks/bench_matrix_mul_tiled.ml, on sizes that are no multiple of
+ * the tile; the values are multiples of 1/4, so every sum is exact
+ * whatever the order or contraction. */
+static void run_bench_matmul_tiled(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { M = 40, N = 36, K = 50, T = 16 };
+  float *a = xmalloc(M * K * 4), *b = xmalloc(K * N * 4),
+        *c = xmalloc(M * N * 4);
+  hipd_buffer_t ba, bb, bc;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {(N + T - 1) / T, (M + T - 1) / T, 1},
+           block[3] = {T, T, 1};
+
+  for (int i = 0; i < M * K; i++)
+    a[i] = (float)((i * 7) % 9 - 4) * 0.25f;
+  for (int i = 0; i < K * N; i++)
+    b[i] = (float)((i * 5) % 7 - 3) * 0.25f;
+  for (int i = 0; i < M * N; i++)
+    c[i] = -99.0f;
+  ba = buffer(conn, dev, M * K * 4, a);
+  bb = buffer(conn, dev, K * N * 4, b);
+  bc = buffer(conn, dev, M * N * 4, c);
+  arg_vec(args, ba, M * K);
+  arg_vec(args, bb, K * N);
+  arg_vec(args, bc, M * N);
+  hipd_args_i32(args, M);
+  hipd_args_i32(args, N);
+  hipd_args_i32(args, K);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
+  readback(conn, dev, bc, c, M * N * 4);
+  for (int row = 0; row < M; row++)
+    for (int col = 0; col < N; col++) {
+      float want = 0.0f;
+      for (int i = 0; i < K; i++)
+        want += a[row * K + i] * b[i * N + col];
+      ck_assert_msg(c[row * N + col] == want,
+                    "device %d: c[%d] (row %d, col %d) = %.9g, not %.9g", dev,
+                    row * N + col, row, col, c[row * N + col], want);
+    }
+  OK(conn, hipd_mem_free(conn, ba));
+  OK(conn, hipd_mem_free(conn, bb));
+  hipd_args_free(args);
+  free(a);
+  free(b);
+  free(c);
+}
+
+/* The radix sort benchmark's keys: both signs, so that the logical shift
+ * of the top digit matters. */
+enum { RADIX_N = 1000, RADIX_BINS = 256 };
+
+static void radix_keys(int *keys)
+{
+  for (uint32_t i = 0; i < RADIX_N; i++)
+    keys[i] = (int)(i * 2654435761u);
+}
+
+static int radix_digit(int v, int shift)
+{
+  return (int)(((uint32_t)v >> shift) & (RADIX_BINS - 1));
+}
+
+/* The histogram of one pass, at the low and the high digit. */
+static void run_radix_histogram(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  int keys[RADIX_N], hist[RADIX_BINS], want[RADIX_BINS];
+  hipd_buffer_t bk = HIPD_BUFFER_NULL;
+  uint32_t grid[3] = {(RADIX_N + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
+  static const int shifts[2] = {0, 24};
+
+  radix_keys(keys);
+  bk = buffer(conn, dev, sizeof(keys), keys);
+  for (int s = 0; s < 2; s++) {
+    hipd_buffer_t bh = buffer(conn, dev, sizeof(hist), NULL);
+    hipd_args_t *args = args_new();
+    memset(want, 0, sizeof(want));
+    for (int i = 0; i < RADIX_N; i++)
+      want[radix_digit(keys[i], shifts[s])]++;
+    arg_vec(args, bk, RADIX_N);
+    arg_vec(args, bh, RADIX_BINS);
+    hipd_args_i32(args, RADIX_N);
+    hipd_args_i32(args, shifts[s]);
+    hipd_args_i32(args, RADIX_BINS - 1);
+    OK(conn,
+       hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
+    readback(conn, dev, bh, hist, sizeof(hist));
+    for (int d = 0; d < RADIX_BINS; d++)
+      ck_assert_msg(hist[d] == want[d],
+                    "device %d: shift %d: histogram[%d] = %d, not %d", dev,
+                    shifts[s], d, hist[d], want[d]);
+    hipd_args_free(args);
+  }
+  OK(conn, hipd_mem_free(conn, bk));
+}
+
+static int int_cmp(const void *a, const void *b)
+{
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* One scatter pass from counters at the exclusive prefix sum: the output
+ * is the input, reordered by digit, and each counter ends at its bin's
+ * end. The order within a bin is the atomics' (upstream: unstable). */
+static void run_radix_scatter(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  int keys[RADIX_N], out[RADIX_N], sorted_in[RADIX_N], hist[RADIX_BINS],
+      start[RADIX_BINS], counters[RADIX_BINS];
+  hipd_buffer_t bk;
+  uint32_t grid[3] = {(RADIX_N + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
+  static const int shifts[2] = {0, 24};
+
+  radix_keys(keys);
+  memcpy(sorted_in, keys, sizeof(keys));
+  qsort(sorted_in, RADIX_N, sizeof(int), int_cmp);
+  bk = buffer(conn, dev, sizeof(keys), keys);
+  for (int s = 0; s < 2; s++) {
+    hipd_buffer_t bo = buffer(conn, dev, sizeof(out), NULL), bc;
+    hipd_args_t *args = args_new();
+    memset(hist, 0, sizeof(hist));
+    for (int i = 0; i < RADIX_N; i++)
+      hist[radix_digit(keys[i], shifts[s])]++;
+    for (int d = 0, sum = 0; d < RADIX_BINS; d++) {
+      start[d] = sum;
+      sum += hist[d];
+    }
+    bc = buffer(conn, dev, sizeof(start), start);
+    arg_vec(args, bk, RADIX_N);
+    arg_vec(args, bo, RADIX_N);
+    arg_vec(args, bc, RADIX_BINS);
+    hipd_args_i32(args, RADIX_N);
+    hipd_args_i32(args, shifts[s]);
+    hipd_args_i32(args, RADIX_BINS - 1);
+    OK(conn,
+       hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
+    readback(conn, dev, bo, out, sizeof(out));
+    readback(conn, dev, bc, counters, sizeof(counters));
+    for (int d = 0; d < RADIX_BINS; d++)
+      ck_assert_msg(counters[d] == start[d] + hist[d],
+                    "device %d: shift %d: counters[%d] = %d, not %d", dev,
+                    shifts[s], d, counters[d], start[d] + hist[d]);
+    for (int i = 1; i < RADIX_N; i++)
+      ck_assert_msg(radix_digit(out[i - 1], shifts[s]) <=
+                        radix_digit(out[i], shifts[s]),
+                    "device %d: shift %d: output[%d] = %d (digit %d) after "
+                    "output[%d] = %d (digit %d)",
+                    dev, shifts[s], i, out[i], radix_digit(out[i], shifts[s]),
+                    i - 1, out[i - 1], radix_digit(out[i - 1], shifts[s]));
+    qsort(out, RADIX_N, sizeof(int), int_cmp);
+    for (int i = 0; i < RADIX_N; i++)
+      ck_assert_msg(out[i] == sorted_in[i],
+                    "device %d: shift %d: the output is no permutation of the "
+                    "input: sorted, element %d is %d, not %d",
+                    dev, shifts[s], i, out[i], sorted_in[i]);
+    hipd_args_free(args);
+  }
+  OK(conn, hipd_mem_free(conn, bk));
+}
+
 typedef struct {
   const char *name;
   void (*run)(hipd_conn_t *conn, int dev, hipd_kernel_t k);
@@ -837,16 +1228,27 @@ typedef struct {
  * (test_every_fixture_runs). */
 static const runtime_t runtimes[] = {
     {"arrays", run_arrays},
+    {"bench_matmul_tiled", run_bench_matmul_tiled},
+    {"bench_reduction", run_bench_reduction},
+    {"bench_stencil_1d", run_bench_stencil_1d},
+    {"bench_vector_add", run_bench_vector_add},
     {"control", run_control},
+    {"float32_sin_path", run_sin},
     {"helpers", run_helpers},
     {"intrinsics", run_intrinsics},
     {"math_all", run_math_all},
     {"math_map", run_math_map},
     {"names", run_names},
     {"ops", run_ops},
+    {"radix_histogram", run_radix_histogram},
+    {"radix_scatter", run_radix_scatter},
+    {"record_kernel", run_record_kernel},
     {"record_particles", run_record_particles},
     {"reduce_shared", run_reduce_shared},
+    {"scalar_vec_add", run_scalar_vec_add},
+    {"sin_kernel", run_sin},
     {"soa_points", run_soa_points},
+    {"variant_kernel", run_variant_kernel},
     {"variant_shapes", run_variant_shapes},
     {"vec_add", run_vec_add},
 };
