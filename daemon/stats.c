@@ -249,16 +249,33 @@ static void pack_dev_ctr(msgpack_packer *pk, int id, const dev_ctr_t *c)
 void stats_pack_report(daemon_t *d, msgpack_packer *pk)
 {
   int ndev = devices_count();
-  uint32_t n = 0;
+  uint32_t n = 0, nuids = 0, nreq = 0;
+  uint64_t fixed, per_sess, fit;
+  int truncated;
 
   if (ndev > STATS_MAX_DEVICES)
     ndev = STATS_MAX_DEVICES;
-  msgpack_pack_array(pk, 6);
-  msgpack_pack_uint32(pk, 1); /* the layout's version */
-  msgpack_pack_int64(pk, getpid());
-  /* sessions, by id: at most STATS_REPORT_SESSIONS (the wire's limits) */
+  for (uid_ctr_t *u = S.uids; u != NULL; u = u->next)
+    nuids++;
+  for (size_t r = 0; r < STATS_REQ_SLOTS; r++)
+    for (unsigned c = 0; S.req[r].used && c < STATS_MAX_CODES; c++)
+      nreq += S.req[r].n[c] != 0;
+  /* The object budget (STATS_REPORT_OBJECTS): what is not sessions, then
+   * each session at its most (its fields and a held entry per device). */
+  fixed = 8 + 1 + 16 * (uint64_t)ndev + 1 + nuids * (6 + 7 * (uint64_t)ndev) +
+          1 + 4 * (uint64_t)nreq;
+  per_sess = 18 + 4 * (uint64_t)ndev;
+  fit = fixed < STATS_REPORT_OBJECTS ? (STATS_REPORT_OBJECTS - fixed) / per_sess
+                                     : 0;
+  /* sessions, by id: at most STATS_REPORT_SESSIONS and what fits */
   n = d->nsessions < STATS_REPORT_SESSIONS ? d->nsessions
                                            : STATS_REPORT_SESSIONS;
+  if (n > fit)
+    n = (uint32_t)fit;
+  truncated = n < d->nsessions;
+  msgpack_pack_array(pk, 7);
+  msgpack_pack_uint32(pk, 1); /* the layout's version */
+  msgpack_pack_int64(pk, getpid());
   msgpack_pack_array(pk, n);
   for (list_node_t *it = d->sessions.next; n > 0 && it != &d->sessions;
        it = it->next, n--)
@@ -281,9 +298,7 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
     pack_dev_ctr(pk, i, &S.dev[i]);
   }
   /* uids: [[uid, quota, faults, [ctr...]]] */
-  for (uid_ctr_t *u = S.uids; u != NULL; u = u->next)
-    n++;
-  msgpack_pack_array(pk, n);
+  msgpack_pack_array(pk, nuids);
   for (uid_ctr_t *u = S.uids; u != NULL; u = u->next) {
     msgpack_pack_array(pk, 4);
     msgpack_pack_uint64(pk, u->uid);
@@ -294,11 +309,7 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
       pack_dev_ctr(pk, i, &u->dev[i]);
   }
   /* requests: [[method, code, n]] where n > 0 */
-  n = 0;
-  for (size_t r = 0; r < STATS_REQ_SLOTS; r++)
-    for (unsigned c = 0; S.req[r].used && c < STATS_MAX_CODES; c++)
-      n += S.req[r].n[c] != 0;
-  msgpack_pack_array(pk, n);
+  msgpack_pack_array(pk, nreq);
   for (size_t r = 0; r < STATS_REQ_SLOTS; r++)
     for (unsigned c = 0; S.req[r].used && c < STATS_MAX_CODES; c++)
       if (S.req[r].n[c] != 0) {
@@ -308,4 +319,9 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
         msgpack_pack_int(pk, -(int)c);
         msgpack_pack_uint64(pk, S.req[r].n[c]);
       }
+  /* truncated: sessions were left out */
+  if (truncated)
+    msgpack_pack_true(pk);
+  else
+    msgpack_pack_false(pk);
 }
