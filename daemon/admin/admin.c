@@ -824,7 +824,7 @@ static void gathered(void *ctx, report_set_t *set)
     {
       char who[160];
       snprintf(who, sizeof(who), "killed by %s", j->who);
-      if (owner->owner != NULL && A.listener)
+      if (owner->owner != 0 && A.listener)
         A.l.kill(j->d, owner->owner, j->kill_id, who, killed_cb, j);
       else
         killed_cb(j, admin_kill_local(j->d, j->kill_id, who, j->sid));
