@@ -57,6 +57,7 @@ typedef struct worker {
   uint64_t rep_sent;   /* uv_now when rep was sent */
   int rep_waited;      /* the gather in flight waits for rep */
   int rep_warned;      /* rep's 30 s without an answer were logged */
+  int rep_again;       /* rep is housekeeping's: a view asks after it */
   int lied;            /* a report with records not its own was logged */
   uint32_t admin_busy; /* its clients' admin requests in flight */
   uint64_t *ids;       /* the connections handed over, not reported closed
@@ -139,6 +140,7 @@ typedef struct ask {
   worker_t *w;
   uint32_t msgid;
   int kind;
+  int view; /* ASK_REPORT: asked by a view (else by housekeeping) */
   void (*killed)(void *ctx, int status); /* ASK_KILL */
   void *ctx;
 } ask_t;
@@ -723,6 +725,7 @@ static void gather_finish_cb(uv_timer_t *t)
     for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next) {
       worker_t *w = list_entry(n, worker_t, node);
       w->rep_waited = 0;
+      w->rep_again = 0;
       if (!askable(w))
         continue;
       if (r == NULL || w->last == NULL ||
@@ -774,6 +777,7 @@ static void gather_finish_cb(uv_timer_t *t)
 static void rep_over(worker_t *w)
 {
   w->rep = NULL;
+  w->rep_again = 0;
   if (w->rep_waited) {
     w->rep_waited = 0;
     if (W.g != NULL && W.g->waiting > 0 && --W.g->waiting == 0)
@@ -861,6 +865,7 @@ static ask_t *ask_report(worker_t *w)
   a = ask_send(w, ASK_REPORT, &sb, id);
   msgpack_sbuffer_destroy(&sb);
   if (a != NULL) {
+    a->view = W.g != NULL;
     w->rep = a;
     w->rep_sent = uv_now(w->d->loop);
     w->rep_warned = 0;
@@ -906,6 +911,10 @@ static void gather_reports(daemon_t *d, admin_gathered_fn done, void *ctx)
           continue; /* it does not answer: left out */
         if (ask_report(w) == NULL)
           continue;
+        /* Housekeeping's request may predate what this view's caller
+         * did: its answer is followed by a request of the view's own. */
+        if (!w->rep->view)
+          w->rep_again = 1;
         w->rep_waited = 1;
         g->waiting++;
       }
@@ -950,6 +959,7 @@ static void on_report_answer(ask_t *a, const proto_msg_t *m)
 {
   worker_t *w = a->w;
   report_t *r = NULL;
+  int view = a->view;
   char t[64];
 
   if ((m->error == NULL || m->error->type == MSGPACK_OBJECT_NIL) &&
@@ -978,7 +988,15 @@ static void on_report_answer(ask_t *a, const proto_msg_t *m)
    * folded if the worker dies. */
   report_free(w->last);
   w->last = r;
-  w->last_ms = uv_now(w->d->loop);
+  /* Housekeeping's answers are kept (for the fold), not reused by views:
+   * a view's report is asked for at most REPORT_FRESH_MS before it. */
+  w->last_ms = view ? uv_now(w->d->loop) : 0;
+  if (w->rep_again) {
+    w->rep_again = 0;
+    w->rep = NULL;
+    if (w->rep_waited && ask_report(w) != NULL)
+      return; /* the view waits for this one */
+  }
   rep_over(w);
 }
 
