@@ -995,6 +995,8 @@ static void reload(daemon_t *d)
     workers_set_args(d, args);
     workers_reload(d);
   }
+  if (d->role != ROLE_WORKER)
+    admin_configure(d);
   args_free(worker_args);
   worker_args = args;
   args = NULL;
@@ -1515,6 +1517,8 @@ int main(int argc, char **argv)
     }
     if (d->role == ROLE_LISTENER)
       workers_admin_init(d);
+    if (d->role != ROLE_WORKER)
+      admin_configure(d);
     /* Bound now, so that a bad address stops hipd before it listens. */
     if (d->role != ROLE_WORKER && (rc = metrics_init(d, &err)) != 0) {
       log_error(0, "not started: %s", err.msg);

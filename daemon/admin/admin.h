@@ -41,7 +41,12 @@ int admin_is_op(const char *op, size_t len);
 void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const char *op,
                    const msgpack_object *params, admin_done_fn done, void *ctx);
 
-/* Is @p uid an admin (root, or a member of --admin-group)? */
+/* Resolve --admin-group (a warning if it does not exist) and forget the
+ * cached names and admin bits: at start and after each reload. */
+void admin_configure(daemon_t *d);
+
+/* Is @p uid an admin (root, or a member of --admin-group)? The answer,
+ * and the user names views show, are cached per uid for 60 s. */
 int admin_is_admin(daemon_t *d, uid_t uid);
 
 /* ---- hooks ---- */
