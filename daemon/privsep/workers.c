@@ -1283,6 +1283,88 @@ int workers_probe(daemon_t *d, hipd_err_t *err)
                  "is above)");
 }
 
+/* A check run on the loop (workers_probe_start()). */
+#define PROBE_TIMEOUT_MS 30000
+static struct probe {
+  uv_process_t proc; /* proc.data = this */
+  uv_timer_t timer;
+  daemon_t *d;
+  workers_probe_fn done;
+  void *ctx;
+  int running; /* started, its handles not closed yet */
+  int handles, timed_out;
+} P;
+
+static void probe_closed_cb(uv_handle_t *h)
+{
+  (void)h;
+  if (--P.handles == 0)
+    P.running = 0;
+}
+
+static void probe_exit_cb(uv_process_t *p, int64_t status, int sig)
+{
+  workers_probe_fn done = P.done;
+  int ok = status == 0 && sig == 0 && !P.timed_out;
+
+  (void)p;
+  uv_timer_stop(&P.timer);
+  uv_close((uv_handle_t *)&P.proc, probe_closed_cb);
+  uv_close((uv_handle_t *)&P.timer, probe_closed_cb);
+  P.done = NULL;
+  if (done != NULL)
+    done(P.d, ok, P.ctx);
+}
+
+static void probe_timeout_cb(uv_timer_t *t)
+{
+  (void)t;
+  P.timed_out = 1;
+  log_error(0, "the worker checking the new options did not finish within "
+               "30 s: killed");
+  uv_process_kill(&P.proc, SIGKILL);
+}
+
+int workers_probe_start(daemon_t *d, workers_probe_fn done, void *ctx,
+                        hipd_err_t *err)
+{
+  char role[64] = "--worker=probe:0:0:0", **args, **env;
+  uv_process_options_t o = {0};
+  uv_stdio_container_t io[3];
+  int rc;
+
+  if (P.running)
+    return err_set(err, HIPD_EBUSY, "a worker check is still running");
+  if (worker_exec_args(role, &args, &env) != 0)
+    return err_set(err, HIPD_ENOMEM, "out of memory");
+  for (int i = 0; i < 3; i++) {
+    io[i].flags = UV_INHERIT_FD;
+    io[i].data.fd = i;
+  }
+  o.file = W.exe;
+  o.args = args;
+  o.env = env;
+  o.stdio = io;
+  o.stdio_count = 3;
+  o.exit_cb = probe_exit_cb;
+  memset(&P, 0, sizeof(P));
+  P.d = d;
+  P.done = done;
+  P.ctx = ctx;
+  rc = uv_spawn(d->loop, &P.proc, &o);
+  free(args);
+  free(env);
+  if (rc != 0) {
+    uv_close((uv_handle_t *)&P.proc, NULL);
+    return err_set(err, HIPD_EIO, "cannot start a worker: %s", uv_strerror(rc));
+  }
+  P.running = 1;
+  P.handles = 2;
+  uv_timer_init(d->loop, &P.timer);
+  uv_timer_start(&P.timer, probe_timeout_cb, PROBE_TIMEOUT_MS, 0);
+  return 0;
+}
+
 static worker_t *worker_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
                               uint64_t seq)
 {
@@ -1690,6 +1772,8 @@ uint32_t workers_stop(daemon_t *d, int force)
       uv_process_kill(&w->proc, SIGTERM);
   }
   W.stop_sent = 1;
+  if (P.running && P.done != NULL)
+    uv_process_kill(&P.proc, SIGKILL); /* a reload's check: no reload */
   for (n = W.refusals.next; n != &W.refusals; n = next) {
     next = n->next;
     refusal_close(list_entry(n, refusal_t, node));
