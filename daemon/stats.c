@@ -198,7 +198,8 @@ static void held_cb(void *ctx, uint64_t h, void *obj)
   }
 }
 
-static void pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
+/* @return the msgpack objects packed. */
+static uint32_t pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
 {
   static const stats_sess_t zero;
   const stats_sess_t *ss = s->stats != NULL ? s->stats : &zero;
@@ -233,6 +234,7 @@ static void pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
       msgpack_pack_uint64(pk, hd.buffers[i]);
       msgpack_pack_uint64(pk, hd.bytes[i]);
     }
+  return 18 + 4 * n;
 }
 
 static void pack_dev_ctr(msgpack_packer *pk, int id, const dev_ctr_t *c)
@@ -250,7 +252,9 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
 {
   int ndev = devices_count();
   uint32_t n = 0, nuids = 0, nreq = 0;
-  uint64_t fixed, per_sess, fit;
+  uint64_t fixed, budget;
+  msgpack_sbuffer ss;
+  msgpack_packer sp;
   int truncated;
 
   if (ndev > STATS_MAX_DEVICES)
@@ -261,25 +265,32 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
     for (unsigned c = 0; S.req[r].used && c < STATS_MAX_CODES; c++)
       nreq += S.req[r].n[c] != 0;
   /* The object budget (STATS_REPORT_OBJECTS): what is not sessions, then
-   * each session at its most (its fields and a held entry per device). */
+   * sessions while they fit (packed aside first, to count them). */
   fixed = 8 + 1 + 16 * (uint64_t)ndev + 1 + nuids * (6 + 7 * (uint64_t)ndev) +
           1 + 4 * (uint64_t)nreq;
-  per_sess = 18 + 4 * (uint64_t)ndev;
-  fit = fixed < STATS_REPORT_OBJECTS ? (STATS_REPORT_OBJECTS - fixed) / per_sess
-                                     : 0;
+  budget = fixed < STATS_REPORT_OBJECTS ? STATS_REPORT_OBJECTS - fixed : 0;
+  msgpack_sbuffer_init(&ss);
+  msgpack_packer_init(&sp, &ss, msgpack_sbuffer_write);
   /* sessions, by id: at most STATS_REPORT_SESSIONS and what fits */
-  n = d->nsessions < STATS_REPORT_SESSIONS ? d->nsessions
-                                           : STATS_REPORT_SESSIONS;
-  if (n > fit)
-    n = (uint32_t)fit;
+  for (list_node_t *it = d->sessions.next;
+       it != &d->sessions && n < STATS_REPORT_SESSIONS; it = it->next) {
+    size_t before = ss.size;
+    uint32_t cost = pack_session(d, list_entry(it, session_t, node), &sp);
+    if (cost > budget) {
+      ss.size = before; /* it does not fit: neither do those after */
+      break;
+    }
+    budget -= cost;
+    n++;
+  }
   truncated = n < d->nsessions;
   msgpack_pack_array(pk, 7);
   msgpack_pack_uint32(pk, 1); /* the layout's version */
   msgpack_pack_int64(pk, getpid());
   msgpack_pack_array(pk, n);
-  for (list_node_t *it = d->sessions.next; n > 0 && it != &d->sessions;
-       it = it->next, n--)
-    pack_session(d, list_entry(it, session_t, node), pk);
+  if (ss.size > 0)
+    pk->callback(pk->data, ss.data, ss.size);
+  msgpack_sbuffer_destroy(&ss);
   /* devices: [[id, name, kind, mem_total, buffers, held, lost, ctr]] */
   msgpack_pack_array(pk, (uint32_t)ndev);
   for (int i = 0; i < ndev; i++) {
