@@ -953,41 +953,25 @@ static void notify_reloading(void)
   notify_send(msg);
 }
 
-/* SIGHUP in the listener (or the single process): read hipd.conf and the
- * command line again and apply what can change; all or nothing. */
-static void reload(daemon_t *d)
-{
+/* A reload waiting for its worker check (workers_probe_start()). */
+static struct {
+  int pending;
   daemon_config_t nc;
-  char **args = NULL, restart[256];
+  char **args;
+} R;
+
+/* The reload's second half: apply @p nc (the options @p args), then free
+ * both. */
+static void reload_apply(daemon_t *d, daemon_config_t *nc, char **args)
+{
+  char restart[256];
   const char *path = cfg_file(&d->cfg);
 
-  notify_reloading();
-  log_info(0, "SIGHUP: reloading %s", path != NULL ? path : "(no file)");
-  opt_reloading = 1;
-  if (cfg_load(start_argc, start_argv, 0, &nc, &args) != 0) {
-    opt_reloading = 0;
+  if (cfg_apply(d, nc) != 0) {
     log_error(0, "reload failed: the running configuration is kept");
     goto done;
   }
-  opt_reloading = 0;
-  /* The listener holds no device: a worker checks the device rules. Ask
-   * one (as at start) before anything changes. */
-  if (d->role == ROLE_LISTENER && device_rules_differ(&d->cfg, &nc)) {
-    hipd_err_t err;
-    workers_set_args(d, args);
-    if (workers_probe(d, &err) != 0) {
-      workers_set_args(d, worker_args);
-      log_error(0, "%s", err.msg);
-      log_error(0, "reload failed: the running configuration is kept");
-      goto done;
-    }
-    workers_set_args(d, worker_args);
-  }
-  if (cfg_apply(d, &nc) != 0) {
-    log_error(0, "reload failed: the running configuration is kept");
-    goto done;
-  }
-  restart_changes(&start_cfg, &nc, restart, sizeof(restart));
+  restart_changes(&start_cfg, nc, restart, sizeof(restart));
   if (restart[0] != '\0')
     log_warn(0, "changed in %s, needs a restart: %s",
              path != NULL ? path : "the configuration", restart);
@@ -995,6 +979,8 @@ static void reload(daemon_t *d)
     workers_set_args(d, args);
     workers_reload(d);
   }
+  if (d->role != ROLE_WORKER)
+    admin_configure(d);
   args_free(worker_args);
   worker_args = args;
   args = NULL;
@@ -1005,8 +991,79 @@ static void reload(daemon_t *d)
            d->cfg.max_handles, (unsigned long long)d->cfg.limits.max_message);
 done:
   args_free(args);
-  cfg_free(&nc);
+  cfg_free(nc);
   notify_send("READY=1");
+}
+
+/* The worker check of a reload is over. */
+static void reload_probed(daemon_t *d, int ok, void *ctx)
+{
+  (void)ctx;
+  R.pending = 0;
+  if (!ok || d->stopping) {
+    if (!ok)
+      log_error(0, "a worker could not start with these options (its error "
+                   "is above)");
+    log_error(0, "reload failed: the running configuration is kept");
+    args_free(R.args);
+    R.args = NULL;
+    cfg_free(&R.nc);
+    notify_send("READY=1");
+    return;
+  }
+  reload_apply(d, &R.nc, R.args);
+  R.args = NULL;
+}
+
+/* SIGHUP in the listener (or the single process): read hipd.conf and the
+ * command line again and apply what can change; all or nothing. When the
+ * device rules change, a worker checks them first without blocking the
+ * loop (30 s at most): the reload finishes when it is done. */
+static void reload(daemon_t *d)
+{
+  daemon_config_t nc;
+  char **args = NULL;
+  const char *path = cfg_file(&d->cfg);
+
+  if (R.pending) {
+    log_warn(0, "SIGHUP: the last reload is still checking its options: "
+                "ignored");
+    return;
+  }
+  notify_reloading();
+  log_info(0, "SIGHUP: reloading %s", path != NULL ? path : "(no file)");
+  opt_reloading = 1;
+  if (cfg_load(start_argc, start_argv, 0, &nc, &args) != 0) {
+    opt_reloading = 0;
+    log_error(0, "reload failed: the running configuration is kept");
+    args_free(args);
+    cfg_free(&nc);
+    notify_send("READY=1");
+    return;
+  }
+  opt_reloading = 0;
+  /* The listener holds no device: a worker checks the device rules. Ask
+   * one (as at start) before anything changes. */
+  if (d->role == ROLE_LISTENER && device_rules_differ(&d->cfg, &nc)) {
+    hipd_err_t err;
+    int rc;
+    workers_set_args(d, args);
+    rc = workers_probe_start(d, reload_probed, NULL, &err);
+    workers_set_args(d, worker_args);
+    if (rc != 0) {
+      log_error(0, "%s", err.msg);
+      log_error(0, "reload failed: the running configuration is kept");
+      args_free(args);
+      cfg_free(&nc);
+      notify_send("READY=1");
+      return;
+    }
+    R.pending = 1;
+    R.nc = nc;
+    R.args = args;
+    return;
+  }
+  reload_apply(d, &nc, args);
 }
 
 /* A worker's reload: the options its listener read (worker.c). */
@@ -1515,6 +1572,8 @@ int main(int argc, char **argv)
     }
     if (d->role == ROLE_LISTENER)
       workers_admin_init(d);
+    if (d->role != ROLE_WORKER)
+      admin_configure(d);
     /* Bound now, so that a bad address stops hipd before it listens. */
     if (d->role != ROLE_WORKER && (rc = metrics_init(d, &err)) != 0) {
       log_error(0, "not started: %s", err.msg);

@@ -198,7 +198,8 @@ static void held_cb(void *ctx, uint64_t h, void *obj)
   }
 }
 
-static void pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
+/* @return the msgpack objects packed. */
+static uint32_t pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
 {
   static const stats_sess_t zero;
   const stats_sess_t *ss = s->stats != NULL ? s->stats : &zero;
@@ -233,6 +234,7 @@ static void pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
       msgpack_pack_uint64(pk, hd.buffers[i]);
       msgpack_pack_uint64(pk, hd.bytes[i]);
     }
+  return 18 + 4 * n;
 }
 
 static void pack_dev_ctr(msgpack_packer *pk, int id, const dev_ctr_t *c)
@@ -249,20 +251,46 @@ static void pack_dev_ctr(msgpack_packer *pk, int id, const dev_ctr_t *c)
 void stats_pack_report(daemon_t *d, msgpack_packer *pk)
 {
   int ndev = devices_count();
-  uint32_t n = 0;
+  uint32_t n = 0, nuids = 0, nreq = 0;
+  uint64_t fixed, budget;
+  msgpack_sbuffer ss;
+  msgpack_packer sp;
+  int truncated;
 
   if (ndev > STATS_MAX_DEVICES)
     ndev = STATS_MAX_DEVICES;
-  msgpack_pack_array(pk, 6);
+  for (uid_ctr_t *u = S.uids; u != NULL; u = u->next)
+    nuids++;
+  for (size_t r = 0; r < STATS_REQ_SLOTS; r++)
+    for (unsigned c = 0; S.req[r].used && c < STATS_MAX_CODES; c++)
+      nreq += S.req[r].n[c] != 0;
+  /* The object budget (STATS_REPORT_OBJECTS): what is not sessions, then
+   * sessions while they fit (packed aside first, to count them). */
+  fixed = 8 + 1 + 16 * (uint64_t)ndev + 1 + nuids * (6 + 7 * (uint64_t)ndev) +
+          1 + 4 * (uint64_t)nreq;
+  budget = fixed < STATS_REPORT_OBJECTS ? STATS_REPORT_OBJECTS - fixed : 0;
+  msgpack_sbuffer_init(&ss);
+  msgpack_packer_init(&sp, &ss, msgpack_sbuffer_write);
+  /* sessions, by id: at most STATS_REPORT_SESSIONS and what fits */
+  for (list_node_t *it = d->sessions.next;
+       it != &d->sessions && n < STATS_REPORT_SESSIONS; it = it->next) {
+    size_t before = ss.size;
+    uint32_t cost = pack_session(d, list_entry(it, session_t, node), &sp);
+    if (cost > budget) {
+      ss.size = before; /* it does not fit: neither do those after */
+      break;
+    }
+    budget -= cost;
+    n++;
+  }
+  truncated = n < d->nsessions;
+  msgpack_pack_array(pk, 7);
   msgpack_pack_uint32(pk, 1); /* the layout's version */
   msgpack_pack_int64(pk, getpid());
-  /* sessions, by id: at most STATS_REPORT_SESSIONS (the wire's limits) */
-  n = d->nsessions < STATS_REPORT_SESSIONS ? d->nsessions
-                                           : STATS_REPORT_SESSIONS;
   msgpack_pack_array(pk, n);
-  for (list_node_t *it = d->sessions.next; n > 0 && it != &d->sessions;
-       it = it->next, n--)
-    pack_session(d, list_entry(it, session_t, node), pk);
+  if (ss.size > 0)
+    pk->callback(pk->data, ss.data, ss.size);
+  msgpack_sbuffer_destroy(&ss);
   /* devices: [[id, name, kind, mem_total, buffers, held, lost, ctr]] */
   msgpack_pack_array(pk, (uint32_t)ndev);
   for (int i = 0; i < ndev; i++) {
@@ -281,9 +309,7 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
     pack_dev_ctr(pk, i, &S.dev[i]);
   }
   /* uids: [[uid, quota, faults, [ctr...]]] */
-  for (uid_ctr_t *u = S.uids; u != NULL; u = u->next)
-    n++;
-  msgpack_pack_array(pk, n);
+  msgpack_pack_array(pk, nuids);
   for (uid_ctr_t *u = S.uids; u != NULL; u = u->next) {
     msgpack_pack_array(pk, 4);
     msgpack_pack_uint64(pk, u->uid);
@@ -294,11 +320,7 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
       pack_dev_ctr(pk, i, &u->dev[i]);
   }
   /* requests: [[method, code, n]] where n > 0 */
-  n = 0;
-  for (size_t r = 0; r < STATS_REQ_SLOTS; r++)
-    for (unsigned c = 0; S.req[r].used && c < STATS_MAX_CODES; c++)
-      n += S.req[r].n[c] != 0;
-  msgpack_pack_array(pk, n);
+  msgpack_pack_array(pk, nreq);
   for (size_t r = 0; r < STATS_REQ_SLOTS; r++)
     for (unsigned c = 0; S.req[r].used && c < STATS_MAX_CODES; c++)
       if (S.req[r].n[c] != 0) {
@@ -308,4 +330,9 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
         msgpack_pack_int(pk, -(int)c);
         msgpack_pack_uint64(pk, S.req[r].n[c]);
       }
+  /* truncated: sessions were left out */
+  if (truncated)
+    msgpack_pack_true(pk);
+  else
+    msgpack_pack_false(pk);
 }

@@ -36,6 +36,10 @@
 /* Sessions a report lists at most: with their fields, a report stays
  * under the wire's limits (ipc_limits()); admin/report.h agrees. */
 #define STATS_REPORT_SESSIONS 2048
+/* msgpack objects a report packs at most: under the wire's max_objects
+ * (ipc.c, 65536) with room for the response around it. Sessions that do
+ * not fit are left out and the report says truncated. */
+#define STATS_REPORT_OBJECTS 65000
 #define STATS_REQ_SLOTS 256 /* methods, at most (the table has ~70) */
 
 struct session;

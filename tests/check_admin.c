@@ -581,6 +581,24 @@ static char *metrics_of(raw_t *r)
   return text;
 }
 
+/* The metric @p head once it is at least @p min: the listener answers
+ * views from reports up to 1 s old, so a change shows within about a
+ * second (up to 5 s here), not at once. */
+static double metric_at_least(raw_t *r, const char *head, double min)
+{
+  double v = 0;
+
+  for (int i = 0; i < 50; i++) {
+    char *text = metrics_of(r);
+    v = metric(text, head);
+    free(text);
+    if (v >= min)
+      break;
+    usleep(100 * 1000);
+  }
+  return v;
+}
+
 /* --------------------------------------------------------------- tests */
 
 static harness_daemon_t *start(const char *arg, ...)
@@ -705,10 +723,9 @@ static void views(int none)
   ck_assert(metric(text, head) >= 2);
   free(text);
   ck_assert_int_eq(client_rc(&a, "work %s", "0"), 0);
-  text = metrics_of(root);
-  v2 = metric(text, "hipd_device_kernels_launched_total{device=\"0\"}");
+  v2 = metric_at_least(root, "hipd_device_kernels_launched_total{device=\"0\"}",
+                       v1 + 2);
   ck_assert_msg(v2 >= v1 + 2, "launches %g then %g", v1, v2);
-  free(text);
   /* A sees the devices and its own tenant only. */
   client_do(&a, &r, "admin metrics");
   ck_assert_int_eq(r.rc, 0);
@@ -916,6 +933,71 @@ START_TEST(test_exited_worker)
 }
 END_TEST
 
+/* A reload sets the configured log level again, in workers started
+ * after it too (not the level an admin set before it). */
+START_TEST(test_level_reload)
+{
+  harness_daemon_t *d = start(NULL);
+  raw_t *root = raw_named(d->socket, "root-admin");
+  client_t b;
+  uint64_t b1;
+  res_t r;
+  char head[96];
+  int64_t wpid = 0;
+
+  admin_raw(root, "log.level", "debug", &r);
+  ck_assert_int_eq(r.rc, 0);
+  res_free(&r);
+  ck_assert(harness_log_wait(d, "log level set to debug by uid 0", 5000));
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  snprintf(head, sizeof(head), "configuration reloaded: log level info");
+  ck_assert_msg(harness_log_wait(d, head, 10000), "no '%s'", head);
+  admin_raw(root, "log.level", "", &r);
+  ck_assert_int_eq(r.rc, 0);
+  ck_assert(r.o->type == MSGPACK_OBJECT_STR && r.o->via.str.size == 4 &&
+            memcmp(r.o->via.str.ptr, "info", 4) == 0);
+  res_free(&r);
+  /* B's worker starts now: at info, as the configuration says. */
+  b = client_start(USER_B, d->socket);
+  b1 = client_open(&b, "0 client-b1");
+  ck_assert_int_eq(client_rc(&b, "ping %s", "0"), 0);
+  admin_raw(root, "session.list", "", &r);
+  ck_assert_int_eq(r.rc, 0);
+  ck_assert_ptr_nonnull(find_session(r.o, b1));
+  wpid = (int64_t)map_u64(find_session(r.o, b1), "worker_pid");
+  res_free(&r);
+  ck_assert_int_gt(wpid, 0);
+  ck_assert_int_eq(client_rc(&b, "ping %s", "0"), 0);
+  snprintf(head, sizeof(head), "hipd[%d] debug", (int)wpid);
+  ck_assert_msg(!harness_log_contains(d, head),
+                "a worker started after the reload logs at debug");
+  client_stop(&b);
+  raw_close(root);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+/* An --admin-group that does not exist is said at start: root alone is
+ * an admin. */
+START_TEST(test_admin_group_missing)
+{
+  harness_daemon_t *d = start("--admin-group", "hipd-no-such-group", NULL);
+  client_t a = client_start(USER_A, d->socket);
+  res_t r;
+
+  ck_assert(harness_log_wait(
+      d, "--admin-group hipd-no-such-group: no such group", 5000));
+  client_open(&a, "0 client-a1");
+  client_do(&a, &r, "admin log.level debug");
+  ck_assert_int_eq(r.rc, HIPD_EPERM);
+  res_free(&r);
+  client_stop(&a);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
 static int make_user(const char *name, uid_t *uid)
 {
   struct passwd *pw;
@@ -971,6 +1053,8 @@ int main(void)
   tcase_add_test(tc, test_views_none);
   tcase_add_test(tc, test_admin_group);
   tcase_add_test(tc, test_exited_worker);
+  tcase_add_test(tc, test_level_reload);
+  tcase_add_test(tc, test_admin_group_missing);
   suite_add_tcase(s, tc);
   sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -322,6 +322,13 @@ START_TEST(test_reload_broken)
   log_wait_count(d, "configuration reloaded from the listener", 1);
   ck_assert_int_eq(limit(a, "max_sessions"), 20);
   usable(a);
+  /* A device rule the probe accepts: the reload finishes when the probe
+   * (run on the loop, not waited for) exits. */
+  conf_write(conf, "max-sessions = 30\ndevice-allow = cpu:0=root\n");
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  log_wait_count(d, "configuration reloaded from the listener", 2);
+  ck_assert_int_eq(limit(a, "max_sessions"), 30);
+  usable(a);
   hipd_close(a);
   ck_assert_int_eq(harness_stop(d), 0);
   harness_free(d);

@@ -3,6 +3,7 @@
  * (admin.h). */
 #include "config.h"
 
+#include <errno.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -48,7 +49,21 @@ static struct {
   report_req_t *fold_req;
   uint32_t nfold_req, fold_cap;
   uint64_t scrape_errors;
+  /* --admin-group, resolved at start and at each reload */
+  char group[256]; /* the name resolved, "" none */
+  int group_ok;
+  gid_t group_gid;
+  /* Who is who, per uid: the loop does not wait for NSS each request. */
+  struct who_cache {
+    uid_t uid;
+    int used, admin;
+    uint64_t until_ms;
+    char name[64];
+  } who[64];
 } A;
+
+/* A cached name and admin bit lasts this long. */
+#define WHO_CACHE_MS 60000
 
 void admin_set_forward(admin_forward_fn fn)
 {
@@ -77,51 +92,156 @@ static int op_of(const char *op, size_t len)
   return -1;
 }
 
+/* getpwuid_r / getgrnam_r with a buffer that grows on ERANGE (a big
+ * group's member list does not fit 8 KiB). @return the malloc'd buffer
+ * (the caller frees it) with *@p out set, or NULL. */
+static char *pw_lookup(uid_t uid, struct passwd *pwb, struct passwd **out)
+{
+  size_t size = 4096;
+  char *buf = NULL;
+  int rc;
+
+  *out = NULL;
+  do {
+    char *n = realloc(buf, size);
+    if (n == NULL)
+      break;
+    buf = n;
+    rc = getpwuid_r(uid, pwb, buf, size, out);
+    size *= 2;
+  } while (rc == ERANGE && size <= (1u << 22));
+  if (*out == NULL) {
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+static char *gr_lookup(const char *name, struct group *grb, struct group **out)
+{
+  size_t size = 8192;
+  char *buf = NULL;
+  int rc;
+
+  *out = NULL;
+  do {
+    char *n = realloc(buf, size);
+    if (n == NULL)
+      break;
+    buf = n;
+    rc = getgrnam_r(name, grb, buf, size, out);
+    size *= 2;
+  } while (rc == ERANGE && size <= (1u << 24));
+  if (*out == NULL) {
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+void admin_configure(daemon_t *d)
+{
+  const char *g = d->cfg.admin_group != NULL ? d->cfg.admin_group : "";
+  struct group grb, *gr = NULL;
+  char *buf;
+
+  memset(A.who, 0, sizeof(A.who)); /* the group may have changed */
+  snprintf(A.group, sizeof(A.group), "%s", g);
+  A.group_ok = 0;
+  if (g[0] == '\0')
+    return;
+  if ((buf = gr_lookup(g, &grb, &gr)) == NULL) {
+    log_warn(0,
+             "--admin-group %s: no such group: only root is an admin until "
+             "it exists and hipd is reloaded",
+             g);
+    return;
+  }
+  A.group_gid = gr->gr_gid;
+  A.group_ok = 1;
+  free(buf);
+}
+
+/* The cached record of @p uid, filled now if it is missing or old. */
+static struct who_cache *who_of(daemon_t *d, uid_t uid)
+{
+  uint64_t now = uv_now(d->loop);
+  struct who_cache *c = NULL, *oldest = &A.who[0];
+  struct passwd pwb, *pw = NULL;
+  char *buf;
+
+  if (strcmp(A.group, d->cfg.admin_group != NULL ? d->cfg.admin_group : "") !=
+      0)
+    admin_configure(d); /* the option changed without admin_configure() */
+  for (int i = 0; i < (int)(sizeof(A.who) / sizeof(A.who[0])); i++) {
+    if (A.who[i].used && A.who[i].uid == uid) {
+      c = &A.who[i];
+      break;
+    }
+    if (!A.who[i].used || A.who[i].until_ms < oldest->until_ms)
+      oldest = &A.who[i];
+  }
+  if (c != NULL && now < c->until_ms)
+    return c;
+  if (c == NULL)
+    c = oldest;
+  memset(c, 0, sizeof(*c));
+  c->used = 1;
+  c->uid = uid;
+  c->until_ms = now + WHO_CACHE_MS;
+  c->admin = uid == 0;
+  if ((buf = pw_lookup(uid, &pwb, &pw)) == NULL)
+    return c;
+  snprintf(c->name, sizeof(c->name), "%s", pw->pw_name);
+  if (!c->admin && A.group_ok) {
+    int n = 64;
+    gid_t *groups = NULL;
+    for (int tries = 0; tries < 8; tries++) {
+      gid_t *g = realloc(groups, (size_t)n * sizeof(*g));
+      int want = n;
+      if (g == NULL)
+        break;
+      groups = g;
+      if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &want) >= 0) {
+        n = want;
+        for (int i = 0; i < n; i++)
+          if (groups[i] == A.group_gid)
+            c->admin = 1;
+        break;
+      }
+      n = want > n ? want : n * 2;
+    }
+    free(groups);
+  }
+  free(buf);
+  return c;
+}
+
 int admin_is_admin(daemon_t *d, uid_t uid)
 {
-  struct passwd pwb, *pw = NULL;
-  struct group grb, *gr = NULL;
-  char buf[8192], gbuf[8192];
-  gid_t groups[256];
-  int n = 256;
-
   if (uid == 0)
     return 1;
   if (d->cfg.admin_group == NULL || d->cfg.admin_group[0] == '\0')
     return 0;
-  if (getgrnam_r(d->cfg.admin_group, &grb, gbuf, sizeof(gbuf), &gr) != 0 ||
-      gr == NULL)
-    return 0;
-  if (getpwuid_r(uid, &pwb, buf, sizeof(buf), &pw) != 0 || pw == NULL)
-    return 0;
-  if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
-    n = 256; /* more groups than room: check those we got */
-  for (int i = 0; i < n; i++)
-    if (groups[i] == gr->gr_gid)
-      return 1;
-  return 0;
+  return who_of(d, uid)->admin;
 }
 
 /* "uid 0 (root)" */
-static void uid_who(uid_t uid, char *out, size_t size)
+static void uid_who(daemon_t *d, uid_t uid, char *out, size_t size)
 {
-  struct passwd pwb, *pw = NULL;
-  char buf[4096];
+  const char *name = who_of(d, uid)->name;
 
-  if (getpwuid_r(uid, &pwb, buf, sizeof(buf), &pw) == 0 && pw != NULL)
-    snprintf(out, size, "uid %u (%s)", (unsigned)uid, pw->pw_name);
+  if (name[0] != '\0')
+    snprintf(out, size, "uid %u (%s)", (unsigned)uid, name);
   else
     snprintf(out, size, "uid %u", (unsigned)uid);
 }
 
-static void user_name(uint64_t uid, char *out, size_t size)
+static void user_name(daemon_t *d, uint64_t uid, char *out, size_t size)
 {
-  struct passwd pwb, *pw = NULL;
-  char buf[4096];
-
   out[0] = '\0';
-  if (getpwuid_r((uid_t)uid, &pwb, buf, sizeof(buf), &pw) == 0 && pw != NULL)
-    snprintf(out, size, "%s", pw->pw_name);
+  if (uid <= UINT32_MAX)
+    snprintf(out, size, "%s", who_of(d, (uid_t)uid)->name);
 }
 
 /* ---------------------------------------------------------------- folding */
@@ -192,6 +312,7 @@ typedef struct view_sess {
 } view_sess_t;
 
 typedef struct view {
+  daemon_t *d;
   view_sess_t *sess; /* visible, by id */
   uint32_t nsess;
   uint64_t sessions_all;
@@ -199,8 +320,12 @@ typedef struct view {
   int ndev;
   view_tenant_t *ten;
   uint32_t nten;
+  uint32_t capten;
   report_req_t *req;
-  uint32_t nreq;
+  uint32_t nreq, capreq;
+  uint32_t last_ten;  /* tenant_of()'s last answer: a report's sessions
+                         mostly share their uid */
+  uint32_t truncated; /* reports that left sessions out */
 } view_t;
 
 static int visible(const job_t *j, uint64_t uid)
@@ -212,13 +337,21 @@ static view_tenant_t *tenant_of(view_t *v, uint64_t uid)
 {
   view_tenant_t *t;
 
+  if (v->last_ten < v->nten && v->ten[v->last_ten].uid == uid)
+    return &v->ten[v->last_ten];
   for (uint32_t i = 0; i < v->nten; i++)
-    if (v->ten[i].uid == uid)
+    if (v->ten[i].uid == uid) {
+      v->last_ten = i;
       return &v->ten[i];
-  t = realloc(v->ten, (v->nten + 1) * sizeof(*t));
-  if (t == NULL)
-    return NULL;
-  v->ten = t;
+    }
+  if (v->nten == v->capten) {
+    uint32_t cap = v->capten ? v->capten * 2 : 8;
+    if ((t = realloc(v->ten, cap * sizeof(*t))) == NULL)
+      return NULL;
+    v->ten = t;
+    v->capten = cap;
+  }
+  v->last_ten = v->nten;
   t = &v->ten[v->nten++];
   memset(t, 0, sizeof(*t));
   t->uid = uid;
@@ -234,9 +367,13 @@ static void view_req_add(view_t *v, const report_req_t *q)
       v->req[i].n += q->n;
       return;
     }
-  if ((n = realloc(v->req, (v->nreq + 1) * sizeof(*n))) == NULL)
-    return;
-  v->req = n;
+  if (v->nreq == v->capreq) {
+    uint32_t cap = v->capreq ? v->capreq * 2 : 64;
+    if ((n = realloc(v->req, cap * sizeof(*n))) == NULL)
+      return;
+    v->req = n;
+    v->capreq = cap;
+  }
   v->req[v->nreq++] = *q;
 }
 
@@ -262,6 +399,8 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
   uint32_t total = 0, k = 0;
 
   memset(v, 0, sizeof(*v));
+  v->d = j->d;
+  v->truncated = set->truncated;
   for (uint32_t r = 0; r < set->n; r++)
     total += set->r[r]->nsess;
   if (total && (v->sess = calloc(total, sizeof(*v->sess))) == NULL)
@@ -323,6 +462,15 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
   v->nsess = k;
   if (k > 1)
     qsort(v->sess, k, sizeof(*v->sess), sess_cmp);
+  /* One id, one session: the listener keeps only the sessions it handed
+   * each worker, so a second is a bug; listed once all the same. */
+  if (k > 1) {
+    uint32_t o = 1;
+    for (uint32_t i = 1; i < k; i++)
+      if (v->sess[i].s->id != v->sess[o - 1].s->id)
+        v->sess[o++] = v->sess[i];
+    v->nsess = o;
+  }
   for (int i = 0; i < REPORT_MAX_DEVICES; i++) {
     const report_ctr_t *f = &A.fold_dev[i];
     if (f->launches || f->busy_ns || f->h2d || f->d2h || f->faults) {
@@ -372,7 +520,7 @@ static void pack_list(const view_t *v, msgpack_packer *pk)
     const report_sess_t *s = v->sess[i].s;
     const report_t *r = v->sess[i].of;
     char user[64];
-    user_name(s->uid, user, sizeof(user));
+    user_name(v->d, s->uid, user, sizeof(user));
     msgpack_pack_map(pk, 19);
     kv_u64(pk, "id", s->id);
     kv_i64(pk, "pid", s->pid);
@@ -420,8 +568,15 @@ static void pack_stats(const job_t *j, const report_set_t *set, const view_t *v,
 
   cache_get_stats(&cs);
   compile_pool_get_stats(&ps);
-  msgpack_pack_map(pk, 8);
+  msgpack_pack_map(pk, 9);
   kv_u64(pk, "uptime_ms", uv_now(d->loop) - d->start_ms);
+  /* A process left sessions out of its report (the wire's limits):
+   * sessions and per-session sums are short. */
+  proto_pack_cstr(pk, "truncated");
+  if (v->truncated)
+    msgpack_pack_true(pk);
+  else
+    msgpack_pack_false(pk);
   kv_u64(pk, "sessions", v->nsess);
   kv_u64(pk, "sessions_total", d->sessions_total);
   kv_u64(pk, "tenants",
@@ -478,11 +633,11 @@ static void dev_label(strbuf_t *lb, int id)
   prom_label_u64(lb, "device", (uint64_t)id);
 }
 
-static void tenant_labels(strbuf_t *lb, uint64_t uid)
+static void tenant_labels(const view_t *v, strbuf_t *lb, uint64_t uid)
 {
   char user[64];
 
-  user_name(uid, user, sizeof(user));
+  user_name(v->d, uid, user, sizeof(user));
   prom_label_u64(lb, "uid", uid);
   prom_label(lb, "user", user);
 }
@@ -509,7 +664,7 @@ static void tenant_labels(strbuf_t *lb, uint64_t uid)
       if (!visible(j, tn->uid))                                                \
         continue;                                                              \
       for (uint32_t i = 0; i < tn->ndev; i++) {                                \
-        tenant_labels(&lb, tn->uid);                                           \
+        tenant_labels(v, &lb, tn->uid);                                        \
         dev_label(&lb, (int)i);                                                \
         prom_sample_u64(b, name, &lb, (expr));                                 \
       }                                                                        \
@@ -590,7 +745,7 @@ static void render_metrics(const job_t *j, const report_set_t *set,
   prom_family(b, "hipd_tenant_sessions", "gauge", "sessions of the tenant");
   for (uint32_t t = 0; t < v->nten; t++)
     if (visible(j, v->ten[t].uid)) {
-      tenant_labels(&lb, v->ten[t].uid);
+      tenant_labels(v, &lb, v->ten[t].uid);
       prom_sample_u64(b, "hipd_tenant_sessions", &lb, v->ten[t].sessions);
     }
   TEN_DEV_FAMILY("hipd_tenant_memory_held_bytes", "gauge",
@@ -603,7 +758,7 @@ static void render_metrics(const job_t *j, const report_set_t *set,
               "device busy time of the tenant's work");
   for (uint32_t t = 0; t < v->nten; t++)
     for (uint32_t i = 0; visible(j, v->ten[t].uid) && i < v->ten[t].ndev; i++) {
-      tenant_labels(&lb, v->ten[t].uid);
+      tenant_labels(v, &lb, v->ten[t].uid);
       dev_label(&lb, (int)i);
       prom_sample_f(b, "hipd_tenant_busy_seconds_total", &lb,
                     (double)v->ten[t].c[i].busy_ns / 1e9);
@@ -613,7 +768,7 @@ static void render_metrics(const job_t *j, const report_set_t *set,
   for (uint32_t t = 0; t < v->nten; t++)
     for (uint32_t i = 0; visible(j, v->ten[t].uid) && i < v->ten[t].ndev; i++)
       for (int k = 0; k < 2; k++) {
-        tenant_labels(&lb, v->ten[t].uid);
+        tenant_labels(v, &lb, v->ten[t].uid);
         dev_label(&lb, (int)i);
         prom_label(&lb, "direction", dirs[k]);
         prom_sample_u64(b, "hipd_tenant_transfer_bytes_total", &lb,
@@ -623,7 +778,7 @@ static void render_metrics(const job_t *j, const report_set_t *set,
               "requests refused by a quota or tenant limit");
   for (uint32_t t = 0; t < v->nten; t++)
     if (visible(j, v->ten[t].uid)) {
-      tenant_labels(&lb, v->ten[t].uid);
+      tenant_labels(v, &lb, v->ten[t].uid);
       prom_sample_u64(b, "hipd_tenant_quota_refusals_total", &lb,
                       v->ten[t].quota);
     }
@@ -632,7 +787,7 @@ static void render_metrics(const job_t *j, const report_set_t *set,
               "device error");
   for (uint32_t t = 0; t < v->nten; t++)
     if (visible(j, v->ten[t].uid)) {
-      tenant_labels(&lb, v->ten[t].uid);
+      tenant_labels(v, &lb, v->ten[t].uid);
       prom_sample_u64(b, "hipd_tenant_faults_total", &lb, v->ten[t].faults);
     }
 
@@ -838,7 +993,7 @@ static void gathered(void *ctx, report_set_t *set)
     {
       char who[160];
       snprintf(who, sizeof(who), "killed by %s", j->who);
-      if (owner->owner != NULL && A.listener)
+      if (owner->owner != 0 && A.listener)
         A.l.kill(j->d, owner->owner, j->kill_id, who, killed_cb, j);
       else
         killed_cb(j, admin_kill_local(j->d, j->kill_id, who, j->sid));
@@ -871,6 +1026,7 @@ static void gather_local(job_t *j)
   snprintf(r->tenant, sizeof(r->tenant), "none");
   set.r = &r;
   set.n = 1;
+  set.truncated = r->truncated != 0;
   gathered(j, &set);
   report_free(r);
 }
@@ -973,7 +1129,7 @@ void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const char *op,
   j->op = o;
   j->done = done;
   j->ctx = ctx;
-  uid_who(uid, j->who, sizeof(j->who));
+  uid_who(d, uid, j->who, sizeof(j->who));
   if (o == OP_KILL &&
       proto_obj_uint(&params->via.array.ptr[0], UINT64_MAX, &j->kill_id) != 0) {
     answer(j, HIPD_EPARAMS, "param 0 (id) must be an unsigned integer", NULL,

@@ -41,7 +41,12 @@ int admin_is_op(const char *op, size_t len);
 void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const char *op,
                    const msgpack_object *params, admin_done_fn done, void *ctx);
 
-/* Is @p uid an admin (root, or a member of --admin-group)? */
+/* Resolve --admin-group (a warning if it does not exist) and forget the
+ * cached names and admin bits: at start and after each reload. */
+void admin_configure(daemon_t *d);
+
+/* Is @p uid an admin (root, or a member of --admin-group)? The answer,
+ * and the user names views show, are cached per uid for 60 s. */
 int admin_is_admin(daemon_t *d, uid_t uid);
 
 /* ---- hooks ---- */
@@ -57,9 +62,10 @@ void admin_set_forward(admin_forward_fn fn);
 typedef void (*admin_gathered_fn)(void *ctx, report_set_t *set);
 typedef struct admin_listener {
   void (*gather)(daemon_t *d, admin_gathered_fn done, void *ctx);
-  /* Close session @p id in the worker whose report is @p owner; @p done
-   * gets 0 or HIPD_ENOENT. */
-  void (*kill)(daemon_t *d, void *owner, uint64_t id, const char *who,
+  /* Close session @p id in the worker whose report's owner (serial) is
+   * @p owner, if the listener handed it that session; @p done gets 0 or
+   * HIPD_ENOENT. */
+  void (*kill)(daemon_t *d, uint64_t owner, uint64_t id, const char *who,
                void (*done)(void *ctx, int status), void *ctx);
   /* Tell every worker (and those started later) the new log level. */
   void (*log_level)(daemon_t *d, int level);

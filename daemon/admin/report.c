@@ -10,7 +10,9 @@
 #include "stats.h"
 
 _Static_assert(REPORT_MAX_SESSIONS == STATS_REPORT_SESSIONS,
-               "a report lists what its reader accepts");
+               "the reader accepts as many sessions as a report lists (what "
+               "fits on the wire is stats_pack_report()'s object budget, "
+               "STATS_REPORT_OBJECTS)");
 
 static const msgpack_object *arr(const msgpack_object *o, uint32_t n,
                                  uint32_t max)
@@ -149,35 +151,74 @@ static int alloc_of(const msgpack_object *o, size_t size, void **out,
   return (*out = calloc(*n, size)) != NULL ? 0 : -1;
 }
 
-report_t *report_decode(const msgpack_object *o)
+/* The uid of a session or uid record, or UINT64_MAX (malformed: the
+ * decoder says so). */
+static uint64_t uid_at(const msgpack_object *o, uint32_t at)
+{
+  uint64_t u;
+
+  if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size <= at ||
+      proto_obj_uint(AT(o, at), UINT32_MAX, &u) != 0)
+    return UINT64_MAX;
+  return u;
+}
+
+/* Decode @p o; @p only >= 0: keep @p only's records alone. */
+static report_t *decode(const msgpack_object *o, int64_t only)
 {
   report_t *r = calloc(1, sizeof(*r));
   const msgpack_object *ss, *ds, *us, *rs;
   uint64_t ver;
+  uint32_t k;
 
   if (r == NULL)
     return NULL;
-  if ((o = arr(o, 6, 6)) == NULL || proto_obj_uint(AT(o, 0), 1, &ver) ||
-      ver != 1 || proto_obj_int(AT(o, 1), 0, INT32_MAX, &r->pid) ||
+  r->refs = 1;
+  if ((o = arr(o, 0, 7)) == NULL || o->via.array.size < 6 ||
+      (o->via.array.size == 7 && AT(o, 6)->type != MSGPACK_OBJECT_BOOLEAN) ||
+      proto_obj_uint(AT(o, 0), 1, &ver) || ver != 1 ||
+      proto_obj_int(AT(o, 1), 0, INT32_MAX, &r->pid) ||
       (ss = arr(AT(o, 2), 0, REPORT_MAX_SESSIONS)) == NULL ||
       (ds = arr(AT(o, 3), 0, REPORT_MAX_DEVICES)) == NULL ||
       (us = arr(AT(o, 4), 0, REPORT_MAX_UIDS)) == NULL ||
       (rs = arr(AT(o, 5), 0, REPORT_MAX_REQUESTS)) == NULL)
     goto fail;
+  r->truncated = o->via.array.size == 7 && AT(o, 6)->via.boolean;
   if (alloc_of(ss, sizeof(*r->sess), (void **)&r->sess, &r->nsess) ||
       alloc_of(ds, sizeof(*r->dev), (void **)&r->dev, &r->ndev) ||
-      alloc_of(us, sizeof(*r->uids), (void **)&r->uids, &r->nuids) ||
+      alloc_of(us, only >= 0 ? 1 : sizeof(*r->uids), (void **)&r->uids,
+               &r->nuids) ||
       alloc_of(rs, sizeof(*r->req), (void **)&r->req, &r->nreq))
     goto fail;
-  for (uint32_t i = 0; i < r->nsess; i++)
-    if (sess(AT(ss, i), &r->sess[i]))
+  k = 0;
+  for (uint32_t i = 0; i < ss->via.array.size; i++) {
+    if (only >= 0 && uid_at(AT(ss, i), 2) != (uint64_t)only) {
+      r->dropped++;
+      continue;
+    }
+    if (sess(AT(ss, i), &r->sess[k++]))
       goto fail;
+  }
+  r->nsess = k;
   for (uint32_t i = 0; i < r->ndev; i++)
     if (dev(AT(ds, i), &r->dev[i]) || r->dev[i].id != (int)i)
       goto fail;
-  for (uint32_t i = 0; i < r->nuids; i++)
-    if (uidrec(AT(us, i), &r->uids[i]))
+  if (only >= 0 && r->nuids > 0) {
+    /* One record at most: the worker's uid's. */
+    free(r->uids);
+    if ((r->uids = calloc(1, sizeof(*r->uids))) == NULL)
       goto fail;
+  }
+  k = 0;
+  for (uint32_t i = 0; i < us->via.array.size; i++) {
+    if (only >= 0 && (k > 0 || uid_at(AT(us, i), 0) != (uint64_t)only)) {
+      r->dropped++;
+      continue;
+    }
+    if (uidrec(AT(us, i), &r->uids[k++]))
+      goto fail;
+  }
+  r->nuids = k;
   for (uint32_t i = 0; i < r->nreq; i++)
     if (req(AT(rs, i), &r->req[i]))
       goto fail;
@@ -185,6 +226,16 @@ report_t *report_decode(const msgpack_object *o)
 fail:
   report_free(r);
   return NULL;
+}
+
+report_t *report_decode(const msgpack_object *o)
+{
+  return decode(o, -1);
+}
+
+report_t *report_decode_for(const msgpack_object *o, uint64_t uid)
+{
+  return decode(o, (int64_t)uid);
 }
 
 report_t *report_decode_bytes(const char *data, size_t len)
@@ -201,9 +252,15 @@ report_t *report_decode_bytes(const char *data, size_t len)
   return r;
 }
 
+report_t *report_ref(report_t *r)
+{
+  r->refs++;
+  return r;
+}
+
 void report_free(report_t *r)
 {
-  if (r == NULL)
+  if (r == NULL || --r->refs > 0)
     return;
   for (uint32_t i = 0; i < r->nsess; i++)
     free(r->sess[i].held);

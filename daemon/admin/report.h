@@ -3,7 +3,7 @@
  * decoded and checked.
  *
  * Layout (msgpack, positional, version 1):
- *   [1, pid, sessions, devices, uids, requests]
+ *   [1, pid, sessions, devices, uids, requests(, truncated)]
  *   sessions: [[id, pid, uid, gid, client, age_ms, requests, errors,
  *               streams, events, kernels_loaded, kernels_launched, busy_ns,
  *               bytes_h2d, bytes_d2h, [[device, buffers, bytes]...]]...]
@@ -12,8 +12,11 @@
  *   requests: [[method, code, n]...]
  *   ctr:      [device, kernels_launched, busy_ns, bytes_h2d, bytes_d2h,
  *              faults]
+ *   truncated: optional bool, true when the process left sessions out
+ *              to keep the report under the wire's limits (ipc_limits())
  * A report comes from a worker, which the listener does not trust:
- * report_decode() checks every field and bound.
+ * report_decode() checks every field and bound, report_decode_for() also
+ * keeps only what is the worker's uid's.
  */
 #ifndef HIPD_ADMIN_REPORT_H
 #define HIPD_ADMIN_REPORT_H
@@ -24,8 +27,8 @@
 
 #define REPORT_MAX_DEVICES 64
 #define REPORT_MAX_SESSIONS                                                    \
-  2048 /* a report lists at most this many: with                               \
-          their fields, under ipc_limits() */
+  2048 /* a report lists at most this many; the worker also keeps what it      \
+          packs under ipc_limits()' object count (stats_pack_report()) */
 #define REPORT_MAX_UIDS 4096
 #define REPORT_MAX_REQUESTS 4096
 
@@ -74,7 +77,11 @@ typedef struct report {
   int64_t pid;
   char tenant[64];    /* set by the listener: "uid 1001", "none"... */
   int64_t worker_pid; /* 0 in --isolation none */
-  void *owner;        /* the listener's worker, for session.kill */
+  uint64_t owner;     /* the listener's worker's serial, 0: this process */
+  int truncated;      /* the process left sessions out (wire limits) */
+  uint32_t dropped;   /* records the listener did not accept (not the
+                         worker's uid, or a session it did not hand over) */
+  uint32_t refs;      /* report_ref(); report_free() drops one */
   report_sess_t *sess;
   uint32_t nsess;
   report_dev_t *dev;
@@ -89,16 +96,23 @@ typedef struct report {
 typedef struct report_set {
   report_t **r;
   uint32_t n;
-  uint32_t missing; /* workers left out (no answer within 2 s) */
-  uint32_t exited;  /* of r, the last reports of workers that exited, not
-                       folded yet: counters only */
+  uint32_t missing;   /* workers left out (no answer within 2 s) */
+  uint32_t truncated; /* of r, reports that left sessions out */
+  uint32_t exited;    /* of r, the last reports of workers that exited, not
+                         folded yet: counters only */
 } report_set_t;
 
 /* Decode @p o into a new report. @return it, or NULL (malformed, or out
  * of memory). */
 report_t *report_decode(const msgpack_object *o);
+/* As report_decode(), for a worker that serves uid @p uid alone: session
+ * records of another uid and uid records but the first of @p uid are
+ * dropped (counted in dropped), not decoded. */
+report_t *report_decode_for(const msgpack_object *o, uint64_t uid);
 /* Decode @p len bytes of packed msgpack. */
 report_t *report_decode_bytes(const char *data, size_t len);
+/* Another reference to @p r: report_free() frees it at the last. */
+report_t *report_ref(report_t *r);
 void report_free(report_t *r);
 
 #endif

@@ -197,6 +197,15 @@ static int send_common(ipc_chan_t *ch, const void *data, size_t len,
   uv_buf_t b;
   int rc;
 
+  if (!ch->broken && !ch->closing &&
+      uv_stream_get_write_queue_size((uv_stream_t *)&ch->pipe) >
+          IPC_MAX_QUEUED) {
+    /* The peer reads nothing: no more memory for it. */
+    if (handed != NULL)
+      uv_close((uv_handle_t *)handed, (uv_close_cb)free);
+    broken(ch, "the peer does not read: more than 320 MiB queued to it");
+    return UV_ENOBUFS;
+  }
   if (ch->broken || ch->closing || (s = malloc(sizeof(*s) + len)) == NULL) {
     if (handed != NULL)
       uv_close((uv_handle_t *)handed, (uv_close_cb)free);

@@ -26,6 +26,10 @@
 
 /* A message of a channel may carry a compiled binary: 256 MiB at most. */
 #define IPC_MAX_MESSAGE ((size_t)256 << 20)
+/* Bytes queued to a peer that does not read, at most: one message at its
+ * largest (a compiled image) and 64 MiB more. A send beyond breaks the
+ * channel (the listener then ends that worker). */
+#define IPC_MAX_QUEUED (IPC_MAX_MESSAGE + ((size_t)64 << 20))
 
 typedef struct ipc_chan ipc_chan_t;
 

@@ -30,6 +30,8 @@ extern char **environ;
 /* A refused peer has this long to send its first request. */
 #define REFUSAL_MAX_MESSAGE 65536
 
+struct ask;
+
 typedef struct worker {
   list_node_t node; /* W.live while it takes connections, else W.leaving */
   daemon_t *d;
@@ -46,9 +48,21 @@ typedef struct worker {
   uint64_t exit_sent; /* when it was told to exit (uv_now), 0: not yet */
   int exited;         /* its exit was seen (uv_now then: exited_ms) */
   uint64_t exited_ms;
-  int handles;    /* libuv handles of this worker still open */
-  int refs;       /* compile jobs in flight + 1 while it is listed */
-  report_t *last; /* its last report (admin.h), folded when it exits */
+  int handles;         /* libuv handles of this worker still open */
+  int refs;            /* compile jobs in flight + 1 while it is listed */
+  report_t *last;      /* its last report (admin.h), folded when it exits */
+  uint64_t last_ms;    /* uv_now when last came */
+  uint64_t serial;     /* W.serial at its start: reports name it by this */
+  struct ask *rep;     /* its one report request unanswered, or NULL */
+  uint64_t rep_sent;   /* uv_now when rep was sent */
+  int rep_waited;      /* the gather in flight waits for rep */
+  int rep_warned;      /* rep's 30 s without an answer were logged */
+  int rep_again;       /* rep is housekeeping's: a view asks after it */
+  int lied;            /* a report with records not its own was logged */
+  uint32_t admin_busy; /* its clients' admin requests in flight */
+  uint64_t *ids;       /* the connections handed over, not reported closed
+                          (the listener's routing: who holds which session) */
+  uint32_t nids, capids;
 } worker_t;
 
 /* A peer refused by the policy: it reads the rule in the answer to its
@@ -82,6 +96,8 @@ static struct {
   list_node_t asks;     /* ask_t.node: requests to workers, unanswered */
   char level_arg[32];   /* "--log-level=debug" after log.level, else "" */
   uint64_t last_gather; /* uv_now of the last periodic gather */
+  uint64_t serial;      /* of the last worker made */
+  struct gather *g;     /* the gathering in flight, shared, or NULL */
 } W = {
     /* Empty lists before workers_init() (workers_adopt() needs none). */
     .live = {&W.live, &W.live},
@@ -92,14 +108,29 @@ static struct {
     .asks = {&W.asks, &W.asks},
 };
 
-/* A gathering of reports (admin.h's gather hook). */
-typedef struct gather {
+/* A report this young is used again rather than asked for. */
+#define REPORT_FRESH_MS 1000
+/* A worker whose report request is this old is left out of a view... */
+#define REPORT_STALE_MS 3000
+/* ... and logged once it is this old. */
+#define REPORT_LOST_MS 30000
+/* A gathering waits this long for the answers it asked for. */
+#define GATHER_WAIT_MS 2000
+/* Admin requests of one worker's clients in flight, at most. */
+#define ADMIN_MAX_INFLIGHT 4
+
+/* A gathering of reports (admin.h's gather hook): one at a time, shared
+ * by every view asked for while it runs. */
+typedef struct waiter {
   admin_gathered_fn done;
   void *ctx;
-  report_t **got; /* per slot, NULL: none (yet) */
-  uint32_t n, waiting, missing;
-  uv_timer_t timer; /* timer.data = this */
-  int finished;
+} waiter_t;
+typedef struct gather {
+  waiter_t *wait;
+  uint32_t nwait, capwait;
+  uint32_t waiting; /* workers with rep_waited */
+  uint64_t start;   /* uv_now: a report that was fresh then is used */
+  uv_timer_t timer; /* timer.data = this: the wait, then finishing */
 } gather_t;
 
 /* A request of the listener to a worker, waiting for its answer. */
@@ -109,8 +140,7 @@ typedef struct ask {
   worker_t *w;
   uint32_t msgid;
   int kind;
-  gather_t *g; /* ASK_REPORT: its gathering (NULL: only w->last), slot */
-  uint32_t slot;
+  int view; /* ASK_REPORT: asked by a view (else by housekeeping) */
   void (*killed)(void *ctx, int status); /* ASK_KILL */
   void *ctx;
 } ask_t;
@@ -202,6 +232,9 @@ void workers_reload(daemon_t *d)
   uint32_t n = 0;
 
   (void)d;
+  /* A reload sets the file's log level (the listener's and the running
+   * workers'): new workers start with it too, not with log.level's. */
+  W.level_arg[0] = '\0';
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_notify(&pk, "reload", 1);
@@ -221,16 +254,53 @@ void workers_reload(daemon_t *d)
 
 /* ----------------------------------------------------------- lifetime */
 
+static void worker_free_mem(worker_t *w)
+{
+  free(w->ids);
+  free(w);
+}
+
 static void worker_unref(worker_t *w)
 {
   if (--w->refs == 0 && w->handles == 0)
-    free(w);
+    worker_free_mem(w);
 }
 
 static void handle_closed(worker_t *w)
 {
   if (--w->handles == 0 && w->refs == 0)
-    free(w);
+    worker_free_mem(w);
+}
+
+/* The sessions a worker holds, by the listener's routing. */
+static void ids_add(worker_t *w, uint64_t id)
+{
+  if (w->nids == w->capids) {
+    uint32_t cap = w->capids ? w->capids * 2 : 8;
+    uint64_t *n = realloc(w->ids, cap * sizeof(*n));
+    if (n == NULL)
+      return; /* its session is then not listed, nor killed by id */
+    w->ids = n;
+    w->capids = cap;
+  }
+  w->ids[w->nids++] = id;
+}
+
+static int ids_has(const worker_t *w, uint64_t id)
+{
+  for (uint32_t i = 0; i < w->nids; i++)
+    if (w->ids[i] == id)
+      return 1;
+  return 0;
+}
+
+static void ids_remove(worker_t *w, uint64_t id)
+{
+  for (uint32_t i = 0; i < w->nids; i++)
+    if (w->ids[i] == id) {
+      w->ids[i] = w->ids[--w->nids];
+      return;
+    }
 }
 
 static void proc_closed_cb(uv_handle_t *h)
@@ -617,35 +687,55 @@ static void gather_closed_cb(uv_handle_t *h)
 {
   gather_t *g = h->data;
 
-  for (uint32_t i = 0; i < g->n; i++)
-    report_free(g->got[i]);
-  free(g->got);
+  free(g->wait);
   free(g);
 }
 
-/* Hand the reports gathered to their caller, once. */
-static void gather_finish(gather_t *g)
+/* A worker still there to ask. */
+static int askable(const worker_t *w)
 {
-  report_set_t set;
-  report_t **r;
-  uint32_t k = 0, ndead = 0, extra = 0;
+  /* An adopted channel (no process: pid -1, counted as exited) is asked
+   * too: the fuzz target answers for it. */
+  return !w->ch.broken && (w->pid < 0 || !w->exited);
+}
 
-  if (g->finished)
-    return;
-  g->finished = 1;
-  uv_timer_stop(&g->timer);
-  for (list_node_t *n = W.asks.next, *next; n != &W.asks; n = next) {
-    ask_t *a = list_entry(n, ask_t, node);
-    next = n->next;
-    if (a->g == g)
-      a->g = NULL; /* its answer still updates the worker's last report */
-  }
+/* The gather's wait is over (its answers came, or its 2 s passed): hand
+ * the reports to every waiter. Runs from the gather's timer, never inside
+ * another callback of this file. */
+static void gather_finish_cb(uv_timer_t *t)
+{
+  gather_t *g = t->data;
+  list_node_t *lists[] = {&W.live, &W.leaving, &W.adopted};
+  report_set_t set = {0};
+  report_t **r;
+  uint32_t cap = 1, k = 0, extra = 0, missing = 0;
+
+  if (W.g == g)
+    W.g = NULL; /* a waiter that asks again starts another */
+  if (g->waiting > 0)
+    log_warn(0, "admin: %u workers did not report within 2 s: left out",
+             g->waiting);
+  for (int i = 0; i < 3; i++)
+    for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next)
+      cap++;
   for (list_node_t *n = W.dead.next; n != &W.dead; n = n->next)
-    ndead++;
-  r = calloc(g->n + ndead + 1, sizeof(*r));
-  for (uint32_t i = 0; r != NULL && i < g->n; i++)
-    if (g->got[i] != NULL)
-      r[k++] = g->got[i];
+    cap++;
+  r = calloc(cap, sizeof(*r));
+  for (int i = 0; i < 3; i++)
+    for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next) {
+      worker_t *w = list_entry(n, worker_t, node);
+      w->rep_waited = 0;
+      w->rep_again = 0;
+      if (!askable(w))
+        continue;
+      if (r == NULL || w->last == NULL ||
+          w->last_ms + REPORT_FRESH_MS < g->start) {
+        missing++;
+        continue;
+      }
+      r[k++] = report_ref(w->last);
+      set.truncated += w->last->truncated != 0;
+    }
   /* A worker that exited and is not folded yet (its channel's end is
    * still to come): its counters count, its sessions and gauges do not. */
   for (list_node_t *n = W.dead.next; r != NULL && n != &W.dead; n = n->next) {
@@ -653,6 +743,7 @@ static void gather_finish(gather_t *g)
     report_t *c;
     if (w->last == NULL || (c = calloc(1, sizeof(*c))) == NULL)
       continue;
+    c->refs = 1;
     c->ndev = w->last->ndev;
     c->dev = calloc(c->ndev + 1, sizeof(*c->dev));
     c->nreq = w->last->nreq;
@@ -671,23 +762,27 @@ static void gather_finish(gather_t *g)
   set.r = r;
   set.n = k;
   set.exited = extra;
-  set.missing = g->missing + g->waiting;
-  if (g->done != NULL)
-    g->done(g->ctx, &set);
-  for (uint32_t i = k - extra; r != NULL && i < k; i++)
+  set.missing = missing;
+  /* The set holds its own references: a waiter's answer may end a worker
+   * (a broken channel), its report stays until the last waiter is done. */
+  for (uint32_t i = 0; i < g->nwait; i++)
+    g->wait[i].done(g->wait[i].ctx, &set);
+  for (uint32_t i = 0; r != NULL && i < k; i++)
     report_free(r[i]);
   free(r);
   uv_close((uv_handle_t *)&g->timer, gather_closed_cb);
 }
 
-static void gather_timeout_cb(uv_timer_t *t)
+/* @p w's report request is over (answered or lost). */
+static void rep_over(worker_t *w)
 {
-  gather_t *g = t->data;
-
-  if (g->waiting > 0)
-    log_warn(0, "admin: %u workers did not report within 2 s: left out",
-             g->waiting);
-  gather_finish(g);
+  w->rep = NULL;
+  w->rep_again = 0;
+  if (w->rep_waited) {
+    w->rep_waited = 0;
+    if (W.g != NULL && W.g->waiting > 0 && --W.g->waiting == 0)
+      uv_timer_start(&W.g->timer, gather_finish_cb, 0, 0);
+  }
 }
 
 static void ask_free(ask_t *a)
@@ -697,37 +792,42 @@ static void ask_free(ask_t *a)
 }
 
 /* The worker's answer to an ask is gone for good (it exited, its channel
- * broke): a gathering counts it missing, a kill fails. */
+ * broke): a gathering leaves it out, a kill fails. */
 static void ask_lost(ask_t *a)
 {
-  gather_t *g = a->g;
-
+  if (a->kind == ASK_REPORT)
+    rep_over(a->w);
   if (a->kind == ASK_KILL && a->killed != NULL)
     a->killed(a->ctx, HIPD_ENOENT);
   ask_free(a);
-  if (g != NULL) {
-    g->waiting--;
-    g->missing++;
-    if (g->waiting == 0)
-      gather_finish(g);
-  }
 }
 
 /* @p w is gone: fold its last report into the node-wide totals, give up
  * on its answers. */
 static void worker_forget(worker_t *w)
 {
+  list_node_t mine;
+
+  /* Its asks move to a list of their own first: a kill's callback answers
+   * a client, which may break (and forget) another worker, whose asks
+   * then leave W.asks while this walks it. */
+  list_init(&mine);
   for (list_node_t *n = W.asks.next, *next; n != &W.asks; n = next) {
     ask_t *a = list_entry(n, ask_t, node);
     next = n->next;
-    if (a->w == w)
-      ask_lost(a);
+    if (a->w == w) {
+      list_remove(&a->node);
+      list_insert_tail(&mine, &a->node);
+    }
   }
+  while (!list_empty(&mine))
+    ask_lost(list_entry(mine.next, ask_t, node));
   if (w->last != NULL) {
     admin_fold(w->last);
     report_free(w->last);
     w->last = NULL;
   }
+  w->nids = 0;
 }
 
 static ask_t *ask_send(worker_t *w, int kind, msgpack_sbuffer *sb,
@@ -748,103 +848,156 @@ static ask_t *ask_send(worker_t *w, int kind, msgpack_sbuffer *sb,
   return a;
 }
 
+/* Ask @p w for its report, unless a request is unanswered: one at most. */
 static ask_t *ask_report(worker_t *w)
 {
   msgpack_sbuffer sb;
   msgpack_packer pk;
-  uint32_t id = w->ch.next_msgid++;
+  uint32_t id;
   ask_t *a;
 
+  if (w->rep != NULL)
+    return w->rep;
+  id = w->ch.next_msgid++;
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_request(&pk, id, "report", 0);
   a = ask_send(w, ASK_REPORT, &sb, id);
   msgpack_sbuffer_destroy(&sb);
+  if (a != NULL) {
+    a->view = W.g != NULL;
+    w->rep = a;
+    w->rep_sent = uv_now(w->d->loop);
+    w->rep_warned = 0;
+  }
   return a;
-}
-
-/* A worker still there to ask. */
-static int askable(const worker_t *w)
-{
-  /* An adopted channel (no process: pid -1, counted as exited) is asked
-   * too: the fuzz target answers for it. */
-  return !w->ch.broken && (w->pid < 0 || !w->exited);
 }
 
 static void gather_reports(daemon_t *d, admin_gathered_fn done, void *ctx)
 {
-  gather_t *g = calloc(1, sizeof(*g));
   list_node_t *lists[] = {&W.live, &W.leaving, &W.adopted};
+  uint64_t now = uv_now(d->loop);
   report_set_t none = {0};
-  uint32_t cap = 1;
+  gather_t *g = W.g;
 
-  for (int i = 0; i < 3; i++)
-    for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next)
-      cap++;
-  if (g == NULL || (g->got = calloc(cap, sizeof(*g->got))) == NULL) {
-    free(g);
-    if (done != NULL)
-      done(ctx, &none);
-    return;
-  }
-  g->done = done;
-  g->ctx = ctx;
-  uv_timer_init(d->loop, &g->timer);
-  g->timer.data = g;
-  for (int i = 0; i < 3; i++)
-    for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next) {
-      worker_t *w = list_entry(n, worker_t, node);
-      ask_t *a;
-      if (!askable(w) || g->n >= cap)
-        continue;
-      if ((a = ask_report(w)) == NULL) {
-        g->missing++;
-        continue;
+  if (done == NULL) {
+    /* The periodic one: a fresh report of each, no view. */
+    for (int i = 0; i < 3; i++)
+      for (list_node_t *n = lists[i]->next, *next; n != lists[i]; n = next) {
+        worker_t *w = list_entry(n, worker_t, node);
+        next = n->next;
+        if (askable(w))
+          ask_report(w);
       }
-      a->g = g;
-      a->slot = g->n++;
-      g->waiting++;
-    }
-  if (g->waiting == 0) {
-    gather_finish(g);
     return;
   }
-  uv_timer_start(&g->timer, gather_timeout_cb, 2000, 0);
+  if (g == NULL) {
+    if ((g = calloc(1, sizeof(*g))) == NULL) {
+      done(ctx, &none);
+      return;
+    }
+    uv_timer_init(d->loop, &g->timer);
+    g->timer.data = g;
+    g->start = now;
+    W.g = g;
+    for (int i = 0; i < 3; i++)
+      for (list_node_t *n = lists[i]->next, *next; n != lists[i]; n = next) {
+        worker_t *w = list_entry(n, worker_t, node);
+        next = n->next;
+        if (!askable(w) ||
+            (w->last != NULL && now - w->last_ms < REPORT_FRESH_MS))
+          continue; /* gone, or its last report will do */
+        if (w->rep != NULL && now - w->rep_sent >= REPORT_STALE_MS)
+          continue; /* it does not answer: left out */
+        if (ask_report(w) == NULL)
+          continue;
+        /* Housekeeping's request may predate what this view's caller
+         * did: its answer is followed by a request of the view's own. */
+        if (!w->rep->view)
+          w->rep_again = 1;
+        w->rep_waited = 1;
+        g->waiting++;
+      }
+    uv_timer_start(&g->timer, gather_finish_cb,
+                   g->waiting > 0 ? GATHER_WAIT_MS : 0, 0);
+  }
+  if (g->nwait == g->capwait) {
+    uint32_t cap = g->capwait ? g->capwait * 2 : 4;
+    waiter_t *n = realloc(g->wait, cap * sizeof(*n));
+    if (n == NULL) {
+      done(ctx, &none);
+      return;
+    }
+    g->wait = n;
+    g->capwait = cap;
+  }
+  g->wait[g->nwait].done = done;
+  g->wait[g->nwait++].ctx = ctx;
+}
+
+/* Keep of @p r the sessions the listener handed to @p w (its routing, not
+ * the worker's word): @return how many were dropped. */
+static uint32_t keep_own_sessions(const worker_t *w, report_t *r)
+{
+  uint32_t k = 0, dropped = 0;
+
+  for (uint32_t i = 0; i < r->nsess; i++) {
+    report_sess_t *s = &r->sess[i];
+    if (ids_has(w, s->id) &&
+        (w->mode != ISOLATION_SESSION || s->id == w->seq)) {
+      r->sess[k++] = *s;
+    } else {
+      free(s->held);
+      dropped++;
+    }
+  }
+  r->nsess = k;
+  return dropped;
 }
 
 static void on_report_answer(ask_t *a, const proto_msg_t *m)
 {
   worker_t *w = a->w;
-  gather_t *g = a->g;
-  uint32_t slot = a->slot;
-  report_t *r = NULL, *copy;
+  report_t *r = NULL;
+  int view = a->view;
   char t[64];
 
   if ((m->error == NULL || m->error->type == MSGPACK_OBJECT_NIL) &&
       m->result != NULL)
-    r = report_decode(m->result);
+    r = report_decode_for(m->result, w->uid);
   if (r == NULL) {
     ask_lost(a);
     ipc_break(&w->ch, "a malformed report");
     return;
   }
+  ask_free(a);
+  r->dropped += keep_own_sessions(w, r);
   tenant_name(w, t, sizeof(t));
+  if (r->dropped > 0 && !w->lied) {
+    w->lied = 1;
+    log_warn(0,
+             "worker of %s (pid %d) reported %u records that are not its "
+             "own (another uid, or a session it does not hold): ignored "
+             "(logged once)",
+             t, (int)w->pid, r->dropped);
+  }
   snprintf(r->tenant, sizeof(r->tenant), "%s", t);
   r->worker_pid = w->pid;
-  r->owner = w;
-  /* The worker's last word, kept in case it dies (folded then). */
-  if ((copy = report_decode(m->result)) != NULL) {
-    report_free(w->last);
-    w->last = copy;
+  r->owner = w->serial;
+  /* The worker's last word: views use it while it is fresh, and it is
+   * folded if the worker dies. */
+  report_free(w->last);
+  w->last = r;
+  /* Housekeeping's answers are kept (for the fold), not reused by views:
+   * a view's report is asked for at most REPORT_FRESH_MS before it. */
+  w->last_ms = view ? uv_now(w->d->loop) : 0;
+  if (w->rep_again) {
+    w->rep_again = 0;
+    w->rep = NULL;
+    if (w->rep_waited && ask_report(w) != NULL)
+      return; /* the view waits for this one */
   }
-  ask_free(a);
-  if (g == NULL) {
-    report_free(r);
-    return;
-  }
-  g->got[slot] = r;
-  if (--g->waiting == 0)
-    gather_finish(g);
+  rep_over(w);
 }
 
 static void on_kill_answer(ask_t *a, const proto_msg_t *m)
@@ -853,6 +1006,7 @@ static void on_kill_answer(ask_t *a, const proto_msg_t *m)
            m->result != NULL && m->result->type == MSGPACK_OBJECT_BOOLEAN &&
            m->result->via.boolean;
 
+  a->w->last_ms = 0; /* its sessions changed: its next view asks again */
   if (a->killed != NULL)
     a->killed(a->ctx, ok ? 0 : HIPD_ENOENT);
   ask_free(a);
@@ -874,8 +1028,9 @@ static void on_worker_response(worker_t *w, const proto_msg_t *m)
   ipc_break(&w->ch, "an answer to nothing asked");
 }
 
-static void kill_session(daemon_t *d, void *owner, uint64_t id, const char *who,
-                         void (*done)(void *ctx, int status), void *ctx)
+static void kill_session(daemon_t *d, uint64_t owner, uint64_t id,
+                         const char *who, void (*done)(void *ctx, int status),
+                         void *ctx)
 {
   list_node_t *lists[] = {&W.live, &W.leaving, &W.adopted};
   worker_t *w = NULL;
@@ -885,13 +1040,16 @@ static void kill_session(daemon_t *d, void *owner, uint64_t id, const char *who,
   ask_t *a;
 
   (void)d;
-  /* The owner is a worker of a report just gathered: still listed? */
+  /* The worker the listener handed the session to (its routing), if it is
+   * still the one of the report the view came from. */
   for (int i = 0; i < 3 && w == NULL; i++)
-    for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next)
-      if (list_entry(n, worker_t, node) == owner) {
-        w = owner;
+    for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next) {
+      worker_t *x = list_entry(n, worker_t, node);
+      if (x->serial == owner && ids_has(x, id)) {
+        w = x;
         break;
       }
+    }
   if (w == NULL || !askable(w)) {
     done(ctx, HIPD_ENOENT);
     return;
@@ -971,6 +1129,8 @@ static void admin_answered(void *ctx, int status, const char *msg,
     ipc_send(&w->ch, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
   }
+  if (w->admin_busy > 0)
+    w->admin_busy--;
   free(q);
   worker_unref(w);
 }
@@ -992,6 +1152,14 @@ static void on_admin(worker_t *w, const proto_msg_t *m)
   }
   memcpy(name, op, n);
   name[n] = '\0';
+  if (w->admin_busy >= ADMIN_MAX_INFLIGHT) {
+    /* Each view costs the listener and every worker a report: one
+     * tenant's clients do not get to keep them all busy. */
+    reply_error(w, m->msgid, HIPD_EBUSY,
+                "admin: this tenant already has 4 admin requests in flight "
+                "(the limit): wait for their answers");
+    return;
+  }
   if ((q = calloc(1, sizeof(*q))) == NULL) {
     reply_error(w, m->msgid, HIPD_ENOMEM, "out of memory");
     return;
@@ -999,6 +1167,7 @@ static void on_admin(worker_t *w, const proto_msg_t *m)
   q->w = w;
   q->msgid = m->msgid;
   w->refs++;
+  w->admin_busy++;
   admin_request(w->d, w->uid, 0, name, params, admin_answered, q);
 }
 
@@ -1019,6 +1188,10 @@ static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
   worker_t *w = ch->data;
 
   if (m->type == PROTO_NOTIFY && ipc_is(m, "closed")) {
+    uint64_t id;
+    if (ipc_param_uint(m, 0, UINT64_MAX, &id) == 0)
+      ids_remove(w, id);
+    w->last_ms = 0; /* its sessions changed: its next view asks again */
     if (w->sessions > 0) {
       w->sessions--;
       W.sessions--;
@@ -1110,6 +1283,88 @@ int workers_probe(daemon_t *d, hipd_err_t *err)
                  "is above)");
 }
 
+/* A check run on the loop (workers_probe_start()). */
+#define PROBE_TIMEOUT_MS 30000
+static struct probe {
+  uv_process_t proc; /* proc.data = this */
+  uv_timer_t timer;
+  daemon_t *d;
+  workers_probe_fn done;
+  void *ctx;
+  int running; /* started, its handles not closed yet */
+  int handles, timed_out;
+} P;
+
+static void probe_closed_cb(uv_handle_t *h)
+{
+  (void)h;
+  if (--P.handles == 0)
+    P.running = 0;
+}
+
+static void probe_exit_cb(uv_process_t *p, int64_t status, int sig)
+{
+  workers_probe_fn done = P.done;
+  int ok = status == 0 && sig == 0 && !P.timed_out;
+
+  (void)p;
+  uv_timer_stop(&P.timer);
+  uv_close((uv_handle_t *)&P.proc, probe_closed_cb);
+  uv_close((uv_handle_t *)&P.timer, probe_closed_cb);
+  P.done = NULL;
+  if (done != NULL)
+    done(P.d, ok, P.ctx);
+}
+
+static void probe_timeout_cb(uv_timer_t *t)
+{
+  (void)t;
+  P.timed_out = 1;
+  log_error(0, "the worker checking the new options did not finish within "
+               "30 s: killed");
+  uv_process_kill(&P.proc, SIGKILL);
+}
+
+int workers_probe_start(daemon_t *d, workers_probe_fn done, void *ctx,
+                        hipd_err_t *err)
+{
+  char role[64] = "--worker=probe:0:0:0", **args, **env;
+  uv_process_options_t o = {0};
+  uv_stdio_container_t io[3];
+  int rc;
+
+  if (P.running)
+    return err_set(err, HIPD_EBUSY, "a worker check is still running");
+  if (worker_exec_args(role, &args, &env) != 0)
+    return err_set(err, HIPD_ENOMEM, "out of memory");
+  for (int i = 0; i < 3; i++) {
+    io[i].flags = UV_INHERIT_FD;
+    io[i].data.fd = i;
+  }
+  o.file = W.exe;
+  o.args = args;
+  o.env = env;
+  o.stdio = io;
+  o.stdio_count = 3;
+  o.exit_cb = probe_exit_cb;
+  memset(&P, 0, sizeof(P));
+  P.d = d;
+  P.done = done;
+  P.ctx = ctx;
+  rc = uv_spawn(d->loop, &P.proc, &o);
+  free(args);
+  free(env);
+  if (rc != 0) {
+    uv_close((uv_handle_t *)&P.proc, NULL);
+    return err_set(err, HIPD_EIO, "cannot start a worker: %s", uv_strerror(rc));
+  }
+  P.running = 1;
+  P.handles = 2;
+  uv_timer_init(d->loop, &P.timer);
+  uv_timer_start(&P.timer, probe_timeout_cb, PROBE_TIMEOUT_MS, 0);
+  return 0;
+}
+
 static worker_t *worker_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
                               uint64_t seq)
 {
@@ -1131,6 +1386,7 @@ static worker_t *worker_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
     return NULL;
   }
   w->ch.data = w;
+  w->serial = ++W.serial;
   w->ch.no_handles = 1;
   snprintf(role, sizeof(role), "--worker=%s:%u:%u:%llu",
            mode == ISOLATION_SESSION ? "session" : "uid", (unsigned)uid,
@@ -1202,6 +1458,7 @@ int workers_adopt(daemon_t *d, int fd, uid_t uid)
   w->exited = 1; /* no process to reap or kill */
   rc = ipc_open(d->loop, &w->ch, fd);
   w->ch.data = w;
+  w->serial = ++W.serial;
   if (rc != 0) {
     if (rc == HIPD_ENOMEM) { /* nothing was set up */
       free(w);
@@ -1414,6 +1671,8 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   }
   w->sessions++;
   W.sessions++;
+  ids_add(w, id);
+  w->last_ms = 0; /* its sessions changed: its next view asks again */
 }
 
 /* ------------------------------------------------------------ housekeeping */
@@ -1456,6 +1715,21 @@ void workers_housekeeping(daemon_t *d)
       ipc_close(&w->ch, ch_closed);
     }
   }
+  /* A worker that leaves its report request unanswered is left out of
+   * views (REPORT_STALE_MS); said once when it has been long. */
+  for (int i = 0; i < 2; i++)
+    for (n = (i ? &W.leaving : &W.live)->next; n != (i ? &W.leaving : &W.live);
+         n = n->next) {
+      worker_t *w = list_entry(n, worker_t, node);
+      if (w->rep != NULL && !w->rep_warned &&
+          now - w->rep_sent >= REPORT_LOST_MS) {
+        w->rep_warned = 1;
+        log_warn(0,
+                 "worker pid %d has not answered its report request for "
+                 "30 s: left out of the admin views until it does",
+                 (int)w->pid);
+      }
+    }
   /* Every 10 s, each worker's report, in case one dies without a word. */
   if (now - W.last_gather >= 10000) {
     W.last_gather = now;
@@ -1498,6 +1772,8 @@ uint32_t workers_stop(daemon_t *d, int force)
       uv_process_kill(&w->proc, SIGTERM);
   }
   W.stop_sent = 1;
+  if (P.running && P.done != NULL)
+    uv_process_kill(&P.proc, SIGKILL); /* a reload's check: no reload */
   for (n = W.refusals.next; n != &W.refusals; n = next) {
     next = n->next;
     refusal_close(list_entry(n, refusal_t, node));

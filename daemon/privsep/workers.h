@@ -40,6 +40,15 @@ int workers_init(daemon_t *d, char **argv, hipd_err_t *err);
  * why). */
 int workers_probe(daemon_t *d, hipd_err_t *err);
 
+/* As workers_probe(), without blocking the loop (a reload): @p done runs
+ * once on the loop, @p ok 1 if the worker accepted the options, 0 if it
+ * did not (it logged why) or did not finish within 30 s (killed).
+ * @return 0, or a negative code with @p err (then @p done never runs; one
+ * check at a time: HIPD_EBUSY). */
+typedef void (*workers_probe_fn)(daemon_t *d, int ok, void *ctx);
+int workers_probe_start(daemon_t *d, workers_probe_fn done, void *ctx,
+                        hipd_err_t *err);
+
 /* Take a new connection from @p server (the listening socket). */
 void workers_accept(daemon_t *d, uv_stream_t *server);
 

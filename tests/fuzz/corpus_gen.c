@@ -1233,8 +1233,7 @@ static void gen_ipc_listener(void)
   buf_init(&b);
   ipc_admin(&b, 7, "session.list", NULL, -1);
   ipc_report(&b, 1, 5, 4242, 0);
-  ipc_admin(&b, 8, "metrics", NULL, -1);
-  ipc_report(&b, 2, 5, 4242, 0);
+  ipc_admin(&b, 8, "metrics", NULL, -1); /* shares report 1 */
   ipc_save("l-admin-report-answered", 0, &b);
   buf_init(&b);
   ipc_admin(&b, 3, "session.kill", NULL, 5);
@@ -1248,6 +1247,24 @@ static void gen_ipc_listener(void)
   ipc_report(&b, 1, 5, 4242, 1);
   req(&b, 4, "cache.stats", "");
   ipc_save("l-admin-report-malformed", 0, &b);
+  /* Views of one tenant while its report is unanswered: one report
+   * request for all of them, four in flight, the fifth and sixth EBUSY. */
+  buf_init(&b);
+  for (uint32_t i = 1; i <= 6; i++)
+    ipc_admin(&b, i, i % 2 ? "session.list" : "metrics", NULL, -1);
+  ipc_save("l-admin-views-busy", 0, &b);
+  /* A report of another uid's session and counters (uid 7, the tenant
+   * is 4242): the listener ignores them, no view shows them. */
+  buf_init(&b);
+  ipc_admin(&b, 7, "session.list", NULL, -1);
+  ipc_report(&b, 1, 9, 7, 0);
+  ipc_admin(&b, 8, "metrics", NULL, -1);
+  ipc_save("l-admin-report-foreign-uid", 0, &b);
+  buf_init(&b);
+  ipc_admin(&b, 7, "metrics", NULL, -1);
+  ipc_report(&b, 1, 9, 7, 0);
+  ipc_admin(&b, 8, "session.list", NULL, -1);
+  ipc_save("l-admin-report-foreign-uid-admin", IPC_OWN_UID, &b);
   buf_init(&b);
   ipc_nil(&b, 77);
   ipc_save("l-answer-to-nothing", 0, &b);

@@ -60,6 +60,13 @@
  *    [level]`; an input that sends a response (to an ask, a report the
  *    listener decodes and checks, or to nothing) makes the channel's fate
  *    its own: then only the messages are checked, not whether it closes;
+ *  - one `report` request to the adopted channel at a time, shared by
+ *    every view; a view lists no session (the listener handed the channel
+ *    no connection, so what its report lists is not its own) and shows no
+ *    tenant series of a uid other than the channel's tenant;
+ *  - admin requests of the channel in flight: 4 at most, a further one is
+ *    answered EBUSY, and EBUSY only then (answers come in the order they
+ *    are written: those before it still unanswered were in flight);
  *  - until the first message that breaks the channel (a frame that does
  *    not scan or decode, a response, an unknown method, any descriptor:
  *    bit 2), every request is
@@ -345,7 +352,12 @@ typedef struct {
   cache_key_t key; /* kernels_key() of them, when valid */
   /* cache.clear: may succeed */
   int clear_ok;
+  /* admin: the op, when it is session.list or metrics (else 0) */
+  int op;
+  int view; /* admin: a view (waits for the reports) */
 } req_t;
+
+enum { OP_NONE, OP_LIST, OP_METRICS };
 
 enum { M_COMPILE, M_STATS, M_CLEAR, M_ADMIN, M_METRICS, M_OTHER };
 
@@ -367,7 +379,10 @@ typedef struct {
   size_t unanswered;
   uint64_t progress; /* bytes moved either way */
   uid_t tenant;
-  int metrics; /* the target plays a metrics process (MODE_METRICS) */
+  int metrics;          /* the target plays a metrics process (MODE_METRICS) */
+  uint32_t report_open; /* the listener's report request, unanswered */
+  int one_batch;        /* the whole input was written before a view's answer */
+  unsigned views_served; /* views answered, not EBUSY */
 } peer_t;
 
 static void write_some(peer_t *p, size_t limit)
@@ -489,8 +504,10 @@ static void check_compiled(const req_t *r, const msgpack_object *res)
 }
 
 /* admin's result: [status, message, packed result | nil]. */
-static void check_admin(uint32_t msgid, const msgpack_object *res)
+static void check_admin(const peer_t *p, const req_t *r,
+                        const msgpack_object *res)
 {
+  uint32_t msgid = r->msgid;
   const msgpack_object *a;
   int64_t status;
   msgpack_unpacked u;
@@ -519,7 +536,38 @@ static void check_admin(uint32_t msgid, const msgpack_object *res)
                                  &off) == MSGPACK_UNPACK_SUCCESS &&
                  off == a[2].via.bin.size,
              "admin %u: the result is not one msgpack value", msgid);
+  /* The listener handed the adopted channel no connection: a session
+   * its report lists is none of its own, and no view shows it. */
+  if (r->op == OP_LIST)
+    FUZZ_CHECK(u.data.type == MSGPACK_OBJECT_ARRAY &&
+                   u.data.via.array.size == 0,
+               "admin %u: session.list shows a session the listener did not "
+               "hand the worker",
+               msgid);
+  /* A worker's uid records are its own uid's: no other tenant's series. */
+  if (r->op == OP_METRICS && u.data.type == MSGPACK_OBJECT_STR) {
+    const char *t = u.data.via.str.ptr, *end = t + u.data.via.str.size;
+    char own[32];
+    int n = snprintf(own, sizeof(own), "uid=\"%u\"", (unsigned)p->tenant);
+    for (const char *q = t; q + 5 < end; q++)
+      if (memcmp(q, "uid=\"", 5) == 0)
+        FUZZ_CHECK((size_t)(end - q) >= (size_t)n &&
+                       memcmp(q, own, (size_t)n) == 0,
+                   "admin %u: metrics with a tenant series of another uid "
+                   "than the worker's (%u): %.20s",
+                   msgid, (unsigned)p->tenant, q);
+  }
   msgpack_unpacked_destroy(&u);
+}
+
+/* Admin requests of @p p sent before @p r, not answered yet. */
+static unsigned admin_in_flight(const peer_t *p, const req_t *r)
+{
+  unsigned n = 0;
+
+  for (const req_t *q = p->reqs; q < r; q++)
+    n += q->method == M_ADMIN && !q->answered;
+  return n;
 }
 
 static void check_stats(uint32_t msgid, const msgpack_object *res)
@@ -552,6 +600,11 @@ static void check_listener_msg(peer_t *p, const uint8_t *b, size_t n)
              "the listener sent a message that does not decode: %s", reason);
   if (m.type == PROTO_REQUEST && ipc_is(&m, "report")) {
     FUZZ_CHECK(params_are(&m, 0), "report with params");
+    /* One report request at a time, whatever the views asked for. */
+    FUZZ_CHECK(p->uncertain || p->report_open == 0,
+               "report %u asked while report %u is unanswered", m.msgid,
+               p->report_open);
+    p->report_open = m.msgid;
     msgpack_zone_destroy(&zone);
     return;
   }
@@ -581,6 +634,28 @@ static void check_listener_msg(peer_t *p, const uint8_t *b, size_t n)
              m.msgid);
   r->answered = 1;
   p->unanswered--;
+  if (r->method == M_ADMIN) {
+    /* Answers come in the order the listener wrote them: those before r
+     * still unanswered were in flight when r was answered. Four at most
+     * (EBUSY beyond), and EBUSY only then. */
+    unsigned busy = admin_in_flight(p, r);
+    int64_t code = 0;
+    if (m.error->type == MSGPACK_OBJECT_MAP)
+      for (uint32_t i = 0; i < m.error->via.map.size; i++) {
+        const msgpack_object_kv *kv = &m.error->via.map.ptr[i];
+        if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 4 &&
+            memcmp(kv->key.via.str.ptr, "code", 4) == 0)
+          proto_obj_int(&kv->val, INT32_MIN, 0, &code);
+      }
+    if (r->view && p->views_served == 0 && code != HIPD_EBUSY)
+      p->one_batch = p->out_len == 0 && !p->uncertain;
+    if (r->view && code != HIPD_EBUSY)
+      p->views_served++;
+    FUZZ_CHECK((code == HIPD_EBUSY) == (busy >= 4),
+               "admin %u: %s with %u admin requests in flight (the limit "
+               "is 4)",
+               m.msgid, code == HIPD_EBUSY ? "EBUSY" : "answered", busy);
+  }
   if (m.error->type != MSGPACK_OBJECT_NIL)
     check_error(m.error, m.result, m.msgid);
   else if (r->method == M_COMPILE)
@@ -588,7 +663,7 @@ static void check_listener_msg(peer_t *p, const uint8_t *b, size_t n)
   else if (r->method == M_STATS)
     check_stats(m.msgid, m.result);
   else if (r->method == M_ADMIN)
-    check_admin(m.msgid, m.result);
+    check_admin(p, r, m.result);
   else if (r->method == M_METRICS)
     FUZZ_CHECK(r->valid && m.result->type == MSGPACK_OBJECT_STR,
                "metrics %u: a %s result%s", m.msgid,
@@ -915,7 +990,18 @@ static int scan_worker_bytes(peer_t *p, const uint8_t *data, size_t size)
       } else if (ipc_is(&m, "cache.stats")) {
         r.method = M_STATS;
       } else if (ipc_is(&m, "admin")) {
+        const char *op;
+        size_t on;
         r.method = M_ADMIN;
+        if (ipc_param_bytes(&m, 0, 31, &op, &on) == 0) {
+          if (on == 12 && memcmp(op, "session.list", 12) == 0)
+            r.op = OP_LIST;
+          else if (on == 7 && memcmp(op, "metrics", 7) == 0)
+            r.op = OP_METRICS;
+          r.view = r.op != OP_NONE ||
+                   (on == 12 && memcmp(op, "daemon.stats", 12) == 0) ||
+                   (on == 12 && memcmp(op, "session.kill", 12) == 0);
+        }
       } else if (ipc_is(&m, "cache.clear")) {
         r.method = M_CLEAR;
         r.clear_ok = ipc_param_uint(&m, 0, UINT32_MAX, &uid) == 0 &&
@@ -1028,6 +1114,13 @@ static int run_listener(uint8_t mode, const uint8_t *data, size_t size,
     uv_close((uv_handle_t *)&t, NULL);
     pump_quiet(&p, NULL);
   }
+  /* Views that came in one read (a small input written at once) while
+   * the report was never answered all waited together: four at most were
+   * served, the others refused (EBUSY). */
+  if (p.one_batch && !p.uncertain && size <= 4096)
+    FUZZ_CHECK(p.views_served <= 4,
+               "%u views of one worker served at once (the limit is 4)",
+               p.views_served);
   if (p.uncertain) {
     /* The input answered the listener: whether the channel lives is its
      * own business; the messages were checked. */
