@@ -307,7 +307,8 @@ static void launch_submit(call_t *d, kernel_t *k, stream_t *st, uint64_t sh,
 
 typedef struct {
   call_t *call;
-  int run; /* run_source: launch when built */
+  int run;  /* run_source: launch when built */
+  int wait; /* run_source: answer once it has run (else once submitted) */
   uint32_t grid[3], block[3], shared;
   launch_args_t args;
 } compile_ctx_t;
@@ -334,7 +335,7 @@ static void compile_done(void *ctx, const kernel_result_t *r)
       goto out;
     }
     launch_submit(c, r->kernel, st, sh, cc->grid, cc->block, cc->shared,
-                  &cc->args, 1);
+                  &cc->args, cc->wait);
     kernel_unref(r->kernel); /* the op holds its own reference */
     free(cc);
     return;
@@ -481,9 +482,10 @@ static const char *const *langs_of(const device_t *dev)
   return strcmp(dev->drv->platform, "nvidia") == 0 ? nvidia : hip;
 }
 
-/* run_source [source, lang, kernel_name, block, grid, shared_mem, args]:
- * compile through the cache for the current device and launch on its
- * default stream; answered when the kernel has run. */
+/* run_source [source, lang, kernel_name, block, grid, shared_mem, args,
+ * wait?]: compile through the cache for the current device and launch on
+ * its default stream; answered when the kernel has run, or with wait false
+ * once the launch is submitted (as upstream Sarek's run_source). */
 int m_run_source(call_t *c)
 {
   const char *lang = c->args[1].s;
@@ -513,6 +515,7 @@ int m_run_source(call_t *c)
   if (cc == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory");
   cc->run = 1;
+  cc->wait = !c->args[7].present || c->args[7].b;
   memcpy(cc->block, c->args[3].dims, sizeof(cc->block));
   memcpy(cc->grid, c->args[4].dims, sizeof(cc->grid));
   if ((rc = check_limits(c, dev, cc->grid, cc->block, shared)) ||
