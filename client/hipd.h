@@ -692,7 +692,7 @@ HIPD_EXTERN int hipd_run_source(hipd_conn_t *conn, const char *source,
  *  default stream (on the CPU device, and while profiling, once it has
  *  run). The kernel's results, and the errors of its run, are seen by the
  *  next operation that waits for that stream: hipd_stream_synchronize()
- *  on HIPD_STREAM_NULL, or a synchronous hipd_mem_read() of the device. */
+ *  of hipd_stream_default(), or a synchronous hipd_mem_read(). */
 HIPD_EXTERN int hipd_run_source_async(hipd_conn_t *conn, const char *source,
                                       const char *lang,
                                       const char *kernel_name,

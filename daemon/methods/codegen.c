@@ -134,8 +134,8 @@ static int option_sets_contraction(const char *o)
   return strcmp(o, "--fmad=true") == 0 || strcmp(o, "--fmad=false") == 0 ||
          strncmp(o, "-ffp-contract=", 14) == 0 ||
          strcmp(o, "-ffast-math") == 0 || strcmp(o, "--use_fast_math") == 0 ||
-         strcmp(o, "-use_fast_math") == 0 || strcmp(o, "--use-fast-math") == 0 ||
-         strcmp(o, "-Ofast") == 0;
+         strcmp(o, "-use_fast_math") == 0 ||
+         strcmp(o, "--use-fast-math") == 0 || strcmp(o, "-Ofast") == 0;
 }
 
 /* Generated kernels are compiled without contraction (a*b+c is not fused
