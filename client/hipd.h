@@ -323,7 +323,8 @@ static inline hipd_event_t hipd_event_from_id(uint64_t id)
 #define HIPD_DEVICE_CURRENT (-1)
 
 /** `backend.info`: {name "hip", version [major, minor, patch], available,
- *  execution_model "jit", drivers [...]}. */
+ *  execution_model "jit", drivers [...], ir_versions [...], source_langs
+ *  ["hip", "cuda"]}. */
 HIPD_EXTERN int hipd_backend_info(hipd_conn_t *conn, hipd_info_t **out);
 /** `device.count`: how many devices the daemon serves. */
 HIPD_EXTERN int hipd_device_count(hipd_conn_t *conn, int *count);

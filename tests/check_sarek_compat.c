@@ -207,9 +207,15 @@ static void cuda_bufs_free(hipd_conn_t *conn, cuda_bufs_t *b)
 START_TEST(test_langs_every_device)
 {
   hipd_conn_t *conn = connect_to(shared);
-  int n = device_count(conn);
+  int n = device_count(conn), dev = -1;
+  hipd_info_t *info = NULL;
 
-  for (int dev = 0; dev < n; dev++) {
+  OK(conn, hipd_backend_info(conn, &info));
+  ck_assert_int_eq(hipd_info_len(info, "source_langs"), 2);
+  ck_assert_str_eq(info_str(info, "source_langs.0"), "hip");
+  ck_assert_str_eq(info_str(info, "source_langs.1"), "cuda");
+  hipd_info_free(info);
+  for (dev = 0; dev < n; dev++) {
     hipd_info_t *langs = NULL;
     OK(conn, hipd_supported_source_langs(conn, dev, &langs));
     ck_assert_int_eq(hipd_info_len(langs, ""), 2);

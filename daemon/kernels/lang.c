@@ -10,10 +10,6 @@
 
 #include "hipd.h"
 
-#ifndef HIPD_CUDA_INCLUDE_DIR
-#define HIPD_CUDA_INCLUDE_DIR "/usr/local/cuda/include"
-#endif
-
 const char *const lang_names[] = {"hip", "cuda", NULL};
 
 /* AMD (hiprtc, clang). CUDA's warp is 32 threads; a wavefront is 64 on
@@ -79,10 +75,11 @@ static const char prelude_amd[] =
     "#define __shfl_xor_sync hipd_cuda::shfl_xor_sync\n"
     "#define warpSize 32\n";
 
-/* NVIDIA: NVRTC compiles CUDA; only cuda_fp16.h is not built in. */
+/* NVIDIA: NVRTC compiles CUDA; only cuda_fp16.h is not built in (the
+ * HIP driver gives NVRTC the toolkit's include directory). */
 static const char prelude_nvidia[] =
     "/* hipd: CUDA source on NVIDIA (lang \"cuda\"); see PROTOCOL.md */\n"
-    "#include \"" HIPD_CUDA_INCLUDE_DIR "/cuda_fp16.h\"\n"
+    "#include <cuda_fp16.h>\n"
     "#define __HIPD_CUDA__ 1\n";
 
 /* The CPU device: hipd_cpu_device.h has the rest; cuda_fp16.h's __half
