@@ -311,28 +311,33 @@ START_TEST(test_cuda_errors)
 }
 END_TEST
 
-/* CUDA source compiled for a GPU target this build has a compiler for
- * (gfx90a for AMD): the AMD prelude compiles. */
+/* CUDA source compiled for the GPU targets this build has a compiler for,
+ * without a device: gfx90a (wave64) and, where this comgr knows them,
+ * gfx942 and gfx1030 (wave32) for AMD; sm_90 for NVIDIA (NVRTC and the
+ * toolkit's cuda_fp16.h). */
 START_TEST(test_cuda_compile_for_gpu)
 {
   hipd_conn_t *conn = connect_to(shared);
   const char *const cuda_opts[] = {"--lang=cuda", NULL};
+  static const char *const amd[] = {"gfx90a", "gfx942", "gfx1030", NULL};
+  static const char *const nvidia[] = {"sm_90", NULL};
+  const char *const *arch = NULL;
   hipd_info_t *info = NULL;
   int dev = -1;
 
   OK(conn, hipd_daemon_info(conn, &info));
-  if (!info_has_str(info, "features", "hip-amd")) {
-    printf("check_sarek_compat: hipd is not built for AMD: the CUDA source "
-           "was not compiled for gfx90a\n");
-    hipd_info_free(info);
+  if (info_has_str(info, "features", "hip-amd"))
+    arch = amd;
+  else if (info_has_str(info, "features", "hip-nvidia"))
+    arch = nvidia;
+  hipd_info_free(info);
+  if (arch == NULL) {
+    printf("check_sarek_compat: hipd has no HIP compiler: the CUDA source "
+           "was not compiled for a GPU target\n");
     hipd_close(conn);
     return;
   }
-  hipd_info_free(info);
-  /* gfx90a (wave64) must compile; the others where this comgr knows
-   * them (gfx942: wave64, gfx1030: wave32). */
-  for (int t = 0; t < 3; t++) {
-    static const char *const arch[] = {"gfx90a", "gfx942", "gfx1030"};
+  for (int t = 0; arch[t] != NULL; t++) {
     int rc = hipd_kernel_compile_for(conn, arch[t], CUDA_SRC, "sarek_cuda",
                                      cuda_opts, 1, &info);
     if (rc == HIPD_ENOTSUP && t > 0) {
