@@ -323,7 +323,8 @@ static inline hipd_event_t hipd_event_from_id(uint64_t id)
 #define HIPD_DEVICE_CURRENT (-1)
 
 /** `backend.info`: {name "hip", version [major, minor, patch], available,
- *  execution_model "jit", drivers [...]}. */
+ *  execution_model "jit", drivers [...], ir_versions [...], source_langs
+ *  ["hip", "cuda"]}. */
 HIPD_EXTERN int hipd_backend_info(hipd_conn_t *conn, hipd_info_t **out);
 /** `device.count`: how many devices the daemon serves. */
 HIPD_EXTERN int hipd_device_count(hipd_conn_t *conn, int *count);
@@ -687,8 +688,20 @@ HIPD_EXTERN int hipd_run_source(hipd_conn_t *conn, const char *source,
                                 const char *lang, const char *kernel_name,
                                 const uint32_t grid[3], const uint32_t block[3],
                                 uint32_t shared, const hipd_args_t *args);
+/** `run_source` with `wait` false, as upstream Sarek's run_source: the
+ *  same, but returns once the launch is submitted on the current device's
+ *  default stream (on the CPU device, and while profiling, once it has
+ *  run). The kernel's results, and the errors of its run, are seen by the
+ *  next operation that waits for that stream: hipd_stream_synchronize()
+ *  of hipd_stream_default(), or a synchronous hipd_mem_read(). */
+HIPD_EXTERN int hipd_run_source_async(hipd_conn_t *conn, const char *source,
+                                      const char *lang,
+                                      const char *kernel_name,
+                                      const uint32_t grid[3],
+                                      const uint32_t block[3], uint32_t shared,
+                                      const hipd_args_t *args);
 /** `supported_source_langs`: the languages device @p dev takes, as an
- *  info array ("hip", and "cuda" on NVIDIA). */
+ *  info array ("hip" and "cuda" on every device). */
 HIPD_EXTERN int hipd_supported_source_langs(hipd_conn_t *conn, int dev,
                                             hipd_info_t **out);
 /** `execute_direct`: always HIPD_ENOTSUP (hip is a JIT backend). */

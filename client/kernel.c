@@ -415,10 +415,12 @@ int hipd_kernel_launch(hipd_conn_t *conn, hipd_kernel_t kernel,
 
 /* ------------------------------------------------------- source, direct */
 
-int hipd_run_source(hipd_conn_t *conn, const char *source, const char *lang,
-                    const char *kernel_name, const uint32_t grid[3],
-                    const uint32_t block[3], uint32_t shared,
-                    const hipd_args_t *args)
+/* run_source with @p wait: 1 sends today's 7 params (the daemon waits for
+ * the kernel), 0 adds `wait` false (answered once submitted). */
+static int run_source(hipd_conn_t *conn, const char *source, const char *lang,
+                      const char *kernel_name, const uint32_t grid[3],
+                      const uint32_t block[3], uint32_t shared,
+                      const hipd_args_t *args, int wait)
 {
   hipd_call_t *c, *call;
   int err;
@@ -428,7 +430,7 @@ int hipd_run_source(hipd_conn_t *conn, const char *source, const char *lang,
     return conn_fail(conn, HIPD_EINVAL,
                      "run_source: the source, language, kernel name, grid "
                      "and block are required");
-  if ((err = conn_call_begin(conn, "run_source", 7, &c)) < 0)
+  if ((err = conn_call_begin(conn, "run_source", wait ? 7 : 8, &c)) < 0)
     return err;
   proto_pack_cstr(&c->pk, source);
   proto_pack_cstr(&c->pk, lang);
@@ -439,8 +441,28 @@ int hipd_run_source(hipd_conn_t *conn, const char *source, const char *lang,
   dims_pack(&c->pk, grid);
   msgpack_pack_uint32(&c->pk, shared);
   args_pack(&c->pk, args);
+  if (!wait)
+    msgpack_pack_false(&c->pk);
   err = conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), &call);
   return conn_sync(err, &call);
+}
+
+int hipd_run_source(hipd_conn_t *conn, const char *source, const char *lang,
+                    const char *kernel_name, const uint32_t grid[3],
+                    const uint32_t block[3], uint32_t shared,
+                    const hipd_args_t *args)
+{
+  return run_source(conn, source, lang, kernel_name, grid, block, shared, args,
+                    1);
+}
+
+int hipd_run_source_async(hipd_conn_t *conn, const char *source,
+                          const char *lang, const char *kernel_name,
+                          const uint32_t grid[3], const uint32_t block[3],
+                          uint32_t shared, const hipd_args_t *args)
+{
+  return run_source(conn, source, lang, kernel_name, grid, block, shared, args,
+                    0);
 }
 
 int hipd_supported_source_langs(hipd_conn_t *conn, int dev, hipd_info_t **out)

@@ -11,6 +11,7 @@
 #include "compile/compile_pool.h"
 #include "hipd.h"
 #include "kernels/kernels.h"
+#include "kernels/lang.h"
 #include "log.h"
 #include "util/clock.h"
 
@@ -582,6 +583,21 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
              "no compiler in this build targets architecture '%s'", b->arch);
     finish(b, HIPD_ENOTSUP);
     return;
+  }
+  /* CUDA source: the platform's prelude in front (part of the key). */
+  if (lang_is_cuda(req->lang)) {
+    char *cuda;
+    size_t cuda_len;
+
+    if (lang_source(b->drv->platform, b->source, b->source_len, &cuda,
+                    &cuda_len) != 0) {
+      snprintf(b->err, sizeof(b->err), "out of memory");
+      finish(b, HIPD_ENOMEM);
+      return;
+    }
+    free(b->source);
+    b->source = cuda;
+    b->source_len = cuda_len;
   }
 
   /* The compiler id the helpers reported: the daemon never asks a

@@ -41,6 +41,7 @@ typedef struct {
   device_t *dev;    /* the target device, or NULL ... */
   const char *arch; /* ... with a target architecture */
   int refresh;      /* compile even if cached (kernel.compile) */
+  const char *lang; /* "hip" (or NULL) or "cuda" (kernels/lang.h) */
   /* A kernel hipd generated (kernel.compile_ir): its parameter list, which
    * launches are checked against, and its launch bound (0: none). Where
    * the driver also knows the declaration, the two must agree. */

@@ -127,6 +127,35 @@ static int arg_options(call_t *c, unsigned i, cg_job_t *j)
   return 0;
 }
 
+/* Does option @p o choose how floating-point contraction is done (the
+ * client's choice, which the default below leaves alone)? */
+static int option_sets_contraction(const char *o)
+{
+  return strcmp(o, "--fmad=true") == 0 || strcmp(o, "--fmad=false") == 0 ||
+         strncmp(o, "-ffp-contract=", 14) == 0 ||
+         strcmp(o, "-ffast-math") == 0 || strcmp(o, "--use_fast_math") == 0 ||
+         strcmp(o, "-use_fast_math") == 0 ||
+         strcmp(o, "--use-fast-math") == 0 || strcmp(o, "-Ofast") == 0;
+}
+
+/* Generated kernels are compiled without contraction (a*b+c is not fused
+ * into an fma), as upstream Sarek compiles them: their results then agree
+ * with the host's to the last bit. "--fmad=false" is spelled the same for
+ * every compiler (AMD: -ffp-contract=off, NVIDIA: NVRTC's own, the CPU
+ * device: -ffp-contract=off); a client that gives a contraction option of
+ * its own ("--fmad=true", -ffp-contract=..., fast math) keeps it. The
+ * option is one of the compile's options, so it is part of the cache
+ * key. */
+#define CONTRACT_OFF "--fmad=false"
+
+static int contraction_default(const cg_job_t *j)
+{
+  for (size_t i = 0; i < j->noptions; i++)
+    if (option_sets_contraction(j->options[i]))
+      return 0;
+  return 1;
+}
+
 /* --------------------------------------------------------------- work */
 
 static void job_run(cg_job_t *j)
@@ -192,7 +221,7 @@ static int job_finish(call_t *c, cg_job_t *j)
   static const uint8_t drv_types[] = {DRV_T_PTR, DRV_T_I32, DRV_T_I64,
                                       DRV_T_F32, DRV_T_F64};
   kernel_request_t req = {0};
-  const char *opts[MAX_OPTIONS];
+  const char *opts[MAX_OPTIONS + 1];
   msgpack_packer *pk;
 
   if (j->rc != 0) {
@@ -228,6 +257,8 @@ static int job_finish(call_t *c, cg_job_t *j)
   req.name = j->res.name;
   req.opts = opts;
   req.nopts = j->noptions;
+  if (contraction_default(j))
+    opts[req.nopts++] = CONTRACT_OFF;
   req.dev = j->dev;
   req.arch = j->dev ? NULL : j->arch;
   req.sig = &j->sig;

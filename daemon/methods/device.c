@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "codegen/ir.h"
+#include "kernels/lang.h"
 #include "methods.h"
 #include "session.h"
 
@@ -31,7 +32,7 @@ int m_backend_info(call_t *c)
   while (f[nf] != NULL)
     nf++;
   sscanf(PACKAGE_VERSION, "%d.%d.%d", &major, &minor, &patch);
-  msgpack_pack_map(pk, 6);
+  msgpack_pack_map(pk, 7);
   proto_pack_cstr(pk, "name");
   proto_pack_cstr(pk, "hip");
   proto_pack_cstr(pk, "version");
@@ -53,6 +54,14 @@ int m_backend_info(call_t *c)
   msgpack_pack_array(pk, IR_VERSION_MAX - IR_VERSION_MIN + 1);
   for (int v = IR_VERSION_MIN; v <= IR_VERSION_MAX; v++)
     msgpack_pack_int(pk, v);
+  /* the source languages every device takes (supported_source_langs) */
+  proto_pack_cstr(pk, "source_langs");
+  nf = 0;
+  while (lang_names[nf] != NULL)
+    nf++;
+  msgpack_pack_array(pk, nf);
+  for (uint32_t i = 0; i < nf; i++)
+    proto_pack_cstr(pk, lang_names[i]);
   return 0;
 }
 

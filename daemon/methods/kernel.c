@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
+#include "kernels/lang.h"
 #include "methods.h"
 #include "policy.h"
 
@@ -307,7 +308,8 @@ static void launch_submit(call_t *d, kernel_t *k, stream_t *st, uint64_t sh,
 
 typedef struct {
   call_t *call;
-  int run; /* run_source: launch when built */
+  int run;  /* run_source: launch when built */
+  int wait; /* run_source: answer once it has run (else once submitted) */
   uint32_t grid[3], block[3], shared;
   launch_args_t args;
 } compile_ctx_t;
@@ -334,7 +336,7 @@ static void compile_done(void *ctx, const kernel_result_t *r)
       goto out;
     }
     launch_submit(c, r->kernel, st, sh, cc->grid, cc->block, cc->shared,
-                  &cc->args, 1);
+                  &cc->args, cc->wait);
     kernel_unref(r->kernel); /* the op holds its own reference */
     free(cc);
     return;
@@ -349,18 +351,48 @@ out:
   free(cc);
 }
 
+/* The options of param @p i into @p opts, but for hipd's own --lang=L
+ * (the source language, kernels/lang.h: "hip" or "cuda"; the last one
+ * counts), which goes to *lang and never to a compiler. @return 0 or
+ * ELANG (answered). */
+static int options_split(call_t *c, unsigned i, const char **opts,
+                         size_t *nopts, const char **lang)
+{
+  const arg_t *a = &c->args[i];
+
+  *nopts = 0;
+  *lang = NULL;
+  for (uint32_t k = 0; k < a->n; k++) {
+    if (strncmp(a->strv[k], "--lang=", 7) != 0) {
+      opts[(*nopts)++] = a->strv[k];
+      continue;
+    }
+    if (!lang_known(a->strv[k] + 7))
+      return call_fail(c, HIPD_ELANG,
+                       "option '%s': unsupported source language '%s' "
+                       "(hip or cuda)",
+                       a->strv[k], a->strv[k] + 7);
+    *lang = a->strv[k] + 7;
+  }
+  return 0;
+}
+
 /* Compile the source, name, options and target of a compile request
  * [source, name, options?, target?]. kernel_build copies what it keeps. */
 static int compile_common(call_t *c, int refresh)
 {
   const arg_t *target = &c->args[3];
   kernel_request_t req = {0};
+  const char *opts[MAX_OPTIONS];
   compile_ctx_t *cc;
+  int rc;
 
   if (c->args[0].s == NULL || c->args[1].len == 0)
     return call_fail(c, HIPD_EPARAMS,
                      "the source and the kernel name are "
                      "required");
+  if ((rc = options_split(c, 2, opts, &req.nopts, &req.lang)) != 0)
+    return rc;
   /* The target: a device (the current one if absent) or an architecture. */
   req.dev = target->dev;
   req.arch = target->dev == NULL ? target->s : NULL;
@@ -374,8 +406,7 @@ static int compile_common(call_t *c, int refresh)
   req.source = c->args[0].s;
   req.source_len = c->args[0].len;
   req.name = c->args[1].s;
-  req.opts = c->args[2].strv;
-  req.nopts = c->args[2].n;
+  req.opts = opts;
   req.refresh = refresh;
   kernel_build(&req, compile_done, cc);
   return 0;
@@ -472,18 +503,18 @@ int m_kernel_launch(call_t *c)
   return 0;
 }
 
-/* The source languages a device's driver takes. */
+/* The source languages a device's driver takes: every platform takes HIP
+ * and CUDA (kernels/lang.h). */
 static const char *const *langs_of(const device_t *dev)
 {
-  static const char *const hip[] = {"hip", NULL};
-  static const char *const nvidia[] = {"hip", "cuda", NULL};
-
-  return strcmp(dev->drv->platform, "nvidia") == 0 ? nvidia : hip;
+  (void)dev;
+  return lang_names;
 }
 
-/* run_source [source, lang, kernel_name, block, grid, shared_mem, args]:
- * compile through the cache for the current device and launch on its
- * default stream; answered when the kernel has run. */
+/* run_source [source, lang, kernel_name, block, grid, shared_mem, args,
+ * wait?]: compile through the cache for the current device and launch on
+ * its default stream; answered when the kernel has run, or with wait false
+ * once the launch is submitted (as upstream Sarek's run_source). */
 int m_run_source(call_t *c)
 {
   const char *lang = c->args[1].s;
@@ -513,6 +544,7 @@ int m_run_source(call_t *c)
   if (cc == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory");
   cc->run = 1;
+  cc->wait = !c->args[7].present || c->args[7].b;
   memcpy(cc->block, c->args[3].dims, sizeof(cc->block));
   memcpy(cc->grid, c->args[4].dims, sizeof(cc->grid));
   if ((rc = check_limits(c, dev, cc->grid, cc->block, shared)) ||
@@ -530,6 +562,7 @@ int m_run_source(call_t *c)
   req.source_len = c->args[0].len;
   req.name = c->args[2].s;
   req.dev = dev;
+  req.lang = lang;
   kernel_build(&req, compile_done, cc);
   return 0;
 }

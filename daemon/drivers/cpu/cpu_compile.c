@@ -188,6 +188,16 @@ static int option_check(const char *o, const char **use)
     *use = "-ffast-math";
     return 1;
   }
+  /* NVRTC's spelling, which hipd takes on every device (kernel.compile_ir
+   * passes --fmad=false by default). */
+  if (strcmp(o, "--fmad=true") == 0) {
+    *use = "-ffp-contract=fast";
+    return 1;
+  }
+  if (strcmp(o, "--fmad=false") == 0) {
+    *use = "-ffp-contract=off";
+    return 1;
+  }
   if (strncmp(o, "-D", 2) == 0 || strncmp(o, "-U", 2) == 0) {
     const char *eq = strchr(o + 2, '=');
     size_t n = eq ? (size_t)(eq - (o + 2)) : strlen(o + 2);
@@ -548,6 +558,7 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
       cpu_log_set(log, logsz,
               "compiler option '%s' is not allowed on the CPU device "
               "(allowed: -D, -U, -O0..-O3, -Os, -Ofast, -ffast-math, "
+              "-ffp-contract=off|on|fast, --fmad=true|false, "
               "-std=c++17 or later, -g, -w, -Wall, -Wextra, -Werror, "
               "-march=native; see cpu_compile.h)",
               options[i] ? options[i] : "(null)");

@@ -43,7 +43,8 @@ typedef struct {
  *        compile error).
  * @param options compiler options from the client, checked against an
  *        allowlist: -D..., -U..., -O0..-O3, -Os, -Ofast, -ffast-math,
- *        -fno-fast-math, -fno-math-errno, -ffp-contract=..., -funroll-loops,
+ *        -fno-fast-math, -fno-math-errno, -ffp-contract=..., --fmad=true|false
+ *        (as -ffp-contract=fast|off), -funroll-loops,
  *        -std=c++17 or later (c++/gnu++ 17, 20, 23), -g, -g0, -w, -Wall,
  *        -Wextra, -Werror, -march=native, -mtune=native; NVRTC/hiprtc's
  *        --use_fast_math (as -ffast-math) and --std=...; GPU-only options

@@ -313,7 +313,9 @@ int hip_compile(driver_t *drv, const char *arch, const char *src, size_t len,
                 const char *const *opts, size_t nopts, void **image,
                 size_t *image_len, char *log, size_t logsz)
 {
-  const char *argv[MAX_OPTS + 2];
+  /* the target, the options, the platform's own (hip_platform_options:
+   * at most two more), -std */
+  const char *argv[MAX_OPTS + 4];
   compiled_kernel_t *cks = NULL;
   hiprtcProgram prog = NULL;
   char target[96], first[200];

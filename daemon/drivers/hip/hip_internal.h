@@ -77,7 +77,8 @@
 
 #define MAX_NAMES 1024    /* kernels per compile */
 #define MAX_NAME_LEN 1024 /* bytes in a kernel name */
-#define MAX_OPTS 64       /* user options per compile */
+/* Options per compile: the client's 64, and compile_ir's --fmad=false. */
+#define MAX_OPTS 65
 #define MAX_PARAMS 65536  /* parameters of a kernel, in an image */
 
 /* One kernel of a compile: names and parameter sizes. */

@@ -173,8 +173,18 @@ void hip_platform_target(char *out, size_t outsz, const char *arch)
   snprintf(out, outsz, "--gpu-architecture=%s", arch);
 }
 
+#ifndef HIPD_CUDA_INCLUDE_DIR
+#define HIPD_CUDA_INCLUDE_DIR "/usr/local/cuda/include"
+#endif
+
+/* NVRTC has the device built-ins but not the toolkit's headers: CUDA
+ * source (kernels/lang.c) includes cuda_fp16.h, which includes more of
+ * them (nv/target: under cccl/ since CUDA 13). Two options more, at
+ * most (hip_compile's argv has room). */
 int hip_platform_options(const char **argv, int argc)
 {
+  argv[argc++] = "--include-path=" HIPD_CUDA_INCLUDE_DIR;
+  argv[argc++] = "--include-path=" HIPD_CUDA_INCLUDE_DIR "/cccl";
   /* -g is --device-debug, which turns device optimisation off: ptxas
    * refuses an -O level with it and ignores --generate-line-info. */
   for (int i = 1; i < argc; i++)
