@@ -428,6 +428,7 @@ static char *dq(const char *s)
   "'params':[['param',{'name':'a','id':0,'type':['vec',['f32']]},null],"       \
   "['param',{'name':'n','id':1,'type':['i32']},null]]"
 #define C1 "['const',['i32',1]]"
+#define V2(body) "{'ir':2,'kernel':{'name':'k'," PARAMS ",'body':" body "}}"
 
 /* The case tables leave the last field (soa) out where it is NULL. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -447,8 +448,8 @@ static const bad_t bads[] = {
     {NULL, NULL, "[1]", HIPD_EIR, "document",
      "expected an IR document (a map), got array"},
     {NULL, NULL, "{'kernel':{}}", HIPD_EIR, "document", "missing key 'ir'"},
-    {NULL, NULL, "{'ir':2,'kernel':{}}", HIPD_EIR, "ir",
-     "ir version 2 not supported (supported: 1)"},
+    {NULL, NULL, "{'ir':3,'kernel':{}}", HIPD_EIR, "ir",
+     "ir version 3 not supported (supported: 1 to 2)"},
     {NULL, NULL, "{'ir':'1','kernel':{}}", HIPD_EIR, "ir",
      "expected an unsigned integer"},
     {NULL, NULL, "{'ir':1}", HIPD_EIR, "document", "missing key 'kernel'"},
@@ -485,6 +486,23 @@ static const bad_t bads[] = {
      NULL, HIPD_EIR, "kernel.body.var.mutable", "expected true or false"},
     {NULL, "['expr',['const',['i32',4294967296]]]", NULL, HIPD_EIR,
      "kernel.body.value.c.value", "i32 constant 4294967296 out of range"},
+    /* version 2's tags are unknown to a version 1 document */
+    {NULL, "['expr',['const',['u8',1]]]", NULL, HIPD_EIR, "kernel.body.value.c",
+     "unknown const tag 'u8'"},
+    {NULL, "['expr',['cast',['f16'],['const',['f32',1]]]]", NULL, HIPD_EIR,
+     "kernel.body.value.type", "unknown elttype tag 'f16'"},
+    {NULL, NULL, V2("['expr',['const',['u8',256]]]"), HIPD_EIR,
+     "kernel.body.value.c.value", "u8 constant 256 out of range (0 to 255)"},
+    {NULL, NULL, V2("['expr',['const',['u8',-1]]]"), HIPD_EIR,
+     "kernel.body.value.c.value", "u8 constant -1 out of range (0 to 255)"},
+    {NULL, NULL, V2("['expr',['const',['f16','pi']]]"), HIPD_EIR,
+     "kernel.body.value.c.value", "a f16 constant given as a string"},
+    {NULL, NULL,
+     "{'ir':2,'kernel':{'name':'k','params':[['param',{'name':'h','id':0,"
+     "'type':['f16']},null]],'body':['empty']}}",
+     HIPD_EIR, "kernel.params[0].var.type",
+     "kernel param 'h' is a f16 passed by value: no launch argument kind "
+     "carries one (pass it in a vec, or as f32 and cast it)"},
     {NULL, "['expr',['const',['f32',9007199254740993]]]", NULL, HIPD_EIR,
      "kernel.body.value.c.value", "is an integer beyond 2^53"},
     {NULL, "['expr',['const',['i64','12a']]]", NULL, HIPD_EIR,

@@ -177,13 +177,15 @@ char *ir_quote(char *buf, size_t size, const char *s, size_t n)
 /* ------------------------------------------------------------- tag tables */
 
 static const char *const memspace_tags[] = {"global", "shared", "local"};
-static const char *const type_tags[] = {"i32",   "i64",  "f32",    "f64",
-                                        "bool",  "unit", "record", "variant",
-                                        "array", "vec"};
-static const int8_t type_arity[] = {0, 0, 0, 0, 0, 0, 1, 1, 2, 1};
-static const char *const const_tags[] = {"i32", "i64",  "f32",
-                                         "f64", "bool", "unit"};
-static const int8_t const_arity[] = {1, 1, 1, 1, 1, 0};
+static const char *const type_tags[] = {"i32",    "i64",     "f32",   "f64",
+                                        "f16",    "u8",      "bool",  "unit",
+                                        "record", "variant", "array", "vec"};
+static const int8_t type_arity[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 1};
+static const uint8_t type_since[] = {1, 1, 1, 1, 2, 2, 1, 1, 1, 1, 1, 1};
+static const char *const const_tags[] = {"i32",  "i64",  "f32", "f64",
+                                         "bool", "unit", "f16", "u8"};
+static const int8_t const_arity[] = {1, 1, 1, 1, 1, 0, 1, 1};
+static const uint8_t const_since[] = {1, 1, 1, 1, 1, 1, 2, 2};
 static const char *const binop_tags[] = {
     "add", "sub", "mul", "div", "mod", "eq",  "ne",   "lt",  "le",
     "gt",  "ge",  "and", "or",  "shl", "shr", "band", "bor", "bxor"};
@@ -210,13 +212,17 @@ static const int8_t decl_arity[] = {2, 2, 3};
 
 #define TS(name, tags, arity)                                                  \
   {                                                                            \
-    name, tags, arity, sizeof(tags) / sizeof(tags[0])                          \
+    name, tags, arity, sizeof(tags) / sizeof(tags[0]), NULL                    \
+  }
+#define TSV(name, tags, arity, since)                                          \
+  {                                                                            \
+    name, tags, arity, sizeof(tags) / sizeof(tags[0]), since                   \
   }
 
 const ir_tagset_t ir_tagsets[IR_TS__N] = {
     [IR_TS_MEMSPACE] = TS("memspace", memspace_tags, NULL),
-    [IR_TS_ELTTYPE] = TS("elttype", type_tags, type_arity),
-    [IR_TS_CONST] = TS("const", const_tags, const_arity),
+    [IR_TS_ELTTYPE] = TSV("elttype", type_tags, type_arity, type_since),
+    [IR_TS_CONST] = TSV("const", const_tags, const_arity, const_since),
     [IR_TS_BINOP] = TS("binop", binop_tags, NULL),
     [IR_TS_UNOP] = TS("unop", unop_tags, NULL),
     [IR_TS_DIR] = TS("dir", dir_tags, NULL),
@@ -230,6 +236,8 @@ const ir_tagset_t ir_tagsets[IR_TS__N] = {
 /* The enums and the tables must agree. */
 _Static_assert(sizeof(type_tags) / sizeof(type_tags[0]) == IR_T__N, "types");
 _Static_assert(sizeof(type_arity) == IR_T__N, "type arity");
+_Static_assert(sizeof(type_since) == IR_T__N, "type versions");
+_Static_assert(sizeof(const_since) == IR_C__N, "const versions");
 _Static_assert(sizeof(const_tags) / sizeof(const_tags[0]) == IR_C__N, "const");
 _Static_assert(sizeof(binop_tags) / sizeof(binop_tags[0]) == IR_BINOP__N,
                "binop");

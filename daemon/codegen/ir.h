@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/codegen/ir.h: the Sarek IR in memory (proto/IR.md, version 1).
+/* daemon/codegen/ir.h: the Sarek IR in memory (proto/IR.md, versions 1 and 2).
  *
  * A document is decoded from its msgpack wire form by ir_decode()
  * (ir_decode.c), which validates all of it: what this header describes is
@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define IR_VERSION_MIN 1
-#define IR_VERSION_MAX 1
+#define IR_VERSION_MAX 2
 
 /* ------------------------------------------------------------------ arena */
 
@@ -96,6 +96,7 @@ typedef struct ir_tagset {
   const char *const *tags; /* "const", "var", ... */
   const int8_t *arity;     /* fields after the tag; NULL for enumerations */
   unsigned n;
+  const uint8_t *since; /* the IR version that added each tag; NULL: all 1 */
 } ir_tagset_t;
 
 extern const ir_tagset_t ir_tagsets[IR_TS__N];
@@ -109,6 +110,8 @@ typedef enum {
   IR_T_I64,
   IR_T_F32,
   IR_T_F64,
+  IR_T_F16, /* version 2: binary16 storage, __half */
+  IR_T_U8,  /* version 2: unsigned char */
   IR_T_BOOL,
   IR_T_UNIT,
   IR_T_RECORD,
@@ -125,6 +128,8 @@ typedef enum {
   IR_C_F64,
   IR_C_BOOL,
   IR_C_UNIT,
+  IR_C_F16, /* version 2 */
+  IR_C_U8,  /* version 2 */
   IR_C__N
 } ir_ckind_t;
 

@@ -536,6 +536,15 @@ int dec_check_kernel(dec_t *d)
                     "arguments are scalars and pointers (pass it in a vec)",
                     v->name, ir_type_describe(v->type, t, sizeof(t)));
       break;
+    case IR_T_F16:
+    case IR_T_U8:
+      rc = dec_fail(d, tp,
+                    "kernel param '%s' is a %s passed by value: no launch "
+                    "argument kind carries one (pass it in a vec, or as "
+                    "%s and cast it)",
+                    v->name, ir_type_describe(v->type, t, sizeof(t)),
+                    v->type->kind == IR_T_F16 ? "f32" : "i32");
+      break;
     case IR_T_VEC:
       if (dl->has_arrinfo &&
           (!ir_type_equal(dl->elt, v->type->elt) || dl->mem != IR_MEM_GLOBAL))
