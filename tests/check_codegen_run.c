@@ -984,11 +984,53 @@ static void run_f16_u8(hipd_conn_t *conn, int dev, hipd_kernel_t k)
   free(uo);
 }
 
+/* d = a * b + c for 16x16 tiles: small integers, so that every sum is
+ * exact in f32 whatever order the matrix unit adds in. */
+static void run_coopmat(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  uint16_t a[256], b[256];
+  float fa[256], fb[256], c[256], d[256];
+  hipd_buffer_t ba, bb, bc, bd;
+  hipd_args_t *args = args_new();
+  uint32_t block[3] = {64, 1, 1}; /* a wavefront, two warps, 64 CPU threads */
+
+  for (int i = 0; i < 256; i++) {
+    fa[i] = (float)((i * 7) % 5 - 2);
+    fb[i] = (float)((i * 3) % 7 - 3);
+    a[i] = ref_f2h(fa[i]);
+    b[i] = ref_f2h(fb[i]);
+    c[i] = (float)(i % 11) - 5.0f;
+  }
+  ba = buffer(conn, dev, sizeof(a), a);
+  bb = buffer(conn, dev, sizeof(b), b);
+  bc = buffer(conn, dev, sizeof(c), c);
+  bd = buffer(conn, dev, sizeof(d), NULL);
+  arg_vec(args, ba, 256);
+  arg_vec(args, bb, 256);
+  arg_vec(args, bc, 256);
+  arg_vec(args, bd, 256);
+  OK(conn, hipd_kernel_launch(conn, k, ONE, block, 0, HIPD_STREAM_NULL, args));
+  readback(conn, dev, bd, d, sizeof(d));
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) {
+      float want = c[i * 16 + j];
+      for (int kk = 0; kk < 16; kk++)
+        want += fa[i * 16 + kk] * fb[kk * 16 + j];
+      ck_assert_msg(d[i * 16 + j] == want, "device %d: d[%d][%d] = %g, not %g",
+                    dev, i, j, d[i * 16 + j], want);
+    }
+  OK(conn, hipd_mem_free(conn, ba));
+  OK(conn, hipd_mem_free(conn, bb));
+  OK(conn, hipd_mem_free(conn, bc));
+  hipd_args_free(args);
+}
+
 /* Every fixture runs: a fixture without a runner here fails the suite
  * (test_every_fixture_runs). */
 static const runtime_t runtimes[] = {
     {"arrays", run_arrays},
     {"control", run_control},
+    {"coopmat", run_coopmat},
     {"f16_u8", run_f16_u8},
     {"helpers", run_helpers},
     {"intrinsics", run_intrinsics},
@@ -1070,6 +1112,42 @@ START_TEST(test_every_fixture_runs)
 END_TEST
 
 /* ------------------------------------------------------ through the wire */
+
+/* Cooperative matrices where the target has matrix units; EIR, naming the
+ * target, where it has none (through the wire, for architectures: no such
+ * GPU is needed). */
+START_TEST(test_coopmat_targets)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  hipd_info_t *info = NULL;
+  fixture_t f;
+  int dev = -1; /* for EXPECT's messages */
+
+  fixture_load("coopmat", &f);
+  OK(conn, hipd_kernel_generate_source(conn, 0, "gfx90a", f.ir, f.len, NULL,
+                                       NULL, &info));
+  hipd_info_free(info);
+  OK(conn, hipd_kernel_generate_source(conn, 0, "sm_90", f.ir, f.len, NULL,
+                                       NULL, &info));
+  hipd_info_free(info);
+  EXPECT(conn,
+         hipd_kernel_generate_source(conn, 0, "gfx1100", f.ir, f.len, NULL,
+                                     NULL, &info),
+         HIPD_EIR);
+  ck_assert_str_eq(hipd_last_error(conn),
+                   "kernel.generate_source: kernel.body[0]: coopmat: gfx1100 "
+                   "has no matrix cores hipd drives (MFMA: gfx908, gfx90a, "
+                   "gfx940 to gfx942): cooperative-matrix operations are not "
+                   "available there");
+  EXPECT(conn,
+         hipd_kernel_generate_source(conn, 0, "sm_61", f.ir, f.len, NULL, NULL,
+                                     &info),
+         HIPD_EIR);
+  ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "sm_61 has no tensor"));
+  fixture_free(&f);
+  hipd_close(conn);
+}
+END_TEST
 
 /* kernel.generate_source returns what the golden files hold (for an AMD
  * target), the parameter list, and the platform of a device target. */
@@ -1520,6 +1598,7 @@ static Suite *codegen_run_suite(void)
   tcase_set_timeout(tc, 300);
   tcase_add_unchecked_fixture(tc, shared_setup, shared_teardown);
   tcase_add_test(tc, test_generate_source);
+  tcase_add_test(tc, test_coopmat_targets);
   tcase_add_test(tc, test_wire_errors);
   tcase_add_test(tc, test_wire_params);
   tcase_add_test(tc, test_intrinsics_registry);

@@ -496,6 +496,19 @@ static void emit_f16_preamble(gen_t *g)
   }
 }
 
+/* Only for a kernel with coopmat statements: WMMA's header on NVIDIA, the
+ * MFMA operand types on AMD (see gen_coopmat.c). */
+static void emit_coopmat_preamble(gen_t *g)
+{
+  if (g->o->platform == CG_PLATFORM_NVIDIA)
+    strbuf_add(&g->out, "#include <mma.h>\n");
+  else if (g->o->platform == CG_PLATFORM_AMD)
+    strbuf_add(&g->out,
+               "typedef _Float16 sarek_cm_h4 __attribute__((ext_vector_type("
+               "4)));\ntypedef float sarek_cm_f4 "
+               "__attribute__((ext_vector_type(4)));\n");
+}
+
 int gen_hip(ir_doc_t *doc, const gen_options_t *o, gen_result_t *out,
             ir_error_t *err)
 {
@@ -513,6 +526,7 @@ int gen_hip(ir_doc_t *doc, const gen_options_t *o, gen_result_t *out,
   strbuf_init(&g.out, o->max_source ? o->max_source : GEN_MAX_SOURCE);
   strmap_init(&g.top);
   strmap_init(&g.vis);
+  strmap_init(&g.frags);
   for (uint32_t i = 0; i < k->nrecords; i++)
     k->records[i].mark = 0;
   for (uint32_t i = 0; i < k->nvariants; i++)
@@ -528,6 +542,8 @@ int gen_hip(ir_doc_t *doc, const gen_options_t *o, gen_result_t *out,
   if (doc->stats.tags[IR_TS_ELTTYPE][IR_T_F16] > 0 ||
       doc->stats.tags[IR_TS_CONST][IR_C_F16] > 0)
     emit_f16_preamble(&g);
+  if (doc->stats.tags[IR_TS_STMT][IR_S_COOPMAT] > 0)
+    emit_coopmat_preamble(&g);
   strbuf_add(&g.out, "extern \"C\" {\n\n");
   for (uint32_t i = 0; i < k->nvariants && rc == 0; i++)
     rc = emit_variant(&g, &k->variants[i]);
@@ -588,6 +604,7 @@ done:
   strbuf_free(&g.out);
   strmap_free(&g.top);
   strmap_free(&g.vis);
+  strmap_free(&g.frags);
   free(g.visstack);
   return rc;
 }

@@ -38,6 +38,7 @@ typedef struct gen {
   uint32_t nparams, capparams;
   soa_param_t *soa;
   uint32_t nsoa;
+  strmap_t frags; /* coopmat fragments declared: name -> ir_cm_frag_t */
 } gen_t;
 
 /* Record a failure (the first one wins). @return its code. */
@@ -76,6 +77,8 @@ int gen_lvalue(gen_t *g, strbuf_t *b, const ir_lvalue_t *l);
 int gen_expr_string(gen_t *g, const ir_expr_t *e, strbuf_t *b);
 /* Emit statement @p s. @return 0 or an error code. */
 int gen_stmt(gen_t *g, const ir_stmt_t *s);
+/* gen_coopmat.c: a coopmat statement, for the target platform. */
+int gen_coopmat(gen_t *g, const ir_stmt_t *s);
 /* Is @p e free of side effects and cheap to repeat (vars, constants,
  * fields, indexing and arithmetic on those)? */
 int gen_expr_simple(const ir_expr_t *e);

@@ -502,6 +502,22 @@ static int check_stmt(dec_t *d, ir_stmt_t *s)
     return check_stmt(d, s->u.pragma.body);
   case IR_S_BLOCK:
     return check_block(d, s->u.block.body);
+  case IR_S_COOPMAT:
+    /* fragments are the kernel's (SPOC: they cannot escape its body); the
+     * generator resolves their names, in order */
+    if (!d->in_kernel)
+      return dec_fail(d, s->path,
+                      "coopmat operations are allowed in the kernel's body "
+                      "only, not in helpers");
+    if (s->u.cm.op != IR_CM_LOAD && s->u.cm.op != IR_CM_STORE)
+      return 0;
+    if (resolve_array(d,
+                      dec_pk(d, dec_pk(d, s->path, "op"),
+                             s->u.cm.op == IR_CM_LOAD ? "src" : "dst"),
+                      s->u.cm.array, &s->u.cm.decl) != 0 ||
+        check_expr(d, s->u.cm.index) != 0 || check_expr(d, s->u.cm.stride))
+      return HIPD_EIR;
+    return 0;
   default:
     return 0;
   }

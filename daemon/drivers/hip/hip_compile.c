@@ -313,7 +313,7 @@ int hip_compile(driver_t *drv, const char *arch, const char *src, size_t len,
                 const char *const *opts, size_t nopts, void **image,
                 size_t *image_len, char *log, size_t logsz)
 {
-  const char *argv[MAX_OPTS + 2];
+  const char *argv[MAX_OPTS + 3]; /* + target, -std, a platform option */
   compiled_kernel_t *cks = NULL;
   hiprtcProgram prog = NULL;
   char target[96], first[200];

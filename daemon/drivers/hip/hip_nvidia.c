@@ -175,6 +175,11 @@ void hip_platform_target(char *out, size_t outsz, const char *arch)
 
 int hip_platform_options(const char **argv, int argc)
 {
+#ifdef HIPD_CUDA_INCLUDE
+  /* NVRTC has no default include path: generated kernels include
+   * cuda_fp16.h (f16) and mma.h (WMMA) from the toolkit configure found. */
+  argv[argc++] = "--include-path=" HIPD_CUDA_INCLUDE;
+#endif
   /* -g is --device-debug, which turns device optimisation off: ptxas
    * refuses an -O level with it and ignores --generate-line-info. */
   for (int i = 1; i < argc; i++)
