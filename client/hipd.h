@@ -368,7 +368,7 @@ HIPD_EXTERN int hipd_stream_default(hipd_conn_t *conn, int dev,
 
 /** `mem.alloc`: @p count elements of @p kind ("int8", "uint8", "int16",
  *  "uint16", "float16", "int32", "uint32", "float32", "int64", "uint64",
- *  "float64", "byte") on @p dev. Zero sizes are HIPD_EINVAL; past the
+ *  "float64", "byte", "complex32", "complex64", "char") on @p dev. Zero sizes are HIPD_EINVAL; past the
  *  device's memory HIPD_ENOMEM; past the session quota HIPD_EQUOTA. */
 HIPD_EXTERN int hipd_mem_alloc(hipd_conn_t *conn, int dev, uint64_t count,
                                const char *kind, hipd_buffer_t *out);

@@ -428,6 +428,7 @@ static char *dq(const char *s)
   "'params':[['param',{'name':'a','id':0,'type':['vec',['f32']]},null],"       \
   "['param',{'name':'n','id':1,'type':['i32']},null]]"
 #define C1 "['const',['i32',1]]"
+#define V2(body) "{'ir':2,'kernel':{'name':'k'," PARAMS ",'body':" body "}}"
 
 /* The case tables leave the last field (soa) out where it is NULL. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -447,8 +448,8 @@ static const bad_t bads[] = {
     {NULL, NULL, "[1]", HIPD_EIR, "document",
      "expected an IR document (a map), got array"},
     {NULL, NULL, "{'kernel':{}}", HIPD_EIR, "document", "missing key 'ir'"},
-    {NULL, NULL, "{'ir':2,'kernel':{}}", HIPD_EIR, "ir",
-     "ir version 2 not supported (supported: 1)"},
+    {NULL, NULL, "{'ir':3,'kernel':{}}", HIPD_EIR, "ir",
+     "ir version 3 not supported (supported: 1 to 2)"},
     {NULL, NULL, "{'ir':'1','kernel':{}}", HIPD_EIR, "ir",
      "expected an unsigned integer"},
     {NULL, NULL, "{'ir':1}", HIPD_EIR, "document", "missing key 'kernel'"},
@@ -485,6 +486,73 @@ static const bad_t bads[] = {
      NULL, HIPD_EIR, "kernel.body.var.mutable", "expected true or false"},
     {NULL, "['expr',['const',['i32',4294967296]]]", NULL, HIPD_EIR,
      "kernel.body.value.c.value", "i32 constant 4294967296 out of range"},
+    /* coopmat (version 2) */
+    {NULL,
+     "['coopmat',['decl','f',{'use':'a','m':16,'n':16,'k':16,"
+     "'component':'f16'}]]",
+     NULL, HIPD_EIR, "kernel.body", "unknown stmt tag 'coopmat'"},
+    {NULL, NULL,
+     V2("['coopmat',['decl','f',{'use':'x','m':16,'n':16,'k':16,"
+        "'component':'f16'}]]"),
+     HIPD_EIR, "kernel.body.op.frag.use",
+     "unknown fragment use 'x' (a, b, accumulator)"},
+    {NULL, NULL,
+     V2("['coopmat',['decl','f',{'use':'a','m':16,'n':16,'k':16,"
+        "'component':'f64'}]]"),
+     HIPD_EIR, "kernel.body.op.frag.component",
+     "unknown component type 'f64' (f16, f32, u8, s8, u32, s32)"},
+    {NULL, NULL, V2("['coopmat',['decl','f',{'use':'a','m':16,'n':16}]]"),
+     HIPD_EIR, "kernel.body.op.frag", "missing key 'k'"},
+    {NULL, NULL,
+     V2("['coopmat',['decl','f',{'use':'a','m':8,'n':32,'k':16,"
+        "'component':'f16'}]]"),
+     HIPD_EIR, "kernel.body",
+     "coopmat: a fragment of use a, 8x32x16 f16 (subgroup scope), is not "
+     "supported"},
+    {NULL, NULL,
+     V2("['coopmat',['load','f',{'use':'a','m':16,'n':16,'k':16,"
+        "'component':'f16'},'nope'," C1 "," C1 "]]"),
+     HIPD_EIR, "kernel.body.op.src", "no array named 'nope' in scope"},
+    {NULL, NULL,
+     V2("['coopmat',['load','f',{'use':'a','m':16,'n':16,'k':16,"
+        "'component':'f16'},'a'," C1 "," C1 "]]"),
+     HIPD_EIR, "kernel.body", "coopmat: no fragment named 'f' declared before"},
+    {NULL, NULL,
+     V2("['seq',[['coopmat',['decl','f',{'use':'a','m':16,'n':16,'k':16,"
+        "'component':'f16'}]],['coopmat',['load','f',{'use':'a','m':16,"
+        "'n':16,'k':16,'component':'f16'},'a'," C1 "," C1 "]]]]"),
+     HIPD_EIR, "kernel.body[1]",
+     "coopmat: 'a' must be an array of f16 (the fragment's component type)"},
+    {NULL, NULL,
+     V2("['coopmat',['muladd','d','a','b','c',{'m':16,'n':16,'k':16,"
+        "'a':'f16','b':'f16','c':'f16','result':'f16'}]]"),
+     HIPD_EIR, "kernel.body",
+     "coopmat: the configuration 16x16x16 f16*f16+f16->f16 (subgroup "
+     "scope) is not supported"},
+    {NULL, NULL,
+     "{'ir':2,'kernel':{'name':'k','params':[],'body':['empty'],"
+     "'helpers':[{'name':'h','params':[],'ret':['unit'],'body':"
+     "['coopmat',['decl','f',{'use':'a','m':16,'n':16,'k':16,"
+     "'component':'f16'}]]}]}}",
+     HIPD_EIR, "kernel.helpers[0].body",
+     "coopmat operations are allowed in the kernel's body only"},
+    /* version 2's tags are unknown to a version 1 document */
+    {NULL, "['expr',['const',['u8',1]]]", NULL, HIPD_EIR, "kernel.body.value.c",
+     "unknown const tag 'u8'"},
+    {NULL, "['expr',['cast',['f16'],['const',['f32',1]]]]", NULL, HIPD_EIR,
+     "kernel.body.value.type", "unknown elttype tag 'f16'"},
+    {NULL, NULL, V2("['expr',['const',['u8',256]]]"), HIPD_EIR,
+     "kernel.body.value.c.value", "u8 constant 256 out of range (0 to 255)"},
+    {NULL, NULL, V2("['expr',['const',['u8',-1]]]"), HIPD_EIR,
+     "kernel.body.value.c.value", "u8 constant -1 out of range (0 to 255)"},
+    {NULL, NULL, V2("['expr',['const',['f16','pi']]]"), HIPD_EIR,
+     "kernel.body.value.c.value", "a f16 constant given as a string"},
+    {NULL, NULL,
+     "{'ir':2,'kernel':{'name':'k','params':[['param',{'name':'h','id':0,"
+     "'type':['f16']},null]],'body':['empty']}}",
+     HIPD_EIR, "kernel.params[0].var.type",
+     "kernel param 'h' is a f16 passed by value: no launch argument kind "
+     "carries one (pass it in a vec, or as f32 and cast it)"},
     {NULL, "['expr',['const',['f32',9007199254740993]]]", NULL, HIPD_EIR,
      "kernel.body.value.c.value", "is an integer beyond 2^53"},
     {NULL, "['expr',['const',['i64','12a']]]", NULL, HIPD_EIR,
@@ -1414,6 +1482,71 @@ END_TEST
 
 /* ---------------------------------------------------------------- suite */
 
+/* Version 2: coopmat lowered where the target has matrix units, refused
+ * with a message naming the target (and the device) elsewhere; f16's
+ * preamble per platform. */
+static int coopmat_gen(cg_platform_t p, const char *arch, int dev,
+                       gen_result_t *r, ir_error_t *err)
+{
+  size_t len;
+  char *text = read_fixture("coopmat", ".ir.json", &len);
+  msgpack_sbuffer mp;
+  ir_doc_t *doc;
+  gen_options_t o = {.platform = p, .arch = arch};
+  int rc;
+
+  if (dev >= 0) {
+    o.has_device = 1;
+    o.device = dev;
+  }
+  pack_json(text, &mp);
+  ck_assert_int_eq(ir_decode(mp.data, mp.size, NULL, &doc, err), 0);
+  rc = gen_hip(doc, &o, r, err);
+  ir_doc_free(doc);
+  msgpack_sbuffer_destroy(&mp);
+  free(text);
+  return rc;
+}
+
+START_TEST(test_version2_platforms)
+{
+  gen_result_t r;
+  ir_error_t err;
+
+  ck_assert_int_eq(coopmat_gen(CG_PLATFORM_NVIDIA, "sm_90", -1, &r, &err), 0);
+  ck_assert_ptr_nonnull(strstr(r.source, "#include <mma.h>\n"));
+  ck_assert_ptr_nonnull(strstr(r.source, "#include <cuda_fp16.h>\n"));
+  ck_assert_ptr_nonnull(strstr(r.source, "nvcuda::wmma::mma_sync(sarek_cm_fc, "
+                                         "sarek_cm_fa, sarek_cm_fb, "
+                                         "sarek_cm_fc);"));
+  ck_assert_ptr_null(strstr(r.source, "asm volatile"));
+  gen_result_free(&r);
+  ck_assert_int_eq(coopmat_gen(CG_PLATFORM_AMD, "gfx942", -1, &r, &err), 0);
+  ck_assert_ptr_nonnull(
+      strstr(r.source, "__builtin_amdgcn_mfma_f32_16x16x16f16"));
+  ck_assert_ptr_nonnull(strstr(r.source, "asm volatile(\"\" : \"+v\"(x));"));
+  gen_result_free(&r);
+  ck_assert_int_eq(coopmat_gen(CG_PLATFORM_HOST, "host-x86_64", 2, &r, &err),
+                   0);
+  ck_assert_ptr_null(strstr(r.source, "nvcuda"));
+  ck_assert_ptr_null(strstr(r.source, "mfma"));
+  gen_result_free(&r);
+  ck_assert_int_eq(coopmat_gen(CG_PLATFORM_AMD, "gfx1030", -1, &r, &err),
+                   HIPD_EIR);
+  ck_assert_str_eq(err.path, "kernel.body[0]");
+  ck_assert_str_eq(err.msg,
+                   "coopmat: gfx1030 has no matrix cores hipd drives (MFMA: "
+                   "gfx908, gfx90a, gfx940 to gfx942): cooperative-matrix "
+                   "operations are not available there");
+  ck_assert_int_eq(coopmat_gen(CG_PLATFORM_NVIDIA, "sm_61", 1, &r, &err),
+                   HIPD_EIR);
+  ck_assert_str_eq(err.msg,
+                   "coopmat: device 1 (sm_61 has no tensor cores WMMA can use "
+                   "(sm_70 and later have)): cooperative-matrix operations "
+                   "are not available there");
+}
+END_TEST
+
 static Suite *codegen_suite(void)
 {
   Suite *s = suite_create("codegen");
@@ -1424,6 +1557,7 @@ static Suite *codegen_suite(void)
   tcase_add_test(tc, test_golden);
   tcase_add_test(tc, test_coverage);
   tcase_add_test(tc, test_platforms);
+  tcase_add_test(tc, test_version2_platforms);
   tcase_add_test(tc, test_deterministic);
   tcase_add_test(tc, test_param_lists);
   tcase_add_test(tc, test_doc_examples);

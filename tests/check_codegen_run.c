@@ -1224,6 +1224,198 @@ typedef struct {
   void (*run)(hipd_conn_t *conn, int dev, hipd_kernel_t k);
 } runtime_t;
 
+/* binary16 references, computed here by another method than hipd's: by
+ * scaling and rounding in double (nearbyint: to nearest, ties to even). */
+static uint16_t ref_f2h(float f)
+{
+  uint16_t sign = signbit(f) ? 0x8000 : 0;
+  double a = fabs((double)f), q, r;
+  int e;
+
+  if (isnan(f))
+    return 0x7e00;
+  if (a >= 65520.0)
+    return sign | 0x7c00;
+  if (a <
+      ldexp(1.0, -14)) /* subnormal: units of 2^-24 (1024: the least normal) */
+    return sign | (uint16_t)nearbyint(a / ldexp(1.0, -24));
+  frexp(a, &e);
+  e -= 1; /* a = 1.m * 2^e */
+  q = a / ldexp(1.0, e - 10);
+  r = nearbyint(q);
+  if (r == 2048.0) {
+    r = 1024.0;
+    e++;
+  }
+  if (e > 15)
+    return sign | 0x7c00;
+  return sign | (uint16_t)((e + 15) << 10) | (uint16_t)(r - 1024.0);
+}
+
+static float ref_h2f(uint16_t h)
+{
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v = e == 0    ? ldexp(m, -24)
+             : e == 31 ? (m ? NAN : INFINITY)
+                       : ldexp(1024 + m, e - 25);
+  return (float)((h & 0x8000) ? -v : v);
+}
+
+typedef struct {
+  uint16_t h;
+  float w;
+} hp_t;
+
+static void run_f16_u8(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  enum { N = 4096 };
+  uint16_t *a = xmalloc(N * 2), *b = xmalloc(N * 2), *c = xmalloc(N * 2),
+           *d = xmalloc(N * 2);
+  float *f = xmalloc(N * 4);
+  double *g = xmalloc(N * 8);
+  int *kk = xmalloc(N * 4);
+  hp_t *pts = xmalloc(N * sizeof(hp_t)), *pq = xmalloc(N * sizeof(hp_t));
+  unsigned char *u = xmalloc(N), *uo = xmalloc(N);
+  hipd_buffer_t ba, bb, bc, bd, bf, bg, bk, bp, bu, buo;
+  hipd_args_t *args = args_new();
+  uint32_t grid[3] = {N / 128, 1, 1}, block[3] = {128, 1, 1};
+  float m01 = ref_h2f(ref_f2h(-0.1f));
+
+  ck_assert_uint_eq(sizeof(hp_t), 8);
+#ifdef __FLT16_MAX__
+  /* where the compiler has _Float16, the reference agrees with it */
+  for (uint64_t x = 0; x <= 0xffffffffu; x += 65521) {
+    uint32_t x32 = (uint32_t)x;
+    float v;
+    _Float16 h;
+    uint16_t hb;
+    memcpy(&v, &x32, 4);
+    h = (_Float16)v;
+    memcpy(&hb, &h, 2);
+    if (!isnan(v))
+      ck_assert_uint_eq(hb, ref_f2h(v));
+  }
+#endif
+  for (int i = 0; i < N; i++) {
+    /* finite halves of every magnitude, ties and subnormals among them */
+    a[i] = (uint16_t)((i * 40503u) & 0xffff);
+    if ((a[i] & 0x7c00) == 0x7c00)
+      a[i] &= 0xbfff;
+    b[i] = (uint16_t)(((i * 7919u) ^ 0x3c00) & 0xffff);
+    if ((b[i] & 0x7c00) == 0x7c00)
+      b[i] &= 0xbfff;
+    pts[i].h = (uint16_t)(0x3000 + i);
+    pts[i].w = (float)i * 0.25f - 100.0f;
+    u[i] = (unsigned char)(i * 7);
+  }
+  ba = buffer(conn, dev, N * 2, a);
+  bb = buffer(conn, dev, N * 2, b);
+  bc = buffer(conn, dev, N * 2, NULL);
+  bd = buffer(conn, dev, N * 2, NULL);
+  bf = buffer(conn, dev, N * 4, NULL);
+  bg = buffer(conn, dev, N * 8, NULL);
+  bk = buffer(conn, dev, N * 4, NULL);
+  bp = buffer(conn, dev, N * sizeof(hp_t), pts);
+  bu = buffer(conn, dev, N, u);
+  buo = buffer(conn, dev, N, NULL);
+  arg_vec(args, ba, N);
+  arg_vec(args, bb, N);
+  arg_vec(args, bc, N);
+  arg_vec(args, bd, N);
+  arg_vec(args, bf, N);
+  arg_vec(args, bg, N);
+  arg_vec(args, bk, N);
+  arg_vec(args, bp, N);
+  arg_vec(args, bu, N);
+  arg_vec(args, buo, N);
+  hipd_args_i32(args, N);
+  OK(conn, hipd_kernel_launch(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
+  readback(conn, dev, bc, c, N * 2);
+  readback(conn, dev, bd, d, N * 2);
+  readback(conn, dev, bf, f, N * 4);
+  readback(conn, dev, bg, g, N * 8);
+  readback(conn, dev, bk, kk, N * 4);
+  readback(conn, dev, bp, pq, N * sizeof(hp_t));
+  readback(conn, dev, buo, uo, N);
+  for (int i = 0; i < N; i++) {
+    float ha = ref_h2f(a[i]), hb = ref_h2f(b[i]);
+    float prod = ha * hb;
+    uint16_t wc = ref_f2h(ha + hb), wd = ref_f2h(prod * m01);
+    uint16_t wp = ref_f2h(ref_h2f(pts[i].h) * 2.0f + pts[i].w);
+    unsigned char wu = u[i] == 200 ? 7 : (unsigned char)(u[i] + 1);
+    ck_assert_msg(c[i] == wc, "device %d: c[%d] = %04x, not %04x (%g + %g)",
+                  dev, i, c[i], wc, ha, hb);
+    ck_assert_msg(d[i] == wd, "device %d: d[%d] = %04x, not %04x", dev, i, d[i],
+                  wd);
+    ck_assert_msg(memcmp(&f[i], &ha, 4) == 0, "device %d: f[%d] = %g, not %g",
+                  dev, i, f[i], ha);
+    ck_assert_msg(g[i] == (double)ha, "device %d: g[%d] = %g", dev, i, g[i]);
+    ck_assert_msg(kk[i] == (int)ha, "device %d: k[%d] = %d, not %d", dev, i,
+                  kk[i], (int)ha);
+    ck_assert_msg(pq[i].h == wp && pq[i].w == pts[i].w,
+                  "device %d: pts[%d] = {%04x, %g}, not {%04x, %g}", dev, i,
+                  pq[i].h, pq[i].w, wp, pts[i].w);
+    ck_assert_msg(uo[i] == wu, "device %d: uo[%d] = %u, not %u", dev, i, uo[i],
+                  wu);
+  }
+  OK(conn, hipd_mem_free(conn, ba));
+  OK(conn, hipd_mem_free(conn, bb));
+  OK(conn, hipd_mem_free(conn, bu));
+  hipd_args_free(args);
+  free(a);
+  free(b);
+  free(c);
+  free(d);
+  free(f);
+  free(g);
+  free(kk);
+  free(pts);
+  free(pq);
+  free(u);
+  free(uo);
+}
+
+/* d = a * b + c for 16x16 tiles: small integers, so that every sum is
+ * exact in f32 whatever order the matrix unit adds in. */
+static void run_coopmat(hipd_conn_t *conn, int dev, hipd_kernel_t k)
+{
+  uint16_t a[256], b[256];
+  float fa[256], fb[256], c[256], d[256];
+  hipd_buffer_t ba, bb, bc, bd;
+  hipd_args_t *args = args_new();
+  uint32_t block[3] = {64, 1, 1}; /* a wavefront, two warps, 64 CPU threads */
+
+  for (int i = 0; i < 256; i++) {
+    fa[i] = (float)((i * 7) % 5 - 2);
+    fb[i] = (float)((i * 3) % 7 - 3);
+    a[i] = ref_f2h(fa[i]);
+    b[i] = ref_f2h(fb[i]);
+    c[i] = (float)(i % 11) - 5.0f;
+  }
+  ba = buffer(conn, dev, sizeof(a), a);
+  bb = buffer(conn, dev, sizeof(b), b);
+  bc = buffer(conn, dev, sizeof(c), c);
+  bd = buffer(conn, dev, sizeof(d), NULL);
+  arg_vec(args, ba, 256);
+  arg_vec(args, bb, 256);
+  arg_vec(args, bc, 256);
+  arg_vec(args, bd, 256);
+  OK(conn, hipd_kernel_launch(conn, k, ONE, block, 0, HIPD_STREAM_NULL, args));
+  readback(conn, dev, bd, d, sizeof(d));
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) {
+      float want = c[i * 16 + j];
+      for (int kk = 0; kk < 16; kk++)
+        want += fa[i * 16 + kk] * fb[kk * 16 + j];
+      ck_assert_msg(d[i * 16 + j] == want, "device %d: d[%d][%d] = %g, not %g",
+                    dev, i, j, d[i * 16 + j], want);
+    }
+  OK(conn, hipd_mem_free(conn, ba));
+  OK(conn, hipd_mem_free(conn, bb));
+  OK(conn, hipd_mem_free(conn, bc));
+  hipd_args_free(args);
+}
+
 /* Every fixture runs: a fixture without a runner here fails the suite
  * (test_every_fixture_runs). */
 static const runtime_t runtimes[] = {
@@ -1233,6 +1425,8 @@ static const runtime_t runtimes[] = {
     {"bench_stencil_1d", run_bench_stencil_1d},
     {"bench_vector_add", run_bench_vector_add},
     {"control", run_control},
+    {"coopmat", run_coopmat},
+    {"f16_u8", run_f16_u8},
     {"float32_sin_path", run_sin},
     {"helpers", run_helpers},
     {"intrinsics", run_intrinsics},
@@ -1320,6 +1514,42 @@ START_TEST(test_every_fixture_runs)
 END_TEST
 
 /* ------------------------------------------------------ through the wire */
+
+/* Cooperative matrices where the target has matrix units; EIR, naming the
+ * target, where it has none (through the wire, for architectures: no such
+ * GPU is needed). */
+START_TEST(test_coopmat_targets)
+{
+  hipd_conn_t *conn = connect_to(shared);
+  hipd_info_t *info = NULL;
+  fixture_t f;
+  int dev = -1; /* for EXPECT's messages */
+
+  fixture_load("coopmat", &f);
+  OK(conn, hipd_kernel_generate_source(conn, 0, "gfx90a", f.ir, f.len, NULL,
+                                       NULL, &info));
+  hipd_info_free(info);
+  OK(conn, hipd_kernel_generate_source(conn, 0, "sm_90", f.ir, f.len, NULL,
+                                       NULL, &info));
+  hipd_info_free(info);
+  EXPECT(conn,
+         hipd_kernel_generate_source(conn, 0, "gfx1100", f.ir, f.len, NULL,
+                                     NULL, &info),
+         HIPD_EIR);
+  ck_assert_str_eq(hipd_last_error(conn),
+                   "kernel.generate_source: kernel.body[0]: coopmat: gfx1100 "
+                   "has no matrix cores hipd drives (MFMA: gfx908, gfx90a, "
+                   "gfx940 to gfx942): cooperative-matrix operations are not "
+                   "available there");
+  EXPECT(conn,
+         hipd_kernel_generate_source(conn, 0, "sm_61", f.ir, f.len, NULL, NULL,
+                                     &info),
+         HIPD_EIR);
+  ck_assert_ptr_nonnull(strstr(hipd_last_error(conn), "sm_61 has no tensor"));
+  fixture_free(&f);
+  hipd_close(conn);
+}
+END_TEST
 
 /* kernel.generate_source returns what the golden files hold (for an AMD
  * target), the parameter list, and the platform of a device target. */
@@ -1473,8 +1703,9 @@ START_TEST(test_wire_params)
 
   /* hipd_backend_info lists the IR versions */
   OK(conn, hipd_backend_info(conn, &info));
-  ck_assert_int_eq(hipd_info_len(info, "ir_versions"), 1);
+  ck_assert_int_eq(hipd_info_len(info, "ir_versions"), 2);
   ck_assert_int_eq(info_int(info, "ir_versions.0"), 1);
+  ck_assert_int_eq(info_int(info, "ir_versions.1"), 2);
   hipd_info_free(info);
   /* a str where the bin belongs: through the raw protocol */
   {
@@ -1791,6 +2022,7 @@ static Suite *codegen_run_suite(void)
   tcase_set_timeout(tc, 300);
   tcase_add_unchecked_fixture(tc, shared_setup, shared_teardown);
   tcase_add_test(tc, test_generate_source);
+  tcase_add_test(tc, test_coopmat_targets);
   tcase_add_test(tc, test_wire_errors);
   tcase_add_test(tc, test_wire_params);
   tcase_add_test(tc, test_intrinsics_registry);

@@ -16,9 +16,10 @@ START_TEST(test_alloc_kinds)
     const char *kind;
     uint64_t size;
   } kinds[] = {
-      {"int8", 1},    {"uint8", 1},  {"int16", 2},   {"uint16", 2},
-      {"float16", 2}, {"int32", 4},  {"uint32", 4},  {"float32", 4},
-      {"int64", 8},   {"uint64", 8}, {"float64", 8}, {"byte", 1},
+      {"int8", 1},      {"uint8", 1},      {"int16", 2},   {"uint16", 2},
+      {"float16", 2},   {"int32", 4},      {"uint32", 4},  {"float32", 4},
+      {"int64", 8},     {"uint64", 8},     {"float64", 8}, {"byte", 1},
+      {"complex32", 8}, {"complex64", 16}, {"char", 1},
   };
   hipd_conn_t *conn = connect_to(shared);
   int n = device_count(conn), dev;
@@ -43,6 +44,12 @@ START_TEST(test_alloc_kinds)
       hipd_info_free(info);
       OK(conn, hipd_mem_free(conn, buf));
     }
+    EXPECT(conn, hipd_mem_alloc(conn, dev, 10, "complex128", &buf),
+           HIPD_EINVAL);
+    ck_assert_ptr_nonnull(
+        strstr(hipd_last_error(conn), "unknown element kind 'complex128'"));
+    ck_assert_ptr_nonnull(
+        strstr(hipd_last_error(conn), "complex32, complex64, char)"));
     OK(conn, hipd_mem_alloc_custom(conn, dev, 7, 12, &buf));
     OK(conn, hipd_mem_size(conn, buf, &size));
     ck_assert_uint_eq(size, 84);

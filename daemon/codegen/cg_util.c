@@ -182,3 +182,61 @@ int cg_word_ok(const char *s, size_t n)
       return 0;
   return 1;
 }
+
+/* ---------------------------------------------------------- binary16 */
+
+static uint32_t f_bits(float f)
+{
+  uint32_t x;
+  memcpy(&x, &f, sizeof(x));
+  return x;
+}
+
+static float bits_f(uint32_t x)
+{
+  float f;
+  memcpy(&f, &x, sizeof(f));
+  return f;
+}
+
+uint16_t cg_f2h(float f)
+{
+  uint32_t x = f_bits(f);
+  uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu, r, rem, half;
+
+  if (a >= 0x7f800000u)
+    return (uint16_t)(sign | 0x7c00u |
+                      (a > 0x7f800000u ? 0x200u | ((a >> 13) & 0x3ffu) : 0u));
+  if (a >= 0x477ff000u) /* 65520 and above round to infinity */
+    return (uint16_t)(sign | 0x7c00u);
+  if (a < 0x38800000u) { /* below 2^-14: subnormal or zero */
+    if (a < 0x33000000u)
+      return (uint16_t)sign;
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+    int shift = 126 - (int)e;
+    r = m >> shift;
+    rem = m & ((1u << shift) - 1u);
+    half = 1u << (shift - 1);
+  } else {
+    r = (a - 0x38000000u) >> 13;
+    rem = a & 0x1fffu;
+    half = 0x1000u;
+  }
+  if (rem > half || (rem == half && (r & 1u)))
+    r++;
+  return (uint16_t)(sign | r);
+}
+
+float cg_h2f(uint16_t h)
+{
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu,
+           m = h & 0x3ffu;
+
+  if (e == 0) {
+    float v = (float)m * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  if (e == 31)
+    return bits_f(sign | 0x7f800000u | (m << 13));
+  return bits_f(sign | ((e + 112u) << 23) | (m << 13));
+}

@@ -53,4 +53,9 @@ void *u64map_get(const u64map_t *m, uint64_t key);
 /* Is [s, s + n) a C identifier ([A-Za-z_][A-Za-z0-9_]*, not empty)? */
 int cg_word_ok(const char *s, size_t n);
 
+/* IEEE binary16 bits of @p f, rounded to nearest, ties to even (overflow
+ * to infinity, NaN kept quiet); and back (exact). */
+uint16_t cg_f2h(float f);
+float cg_h2f(uint16_t h);
+
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/cg_util.h"
 #include "codegen/gen_internal.h"
 #include "hipd.h"
 
@@ -84,6 +85,25 @@ static void gen_const(strbuf_t *b, const ir_const_t *c)
     break;
   case IR_C_BOOL:
     strbuf_add(b, c->b ? "1" : "0");
+    break;
+  case IR_C_F16: {
+    /* the f32 constant narrowed as cast f16 narrows it (to nearest even);
+     * the binary16 value is exact as a float literal */
+    float h = cg_h2f(cg_f2h((float)c->f));
+    if (isnan(h))
+      strbuf_add(b, "__float2half(__int_as_float(0x7fc00000))");
+    else if (isinf(h))
+      strbuf_add(b, h > 0 ? "__float2half(__int_as_float(0x7f800000))"
+                          : "__float2half(-__int_as_float(0x7f800000))");
+    else {
+      fmt_real(num, sizeof(num), h, 1);
+      strbuf_printf(b, signbit(h) ? "__float2half(-%sf)" : "__float2half(%sf)",
+                    signbit(h) ? num + 1 : num);
+    }
+    break;
+  }
+  case IR_C_U8:
+    strbuf_printf(b, "((unsigned char)%lld)", (long long)c->i);
     break;
   default:
     strbuf_add(b, "((void)0)");
@@ -336,7 +356,16 @@ int gen_expr(gen_t *g, strbuf_t *b, const ir_expr_t *e)
     /* bool is an int in C but converts as a truth value */
     if (e->u.cast.type->kind == IR_T_BOOL)
       strbuf_add(b, "((int)(bool)");
-    else
+    else if (e->u.cast.type->kind == IR_T_F16) {
+      /* narrowing through the intrinsic (round to nearest even), after a
+       * barrier that keeps the f32 value from being fused into it (as
+       * Sarek's CUDA generator does: see gen_hip.c's f16 preamble) */
+      strbuf_add(b, "__float2half(sarek_f32_barrier(");
+      if (gen_expr(g, b, e->u.cast.arg) != 0)
+        return g->err->code;
+      strbuf_add(b, "))");
+      return 0;
+    } else
       strbuf_printf(b, "((%s)", gen_ctype(e->u.cast.type, t, sizeof(t)));
     if (gen_expr(g, b, e->u.cast.arg) != 0)
       return g->err->code;

@@ -49,6 +49,8 @@ typedef struct gen_options {
   uint32_t nsoa;
   const intr_set_t *intrinsics; /* the session's registry, may be NULL */
   size_t max_source;            /* 0: 16 MiB */
+  const char *arch;             /* the target architecture, or NULL */
+  int has_device, device;       /* the target device, for messages */
 } gen_options_t;
 
 typedef struct gen_result {

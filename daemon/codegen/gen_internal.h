@@ -43,6 +43,7 @@ typedef struct gen {
   const char *intr_helpers[8];
   unsigned nintr_helpers;
   size_t helpers_at;
+  strmap_t frags; /* coopmat fragments declared: name -> ir_cm_frag_t */
 } gen_t;
 
 /* Record a failure (the first one wins). @return its code. */
@@ -83,6 +84,8 @@ int gen_lvalue(gen_t *g, strbuf_t *b, const ir_lvalue_t *l);
 int gen_expr_string(gen_t *g, const ir_expr_t *e, strbuf_t *b);
 /* Emit statement @p s. @return 0 or an error code. */
 int gen_stmt(gen_t *g, const ir_stmt_t *s);
+/* gen_coopmat.c: a coopmat statement, for the target platform. */
+int gen_coopmat(gen_t *g, const ir_stmt_t *s);
 /* Is @p e free of side effects and cheap to repeat (vars, constants,
  * fields, indexing and arithmetic on those)? */
 int gen_expr_simple(const ir_expr_t *e);

@@ -338,6 +338,8 @@ int gen_stmt(gen_t *g, const ir_stmt_t *s)
     return rc;
   case IR_S_NATIVE:
     return gen_native(g, s);
+  case IR_S_COOPMAT:
+    return gen_coopmat(g, s);
   default:
     return gen_fail(g, HIPD_EIR, s->path, "unknown statement");
   }

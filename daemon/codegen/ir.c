@@ -177,13 +177,15 @@ char *ir_quote(char *buf, size_t size, const char *s, size_t n)
 /* ------------------------------------------------------------- tag tables */
 
 static const char *const memspace_tags[] = {"global", "shared", "local"};
-static const char *const type_tags[] = {"i32",   "i64",  "f32",    "f64",
-                                        "bool",  "unit", "record", "variant",
-                                        "array", "vec"};
-static const int8_t type_arity[] = {0, 0, 0, 0, 0, 0, 1, 1, 2, 1};
-static const char *const const_tags[] = {"i32", "i64",  "f32",
-                                         "f64", "bool", "unit"};
-static const int8_t const_arity[] = {1, 1, 1, 1, 1, 0};
+static const char *const type_tags[] = {"i32",    "i64",     "f32",   "f64",
+                                        "f16",    "u8",      "bool",  "unit",
+                                        "record", "variant", "array", "vec"};
+static const int8_t type_arity[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 1};
+static const uint8_t type_since[] = {1, 1, 1, 1, 2, 2, 1, 1, 1, 1, 1, 1};
+static const char *const const_tags[] = {"i32",  "i64",  "f32", "f64",
+                                         "bool", "unit", "f16", "u8"};
+static const int8_t const_arity[] = {1, 1, 1, 1, 1, 0, 1, 1};
+static const uint8_t const_since[] = {1, 1, 1, 1, 1, 1, 2, 2};
 static const char *const binop_tags[] = {
     "add", "sub", "mul", "div", "mod", "eq",  "ne",   "lt",  "le",
     "gt",  "ge",  "and", "or",  "shl", "shr", "band", "bor", "bxor"};
@@ -200,36 +202,52 @@ static const int8_t expr_arity[] = {1, 2, 3, 2, 2, 2, 2, 3, 2,
 static const char *const lvalue_tags[] = {"var", "aelem", "aelemx", "field"};
 static const int8_t lvalue_arity[] = {2, 2, 2, 2};
 static const char *const stmt_tags[] = {
-    "assign", "seq",     "if",           "while", "for",   "match",
-    "return", "barrier", "warp_barrier", "expr",  "empty", "let",
-    "letmut", "pragma",  "fence",        "block", "native"};
+    "assign", "seq",     "if",           "while", "for",    "match",
+    "return", "barrier", "warp_barrier", "expr",  "empty",  "let",
+    "letmut", "pragma",  "fence",        "block", "native", "coopmat"};
 static const int8_t stmt_arity[] = {2, 1, 3, 2, 5, 2, 1, 0, 0,
-                                    1, 0, 3, 3, 2, 0, 1, 1};
+                                    1, 0, 3, 3, 2, 0, 1, 1, 1};
+static const uint8_t stmt_since[] = {1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                     1, 1, 1, 1, 1, 1, 1, 1, 2};
 static const char *const decl_tags[] = {"param", "local", "shared"};
 static const int8_t decl_arity[] = {2, 2, 3};
+static const char *const coopmat_tags[] = {"decl", "load", "store", "muladd"};
+static const int8_t coopmat_arity[] = {2, 5, 5, 5};
+static const uint8_t coopmat_since[] = {2, 2, 2, 2};
+const char *const ir_cm_use_names[IR_CMU__N] = {"a", "b", "accumulator"};
+const char *const ir_cm_comp_names[IR_CMC__N] = {"f16", "f32", "u8",
+                                                 "s8",  "u32", "s32"};
 
 #define TS(name, tags, arity)                                                  \
   {                                                                            \
-    name, tags, arity, sizeof(tags) / sizeof(tags[0])                          \
+    name, tags, arity, sizeof(tags) / sizeof(tags[0]), NULL                    \
+  }
+#define TSV(name, tags, arity, since)                                          \
+  {                                                                            \
+    name, tags, arity, sizeof(tags) / sizeof(tags[0]), since                   \
   }
 
 const ir_tagset_t ir_tagsets[IR_TS__N] = {
     [IR_TS_MEMSPACE] = TS("memspace", memspace_tags, NULL),
-    [IR_TS_ELTTYPE] = TS("elttype", type_tags, type_arity),
-    [IR_TS_CONST] = TS("const", const_tags, const_arity),
+    [IR_TS_ELTTYPE] = TSV("elttype", type_tags, type_arity, type_since),
+    [IR_TS_CONST] = TSV("const", const_tags, const_arity, const_since),
     [IR_TS_BINOP] = TS("binop", binop_tags, NULL),
     [IR_TS_UNOP] = TS("unop", unop_tags, NULL),
     [IR_TS_DIR] = TS("dir", dir_tags, NULL),
     [IR_TS_PATTERN] = TS("pattern", pattern_tags, pattern_arity),
     [IR_TS_EXPR] = TS("expr", expr_tags, expr_arity),
     [IR_TS_LVALUE] = TS("lvalue", lvalue_tags, lvalue_arity),
-    [IR_TS_STMT] = TS("stmt", stmt_tags, stmt_arity),
+    [IR_TS_STMT] = TSV("stmt", stmt_tags, stmt_arity, stmt_since),
     [IR_TS_DECL] = TS("decl", decl_tags, decl_arity),
+    [IR_TS_COOPMAT] =
+        TSV("coopmat op", coopmat_tags, coopmat_arity, coopmat_since),
 };
 
 /* The enums and the tables must agree. */
 _Static_assert(sizeof(type_tags) / sizeof(type_tags[0]) == IR_T__N, "types");
 _Static_assert(sizeof(type_arity) == IR_T__N, "type arity");
+_Static_assert(sizeof(type_since) == IR_T__N, "type versions");
+_Static_assert(sizeof(const_since) == IR_C__N, "const versions");
 _Static_assert(sizeof(const_tags) / sizeof(const_tags[0]) == IR_C__N, "const");
 _Static_assert(sizeof(binop_tags) / sizeof(binop_tags[0]) == IR_BINOP__N,
                "binop");
@@ -240,6 +258,9 @@ _Static_assert(sizeof(lvalue_tags) / sizeof(lvalue_tags[0]) == IR_L__N,
                "lvalue");
 _Static_assert(sizeof(stmt_tags) / sizeof(stmt_tags[0]) == IR_S__N, "stmt");
 _Static_assert(sizeof(stmt_arity) == IR_S__N, "stmt arity");
+_Static_assert(sizeof(stmt_since) == IR_S__N, "stmt versions");
+_Static_assert(sizeof(coopmat_tags) / sizeof(coopmat_tags[0]) == IR_CM__N,
+               "coopmat");
 _Static_assert(sizeof(decl_tags) / sizeof(decl_tags[0]) == IR_D__N, "decl");
 _Static_assert(IR_BINOP__N <= 32 && IR_E__N <= 32 && IR_S__N <= 32,
                "ir_stats_t holds 32 tags per type");

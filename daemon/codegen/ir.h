@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/codegen/ir.h: the Sarek IR in memory (proto/IR.md, version 1).
+/* daemon/codegen/ir.h: the Sarek IR in memory (proto/IR.md, versions 1 and 2).
  *
  * A document is decoded from its msgpack wire form by ir_decode()
  * (ir_decode.c), which validates all of it: what this header describes is
@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define IR_VERSION_MIN 1
-#define IR_VERSION_MAX 1
+#define IR_VERSION_MAX 2
 
 /* ------------------------------------------------------------------ arena */
 
@@ -88,6 +88,7 @@ typedef enum {
   IR_TS_LVALUE,
   IR_TS_STMT,
   IR_TS_DECL,
+  IR_TS_COOPMAT, /* version 2 */
   IR_TS__N
 } ir_tagset_id_t;
 
@@ -96,6 +97,7 @@ typedef struct ir_tagset {
   const char *const *tags; /* "const", "var", ... */
   const int8_t *arity;     /* fields after the tag; NULL for enumerations */
   unsigned n;
+  const uint8_t *since; /* the IR version that added each tag; NULL: all 1 */
 } ir_tagset_t;
 
 extern const ir_tagset_t ir_tagsets[IR_TS__N];
@@ -109,6 +111,8 @@ typedef enum {
   IR_T_I64,
   IR_T_F32,
   IR_T_F64,
+  IR_T_F16, /* version 2: binary16 storage, __half */
+  IR_T_U8,  /* version 2: unsigned char */
   IR_T_BOOL,
   IR_T_UNIT,
   IR_T_RECORD,
@@ -125,6 +129,8 @@ typedef enum {
   IR_C_F64,
   IR_C_BOOL,
   IR_C_UNIT,
+  IR_C_F16, /* version 2 */
+  IR_C_U8,  /* version 2 */
   IR_C__N
 } ir_ckind_t;
 
@@ -201,6 +207,7 @@ typedef enum {
   IR_S_FENCE,
   IR_S_BLOCK,
   IR_S_NATIVE,
+  IR_S_COOPMAT, /* version 2 */
   IR_S__N
 } ir_skind_t;
 
@@ -385,6 +392,44 @@ typedef struct ir_lvalue {
   } u;
 } ir_lvalue_t;
 
+/* Version 2's cooperative-matrix operations (SPOC's coopmat_op). */
+typedef enum {
+  IR_CM_DECL,
+  IR_CM_LOAD,
+  IR_CM_STORE,
+  IR_CM_MULADD,
+  IR_CM__N
+} ir_cmkind_t;
+
+/* A fragment's use, and the component types of fragments and configs. */
+typedef enum { IR_CMU_A, IR_CMU_B, IR_CMU_ACC, IR_CMU__N } ir_cmuse_t;
+typedef enum {
+  IR_CMC_F16,
+  IR_CMC_F32,
+  IR_CMC_U8,
+  IR_CMC_S8,
+  IR_CMC_U32,
+  IR_CMC_S32,
+  IR_CMC__N
+} ir_cmcomp_t;
+
+typedef struct ir_cm_frag {
+  ir_cmuse_t use;
+  uint32_t m, n, k;
+  ir_cmcomp_t comp;
+  const char *scope; /* "subgroup" (the default) or what was given */
+} ir_cm_frag_t;
+
+typedef struct ir_cm_cfg {
+  uint32_t m, n, k;
+  ir_cmcomp_t a, b, c, result;
+  int saturating;
+  const char *scope;
+} ir_cm_cfg_t;
+
+extern const char *const ir_cm_use_names[IR_CMU__N];
+extern const char *const ir_cm_comp_names[IR_CMC__N];
+
 typedef struct ir_stmt {
   ir_skind_t kind;
   const ir_path_t *path;
@@ -438,6 +483,16 @@ typedef struct ir_stmt {
       const char **code;
       const ir_path_t **paths;
     } native;
+    struct {
+      ir_cmkind_t op;
+      const char *frag;  /* decl: the fragment; load, muladd: dst; store: src */
+      const char *array; /* load: src; store: dst */
+      ir_var_t *decl;    /* the array's declaration (phase 3) */
+      ir_expr_t *index, *stride;
+      const char *a, *b, *c; /* muladd */
+      ir_cm_frag_t f;        /* decl, load, store */
+      ir_cm_cfg_t cfg;       /* muladd */
+    } cm;
   } u;
 } ir_stmt_t;
 

@@ -406,8 +406,9 @@ static int read_version(dec_t *d, uint32_t n, const ir_path_t *vp)
   if (!found)
     return dec_fail(d, NULL, "missing key 'ir' (the IR version)");
   if (d->doc->version < IR_VERSION_MIN || d->doc->version > IR_VERSION_MAX)
-    return dec_fail(d, vp, "ir version %llu not supported (supported: %d)",
-                    (unsigned long long)d->doc->version, IR_VERSION_MAX);
+    return dec_fail(
+        d, vp, "ir version %llu not supported (supported: %d to %d)",
+        (unsigned long long)d->doc->version, IR_VERSION_MIN, IR_VERSION_MAX);
   d->p = start;
   d->values = values;
   d->depth = depth;

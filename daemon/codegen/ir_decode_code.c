@@ -389,6 +389,180 @@ static int parse_native(dec_t *d, const ir_path_t *at, ir_stmt_t *s)
   return 0;
 }
 
+/* A component type name of a fragment or config. */
+static int read_comp(dec_t *d, const ir_path_t *at, ir_cmcomp_t *out)
+{
+  const char *name;
+
+  if (dec_read_name(d, at, NAME_WORD, &name) != 0)
+    return HIPD_EIR;
+  for (unsigned i = 0; i < IR_CMC__N; i++)
+    if (strcmp(name, ir_cm_comp_names[i]) == 0) {
+      *out = (ir_cmcomp_t)i;
+      return 0;
+    }
+  return dec_fail(
+      d, at, "unknown component type '%s' (f16, f32, u8, s8, u32, s32)", name);
+}
+
+static int read_dim(dec_t *d, const ir_path_t *at, uint32_t *out)
+{
+  uint64_t v;
+
+  if (dec_read_uint(d, at, &v) != 0)
+    return HIPD_EIR;
+  if (v == 0 || v > 1024)
+    return dec_fail(d, at, "a matrix dimension is 1 to 1024, not %llu",
+                    (unsigned long long)v);
+  *out = (uint32_t)v;
+  return 0;
+}
+
+/* A fragment: {"use", "m", "n", "k", "component", "scope"?}. */
+static int parse_frag(dec_t *d, const ir_path_t *at, ir_cm_frag_t *f)
+{
+  static const char *const keys[] = {"use", "m",         "n",
+                                     "k",   "component", "scope"};
+  uint32_t n, seen = 0;
+  int which;
+  const char *use;
+
+  if (dec_open_map(d, at, "a fragment (a map)", &n) != 0)
+    return HIPD_EIR;
+  f->scope = "subgroup";
+  for (uint32_t i = 0; i < n; i++) {
+    if (dec_map_key(d, at, keys, 6, &seen, &which) != 0)
+      return HIPD_EIR;
+    const ir_path_t *kp = which >= 0 ? dec_pk(d, at, keys[which]) : NULL;
+    switch (which) {
+    case 0:
+      if (dec_read_name(d, kp, NAME_WORD, &use) != 0)
+        return HIPD_EIR;
+      for (f->use = 0; f->use < IR_CMU__N; f->use++)
+        if (strcmp(use, ir_cm_use_names[f->use]) == 0)
+          break;
+      if (f->use == IR_CMU__N)
+        return dec_fail(d, kp, "unknown fragment use '%s' (a, b, accumulator)",
+                        use);
+      break;
+    case 1:
+    case 2:
+    case 3:
+      if (read_dim(d, kp, which == 1 ? &f->m : which == 2 ? &f->n : &f->k))
+        return HIPD_EIR;
+      break;
+    case 4:
+      if (read_comp(d, kp, &f->comp) != 0)
+        return HIPD_EIR;
+      break;
+    case 5:
+      if (dec_read_name(d, kp, NAME_WORD, &f->scope) != 0)
+        return HIPD_EIR;
+      break;
+    default:
+      break;
+    }
+  }
+  dec_leave(d);
+  return dec_map_required(d, at, keys, 6, 0x1f, seen);
+}
+
+/* A config: {"m", "n", "k", "a", "b", "c", "result", "saturating"?,
+ * "scope"?}. */
+static int parse_cfg(dec_t *d, const ir_path_t *at, ir_cm_cfg_t *c)
+{
+  static const char *const keys[] = {"m", "n",      "k",          "a",    "b",
+                                     "c", "result", "saturating", "scope"};
+  uint32_t n, seen = 0;
+  int which;
+
+  if (dec_open_map(d, at, "a coopmat config (a map)", &n) != 0)
+    return HIPD_EIR;
+  c->scope = "subgroup";
+  for (uint32_t i = 0; i < n; i++) {
+    if (dec_map_key(d, at, keys, 9, &seen, &which) != 0)
+      return HIPD_EIR;
+    const ir_path_t *kp = which >= 0 ? dec_pk(d, at, keys[which]) : NULL;
+    int rc = 0;
+    switch (which) {
+    case 0:
+      rc = read_dim(d, kp, &c->m);
+      break;
+    case 1:
+      rc = read_dim(d, kp, &c->n);
+      break;
+    case 2:
+      rc = read_dim(d, kp, &c->k);
+      break;
+    case 3:
+      rc = read_comp(d, kp, &c->a);
+      break;
+    case 4:
+      rc = read_comp(d, kp, &c->b);
+      break;
+    case 5:
+      rc = read_comp(d, kp, &c->c);
+      break;
+    case 6:
+      rc = read_comp(d, kp, &c->result);
+      break;
+    case 7:
+      rc = dec_read_bool(d, kp, &c->saturating);
+      break;
+    case 8:
+      rc = dec_read_name(d, kp, NAME_WORD, &c->scope);
+      break;
+    default:
+      break;
+    }
+    if (rc != 0)
+      return HIPD_EIR;
+  }
+  dec_leave(d);
+  return dec_map_required(d, at, keys, 9, 0x7f, seen);
+}
+
+/* ["coopmat", op]: op is ["decl", name, frag], ["load", dst, frag, src,
+ * index, stride], ["store", src, frag, dst, index, stride] or ["muladd",
+ * dst, a, b, c, cfg]. */
+static int parse_coopmat(dec_t *d, const ir_path_t *at, ir_stmt_t *s)
+{
+  unsigned tag;
+
+  if (dec_node_open(d, at, IR_TS_COOPMAT, &tag) != 0)
+    return HIPD_EIR;
+  s->u.cm.op = (ir_cmkind_t)tag;
+  switch (s->u.cm.op) {
+  case IR_CM_DECL:
+    if (dec_read_name(d, dec_pk(d, at, "name"), NAME_IDENT, &s->u.cm.frag) ||
+        parse_frag(d, dec_pk(d, at, "frag"), &s->u.cm.f) != 0)
+      return HIPD_EIR;
+    break;
+  case IR_CM_LOAD:
+  case IR_CM_STORE: {
+    int load = s->u.cm.op == IR_CM_LOAD;
+    if (dec_read_name(d, dec_pk(d, at, load ? "dst" : "src"), NAME_IDENT,
+                      &s->u.cm.frag) != 0 ||
+        parse_frag(d, dec_pk(d, at, "frag"), &s->u.cm.f) != 0 ||
+        dec_read_name(d, dec_pk(d, at, load ? "src" : "dst"), NAME_IDENT,
+                      &s->u.cm.array) != 0 ||
+        dec_parse_expr(d, dec_pk(d, at, "index"), 0, &s->u.cm.index) != 0 ||
+        dec_parse_expr(d, dec_pk(d, at, "stride"), 0, &s->u.cm.stride) != 0)
+      return HIPD_EIR;
+    break;
+  }
+  default:
+    if (dec_read_name(d, dec_pk(d, at, "dst"), NAME_IDENT, &s->u.cm.frag) ||
+        dec_read_name(d, dec_pk(d, at, "a"), NAME_IDENT, &s->u.cm.a) != 0 ||
+        dec_read_name(d, dec_pk(d, at, "b"), NAME_IDENT, &s->u.cm.b) != 0 ||
+        dec_read_name(d, dec_pk(d, at, "c"), NAME_IDENT, &s->u.cm.c) != 0 ||
+        parse_cfg(d, dec_pk(d, at, "cfg"), &s->u.cm.cfg) != 0)
+      return HIPD_EIR;
+  }
+  dec_leave(d);
+  return 0;
+}
+
 int dec_parse_stmt(dec_t *d, const ir_path_t *at, ir_stmt_t **out)
 {
   unsigned tag;
@@ -492,6 +666,10 @@ int dec_parse_stmt(dec_t *d, const ir_path_t *at, ir_stmt_t **out)
     break;
   case IR_S_NATIVE:
     if (parse_native(d, dec_pk(d, at, "code"), s) != 0)
+      return HIPD_EIR;
+    break;
+  case IR_S_COOPMAT:
+    if (parse_coopmat(d, dec_pk(d, at, "op"), s) != 0)
       return HIPD_EIR;
     break;
   default:

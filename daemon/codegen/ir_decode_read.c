@@ -571,6 +571,9 @@ int dec_node_open(dec_t *d, const ir_path_t *at, ir_tagset_id_t ts,
                     set->type, dec_vnames[v.t]);
   for (unsigned i = 0; i < set->n; i++)
     if (strlen(set->tags[i]) == v.n && memcmp(set->tags[i], v.s, v.n) == 0) {
+      /* a tag of a later version is unknown to this document's */
+      if (set->since != NULL && set->since[i] > d->doc->version)
+        break;
       if (n - 1 != (uint32_t)set->arity[i])
         return dec_fail(d, at, "'%s' takes %d field%s, got %u", set->tags[i],
                         set->arity[i], set->arity[i] == 1 ? "" : "s", n - 1);

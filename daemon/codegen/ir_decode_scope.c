@@ -502,6 +502,22 @@ static int check_stmt(dec_t *d, ir_stmt_t *s)
     return check_stmt(d, s->u.pragma.body);
   case IR_S_BLOCK:
     return check_block(d, s->u.block.body);
+  case IR_S_COOPMAT:
+    /* fragments are the kernel's (SPOC: they cannot escape its body); the
+     * generator resolves their names, in order */
+    if (!d->in_kernel)
+      return dec_fail(d, s->path,
+                      "coopmat operations are allowed in the kernel's body "
+                      "only, not in helpers");
+    if (s->u.cm.op != IR_CM_LOAD && s->u.cm.op != IR_CM_STORE)
+      return 0;
+    if (resolve_array(d,
+                      dec_pk(d, dec_pk(d, s->path, "op"),
+                             s->u.cm.op == IR_CM_LOAD ? "src" : "dst"),
+                      s->u.cm.array, &s->u.cm.decl) != 0 ||
+        check_expr(d, s->u.cm.index) != 0 || check_expr(d, s->u.cm.stride))
+      return HIPD_EIR;
+    return 0;
   default:
     return 0;
   }
@@ -535,6 +551,15 @@ int dec_check_kernel(dec_t *d)
                     "kernel param '%s' is a %s passed by value: kernel "
                     "arguments are scalars and pointers (pass it in a vec)",
                     v->name, ir_type_describe(v->type, t, sizeof(t)));
+      break;
+    case IR_T_F16:
+    case IR_T_U8:
+      rc = dec_fail(d, tp,
+                    "kernel param '%s' is a %s passed by value: no launch "
+                    "argument kind carries one (pass it in a vec, or as "
+                    "%s and cast it)",
+                    v->name, ir_type_describe(v->type, t, sizeof(t)),
+                    v->type->kind == IR_T_F16 ? "f32" : "i32");
       break;
     case IR_T_VEC:
       if (dl->has_arrinfo &&

@@ -270,6 +270,25 @@ int dec_parse_const(dec_t *d, const ir_path_t *at, ir_const_t *c)
     if (dec_read_bool(d, p, &c->b) != 0)
       return HIPD_EIR;
     break;
+  case IR_C_F16:
+    if (float_payload(d, p, "f16", &c->f) != 0)
+      return HIPD_EIR;
+    break;
+  case IR_C_U8:
+    if (dec_rd(d, p, &v) != 0)
+      return HIPD_EIR;
+    if (v.t == V_UINT && v.u <= 255)
+      c->i = (int64_t)v.u;
+    else if (v.t == V_UINT)
+      return dec_fail(d, p, "u8 constant %llu out of range (0 to 255)",
+                      (unsigned long long)v.u);
+    else if (v.t == V_INT)
+      return dec_fail(d, p, "u8 constant %lld out of range (0 to 255)",
+                      (long long)v.i);
+    else
+      return dec_fail(d, p, "expected an integer for a u8 constant, got %s",
+                      dec_vnames[v.t]);
+    break;
   default:
     break;
   }

@@ -52,6 +52,7 @@ static int add_leaves(gen_t *g, soa_param_t *sp, const ir_record_t *r,
     }
     if (f->type->kind != IR_T_I32 && f->type->kind != IR_T_I64 &&
         f->type->kind != IR_T_F32 && f->type->kind != IR_T_F64 &&
+        f->type->kind != IR_T_F16 && f->type->kind != IR_T_U8 &&
         f->type->kind != IR_T_BOOL) {
       rc = gen_fail(g, HIPD_EIR, at,
                     "field '%s' of '%s' is a variant: the SoA lowering "

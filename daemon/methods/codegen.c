@@ -70,6 +70,7 @@ static int arg_target(call_t *c, unsigned i, cg_job_t *j)
     if (t->len >= sizeof(j->arch)) /* the row bounds it */
       return call_fail(c, HIPD_EINTERNAL, "param %u (target) too long", i);
     memcpy(j->arch, t->s, t->len + 1);
+    j->opts.arch = j->arch;
     if (cg_platform_from_arch(j->arch, &j->opts.platform) != 0)
       return call_fail(c, HIPD_EPARAMS,
                        "param %u (target): unknown architecture '%s' (gfx..., "
@@ -78,6 +79,9 @@ static int arg_target(call_t *c, unsigned i, cg_job_t *j)
     return 0;
   }
   j->dev = t->dev;
+  j->opts.arch = j->dev->caps.arch;
+  j->opts.has_device = 1;
+  j->opts.device = j->dev->id;
   if (cg_platform_from_name(j->dev->drv->platform, &j->opts.platform) != 0)
     return call_fail(c, HIPD_ENOTSUP,
                      "device %d's platform '%s' has no code "

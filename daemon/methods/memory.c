@@ -17,9 +17,22 @@ static const struct {
   const char *name;
   size_t size;
 } kinds[] = {
-    {"int8", 1},    {"uint8", 1},  {"int16", 2},   {"uint16", 2},
-    {"float16", 2}, {"int32", 4},  {"uint32", 4},  {"float32", 4},
-    {"int64", 8},   {"uint64", 8}, {"float64", 8}, {"byte", 1},
+    {"int8", 1},
+    {"uint8", 1},
+    {"int16", 2},
+    {"uint16", 2},
+    {"float16", 2},
+    {"int32", 4},
+    {"uint32", 4},
+    {"float32", 4},
+    {"int64", 8},
+    {"uint64", 8},
+    {"float64", 8},
+    {"byte", 1},
+    /* Bigarray's other kinds: complex32/64 (re, im), char */
+    {"complex32", 8},
+    {"complex64", 16},
+    {"char", 1},
 };
 
 /* A mem.alloc* buffer was made, or not: keep it under a handle. */
@@ -90,7 +103,7 @@ int m_mem_alloc(call_t *c)
   return call_fail(c, HIPD_EINVAL,
                    "unknown element kind '%s' (int8, uint8, int16, uint16, "
                    "float16, int32, uint32, float32, int64, uint64, float64, "
-                   "byte)",
+                   "byte, complex32, complex64, char)",
                    kind);
 }
 

@@ -793,6 +793,97 @@ HIPD_CPU_INLINE long long __double_as_longlong(double x)
 {
   return hipd_cpu_bits<long long>(x);
 }
+/* ---- binary16: __half (IR version 2's f16) ----
+ * A storage type: 16 bits of IEEE binary16, converted to float for any
+ * arithmetic (an operator applied to __half operands computes in float,
+ * and the result is rounded back to binary16 when it is stored into a
+ * __half), which is what the Sarek IR promises for f16. Conversions from
+ * float round to nearest, ties to even, with overflow to infinity,
+ * subnormals and NaN kept quiet. A software conversion rather than the
+ * compiler's _Float16, which g++ 12 has on x86-64 but older g++ and clang
+ * (before 15) do not: this works with every host compiler the CPU device
+ * accepts, and gives the same bits. */
+HIPD_CPU_INLINE unsigned short hipd_cpu_f2h(float f)
+{
+  uint32_t x = hipd_cpu_bits<uint32_t>(f);
+  uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu, r, rem, half;
+
+  if (a >= 0x7f800000u) /* infinity, NaN (quiet, top payload bits kept) */
+    return (
+        unsigned short)(sign | 0x7c00u |
+                        (a > 0x7f800000u ? 0x200u | ((a >> 13) & 0x3ffu) : 0u));
+  if (a >= 0x477ff000u) /* 65520 and above: infinity */
+    return (unsigned short)(sign | 0x7c00u);
+  if (a < 0x38800000u) { /* below 2^-14: a subnormal or zero */
+    if (a < 0x33000000u) /* below 2^-25 */
+      return (unsigned short)sign;
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+    int shift = 126 - (int)e; /* to units of 2^-24: 14 to 24 */
+    r = m >> shift;
+    rem = m & ((1u << shift) - 1u);
+    half = 1u << (shift - 1);
+  } else {
+    r = (a - 0x38000000u) >> 13; /* exponent rebiased, 10 mantissa bits */
+    rem = a & 0x1fffu;
+    half = 0x1000u;
+  }
+  if (rem > half || (rem == half && (r & 1u)))
+    r++; /* a carry into the exponent is right, up to infinity */
+  return (unsigned short)(sign | r);
+}
+HIPD_CPU_INLINE float hipd_cpu_h2f(unsigned short h)
+{
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu,
+           m = h & 0x3ffu;
+
+  if (e == 0) { /* zero or subnormal: m * 2^-24, exact in float */
+    float v = (float)m * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  if (e == 31)
+    return hipd_cpu_bits<float>(sign | 0x7f800000u | (m << 13));
+  return hipd_cpu_bits<float>(sign | ((e + 112u) << 23) | (m << 13));
+}
+struct __half {
+  unsigned short __x;
+  __half() = default;
+  __half(float f) : __x(hipd_cpu_f2h(f))
+  {
+  }
+  __half(double d) : __x(hipd_cpu_f2h((float)d))
+  {
+  }
+  __half(int i) : __x(hipd_cpu_f2h((float)i))
+  {
+  }
+  operator float() const
+  {
+    return hipd_cpu_h2f(__x);
+  }
+};
+typedef __half half;
+HIPD_CPU_INLINE __half __ushort_as_half(unsigned short x)
+{
+  __half h;
+  h.__x = x;
+  return h;
+}
+HIPD_CPU_INLINE unsigned short __half_as_ushort(__half h)
+{
+  return h.__x;
+}
+HIPD_CPU_INLINE __half __float2half(float f)
+{
+  return __ushort_as_half(hipd_cpu_f2h(f));
+}
+HIPD_CPU_INLINE __half __float2half_rn(float f)
+{
+  return __ushort_as_half(hipd_cpu_f2h(f));
+}
+HIPD_CPU_INLINE float __half2float(__half h)
+{
+  return hipd_cpu_h2f(h.__x);
+}
 HIPD_CPU_INLINE int __double2hiint(double x)
 {
   return (int)(hipd_cpu_bits<unsigned long long>(x) >> 32);
