@@ -287,7 +287,9 @@ START_TEST(test_cuda_errors)
          hipd_kernel_compile(conn, HIPD_DEVICE_CURRENT, broken, "k", cuda_opts,
                              &k, NULL),
          HIPD_ECOMPILE);
-  ck_assert_msg(strstr(hipd_last_error(conn), "kernel.cu:3") != NULL,
+  /* kernel.cu:3 (clang, g++), kernel.cu(3) (NVRTC). */
+  ck_assert_msg(strstr(hipd_last_error(conn), "kernel.cu:3") != NULL ||
+                    strstr(hipd_last_error(conn), "kernel.cu(3)") != NULL,
                 "the log does not name kernel.cu:3: %s", hipd_last_error(conn));
   ck_assert_msg(strstr(hipd_last_error(conn), "cuda_runtime.h") == NULL,
                 "cuda_runtime.h was not provided: %s", hipd_last_error(conn));
