@@ -1398,6 +1398,82 @@ END_TEST
  * variant_kernel with its type in a module (Geo.opt): every constructor,
  * constant ones too, is a call of the mangled make_ function, where
  * upstream emits the bare enum constant and make_Geo.opt_OptSome. */
+/* Replace every @p from of @p text by @p to (malloc'd). */
+static char *replace_all(const char *text, const char *from, const char *to)
+{
+  size_t nf = strlen(from), nt = strlen(to), n = 0;
+  const char *p;
+  char *out, *q;
+
+  for (p = text; (p = strstr(p, from)) != NULL; p += nf)
+    n++;
+  out = malloc(strlen(text) + n * (nt > nf ? nt - nf : 0) + 1);
+  ck_assert_ptr_nonnull(out);
+  for (q = out, p = text; *p != '\0';) {
+    if (strncmp(p, from, nf) == 0) {
+      memcpy(q, to, nt);
+      q += nt;
+      p += nf;
+    } else {
+      *q++ = *p++;
+    }
+  }
+  *q = '\0';
+  return out;
+}
+
+static char *gen_of(const char *json)
+{
+  msgpack_sbuffer mp;
+  ir_doc_t *doc;
+  ir_error_t err;
+  gen_options_t o = {.platform = CG_PLATFORM_AMD};
+  gen_result_t r;
+  char *src;
+
+  pack_json(json, &mp);
+  ck_assert_int_eq(ir_decode(mp.data, mp.size, NULL, &doc, &err), 0);
+  ck_assert_int_eq(gen_hip(doc, &o, &r, &err), 0);
+  src = strdup(r.source);
+  gen_result_free(&r);
+  ir_doc_free(doc);
+  msgpack_sbuffer_destroy(&mp);
+  return src;
+}
+
+/* The standard library's C names are reserved only in a kernel that calls
+ * the intrinsic: a version-1 kernel with a variable named fmodf generates
+ * as before the library was built in; one that calls Float32.fmod renames
+ * the variable, so that the call reaches the function. */
+START_TEST(test_stdlib_names_reserved_when_called)
+{
+  size_t len;
+  char *text = read_fixture("vec_add", ".ir.json", &len);
+  char *named = replace_all(text, "\"i\"", "\"fmodf\"");
+  char *calls =
+      replace_all(named, "[\"aread\", \"b\", [\"var\", 4, \"fmodf\"]]",
+                  "[\"intrinsic\", [\"Float32\"], \"fmod\", "
+                  "[[\"aread\", \"b\", [\"var\", 4, \"fmodf\"]], "
+                  "[\"aread\", \"a\", [\"var\", 4, \"fmodf\"]]]]");
+  char *src;
+
+  ck_assert_ptr_nonnull(strstr(calls, "\"fmod\""));
+  src = gen_of(named);
+  ck_assert_msg(strstr(src, "int fmodf") != NULL &&
+                    strstr(src, "sarek_4_fmodf") == NULL,
+                "a kernel that calls no fmod renamed fmodf:\n%s", src);
+  free(src);
+  src = gen_of(calls);
+  ck_assert_msg(
+      strstr(src, "sarek_4_fmodf") != NULL && strstr(src, "fmodf(") != NULL,
+      "a kernel that calls Float32.fmod kept a variable fmodf:\n%s", src);
+  free(src);
+  free(calls);
+  free(named);
+  free(text);
+}
+END_TEST
+
 START_TEST(test_upstream_differences)
 {
   size_t len;
@@ -1562,6 +1638,7 @@ static Suite *codegen_suite(void)
   tcase_add_test(tc, test_param_lists);
   tcase_add_test(tc, test_doc_examples);
   tcase_add_test(tc, test_upstream_differences);
+  tcase_add_test(tc, test_stdlib_names_reserved_when_called);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("malformed");

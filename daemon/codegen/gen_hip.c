@@ -212,14 +212,44 @@ static int top_names(gen_t *g)
   }
   for (size_t i = 0; i < sizeof(runtime) / sizeof(runtime[0]); i++)
     TOP(runtime[i]);
-  /* the functions the built-ins call: a code's leading identifier when a
-   * '(' follows it ("sinf(%s)", "hipd_spoc_powint(%s, %s)") */
-  for (size_t i = 0; i < nb; i++) {
-    const char *c = b[i].code, *fn;
-    size_t n = 0;
-    while (c[n] == '_' || (c[n] >= 'a' && c[n] <= 'z') ||
-           (c[n] >= 'A' && c[n] <= 'Z') ||
-           (n > 0 && c[n] >= '0' && c[n] <= '9'))
+  /* hipd's own math built-ins: those whose code is "name(%s...)", as in
+   * IR version 1 */
+  for (size_t i = 0; i < nb && intr_builtin_tab(i) == INTR_TAB_CORE; i++) {
+    size_t n = strlen(b[i].name);
+    if (strncmp(b[i].code, b[i].name, n) == 0 && b[i].code[n] == '(')
+      TOP(b[i].name);
+  }
+  /* the functions the standard library's forms that the document calls
+   * expand to: a code's leading identifier when a '(' follows it
+   * ("sinf(%s)", "hipd_spoc_powint(%s, %s)"). Only those it calls, so
+   * that a kernel that calls none generates as before the library was
+   * built in. */
+  for (const ir_expr_t *e = g->doc != NULL ? g->doc->intrs : NULL; e != NULL;
+       e = e->u.intr.next) {
+    char full[512], msg[400];
+    size_t used = 0, n = 0;
+    intr_def_t def;
+    const char *c, *fn;
+    int std = 0;
+
+    for (uint32_t i = 0; i < e->u.intr.npath && used < sizeof(full); i++)
+      used += (size_t)snprintf(full + used, sizeof(full) - used, "%s.",
+                               e->u.intr.path[i]);
+    if (used >= sizeof(full) ||
+        (size_t)snprintf(full + used, sizeof(full) - used, "%s",
+                         e->u.intr.name) >= sizeof(full) - used)
+      continue; /* gen_intrinsic reports what it cannot resolve */
+    if (intr_resolve(g->o->intrinsics, g->o->platform, full, e->u.intr.name,
+                     e->u.intr.nargs, &def, msg, sizeof(msg)) != 0 ||
+        !def.builtin)
+      continue;
+    for (size_t i = 0; i < nb && !std; i++)
+      std = b[i].code == def.code && intr_builtin_tab(i) != INTR_TAB_CORE;
+    if (!std)
+      continue;
+    for (c = def.code; c[n] == '_' || (c[n] >= 'a' && c[n] <= 'z') ||
+                       (c[n] >= 'A' && c[n] <= 'Z') ||
+                       (n > 0 && c[n] >= '0' && c[n] <= '9');)
       n++;
     if (n == 0 || c[n] != '(')
       continue;

@@ -324,6 +324,7 @@ struct ir_expr {
       const char *name;
       uint32_t nargs;
       ir_expr_t **args;
+      ir_expr_t *next; /* the document's next intrinsic call (doc->intrs) */
     } intr;
     struct {
       ir_type_t *type;
@@ -577,6 +578,7 @@ typedef struct ir_doc {
   uint64_t version;
   ir_kernel_t *kernel;
   ir_stats_t stats;
+  ir_expr_t *intrs; /* every intrinsic call of the document, last first */
 } ir_doc_t;
 
 /* ----------------------------------------------------------------- limits */

@@ -167,6 +167,8 @@ int dec_parse_expr(dec_t *d, const ir_path_t *at, int ctx, ir_expr_t **out)
                     &e->u.intr.args) != 0)
       return HIPD_EIR;
     drop_units(&e->u.intr.nargs, e->u.intr.args);
+    e->u.intr.next = d->doc->intrs;
+    d->doc->intrs = e;
     break;
   case IR_E_CAST:
     p = dec_pk(d, at, "type");
