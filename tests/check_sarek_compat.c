@@ -516,6 +516,16 @@ static const char SCALE_SRC[] =
 
 #define NS 1000
 
+/* Spins for about @p cycles of the device's clock, then marks x[0]. */
+static const char SPIN_SRC[] =
+    "extern \"C\" __global__ void spin(float *x, long long cycles)\n"
+    "{\n"
+    "  long long t0 = clock64();\n"
+    "  while (clock64() - t0 < cycles)\n"
+    "    ;\n"
+    "  x[0] = 42.0f;\n"
+    "}\n";
+
 START_TEST(test_run_source_wait)
 {
   hipd_conn_t *conn = connect_to(shared);
@@ -564,6 +574,38 @@ START_TEST(test_run_source_wait)
        hipd_run_source(conn, SCALE_SRC, "hip", "scale", grid, block, 0, args));
     OK(conn, hipd_mem_read(conn, b, 0, got, 4 * sizeof(float)));
     ck_assert(got[1] == ((((1.0f * 2 + 1) * 2 + 1) * 2 + 1) * 2 + 1));
+    /* On a GPU, wait false answers while the kernel still runs: a kernel
+     * that spins for about a second (2e9 cycles of a clock of 1 to 2 GHz)
+     * is not done when the answer comes, and the default stream is then
+     * busy; with wait it is done. (The CPU device answers once the kernel
+     * has run, whatever wait says: PROTOCOL.md.) */
+    if (!device_is_cpu(conn, dev)) {
+      const uint32_t one[3] = {1, 1, 1};
+      int idle = -1;
+      hipd_args_clear(args);
+      hipd_args_buffer(args, b, 0);
+      hipd_args_i64(args, 2000000000LL);
+      OK(conn, hipd_run_source_async(conn, SPIN_SRC, "cuda", "spin", one, one,
+                                     0, args));
+      OK(conn, hipd_stream_query(conn, st, &idle));
+      ck_assert_msg(idle == 0,
+                    "device %d: run_source with wait false answered after "
+                    "its kernel had run",
+                    dev);
+      OK(conn, hipd_stream_synchronize(conn, st));
+      hipd_args_clear(args);
+      hipd_args_buffer(args, b, 0);
+      hipd_args_i64(args, 1000LL);
+      OK(conn,
+         hipd_run_source(conn, SPIN_SRC, "cuda", "spin", one, one, 0, args));
+      OK(conn, hipd_stream_query(conn, st, &idle));
+      ck_assert_msg(idle == 1,
+                    "device %d: run_source with wait answered "
+                    "before its kernel had run",
+                    dev);
+      OK(conn, hipd_mem_read(conn, b, 0, got, sizeof(float)));
+      ck_assert(got[0] == 42.0f);
+    }
     OK(conn, hipd_mem_free(conn, b));
   }
   hipd_args_free(args);
