@@ -94,6 +94,13 @@ static const char CUDA_SRC[] =
     "    bits[3] = __half_as_ushort(__float2half(-2.5f));\n"
     "    bits[4] = __half_as_ushort(__hsub(__float2half(1.0f),\n"
     "                                      __float2half(0.000244140625f)));\n"
+    "    /* just above a tie: rounded once, up (twice: the tie, to even) */\n"
+    "    bits[5] = __half_as_ushort(__double2half(1.0 + 1.0 / 2048.0 +\n"
+    "                                             1.0 / 1099511627776.0));\n"
+    "    bits[6] = __half_as_ushort(__hmax(__float2half(-0.0f),\n"
+    "                                      __float2half(0.0f)));\n"
+    "    bits[7] = __half_as_ushort(__hmin(__float2half(0.0f),\n"
+    "                                      __float2half(-0.0f)));\n"
     "  }\n"
     "}\n";
 
@@ -154,7 +161,8 @@ static void cuda_check(hipd_conn_t *conn, int dev, const cuda_bufs_t *b,
   float ftot[2], half_out[NTOT], sum = 0;
   double dtot;
   uint16_t bits[8];
-  static const uint16_t want_bits[5] = {0x3555, 0x7c00, 0x0001, 0xc100, 0x3c00};
+  static const uint16_t want_bits[8] = {0x3555, 0x7c00, 0x0001, 0xc100,
+                                        0x3c00, 0x3c01, 0x0000, 0x8000};
 
   OK(conn, hipd_mem_read(conn, b->itot, 0, itot, sizeof(itot)));
   OK(conn, hipd_mem_read(conn, b->utot, 0, &utot, sizeof(utot)));
@@ -187,7 +195,7 @@ static void cuda_check(hipd_conn_t *conn, int dev, const cuda_bufs_t *b,
     ck_assert_msg(half_out[i] == want, "device %d (%s): half[%d] = %g, want %g",
                   dev, how, i, half_out[i], want);
   }
-  for (int k = 0; k < 5; k++)
+  for (int k = 0; k < 8; k++)
     ck_assert_msg(bits[k] == want_bits[k],
                   "device %d (%s): __half bits %d are 0x%04x, want 0x%04x", dev,
                   how, k, bits[k], want_bits[k]);

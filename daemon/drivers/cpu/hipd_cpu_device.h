@@ -844,13 +844,28 @@ HIPD_CPU_INLINE float hipd_cpu_h2f(unsigned short h)
     return hipd_cpu_bits<float>(sign | 0x7f800000u | (m << 13));
   return hipd_cpu_bits<float>(sign | ((e + 112u) << 23) | (m << 13));
 }
+/* double to binary16 rounded once: round to odd into float (24 bits, more
+ * than 11 + 2), then to nearest even, which gives the correctly rounded
+ * result (a plain (float) cast first would round twice). */
+HIPD_CPU_INLINE unsigned short hipd_cpu_d2h(double d)
+{
+  float f = (float)d;
+
+  if (d == d && (double)f != d) {
+    uint32_t b = hipd_cpu_bits<uint32_t>(f);
+    if (__builtin_fabs((double)f) > __builtin_fabs(d))
+      b -= 1; /* toward zero: the same sign, one ulp smaller */
+    f = hipd_cpu_bits<float>(b | 1u);
+  }
+  return hipd_cpu_f2h(f);
+}
 struct __half {
   unsigned short __x;
   __half() = default;
   __half(float f) : __x(hipd_cpu_f2h(f))
   {
   }
-  __half(double d) : __x(hipd_cpu_f2h((float)d))
+  __half(double d) : __x(hipd_cpu_d2h(d))
   {
   }
   __half(int i) : __x(hipd_cpu_f2h((float)i))
