@@ -266,7 +266,10 @@ static void on_admin(pending_t *p, const proto_msg_t *m)
       proto_obj_int(&r->via.array.ptr[0], INT32_MIN, 0, &status) != 0 ||
       proto_obj_bytes(&r->via.array.ptr[1], &msg, &mlen) != 0 ||
       (status == 0 &&
-       proto_obj_bytes(&r->via.array.ptr[2], &res, &rlen) != 0)) {
+       (proto_obj_bytes(&r->via.array.ptr[2], &res, &rlen) != 0 ||
+        rlen == 0))) {
+    /* A success carries its result: empty bytes would become a reply
+     * without one. */
     pending_fail(p, HIPD_EIO, "the listener's answer to admin is malformed");
     return;
   }
