@@ -566,7 +566,7 @@ static unsigned admin_in_flight(const peer_t *p, const req_t *r)
   unsigned n = 0;
 
   for (const req_t *q = p->reqs; q < r; q++)
-    n += q->method == M_ADMIN && !q->answered;
+    n += q->method == M_ADMIN && q->valid && !q->answered;
   return n;
 }
 
@@ -651,10 +651,16 @@ static void check_listener_msg(peer_t *p, const uint8_t *b, size_t n)
       p->one_batch = p->out_len == 0 && !p->uncertain;
     if (r->view && code != HIPD_EBUSY)
       p->views_served++;
-    FUZZ_CHECK((code == HIPD_EBUSY) == (busy >= 4),
-               "admin %u: %s with %u admin requests in flight (the limit "
-               "is 4)",
-               m.msgid, code == HIPD_EBUSY ? "EBUSY" : "answered", busy);
+    if (!r->valid)
+      FUZZ_CHECK(code == HIPD_EPARAMS,
+                 "admin %u: a malformed request answered with code %lld, not "
+                 "EPARAMS",
+                 m.msgid, (long long)code);
+    else
+      FUZZ_CHECK((code == HIPD_EBUSY) == (busy >= 4),
+                 "admin %u: %s with %u admin requests in flight (the limit "
+                 "is 4)",
+                 m.msgid, code == HIPD_EBUSY ? "EBUSY" : "answered", busy);
   }
   if (m.error->type != MSGPACK_OBJECT_NIL)
     check_error(m.error, m.result, m.msgid);
@@ -992,7 +998,12 @@ static int scan_worker_bytes(peer_t *p, const uint8_t *data, size_t size)
       } else if (ipc_is(&m, "admin")) {
         const char *op;
         size_t on;
+        const msgpack_object *aparams;
         r.method = M_ADMIN;
+        /* as the listener checks it before its limit (EPARAMS) */
+        r.valid = ipc_param_bytes(&m, 0, 31, &op, &on) == 0 &&
+                  ipc_param_array(&m, 1, 4, &aparams) == 0 &&
+                  admin_is_op(op, on);
         if (ipc_param_bytes(&m, 0, 31, &op, &on) == 0) {
           if (on == 12 && memcmp(op, "session.list", 12) == 0)
             r.op = OP_LIST;
@@ -1001,6 +1012,7 @@ static int scan_worker_bytes(peer_t *p, const uint8_t *data, size_t size)
           r.view = r.op != OP_NONE ||
                    (on == 12 && memcmp(op, "daemon.stats", 12) == 0) ||
                    (on == 12 && memcmp(op, "session.kill", 12) == 0);
+          r.view = r.view && r.valid;
         }
       } else if (ipc_is(&m, "cache.clear")) {
         r.method = M_CLEAR;
