@@ -5,6 +5,10 @@
  * readers (suite "codec"). The shared helpers are in tests/proto_util.h. */
 #include "proto_util.h"
 
+#include <stdio.h>
+
+#include "pack.h"
+
 /* ------------------------------------------------------------ decoding */
 
 START_TEST(test_decode_request)
@@ -856,6 +860,60 @@ START_TEST(test_obj_type_name)
 }
 END_TEST
 
+/* A pack_map_t counts its keys: a fixmap below 16 keys (the bytes
+ * msgpack_pack_map() gives), a map16 from 16, nested maps, and the bytes
+ * before the map kept. */
+static void check_counted_map(unsigned nkeys)
+{
+  msgpack_sbuffer ref, got;
+  msgpack_packer rp, gp;
+  pack_map_t m, inner;
+  char key[16];
+
+  msgpack_sbuffer_init(&ref);
+  msgpack_sbuffer_init(&got);
+  msgpack_packer_init(&rp, &ref, msgpack_sbuffer_write);
+  msgpack_packer_init(&gp, &got, msgpack_sbuffer_write);
+  msgpack_pack_array(&rp, 2);
+  msgpack_pack_array(&gp, 2);
+  msgpack_pack_map(&rp, nkeys + 1);
+  pack_map_begin(&m, &gp);
+  for (unsigned i = 0; i < nkeys; i++) {
+    snprintf(key, sizeof(key), "k%u", i);
+    proto_pack_cstr(&rp, key);
+    msgpack_pack_uint64(&rp, i);
+    pack_kv_u64(&m, key, i);
+  }
+  proto_pack_cstr(&rp, "inner");
+  msgpack_pack_map(&rp, 2);
+  proto_pack_cstr(&rp, "s");
+  proto_pack_cstr(&rp, "x");
+  proto_pack_cstr(&rp, "n");
+  msgpack_pack_nil(&rp);
+  pack_map_begin(&inner, pack_key(&m, "inner"));
+  pack_kv_str(&inner, "s", "x");
+  pack_kv_str(&inner, "n", NULL);
+  pack_map_end(&inner);
+  pack_map_end(&m);
+  msgpack_pack_true(&rp);
+  msgpack_pack_true(&gp);
+  ck_assert_uint_eq(m.n, nkeys + 1);
+  ck_assert_uint_eq(got.size, ref.size);
+  ck_assert_int_eq(memcmp(got.data, ref.data, ref.size), 0);
+  msgpack_sbuffer_destroy(&ref);
+  msgpack_sbuffer_destroy(&got);
+}
+
+START_TEST(test_pack_map_counts)
+{
+  check_counted_map(0);
+  check_counted_map(3);
+  check_counted_map(14); /* 15 keys with "inner": the last fixmap */
+  check_counted_map(15); /* 16: the first map16 */
+  check_counted_map(300);
+}
+END_TEST
+
 static Suite *codec_suite(void)
 {
   Suite *s = suite_create("codec");
@@ -879,6 +937,7 @@ static Suite *codec_suite(void)
   tcase_add_test(tc, test_pack_error_default_message);
   tcase_add_test(tc, test_pack_notify);
   tcase_add_test(tc, test_pack_cstr);
+  tcase_add_test(tc, test_pack_map_counts);
   tcase_add_test(tc, test_error_decode_malformed);
   suite_add_tcase(s, tc);
 
