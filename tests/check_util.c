@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/account.h"
 #include "util/array.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -173,7 +174,7 @@ START_TEST(test_array_grow)
 
   /* A capacity that would overflow its type leaves the array as it is. */
   unsigned char *c = malloc(200), m = 200, mc = 200;
-  ck_assert_int_eq(ARRAY_GROW(c, m, mc, 8), -ENOMEM);
+  ck_assert_int_eq(ARRAY_GROW(c, m, mc, 8), HIPD_ENOMEM);
   ck_assert_uint_eq(mc, 200);
   free(c);
 }
@@ -209,6 +210,41 @@ END_TEST
 
 /* ---------------------------------------------------------------- main */
 
+/* The account lookup: root by name and by uid, its groups, a missing
+ * account and group as ENOENT with a message naming them. */
+START_TEST(test_account)
+{
+  account_t a;
+  hipd_err_t err;
+  gid_t *gids = NULL, g = 1;
+  char name[64];
+  int n = 0;
+
+  ck_assert_int_eq(account_by_name("root", &a, &err), 0);
+  ck_assert_uint_eq(a.uid, 0);
+  ck_assert_str_eq(a.name, "root");
+  memset(&a, 0xff, sizeof(a));
+  ck_assert_int_eq(account_by_uid(0, &a, &err), 0);
+  ck_assert_str_eq(a.name, "root");
+  ck_assert_uint_eq(a.gid, 0);
+  ck_assert_int_eq(account_groups(&a, &gids, &n, &err), 0);
+  ck_assert_int_ge(n, 1);
+  ck_assert_uint_eq(gids[0], 0);
+  free(gids);
+  ck_assert_int_eq(account_group_by_name("root", &g, &err), 0);
+  ck_assert_uint_eq(g, 0);
+  ck_assert_int_eq(account_group_name(0, name, sizeof(name), &err), 0);
+  ck_assert_str_eq(name, "root");
+  ck_assert_int_eq(account_by_name("hipd-no-such-user", &a, &err),
+                   HIPD_ENOENT);
+  ck_assert_str_eq(err.msg, "no account 'hipd-no-such-user'");
+  ck_assert_int_eq(account_group_by_name("hipd-no-such-group", &g, &err),
+                   HIPD_ENOENT);
+  ck_assert_str_eq(err.msg, "no group 'hipd-no-such-group'");
+  ck_assert_int_eq(account_by_name("", &a, NULL), HIPD_EINVAL);
+}
+END_TEST
+
 static Suite *util_suite(void)
 {
   Suite *s = suite_create("util");
@@ -231,6 +267,7 @@ static Suite *util_suite(void)
   tcase_add_test(tc, test_array_grow);
   tcase_add_test(tc, test_clock);
   tcase_add_test(tc, test_err);
+  tcase_add_test(tc, test_account);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -10,14 +10,15 @@
 #ifndef HIPD_UTIL_ARRAY_H
 #define HIPD_UTIL_ARRAY_H
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+
+#include "hipd.h"
 
 /* Make room in the array @p arr (an lvalue of pointer type, @p cap
  * elements allocated) for the element at index @p n: when n >= cap, the
  * capacity doubles (from @p first when it is 0) and @p arr is realloc'd.
- * Evaluates to 0, or -ENOMEM (the capacity would overflow, or realloc
+ * Evaluates to 0, or HIPD_ENOMEM (the capacity would overflow, or realloc
  * failed) with @p arr and @p cap unchanged. New elements are not
  * initialised. Evaluates @p arr and @p cap more than once. */
 #define ARRAY_GROW(arr, n, cap, first)                                         \
@@ -32,7 +33,7 @@
                                   &grow_bytes_))                               \
         grow_p_ = realloc((arr), grow_bytes_);                                 \
       if (grow_p_ == NULL) {                                                   \
-        grow_rc_ = -ENOMEM;                                                    \
+        grow_rc_ = HIPD_ENOMEM;                                                \
       } else {                                                                 \
         (arr) = grow_p_;                                                       \
         (cap) = grow_cap_;                                                     \

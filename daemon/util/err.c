@@ -8,6 +8,8 @@
 
 int err_setv(hipd_err_t *e, int code, const char *fmt, va_list ap)
 {
+  if (e == NULL)
+    return code;
   e->code = code;
   vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
   return code;

@@ -20,7 +20,8 @@ typedef struct {
 } hipd_err_t;
 
 /* Set @p e to @p code and a printf-formatted message (truncated to fit).
- * @return code, so that `return err_set(e, HIPD_EINVAL, ...)` reads. */
+ * @return code, so that `return err_set(e, HIPD_EINVAL, ...)` reads.
+ * @p e may be NULL: then only the code is returned. */
 int err_set(hipd_err_t *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int err_setv(hipd_err_t *e, int code, const char *fmt, va_list ap)
