@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/conffile.c: reading hipd.conf with inih (conffile.h). */
+/* daemon/config/conffile.c: reading hipd.conf with inih (conffile.h). */
 #include "config.h"
 
 #include <errno.h>
