@@ -139,5 +139,5 @@ int conf_bool(const char *value)
     if (strcasecmp(value, no[i]) == 0)
       return 0;
   }
-  return -1;
+  return HIPD_EINVAL;
 }

@@ -46,7 +46,7 @@ int conf_read(const char *path, int must_exist, conf_file_t *out,
 void conf_free(conf_file_t *c);
 
 /* A boolean value: yes, true, 1 (1) or no, false, 0 (0), in any case;
- * @return -1 for anything else. */
+ * @return HIPD_EINVAL for anything else. */
 int conf_bool(const char *value);
 
 #endif

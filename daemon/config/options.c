@@ -57,49 +57,54 @@ _Static_assert(ISOLATION_UID == 0 && ISOLATION_SESSION == 1 &&
 _Static_assert(MPS_AUTO == 0 && MPS_ON == 1 && MPS_OFF == 2,
                "mps_names[] follows MPS_*");
 
-static int parse_log_level(daemon_config_t *cfg, const char *arg)
+static int parse_log_level(daemon_config_t *cfg, const char *arg,
+                           hipd_err_t *err)
 {
   int lvl = log_level_parse(arg);
 
+  (void)err;
   if (lvl < 0)
-    return OPTION_BAD;
+    return HIPD_EINVAL;
   cfg->log_level = lvl;
   return 0;
 }
 
-static int check_compile_user(daemon_config_t *cfg, const char *arg)
+static int check_compile_user(daemon_config_t *cfg, const char *arg,
+                              hipd_err_t *err)
 {
   (void)cfg;
+  (void)err;
   if (arg[0] == '\0' || strlen(arg) > 32 || strcmp(arg, "root") == 0)
-    return OPTION_BAD;
+    return HIPD_EINVAL;
   return 0;
 }
 
-static int check_config(daemon_config_t *cfg, const char *arg)
+static int check_config(daemon_config_t *cfg, const char *arg, hipd_err_t *err)
 {
+  (void)err;
   cfg->no_config = arg[0] == '\0';
   return 0;
 }
 
-static int check_metrics_listen(daemon_config_t *cfg, const char *arg)
+static int check_metrics_listen(daemon_config_t *cfg, const char *arg,
+                                hipd_err_t *err)
 {
   (void)cfg;
+  (void)err;
 #ifndef HAVE_MICROHTTPD
   (void)arg;
-  options_error("--metrics-listen: this hipd was built without "
-                "libmicrohttpd (Debian: libmicrohttpd-dev; configure "
-                "--with-microhttpd)");
-  return -1;
+  return err_set(err, HIPD_EINVAL,
+                 "--metrics-listen: this hipd was built without "
+                 "libmicrohttpd (Debian: libmicrohttpd-dev; configure "
+                 "--with-microhttpd)");
 #else
   struct sockaddr_storage ss;
   socklen_t sl;
   int lo;
   hipd_err_t e;
 
-  if (metrics_addr_parse(arg, &ss, &sl, &lo, &e) != 0) {
-    options_error("--metrics-listen %s", e.msg);
-    return -1;
-  }
+  if (metrics_addr_parse(arg, &ss, &sl, &lo, &e) != 0)
+    return err_set(err, HIPD_EINVAL, "--metrics-listen %s", e.msg);
   return 0;
 #endif
 }
@@ -640,9 +645,10 @@ static void enum_names(const option_spec_t *o, char *buf, size_t len)
 }
 
 /* Set the option @p o from @p arg (NULL for one without an argument).
- * @return 0, OPTION_BAD, or -1 with the error printed. */
+ * @return 0 or a HIPD_E* code, with @p err's message saying why ("": an
+ * invalid value, which the caller reports). */
 static int option_set(daemon_config_t *cfg, const option_spec_t *o,
-                      const char *arg)
+                      const char *arg, hipd_err_t *err)
 {
   void *f = field_of(cfg, o);
   uint64_t v;
@@ -652,27 +658,25 @@ static int option_set(daemon_config_t *cfg, const option_spec_t *o,
   case OPTION_STRING: {
     char *copy;
     if (strlen(arg) < o->lo)
-      return OPTION_BAD;
-    if (o->parse != NULL && (rc = o->parse(cfg, arg)) != 0)
+      return HIPD_EINVAL;
+    if (o->parse != NULL && (rc = o->parse(cfg, arg, err)) != 0)
       return rc;
-    if ((copy = strdup(arg)) == NULL) {
-      options_error("out of memory");
-      return -1;
-    }
+    if ((copy = strdup(arg)) == NULL)
+      return err_set(err, HIPD_ENOMEM, "out of memory");
     free(*(char **)f);
     *(char **)f = copy;
     return 0;
   }
   case OPTION_SIZE:
     if (util_parse_size(arg, o->lo, o->hi, &v) != 0)
-      return OPTION_BAD;
+      return HIPD_EINVAL;
     number_set(f, o->size, v);
     return 0;
   case OPTION_MODE: {
     char *end;
     long m = strtol(arg, &end, 8);
     if (arg[0] < '0' || arg[0] > '7' || *end != '\0' || m < 0 || m > 0777)
-      return OPTION_BAD;
+      return HIPD_EINVAL;
     number_set(f, o->size, (uint64_t)m);
     return 0;
   }
@@ -687,8 +691,7 @@ static int option_set(daemon_config_t *cfg, const option_spec_t *o,
         return 0;
       }
     enum_names(o, names, sizeof(names));
-    options_error("%s: '%s' is not %s", o->name, arg, names);
-    return -1;
+    return err_set(err, HIPD_EINVAL, "%s: '%s' is not %s", o->name, arg, names);
   }
   case OPTION_LIST: {
     char ***list = f, *copy = strdup(arg), **grown;
@@ -696,15 +699,14 @@ static int option_set(daemon_config_t *cfg, const option_spec_t *o,
     grown = copy != NULL ? realloc(*list, (*n + 1) * sizeof(**list)) : NULL;
     if (grown == NULL) {
       free(copy);
-      options_error("out of memory");
-      return -1;
+      return err_set(err, HIPD_ENOMEM, "out of memory");
     }
     *list = grown;
     grown[(*n)++] = copy;
     return 0;
   }
   case OPTION_CUSTOM:
-    return o->parse(cfg, arg);
+    return o->parse(cfg, arg, err);
   case OPTION_INFO:
     break;
   }
@@ -735,7 +737,7 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
   optind = 0; /* GNU: start afresh (called once per file entry too) */
   while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
     const option_spec_t *o = option_of_val(opt);
-    int rc;
+    hipd_err_t err;
 
     if (o == NULL) {
       options_usage(stderr);
@@ -743,12 +745,15 @@ static int parse_options(int argc, char **argv, daemon_config_t *cfg)
     }
     if (o->type == OPTION_INFO)
       option_info(o);
-    if ((rc = option_set(cfg, o, optarg)) == 0)
+    err_clear(&err);
+    if (option_set(cfg, o, optarg, &err) == 0)
       continue;
-    if (rc == OPTION_BAD)
+    if (err.msg[0] != '\0')
+      options_error("%s", err.msg);
+    else
       options_error("invalid value '%s' for %s%s", optarg,
                     opt_where != NULL ? "" : "--", o->name);
-    return HIPD_EINVAL;
+    return err.code != 0 ? err.code : HIPD_EINVAL;
   }
   if (optind < argc) {
     options_error("unexpected argument '%s'", argv[optind]);

@@ -28,6 +28,7 @@
 #include <stdio.h>
 
 #include "daemon.h"
+#include "util/err.h"
 
 /* How an option's argument is read, and what its field is. */
 typedef enum {
@@ -48,10 +49,6 @@ typedef enum {
   OPTION_CMDLINE, /* the command line only: not a hipd.conf key */
 } option_when_t;
 
-/* A parse function's answer besides 0: print the generic "invalid
- * value" error. Any other nonzero: the function printed its own. */
-#define OPTION_BAD 1
-
 typedef struct option_spec {
   const char *name; /* long option and hipd.conf key */
   char letter;      /* short option, 0: none */
@@ -63,9 +60,10 @@ typedef struct option_spec {
   uint64_t lo, hi;     /* OPTION_SIZE: the bounds */
   int64_t def;         /* the default of a number, a mode, an enum, a flag */
   const char *const *names; /* OPTION_ENUM: the values, NULL-ended */
-  /* OPTION_CUSTOM: set the field from @p arg; 0, OPTION_BAD, or -1 with
-   * its error printed (options_error()). */
-  int (*parse)(daemon_config_t *cfg, const char *arg);
+  /* OPTION_CUSTOM: set the field from @p arg; OPTION_STRING: check @p arg
+   * before it is kept. @return 0 or HIPD_EINVAL, with @p err's message
+   * saying why, or "" for the generic "invalid value" error. */
+  int (*parse)(daemon_config_t *cfg, const char *arg, hipd_err_t *err);
   const char *arg;  /* the argument's name in --help, NULL: none */
   const char *help; /* --help's text ('\n' between lines), NULL: hidden */
 } option_spec_t;
