@@ -29,7 +29,6 @@
 #include "drivers/cpu/cpu_compile.h"
 #include "drivers/cpu/cpu_launcher.h"
 #include "executor.h"
-#include "handles.h"
 #include "hipd.h"
 #include "kernels/cache.h"
 #include "log.h"
