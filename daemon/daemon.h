@@ -57,25 +57,27 @@ enum {
   ROLE_WORKER,     /* serves one tenant's sessions (privsep/worker.h) */
 };
 
+/* What the options set: config/options.c's table says which option sets
+ * which field, its bounds, its default and whether a reload applies it. */
 typedef struct daemon_config {
-  char *socket_path;         /* where to listen */
-  unsigned socket_mode;      /* permission bits of the socket file */
-  proto_limits_t limits;     /* decode limits for requests */
-  uint32_t max_inflight;     /* requests a session may have unanswered */
-  size_t output_cap;         /* bytes of replies queued for one session */
-  uint32_t write_timeout_ms; /* a session with no write progress is dropped */
-  uint32_t hello_timeout_ms; /* a session without hello by then, 0: none */
+  char *socket_path;           /* where to listen */
+  unsigned socket_mode;        /* permission bits of the socket file */
+  proto_limits_t limits;       /* decode limits for requests */
+  uint32_t max_inflight;       /* requests a session may have unanswered */
+  size_t output_cap;           /* bytes of replies queued for one session */
+  uint32_t write_timeout_ms;   /* a session with no write progress is dropped */
+  uint32_t hello_timeout_ms;   /* a session without hello by then, 0: none */
   uint32_t request_timeout_ms; /* a request incomplete that long, 0: none */
-  uint32_t shutdown_ms;      /* how long in-flight work may take at exit */
-  uint32_t max_sessions;     /* connections at once */
-  uint32_t max_handles;      /* handles per session */
-  int listen_fd;             /* inherited socket (systemd), or -1 */
-  uint64_t mem_quota;        /* device bytes per session, 0: unlimited */
-  uint32_t max_streams;      /* streams per session */
-  char *devices;             /* --devices selection, NULL: all */
-  int cpu_devices;           /* CPU devices to serve */
-  char *cache_dir;           /* kernel cache directory, "" for none */
-  uint64_t cache_size;       /* its cap in bytes */
+  uint32_t shutdown_ms;        /* how long in-flight work may take at exit */
+  uint32_t max_sessions;       /* connections at once */
+  uint32_t max_handles;        /* handles per session */
+  int listen_fd;               /* inherited socket (systemd), or -1 */
+  uint64_t mem_quota;          /* device bytes per session, 0: unlimited */
+  uint32_t max_streams;        /* streams per session */
+  char *devices;               /* --devices selection, NULL: all */
+  int cpu_devices;             /* CPU devices to serve */
+  char *cache_dir;             /* kernel cache directory, "" for none */
+  uint64_t cache_size;         /* its cap in bytes */
   uint32_t cpu_kernel_timeout_ms; /* CPU-device launch limit, 0: none */
   uint32_t compile_jobs;          /* compile helpers, 0: min(4, CPUs) */
   uint32_t compile_timeout_s;     /* per compile, 0: 120 */
@@ -93,7 +95,7 @@ typedef struct daemon_config {
   char *allow_groups;  /* --allow-groups, as given */
   char **device_allow; /* --device-allow rules, as given */
   uint32_t ndevice_allow;
-  int strict_allow; /* --strict-allow: root and hipd's uid are not implied */
+  int strict_allow;  /* --strict-allow: root and hipd's uid are not implied */
   char *admin_group; /* --admin-group: its members are admins (admin.h) */
   int isolation;     /* ISOLATION_* */
   char *worker_user; /* --user: the workers' account (when root) */
@@ -106,7 +108,7 @@ typedef struct daemon_config {
    * buffered beyond each one's floor (transport.c). */
   uint64_t max_input_bytes;
 
-  /* Where the options came from (main.c, hipd.conf(5)). */
+  /* Where the options came from (config/options.c, hipd.conf(5)). */
   int log_level;     /* --log-level: HLOG_* */
   char *config_path; /* --config FILE, NULL: the default file */
   int no_config;     /* --no-config or --config '': no file */
@@ -137,8 +139,8 @@ typedef struct hipd_daemon {
   void (*safe_point)(struct hipd_daemon *d);
   /* Work left for that safe point, off the stack of the callback that
    * made it (session.c): */
-  list_node_t runq;   /* throttled sessions to resume (session_t.run_node) */
-  list_node_t closeq; /* closed sessions to tear down (session_t.node) */
+  list_node_t runq;      /* throttled sessions to resume (session_t.run_node) */
+  list_node_t closeq;    /* closed sessions to tear down (session_t.node) */
   list_node_t tenants;   /* tenants with a session (tenants.c) */
   struct policy *policy; /* parsed access rules, NULL: everyone (policy.c) */
   int role;              /* ROLE_* */
@@ -150,8 +152,8 @@ typedef struct hipd_daemon {
    * session's end. */
   int tenant_mode;
   uid_t tenant_uid;
-  uid_t daemon_uid;  /* hipd's own uid (a worker: its listener's) */
-  pid_t daemon_pid;  /* hipd's pid (a worker: its listener's) */
+  uid_t daemon_uid;        /* hipd's own uid (a worker: its listener's) */
+  pid_t daemon_pid;        /* hipd's pid (a worker: its listener's) */
   const char *gpu_sharing; /* how tenants share the GPU (privsep/mps.h) */
   void (*session_ended)(struct hipd_daemon *d, uint64_t id);
 

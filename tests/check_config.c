@@ -12,10 +12,17 @@
  * while a session stays open and usable, in --isolation none and in the
  * default worker mode (where the worker applies them); a broken file on
  * reload keeps the running configuration whole; a change that needs a
- * restart is logged as such and otherwise ignored. */
+ * restart is logged as such and otherwise ignored; every limit that
+ * daemon.info shows follows a reload, in a worker too. And the table of
+ * options (daemon/config/options.c), in this process: every option but
+ * the command-line-only ones is settable from the file (and passed on to
+ * workers), and a reload copies exactly the options the table marks
+ * reloadable, logging the others as restart-only. */
 #include "config.h"
 
 #include "daemon_util.h"
+
+#include "config/options.h"
 
 #define WAIT_MS 20000
 
@@ -404,6 +411,248 @@ START_TEST(test_reload_policy)
 }
 END_TEST
 
+/* ------------------------------------------------------------ the table */
+
+/* A valid value for option @p o that differs from its default, as a
+ * hipd.conf value. */
+static const char *table_value(const option_spec_t *o, char *buf, size_t len)
+{
+  switch (o->type) {
+  case OPTION_SIZE:
+    snprintf(buf, len, "%llu",
+             (unsigned long long)((int64_t)o->hi != o->def ? o->hi : o->lo));
+    return buf;
+  case OPTION_MODE:
+    return "0600";
+  case OPTION_FLAG:
+    return "yes";
+  case OPTION_ENUM: {
+    int n = 0;
+    while (o->names[n + 1] != NULL)
+      n++;
+    ck_assert_int_ne(n, o->def);
+    return o->names[n];
+  }
+  case OPTION_LIST:
+    return "cpu:0=root";
+  case OPTION_CUSTOM:
+    ck_assert_str_eq(o->name, "log-level");
+    return "debug";
+  case OPTION_STRING:
+    if (strcmp(o->name, "metrics-listen") == 0)
+      return "127.0.0.1:9464";
+    return "x";
+  case OPTION_INFO:
+    break;
+  }
+  ck_abort_msg("--%s: no value for its type", o->name);
+  return NULL;
+}
+
+/* Whether the options of a file take option @p o. */
+static int in_file(const option_spec_t *o)
+{
+  if (o->when == OPTION_CMDLINE)
+    return 0;
+#ifndef HAVE_MICROHTTPD
+  if (strcmp(o->name, "metrics-listen") == 0)
+    return 0; /* refused by a build without libmicrohttpd */
+#endif
+  return 1;
+}
+
+/* A hipd.conf that sets every option a file takes to a value other than
+ * its default, loaded into @p cfg. */
+static void load_every_option(daemon_config_t *cfg, char ***args)
+{
+  char text[16384], value[64];
+  size_t n = 0;
+  const char *conf;
+  char *argv[] = {"hipd", "--config", NULL, NULL};
+
+  for (size_t i = 0; i < options_count; i++) {
+    const option_spec_t *o = &options_table[i];
+    if (in_file(o))
+      n += (size_t)snprintf(text + n, sizeof(text) - n, "%s = %s\n", o->name,
+                            table_value(o, value, sizeof(value)));
+    ck_assert_uint_lt(n, sizeof(text));
+  }
+  conf = conf_write(NULL, text);
+  argv[2] = (char *)conf;
+  ck_assert_int_eq(options_load(3, argv, 0, cfg, args), 0);
+}
+
+START_TEST(test_table_file)
+{
+  daemon_config_t def, cfg;
+  char **args = NULL, **def_args = NULL, want[128], value[64];
+  char *argv[] = {"hipd", "--no-config", NULL};
+  size_t nfile = 0, nargs = 0;
+
+  ck_assert_int_eq(options_load(2, argv, 0, &def, &def_args), 0);
+  load_every_option(&cfg, &args);
+  for (size_t i = 0; i < options_count; i++) {
+    const option_spec_t *o = &options_table[i];
+    int passed = 0;
+    if (!in_file(o))
+      continue;
+    nfile++;
+    ck_assert_msg(options_differ(o, &def, &cfg), "%s = ... changed nothing",
+                  o->name);
+    /* A worker gets it as an option. */
+    if (o->type == OPTION_FLAG)
+      snprintf(want, sizeof(want), "--%s", o->name);
+    else
+      snprintf(want, sizeof(want), "--%s=%s", o->name,
+               table_value(o, value, sizeof(value)));
+    for (size_t j = 1; args[j] != NULL; j++)
+      passed += strcmp(args[j], want) == 0;
+    ck_assert_msg(passed == 1, "workers are not given %s", want);
+  }
+  while (args[nargs] != NULL)
+    nargs++;
+  /* argv[0], the file's entries, then --config FILE. */
+  ck_assert_uint_eq(nargs, 1 + nfile + 2);
+  ck_assert_uint_ge(nfile, 40);
+  options_args_free(args);
+  options_args_free(def_args);
+  options_free(&cfg);
+  options_free(&def);
+}
+END_TEST
+
+/* The command-line-only options are refused in a file, and an unknown
+ * key too (the messages are test_bad_file's). */
+START_TEST(test_table_cmdline_only)
+{
+  for (size_t i = 0; i < options_count; i++) {
+    const option_spec_t *o = &options_table[i];
+    char text[128];
+    daemon_config_t cfg;
+    char **args = NULL, *argv[] = {"hipd", "--config", NULL, NULL};
+    if (o->when != OPTION_CMDLINE)
+      continue;
+    snprintf(text, sizeof(text), "%s = 1\n", o->name);
+    argv[2] = (char *)conf_write(NULL, text);
+    ck_assert_int_eq(options_load(3, argv, 0, &cfg, &args), HIPD_EINVAL);
+    ck_assert_ptr_null(args);
+  }
+}
+END_TEST
+
+/* A reload copies exactly the reloadable options, and names exactly the
+ * others as needing a restart, in the table's order. */
+START_TEST(test_table_reload)
+{
+  daemon_config_t def, run, next, want_next;
+  char **args = NULL, **def_args = NULL, restart[1024], want[1024];
+  char *argv[] = {"hipd", "--no-config", NULL};
+  size_t n = 0;
+
+  ck_assert_int_eq(options_load(2, argv, 0, &def, &def_args), 0);
+  ck_assert_int_eq(options_copy(&run, &def), 0);
+  load_every_option(&next, &args);
+  ck_assert_int_eq(options_copy(&want_next, &next), 0);
+
+  options_restart_changes(&def, &next, restart, sizeof(restart));
+  want[0] = '\0';
+  for (size_t i = 0; i < options_count; i++) {
+    const option_spec_t *o = &options_table[i];
+    if (o->when == OPTION_RESTART && in_file(o))
+      n += (size_t)snprintf(want + n, sizeof(want) - n, "%s%s", n ? ", " : "",
+                            o->name);
+  }
+  ck_assert_str_eq(restart, want);
+
+  options_apply(&run, &next);
+  for (size_t i = 0; i < options_count; i++) {
+    const option_spec_t *o = &options_table[i];
+    if (o->type == OPTION_INFO)
+      continue;
+    if (o->when == OPTION_RELOAD)
+      ck_assert_msg(!options_differ(o, &run, &want_next),
+                    "a reload does not apply %s", o->name);
+    else
+      ck_assert_msg(!options_differ(o, &run, &def),
+                    "a reload applies %s, which needs a restart", o->name);
+  }
+  /* What the reload replaced is the new configuration's to free. */
+  options_free(&next);
+  options_free(&want_next);
+  options_free(&run);
+  options_free(&def);
+  options_args_free(args);
+  options_args_free(def_args);
+}
+END_TEST
+
+/* Every limit that daemon.info shows follows a reload, in the worker that
+ * serves the session (told by its listener) as in the single process. */
+static void reload_every_limit(const char *isolation, const char *reloaded)
+{
+  static const struct {
+    const char *option, *value, *info;
+    int64_t want;
+  } limits[] = {
+      {"max-message", "8M", "max_message", 8 << 20},
+      {"max-depth", "9", "max_depth", 9},
+      {"max-inflight", "33", "max_inflight", 33},
+      {"output-cap", "5M", "output_cap", 5 << 20},
+      {"max-input-bytes", "16M", "max_input_bytes", 16 << 20},
+      {"max-sessions", "77", "max_sessions", 77},
+      {"max-handles", "999", "max_handles", 999},
+      {"max-streams", "11", "max_streams", 11},
+      {"mem-quota", "3M", "mem_quota", 3 << 20},
+      {"write-timeout", "4321", "write_timeout_ms", 4321},
+      {"hello-timeout", "5432", "hello_timeout_ms", 5432},
+      {"request-timeout", "6543", "request_timeout_ms", 6543},
+      {"shutdown-timeout", "2345", "shutdown_timeout_ms", 2345},
+      {"tenant-mem-quota", "7M", "tenant_mem_quota", 7 << 20},
+      {"tenant-max-sessions", "55", "tenant_max_sessions", 55},
+      {"tenant-max-handles", "5555", "tenant_max_handles", 5555},
+      {"tenant-max-streams", "44", "tenant_max_streams", 44},
+  };
+  const size_t n = sizeof(limits) / sizeof(limits[0]);
+  const char *conf = conf_write(NULL, "max-sessions = 100\n");
+  harness_daemon_t *d = harness_start("--devices", "cpu", "--isolation",
+                                      isolation, "--config", conf, NULL);
+  char text[2048];
+  size_t len = 0;
+  hipd_conn_t *a;
+
+  ck_assert_ptr_nonnull(d);
+  a = connect_to(d);
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_int_ne(limit(a, limits[i].info), limits[i].want);
+    len += (size_t)snprintf(text + len, sizeof(text) - len, "%s = %s\n",
+                            limits[i].option, limits[i].value);
+  }
+  conf_write(conf, text);
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  log_wait_count(d, reloaded, 1);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(limit(a, limits[i].info) == limits[i].want,
+                  "%s after a reload: %lld, not %lld", limits[i].info,
+                  (long long)limit(a, limits[i].info),
+                  (long long)limits[i].want);
+  usable(a);
+  hipd_close(a);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+
+START_TEST(test_reload_every_limit_single)
+{
+  reload_every_limit("none", "configuration reloaded");
+}
+END_TEST
+
+START_TEST(test_reload_every_limit_worker)
+{
+  reload_every_limit("uid", "configuration reloaded from the listener");
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
   Suite *s = suite_create("config");
@@ -424,6 +673,14 @@ static Suite *config_suite(void)
   tcase_add_test(tc, test_reload_restart_only);
   if (geteuid() == 0)
     tcase_add_test(tc, test_reload_policy);
+  tcase_add_test(tc, test_reload_every_limit_single);
+  tcase_add_test(tc, test_reload_every_limit_worker);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("table");
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, test_table_file);
+  tcase_add_test(tc, test_table_cmdline_only);
+  tcase_add_test(tc, test_table_reload);
   suite_add_tcase(s, tc);
   return s;
 }

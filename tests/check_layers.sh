@@ -16,7 +16,7 @@ cd "$top" || exit 1
 layer_of()
 {
   case "$1" in
-  main.c) echo 0 ;;
+  main.c | config/*) echo 0 ;;
   server.c | server.h | privsep/* | metrics/*) echo 1 ;;
   transport.c | transport.h) echo 2 ;;
   dispatch.c | dispatch.h) echo 3 ;;
@@ -31,12 +31,12 @@ layer_of()
   executor.c | executor.h) echo 11 ;;
   drivers/*) echo 12 ;;
   codegen/*) echo 13 ;;
-  log.c | log.h | notify.c | notify.h | conffile.c | conffile.h | handles.c | handles.h | bufpool.c | \
+  log.c | log.h | notify.c | notify.h | handles.c | handles.h | bufpool.c | \
     bufpool.h | sanitize.h | daemon.h | util/* | sandbox/*) echo 14 ;;
   *) echo "" ;;
   esac
 }
-names=(main "server, privsep and metrics" transport dispatch methods admin calls "session and resources" \
+names=("main and config" "server, privsep and metrics" transport dispatch methods admin calls "session and resources" \
   objects kernels devices executors drivers codegen utilities)
 
 fail=0

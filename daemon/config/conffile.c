@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/conffile.c: reading hipd.conf with inih (conffile.h). */
+/* daemon/config/conffile.c: reading hipd.conf with inih (conffile.h). */
 #include "config.h"
 
 #include <errno.h>
@@ -139,5 +139,5 @@ int conf_bool(const char *value)
     if (strcasecmp(value, no[i]) == 0)
       return 0;
   }
-  return -1;
+  return HIPD_EINVAL;
 }

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/conffile.h: reading hipd.conf (hipd.conf(5)), with inih.
+/* daemon/config/conffile.h: reading hipd.conf (hipd.conf(5)), with inih.
  *
  * The file is INI: "name = value" lines, '#' or ';' comments on lines of
  * their own (and ';' after a space ending a value), entries outside any
  * section or in the section [hipd]; any other section is an error, so
  * that a typo in a section name is not silently ignored. What a name
- * means is not known here: main.c turns each entry into the command-line
- * option of the same name. Every entry keeps its line, for messages
+ * means is not known here: options.c turns each entry into the
+ * command-line option of the same name. Every entry keeps its line, for
+ * messages
  * ("/etc/hipd/hipd.conf:12: unknown option \"max-sesions\"").
  *
  * A utility: no libuv, no daemon state. Any thread, one file at a time
@@ -45,7 +46,7 @@ int conf_read(const char *path, int must_exist, conf_file_t *out,
 void conf_free(conf_file_t *c);
 
 /* A boolean value: yes, true, 1 (1) or no, false, 0 (0), in any case;
- * @return -1 for anything else. */
+ * @return HIPD_EINVAL for anything else. */
 int conf_bool(const char *value);
 
 #endif
