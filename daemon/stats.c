@@ -198,32 +198,42 @@ static void held_cb(void *ctx, uint64_t h, void *obj)
   }
 }
 
+#define PACK_FIELD_U64(pk, v) msgpack_pack_uint64((pk), (v))
+#define PACK_FIELD_I64(pk, v) msgpack_pack_int64((pk), (v))
+#define PACK_FIELD_STR(pk, v) proto_pack_cstr((pk), (v))
+#define PACK_FIELD(name, kind, min, max) PACK_FIELD_##kind(pk, rec.name);
+
 /* @return the msgpack objects packed. */
 static uint32_t pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
 {
   static const stats_sess_t zero;
   const stats_sess_t *ss = s->stats != NULL ? s->stats : &zero;
+  stats_sess_rec_t rec = {
+      .id = s->id,
+      .pid = s->peer_pid,
+      .uid = s->peer_uid,
+      .gid = s->peer_gid,
+      .age_ms = uv_now(d->loop) - s->opened_ms,
+      .requests = s->requests,
+      .errors = ss->errors,
+      .streams = s->handles.count[HANDLE_STREAM],
+      .events = s->handles.count[HANDLE_EVENT],
+      .kernels_loaded = s->handles.count[HANDLE_KERNEL],
+      .launches = ss->launches,
+      .busy_ns = ss->busy_ns,
+      .h2d = ss->h2d,
+      .d2h = ss->d2h,
+  };
   held_t hd;
   uint32_t n = 0;
 
+  _Static_assert(sizeof(rec.client) == sizeof(s->client),
+                 "a session's client name fits its record");
+  memcpy(rec.client, s->client, sizeof(rec.client));
   memset(&hd, 0, sizeof(hd));
   handles_foreach(&s->handles, HANDLE_BUFFER, held_cb, &hd);
-  msgpack_pack_array(pk, 16);
-  msgpack_pack_uint64(pk, s->id);
-  msgpack_pack_int64(pk, s->peer_pid);
-  msgpack_pack_uint64(pk, s->peer_uid);
-  msgpack_pack_uint64(pk, s->peer_gid);
-  proto_pack_cstr(pk, s->client);
-  msgpack_pack_uint64(pk, uv_now(d->loop) - s->opened_ms);
-  msgpack_pack_uint64(pk, s->requests);
-  msgpack_pack_uint64(pk, ss->errors);
-  msgpack_pack_uint64(pk, res_count(s, HANDLE_STREAM));
-  msgpack_pack_uint64(pk, res_count(s, HANDLE_EVENT));
-  msgpack_pack_uint64(pk, res_count(s, HANDLE_KERNEL));
-  msgpack_pack_uint64(pk, ss->launches);
-  msgpack_pack_uint64(pk, ss->busy_ns);
-  msgpack_pack_uint64(pk, ss->h2d);
-  msgpack_pack_uint64(pk, ss->d2h);
+  msgpack_pack_array(pk, STATS_SESSION_NFIELDS + 1);
+  STATS_SESSION_FIELDS(PACK_FIELD)
   for (int i = 0; i < STATS_MAX_DEVICES; i++)
     n += hd.buffers[i] != 0;
   msgpack_pack_array(pk, n);
@@ -234,7 +244,7 @@ static uint32_t pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
       msgpack_pack_uint64(pk, hd.buffers[i]);
       msgpack_pack_uint64(pk, hd.bytes[i]);
     }
-  return 18 + 4 * n;
+  return 3 + STATS_SESSION_NFIELDS + 4 * n;
 }
 
 static void pack_dev_ctr(msgpack_packer *pk, int id, const dev_ctr_t *c)
