@@ -20,6 +20,7 @@
 #include "metrics/http.h"
 #include "privsep/ipc.h"
 #include "privsep/metrics.h"
+#include "privsep/wire.h"
 #include "sandbox/sandbox.h"
 
 /* How long a scrape waits for the listener's text before it is a 503. */
@@ -133,7 +134,7 @@ static void async_cb(uv_async_t *a)
     s->msgid = H.ch.next_msgid++;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_request(&pk, s->msgid, "metrics", 0);
+    wire_pack_head(&pk, WIRE_METRICS, s->msgid);
     rc = ipc_send(&H.ch, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     if (rc != 0) {
@@ -474,7 +475,7 @@ int metrics_http_main(daemon_t *d)
   uv_timer_start(&H.timer, timer_cb, 1000, 1000);
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_notify(&pk, "ready", 0);
+  wire_pack_head(&pk, WIRE_METRICS_READY, 0);
   ipc_send(&H.ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
   log_debug(0, "metrics process serving (pid %d, uid %u)", (int)getpid(),

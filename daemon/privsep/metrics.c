@@ -20,6 +20,7 @@
 #include "log.h"
 #include "privsep/ipc.h"
 #include "privsep/metrics.h"
+#include "privsep/wire.h"
 
 extern char **environ;
 
@@ -233,12 +234,12 @@ static void scrape_done(void *ctx, int status, char *text, size_t len)
 
 /* metrics []: the text of every series (the admin view: whoever reaches
  * the HTTP port sees all, as documented). */
-static void on_metrics(const proto_msg_t *m)
+static void on_metrics(void *ctx, const proto_msg_t *m, const void *args)
 {
   scrape_t *s;
 
-  if (m->params == NULL || m->params->type != MSGPACK_OBJECT_ARRAY ||
-      m->params->via.array.size != 0) {
+  (void)ctx;
+  if (args == NULL) {
     reply_error(m->msgid, HIPD_EPARAMS, "metrics: takes no params");
     return;
   }
@@ -256,19 +257,30 @@ static void on_metrics(const proto_msg_t *m)
   admin_metrics_text(M.d, scrape_done, s);
 }
 
+/* ready []: the metrics process serves; one with params is refused as an
+ * unknown message. */
+static void on_ready(void *ctx, const proto_msg_t *m, const void *args)
+{
+  (void)m;
+  if (args == NULL) {
+    ipc_break(ctx, "unknown message");
+    return;
+  }
+  log_info(0, "metrics process ready (pid %d): http://%s/metrics",
+           M.running ? (int)M.proc.pid : 0,
+           M.d->cfg.metrics_listen != NULL ? M.d->cfg.metrics_listen : "-");
+}
+
+/* What the listener takes from the metrics process (wire.h). */
+static const wire_handler_fn from_metrics[WIRE_NMSG] = {
+    [WIRE_METRICS_READY] = on_ready,
+    [WIRE_METRICS] = on_metrics,
+};
+
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 {
-  if (m->type == PROTO_NOTIFY && ipc_is(m, "ready") && m->params != NULL &&
-      m->params->type == MSGPACK_OBJECT_ARRAY &&
-      m->params->via.array.size == 0) {
-    log_info(0, "metrics process ready (pid %d): http://%s/metrics",
-             M.running ? (int)M.proc.pid : 0,
-             M.d->cfg.metrics_listen != NULL ? M.d->cfg.metrics_listen : "-");
-  } else if (m->type == PROTO_REQUEST && ipc_is(m, "metrics")) {
-    on_metrics(m);
-  } else {
+  if (wire_dispatch(from_metrics, WIRE_FROM_METRICS, m, ch) != 0)
     ipc_break(ch, "unknown message");
-  }
 }
 
 /* --------------------------------------------------------------- process */

@@ -23,6 +23,7 @@
 #include "policy.h"
 #include "privsep/ipc.h"
 #include "privsep/mps.h"
+#include "privsep/wire.h"
 #include "privsep/workers.h"
 
 extern char **environ;
@@ -237,7 +238,7 @@ void workers_reload(daemon_t *d)
   W.level_arg[0] = '\0';
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_notify(&pk, "reload", 1);
+  wire_pack_head(&pk, WIRE_RELOAD, 0);
   msgpack_pack_array(&pk, (uint32_t)W.argc);
   for (size_t i = 0; i < W.argc; i++)
     proto_pack_cstr(&pk, W.argv[i]);
@@ -462,7 +463,7 @@ static void cjob_done_cb(void *ctx, int status, cache_blob_t *blob,
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_response(&pk, j->msgid);
-    msgpack_pack_array(&pk, 5);
+    wire_pack_result(&pk, WIRE_COMPILE);
     msgpack_pack_int(&pk, status);
     msgpack_pack_int(&pk, (int)source);
     msgpack_pack_bin(&pk, CACHE_KEY_SIZE);
@@ -507,37 +508,34 @@ static char *dup_bytes(const char *p, size_t n)
 /* compile [driver, arch, source, kernel, [options], refresh]. The key is
  * computed here, from what is compiled: a worker never names the entry
  * its request fills. */
-static void on_compile(worker_t *w, const proto_msg_t *m)
+static void on_compile(void *ctx, const proto_msg_t *m, const void *args)
 {
-  const char *drv_s, *arch, *src, *name;
-  size_t drv_n, arch_n, src_n, name_n;
+  worker_t *w = ctx;
+  const wire_compile_t *a = args;
   const msgpack_object *opts;
-  uint64_t refresh;
   cjob_t *j;
   char dname[32];
 
-  if (ipc_param_bytes(m, 0, sizeof(dname) - 1, &drv_s, &drv_n) != 0 ||
-      ipc_param_bytes(m, 1, 63, &arch, &arch_n) != 0 ||
-      ipc_param_bytes(m, 2, (size_t)64 << 20, &src, &src_n) != 0 ||
-      ipc_param_bytes(m, 3, 255, &name, &name_n) != 0 ||
-      ipc_param_array(m, 4, 256, &opts) != 0 ||
-      ipc_param_uint(m, 5, 1, &refresh) != 0) {
+  _Static_assert(sizeof(dname) > 31 && sizeof(j->arch) > 63,
+                 "the names compile's row bounds fit");
+  if (a == NULL) {
     reply_error(w, m->msgid, HIPD_EPARAMS, "compile: malformed request");
     return;
   }
-  memcpy(dname, drv_s, drv_n);
-  dname[drv_n] = '\0';
+  opts = a->options.o;
+  memcpy(dname, a->driver.p, a->driver.len);
+  dname[a->driver.len] = '\0';
   if ((j = calloc(1, sizeof(*j))) == NULL) {
     reply_error(w, m->msgid, HIPD_ENOMEM, "out of memory");
     return;
   }
   j->msgid = m->msgid;
   j->drv = kernels_driver_named(dname);
-  memcpy(j->arch, arch, arch_n);
-  j->arch[arch_n] = '\0';
-  j->name = dup_bytes(name, name_n);
-  j->source = dup_bytes(src, src_n);
-  j->source_len = src_n;
+  memcpy(j->arch, a->arch.p, a->arch.len);
+  j->arch[a->arch.len] = '\0';
+  j->name = dup_bytes(a->kernel.p, a->kernel.len);
+  j->source = dup_bytes(a->source.p, a->source.len);
+  j->source_len = a->source.len;
   j->opts = calloc(opts->via.array.size + 1, sizeof(char *));
   if (j->name == NULL || j->source == NULL || j->opts == NULL) {
     cjob_free(j);
@@ -583,36 +581,28 @@ static void on_compile(worker_t *w, const proto_msg_t *m)
   }
   j->w = w;
   w->refs++;
-  cache_get_flags(&j->key, refresh ? CACHE_REFRESH : 0, cjob_compile_cb, j,
+  cache_get_flags(&j->key, a->refresh.u ? CACHE_REFRESH : 0, cjob_compile_cb, j,
                   cjob_done_cb, j);
 }
 
 /* cache.stats []: the shared cache's counters, as an array (see
  * worker.c's reader for the order). */
-static void on_cache_stats(worker_t *w, const proto_msg_t *m)
+#define PACK_COUNTER(T, name, kind, min, max) msgpack_pack_uint64(&pk, st.name);
+
+static void on_cache_stats(void *ctx, const proto_msg_t *m, const void *args)
 {
+  worker_t *w = ctx;
   cache_stats_t st;
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
+  (void)args; /* none read (a row of WIRE_LAX) */
   cache_get_stats(&st);
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_response(&pk, m->msgid);
-  msgpack_pack_array(&pk, 14);
-  msgpack_pack_uint64(&pk, st.hits_memory);
-  msgpack_pack_uint64(&pk, st.hits_disk);
-  msgpack_pack_uint64(&pk, st.misses);
-  msgpack_pack_uint64(&pk, st.waits);
-  msgpack_pack_uint64(&pk, st.compile_failures);
-  msgpack_pack_uint64(&pk, st.evictions);
-  msgpack_pack_uint64(&pk, st.corrupt);
-  msgpack_pack_uint64(&pk, st.auth_failures);
-  msgpack_pack_uint64(&pk, st.entries);
-  msgpack_pack_uint64(&pk, st.bytes);
-  msgpack_pack_uint64(&pk, st.disk_entries);
-  msgpack_pack_uint64(&pk, st.disk_bytes);
-  msgpack_pack_uint64(&pk, st.max_bytes);
+  wire_pack_result(&pk, WIRE_CACHE_STATS);
+  WIRE_CACHE_STATS_COUNTERS(PACK_COUNTER, _)
   proto_pack_cstr(&pk, st.dir != NULL ? st.dir : "");
   ipc_send(&w->ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
@@ -620,27 +610,20 @@ static void on_cache_stats(worker_t *w, const proto_msg_t *m)
 
 /* compile.stats []: the compile pool's counters, as an array (see
  * worker.c's reader for the order). */
-static void on_compile_stats(worker_t *w, const proto_msg_t *m)
+static void on_compile_stats(void *ctx, const proto_msg_t *m, const void *args)
 {
+  worker_t *w = ctx;
   compile_pool_stats_t st;
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
+  (void)args; /* none read (a row of WIRE_LAX) */
   compile_pool_get_stats(&st);
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_response(&pk, m->msgid);
-  msgpack_pack_array(&pk, 13);
-  msgpack_pack_uint32(&pk, st.jobs);
-  msgpack_pack_uint32(&pk, st.timeout_s);
-  msgpack_pack_uint32(&pk, st.busy);
-  msgpack_pack_uint32(&pk, st.queued);
-  msgpack_pack_uint32(&pk, st.helpers);
-  msgpack_pack_uint64(&pk, st.started);
-  msgpack_pack_uint64(&pk, st.restarts);
-  msgpack_pack_uint64(&pk, st.compiles);
-  msgpack_pack_uint64(&pk, st.timeouts);
-  msgpack_pack_uint64(&pk, st.crashes);
+  wire_pack_result(&pk, WIRE_COMPILE_STATS);
+  WIRE_COMPILE_STATS_COUNTERS(PACK_COUNTER, _)
   proto_pack_cstr(&pk, st.fsview_name != NULL ? st.fsview_name : "none");
   msgpack_pack_int64(&pk, st.uid);
   proto_pack_cstr(&pk, st.sandbox);
@@ -650,16 +633,19 @@ static void on_compile_stats(worker_t *w, const proto_msg_t *m)
 
 /* cache.clear [peer uid]: the worker checked the peer; the listener
  * checks again, as it trusts no worker. */
-static void on_cache_clear(worker_t *w, const proto_msg_t *m)
+static void on_cache_clear(void *ctx, const proto_msg_t *m, const void *args)
 {
+  worker_t *w = ctx;
+  const wire_cache_clear_t *a = args;
   uint64_t uid;
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
-  if (ipc_param_uint(m, 0, UINT32_MAX, &uid) != 0) {
+  if (a == NULL) {
     reply_error(w, m->msgid, HIPD_EPARAMS, "cache.clear: malformed request");
     return;
   }
+  uid = a->uid.u;
   /* Every peer of a worker has its tenant's uid: a worker that names
    * another (0 included) is not believed. */
   if (uid != (uint64_t)w->uid) {
@@ -861,7 +847,7 @@ static ask_t *ask_report(worker_t *w)
   id = w->ch.next_msgid++;
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_request(&pk, id, "report", 0);
+  wire_pack_head(&pk, WIRE_REPORT, id);
   a = ask_send(w, ASK_REPORT, &sb, id);
   msgpack_sbuffer_destroy(&sb);
   if (a != NULL) {
@@ -1057,7 +1043,7 @@ static void kill_session(daemon_t *d, uint64_t owner, uint64_t id,
   msgid = w->ch.next_msgid++;
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_request(&pk, msgid, "kill", 2);
+  wire_pack_head(&pk, WIRE_KILL, msgid);
   msgpack_pack_uint64(&pk, id);
   proto_pack_cstr(&pk, who);
   a = ask_send(w, ASK_KILL, &sb, msgid);
@@ -1077,7 +1063,7 @@ static void send_log_level(worker_t *w, int level)
 
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_notify(&pk, "log.level", 1);
+  wire_pack_head(&pk, WIRE_LOG_LEVEL, 0);
   msgpack_pack_uint32(&pk, (uint32_t)level);
   ipc_send(&w->ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
@@ -1117,7 +1103,7 @@ static void admin_answered(void *ctx, int status, const char *msg,
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_response(&pk, q->msgid);
-    msgpack_pack_array(&pk, 3);
+    wire_pack_result(&pk, WIRE_ADMIN);
     msgpack_pack_int(&pk, status);
     proto_pack_cstr(&pk, msg != NULL ? msg : "");
     if (status == 0) {
@@ -1137,21 +1123,21 @@ static void admin_answered(void *ctx, int status, const char *msg,
 
 /* admin [op, params]: a client's admin request, for the worker's uid (the
  * listener's record, never what the worker says). */
-static void on_admin(worker_t *w, const proto_msg_t *m)
+static void on_admin(void *ctx, const proto_msg_t *m, const void *args)
 {
-  const char *op;
-  size_t n;
+  worker_t *w = ctx;
+  const wire_admin_t *a = args;
   const msgpack_object *params;
   char name[32];
   admin_ask_t *q;
 
-  if (ipc_param_bytes(m, 0, sizeof(name) - 1, &op, &n) != 0 ||
-      ipc_param_array(m, 1, 4, &params) != 0 || !admin_is_op(op, n)) {
+  if (a == NULL || !admin_is_op(a->op.p, a->op.len)) {
     reply_error(w, m->msgid, HIPD_EPARAMS, "admin: malformed request");
     return;
   }
-  memcpy(name, op, n);
-  name[n] = '\0';
+  params = a->params.o;
+  memcpy(name, a->op.p, a->op.len);
+  name[a->op.len] = '\0';
   if (w->admin_busy >= ADMIN_MAX_INFLIGHT) {
     /* Each view costs the listener and every worker a report: one
      * tenant's clients do not get to keep them all busy. */
@@ -1183,40 +1169,56 @@ void workers_admin_init(daemon_t *d)
   admin_set_listener(&l);
 }
 
+/* closed [id]: a session of the worker is gone (a malformed id still
+ * counts it, as its session is gone all the same). */
+static void on_closed(void *ctx, const proto_msg_t *m, const void *args)
+{
+  worker_t *w = ctx;
+  const wire_closed_t *a = args;
+
+  (void)m;
+  if (a != NULL)
+    ids_remove(w, a->id.u);
+  w->last_ms = 0; /* its sessions changed: its next view asks again */
+  if (w->sessions > 0) {
+    w->sessions--;
+    W.sessions--;
+  }
+  if (w->sessions == 0)
+    w->idle_since = uv_now(w->d->loop);
+}
+
+/* ready [pid]: logged (the pid the listener knows is its own record). */
+static void on_ready(void *ctx, const proto_msg_t *m, const void *args)
+{
+  worker_t *w = ctx;
+  char t[64];
+
+  (void)m;
+  (void)args;
+  log_info(0, "worker of %s ready (pid %d)", tenant_name(w, t, sizeof(t)),
+           (int)w->pid);
+}
+
+/* What the listener takes from a worker (wire.h). */
+static const wire_handler_fn from_worker[WIRE_NMSG] = {
+    [WIRE_READY] = on_ready,
+    [WIRE_CLOSED] = on_closed,
+    [WIRE_COMPILE] = on_compile,
+    [WIRE_CACHE_STATS] = on_cache_stats,
+    [WIRE_COMPILE_STATS] = on_compile_stats,
+    [WIRE_CACHE_CLEAR] = on_cache_clear,
+    [WIRE_ADMIN] = on_admin,
+};
+
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 {
   worker_t *w = ch->data;
 
-  if (m->type == PROTO_NOTIFY && ipc_is(m, "closed")) {
-    uint64_t id;
-    if (ipc_param_uint(m, 0, UINT64_MAX, &id) == 0)
-      ids_remove(w, id);
-    w->last_ms = 0; /* its sessions changed: its next view asks again */
-    if (w->sessions > 0) {
-      w->sessions--;
-      W.sessions--;
-    }
-    if (w->sessions == 0)
-      w->idle_since = uv_now(w->d->loop);
-  } else if (m->type == PROTO_NOTIFY && ipc_is(m, "ready")) {
-    char t[64];
-    log_info(0, "worker of %s ready (pid %d)", tenant_name(w, t, sizeof(t)),
-             (int)w->pid);
-  } else if (m->type == PROTO_REQUEST && ipc_is(m, "compile")) {
-    on_compile(w, m);
-  } else if (m->type == PROTO_REQUEST && ipc_is(m, "cache.stats")) {
-    on_cache_stats(w, m);
-  } else if (m->type == PROTO_REQUEST && ipc_is(m, "compile.stats")) {
-    on_compile_stats(w, m);
-  } else if (m->type == PROTO_REQUEST && ipc_is(m, "cache.clear")) {
-    on_cache_clear(w, m);
-  } else if (m->type == PROTO_REQUEST && ipc_is(m, "admin")) {
-    on_admin(w, m);
-  } else if (m->type == PROTO_RESPONSE) {
+  if (m->type == PROTO_RESPONSE)
     on_worker_response(w, m);
-  } else {
+  else if (wire_dispatch(from_worker, WIRE_FROM_WORKER, m, w) != 0)
     ipc_break(ch, "unknown message");
-  }
 }
 
 /* ---------------------------------------------------------------- spawning */
@@ -1657,7 +1659,7 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   /* conn [id, uid, gid, pid], with the connection. */
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_notify(&pk, "conn", 4);
+  wire_pack_head(&pk, WIRE_CONN, 0);
   msgpack_pack_uint64(&pk, id);
   msgpack_pack_uint32(&pk, (uint32_t)cred.uid);
   msgpack_pack_uint32(&pk, (uint32_t)cred.gid);
@@ -1684,7 +1686,7 @@ static void send_exit(worker_t *w)
 
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_notify(&pk, "exit", 0);
+  wire_pack_head(&pk, WIRE_EXIT, 0);
   ipc_send(&w->ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
   w->exit_sent = uv_now(w->d->loop);
