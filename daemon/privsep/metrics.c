@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include "privsep/ipc.h"
 #include "privsep/metrics.h"
 #include "privsep/wire.h"
+#include "util/account.h"
 
 extern char **environ;
 
@@ -148,15 +148,13 @@ int metrics_init(daemon_t *d, hipd_err_t *err)
   /* The metrics process becomes the --user account (sandbox.h): a
    * missing one would fail at every restart, so it stops hipd now. */
   if (geteuid() == 0) {
-    struct passwd pwb, *pw = NULL;
-    char buf[4096];
-    if (getpwnam_r(d->cfg.worker_user, &pwb, buf, sizeof(buf), &pw) != 0 ||
-        pw == NULL || pw->pw_uid == 0)
+    account_t acct;
+    int found = account_by_name(d->cfg.worker_user, &acct, NULL) == 0;
+    if (!found || acct.uid == 0)
       return err_set(err, HIPD_EINVAL,
                      "--metrics-listen: the metrics process's account '%s' "
                      "%s (--user names it)",
-                     d->cfg.worker_user,
-                     pw == NULL ? "does not exist" : "is root");
+                     d->cfg.worker_user, !found ? "does not exist" : "is root");
   }
   fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
