@@ -504,9 +504,8 @@ static void worker_compile_stats(kernels_cstats_done_fn done, void *ctx)
 }
 
 /* An admin request of a client: the listener decides and answers. */
-static void forward_admin(daemon_t *d, const char *op,
-                          const msgpack_object *params, admin_done_fn done,
-                          void *ctx)
+static void forward_admin(daemon_t *d, const admin_args_t *a,
+                          admin_done_fn done, void *ctx)
 {
   pending_t *p = calloc(1, sizeof(*p));
   msgpack_sbuffer sb;
@@ -521,8 +520,7 @@ static void forward_admin(daemon_t *d, const char *op,
   p->admin = done;
   p->ctx = ctx;
   request_begin(p, &sb, &pk, WIRE_ADMIN);
-  proto_pack_cstr(&pk, op);
-  msgpack_pack_object(&pk, *params);
+  admin_args_pack(&pk, a); /* op, params: wire.h's admin row */
   request_end(&sb, p);
 }
 

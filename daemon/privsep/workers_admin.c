@@ -514,17 +514,15 @@ void workers_on_admin(void *ctx, const proto_msg_t *m, const void *args)
 {
   worker_t *w = ctx;
   const wire_admin_t *a = args;
-  const msgpack_object *params;
-  char name[32];
+  admin_args_t req;
+  const char *msg;
   admin_ask_t *q;
+  int rc;
 
   if (a == NULL || !admin_is_op(a->op.p, a->op.len)) {
     workers_reply_error(w, m->msgid, HIPD_EPARAMS, "admin: malformed request");
     return;
   }
-  params = a->params.o;
-  memcpy(name, a->op.p, a->op.len);
-  name[a->op.len] = '\0';
   if (w->admin_busy >= ADMIN_MAX_INFLIGHT) {
     /* Each view costs the listener and every worker a report: one
      * tenant's clients do not get to keep them all busy. */
@@ -542,7 +540,14 @@ void workers_on_admin(void *ctx, const proto_msg_t *m, const void *args)
   q->msgid = m->msgid;
   w->refs++;
   w->admin_busy++;
-  admin_request(w->d, w->uid, 0, name, params, admin_answered, q);
+  /* The values, checked again as admin/ reads them (after the limit, as
+   * ever: a request refused for its values was in flight). */
+  if ((rc = admin_args_unpack(a->op.p, a->op.len, a->params.o, &req, &msg)) !=
+      0) {
+    admin_answered(q, rc, msg, NULL, 0);
+    return;
+  }
+  admin_request(w->d, w->uid, 0, &req, admin_answered, q);
 }
 
 void workers_admin_init(daemon_t *d)
