@@ -64,20 +64,20 @@ static struct {
     uint64_t until_ms;
     char name[64];
   } who[64];
-} A;
+} admin_state;
 
 /* A cached name and admin bit lasts this long. */
 #define WHO_CACHE_MS 60000
 
 void admin_set_forward(admin_forward_fn fn)
 {
-  A.forward = fn;
+  admin_state.forward = fn;
 }
 
 void admin_set_listener(const admin_listener_t *l)
 {
-  A.l = *l;
-  A.listener = 1;
+  admin_state.l = *l;
+  admin_state.listener = 1;
 }
 
 static int op_of(const char *op, size_t len)
@@ -193,9 +193,10 @@ void admin_configure(daemon_t *d)
   const char *g = d->cfg.admin_group != NULL ? d->cfg.admin_group : "";
   gid_t gid;
 
-  memset(A.who, 0, sizeof(A.who)); /* the group may have changed */
-  snprintf(A.group, sizeof(A.group), "%s", g);
-  A.group_ok = 0;
+  memset(admin_state.who, 0,
+         sizeof(admin_state.who)); /* the group may have changed */
+  snprintf(admin_state.group, sizeof(admin_state.group), "%s", g);
+  admin_state.group_ok = 0;
   if (g[0] == '\0')
     return;
   if (account_group_by_name(g, &gid, NULL) != 0) {
@@ -205,29 +206,31 @@ void admin_configure(daemon_t *d)
              g);
     return;
   }
-  A.group_gid = gid;
-  A.group_ok = 1;
+  admin_state.group_gid = gid;
+  admin_state.group_ok = 1;
 }
 
 /* The cached record of @p uid, filled now if it is missing or old. */
 static struct who_cache *who_of(daemon_t *d, uid_t uid)
 {
   uint64_t now = uv_now(d->loop);
-  struct who_cache *c = NULL, *oldest = &A.who[0];
+  struct who_cache *c = NULL, *oldest = &admin_state.who[0];
   account_t acct;
   gid_t *groups = NULL;
   int ngroups = 0;
 
-  if (strcmp(A.group, d->cfg.admin_group != NULL ? d->cfg.admin_group : "") !=
-      0)
+  if (strcmp(admin_state.group,
+             d->cfg.admin_group != NULL ? d->cfg.admin_group : "") != 0)
     admin_configure(d); /* the option changed without admin_configure() */
-  for (int i = 0; i < (int)(sizeof(A.who) / sizeof(A.who[0])); i++) {
-    if (A.who[i].used && A.who[i].uid == uid) {
-      c = &A.who[i];
+  for (int i = 0;
+       i < (int)(sizeof(admin_state.who) / sizeof(admin_state.who[0])); i++) {
+    if (admin_state.who[i].used && admin_state.who[i].uid == uid) {
+      c = &admin_state.who[i];
       break;
     }
-    if (!A.who[i].used || A.who[i].until_ms < oldest->until_ms)
-      oldest = &A.who[i];
+    if (!admin_state.who[i].used ||
+        admin_state.who[i].until_ms < oldest->until_ms)
+      oldest = &admin_state.who[i];
   }
   if (c != NULL && now < c->until_ms)
     return c;
@@ -242,10 +245,10 @@ static struct who_cache *who_of(daemon_t *d, uid_t uid)
     return c;
   snprintf(c->name, sizeof(c->name), "%.*s", (int)sizeof(c->name) - 1,
            acct.name);
-  if (!c->admin && A.group_ok &&
+  if (!c->admin && admin_state.group_ok &&
       account_groups(&acct, &groups, &ngroups, NULL) == 0) {
     for (int i = 0; i < ngroups; i++)
-      if (groups[i] == A.group_gid)
+      if (groups[i] == admin_state.group_gid)
         c->admin = 1;
     free(groups);
   }
@@ -283,15 +286,16 @@ void admin_user_name(daemon_t *d, uint64_t uid, char *out, size_t size)
 
 static void fold_req(const report_req_t *q)
 {
-  for (uint32_t i = 0; i < A.nfold_req; i++)
-    if (A.fold_req[i].code == q->code &&
-        strcmp(A.fold_req[i].method, q->method) == 0) {
-      A.fold_req[i].n += q->n;
+  for (uint32_t i = 0; i < admin_state.nfold_req; i++)
+    if (admin_state.fold_req[i].code == q->code &&
+        strcmp(admin_state.fold_req[i].method, q->method) == 0) {
+      admin_state.fold_req[i].n += q->n;
       return;
     }
-  if (ARRAY_GROW(A.fold_req, A.nfold_req, A.fold_cap, 64) != 0)
+  if (ARRAY_GROW(admin_state.fold_req, admin_state.nfold_req,
+                 admin_state.fold_cap, 64) != 0)
     return;
-  A.fold_req[A.nfold_req++] = *q;
+  admin_state.fold_req[admin_state.nfold_req++] = *q;
 }
 
 void admin_fold(const report_t *r)
@@ -299,7 +303,7 @@ void admin_fold(const report_t *r)
   if (r == NULL)
     return;
   for (uint32_t i = 0; i < r->ndev; i++) {
-    report_ctr_t *f = &A.fold_dev[r->dev[i].id];
+    report_ctr_t *f = &admin_state.fold_dev[r->dev[i].id];
     f->launches += r->dev[i].c.launches;
     f->busy_ns += r->dev[i].c.busy_ns;
     f->h2d += r->dev[i].c.h2d;
@@ -312,9 +316,9 @@ void admin_fold(const report_t *r)
 
 void admin_free(void)
 {
-  free(A.fold_req);
-  A.fold_req = NULL;
-  A.nfold_req = A.fold_cap = 0;
+  free(admin_state.fold_req);
+  admin_state.fold_req = NULL;
+  admin_state.nfold_req = admin_state.fold_cap = 0;
 }
 
 /* ------------------------------------------------------------------ views */
@@ -453,7 +457,7 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
     v->nsess = o;
   }
   for (int i = 0; i < REPORT_MAX_DEVICES; i++) {
-    const report_ctr_t *f = &A.fold_dev[i];
+    const report_ctr_t *f = &admin_state.fold_dev[i];
     if (f->launches || f->busy_ns || f->h2d || f->d2h || f->faults) {
       v->dev[i].present = 1;
       v->dev[i].d.id = i;
@@ -462,8 +466,8 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
     if (v->dev[i].present)
       v->ndev = i + 1;
   }
-  for (uint32_t i = 0; i < A.nfold_req; i++)
-    view_req_add(v, &A.fold_req[i]);
+  for (uint32_t i = 0; i < admin_state.nfold_req; i++)
+    view_req_add(v, &admin_state.fold_req[i]);
   return 0;
 }
 
@@ -707,7 +711,7 @@ static void gathered(void *ctx, report_set_t *set)
   char *text;
   size_t len;
 
-  A.scrape_errors += set->missing;
+  admin_state.scrape_errors += set->missing;
   if (view_build(j, set, &v) != 0) {
     view_free(&v);
     answer(j, HIPD_ENOMEM, "out of memory", NULL, 0);
@@ -723,7 +727,7 @@ static void gathered(void *ctx, report_set_t *set)
     pack_stats(j, set, &v, &pk);
     break;
   case ADMIN_METRICS:
-    admin_metrics_render(&v, set, A.scrape_errors, &b);
+    admin_metrics_render(&v, set, admin_state.scrape_errors, &b);
     if ((text = strbuf_take(&b, &len)) == NULL) {
       view_free(&v);
       msgpack_sbuffer_destroy(&sb);
@@ -760,8 +764,8 @@ static void gathered(void *ctx, report_set_t *set)
     {
       char who[160];
       snprintf(who, sizeof(who), "killed by %s", j->who);
-      if (owner->owner != 0 && A.listener)
-        A.l.kill(j->d, owner->owner, j->kill_id, who, killed_cb, j);
+      if (owner->owner != 0 && admin_state.listener)
+        admin_state.l.kill(j->d, owner->owner, j->kill_id, who, killed_cb, j);
       else
         killed_cb(j, admin_kill_local(j->d, j->kill_id, who, j->sid));
     }
@@ -800,8 +804,8 @@ static void gather_local(job_t *j)
 
 static void gather(job_t *j)
 {
-  if (A.listener && j->d->role == ROLE_LISTENER)
-    A.l.gather(j->d, gathered, j);
+  if (admin_state.listener && j->d->role == ROLE_LISTENER)
+    admin_state.l.gather(j->d, gathered, j);
   else
     gather_local(j);
 }
@@ -823,8 +827,9 @@ static void run_job(job_t *j)
       lvl = j->level;
       log_set_level(lvl);
       log_info(0, "log level set to %s by %s", level_names[lvl], j->who);
-      if (A.listener && d->role == ROLE_LISTENER && A.l.log_level != NULL)
-        A.l.log_level(d, lvl);
+      if (admin_state.listener && d->role == ROLE_LISTENER &&
+          admin_state.l.log_level != NULL)
+        admin_state.l.log_level(d, lvl);
     }
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -879,7 +884,7 @@ void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const admin_args_t *a,
   j->done = done;
   j->ctx = ctx;
   uid_who(d, uid, j->who, sizeof(j->who));
-  if (A.forward != NULL && d->role == ROLE_WORKER) {
+  if (admin_state.forward != NULL && d->role == ROLE_WORKER) {
     /* A worker: its own session it closes itself (the caller sees it);
      * everything else is the listener's to decide. */
     if (a->op == ADMIN_SESSION_KILL && sid != 0 && j->kill_id == sid) {
@@ -889,7 +894,7 @@ void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const admin_args_t *a,
       return;
     }
     free(j);
-    A.forward(d, a, done, ctx);
+    admin_state.forward(d, a, done, ctx);
     return;
   }
   j->admin = admin_is_admin(d, uid);

@@ -23,8 +23,8 @@
 enum { REQ_COMPILE, REQ_STATS, REQ_CLEAR, REQ_CSTATS, REQ_ADMIN };
 
 /* A request to the listener, waiting for its answer. */
-typedef struct pending {
-  struct pending *next;
+typedef struct listener_req {
+  struct listener_req *next;
   uint32_t msgid;
   int kind;
   cache_done_fn compiled; /* REQ_COMPILE */
@@ -34,19 +34,19 @@ typedef struct pending {
   admin_done_fn admin; /* REQ_ADMIN */
   cache_key_t *key;    /* REQ_COMPILE: gets the listener's key */
   void *ctx;
-} pending_t;
+} listener_req_t;
 
 static struct {
   daemon_t *d;
   worker_role_t role;
   ipc_chan_t ch;
   int open;
-  pending_t *pending;
+  listener_req_t *reqs; /* waiting for their answers */
   void (*stop)(daemon_t *d, const char *why);
   int stop_called;
   char dir[256]; /* the listener's cache directory, for cache.stats */
   void (*reload)(daemon_t *d, int argc, char **argv);
-} K;
+} this_worker;
 
 int worker_role_parse(const char *arg, worker_role_t *out)
 {
@@ -74,24 +74,24 @@ int worker_role_parse(const char *arg, worker_role_t *out)
 
 static void stop_once(const char *why)
 {
-  if (K.stop_called)
+  if (this_worker.stop_called)
     return;
-  K.stop_called = 1;
-  K.stop(K.d, why);
+  this_worker.stop_called = 1;
+  this_worker.stop(this_worker.d, why);
 }
 
-static pending_t *pending_take(uint32_t msgid)
+static listener_req_t *req_take(uint32_t msgid)
 {
-  for (pending_t **pp = &K.pending; *pp != NULL; pp = &(*pp)->next)
+  for (listener_req_t **pp = &this_worker.reqs; *pp != NULL; pp = &(*pp)->next)
     if ((*pp)->msgid == msgid) {
-      pending_t *p = *pp;
+      listener_req_t *p = *pp;
       *pp = p->next;
       return p;
     }
   return NULL;
 }
 
-static void pending_fail(pending_t *p, int code, const char *msg)
+static void req_fail(listener_req_t *p, int code, const char *msg)
 {
   if (p->kind == REQ_COMPILE)
     p->compiled(p->ctx, code, NULL, CACHE_MISS, msg);
@@ -108,28 +108,28 @@ static void pending_fail(pending_t *p, int code, const char *msg)
 
 static void fail_all(const char *why)
 {
-  while (K.pending != NULL) {
-    pending_t *p = K.pending;
-    K.pending = p->next;
-    pending_fail(p, HIPD_EIO, why);
+  while (this_worker.reqs != NULL) {
+    listener_req_t *p = this_worker.reqs;
+    this_worker.reqs = p->next;
+    req_fail(p, HIPD_EIO, why);
   }
 }
 
-/* Send the request packed in @p sb (its msgid is K.ch.next_msgid - 1)
+/* Send the request packed in @p sb (its msgid is this_worker.ch.next_msgid - 1)
  * and wait for its answer through @p p. */
-static void send_request(msgpack_sbuffer *sb, pending_t *p)
+static void send_request(msgpack_sbuffer *sb, listener_req_t *p)
 {
-  if (!K.open || ipc_send(&K.ch, sb->data, sb->size) != 0) {
-    pending_fail(p, HIPD_EIO, "the listener is gone");
+  if (!this_worker.open || ipc_send(&this_worker.ch, sb->data, sb->size) != 0) {
+    req_fail(p, HIPD_EIO, "the listener is gone");
     return;
   }
-  p->next = K.pending;
-  K.pending = p;
+  p->next = this_worker.reqs;
+  this_worker.reqs = p;
 }
 
 /* ------------------------------------------------------------- answers */
 
-static void on_compiled(pending_t *p, const proto_msg_t *m)
+static void on_compiled(listener_req_t *p, const proto_msg_t *m)
 {
   wire_compile_result_t r;
   const char *img = NULL;
@@ -139,19 +139,19 @@ static void on_compiled(pending_t *p, const proto_msg_t *m)
 
   if (wire_result(WIRE_COMPILE, m->result, &r) != 0 ||
       (r.status.i == 0 && proto_obj_bytes(r.image.o, &img, &imglen) != 0)) {
-    pending_fail(p, HIPD_EIO, "the listener's answer to compile is malformed");
+    req_fail(p, HIPD_EIO, "the listener's answer to compile is malformed");
     return;
   }
   memcpy(p->key->b, r.key.p, CACHE_KEY_SIZE);
   if ((logz = malloc(r.log.len + 1)) == NULL) {
-    pending_fail(p, HIPD_ENOMEM, "out of memory");
+    req_fail(p, HIPD_ENOMEM, "out of memory");
     return;
   }
   memcpy(logz, r.log.p, r.log.len);
   logz[r.log.len] = '\0';
   if (r.status.i == 0 && (blob = cache_blob_new(img, imglen)) == NULL) {
     free(logz);
-    pending_fail(p, HIPD_ENOMEM, "out of memory");
+    req_fail(p, HIPD_ENOMEM, "out of memory");
     return;
   }
   p->compiled(p->ctx, (int)r.status.i, blob, (cache_source_t)r.source.i, logz);
@@ -163,30 +163,31 @@ static void on_compiled(pending_t *p, const proto_msg_t *m)
 
 #define COPY_COUNTER(T, name, kind, min, max) st.name = r.name.u;
 
-static void on_stats(pending_t *p, const proto_msg_t *m)
+static void on_stats(listener_req_t *p, const proto_msg_t *m)
 {
   wire_cache_stats_result_t r;
   cache_stats_t st = {0};
 
   if (wire_result(WIRE_CACHE_STATS, m->result, &r) != 0) {
-    pending_fail(p, HIPD_EIO, "malformed cache.stats answer");
+    req_fail(p, HIPD_EIO, "malformed cache.stats answer");
     return;
   }
   WIRE_CACHE_STATS_COUNTERS(COPY_COUNTER, _)
-  snprintf(K.dir, sizeof(K.dir), "%.*s", (int)r.dir.len, r.dir.p);
-  st.dir = K.dir[0] ? K.dir : NULL;
+  snprintf(this_worker.dir, sizeof(this_worker.dir), "%.*s", (int)r.dir.len,
+           r.dir.p);
+  st.dir = this_worker.dir[0] ? this_worker.dir : NULL;
   p->stats(p->ctx, 0, &st);
   free(p);
 }
 
-static void on_cstats(pending_t *p, const proto_msg_t *m)
+static void on_cstats(listener_req_t *p, const proto_msg_t *m)
 {
   wire_compile_stats_result_t r;
   compile_pool_stats_t st = {0};
   static char fsname[32];
 
   if (wire_result(WIRE_COMPILE_STATS, m->result, &r) != 0) {
-    pending_fail(p, HIPD_EIO, "malformed compile.stats answer");
+    req_fail(p, HIPD_EIO, "malformed compile.stats answer");
     return;
   }
   WIRE_COMPILE_STATS_COUNTERS(COPY_COUNTER, _)
@@ -201,7 +202,7 @@ static void on_cstats(pending_t *p, const proto_msg_t *m)
 }
 
 /* The answer to admin: [status, message, result (packed msgpack) | nil]. */
-static void on_admin(pending_t *p, const proto_msg_t *m)
+static void on_admin(listener_req_t *p, const proto_msg_t *m)
 {
   wire_admin_result_t r;
   const char *res = NULL;
@@ -213,7 +214,7 @@ static void on_admin(pending_t *p, const proto_msg_t *m)
        (proto_obj_bytes(r.result.o, &res, &rlen) != 0 || rlen == 0))) {
     /* A success carries its result: empty bytes would become a reply
      * without one. */
-    pending_fail(p, HIPD_EIO, "the listener's answer to admin is malformed");
+    req_fail(p, HIPD_EIO, "the listener's answer to admin is malformed");
     return;
   }
   snprintf(buf, sizeof(buf), "%.*s", (int)r.message.len, r.message.p);
@@ -223,7 +224,7 @@ static void on_admin(pending_t *p, const proto_msg_t *m)
 
 static void on_response(const proto_msg_t *m)
 {
-  pending_t *p = pending_take(m->msgid);
+  listener_req_t *p = req_take(m->msgid);
   int code;
   const char *msg;
   size_t mlen;
@@ -243,7 +244,7 @@ static void on_response(const proto_msg_t *m)
       mlen = strlen(msg);
     }
     snprintf(buf, sizeof(buf), "%.*s", (int)mlen, msg);
-    pending_fail(p, code, buf);
+    req_fail(p, code, buf);
     return;
   }
   if (p->kind == REQ_COMPILE)
@@ -274,18 +275,18 @@ static void on_conn(void *ctx, const proto_msg_t *m, const void *args)
   /* What ipc_accept() checks: without it transport_accept() fails its
    * uv_accept (and its session's teardown then crashed), or opens a
    * descriptor that is no socket as one. */
-  if (uv_pipe_pending_count(&K.ch.pipe) <= 0 ||
-      uv_pipe_pending_type(&K.ch.pipe) != UV_NAMED_PIPE) {
+  if (uv_pipe_pending_count(&this_worker.ch.pipe) <= 0 ||
+      uv_pipe_pending_type(&this_worker.ch.pipe) != UV_NAMED_PIPE) {
     stop_once("a conn message from the listener without its connection");
     return;
   }
   /* The session takes the listener's id, so that both logs agree. */
-  K.d->next_session_id = a->id.u - 1;
-  transport_accept(K.d, (uv_stream_t *)&K.ch.pipe);
+  this_worker.d->next_session_id = a->id.u - 1;
+  transport_accept(this_worker.d, (uv_stream_t *)&this_worker.ch.pipe);
 }
 
 /* reload [[arg...]]: the listener's options after a SIGHUP (argv[0]
- * first), for K.reload. A malformed one is logged and ignored: the
+ * first), for this_worker.reload. A malformed one is logged and ignored: the
  * worker keeps its configuration. */
 static void on_reload(void *ctx, const proto_msg_t *m, const void *args)
 {
@@ -312,8 +313,8 @@ static void on_reload(void *ctx, const proto_msg_t *m, const void *args)
   }
   if (n < a->via.array.size)
     log_error(0, "a malformed reload from the listener: ignored");
-  else if (K.reload != NULL)
-    K.reload(K.d, (int)n, argv);
+  else if (this_worker.reload != NULL)
+    this_worker.reload(this_worker.d, (int)n, argv);
   for (uint32_t i = 0; i < n; i++)
     free(argv[i]);
   free(argv);
@@ -321,7 +322,7 @@ static void on_reload(void *ctx, const proto_msg_t *m, const void *args)
 
 void worker_on_reload(void (*reload)(daemon_t *d, int argc, char **argv))
 {
-  K.reload = reload;
+  this_worker.reload = reload;
 }
 
 /* report []: this worker's sessions and counters (stats_pack_report). */
@@ -338,8 +339,8 @@ static void on_report(void *ctx, const proto_msg_t *m, const void *args)
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_response(&pk, m->msgid);
-  stats_pack_report(K.d, &pk);
-  ipc_send(&K.ch, sb.data, sb.size);
+  stats_pack_report(this_worker.d, &pk);
+  ipc_send(&this_worker.ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
 }
 
@@ -358,7 +359,7 @@ static void on_kill(void *ctx, const proto_msg_t *m, const void *args)
     return;
   }
   snprintf(why, sizeof(why), "%.*s", (int)a->who.len, a->who.p);
-  rc = admin_kill_local(K.d, a->id.u, why, 0);
+  rc = admin_kill_local(this_worker.d, a->id.u, why, 0);
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_response(&pk, m->msgid);
@@ -366,7 +367,7 @@ static void on_kill(void *ctx, const proto_msg_t *m, const void *args)
     msgpack_pack_true(&pk);
   else
     msgpack_pack_false(&pk);
-  ipc_send(&K.ch, sb.data, sb.size);
+  ipc_send(&this_worker.ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
 }
 
@@ -426,16 +427,16 @@ static void on_broken(ipc_chan_t *ch, const char *why)
 /* Pack the head of request @p id (wire.h) for @p p,
  * which gets its msgid; the caller packs the params, then request_end()
  * sends it and waits for the answer through @p p. */
-static void request_begin(pending_t *p, msgpack_sbuffer *sb, msgpack_packer *pk,
-                          wire_msg_id_t id)
+static void request_begin(listener_req_t *p, msgpack_sbuffer *sb,
+                          msgpack_packer *pk, wire_msg_id_t id)
 {
-  p->msgid = K.ch.next_msgid++;
+  p->msgid = this_worker.ch.next_msgid++;
   msgpack_sbuffer_init(sb);
   msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
   wire_pack_head(pk, id, p->msgid);
 }
 
-static void request_end(msgpack_sbuffer *sb, pending_t *p)
+static void request_end(msgpack_sbuffer *sb, listener_req_t *p)
 {
   send_request(sb, p);
   msgpack_sbuffer_destroy(sb);
@@ -444,7 +445,7 @@ static void request_end(msgpack_sbuffer *sb, pending_t *p)
 static void fetch_remote(const kernels_fetch_t *f, cache_done_fn done,
                          void *ctx)
 {
-  pending_t *p = calloc(1, sizeof(*p));
+  listener_req_t *p = calloc(1, sizeof(*p));
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
@@ -471,7 +472,7 @@ static void fetch_remote(const kernels_fetch_t *f, cache_done_fn done,
 
 void worker_cache_stats(kernels_stats_done_fn done, void *ctx)
 {
-  pending_t *p = calloc(1, sizeof(*p));
+  listener_req_t *p = calloc(1, sizeof(*p));
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
@@ -488,7 +489,7 @@ void worker_cache_stats(kernels_stats_done_fn done, void *ctx)
 
 static void worker_compile_stats(kernels_cstats_done_fn done, void *ctx)
 {
-  pending_t *p = calloc(1, sizeof(*p));
+  listener_req_t *p = calloc(1, sizeof(*p));
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
@@ -507,7 +508,7 @@ static void worker_compile_stats(kernels_cstats_done_fn done, void *ctx)
 static void forward_admin(daemon_t *d, const admin_args_t *a,
                           admin_done_fn done, void *ctx)
 {
-  pending_t *p = calloc(1, sizeof(*p));
+  listener_req_t *p = calloc(1, sizeof(*p));
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
@@ -526,7 +527,7 @@ static void forward_admin(daemon_t *d, const admin_args_t *a,
 
 void worker_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
 {
-  pending_t *p = calloc(1, sizeof(*p));
+  listener_req_t *p = calloc(1, sizeof(*p));
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
@@ -551,18 +552,18 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
   msgpack_packer pk;
   int rc;
 
-  K.d = d;
-  K.role = *role;
-  K.stop = stop;
+  this_worker.d = d;
+  this_worker.role = *role;
+  this_worker.stop = stop;
   /* Afresh: a process may start a channel again after worker_close()
    * (tests/fuzz/fuzz_ipc.c does, once per input). */
-  K.stop_called = 0;
-  K.pending = NULL;
-  if ((rc = ipc_open(d->loop, &K.ch, fd)) != 0)
+  this_worker.stop_called = 0;
+  this_worker.reqs = NULL;
+  if ((rc = ipc_open(d->loop, &this_worker.ch, fd)) != 0)
     return err_set(err, HIPD_EIO, "cannot open the listener's channel: %s",
                    uv_strerror(rc));
-  K.open = 1;
-  if ((rc = ipc_start(&K.ch, on_msg, on_broken)) != 0)
+  this_worker.open = 1;
+  if ((rc = ipc_start(&this_worker.ch, on_msg, on_broken)) != 0)
     return err_set(err, HIPD_EIO, "cannot read the listener's channel: %s",
                    uv_strerror(rc));
   kernels_set_fetch(fetch_remote);
@@ -573,7 +574,7 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   wire_pack_head(&pk, WIRE_READY, 0);
   msgpack_pack_int32(&pk, (int32_t)getpid());
-  ipc_send(&K.ch, sb.data, sb.size);
+  ipc_send(&this_worker.ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
   return 0;
 }
@@ -588,22 +589,22 @@ void worker_session_closed(daemon_t *d, uint64_t id)
   if (d->nsessions == 0 && cpu_driver_abort_launches())
     log_info(id, "the tenant's last session closed: its running CPU kernels "
                  "were stopped");
-  if (!K.open || K.ch.broken)
+  if (!this_worker.open || this_worker.ch.broken)
     return;
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   wire_pack_head(&pk, WIRE_CLOSED, 0);
   msgpack_pack_uint64(&pk, id);
-  ipc_send(&K.ch, sb.data, sb.size);
+  ipc_send(&this_worker.ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
 }
 
 void worker_close(daemon_t *d)
 {
   (void)d;
-  if (!K.open)
+  if (!this_worker.open)
     return;
-  K.open = 0;
+  this_worker.open = 0;
   fail_all("the worker is stopping");
-  ipc_close(&K.ch, NULL);
+  ipc_close(&this_worker.ch, NULL);
 }
