@@ -36,19 +36,19 @@ static struct {
     int used;
     uint64_t n[STATS_MAX_CODES]; /* [-code] */
   } req[STATS_REQ_SLOTS];
-} S;
+} counters;
 
 static struct req_row *req_row(const char *name)
 {
   size_t i = ((uintptr_t)name >> 3) % STATS_REQ_SLOTS;
 
   for (size_t k = 0; k < STATS_REQ_SLOTS; k++, i = (i + 1) % STATS_REQ_SLOTS) {
-    if (S.req[i].used && S.req[i].name == name)
-      return &S.req[i];
-    if (!S.req[i].used) {
-      S.req[i].used = 1;
-      S.req[i].name = name;
-      return &S.req[i];
+    if (counters.req[i].used && counters.req[i].name == name)
+      return &counters.req[i];
+    if (!counters.req[i].used) {
+      counters.req[i].used = 1;
+      counters.req[i].name = name;
+      return &counters.req[i];
     }
   }
   return NULL;
@@ -58,14 +58,14 @@ static uid_ctr_t *uid_of(uid_t uid)
 {
   uid_ctr_t *u;
 
-  for (u = S.uids; u != NULL; u = u->next)
+  for (u = counters.uids; u != NULL; u = u->next)
     if (u->uid == uid)
       return u;
   if ((u = calloc(1, sizeof(*u))) == NULL)
     return NULL;
   u->uid = uid;
-  u->next = S.uids;
-  S.uids = u;
+  u->next = counters.uids;
+  counters.uids = u;
   return u;
 }
 
@@ -127,7 +127,7 @@ void stats_op(session_t *s, int kind, int dev, int status, uint64_t bytes,
 
   if (dev < 0 || dev >= STATS_MAX_DEVICES || (u = uid_of(s->peer_uid)) == NULL)
     return;
-  dc = &S.dev[dev];
+  dc = &counters.dev[dev];
   uc = &u->dev[dev];
   if (status == HIPD_EDEVLOST || status == HIPD_EDEVICE) {
     dc->faults++;
@@ -198,32 +198,42 @@ static void held_cb(void *ctx, uint64_t h, void *obj)
   }
 }
 
+#define PACK_FIELD_U64(pk, v) msgpack_pack_uint64((pk), (v))
+#define PACK_FIELD_I64(pk, v) msgpack_pack_int64((pk), (v))
+#define PACK_FIELD_STR(pk, v) proto_pack_cstr((pk), (v))
+#define PACK_FIELD(name, kind, min, max) PACK_FIELD_##kind(pk, rec.name);
+
 /* @return the msgpack objects packed. */
 static uint32_t pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
 {
   static const stats_sess_t zero;
   const stats_sess_t *ss = s->stats != NULL ? s->stats : &zero;
+  stats_sess_rec_t rec = {
+      .id = s->id,
+      .pid = s->peer_pid,
+      .uid = s->peer_uid,
+      .gid = s->peer_gid,
+      .age_ms = uv_now(d->loop) - s->opened_ms,
+      .requests = s->requests,
+      .errors = ss->errors,
+      .streams = s->handles.count[HANDLE_STREAM],
+      .events = s->handles.count[HANDLE_EVENT],
+      .kernels_loaded = s->handles.count[HANDLE_KERNEL],
+      .launches = ss->launches,
+      .busy_ns = ss->busy_ns,
+      .h2d = ss->h2d,
+      .d2h = ss->d2h,
+  };
   held_t hd;
   uint32_t n = 0;
 
+  _Static_assert(sizeof(rec.client) == sizeof(s->client),
+                 "a session's client name fits its record");
+  memcpy(rec.client, s->client, sizeof(rec.client));
   memset(&hd, 0, sizeof(hd));
   handles_foreach(&s->handles, HANDLE_BUFFER, held_cb, &hd);
-  msgpack_pack_array(pk, 16);
-  msgpack_pack_uint64(pk, s->id);
-  msgpack_pack_int64(pk, s->peer_pid);
-  msgpack_pack_uint64(pk, s->peer_uid);
-  msgpack_pack_uint64(pk, s->peer_gid);
-  proto_pack_cstr(pk, s->client);
-  msgpack_pack_uint64(pk, uv_now(d->loop) - s->opened_ms);
-  msgpack_pack_uint64(pk, s->requests);
-  msgpack_pack_uint64(pk, ss->errors);
-  msgpack_pack_uint64(pk, res_count(s, HANDLE_STREAM));
-  msgpack_pack_uint64(pk, res_count(s, HANDLE_EVENT));
-  msgpack_pack_uint64(pk, res_count(s, HANDLE_KERNEL));
-  msgpack_pack_uint64(pk, ss->launches);
-  msgpack_pack_uint64(pk, ss->busy_ns);
-  msgpack_pack_uint64(pk, ss->h2d);
-  msgpack_pack_uint64(pk, ss->d2h);
+  msgpack_pack_array(pk, STATS_SESSION_NFIELDS + 1);
+  STATS_SESSION_FIELDS(PACK_FIELD)
   for (int i = 0; i < STATS_MAX_DEVICES; i++)
     n += hd.buffers[i] != 0;
   msgpack_pack_array(pk, n);
@@ -234,7 +244,7 @@ static uint32_t pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
       msgpack_pack_uint64(pk, hd.buffers[i]);
       msgpack_pack_uint64(pk, hd.bytes[i]);
     }
-  return 18 + 4 * n;
+  return 3 + STATS_SESSION_NFIELDS + 4 * n;
 }
 
 static void pack_dev_ctr(msgpack_packer *pk, int id, const dev_ctr_t *c)
@@ -259,11 +269,11 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
 
   if (ndev > STATS_MAX_DEVICES)
     ndev = STATS_MAX_DEVICES;
-  for (uid_ctr_t *u = S.uids; u != NULL; u = u->next)
+  for (uid_ctr_t *u = counters.uids; u != NULL; u = u->next)
     nuids++;
   for (size_t r = 0; r < STATS_REQ_SLOTS; r++)
-    for (unsigned c = 0; S.req[r].used && c < STATS_MAX_CODES; c++)
-      nreq += S.req[r].n[c] != 0;
+    for (unsigned c = 0; counters.req[r].used && c < STATS_MAX_CODES; c++)
+      nreq += counters.req[r].n[c] != 0;
   /* The object budget (STATS_REPORT_OBJECTS): what is not sessions, then
    * sessions while they fit (packed aside first, to count them). */
   fixed = 8 + 1 + 16 * (uint64_t)ndev + 1 + nuids * (6 + 7 * (uint64_t)ndev) +
@@ -306,11 +316,11 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
       msgpack_pack_true(pk);
     else
       msgpack_pack_false(pk);
-    pack_dev_ctr(pk, i, &S.dev[i]);
+    pack_dev_ctr(pk, i, &counters.dev[i]);
   }
   /* uids: [[uid, quota, faults, [ctr...]]] */
   msgpack_pack_array(pk, nuids);
-  for (uid_ctr_t *u = S.uids; u != NULL; u = u->next) {
+  for (uid_ctr_t *u = counters.uids; u != NULL; u = u->next) {
     msgpack_pack_array(pk, 4);
     msgpack_pack_uint64(pk, u->uid);
     msgpack_pack_uint64(pk, u->quota);
@@ -322,13 +332,13 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
   /* requests: [[method, code, n]] where n > 0 */
   msgpack_pack_array(pk, nreq);
   for (size_t r = 0; r < STATS_REQ_SLOTS; r++)
-    for (unsigned c = 0; S.req[r].used && c < STATS_MAX_CODES; c++)
-      if (S.req[r].n[c] != 0) {
+    for (unsigned c = 0; counters.req[r].used && c < STATS_MAX_CODES; c++)
+      if (counters.req[r].n[c] != 0) {
         msgpack_pack_array(pk, 3);
-        proto_pack_cstr(pk,
-                        S.req[r].name != NULL ? S.req[r].name : "(unknown)");
+        proto_pack_cstr(pk, counters.req[r].name != NULL ? counters.req[r].name
+                                                         : "(unknown)");
         msgpack_pack_int(pk, -(int)c);
-        msgpack_pack_uint64(pk, S.req[r].n[c]);
+        msgpack_pack_uint64(pk, counters.req[r].n[c]);
       }
   /* truncated: sessions were left out */
   if (truncated)

@@ -42,6 +42,50 @@
 #define STATS_REPORT_OBJECTS 65000
 #define STATS_REQ_SLOTS 256 /* methods, at most (the table has ~70) */
 
+/* The per-session record of a report (admin/report.h's "sessions"), one
+ * line a field: X(name, kind, min, max). kind U64: an unsigned integer of
+ * at most max; I64: a signed one in [min, max]; STR: a string of fewer
+ * than max bytes, no NUL. The list generates the record's struct
+ * (stats_sess_rec_t, embedded in admin/report.h's report_sess_t), its
+ * packer (stats.c) and its reader (admin/report.c): on the wire the
+ * record is an array of these fields in this order, then the buffers the
+ * session holds per device, [[device, buffers, bytes]...]. Adding a field
+ * is one line here (and its value in stats.c's pack_session()). */
+#define STATS_SESSION_FIELDS(X)                                                \
+  X(id, U64, 0, UINT64_MAX)                                                    \
+  X(pid, I64, INT32_MIN, INT32_MAX)                                            \
+  X(uid, U64, 0, UINT32_MAX)                                                   \
+  X(gid, U64, 0, UINT32_MAX)                                                   \
+  X(client, STR, 0, 64)                                                        \
+  X(age_ms, U64, 0, UINT64_MAX)                                                \
+  X(requests, U64, 0, UINT64_MAX)                                              \
+  X(errors, U64, 0, UINT64_MAX)                                                \
+  X(streams, U64, 0, UINT64_MAX)                                               \
+  X(events, U64, 0, UINT64_MAX)                                                \
+  X(kernels_loaded, U64, 0, UINT64_MAX)                                        \
+  X(launches, U64, 0, UINT64_MAX)                                              \
+  X(busy_ns, U64, 0, UINT64_MAX)                                               \
+  X(h2d, U64, 0, UINT64_MAX)                                                   \
+  X(d2h, U64, 0, UINT64_MAX)
+
+#define STATS_FIELD_DECL_U64(name, max) uint64_t name;
+#define STATS_FIELD_DECL_I64(name, max) int64_t name;
+#define STATS_FIELD_DECL_STR(name, max) char name[max];
+#define STATS_FIELD_DECL(name, kind, min, max)                                 \
+  STATS_FIELD_DECL_##kind(name, max)
+#define STATS_FIELD_INDEX(name, kind, min, max) STATS_SESS_##name,
+
+/* Each field's place in the record; the held list comes last. */
+enum stats_sess_field {
+  STATS_SESSION_FIELDS(STATS_FIELD_INDEX) STATS_SESS_HELD
+};
+/* The record's fields (without the held list). */
+#define STATS_SESSION_NFIELDS ((uint32_t)STATS_SESS_HELD)
+
+typedef struct stats_sess_rec {
+  STATS_SESSION_FIELDS(STATS_FIELD_DECL)
+} stats_sess_rec_t;
+
 struct session;
 
 typedef struct stats_sess {

@@ -3,27 +3,30 @@
  * (admin.h). */
 #include "config.h"
 
-#include <errno.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "admin/admin.h"
-#include "admin/prom.h"
+#include "admin/view.h"
 #include "compile/compile_pool.h"
 #include "hipd.h"
 #include "kernels/cache.h"
 #include "log.h"
+#include "pack.h"
 #include "session.h"
 #include "stats.h"
+#include "util/account.h"
+#include "util/array.h"
 
-enum { OP_LIST, OP_KILL, OP_STATS, OP_METRICS, OP_LEVEL, OP_CACHE, NOPS };
-static const char *const op_names[NOPS] = {"session.list", "session.kill",
-                                           "daemon.stats", "metrics",
-                                           "log.level",    "cache.list"};
+static const char *const op_names[ADMIN_NOPS] = {
+    [ADMIN_SESSION_LIST] = "session.list",
+    [ADMIN_SESSION_KILL] = "session.kill",
+    [ADMIN_DAEMON_STATS] = "daemon.stats",
+    [ADMIN_METRICS] = "metrics",
+    [ADMIN_LOG_LEVEL] = "log.level",
+    [ADMIN_CACHE_LIST] = "cache.list"};
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 /* The request being answered. */
@@ -32,8 +35,9 @@ typedef struct job {
   uid_t uid;
   uint64_t sid;
   int admin;
-  int op;
+  admin_op_t op;
   uint64_t kill_id;
+  int level; /* log.level: the level to set, -1: none */
   char who[128];
   admin_done_fn done;
   void *ctx;
@@ -60,126 +64,173 @@ static struct {
     uint64_t until_ms;
     char name[64];
   } who[64];
-} A;
+} admin_state;
 
 /* A cached name and admin bit lasts this long. */
 #define WHO_CACHE_MS 60000
 
 void admin_set_forward(admin_forward_fn fn)
 {
-  A.forward = fn;
+  admin_state.forward = fn;
 }
 
 void admin_set_listener(const admin_listener_t *l)
 {
-  A.l = *l;
-  A.listener = 1;
-}
-
-int admin_is_op(const char *op, size_t len)
-{
-  for (int i = 0; i < NOPS; i++)
-    if (strlen(op_names[i]) == len && memcmp(op_names[i], op, len) == 0)
-      return 1;
-  return 0;
+  admin_state.l = *l;
+  admin_state.listener = 1;
 }
 
 static int op_of(const char *op, size_t len)
 {
-  for (int i = 0; i < NOPS; i++)
+  for (int i = 0; i < ADMIN_NOPS; i++)
     if (strlen(op_names[i]) == len && memcmp(op_names[i], op, len) == 0)
       return i;
   return -1;
 }
 
-/* getpwuid_r / getgrnam_r with a buffer that grows on ERANGE (a big
- * group's member list does not fit 8 KiB). @return the malloc'd buffer
- * (the caller frees it) with *@p out set, or NULL. */
-static char *pw_lookup(uid_t uid, struct passwd *pwb, struct passwd **out)
+int admin_is_op(const char *op, size_t len)
 {
-  size_t size = 4096;
-  char *buf = NULL;
-  int rc;
-
-  *out = NULL;
-  do {
-    char *n = realloc(buf, size);
-    if (n == NULL)
-      break;
-    buf = n;
-    rc = getpwuid_r(uid, pwb, buf, size, out);
-    size *= 2;
-  } while (rc == ERANGE && size <= (1u << 22));
-  if (*out == NULL) {
-    free(buf);
-    return NULL;
-  }
-  return buf;
+  return op_of(op, len) >= 0;
 }
 
-static char *gr_lookup(const char *name, struct group *grb, struct group **out)
+const char *admin_op_name(admin_op_t op)
 {
-  size_t size = 8192;
-  char *buf = NULL;
-  int rc;
+  return op >= 0 && op < ADMIN_NOPS ? op_names[op] : "?";
+}
 
-  *out = NULL;
-  do {
-    char *n = realloc(buf, size);
-    if (n == NULL)
-      break;
-    buf = n;
-    rc = getgrnam_r(name, grb, buf, size, out);
-    size *= 2;
-  } while (rc == ERANGE && size <= (1u << 24));
-  if (*out == NULL) {
-    free(buf);
-    return NULL;
+/* ------------------------------------------------------------- the args */
+
+#define LEVEL_MSG "param 0 (level) must be error, warn, info or debug"
+
+int admin_level_named(const char *name, size_t len, int *level,
+                      const char **msg)
+{
+  char buf[16];
+
+  if (len >= sizeof(buf)) {
+    *msg = LEVEL_MSG;
+    return HIPD_EPARAMS;
   }
-  return buf;
+  memcpy(buf, name, len);
+  buf[len] = '\0';
+  if ((*level = log_level_parse(buf)) < 0) {
+    *msg = LEVEL_MSG;
+    return HIPD_EPARAMS;
+  }
+  return 0;
+}
+
+int admin_args_check(const admin_args_t *a, const char **msg)
+{
+  if (a->op < 0 || a->op >= ADMIN_NOPS) {
+    *msg = "not an admin request";
+    return HIPD_EPARAMS;
+  }
+  if (a->op == ADMIN_LOG_LEVEL && (a->level < -1 || a->level > HLOG_DEBUG)) {
+    *msg = LEVEL_MSG;
+    return HIPD_EPARAMS;
+  }
+  return 0;
+}
+
+void admin_args_pack(msgpack_packer *pk, const admin_args_t *a)
+{
+  proto_pack_cstr(pk, admin_op_name(a->op));
+  if (a->op == ADMIN_SESSION_KILL) {
+    msgpack_pack_array(pk, 1);
+    msgpack_pack_uint64(pk, a->id);
+  } else if (a->op == ADMIN_LOG_LEVEL && a->level >= 0) {
+    msgpack_pack_array(pk, 1);
+    proto_pack_cstr(pk, level_names[a->level]);
+  } else {
+    msgpack_pack_array(pk, 0);
+  }
+}
+
+int admin_args_unpack(const char *op, size_t oplen,
+                      const msgpack_object *params, admin_args_t *out,
+                      const char **msg)
+{
+  int o = op_of(op, oplen);
+  uint32_t n = params != NULL && params->type == MSGPACK_OBJECT_ARRAY
+                   ? params->via.array.size
+                   : UINT32_MAX;
+  const msgpack_object *p0 =
+      n >= 1 && n != UINT32_MAX ? &params->via.array.ptr[0] : NULL;
+
+  memset(out, 0, sizeof(*out));
+  out->level = -1;
+  if (o < 0 || n == UINT32_MAX) {
+    *msg = "not an admin request";
+    return HIPD_EPARAMS;
+  }
+  out->op = (admin_op_t)o;
+  if (o == ADMIN_SESSION_KILL ? n != 1
+      : o == ADMIN_LOG_LEVEL  ? n > 1
+                              : n != 0) {
+    *msg = o == ADMIN_SESSION_KILL ? "takes 1 params (id)" : "takes no params";
+    return HIPD_EPARAMS;
+  }
+  if (o == ADMIN_SESSION_KILL &&
+      proto_obj_uint(p0, UINT64_MAX, &out->id) != 0) {
+    *msg = "param 0 (id) must be an unsigned integer";
+    return HIPD_EPARAMS;
+  }
+  if (o == ADMIN_LOG_LEVEL && p0 != NULL && p0->type != MSGPACK_OBJECT_NIL) {
+    if (p0->type != MSGPACK_OBJECT_STR) {
+      *msg = LEVEL_MSG;
+      return HIPD_EPARAMS;
+    }
+    if (admin_level_named(p0->via.str.ptr, p0->via.str.size, &out->level,
+                          msg) != 0)
+      return HIPD_EPARAMS;
+  }
+  return admin_args_check(out, msg);
 }
 
 void admin_configure(daemon_t *d)
 {
   const char *g = d->cfg.admin_group != NULL ? d->cfg.admin_group : "";
-  struct group grb, *gr = NULL;
-  char *buf;
+  gid_t gid;
 
-  memset(A.who, 0, sizeof(A.who)); /* the group may have changed */
-  snprintf(A.group, sizeof(A.group), "%s", g);
-  A.group_ok = 0;
+  memset(admin_state.who, 0,
+         sizeof(admin_state.who)); /* the group may have changed */
+  snprintf(admin_state.group, sizeof(admin_state.group), "%s", g);
+  admin_state.group_ok = 0;
   if (g[0] == '\0')
     return;
-  if ((buf = gr_lookup(g, &grb, &gr)) == NULL) {
+  if (account_group_by_name(g, &gid, NULL) != 0) {
     log_warn(0,
              "--admin-group %s: no such group: only root is an admin until "
              "it exists and hipd is reloaded",
              g);
     return;
   }
-  A.group_gid = gr->gr_gid;
-  A.group_ok = 1;
-  free(buf);
+  admin_state.group_gid = gid;
+  admin_state.group_ok = 1;
 }
 
 /* The cached record of @p uid, filled now if it is missing or old. */
 static struct who_cache *who_of(daemon_t *d, uid_t uid)
 {
   uint64_t now = uv_now(d->loop);
-  struct who_cache *c = NULL, *oldest = &A.who[0];
-  struct passwd pwb, *pw = NULL;
-  char *buf;
+  struct who_cache *c = NULL, *oldest = &admin_state.who[0];
+  account_t acct;
+  gid_t *groups = NULL;
+  int ngroups = 0;
 
-  if (strcmp(A.group, d->cfg.admin_group != NULL ? d->cfg.admin_group : "") !=
-      0)
+  if (strcmp(admin_state.group,
+             d->cfg.admin_group != NULL ? d->cfg.admin_group : "") != 0)
     admin_configure(d); /* the option changed without admin_configure() */
-  for (int i = 0; i < (int)(sizeof(A.who) / sizeof(A.who[0])); i++) {
-    if (A.who[i].used && A.who[i].uid == uid) {
-      c = &A.who[i];
+  for (int i = 0;
+       i < (int)(sizeof(admin_state.who) / sizeof(admin_state.who[0])); i++) {
+    if (admin_state.who[i].used && admin_state.who[i].uid == uid) {
+      c = &admin_state.who[i];
       break;
     }
-    if (!A.who[i].used || A.who[i].until_ms < oldest->until_ms)
-      oldest = &A.who[i];
+    if (!admin_state.who[i].used ||
+        admin_state.who[i].until_ms < oldest->until_ms)
+      oldest = &admin_state.who[i];
   }
   if (c != NULL && now < c->until_ms)
     return c;
@@ -190,30 +241,17 @@ static struct who_cache *who_of(daemon_t *d, uid_t uid)
   c->uid = uid;
   c->until_ms = now + WHO_CACHE_MS;
   c->admin = uid == 0;
-  if ((buf = pw_lookup(uid, &pwb, &pw)) == NULL)
+  if (account_by_uid(uid, &acct, NULL) != 0)
     return c;
-  snprintf(c->name, sizeof(c->name), "%s", pw->pw_name);
-  if (!c->admin && A.group_ok) {
-    int n = 64;
-    gid_t *groups = NULL;
-    for (int tries = 0; tries < 8; tries++) {
-      gid_t *g = realloc(groups, (size_t)n * sizeof(*g));
-      int want = n;
-      if (g == NULL)
-        break;
-      groups = g;
-      if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &want) >= 0) {
-        n = want;
-        for (int i = 0; i < n; i++)
-          if (groups[i] == A.group_gid)
-            c->admin = 1;
-        break;
-      }
-      n = want > n ? want : n * 2;
-    }
+  snprintf(c->name, sizeof(c->name), "%.*s", (int)sizeof(c->name) - 1,
+           acct.name);
+  if (!c->admin && admin_state.group_ok &&
+      account_groups(&acct, &groups, &ngroups, NULL) == 0) {
+    for (int i = 0; i < ngroups; i++)
+      if (groups[i] == admin_state.group_gid)
+        c->admin = 1;
     free(groups);
   }
-  free(buf);
   return c;
 }
 
@@ -237,7 +275,7 @@ static void uid_who(daemon_t *d, uid_t uid, char *out, size_t size)
     snprintf(out, size, "uid %u", (unsigned)uid);
 }
 
-static void user_name(daemon_t *d, uint64_t uid, char *out, size_t size)
+void admin_user_name(daemon_t *d, uint64_t uid, char *out, size_t size)
 {
   out[0] = '\0';
   if (uid <= UINT32_MAX)
@@ -248,21 +286,16 @@ static void user_name(daemon_t *d, uint64_t uid, char *out, size_t size)
 
 static void fold_req(const report_req_t *q)
 {
-  for (uint32_t i = 0; i < A.nfold_req; i++)
-    if (A.fold_req[i].code == q->code &&
-        strcmp(A.fold_req[i].method, q->method) == 0) {
-      A.fold_req[i].n += q->n;
+  for (uint32_t i = 0; i < admin_state.nfold_req; i++)
+    if (admin_state.fold_req[i].code == q->code &&
+        strcmp(admin_state.fold_req[i].method, q->method) == 0) {
+      admin_state.fold_req[i].n += q->n;
       return;
     }
-  if (A.nfold_req == A.fold_cap) {
-    uint32_t cap = A.fold_cap ? A.fold_cap * 2 : 64;
-    report_req_t *n = realloc(A.fold_req, cap * sizeof(*n));
-    if (n == NULL)
-      return;
-    A.fold_req = n;
-    A.fold_cap = cap;
-  }
-  A.fold_req[A.nfold_req++] = *q;
+  if (ARRAY_GROW(admin_state.fold_req, admin_state.nfold_req,
+                 admin_state.fold_cap, 64) != 0)
+    return;
+  admin_state.fold_req[admin_state.nfold_req++] = *q;
 }
 
 void admin_fold(const report_t *r)
@@ -270,7 +303,7 @@ void admin_fold(const report_t *r)
   if (r == NULL)
     return;
   for (uint32_t i = 0; i < r->ndev; i++) {
-    report_ctr_t *f = &A.fold_dev[r->dev[i].id];
+    report_ctr_t *f = &admin_state.fold_dev[r->dev[i].id];
     f->launches += r->dev[i].c.launches;
     f->busy_ns += r->dev[i].c.busy_ns;
     f->h2d += r->dev[i].c.h2d;
@@ -283,54 +316,16 @@ void admin_fold(const report_t *r)
 
 void admin_free(void)
 {
-  free(A.fold_req);
-  A.fold_req = NULL;
-  A.nfold_req = A.fold_cap = 0;
+  free(admin_state.fold_req);
+  admin_state.fold_req = NULL;
+  admin_state.nfold_req = admin_state.fold_cap = 0;
 }
 
 /* ------------------------------------------------------------------ views */
 
-/* A merged view: what the caller may see. */
-typedef struct view_dev {
-  int present;       /* a report or a fold knows it */
-  int info;          /* name, kind, total from a report */
-  report_dev_t d;    /* summed */
-  uint64_t sessions; /* visible or not: node-wide */
-} view_dev_t;
-
-typedef struct view_tenant {
-  uint64_t uid;
-  uint64_t sessions, quota, faults;
-  uint64_t buffers[REPORT_MAX_DEVICES], held[REPORT_MAX_DEVICES];
-  report_ctr_t c[REPORT_MAX_DEVICES];
-  uint32_t ndev;
-} view_tenant_t;
-
-typedef struct view_sess {
-  const report_sess_t *s;
-  const report_t *of; /* the report it came in */
-} view_sess_t;
-
-typedef struct view {
-  daemon_t *d;
-  view_sess_t *sess; /* visible, by id */
-  uint32_t nsess;
-  uint64_t sessions_all;
-  view_dev_t dev[REPORT_MAX_DEVICES];
-  int ndev;
-  view_tenant_t *ten;
-  uint32_t nten;
-  uint32_t capten;
-  report_req_t *req;
-  uint32_t nreq, capreq;
-  uint32_t last_ten;  /* tenant_of()'s last answer: a report's sessions
-                         mostly share their uid */
-  uint32_t truncated; /* reports that left sessions out */
-} view_t;
-
-static int visible(const job_t *j, uint64_t uid)
+int admin_view_visible(const view_t *v, uint64_t uid)
 {
-  return j->admin || uid == (uint64_t)j->uid;
+  return v->admin || uid == (uint64_t)v->uid;
 }
 
 static view_tenant_t *tenant_of(view_t *v, uint64_t uid)
@@ -344,13 +339,8 @@ static view_tenant_t *tenant_of(view_t *v, uint64_t uid)
       v->last_ten = i;
       return &v->ten[i];
     }
-  if (v->nten == v->capten) {
-    uint32_t cap = v->capten ? v->capten * 2 : 8;
-    if ((t = realloc(v->ten, cap * sizeof(*t))) == NULL)
-      return NULL;
-    v->ten = t;
-    v->capten = cap;
-  }
+  if (ARRAY_GROW(v->ten, v->nten, v->capten, 8) != 0)
+    return NULL;
   v->last_ten = v->nten;
   t = &v->ten[v->nten++];
   memset(t, 0, sizeof(*t));
@@ -360,20 +350,13 @@ static view_tenant_t *tenant_of(view_t *v, uint64_t uid)
 
 static void view_req_add(view_t *v, const report_req_t *q)
 {
-  report_req_t *n;
-
   for (uint32_t i = 0; i < v->nreq; i++)
     if (v->req[i].code == q->code && strcmp(v->req[i].method, q->method) == 0) {
       v->req[i].n += q->n;
       return;
     }
-  if (v->nreq == v->capreq) {
-    uint32_t cap = v->capreq ? v->capreq * 2 : 64;
-    if ((n = realloc(v->req, cap * sizeof(*n))) == NULL)
-      return;
-    v->req = n;
-    v->capreq = cap;
-  }
+  if (ARRAY_GROW(v->req, v->nreq, v->capreq, 64) != 0)
+    return;
   v->req[v->nreq++] = *q;
 }
 
@@ -400,6 +383,8 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
 
   memset(v, 0, sizeof(*v));
   v->d = j->d;
+  v->uid = j->uid;
+  v->admin = j->admin;
   v->truncated = set->truncated;
   for (uint32_t r = 0; r < set->n; r++)
     total += set->r[r]->nsess;
@@ -423,7 +408,7 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
             t->ndev = (uint32_t)id + 1;
         }
       }
-      if (visible(j, s->uid)) {
+      if (admin_view_visible(v, s->uid)) {
         v->sess[k].s = s;
         v->sess[k++].of = rp;
       }
@@ -472,7 +457,7 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
     v->nsess = o;
   }
   for (int i = 0; i < REPORT_MAX_DEVICES; i++) {
-    const report_ctr_t *f = &A.fold_dev[i];
+    const report_ctr_t *f = &admin_state.fold_dev[i];
     if (f->launches || f->busy_ns || f->h2d || f->d2h || f->faults) {
       v->dev[i].present = 1;
       v->dev[i].d.id = i;
@@ -481,8 +466,8 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
     if (v->dev[i].present)
       v->ndev = i + 1;
   }
-  for (uint32_t i = 0; i < A.nfold_req; i++)
-    view_req_add(v, &A.fold_req[i]);
+  for (uint32_t i = 0; i < admin_state.nfold_req; i++)
+    view_req_add(v, &admin_state.fold_req[i]);
   return 0;
 }
 
@@ -495,63 +480,50 @@ static void view_free(view_t *v)
 
 /* ----------------------------------------------------------------- packing */
 
-static void kv_u64(msgpack_packer *pk, const char *k, uint64_t v)
-{
-  proto_pack_cstr(pk, k);
-  msgpack_pack_uint64(pk, v);
-}
-
-static void kv_i64(msgpack_packer *pk, const char *k, int64_t v)
-{
-  proto_pack_cstr(pk, k);
-  msgpack_pack_int64(pk, v);
-}
-
-static void kv_str(msgpack_packer *pk, const char *k, const char *v)
-{
-  proto_pack_cstr(pk, k);
-  proto_pack_cstr(pk, v);
-}
-
 static void pack_list(const view_t *v, msgpack_packer *pk)
 {
   msgpack_pack_array(pk, v->nsess);
   for (uint32_t i = 0; i < v->nsess; i++) {
     const report_sess_t *s = v->sess[i].s;
     const report_t *r = v->sess[i].of;
+    msgpack_packer *devs;
+    pack_map_t m;
     char user[64];
-    user_name(v->d, s->uid, user, sizeof(user));
-    msgpack_pack_map(pk, 19);
-    kv_u64(pk, "id", s->id);
-    kv_i64(pk, "pid", s->pid);
-    kv_u64(pk, "uid", s->uid);
-    kv_u64(pk, "gid", s->gid);
-    kv_str(pk, "user", user);
-    kv_str(pk, "client", s->client);
-    kv_str(pk, "tenant", r != NULL ? r->tenant : "");
-    kv_i64(pk, "worker_pid", r != NULL ? r->worker_pid : 0);
-    kv_u64(pk, "age_ms", s->age_ms);
-    kv_u64(pk, "requests", s->requests);
-    kv_u64(pk, "errors", s->errors);
-    kv_u64(pk, "streams", s->streams);
-    kv_u64(pk, "events", s->events);
-    kv_u64(pk, "kernels_loaded", s->kernels_loaded);
-    kv_u64(pk, "kernels_launched", s->launches);
-    kv_u64(pk, "busy_ns", s->busy_ns);
-    kv_u64(pk, "bytes_h2d", s->h2d);
-    kv_u64(pk, "bytes_d2h", s->d2h);
-    proto_pack_cstr(pk, "devices");
-    msgpack_pack_array(pk, s->nheld);
+    admin_user_name(v->d, s->uid, user, sizeof(user));
+    pack_map_begin(&m, pk);
+    pack_kv_u64(&m, "id", s->id);
+    pack_kv_i64(&m, "pid", s->pid);
+    pack_kv_u64(&m, "uid", s->uid);
+    pack_kv_u64(&m, "gid", s->gid);
+    pack_kv_str(&m, "user", user);
+    pack_kv_str(&m, "client", s->client);
+    pack_kv_str(&m, "tenant", r != NULL ? r->tenant : "");
+    pack_kv_i64(&m, "worker_pid", r != NULL ? r->worker_pid : 0);
+    pack_kv_u64(&m, "age_ms", s->age_ms);
+    pack_kv_u64(&m, "requests", s->requests);
+    pack_kv_u64(&m, "errors", s->errors);
+    pack_kv_u64(&m, "streams", s->streams);
+    pack_kv_u64(&m, "events", s->events);
+    pack_kv_u64(&m, "kernels_loaded", s->kernels_loaded);
+    pack_kv_u64(&m, "kernels_launched", s->launches);
+    pack_kv_u64(&m, "busy_ns", s->busy_ns);
+    pack_kv_u64(&m, "bytes_h2d", s->h2d);
+    pack_kv_u64(&m, "bytes_d2h", s->d2h);
+    devs = pack_key(&m, "devices");
+    msgpack_pack_array(devs, s->nheld);
     for (uint32_t h = 0; h < s->nheld; h++) {
-      msgpack_pack_map(pk, 3);
-      kv_i64(pk, "device", s->held[h].dev);
-      kv_u64(pk, "buffers", s->held[h].buffers);
-      kv_u64(pk, "bytes", s->held[h].bytes);
+      pack_map_t dm;
+      pack_map_begin(&dm, devs);
+      pack_kv_i64(&dm, "device", s->held[h].dev);
+      pack_kv_u64(&dm, "buffers", s->held[h].buffers);
+      pack_kv_u64(&dm, "bytes", s->held[h].bytes);
+      pack_map_end(&dm);
     }
+    pack_map_end(&m);
   }
 }
 
-static const char *isolation_name(const daemon_t *d)
+const char *admin_isolation_name(const daemon_t *d)
 {
   return d->cfg.isolation == ISOLATION_NONE      ? "none"
          : d->cfg.isolation == ISOLATION_SESSION ? "session"
@@ -564,265 +536,62 @@ static void pack_stats(const job_t *j, const report_set_t *set, const view_t *v,
   daemon_t *d = j->d;
   cache_stats_t cs;
   compile_pool_stats_t ps;
+  msgpack_packer *devs;
+  pack_map_t m, sub;
   uint32_t ndev = 0;
 
   cache_get_stats(&cs);
   compile_pool_get_stats(&ps);
-  msgpack_pack_map(pk, 9);
-  kv_u64(pk, "uptime_ms", uv_now(d->loop) - d->start_ms);
+  pack_map_begin(&m, pk);
+  pack_kv_u64(&m, "uptime_ms", uv_now(d->loop) - d->start_ms);
   /* A process left sessions out of its report (the wire's limits):
    * sessions and per-session sums are short. */
-  proto_pack_cstr(pk, "truncated");
-  if (v->truncated)
-    msgpack_pack_true(pk);
-  else
-    msgpack_pack_false(pk);
-  kv_u64(pk, "sessions", v->nsess);
-  kv_u64(pk, "sessions_total", d->sessions_total);
-  kv_u64(pk, "tenants",
-         d->role == ROLE_LISTENER
-             ? (uint64_t)set->n - set->exited + set->missing
-             : 0);
-  kv_str(pk, "isolation", isolation_name(d));
+  pack_kv_bool(&m, "truncated", v->truncated != 0);
+  pack_kv_u64(&m, "sessions", v->nsess);
+  pack_kv_u64(&m, "sessions_total", d->sessions_total);
+  pack_kv_u64(&m, "tenants",
+              d->role == ROLE_LISTENER
+                  ? (uint64_t)set->n - set->exited + set->missing
+                  : 0);
+  pack_kv_str(&m, "isolation", admin_isolation_name(d));
   for (int i = 0; i < v->ndev; i++)
     ndev += v->dev[i].present;
-  proto_pack_cstr(pk, "devices");
-  msgpack_pack_array(pk, ndev);
+  devs = pack_key(&m, "devices");
+  msgpack_pack_array(devs, ndev);
   for (int i = 0; i < v->ndev; i++) {
     const view_dev_t *vd = &v->dev[i];
     if (!vd->present)
       continue;
-    msgpack_pack_map(pk, 14);
-    kv_i64(pk, "device", i);
-    kv_str(pk, "name", vd->d.name);
-    kv_str(pk, "kind", vd->info ? vd->d.kind : "");
-    proto_pack_cstr(pk, "lost");
-    if (vd->d.lost)
-      msgpack_pack_true(pk);
-    else
-      msgpack_pack_false(pk);
-    kv_u64(pk, "mem_total", vd->d.mem_total);
-    kv_u64(pk, "mem_free", 0);
-    kv_u64(pk, "mem_held", vd->d.held);
-    kv_u64(pk, "buffers", vd->d.buffers);
-    kv_u64(pk, "sessions", vd->sessions);
-    kv_u64(pk, "kernels_launched", vd->d.c.launches);
-    kv_u64(pk, "busy_ns", vd->d.c.busy_ns);
-    kv_u64(pk, "bytes_h2d", vd->d.c.h2d);
-    kv_u64(pk, "bytes_d2h", vd->d.c.d2h);
-    kv_u64(pk, "faults", vd->d.c.faults);
+    pack_map_begin(&sub, devs);
+    pack_kv_i64(&sub, "device", i);
+    pack_kv_str(&sub, "name", vd->d.name);
+    pack_kv_str(&sub, "kind", vd->info ? vd->d.kind : "");
+    pack_kv_bool(&sub, "lost", vd->d.lost != 0);
+    pack_kv_u64(&sub, "mem_total", vd->d.mem_total);
+    pack_kv_u64(&sub, "mem_free", 0);
+    pack_kv_u64(&sub, "mem_held", vd->d.held);
+    pack_kv_u64(&sub, "buffers", vd->d.buffers);
+    pack_kv_u64(&sub, "sessions", vd->sessions);
+    pack_kv_u64(&sub, "kernels_launched", vd->d.c.launches);
+    pack_kv_u64(&sub, "busy_ns", vd->d.c.busy_ns);
+    pack_kv_u64(&sub, "bytes_h2d", vd->d.c.h2d);
+    pack_kv_u64(&sub, "bytes_d2h", vd->d.c.d2h);
+    pack_kv_u64(&sub, "faults", vd->d.c.faults);
+    pack_map_end(&sub);
   }
-  proto_pack_cstr(pk, "cache");
-  msgpack_pack_map(pk, 4);
-  kv_u64(pk, "entries", cs.entries);
-  kv_u64(pk, "bytes", cs.bytes);
-  kv_u64(pk, "hits", cs.hits_memory + cs.hits_disk + cs.waits);
-  kv_u64(pk, "misses", cs.misses);
-  proto_pack_cstr(pk, "compiles");
-  msgpack_pack_map(pk, 4);
-  kv_u64(pk, "done", ps.compiles);
-  kv_u64(pk, "failed", cs.compile_failures);
-  kv_u64(pk, "running", ps.busy);
-  kv_u64(pk, "queued", ps.queued);
-}
-
-/* ----------------------------------------------------------------- metrics */
-
-static void dev_label(strbuf_t *lb, int id)
-{
-  prom_label_u64(lb, "device", (uint64_t)id);
-}
-
-static void tenant_labels(const view_t *v, strbuf_t *lb, uint64_t uid)
-{
-  char user[64];
-
-  user_name(v->d, uid, user, sizeof(user));
-  prom_label_u64(lb, "uid", uid);
-  prom_label(lb, "user", user);
-}
-
-/* Per device family: one sample per known device. */
-#define DEV_FAMILY(name, type, help, expr)                                     \
-  do {                                                                         \
-    prom_family(b, name, type, help);                                          \
-    for (int i = 0; i < v->ndev; i++) {                                        \
-      const view_dev_t *vd = &v->dev[i];                                       \
-      if (!vd->present)                                                        \
-        continue;                                                              \
-      dev_label(&lb, i);                                                       \
-      prom_sample_u64(b, name, &lb, (expr));                                   \
-    }                                                                          \
-  } while (0)
-
-/* Per tenant and device family, for the tenants the caller may see. */
-#define TEN_DEV_FAMILY(name, type, help, expr)                                 \
-  do {                                                                         \
-    prom_family(b, name, type, help);                                          \
-    for (uint32_t t = 0; t < v->nten; t++) {                                   \
-      const view_tenant_t *tn = &v->ten[t];                                    \
-      if (!visible(j, tn->uid))                                                \
-        continue;                                                              \
-      for (uint32_t i = 0; i < tn->ndev; i++) {                                \
-        tenant_labels(v, &lb, tn->uid);                                        \
-        dev_label(&lb, (int)i);                                                \
-        prom_sample_u64(b, name, &lb, (expr));                                 \
-      }                                                                        \
-    }                                                                          \
-  } while (0)
-
-static void render_metrics(const job_t *j, const report_set_t *set,
-                           const view_t *v, strbuf_t *b)
-{
-  daemon_t *d = j->d;
-  strbuf_t lb = {0};
-  cache_stats_t cs;
-  compile_pool_stats_t ps;
-  static const char *const dirs[2] = {"h2d", "d2h"};
-
-  cache_get_stats(&cs);
-  compile_pool_get_stats(&ps);
-  prom_family(b, "hipd_build_info", "gauge", "hipd's version and isolation");
-  prom_label(&lb, "version", PACKAGE_VERSION);
-  prom_label(&lb, "isolation", isolation_name(d));
-  prom_sample_u64(b, "hipd_build_info", &lb, 1);
-  prom_family(b, "hipd_uptime_seconds", "gauge", "seconds since hipd started");
-  prom_sample_f(b, "hipd_uptime_seconds", NULL,
-                (double)(uv_now(d->loop) - d->start_ms) / 1000.0);
-  prom_family(b, "hipd_sessions", "gauge", "sessions open (visible)");
-  prom_sample_u64(b, "hipd_sessions", NULL, v->nsess);
-  prom_family(b, "hipd_tenants", "gauge", "tenant workers running");
-  prom_sample_u64(b, "hipd_tenants", NULL,
-                  d->role == ROLE_LISTENER
-                      ? (uint64_t)set->n - set->exited + set->missing
-                      : 0);
-  prom_family(b, "hipd_scrape_errors_total", "counter",
-              "workers left out of a view (no answer within 2 s)");
-  prom_sample_u64(b, "hipd_scrape_errors_total", NULL, A.scrape_errors);
-
-  prom_family(b, "hipd_device_info", "gauge", "a device hipd serves");
-  for (int i = 0; i < v->ndev; i++) {
-    if (!v->dev[i].present)
-      continue;
-    dev_label(&lb, i);
-    prom_label(&lb, "device_name", v->dev[i].d.name);
-    prom_label(&lb, "kind", v->dev[i].info ? v->dev[i].d.kind : "");
-    prom_sample_u64(b, "hipd_device_info", &lb, 1);
-  }
-  DEV_FAMILY("hipd_device_memory_total_bytes", "gauge",
-             "device memory, as the driver says", vd->d.mem_total);
-  DEV_FAMILY("hipd_device_memory_held_bytes", "gauge",
-             "device memory held by hipd's sessions", vd->d.held);
-  DEV_FAMILY("hipd_device_buffers", "gauge", "buffers held on the device",
-             vd->d.buffers);
-  DEV_FAMILY("hipd_device_kernels_launched_total", "counter",
-             "kernel launches completed", vd->d.c.launches);
-  prom_family(b, "hipd_device_busy_seconds_total", "counter",
-              "device busy time: kernel submission to observed completion, "
-              "overlaps merged within a tenant");
-  for (int i = 0; i < v->ndev; i++) {
-    if (!v->dev[i].present)
-      continue;
-    dev_label(&lb, i);
-    prom_sample_f(b, "hipd_device_busy_seconds_total", &lb,
-                  (double)v->dev[i].d.c.busy_ns / 1e9);
-  }
-  prom_family(b, "hipd_device_transfer_bytes_total", "counter",
-              "bytes copied between host and device");
-  for (int i = 0; i < v->ndev; i++)
-    for (int k = 0; k < 2 && v->dev[i].present; k++) {
-      dev_label(&lb, i);
-      prom_label(&lb, "direction", dirs[k]);
-      prom_sample_u64(b, "hipd_device_transfer_bytes_total", &lb,
-                      k == 0 ? v->dev[i].d.c.h2d : v->dev[i].d.c.d2h);
-    }
-  DEV_FAMILY("hipd_device_faults_total", "counter",
-             "operations that failed with a lost device or a device error",
-             vd->d.c.faults);
-  DEV_FAMILY("hipd_device_lost", "gauge", "1 while the device is lost",
-             (uint64_t)(vd->d.lost != 0));
-
-  prom_family(b, "hipd_tenant_sessions", "gauge", "sessions of the tenant");
-  for (uint32_t t = 0; t < v->nten; t++)
-    if (visible(j, v->ten[t].uid)) {
-      tenant_labels(v, &lb, v->ten[t].uid);
-      prom_sample_u64(b, "hipd_tenant_sessions", &lb, v->ten[t].sessions);
-    }
-  TEN_DEV_FAMILY("hipd_tenant_memory_held_bytes", "gauge",
-                 "device memory held by the tenant's sessions", tn->held[i]);
-  TEN_DEV_FAMILY("hipd_tenant_buffers", "gauge",
-                 "buffers held by the tenant's sessions", tn->buffers[i]);
-  TEN_DEV_FAMILY("hipd_tenant_kernels_launched_total", "counter",
-                 "kernel launches of the tenant", tn->c[i].launches);
-  prom_family(b, "hipd_tenant_busy_seconds_total", "counter",
-              "device busy time of the tenant's work");
-  for (uint32_t t = 0; t < v->nten; t++)
-    for (uint32_t i = 0; visible(j, v->ten[t].uid) && i < v->ten[t].ndev; i++) {
-      tenant_labels(v, &lb, v->ten[t].uid);
-      dev_label(&lb, (int)i);
-      prom_sample_f(b, "hipd_tenant_busy_seconds_total", &lb,
-                    (double)v->ten[t].c[i].busy_ns / 1e9);
-    }
-  prom_family(b, "hipd_tenant_transfer_bytes_total", "counter",
-              "bytes the tenant copied between host and device");
-  for (uint32_t t = 0; t < v->nten; t++)
-    for (uint32_t i = 0; visible(j, v->ten[t].uid) && i < v->ten[t].ndev; i++)
-      for (int k = 0; k < 2; k++) {
-        tenant_labels(v, &lb, v->ten[t].uid);
-        dev_label(&lb, (int)i);
-        prom_label(&lb, "direction", dirs[k]);
-        prom_sample_u64(b, "hipd_tenant_transfer_bytes_total", &lb,
-                        k == 0 ? v->ten[t].c[i].h2d : v->ten[t].c[i].d2h);
-      }
-  prom_family(b, "hipd_tenant_quota_refusals_total", "counter",
-              "requests refused by a quota or tenant limit");
-  for (uint32_t t = 0; t < v->nten; t++)
-    if (visible(j, v->ten[t].uid)) {
-      tenant_labels(v, &lb, v->ten[t].uid);
-      prom_sample_u64(b, "hipd_tenant_quota_refusals_total", &lb,
-                      v->ten[t].quota);
-    }
-  prom_family(b, "hipd_tenant_faults_total", "counter",
-              "requests of the tenant that failed with a lost device or a "
-              "device error");
-  for (uint32_t t = 0; t < v->nten; t++)
-    if (visible(j, v->ten[t].uid)) {
-      tenant_labels(v, &lb, v->ten[t].uid);
-      prom_sample_u64(b, "hipd_tenant_faults_total", &lb, v->ten[t].faults);
-    }
-
-  prom_family(b, "hipd_requests_total", "counter",
-              "requests answered, by method and code");
-  for (uint32_t i = 0; i < v->nreq; i++) {
-    prom_label(&lb, "method", v->req[i].method);
-    prom_label(&lb, "code",
-               v->req[i].code == 0 ? "OK" : hipd_err_name(v->req[i].code));
-    prom_sample_u64(b, "hipd_requests_total", &lb, v->req[i].n);
-  }
-  prom_family(b, "hipd_compiles_total", "counter",
-              "kernel compiles, by result");
-  prom_label(&lb, "result", "ok");
-  prom_sample_u64(b, "hipd_compiles_total", &lb,
-                  ps.compiles > cs.compile_failures
-                      ? ps.compiles - cs.compile_failures
-                      : 0);
-  prom_label(&lb, "result", "failed");
-  prom_sample_u64(b, "hipd_compiles_total", &lb, cs.compile_failures);
-  prom_label(&lb, "result", "timeout");
-  prom_sample_u64(b, "hipd_compiles_total", &lb, ps.timeouts);
-  prom_family(b, "hipd_cache_hits_total", "counter",
-              "compiles answered from the kernel cache");
-  prom_sample_u64(b, "hipd_cache_hits_total", NULL,
-                  cs.hits_memory + cs.hits_disk + cs.waits);
-  prom_family(b, "hipd_cache_misses_total", "counter",
-              "compiles the kernel cache did not hold");
-  prom_sample_u64(b, "hipd_cache_misses_total", NULL, cs.misses);
-  prom_family(b, "hipd_cache_entries", "gauge",
-              "kernel cache entries in memory");
-  prom_sample_u64(b, "hipd_cache_entries", NULL, cs.entries);
-  prom_family(b, "hipd_cache_bytes", "gauge", "kernel cache bytes in memory");
-  prom_sample_u64(b, "hipd_cache_bytes", NULL, cs.bytes);
-  strbuf_free(&lb);
+  pack_map_begin(&sub, pack_key(&m, "cache"));
+  pack_kv_u64(&sub, "entries", cs.entries);
+  pack_kv_u64(&sub, "bytes", cs.bytes);
+  pack_kv_u64(&sub, "hits", cs.hits_memory + cs.hits_disk + cs.waits);
+  pack_kv_u64(&sub, "misses", cs.misses);
+  pack_map_end(&sub);
+  pack_map_begin(&sub, pack_key(&m, "compiles"));
+  pack_kv_u64(&sub, "done", ps.compiles);
+  pack_kv_u64(&sub, "failed", cs.compile_failures);
+  pack_kv_u64(&sub, "running", ps.busy);
+  pack_kv_u64(&sub, "queued", ps.queued);
+  pack_map_end(&sub);
+  pack_map_end(&m);
 }
 
 /* -------------------------------------------------------------- answering */
@@ -832,14 +601,16 @@ static void cache_entry_cb(void *ctx, const cache_key_t *key, uint64_t bytes,
 {
   msgpack_packer *pk = ctx;
   char hex[2 * CACHE_KEY_SIZE + 1];
+  pack_map_t m;
 
   cache_key_hex(key, hex);
   /* No target: the cache keeps hashes, and what an entry was compiled
    * for is folded into its key, not kept beside it. */
-  msgpack_pack_map(pk, 3);
-  kv_str(pk, "key", hex);
-  kv_u64(pk, "bytes", bytes);
-  kv_u64(pk, "atime", atime);
+  pack_map_begin(&m, pk);
+  pack_kv_str(&m, "key", hex);
+  pack_kv_u64(&m, "bytes", bytes);
+  pack_kv_u64(&m, "atime", atime);
+  pack_map_end(&m);
 }
 
 static void count_cb(void *ctx, const cache_key_t *key, uint64_t bytes,
@@ -940,7 +711,7 @@ static void gathered(void *ctx, report_set_t *set)
   char *text;
   size_t len;
 
-  A.scrape_errors += set->missing;
+  admin_state.scrape_errors += set->missing;
   if (view_build(j, set, &v) != 0) {
     view_free(&v);
     answer(j, HIPD_ENOMEM, "out of memory", NULL, 0);
@@ -949,14 +720,14 @@ static void gathered(void *ctx, report_set_t *set)
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   switch (j->op) {
-  case OP_LIST:
+  case ADMIN_SESSION_LIST:
     pack_list(&v, &pk);
     break;
-  case OP_STATS:
+  case ADMIN_DAEMON_STATS:
     pack_stats(j, set, &v, &pk);
     break;
-  case OP_METRICS:
-    render_metrics(j, set, &v, &b);
+  case ADMIN_METRICS:
+    admin_metrics_render(&v, set, admin_state.scrape_errors, &b);
     if ((text = strbuf_take(&b, &len)) == NULL) {
       view_free(&v);
       msgpack_sbuffer_destroy(&sb);
@@ -974,7 +745,7 @@ static void gathered(void *ctx, report_set_t *set)
     msgpack_pack_str_body(&pk, text, len);
     free(text);
     break;
-  case OP_KILL: {
+  case ADMIN_SESSION_KILL: {
     const report_t *owner = NULL;
     int found = 0;
     for (uint32_t i = 0; i < v.nsess && !found; i++)
@@ -993,8 +764,8 @@ static void gathered(void *ctx, report_set_t *set)
     {
       char who[160];
       snprintf(who, sizeof(who), "killed by %s", j->who);
-      if (owner->owner != 0 && A.listener)
-        A.l.kill(j->d, owner->owner, j->kill_id, who, killed_cb, j);
+      if (owner->owner != 0 && admin_state.listener)
+        admin_state.l.kill(j->d, owner->owner, j->kill_id, who, killed_cb, j);
       else
         killed_cb(j, admin_kill_local(j->d, j->kill_id, who, j->sid));
     }
@@ -1033,45 +804,32 @@ static void gather_local(job_t *j)
 
 static void gather(job_t *j)
 {
-  if (A.listener && j->d->role == ROLE_LISTENER)
-    A.l.gather(j->d, gathered, j);
+  if (admin_state.listener && j->d->role == ROLE_LISTENER)
+    admin_state.l.gather(j->d, gathered, j);
   else
     gather_local(j);
 }
 
-static void run_job(job_t *j, const msgpack_object *params)
+static void run_job(job_t *j)
 {
   daemon_t *d = j->d;
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
   switch (j->op) {
-  case OP_LEVEL: {
+  case ADMIN_LOG_LEVEL: {
     int lvl = log_get_level();
-    if (params->via.array.size == 1 &&
-        params->via.array.ptr[0].type != MSGPACK_OBJECT_NIL) {
-      char name[16];
-      const msgpack_object *o = &params->via.array.ptr[0];
-      if (o->type != MSGPACK_OBJECT_STR || o->via.str.size >= sizeof(name)) {
-        answer(j, HIPD_EPARAMS,
-               "param 0 (level) must be error, warn, info or debug", NULL, 0);
-        return;
-      }
-      memcpy(name, o->via.str.ptr, o->via.str.size);
-      name[o->via.str.size] = '\0';
-      if ((lvl = log_level_parse(name)) < 0) {
-        answer(j, HIPD_EPARAMS,
-               "param 0 (level) must be error, warn, info or debug", NULL, 0);
-        return;
-      }
+    if (j->level >= 0) {
       if (!j->admin) {
         refuse_non_admin(d, j, "setting the level");
         return;
       }
+      lvl = j->level;
       log_set_level(lvl);
       log_info(0, "log level set to %s by %s", level_names[lvl], j->who);
-      if (A.listener && d->role == ROLE_LISTENER && A.l.log_level != NULL)
-        A.l.log_level(d, lvl);
+      if (admin_state.listener && d->role == ROLE_LISTENER &&
+          admin_state.l.log_level != NULL)
+        admin_state.l.log_level(d, lvl);
     }
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -1079,7 +837,7 @@ static void run_job(job_t *j, const msgpack_object *params)
     answer_packed(j, &sb);
     return;
   }
-  case OP_CACHE: {
+  case ADMIN_CACHE_LIST: {
     uint32_t n = 0;
     /* Admins only: the keys are unkeyed hashes of source, target and
      * options, so a tenant who guesses a source could learn whether (and,
@@ -1101,22 +859,16 @@ static void run_job(job_t *j, const msgpack_object *params)
   }
 }
 
-void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const char *op,
-                   const msgpack_object *params, admin_done_fn done, void *ctx)
+void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const admin_args_t *a,
+                   admin_done_fn done, void *ctx)
 {
+  const char *msg;
   job_t *j;
-  int o = op_of(op, strlen(op));
-  uint32_t n = params != NULL && params->type == MSGPACK_OBJECT_ARRAY
-                   ? params->via.array.size
-                   : UINT32_MAX;
 
-  if (o < 0 || n == UINT32_MAX) {
-    done(ctx, HIPD_EPARAMS, "not an admin request", NULL, 0);
-    return;
-  }
-  if (o == OP_KILL ? n != 1 : o == OP_LEVEL ? n > 1 : n != 0) {
-    done(ctx, HIPD_EPARAMS,
-         o == OP_KILL ? "takes 1 params (id)" : "takes no params", NULL, 0);
+  /* Checked where they were read (methods/admin.c, or the listener's
+   * admin_args_unpack()), and once more here. */
+  if (admin_args_check(a, &msg) != 0) {
+    done(ctx, HIPD_EPARAMS, msg, NULL, 0);
     return;
   }
   if ((j = calloc(1, sizeof(*j))) == NULL) {
@@ -1126,33 +878,29 @@ void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const char *op,
   j->d = d;
   j->uid = uid;
   j->sid = sid;
-  j->op = o;
+  j->op = a->op;
+  j->kill_id = a->id;
+  j->level = a->op == ADMIN_LOG_LEVEL ? a->level : -1;
   j->done = done;
   j->ctx = ctx;
   uid_who(d, uid, j->who, sizeof(j->who));
-  if (o == OP_KILL &&
-      proto_obj_uint(&params->via.array.ptr[0], UINT64_MAX, &j->kill_id) != 0) {
-    answer(j, HIPD_EPARAMS, "param 0 (id) must be an unsigned integer", NULL,
-           0);
-    return;
-  }
-  if (A.forward != NULL && d->role == ROLE_WORKER) {
+  if (admin_state.forward != NULL && d->role == ROLE_WORKER) {
     /* A worker: its own session it closes itself (the caller sees it);
      * everything else is the listener's to decide. */
-    if (o == OP_KILL && sid != 0 && j->kill_id == sid) {
+    if (a->op == ADMIN_SESSION_KILL && sid != 0 && j->kill_id == sid) {
       char who[160];
       snprintf(who, sizeof(who), "killed by %s", j->who);
       killed_cb(j, admin_kill_local(d, sid, who, sid));
       return;
     }
     free(j);
-    A.forward(d, op, params, done, ctx);
+    admin_state.forward(d, a, done, ctx);
     return;
   }
   j->admin = admin_is_admin(d, uid);
-  log_debug(0, "admin: %s for %s%s (session %llu)", op, j->who,
-            j->admin ? ", an admin" : "", (unsigned long long)sid);
-  run_job(j, params);
+  log_debug(0, "admin: %s for %s%s (session %llu)", admin_op_name(a->op),
+            j->who, j->admin ? ", an admin" : "", (unsigned long long)sid);
+  run_job(j);
 }
 
 void admin_metrics_text(daemon_t *d, admin_text_fn done, void *ctx)
@@ -1166,7 +914,7 @@ void admin_metrics_text(daemon_t *d, admin_text_fn done, void *ctx)
   j->d = d;
   j->uid = 0;
   j->admin = 1;
-  j->op = OP_METRICS;
+  j->op = ADMIN_METRICS;
   j->text_done = done;
   j->ctx = ctx;
   snprintf(j->who, sizeof(j->who), "the metrics listener");

@@ -32,14 +32,56 @@
 typedef void (*admin_done_fn)(void *ctx, int status, const char *msg,
                               const char *result, size_t len);
 
-/* The ops, as their method names. @return 1 if @p op is one. */
-int admin_is_op(const char *op, size_t len);
+/* The ops, by their method names. */
+typedef enum {
+  ADMIN_SESSION_LIST,
+  ADMIN_SESSION_KILL,
+  ADMIN_DAEMON_STATS,
+  ADMIN_METRICS,
+  ADMIN_LOG_LEVEL,
+  ADMIN_CACHE_LIST,
+  ADMIN_NOPS
+} admin_op_t;
 
-/* Run admin op @p op with @p params (an array, checked here again) for a
- * caller of uid @p uid whose own session is @p sid (0: none, the listener's
- * own callers). @p done runs once, maybe before this returns. */
-void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const char *op,
-                   const msgpack_object *params, admin_done_fn done, void *ctx);
+/* An admin request's values, typed: what the client's method was given
+ * (dispatch checked its params; methods/admin.c reads them). */
+typedef struct admin_args {
+  admin_op_t op;
+  uint64_t id; /* session.kill: the session to close */
+  int level;   /* log.level: HLOG_* to set, or -1: only ask */
+} admin_args_t;
+
+/* @return 1 if @p op (@p len bytes) names an op. */
+int admin_is_op(const char *op, size_t len);
+/* The method name of @p op. */
+const char *admin_op_name(admin_op_t op);
+
+/* The one check of an admin request's values, wherever they were read
+ * (the client's process, the listener): the op is one, the level a
+ * level. @return 0, or HIPD_EPARAMS with *@p msg (static) saying what
+ * the client is told. */
+int admin_args_check(const admin_args_t *a, const char **msg);
+/* log.level's param: the level named @p name (@p len bytes) into
+ * *@p level; HIPD_EPARAMS with *@p msg otherwise. */
+int admin_level_named(const char *name, size_t len, int *level,
+                      const char **msg);
+/* The values' form on the privsep wire (privsep/wire.h's admin [op,
+ * params]): the op's name, then its params as the client's method takes
+ * them ([id], [level name] or []). */
+void admin_args_pack(msgpack_packer *pk, const admin_args_t *a);
+/* Read them back, checking everything (a worker is not trusted): the op
+ * named by @p op (@p oplen bytes), its params @p params. @return 0, or
+ * HIPD_EPARAMS with *@p msg as a client would be told. */
+int admin_args_unpack(const char *op, size_t oplen,
+                      const msgpack_object *params, admin_args_t *out,
+                      const char **msg);
+
+/* Run admin request @p a (checked here again with admin_args_check()) for
+ * a caller of uid @p uid whose own session is @p sid (0: none, the
+ * listener's own callers). @p done runs once, maybe before this
+ * returns. */
+void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const admin_args_t *a,
+                   admin_done_fn done, void *ctx);
 
 /* Resolve --admin-group (a warning if it does not exist) and forget the
  * cached names and admin bits: at start and after each reload. */
@@ -51,8 +93,7 @@ int admin_is_admin(daemon_t *d, uid_t uid);
 
 /* ---- hooks ---- */
 /* A worker: send every request to the listener instead. */
-typedef void (*admin_forward_fn)(daemon_t *d, const char *op,
-                                 const msgpack_object *params,
+typedef void (*admin_forward_fn)(daemon_t *d, const admin_args_t *a,
                                  admin_done_fn done, void *ctx);
 void admin_set_forward(admin_forward_fn fn);
 

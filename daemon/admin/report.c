@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "admin/report.h"
+#include "hipd.h"
 #include "rpc.h"
 #include "stats.h"
 
@@ -36,11 +37,11 @@ static int str(const msgpack_object *o, char *out, size_t size)
   size_t n;
 
   if (o->type != MSGPACK_OBJECT_STR)
-    return -1;
+    return HIPD_EINVAL;
   p = o->via.str.ptr;
   n = o->via.str.size;
   if (n >= size || memchr(p, '\0', n) != NULL)
-    return -1;
+    return HIPD_EINVAL;
   memcpy(out, p, n);
   out[n] = '\0';
   return 0;
@@ -55,39 +56,65 @@ static int ctr(const msgpack_object *o, int *dev, report_ctr_t *c)
       u64(AT(o, 1), &c->launches) || u64(AT(o, 2), &c->busy_ns) ||
       u64(AT(o, 3), &c->h2d) || u64(AT(o, 4), &c->d2h) ||
       u64(AT(o, 5), &c->faults))
-    return -1;
+    return HIPD_EINVAL;
   *dev = (int)id;
   return 0;
 }
 
+/* One field of a session record (stats.h's STATS_SESSION_FIELDS). */
+static int field_u64(const msgpack_object *o, uint64_t *out, int64_t min,
+                     uint64_t max)
+{
+  (void)min;
+  return proto_obj_uint(o, max, out);
+}
+
+static int field_i64(const msgpack_object *o, int64_t *out, int64_t min,
+                     int64_t max)
+{
+  return proto_obj_int(o, min, max, out);
+}
+
+static int field_str(const msgpack_object *o, char *out, int64_t min,
+                     size_t size)
+{
+  (void)min;
+  return str(o, out, size);
+}
+
+#define FIELD_READ_U64 field_u64
+#define FIELD_READ_I64 field_i64
+#define FIELD_READ_STR field_str
+/* Field i of the record at @p o into s->name (s->name decays for STR). */
+#define FIELD_READ(name, kind, min, max)                                       \
+  if (FIELD_READ_##kind(AT(o, i), FIELD_PTR_##kind(s->name), (min), (max)))    \
+    return HIPD_EINVAL;                                                        \
+  i++;
+#define FIELD_PTR_U64(f) &(f)
+#define FIELD_PTR_I64(f) &(f)
+#define FIELD_PTR_STR(f) (f)
+
 static int sess(const msgpack_object *o, report_sess_t *s)
 {
   const msgpack_object *h;
-  uint64_t *f[] = {
-      &s->age_ms,         &s->requests, &s->errors,  &s->streams, &s->events,
-      &s->kernels_loaded, &s->launches, &s->busy_ns, &s->h2d,     &s->d2h};
+  uint32_t i = 0;
 
-  if ((o = arr(o, 16, 16)) == NULL || u64(AT(o, 0), &s->id) ||
-      proto_obj_int(AT(o, 1), INT32_MIN, INT32_MAX, &s->pid) ||
-      proto_obj_uint(AT(o, 2), UINT32_MAX, &s->uid) ||
-      proto_obj_uint(AT(o, 3), UINT32_MAX, &s->gid) ||
-      str(AT(o, 4), s->client, sizeof(s->client)))
-    return -1;
-  for (int i = 0; i < 10; i++)
-    if (u64(AT(o, 5 + i), f[i]))
-      return -1;
-  if ((h = arr(AT(o, 15), 0, REPORT_MAX_DEVICES)) == NULL)
-    return -1;
+  if ((o = arr(o, STATS_SESSION_NFIELDS + 1, STATS_SESSION_NFIELDS + 1)) ==
+      NULL)
+    return HIPD_EINVAL;
+  STATS_SESSION_FIELDS(FIELD_READ)
+  if ((h = arr(AT(o, i), 0, REPORT_MAX_DEVICES)) == NULL)
+    return HIPD_EINVAL;
   s->nheld = h->via.array.size;
   if (s->nheld && (s->held = calloc(s->nheld, sizeof(*s->held))) == NULL)
-    return -1;
-  for (uint32_t i = 0; i < s->nheld; i++) {
-    const msgpack_object *e = arr(AT(h, i), 3, 3);
+    return HIPD_EINVAL;
+  for (uint32_t k = 0; k < s->nheld; k++) {
+    const msgpack_object *e = arr(AT(h, k), 3, 3);
     int64_t dev;
     if (e == NULL || proto_obj_int(AT(e, 0), 0, REPORT_MAX_DEVICES - 1, &dev) ||
-        u64(AT(e, 1), &s->held[i].buffers) || u64(AT(e, 2), &s->held[i].bytes))
-      return -1;
-    s->held[i].dev = (int)dev;
+        u64(AT(e, 1), &s->held[k].buffers) || u64(AT(e, 2), &s->held[k].bytes))
+      return HIPD_EINVAL;
+    s->held[k].dev = (int)dev;
   }
   return 0;
 }
@@ -104,7 +131,7 @@ static int dev(const msgpack_object *o, report_dev_t *d)
       u64(AT(o, 4), &d->buffers) || u64(AT(o, 5), &d->held) ||
       AT(o, 6)->type != MSGPACK_OBJECT_BOOLEAN || ctr(AT(o, 7), &cid, &d->c) ||
       cid != id)
-    return -1;
+    return HIPD_EINVAL;
   d->id = (int)id;
   d->lost = AT(o, 6)->via.boolean;
   return 0;
@@ -118,12 +145,12 @@ static int uidrec(const msgpack_object *o, report_uid_t *u)
       proto_obj_uint(AT(o, 0), UINT32_MAX, &u->uid) ||
       u64(AT(o, 1), &u->quota) || u64(AT(o, 2), &u->faults) ||
       (c = arr(AT(o, 3), 0, REPORT_MAX_DEVICES)) == NULL)
-    return -1;
+    return HIPD_EINVAL;
   u->ndev = c->via.array.size;
   for (uint32_t i = 0; i < u->ndev; i++) {
     int id;
     if (ctr(AT(c, i), &id, &u->dev[i]) || id != (int)i)
-      return -1;
+      return HIPD_EINVAL;
   }
   return 0;
 }
@@ -135,7 +162,7 @@ static int req(const msgpack_object *o, report_req_t *r)
   if ((o = arr(o, 3, 3)) == NULL ||
       str(AT(o, 0), r->method, sizeof(r->method)) ||
       proto_obj_int(AT(o, 1), -63, 0, &code) || u64(AT(o, 2), &r->n))
-    return -1;
+    return HIPD_EINVAL;
   r->code = (int)code;
   return 0;
 }
@@ -148,7 +175,7 @@ static int alloc_of(const msgpack_object *o, size_t size, void **out,
   *out = NULL;
   if (*n == 0)
     return 0;
-  return (*out = calloc(*n, size)) != NULL ? 0 : -1;
+  return (*out = calloc(*n, size)) != NULL ? 0 : HIPD_ENOMEM;
 }
 
 /* The uid of a session or uid record, or UINT64_MAX (malformed: the
@@ -192,7 +219,7 @@ static report_t *decode(const msgpack_object *o, int64_t only)
     goto fail;
   k = 0;
   for (uint32_t i = 0; i < ss->via.array.size; i++) {
-    if (only >= 0 && uid_at(AT(ss, i), 2) != (uint64_t)only) {
+    if (only >= 0 && uid_at(AT(ss, i), STATS_SESS_uid) != (uint64_t)only) {
       r->dropped++;
       continue;
     }

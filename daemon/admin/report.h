@@ -4,9 +4,10 @@
  *
  * Layout (msgpack, positional, version 1):
  *   [1, pid, sessions, devices, uids, requests(, truncated)]
- *   sessions: [[id, pid, uid, gid, client, age_ms, requests, errors,
- *               streams, events, kernels_loaded, kernels_launched, busy_ns,
- *               bytes_h2d, bytes_d2h, [[device, buffers, bytes]...]]...]
+ *   sessions: [[STATS_SESSION_FIELDS..., [[device, buffers, bytes]...]]...]
+ *             (stats.h: id, pid, uid, gid, client, age_ms, requests,
+ *             errors, streams, events, kernels_loaded, kernels_launched,
+ *             busy_ns, bytes_h2d, bytes_d2h)
  *   devices:  [[id, name, kind, mem_total, buffers, mem_held, lost, ctr]...]
  *   uids:     [[uid, quota_refusals, faults, [ctr...]]...]
  *   requests: [[method, code, n]...]
@@ -25,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stats.h"
+
 #define REPORT_MAX_DEVICES 64
 #define REPORT_MAX_SESSIONS                                                    \
   2048 /* a report lists at most this many; the worker also keeps what it      \
@@ -42,12 +45,10 @@ typedef struct report_held {
 } report_held_t;
 
 typedef struct report_sess {
-  uint64_t id;
-  int64_t pid;
-  uint64_t uid, gid;
-  char client[64];
-  uint64_t age_ms, requests, errors, streams, events, kernels_loaded;
-  uint64_t launches, busy_ns, h2d, d2h;
+  /* The record's fields, by name (stats.h's STATS_SESSION_FIELDS). */
+  struct {
+    STATS_SESSION_FIELDS(STATS_FIELD_DECL)
+  };
   report_held_t *held;
   uint32_t nheld;
 } report_sess_t;

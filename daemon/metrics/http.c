@@ -20,6 +20,7 @@
 #include "metrics/http.h"
 #include "privsep/ipc.h"
 #include "privsep/metrics.h"
+#include "privsep/wire.h"
 #include "sandbox/sandbox.h"
 
 /* How long a scrape waits for the listener's text before it is a 503. */
@@ -36,9 +37,9 @@
 
 /* One scrape, shared by the HTTP thread that waits for it and the loop
  * that asks the listener. Fields marked (mu) are read and written under
- * H.mu; (loop) on the loop thread only. */
+ * http.mu; (loop) on the loop thread only. */
 typedef struct scrape {
-  struct scrape *next; /* H.queue (mu), then H.pending (loop) */
+  struct scrape *next; /* http.queue (mu), then http.pending (loop) */
   pthread_cond_t cond;
   int refs;          /* (mu) the waiting thread's and the loop's */
   int done;          /* (mu) the answer is in */
@@ -62,14 +63,14 @@ static struct {
   int closed;        /* (mu) the listener is gone: no more scrapes */
   scrape_t *pending; /* (loop) asked, not yet answered */
   int stopping;      /* (loop) */
-} H = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} http = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* The request handler's mark of a request whose headers were seen. */
 static int seen_mark;
 
 /* ------------------------------------------------------------ scrapes */
 
-/* Under H.mu. */
+/* Under http.mu. */
 static void scrape_unref_locked(scrape_t *s)
 {
   if (--s->refs > 0)
@@ -84,7 +85,7 @@ static void scrape_unref_locked(scrape_t *s)
 static void scrape_finish(scrape_t *s, int ok, char *text, size_t len,
                           const char *why)
 {
-  pthread_mutex_lock(&H.mu);
+  pthread_mutex_lock(&http.mu);
   if (!s->done) {
     s->done = 1;
     s->ok = ok;
@@ -95,15 +96,15 @@ static void scrape_finish(scrape_t *s, int ok, char *text, size_t len,
     pthread_cond_signal(&s->cond);
   }
   scrape_unref_locked(s);
-  pthread_mutex_unlock(&H.mu);
+  pthread_mutex_unlock(&http.mu);
   free(text);
 }
 
 static void fail_pending(const char *why)
 {
-  while (H.pending != NULL) {
-    scrape_t *s = H.pending;
-    H.pending = s->next;
+  while (http.pending != NULL) {
+    scrape_t *s = http.pending;
+    http.pending = s->next;
     scrape_finish(s, 0, NULL, 0, why);
   }
 }
@@ -115,10 +116,10 @@ static void async_cb(uv_async_t *a)
   scrape_t *q;
 
   (void)a;
-  pthread_mutex_lock(&H.mu);
-  q = H.queue;
-  H.queue = NULL;
-  pthread_mutex_unlock(&H.mu);
+  pthread_mutex_lock(&http.mu);
+  q = http.queue;
+  http.queue = NULL;
+  pthread_mutex_unlock(&http.mu);
   while (q != NULL) {
     scrape_t *s = q;
     msgpack_sbuffer sb;
@@ -126,32 +127,32 @@ static void async_cb(uv_async_t *a)
     int rc;
 
     q = s->next;
-    if (H.stopping || H.ch.broken) {
+    if (http.stopping || http.ch.broken) {
       scrape_finish(s, 0, NULL, 0, "the listener is gone");
       continue;
     }
-    s->msgid = H.ch.next_msgid++;
+    s->msgid = http.ch.next_msgid++;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_request(&pk, s->msgid, "metrics", 0);
-    rc = ipc_send(&H.ch, sb.data, sb.size);
+    wire_pack_head(&pk, WIRE_METRICS, s->msgid);
+    rc = ipc_send(&http.ch, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     if (rc != 0) {
       scrape_finish(s, 0, NULL, 0, "the listener is gone");
       continue;
     }
-    s->deadline = uv_now(H.loop) + SCRAPE_TIMEOUT_MS;
-    s->next = H.pending;
-    H.pending = s;
+    s->deadline = uv_now(http.loop) + SCRAPE_TIMEOUT_MS;
+    s->next = http.pending;
+    http.pending = s;
   }
 }
 
 static void timer_cb(uv_timer_t *t)
 {
-  uint64_t now = uv_now(H.loop);
+  uint64_t now = uv_now(http.loop);
 
   (void)t;
-  for (scrape_t **pp = &H.pending; *pp != NULL;) {
+  for (scrape_t **pp = &http.pending; *pp != NULL;) {
     scrape_t *s = *pp;
     if (now >= s->deadline) {
       *pp = s->next;
@@ -170,7 +171,7 @@ static void on_response(const proto_msg_t *m)
   size_t n;
   char *text;
 
-  for (scrape_t **pp = &H.pending; *pp != NULL; pp = &(*pp)->next)
+  for (scrape_t **pp = &http.pending; *pp != NULL; pp = &(*pp)->next)
     if ((*pp)->msgid == m->msgid) {
       s = *pp;
       *pp = s->next;
@@ -196,7 +197,7 @@ static void on_response(const proto_msg_t *m)
   }
   if (m->result == NULL || proto_obj_bytes(m->result, &p, &n) != 0) {
     scrape_finish(s, 0, NULL, 0, "a malformed answer from the listener");
-    ipc_break(&H.ch, "a malformed answer to metrics");
+    ipc_break(&http.ch, "a malformed answer to metrics");
     return;
   }
   if ((text = malloc(n > 0 ? n : 1)) == NULL) {
@@ -227,27 +228,27 @@ static void ch_broken(ipc_chan_t *ch, const char *why)
 {
   scrape_t *q;
 
-  if (H.stopping)
+  if (http.stopping)
     return;
-  H.stopping = 1;
+  http.stopping = 1;
   log_debug(0, "metrics process: channel closed (%s): exiting", why);
-  pthread_mutex_lock(&H.mu);
-  H.closed = 1;
-  q = H.queue;
-  H.queue = NULL;
-  pthread_mutex_unlock(&H.mu);
+  pthread_mutex_lock(&http.mu);
+  http.closed = 1;
+  q = http.queue;
+  http.queue = NULL;
+  pthread_mutex_unlock(&http.mu);
   while (q != NULL) {
     scrape_t *s = q;
     q = s->next;
     scrape_finish(s, 0, NULL, 0, "the listener is gone");
   }
   fail_pending("the listener is gone");
-  if (H.mhd != NULL)
-    MHD_stop_daemon(H.mhd);
-  H.mhd = NULL;
+  if (http.mhd != NULL)
+    MHD_stop_daemon(http.mhd);
+  http.mhd = NULL;
   ipc_close(ch, NULL);
-  uv_close((uv_handle_t *)&H.async, closed_cb);
-  uv_close((uv_handle_t *)&H.timer, closed_cb);
+  uv_close((uv_handle_t *)&http.async, closed_cb);
+  uv_close((uv_handle_t *)&http.timer, closed_cb);
 }
 
 /* --------------------------------------------------------------- HTTP */
@@ -300,24 +301,24 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c)
   pthread_cond_init(&s->cond, &ca);
   pthread_condattr_destroy(&ca);
   s->refs = 2;
-  pthread_mutex_lock(&H.mu);
-  if (H.closed) {
-    pthread_mutex_unlock(&H.mu);
+  pthread_mutex_lock(&http.mu);
+  if (http.closed) {
+    pthread_mutex_unlock(&http.mu);
     pthread_cond_destroy(&s->cond);
     free(s);
     return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE,
                         "hipd: metrics unavailable: hipd is stopping\n");
   }
-  s->next = H.queue;
-  H.queue = s;
-  pthread_mutex_unlock(&H.mu);
-  uv_async_send(&H.async);
+  s->next = http.queue;
+  http.queue = s;
+  pthread_mutex_unlock(&http.mu);
+  uv_async_send(&http.async);
 
   clock_gettime(CLOCK_MONOTONIC, &until);
   until.tv_sec += SCRAPE_TIMEOUT_MS / 1000 + 1;
-  pthread_mutex_lock(&H.mu);
+  pthread_mutex_lock(&http.mu);
   while (!s->done)
-    if (pthread_cond_timedwait(&s->cond, &H.mu, &until) == ETIMEDOUT)
+    if (pthread_cond_timedwait(&s->cond, &http.mu, &until) == ETIMEDOUT)
       break;
   ok = s->done && s->ok;
   if (ok) {
@@ -329,7 +330,7 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c)
              s->done ? s->why : "no answer in time");
   }
   scrape_unref_locked(s);
-  pthread_mutex_unlock(&H.mu);
+  pthread_mutex_unlock(&http.mu);
   if (!ok)
     return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, msg);
   return respond(c, MHD_HTTP_OK, CONTENT_TYPE, text, len,
@@ -423,7 +424,7 @@ int metrics_http_main(daemon_t *d)
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
-  H.d = d;
+  http.d = d;
   if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &alen) != 0 ||
       !accepting) {
     log_error(0,
@@ -438,25 +439,25 @@ int metrics_http_main(daemon_t *d)
     log_error(0, "metrics process: descriptor %d: %s", fd, strerror(errno));
     return 1;
   }
-  H.loop = uv_default_loop();
-  if ((rc = ipc_open(H.loop, &H.ch, METRICS_CHANNEL_FD)) != 0) {
+  http.loop = uv_default_loop();
+  if ((rc = ipc_open(http.loop, &http.ch, METRICS_CHANNEL_FD)) != 0) {
     log_error(0, "metrics process: no channel at descriptor %d: %s",
               METRICS_CHANNEL_FD, rc < 0 ? hipd_strerror(rc) : "?");
     return 1;
   }
-  H.ch.no_handles = 1;
-  uv_async_init(H.loop, &H.async, async_cb);
-  uv_timer_init(H.loop, &H.timer);
+  http.ch.no_handles = 1;
+  uv_async_init(http.loop, &http.async, async_cb);
+  uv_timer_init(http.loop, &http.timer);
   if (confine(d, &err) != 0) {
     log_error(0, "metrics process not started: %s", err.msg);
     return 1;
   }
-  if ((rc = ipc_start(&H.ch, on_msg, ch_broken)) != 0) {
+  if ((rc = ipc_start(&http.ch, on_msg, ch_broken)) != 0) {
     log_error(0, "metrics process: cannot read its channel: %s",
               uv_strerror(rc));
     return 1;
   }
-  H.mhd = MHD_start_daemon(
+  http.mhd = MHD_start_daemon(
       MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
           MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
       0, NULL, NULL, request_cb, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb,
@@ -466,21 +467,21 @@ int metrics_http_main(daemon_t *d)
       (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
       (size_t)REQUEST_MEMORY, MHD_OPTION_THREAD_STACK_SIZE,
       (size_t)(256 * 1024), MHD_OPTION_END);
-  if (H.mhd == NULL) {
+  if (http.mhd == NULL) {
     log_error(0, "metrics process: libmicrohttpd did not start on the "
                  "socket of --metrics-listen (its reason is above)");
     return 1;
   }
-  uv_timer_start(&H.timer, timer_cb, 1000, 1000);
+  uv_timer_start(&http.timer, timer_cb, 1000, 1000);
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_notify(&pk, "ready", 0);
-  ipc_send(&H.ch, sb.data, sb.size);
+  wire_pack_head(&pk, WIRE_METRICS_READY, 0);
+  ipc_send(&http.ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
   log_debug(0, "metrics process serving (pid %d, uid %u)", (int)getpid(),
             (unsigned)geteuid());
 
-  uv_run(H.loop, UV_RUN_DEFAULT);
-  uv_loop_close(H.loop);
+  uv_run(http.loop, UV_RUN_DEFAULT);
+  uv_loop_close(http.loop);
   return 0;
 }

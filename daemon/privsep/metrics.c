@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,8 @@
 #include "log.h"
 #include "privsep/ipc.h"
 #include "privsep/metrics.h"
+#include "privsep/wire.h"
+#include "util/account.h"
 
 extern char **environ;
 
@@ -50,12 +51,12 @@ static struct {
   int term_sent;     /* SIGTERM sent at shutdown */
   uint32_t inflight; /* scrapes asked of admin_metrics_text() */
   uint64_t restarts;
-} M = {.fd = -1};
+} metrics_proc = {.fd = -1};
 
 int metrics_pid(const daemon_t *d)
 {
   (void)d;
-  return M.running ? M.proc.pid : 0;
+  return metrics_proc.running ? metrics_proc.proc.pid : 0;
 }
 
 /* ------------------------------------------------------------ the address */
@@ -132,30 +133,29 @@ int metrics_init(daemon_t *d, hipd_err_t *err)
   int loopback, fd, one = 1, rc;
   ssize_t n;
 
-  M.d = d;
+  metrics_proc.d = d;
   if (spec == NULL)
     return 0;
   if ((rc = metrics_addr_parse(spec, &ss, &len, &loopback, err)) != 0)
     return err_set(err, rc, "--metrics-listen %s", err->msg);
-  n = readlink("/proc/self/exe", M.exe, sizeof(M.exe) - 1);
+  n = readlink("/proc/self/exe", metrics_proc.exe,
+               sizeof(metrics_proc.exe) - 1);
   if (n <= 0)
     return err_set(err, HIPD_EIO,
                    "--metrics-listen: cannot find this program: readlink "
                    "/proc/self/exe: %s",
                    strerror(errno));
-  M.exe[n] = '\0';
+  metrics_proc.exe[n] = '\0';
   /* The metrics process becomes the --user account (sandbox.h): a
    * missing one would fail at every restart, so it stops hipd now. */
   if (geteuid() == 0) {
-    struct passwd pwb, *pw = NULL;
-    char buf[4096];
-    if (getpwnam_r(d->cfg.worker_user, &pwb, buf, sizeof(buf), &pw) != 0 ||
-        pw == NULL || pw->pw_uid == 0)
+    account_t acct;
+    int found = account_by_name(d->cfg.worker_user, &acct, NULL) == 0;
+    if (!found || acct.uid == 0)
       return err_set(err, HIPD_EINVAL,
                      "--metrics-listen: the metrics process's account '%s' "
                      "%s (--user names it)",
-                     d->cfg.worker_user,
-                     pw == NULL ? "does not exist" : "is root");
+                     d->cfg.worker_user, !found ? "does not exist" : "is root");
   }
   fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
@@ -174,8 +174,8 @@ int metrics_init(daemon_t *d, hipd_err_t *err)
                                           "1024 needs root)"
                                         : strerror(e));
   }
-  M.fd = fd;
-  M.backoff = BACKOFF_MIN_MS;
+  metrics_proc.fd = fd;
+  metrics_proc.backoff = BACKOFF_MIN_MS;
   if (!loopback)
     log_warn(0,
              "--metrics-listen %s is not a loopback address: anyone who can "
@@ -200,7 +200,7 @@ static void reply_error(uint32_t msgid, int code, const char *msg)
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_error_response(&pk, msgid, code, "%s", msg);
-  ipc_send(&M.ch, sb.data, sb.size);
+  ipc_send(&metrics_proc.ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
 }
 
@@ -212,8 +212,10 @@ static void scrape_done(void *ctx, int status, char *text, size_t len)
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
-  M.inflight--;
-  if (s->gen == M.gen && (M.running || M.adopted) && !M.ch.broken) {
+  metrics_proc.inflight--;
+  if (s->gen == metrics_proc.gen &&
+      (metrics_proc.running || metrics_proc.adopted) &&
+      !metrics_proc.ch.broken) {
     if (status != 0 || text == NULL) {
       reply_error(s->msgid, status != 0 ? status : HIPD_EIO,
                   "metrics: the listener could not render the metrics");
@@ -223,7 +225,7 @@ static void scrape_done(void *ctx, int status, char *text, size_t len)
       proto_pack_response(&pk, s->msgid);
       msgpack_pack_str(&pk, (uint32_t)len);
       msgpack_pack_str_body(&pk, text, len);
-      ipc_send(&M.ch, sb.data, sb.size);
+      ipc_send(&metrics_proc.ch, sb.data, sb.size);
       msgpack_sbuffer_destroy(&sb);
     }
   }
@@ -233,16 +235,16 @@ static void scrape_done(void *ctx, int status, char *text, size_t len)
 
 /* metrics []: the text of every series (the admin view: whoever reaches
  * the HTTP port sees all, as documented). */
-static void on_metrics(const proto_msg_t *m)
+static void on_metrics(void *ctx, const proto_msg_t *m, const void *args)
 {
   scrape_t *s;
 
-  if (m->params == NULL || m->params->type != MSGPACK_OBJECT_ARRAY ||
-      m->params->via.array.size != 0) {
+  (void)ctx;
+  if (args == NULL) {
     reply_error(m->msgid, HIPD_EPARAMS, "metrics: takes no params");
     return;
   }
-  if (M.inflight >= MAX_INFLIGHT) {
+  if (metrics_proc.inflight >= MAX_INFLIGHT) {
     reply_error(m->msgid, HIPD_EBUSY, "metrics: too many scrapes at once");
     return;
   }
@@ -250,25 +252,38 @@ static void on_metrics(const proto_msg_t *m)
     reply_error(m->msgid, HIPD_ENOMEM, "out of memory");
     return;
   }
-  s->gen = M.gen;
+  s->gen = metrics_proc.gen;
   s->msgid = m->msgid;
-  M.inflight++;
-  admin_metrics_text(M.d, scrape_done, s);
+  metrics_proc.inflight++;
+  admin_metrics_text(metrics_proc.d, scrape_done, s);
 }
+
+/* ready []: the metrics process serves; one with params is refused as an
+ * unknown message. */
+static void on_ready(void *ctx, const proto_msg_t *m, const void *args)
+{
+  (void)m;
+  if (args == NULL) {
+    ipc_break(ctx, "unknown message");
+    return;
+  }
+  log_info(0, "metrics process ready (pid %d): http://%s/metrics",
+           metrics_proc.running ? (int)metrics_proc.proc.pid : 0,
+           metrics_proc.d->cfg.metrics_listen != NULL
+               ? metrics_proc.d->cfg.metrics_listen
+               : "-");
+}
+
+/* What the listener takes from the metrics process (wire.h). */
+static const wire_handler_fn from_metrics[WIRE_NMSG] = {
+    [WIRE_METRICS_READY] = on_ready,
+    [WIRE_METRICS] = on_metrics,
+};
 
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 {
-  if (m->type == PROTO_NOTIFY && ipc_is(m, "ready") && m->params != NULL &&
-      m->params->type == MSGPACK_OBJECT_ARRAY &&
-      m->params->via.array.size == 0) {
-    log_info(0, "metrics process ready (pid %d): http://%s/metrics",
-             M.running ? (int)M.proc.pid : 0,
-             M.d->cfg.metrics_listen != NULL ? M.d->cfg.metrics_listen : "-");
-  } else if (m->type == PROTO_REQUEST && ipc_is(m, "metrics")) {
-    on_metrics(m);
-  } else {
+  if (wire_dispatch(from_metrics, WIRE_FROM_METRICS, m, ch) != 0)
     ipc_break(ch, "unknown message");
-  }
 }
 
 /* --------------------------------------------------------------- process */
@@ -279,7 +294,7 @@ static void handle_closed(void);
 static void timer_cb(uv_timer_t *t)
 {
   (void)t;
-  if (!M.stopping)
+  if (!metrics_proc.stopping)
     spawn();
 }
 
@@ -287,14 +302,16 @@ static void timer_cb(uv_timer_t *t)
  * the back-off. */
 static void handle_closed(void)
 {
-  if (--M.handles > 0 || M.stopping)
+  if (--metrics_proc.handles > 0 || metrics_proc.stopping)
     return;
-  if (!M.timer_open) {
-    uv_timer_init(M.d->loop, &M.timer);
-    M.timer_open = 1;
+  if (!metrics_proc.timer_open) {
+    uv_timer_init(metrics_proc.d->loop, &metrics_proc.timer);
+    metrics_proc.timer_open = 1;
   }
-  uv_timer_start(&M.timer, timer_cb, M.backoff, 0);
-  M.backoff = M.backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : M.backoff * 2;
+  uv_timer_start(&metrics_proc.timer, timer_cb, metrics_proc.backoff, 0);
+  metrics_proc.backoff = metrics_proc.backoff * 2 > BACKOFF_MAX_MS
+                             ? BACKOFF_MAX_MS
+                             : metrics_proc.backoff * 2;
 }
 
 static void proc_closed_cb(uv_handle_t *h)
@@ -306,10 +323,10 @@ static void proc_closed_cb(uv_handle_t *h)
 static void ch_closed(ipc_chan_t *ch)
 {
   (void)ch;
-  if (M.adopted) {
+  if (metrics_proc.adopted) {
     /* No process, no restart. */
-    M.adopted = 0;
-    M.handles--;
+    metrics_proc.adopted = 0;
+    metrics_proc.handles--;
     return;
   }
   handle_closed();
@@ -317,45 +334,46 @@ static void ch_closed(ipc_chan_t *ch)
 
 static void exit_cb(uv_process_t *p, int64_t status, int sig)
 {
-  uint64_t ran = uv_now(M.d->loop) - M.started;
+  uint64_t ran = uv_now(metrics_proc.d->loop) - metrics_proc.started;
 
-  M.running = 0;
+  metrics_proc.running = 0;
   if (ran >= BACKOFF_RESET_MS)
-    M.backoff = BACKOFF_MIN_MS;
-  if (M.stopping)
+    metrics_proc.backoff = BACKOFF_MIN_MS;
+  if (metrics_proc.stopping)
     log_info(0, "metrics process (pid %d) exited", (int)p->pid);
   else if (sig != 0)
     log_error(0,
               "metrics process (pid %d) was killed by signal %d (%s); "
               "restarting it in %u ms",
-              (int)p->pid, sig, strsignal(sig), (unsigned)M.backoff);
+              (int)p->pid, sig, strsignal(sig), (unsigned)metrics_proc.backoff);
   else
     log_warn(0,
              "metrics process (pid %d) exited with status %lld; restarting "
              "it in %u ms",
-             (int)p->pid, (long long)status, (unsigned)M.backoff);
-  uv_close((uv_handle_t *)&M.proc, proc_closed_cb);
-  ipc_close(&M.ch, ch_closed);
+             (int)p->pid, (long long)status, (unsigned)metrics_proc.backoff);
+  uv_close((uv_handle_t *)&metrics_proc.proc, proc_closed_cb);
+  ipc_close(&metrics_proc.ch, ch_closed);
 }
 
 static void ch_broken(ipc_chan_t *ch, const char *why)
 {
   (void)ch;
-  if (M.adopted) {
+  if (metrics_proc.adopted) {
     log_debug(0, "adopted metrics channel closed: %s", why);
-    ipc_close(&M.ch, ch_closed);
+    ipc_close(&metrics_proc.ch, ch_closed);
     return;
   }
-  if (!M.running || M.stopping)
+  if (!metrics_proc.running || metrics_proc.stopping)
     return;
   /* Its end closed: it is exiting (exit_cb says how); anything else is
    * a message the listener could not accept. */
   if (strcmp(why, "the other end closed the channel") == 0)
-    log_debug(0, "metrics process (pid %d): channel closed", (int)M.proc.pid);
+    log_debug(0, "metrics process (pid %d): channel closed",
+              (int)metrics_proc.proc.pid);
   else
     log_warn(0, "metrics process (pid %d): channel closed (%s); stopping it",
-             (int)M.proc.pid, why);
-  uv_process_kill(&M.proc, SIGKILL);
+             (int)metrics_proc.proc.pid, why);
+  uv_process_kill(&metrics_proc.proc, SIGKILL);
 }
 
 /* The command line of the metrics process: hipd's options and
@@ -367,7 +385,7 @@ static int exec_args(char ***args_out, char ***env_out)
   size_t argc = 0, nenv = 0, ne = 0;
   char **args, **env;
 
-  while (M.argv[argc] != NULL)
+  while (metrics_proc.argv[argc] != NULL)
     argc++;
   for (char **e = environ; *e != NULL; e++)
     nenv++;
@@ -378,9 +396,9 @@ static int exec_args(char ***args_out, char ***env_out)
     free(env);
     return HIPD_ENOMEM;
   }
-  args[0] = M.exe;
+  args[0] = metrics_proc.exe;
   for (size_t i = 1; i < argc; i++)
-    args[i] = M.argv[i];
+    args[i] = metrics_proc.argv[i];
   args[argc > 0 ? argc : 1] = role;
   for (char **e = environ; *e != NULL; e++)
     if (strncmp(*e, "NOTIFY_SOCKET=", 14) != 0 &&
@@ -398,63 +416,63 @@ static void spawn(void)
   char **args = NULL, **env = NULL;
   int rc;
 
-  if (ipc_init(M.d->loop, &M.ch) != 0) {
+  if (ipc_init(metrics_proc.d->loop, &metrics_proc.ch) != 0) {
     log_error(0, "cannot start the metrics process: out of memory");
-    M.handles = 1;
+    metrics_proc.handles = 1;
     handle_closed(); /* retried after the back-off */
     return;
   }
   if (exec_args(&args, &env) != 0) {
     log_error(0, "cannot start the metrics process: out of memory");
-    M.handles = 1;
-    ipc_close(&M.ch, ch_closed); /* retried after the back-off */
+    metrics_proc.handles = 1;
+    ipc_close(&metrics_proc.ch, ch_closed); /* retried after the back-off */
     return;
   }
-  M.ch.no_handles = 1;
-  M.gen++;
+  metrics_proc.ch.no_handles = 1;
+  metrics_proc.gen++;
   io[0].flags = UV_IGNORE;
   io[1].flags = UV_INHERIT_FD;
   io[1].data.fd = 1;
   io[2].flags = UV_INHERIT_FD;
   io[2].data.fd = 2;
   io[3].flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE;
-  io[3].data.stream = (uv_stream_t *)&M.ch.pipe;
+  io[3].data.stream = (uv_stream_t *)&metrics_proc.ch.pipe;
   io[4].flags = UV_INHERIT_FD;
-  io[4].data.fd = M.fd;
-  o.file = M.exe;
+  io[4].data.fd = metrics_proc.fd;
+  o.file = metrics_proc.exe;
   o.args = args;
   o.env = env;
   o.stdio = io;
   o.stdio_count = 5;
   o.exit_cb = exit_cb;
-  rc = uv_spawn(M.d->loop, &M.proc, &o);
+  rc = uv_spawn(metrics_proc.d->loop, &metrics_proc.proc, &o);
   free(args);
   free(env);
-  M.handles = 2;
+  metrics_proc.handles = 2;
   if (rc != 0) {
     log_error(0, "cannot start the metrics process: %s; retrying in %u ms",
-              uv_strerror(rc), (unsigned)M.backoff);
-    uv_close((uv_handle_t *)&M.proc, proc_closed_cb);
-    ipc_close(&M.ch, ch_closed);
+              uv_strerror(rc), (unsigned)metrics_proc.backoff);
+    uv_close((uv_handle_t *)&metrics_proc.proc, proc_closed_cb);
+    ipc_close(&metrics_proc.ch, ch_closed);
     return;
   }
-  M.running = 1;
-  M.started = uv_now(M.d->loop);
-  if (M.gen > 1)
-    M.restarts++;
-  if ((rc = ipc_start(&M.ch, on_msg, ch_broken)) != 0) {
+  metrics_proc.running = 1;
+  metrics_proc.started = uv_now(metrics_proc.d->loop);
+  if (metrics_proc.gen > 1)
+    metrics_proc.restarts++;
+  if ((rc = ipc_start(&metrics_proc.ch, on_msg, ch_broken)) != 0) {
     log_error(0, "metrics process (pid %d): cannot read its channel: %s",
-              (int)M.proc.pid, uv_strerror(rc));
-    uv_process_kill(&M.proc, SIGKILL);
+              (int)metrics_proc.proc.pid, uv_strerror(rc));
+    uv_process_kill(&metrics_proc.proc, SIGKILL);
   }
 }
 
 void metrics_start(daemon_t *d, char **argv)
 {
-  M.d = d;
-  if (M.fd < 0)
+  metrics_proc.d = d;
+  if (metrics_proc.fd < 0)
     return;
-  M.argv = argv;
+  metrics_proc.argv = argv;
   spawn();
 }
 
@@ -462,18 +480,18 @@ int metrics_adopt(daemon_t *d, int fd)
 {
   int rc;
 
-  if (M.running || M.adopted || M.handles > 0)
+  if (metrics_proc.running || metrics_proc.adopted || metrics_proc.handles > 0)
     return HIPD_EBUSY;
-  M.d = d;
-  rc = ipc_open(d->loop, &M.ch, fd);
+  metrics_proc.d = d;
+  rc = ipc_open(d->loop, &metrics_proc.ch, fd);
   if (rc == HIPD_ENOMEM) /* nothing was set up */
     return rc;
-  M.adopted = 1;
-  M.handles = 1;
-  M.gen++;
-  M.ch.no_handles = 1;
-  if (rc != 0 || ipc_start(&M.ch, on_msg, ch_broken) != 0) {
-    ipc_close(&M.ch, ch_closed);
+  metrics_proc.adopted = 1;
+  metrics_proc.handles = 1;
+  metrics_proc.gen++;
+  metrics_proc.ch.no_handles = 1;
+  if (rc != 0 || ipc_start(&metrics_proc.ch, on_msg, ch_broken) != 0) {
+    ipc_close(&metrics_proc.ch, ch_closed);
     return HIPD_EIO;
   }
   return 0;
@@ -482,20 +500,20 @@ int metrics_adopt(daemon_t *d, int fd)
 uint32_t metrics_stop(daemon_t *d, int force)
 {
   (void)d;
-  if (!M.stopping) {
-    M.stopping = 1;
-    if (M.timer_open) {
-      uv_close((uv_handle_t *)&M.timer, NULL);
-      M.timer_open = 0;
+  if (!metrics_proc.stopping) {
+    metrics_proc.stopping = 1;
+    if (metrics_proc.timer_open) {
+      uv_close((uv_handle_t *)&metrics_proc.timer, NULL);
+      metrics_proc.timer_open = 0;
     }
-    if (M.fd >= 0) {
-      close(M.fd);
-      M.fd = -1;
+    if (metrics_proc.fd >= 0) {
+      close(metrics_proc.fd);
+      metrics_proc.fd = -1;
     }
   }
-  if (M.running && (force || !M.term_sent)) {
-    uv_process_kill(&M.proc, force ? SIGKILL : SIGTERM);
-    M.term_sent = 1;
+  if (metrics_proc.running && (force || !metrics_proc.term_sent)) {
+    uv_process_kill(&metrics_proc.proc, force ? SIGKILL : SIGTERM);
+    metrics_proc.term_sent = 1;
   }
-  return M.handles > 0 ? 1 : 0;
+  return metrics_proc.handles > 0 ? 1 : 0;
 }

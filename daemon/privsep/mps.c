@@ -32,7 +32,7 @@ static struct {
   uid_t uid;
   gid_t gid;
   char user[64];
-} M;
+} mps;
 
 static int find_control(char *out, size_t len)
 {
@@ -47,11 +47,12 @@ static int find_control(char *out, size_t len)
     if (access(out, X_OK) == 0)
       return 0;
   }
-  return -1;
+  return HIPD_ENOENT;
 }
 
 /* Run the control program (with "-d", or fed @p input) as the worker
- * account; @return its exit status, or -1. Blocking, bounded by 10 s. */
+ * account; @return its exit status, or -1 (as a shell says of a program
+ * that did not exit: not a hipd code). Blocking, bounded by 10 s. */
 static int run_control(const char *arg, const char *input)
 {
   int in[2] = {-1, -1}, status = 0;
@@ -63,8 +64,8 @@ static int run_control(const char *arg, const char *input)
   if (pid < 0)
     return -1;
   if (pid == 0) {
-    char *argv[] = {M.control, (char *)arg, NULL};
-    char *envp[] = {M.pipe_env, M.log_env, "PATH=/usr/bin:/bin", NULL};
+    char *argv[] = {mps.control, (char *)arg, NULL};
+    char *envp[] = {mps.pipe_env, mps.log_env, "PATH=/usr/bin:/bin", NULL};
     int nul = open("/dev/null", O_RDWR);
     if (input != NULL)
       dup2(in[0], 0);
@@ -72,15 +73,16 @@ static int run_control(const char *arg, const char *input)
       dup2(nul, 0);
     if (nul >= 0)
       dup2(nul, 1);
-    if (M.as_user &&
-        (initgroups(M.user, M.gid) != 0 || setresgid(M.gid, M.gid, M.gid) ||
-         setresuid(M.uid, M.uid, M.uid)))
+    if (mps.as_user && (initgroups(mps.user, mps.gid) != 0 ||
+                        setresgid(mps.gid, mps.gid, mps.gid) ||
+                        setresuid(mps.uid, mps.uid, mps.uid)))
       _exit(126);
     /* The directory is made by the account that uses it: the listener
      * keeps no CAP_CHOWN (the unit drops it). */
-    if (arg != NULL && mkdir(M.dir, 0700) != 0 && errno != EEXIST)
+    if (arg != NULL && mkdir(mps.dir, 0700) != 0 && errno != EEXIST)
       _exit(125);
-    execve(M.control, arg != NULL ? argv : (char *[]){M.control, NULL}, envp);
+    execve(mps.control, arg != NULL ? argv : (char *[]){mps.control, NULL},
+           envp);
     _exit(127);
   }
   if (input != NULL) {
@@ -104,13 +106,13 @@ static int run_control(const char *arg, const char *input)
 
 static int unavailable(daemon_t *d, hipd_err_t *err, const char *why)
 {
-  snprintf(M.state, sizeof(M.state),
+  snprintf(mps.state, sizeof(mps.state),
            "unavailable: %s; tenants time-slice the "
            "GPU",
            why);
   if (d->cfg.mps == MPS_ON)
     return err_set(err, HIPD_ENOTSUP, "--mps on: %s", why);
-  log_info(0, "MPS %s", M.state);
+  log_info(0, "MPS %s", mps.state);
   return 0;
 }
 
@@ -122,7 +124,7 @@ int mps_start(daemon_t *d, const char *user, uid_t uid, gid_t gid,
 
   err_clear(err);
   if (d->cfg.mps == MPS_OFF) {
-    snprintf(M.state, sizeof(M.state),
+    snprintf(mps.state, sizeof(mps.state),
              "off (--mps off): tenants time-slice the GPU");
     return 0;
   }
@@ -135,47 +137,49 @@ int mps_start(daemon_t *d, const char *user, uid_t uid, gid_t gid,
   return unavailable(d, err, "this build has no NVIDIA GPU support");
 #else
   if (strcmp(HIPD_HIP_PLATFORM, "nvidia") != 0) {
-    snprintf(M.state, sizeof(M.state),
+    snprintf(mps.state, sizeof(mps.state),
              "not needed: on AMD, processes' queues run concurrently in "
              "separate GPU address spaces");
     return 0;
   }
   if (d->cfg.devices != NULL && strcmp(d->cfg.devices, "cpu") == 0)
     return unavailable(d, err, "--devices cpu: no GPU is served");
-  if (find_control(M.control, sizeof(M.control)) != 0)
+  if (find_control(mps.control, sizeof(mps.control)) != 0)
     return unavailable(d, err, CONTROL " is not installed");
-  snprintf(M.dir, sizeof(M.dir), "%s/hipd-mps-XXXXXX",
+  snprintf(mps.dir, sizeof(mps.dir), "%s/hipd-mps-XXXXXX",
            base != NULL && base[0] == '/' ? base : "/tmp");
-  if (mkdtemp(M.dir) == NULL)
+  if (mkdtemp(mps.dir) == NULL)
     return unavailable(d, err, "cannot create its private directory");
-  M.as_user = geteuid() == 0;
-  M.uid = uid;
-  M.gid = gid;
-  snprintf(M.user, sizeof(M.user), "%s", user != NULL ? user : "");
-  if (M.as_user && chown(M.dir, uid, gid) != 0) {
-    rmdir(M.dir);
+  mps.as_user = geteuid() == 0;
+  mps.uid = uid;
+  mps.gid = gid;
+  snprintf(mps.user, sizeof(mps.user), "%s", user != NULL ? user : "");
+  if (mps.as_user && chown(mps.dir, uid, gid) != 0) {
+    rmdir(mps.dir);
     return unavailable(d, err,
                        "cannot give its directory to the worker "
                        "account");
   }
-  snprintf(M.pipe_env, sizeof(M.pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s", M.dir);
-  snprintf(M.log_env, sizeof(M.log_env), "CUDA_MPS_LOG_DIRECTORY=%s", M.dir);
+  snprintf(mps.pipe_env, sizeof(mps.pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s",
+           mps.dir);
+  snprintf(mps.log_env, sizeof(mps.log_env), "CUDA_MPS_LOG_DIRECTORY=%s",
+           mps.dir);
   if (run_control("-d", NULL) != 0)
     return unavailable(d, err,
                        CONTROL " -d failed (or its directory "
                                "could not be made)");
   /* The control daemon makes its socket once it runs. */
-  snprintf(ctl, sizeof(ctl), "%s/control", M.dir);
+  snprintf(ctl, sizeof(ctl), "%s/control", mps.dir);
   for (int i = 0; i < 200 && access(ctl, F_OK) != 0; i++)
     nanosleep(&(struct timespec){0, 10000000}, NULL);
-  M.active = 1;
-  snprintf(M.state, sizeof(M.state),
+  mps.active = 1;
+  snprintf(mps.state, sizeof(mps.state),
            "active (hipd's own control daemon, pipe directory %s): tenants "
            "run concurrently, each in its own GPU address space; a fatal "
            "GPU fault of one tenant also ends the others' contexts on that "
            "GPU (--mps off keeps faults with their tenant, and time-slices)",
-           M.dir);
-  log_info(0, "MPS %s", M.state);
+           mps.dir);
+  log_info(0, "MPS %s", mps.state);
   return 0;
 #endif
 }
@@ -198,15 +202,15 @@ static void remove_tree(const char *dir)
 
 void mps_stop(void)
 {
-  if (!M.active)
+  if (!mps.active)
     return;
-  M.active = 0;
+  mps.active = 0;
   if (run_control(NULL, "quit\n") != 0)
     log_warn(0, "MPS: the control daemon did not acknowledge quit");
   else
     log_info(0, "MPS control daemon stopped");
-  if (strcmp(M.dir, "/run/hipd/mps") != 0)
-    remove_tree(M.dir);
+  if (strcmp(mps.dir, "/run/hipd/mps") != 0)
+    remove_tree(mps.dir);
 }
 
 size_t mps_worker_env(char **env, size_t max)
@@ -214,20 +218,20 @@ size_t mps_worker_env(char **env, size_t max)
   static char flag[] = "HIPD_MPS=1";
   size_t n = 0;
 
-  if (!M.active || max < 3)
+  if (!mps.active || max < 3)
     return 0;
-  env[n++] = M.pipe_env;
-  env[n++] = M.log_env;
+  env[n++] = mps.pipe_env;
+  env[n++] = mps.log_env;
   env[n++] = flag;
   return n;
 }
 
 const char *mps_state(void)
 {
-  if (M.state[0] == '\0') {
+  if (mps.state[0] == '\0') {
     const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
     if (getenv("HIPD_MPS") != NULL && dir != NULL)
-      snprintf(M.state, sizeof(M.state),
+      snprintf(mps.state, sizeof(mps.state),
                "active (hipd's own control daemon, pipe directory %s): "
                "tenants run concurrently, each in its own GPU address space; "
                "a fatal GPU fault of one tenant also ends the others' "
@@ -235,13 +239,13 @@ const char *mps_state(void)
                "tenant, and time-slices)",
                dir);
     else
-      snprintf(M.state, sizeof(M.state),
+      snprintf(mps.state, sizeof(mps.state),
                "not used: tenants time-slice the GPU");
   }
-  return M.state;
+  return mps.state;
 }
 
 int mps_active(void)
 {
-  return M.active || getenv("HIPD_MPS") != NULL;
+  return mps.active || getenv("HIPD_MPS") != NULL;
 }

@@ -15,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "log.h"
 #include "privsep/ipc.h"
+#include "privsep/wire.h"
 #include "privsep/worker.h"
 #include "stats.h"
 #include "transport.h"
@@ -22,8 +23,8 @@
 enum { REQ_COMPILE, REQ_STATS, REQ_CLEAR, REQ_CSTATS, REQ_ADMIN };
 
 /* A request to the listener, waiting for its answer. */
-typedef struct pending {
-  struct pending *next;
+typedef struct listener_req {
+  struct listener_req *next;
   uint32_t msgid;
   int kind;
   cache_done_fn compiled; /* REQ_COMPILE */
@@ -33,19 +34,19 @@ typedef struct pending {
   admin_done_fn admin; /* REQ_ADMIN */
   cache_key_t *key;    /* REQ_COMPILE: gets the listener's key */
   void *ctx;
-} pending_t;
+} listener_req_t;
 
 static struct {
   daemon_t *d;
   worker_role_t role;
   ipc_chan_t ch;
   int open;
-  pending_t *pending;
+  listener_req_t *reqs; /* waiting for their answers */
   void (*stop)(daemon_t *d, const char *why);
   int stop_called;
   char dir[256]; /* the listener's cache directory, for cache.stats */
   void (*reload)(daemon_t *d, int argc, char **argv);
-} K;
+} this_worker;
 
 int worker_role_parse(const char *arg, worker_role_t *out)
 {
@@ -73,24 +74,24 @@ int worker_role_parse(const char *arg, worker_role_t *out)
 
 static void stop_once(const char *why)
 {
-  if (K.stop_called)
+  if (this_worker.stop_called)
     return;
-  K.stop_called = 1;
-  K.stop(K.d, why);
+  this_worker.stop_called = 1;
+  this_worker.stop(this_worker.d, why);
 }
 
-static pending_t *pending_take(uint32_t msgid)
+static listener_req_t *req_take(uint32_t msgid)
 {
-  for (pending_t **pp = &K.pending; *pp != NULL; pp = &(*pp)->next)
+  for (listener_req_t **pp = &this_worker.reqs; *pp != NULL; pp = &(*pp)->next)
     if ((*pp)->msgid == msgid) {
-      pending_t *p = *pp;
+      listener_req_t *p = *pp;
       *pp = p->next;
       return p;
     }
   return NULL;
 }
 
-static void pending_fail(pending_t *p, int code, const char *msg)
+static void req_fail(listener_req_t *p, int code, const char *msg)
 {
   if (p->kind == REQ_COMPILE)
     p->compiled(p->ctx, code, NULL, CACHE_MISS, msg);
@@ -107,180 +108,123 @@ static void pending_fail(pending_t *p, int code, const char *msg)
 
 static void fail_all(const char *why)
 {
-  while (K.pending != NULL) {
-    pending_t *p = K.pending;
-    K.pending = p->next;
-    pending_fail(p, HIPD_EIO, why);
+  while (this_worker.reqs != NULL) {
+    listener_req_t *p = this_worker.reqs;
+    this_worker.reqs = p->next;
+    req_fail(p, HIPD_EIO, why);
   }
 }
 
-/* Send the request packed in @p sb (its msgid is K.ch.next_msgid - 1)
+/* Send the request packed in @p sb (its msgid is this_worker.ch.next_msgid - 1)
  * and wait for its answer through @p p. */
-static void send_request(msgpack_sbuffer *sb, pending_t *p)
+static void send_request(msgpack_sbuffer *sb, listener_req_t *p)
 {
-  if (!K.open || ipc_send(&K.ch, sb->data, sb->size) != 0) {
-    pending_fail(p, HIPD_EIO, "the listener is gone");
+  if (!this_worker.open || ipc_send(&this_worker.ch, sb->data, sb->size) != 0) {
+    req_fail(p, HIPD_EIO, "the listener is gone");
     return;
   }
-  p->next = K.pending;
-  K.pending = p;
+  p->next = this_worker.reqs;
+  this_worker.reqs = p;
 }
 
 /* ------------------------------------------------------------- answers */
 
-static void on_compiled(pending_t *p, const proto_msg_t *m)
+static void on_compiled(listener_req_t *p, const proto_msg_t *m)
 {
-  const msgpack_object *r = m->result;
-  int64_t status, source;
-  const char *log = "", *img = NULL;
-  size_t loglen = 0, imglen = 0;
+  wire_compile_result_t r;
+  const char *img = NULL;
+  size_t imglen = 0;
   char *logz;
   cache_blob_t *blob = NULL;
 
-  if (r == NULL || r->type != MSGPACK_OBJECT_ARRAY || r->via.array.size != 5 ||
-      proto_obj_int(&r->via.array.ptr[0], INT32_MIN, 0, &status) != 0 ||
-      proto_obj_int(&r->via.array.ptr[1], 0, CACHE_WAITED, &source) != 0 ||
-      proto_obj_bytes(&r->via.array.ptr[3], &log, &loglen) != 0 ||
-      (status == 0 &&
-       proto_obj_bytes(&r->via.array.ptr[4], &img, &imglen) != 0)) {
-    pending_fail(p, HIPD_EIO, "the listener's answer to compile is malformed");
+  if (wire_result(WIRE_COMPILE, m->result, &r) != 0 ||
+      (r.status.i == 0 && proto_obj_bytes(r.image.o, &img, &imglen) != 0)) {
+    req_fail(p, HIPD_EIO, "the listener's answer to compile is malformed");
     return;
   }
-  {
-    const char *key;
-    size_t keylen;
-    if (proto_obj_bytes(&r->via.array.ptr[2], &key, &keylen) != 0 ||
-        keylen != CACHE_KEY_SIZE) {
-      pending_fail(p, HIPD_EIO,
-                   "the listener's answer to compile is "
-                   "malformed");
-      return;
-    }
-    memcpy(p->key->b, key, CACHE_KEY_SIZE);
-  }
-  if ((logz = malloc(loglen + 1)) == NULL) {
-    pending_fail(p, HIPD_ENOMEM, "out of memory");
+  memcpy(p->key->b, r.key.p, CACHE_KEY_SIZE);
+  if ((logz = malloc(r.log.len + 1)) == NULL) {
+    req_fail(p, HIPD_ENOMEM, "out of memory");
     return;
   }
-  memcpy(logz, log, loglen);
-  logz[loglen] = '\0';
-  if (status == 0 && (blob = cache_blob_new(img, imglen)) == NULL) {
+  memcpy(logz, r.log.p, r.log.len);
+  logz[r.log.len] = '\0';
+  if (r.status.i == 0 && (blob = cache_blob_new(img, imglen)) == NULL) {
     free(logz);
-    pending_fail(p, HIPD_ENOMEM, "out of memory");
+    req_fail(p, HIPD_ENOMEM, "out of memory");
     return;
   }
-  p->compiled(p->ctx, (int)status, blob, (cache_source_t)source, logz);
+  p->compiled(p->ctx, (int)r.status.i, blob, (cache_source_t)r.source.i, logz);
   if (blob != NULL)
     cache_blob_unref(blob);
   free(logz);
   free(p);
 }
 
-static void on_stats(pending_t *p, const proto_msg_t *m)
-{
-  const msgpack_object *r = m->result;
-  uint64_t v[13];
-  cache_stats_t st = {0};
-  const char *dir;
-  size_t dirlen;
+#define COPY_COUNTER(T, name, kind, min, max) st.name = r.name.u;
 
-  if (r == NULL || r->type != MSGPACK_OBJECT_ARRAY || r->via.array.size != 14 ||
-      proto_obj_bytes(&r->via.array.ptr[13], &dir, &dirlen) != 0) {
-    pending_fail(p, HIPD_EIO, "malformed cache.stats answer");
+static void on_stats(listener_req_t *p, const proto_msg_t *m)
+{
+  wire_cache_stats_result_t r;
+  cache_stats_t st = {0};
+
+  if (wire_result(WIRE_CACHE_STATS, m->result, &r) != 0) {
+    req_fail(p, HIPD_EIO, "malformed cache.stats answer");
     return;
   }
-  for (int i = 0; i < 13; i++)
-    if (proto_obj_uint(&r->via.array.ptr[i], UINT64_MAX, &v[i]) != 0) {
-      pending_fail(p, HIPD_EIO, "malformed cache.stats answer");
-      return;
-    }
-  st.hits_memory = v[0];
-  st.hits_disk = v[1];
-  st.misses = v[2];
-  st.waits = v[3];
-  st.compile_failures = v[4];
-  st.evictions = v[5];
-  st.corrupt = v[6];
-  st.auth_failures = v[7];
-  st.entries = v[8];
-  st.bytes = v[9];
-  st.disk_entries = v[10];
-  st.disk_bytes = v[11];
-  st.max_bytes = v[12];
-  snprintf(K.dir, sizeof(K.dir), "%.*s", (int)dirlen, dir);
-  st.dir = K.dir[0] ? K.dir : NULL;
+  WIRE_CACHE_STATS_COUNTERS(COPY_COUNTER, _)
+  snprintf(this_worker.dir, sizeof(this_worker.dir), "%.*s", (int)r.dir.len,
+           r.dir.p);
+  st.dir = this_worker.dir[0] ? this_worker.dir : NULL;
   p->stats(p->ctx, 0, &st);
   free(p);
 }
 
-static void on_cstats(pending_t *p, const proto_msg_t *m)
+static void on_cstats(listener_req_t *p, const proto_msg_t *m)
 {
-  const msgpack_object *r = m->result;
+  wire_compile_stats_result_t r;
   compile_pool_stats_t st = {0};
-  uint64_t v[10];
-  int64_t uid;
-  const char *fs, *na;
-  size_t fslen, nalen;
   static char fsname[32];
 
-  if (r == NULL || r->type != MSGPACK_OBJECT_ARRAY || r->via.array.size != 13 ||
-      proto_obj_bytes(&r->via.array.ptr[10], &fs, &fslen) != 0 ||
-      proto_obj_int(&r->via.array.ptr[11], -1, UINT32_MAX, &uid) != 0 ||
-      proto_obj_bytes(&r->via.array.ptr[12], &na, &nalen) != 0) {
-    pending_fail(p, HIPD_EIO, "malformed compile.stats answer");
+  if (wire_result(WIRE_COMPILE_STATS, m->result, &r) != 0) {
+    req_fail(p, HIPD_EIO, "malformed compile.stats answer");
     return;
   }
-  for (int i = 0; i < 10; i++)
-    if (proto_obj_uint(&r->via.array.ptr[i], UINT64_MAX, &v[i]) != 0) {
-      pending_fail(p, HIPD_EIO, "malformed compile.stats answer");
-      return;
-    }
-  st.jobs = (unsigned)v[0];
-  st.timeout_s = (unsigned)v[1];
-  st.busy = (unsigned)v[2];
-  st.queued = (unsigned)v[3];
-  st.helpers = (unsigned)v[4];
-  st.started = v[5];
-  st.restarts = v[6];
-  st.compiles = v[7];
-  st.timeouts = v[8];
-  st.crashes = v[9];
-  snprintf(fsname, sizeof(fsname), "%.*s", (int)fslen, fs);
+  WIRE_COMPILE_STATS_COUNTERS(COPY_COUNTER, _)
+  snprintf(fsname, sizeof(fsname), "%.*s", (int)r.fsview_name.len,
+           r.fsview_name.p);
   st.fsview_name = fsname;
-  st.uid = uid;
-  snprintf(st.sandbox, sizeof(st.sandbox), "%.*s", (int)nalen, na);
+  st.uid = r.uid.i;
+  snprintf(st.sandbox, sizeof(st.sandbox), "%.*s", (int)r.sandbox.len,
+           r.sandbox.p);
   p->cstats(p->ctx, 0, &st);
   free(p);
 }
 
 /* The answer to admin: [status, message, result (packed msgpack) | nil]. */
-static void on_admin(pending_t *p, const proto_msg_t *m)
+static void on_admin(listener_req_t *p, const proto_msg_t *m)
 {
-  const msgpack_object *r = m->result;
-  int64_t status;
-  const char *msg = NULL, *res = NULL;
-  size_t mlen = 0, rlen = 0;
+  wire_admin_result_t r;
+  const char *res = NULL;
+  size_t rlen = 0;
   char buf[256];
 
-  if (r == NULL || r->type != MSGPACK_OBJECT_ARRAY || r->via.array.size != 3 ||
-      proto_obj_int(&r->via.array.ptr[0], INT32_MIN, 0, &status) != 0 ||
-      proto_obj_bytes(&r->via.array.ptr[1], &msg, &mlen) != 0 ||
-      (status == 0 &&
-       (proto_obj_bytes(&r->via.array.ptr[2], &res, &rlen) != 0 ||
-        rlen == 0))) {
+  if (wire_result(WIRE_ADMIN, m->result, &r) != 0 ||
+      (r.status.i == 0 &&
+       (proto_obj_bytes(r.result.o, &res, &rlen) != 0 || rlen == 0))) {
     /* A success carries its result: empty bytes would become a reply
      * without one. */
-    pending_fail(p, HIPD_EIO, "the listener's answer to admin is malformed");
+    req_fail(p, HIPD_EIO, "the listener's answer to admin is malformed");
     return;
   }
-  snprintf(buf, sizeof(buf), "%.*s", (int)mlen, msg);
-  p->admin(p->ctx, (int)status, buf, res, rlen);
+  snprintf(buf, sizeof(buf), "%.*s", (int)r.message.len, r.message.p);
+  p->admin(p->ctx, (int)r.status.i, buf, res, rlen);
   free(p);
 }
 
 static void on_response(const proto_msg_t *m)
 {
-  pending_t *p = pending_take(m->msgid);
+  listener_req_t *p = req_take(m->msgid);
   int code;
   const char *msg;
   size_t mlen;
@@ -300,7 +244,7 @@ static void on_response(const proto_msg_t *m)
       mlen = strlen(msg);
     }
     snprintf(buf, sizeof(buf), "%.*s", (int)mlen, msg);
-    pending_fail(p, code, buf);
+    req_fail(p, code, buf);
     return;
   }
   if (p->kind == REQ_COMPILE)
@@ -318,42 +262,42 @@ static void on_response(const proto_msg_t *m)
 }
 
 /* conn [id, uid, gid, pid] with the connection. */
-static void on_conn(const proto_msg_t *m)
+static void on_conn(void *ctx, const proto_msg_t *m, const void *args)
 {
-  uint64_t id, uid;
+  const wire_conn_t *a = args;
 
-  if (ipc_param_uint(m, 0, UINT64_MAX, &id) != 0 ||
-      ipc_param_uint(m, 1, UINT32_MAX, &uid) != 0) {
+  (void)ctx;
+  (void)m;
+  if (a == NULL) {
     stop_once("a malformed conn message from the listener");
     return;
   }
   /* What ipc_accept() checks: without it transport_accept() fails its
    * uv_accept (and its session's teardown then crashed), or opens a
    * descriptor that is no socket as one. */
-  if (uv_pipe_pending_count(&K.ch.pipe) <= 0 ||
-      uv_pipe_pending_type(&K.ch.pipe) != UV_NAMED_PIPE) {
+  if (uv_pipe_pending_count(&this_worker.ch.pipe) <= 0 ||
+      uv_pipe_pending_type(&this_worker.ch.pipe) != UV_NAMED_PIPE) {
     stop_once("a conn message from the listener without its connection");
     return;
   }
   /* The session takes the listener's id, so that both logs agree. */
-  K.d->next_session_id = id - 1;
-  transport_accept(K.d, (uv_stream_t *)&K.ch.pipe);
+  this_worker.d->next_session_id = a->id.u - 1;
+  transport_accept(this_worker.d, (uv_stream_t *)&this_worker.ch.pipe);
 }
 
-/* Most options in a reload (hipd has about forty, each may repeat). */
-#define RELOAD_MAX_ARGS 4096
-
 /* reload [[arg...]]: the listener's options after a SIGHUP (argv[0]
- * first), for K.reload. A malformed one is logged and ignored: the
+ * first), for this_worker.reload. A malformed one is logged and ignored: the
  * worker keeps its configuration. */
-static void on_reload(const proto_msg_t *m)
+static void on_reload(void *ctx, const proto_msg_t *m, const void *args)
 {
+  const wire_reload_t *r = args;
   const msgpack_object *a;
   char **argv = NULL;
   uint32_t n = 0;
 
-  if (ipc_param_array(m, 0, RELOAD_MAX_ARGS, &a) != 0 ||
-      a->via.array.size == 0 ||
+  (void)ctx;
+  (void)m;
+  if (r == NULL || (a = r->args.o)->via.array.size == 0 ||
       (argv = calloc(a->via.array.size + 1, sizeof(*argv))) == NULL) {
     log_error(0, "a malformed reload from the listener: ignored");
     return;
@@ -369,8 +313,8 @@ static void on_reload(const proto_msg_t *m)
   }
   if (n < a->via.array.size)
     log_error(0, "a malformed reload from the listener: ignored");
-  else if (K.reload != NULL)
-    K.reload(K.d, (int)n, argv);
+  else if (this_worker.reload != NULL)
+    this_worker.reload(this_worker.d, (int)n, argv);
   for (uint32_t i = 0; i < n; i++)
     free(argv[i]);
   free(argv);
@@ -378,46 +322,44 @@ static void on_reload(const proto_msg_t *m)
 
 void worker_on_reload(void (*reload)(daemon_t *d, int argc, char **argv))
 {
-  K.reload = reload;
+  this_worker.reload = reload;
 }
 
 /* report []: this worker's sessions and counters (stats_pack_report). */
-static void on_report(const proto_msg_t *m)
+static void on_report(void *ctx, const proto_msg_t *m, const void *args)
 {
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
-  if (m->params == NULL || m->params->type != MSGPACK_OBJECT_ARRAY ||
-      m->params->via.array.size != 0) {
+  (void)ctx;
+  if (args == NULL) {
     stop_once("a malformed report message from the listener");
     return;
   }
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_response(&pk, m->msgid);
-  stats_pack_report(K.d, &pk);
-  ipc_send(&K.ch, sb.data, sb.size);
+  stats_pack_report(this_worker.d, &pk);
+  ipc_send(&this_worker.ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
 }
 
-/* kill [session id, who]: close that session with reason @p who. */
-static void on_kill(const proto_msg_t *m)
+/* kill [session id, who]: close that session with reason who. */
+static void on_kill(void *ctx, const proto_msg_t *m, const void *args)
 {
-  uint64_t id;
-  const char *who;
-  size_t n;
+  const wire_kill_t *a = args;
   char why[128];
   msgpack_sbuffer sb;
   msgpack_packer pk;
   int rc;
 
-  if (ipc_param_uint(m, 0, UINT64_MAX, &id) != 0 ||
-      ipc_param_bytes(m, 1, sizeof(why) - 1, &who, &n) != 0) {
+  (void)ctx;
+  if (a == NULL) {
     stop_once("a malformed kill message from the listener");
     return;
   }
-  snprintf(why, sizeof(why), "%.*s", (int)n, who);
-  rc = admin_kill_local(K.d, id, why, 0);
+  snprintf(why, sizeof(why), "%.*s", (int)a->who.len, a->who.p);
+  rc = admin_kill_local(this_worker.d, a->id.u, why, 0);
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_response(&pk, m->msgid);
@@ -425,42 +367,48 @@ static void on_kill(const proto_msg_t *m)
     msgpack_pack_true(&pk);
   else
     msgpack_pack_false(&pk);
-  ipc_send(&K.ch, sb.data, sb.size);
+  ipc_send(&this_worker.ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
 }
 
 /* log.level [level]: the listener's new level. */
-static void on_log_level(const proto_msg_t *m)
+static void on_log_level(void *ctx, const proto_msg_t *m, const void *args)
 {
-  uint64_t lvl;
+  const wire_log_level_t *a = args;
 
-  if (ipc_param_uint(m, 0, HLOG_DEBUG, &lvl) != 0) {
+  (void)ctx;
+  (void)m;
+  if (a == NULL) {
     stop_once("a malformed log.level message from the listener");
     return;
   }
-  log_set_level((int)lvl);
+  log_set_level((int)a->level.u);
   log_info(0, "log level set to %s by the listener",
-           (const char *[]){"error", "warn", "info", "debug"}[lvl]);
+           (const char *[]){"error", "warn", "info", "debug"}[a->level.u]);
 }
+
+/* exit []: the listener ended this worker (idle). */
+static void on_exit_msg(void *ctx, const proto_msg_t *m, const void *args)
+{
+  (void)ctx;
+  (void)m;
+  (void)args;
+  stop_once("idle: the listener ended this worker");
+}
+
+/* What a worker takes from its listener (wire.h). */
+static const wire_handler_fn from_listener[WIRE_NMSG] = {
+    [WIRE_CONN] = on_conn,     [WIRE_EXIT] = on_exit_msg,
+    [WIRE_RELOAD] = on_reload, [WIRE_LOG_LEVEL] = on_log_level,
+    [WIRE_REPORT] = on_report, [WIRE_KILL] = on_kill,
+};
 
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 {
   (void)ch;
   if (m->type == PROTO_RESPONSE)
     on_response(m);
-  else if (m->type == PROTO_REQUEST && ipc_is(m, "report"))
-    on_report(m);
-  else if (m->type == PROTO_REQUEST && ipc_is(m, "kill"))
-    on_kill(m);
-  else if (m->type == PROTO_NOTIFY && ipc_is(m, "log.level"))
-    on_log_level(m);
-  else if (m->type == PROTO_NOTIFY && ipc_is(m, "conn"))
-    on_conn(m);
-  else if (m->type == PROTO_NOTIFY && ipc_is(m, "exit"))
-    stop_once("idle: the listener ended this worker");
-  else if (m->type == PROTO_NOTIFY && ipc_is(m, "reload"))
-    on_reload(m);
-  else
+  else if (wire_dispatch(from_listener, WIRE_FROM_LISTENER, m, NULL) != 0)
     log_warn(0, "unknown message from the listener: ignored");
 }
 
@@ -476,19 +424,19 @@ static void on_broken(ipc_chan_t *ch, const char *why)
 
 /* --------------------------------------------------------------- fetch */
 
-/* Pack the head of request @p method (with @p nparams params) for @p p,
+/* Pack the head of request @p id (wire.h) for @p p,
  * which gets its msgid; the caller packs the params, then request_end()
  * sends it and waits for the answer through @p p. */
-static void request_begin(pending_t *p, msgpack_sbuffer *sb, msgpack_packer *pk,
-                          const char *method, uint32_t nparams)
+static void request_begin(listener_req_t *p, msgpack_sbuffer *sb,
+                          msgpack_packer *pk, wire_msg_id_t id)
 {
-  p->msgid = K.ch.next_msgid++;
+  p->msgid = this_worker.ch.next_msgid++;
   msgpack_sbuffer_init(sb);
   msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
-  proto_pack_request(pk, p->msgid, method, nparams);
+  wire_pack_head(pk, id, p->msgid);
 }
 
-static void request_end(msgpack_sbuffer *sb, pending_t *p)
+static void request_end(msgpack_sbuffer *sb, listener_req_t *p)
 {
   send_request(sb, p);
   msgpack_sbuffer_destroy(sb);
@@ -497,7 +445,7 @@ static void request_end(msgpack_sbuffer *sb, pending_t *p)
 static void fetch_remote(const kernels_fetch_t *f, cache_done_fn done,
                          void *ctx)
 {
-  pending_t *p = calloc(1, sizeof(*p));
+  listener_req_t *p = calloc(1, sizeof(*p));
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
@@ -509,7 +457,7 @@ static void fetch_remote(const kernels_fetch_t *f, cache_done_fn done,
   p->key = f->key;
   p->compiled = done;
   p->ctx = ctx;
-  request_begin(p, &sb, &pk, "compile", 6);
+  request_begin(p, &sb, &pk, WIRE_COMPILE);
   proto_pack_cstr(&pk, f->drv->name);
   proto_pack_cstr(&pk, f->arch);
   msgpack_pack_bin(&pk, (uint32_t)f->source_len);
@@ -524,7 +472,7 @@ static void fetch_remote(const kernels_fetch_t *f, cache_done_fn done,
 
 void worker_cache_stats(kernels_stats_done_fn done, void *ctx)
 {
-  pending_t *p = calloc(1, sizeof(*p));
+  listener_req_t *p = calloc(1, sizeof(*p));
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
@@ -535,13 +483,13 @@ void worker_cache_stats(kernels_stats_done_fn done, void *ctx)
   p->kind = REQ_STATS;
   p->stats = done;
   p->ctx = ctx;
-  request_begin(p, &sb, &pk, "cache.stats", 0);
+  request_begin(p, &sb, &pk, WIRE_CACHE_STATS);
   request_end(&sb, p);
 }
 
 static void worker_compile_stats(kernels_cstats_done_fn done, void *ctx)
 {
-  pending_t *p = calloc(1, sizeof(*p));
+  listener_req_t *p = calloc(1, sizeof(*p));
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
@@ -552,16 +500,15 @@ static void worker_compile_stats(kernels_cstats_done_fn done, void *ctx)
   p->kind = REQ_CSTATS;
   p->cstats = done;
   p->ctx = ctx;
-  request_begin(p, &sb, &pk, "compile.stats", 0);
+  request_begin(p, &sb, &pk, WIRE_COMPILE_STATS);
   request_end(&sb, p);
 }
 
 /* An admin request of a client: the listener decides and answers. */
-static void forward_admin(daemon_t *d, const char *op,
-                          const msgpack_object *params, admin_done_fn done,
-                          void *ctx)
+static void forward_admin(daemon_t *d, const admin_args_t *a,
+                          admin_done_fn done, void *ctx)
 {
-  pending_t *p = calloc(1, sizeof(*p));
+  listener_req_t *p = calloc(1, sizeof(*p));
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
@@ -573,15 +520,14 @@ static void forward_admin(daemon_t *d, const char *op,
   p->kind = REQ_ADMIN;
   p->admin = done;
   p->ctx = ctx;
-  request_begin(p, &sb, &pk, "admin", 2);
-  proto_pack_cstr(&pk, op);
-  msgpack_pack_object(&pk, *params);
+  request_begin(p, &sb, &pk, WIRE_ADMIN);
+  admin_args_pack(&pk, a); /* op, params: wire.h's admin row */
   request_end(&sb, p);
 }
 
 void worker_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
 {
-  pending_t *p = calloc(1, sizeof(*p));
+  listener_req_t *p = calloc(1, sizeof(*p));
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
@@ -592,7 +538,7 @@ void worker_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
   p->kind = REQ_CLEAR;
   p->cleared = done;
   p->ctx = ctx;
-  request_begin(p, &sb, &pk, "cache.clear", 1);
+  request_begin(p, &sb, &pk, WIRE_CACHE_CLEAR);
   msgpack_pack_uint32(&pk, (uint32_t)uid);
   request_end(&sb, p);
 }
@@ -606,18 +552,18 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
   msgpack_packer pk;
   int rc;
 
-  K.d = d;
-  K.role = *role;
-  K.stop = stop;
+  this_worker.d = d;
+  this_worker.role = *role;
+  this_worker.stop = stop;
   /* Afresh: a process may start a channel again after worker_close()
    * (tests/fuzz/fuzz_ipc.c does, once per input). */
-  K.stop_called = 0;
-  K.pending = NULL;
-  if ((rc = ipc_open(d->loop, &K.ch, fd)) != 0)
+  this_worker.stop_called = 0;
+  this_worker.reqs = NULL;
+  if ((rc = ipc_open(d->loop, &this_worker.ch, fd)) != 0)
     return err_set(err, HIPD_EIO, "cannot open the listener's channel: %s",
                    uv_strerror(rc));
-  K.open = 1;
-  if ((rc = ipc_start(&K.ch, on_msg, on_broken)) != 0)
+  this_worker.open = 1;
+  if ((rc = ipc_start(&this_worker.ch, on_msg, on_broken)) != 0)
     return err_set(err, HIPD_EIO, "cannot read the listener's channel: %s",
                    uv_strerror(rc));
   kernels_set_fetch(fetch_remote);
@@ -626,9 +572,9 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
                            worker_compile_stats);
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_notify(&pk, "ready", 1);
+  wire_pack_head(&pk, WIRE_READY, 0);
   msgpack_pack_int32(&pk, (int32_t)getpid());
-  ipc_send(&K.ch, sb.data, sb.size);
+  ipc_send(&this_worker.ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
   return 0;
 }
@@ -643,22 +589,22 @@ void worker_session_closed(daemon_t *d, uint64_t id)
   if (d->nsessions == 0 && cpu_driver_abort_launches())
     log_info(id, "the tenant's last session closed: its running CPU kernels "
                  "were stopped");
-  if (!K.open || K.ch.broken)
+  if (!this_worker.open || this_worker.ch.broken)
     return;
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_notify(&pk, "closed", 1);
+  wire_pack_head(&pk, WIRE_CLOSED, 0);
   msgpack_pack_uint64(&pk, id);
-  ipc_send(&K.ch, sb.data, sb.size);
+  ipc_send(&this_worker.ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
 }
 
 void worker_close(daemon_t *d)
 {
   (void)d;
-  if (!K.open)
+  if (!this_worker.open)
     return;
-  K.open = 0;
+  this_worker.open = 0;
   fail_all("the worker is stopping");
-  ipc_close(&K.ch, NULL);
+  ipc_close(&this_worker.ch, NULL);
 }

@@ -1322,9 +1322,8 @@ static int run_worker(uint8_t mode, const uint8_t *data, size_t size,
   worker_cache_stats(stats_cb, &WS.pend[1]);
   worker_cache_clear(STRANGER_UID, cleared_cb, &WS.pend[2]);
   {
-    msgpack_object none = {.type = MSGPACK_OBJECT_ARRAY};
-    admin_request(&G.wd, STRANGER_UID, 0, "session.list", &none, admin_cb,
-                  &WS.pend[3]);
+    admin_args_t list = {.op = ADMIN_SESSION_LIST, .level = -1};
+    admin_request(&G.wd, STRANGER_UID, 0, &list, admin_cb, &WS.pend[3]);
   }
   for (int i = 0; i < 4; i++)
     FUZZ_CHECK(WS.pend[i].calls == 0, "request %d answered before it was",

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/admin/metrics_text.c: an admin view as Prometheus text (the
+ * metrics method and the HTTP metrics process's scrapes), in prom.h's
+ * format. */
+#include "config.h"
+
+#include "admin/prom.h"
+#include "admin/view.h"
+#include "compile/compile_pool.h"
+#include "hipd.h"
+#include "kernels/cache.h"
+
+static void dev_label(strbuf_t *lb, int id)
+{
+  prom_label_u64(lb, "device", (uint64_t)id);
+}
+
+static void tenant_labels(const view_t *v, strbuf_t *lb, uint64_t uid)
+{
+  char user[64];
+
+  admin_user_name(v->d, uid, user, sizeof(user));
+  prom_label_u64(lb, "uid", uid);
+  prom_label(lb, "user", user);
+}
+
+/* Per device family: one sample per known device. */
+#define DEV_FAMILY(name, type, help, expr)                                     \
+  do {                                                                         \
+    prom_family(b, name, type, help);                                          \
+    for (int i = 0; i < v->ndev; i++) {                                        \
+      const view_dev_t *vd = &v->dev[i];                                       \
+      if (!vd->present)                                                        \
+        continue;                                                              \
+      dev_label(&lb, i);                                                       \
+      prom_sample_u64(b, name, &lb, (expr));                                   \
+    }                                                                          \
+  } while (0)
+
+/* Per tenant and device family, for the tenants the caller may see. */
+#define TEN_DEV_FAMILY(name, type, help, expr)                                 \
+  do {                                                                         \
+    prom_family(b, name, type, help);                                          \
+    for (uint32_t t = 0; t < v->nten; t++) {                                   \
+      const view_tenant_t *tn = &v->ten[t];                                    \
+      if (!admin_view_visible(v, tn->uid))                                     \
+        continue;                                                              \
+      for (uint32_t i = 0; i < tn->ndev; i++) {                                \
+        tenant_labels(v, &lb, tn->uid);                                        \
+        dev_label(&lb, (int)i);                                                \
+        prom_sample_u64(b, name, &lb, (expr));                                 \
+      }                                                                        \
+    }                                                                          \
+  } while (0)
+
+void admin_metrics_render(const view_t *v, const report_set_t *set,
+                          uint64_t scrape_errors, strbuf_t *b)
+{
+  daemon_t *d = v->d;
+  strbuf_t lb = {0};
+  cache_stats_t cs;
+  compile_pool_stats_t ps;
+  static const char *const dirs[2] = {"h2d", "d2h"};
+
+  cache_get_stats(&cs);
+  compile_pool_get_stats(&ps);
+  prom_family(b, "hipd_build_info", "gauge", "hipd's version and isolation");
+  prom_label(&lb, "version", PACKAGE_VERSION);
+  prom_label(&lb, "isolation", admin_isolation_name(d));
+  prom_sample_u64(b, "hipd_build_info", &lb, 1);
+  prom_family(b, "hipd_uptime_seconds", "gauge", "seconds since hipd started");
+  prom_sample_f(b, "hipd_uptime_seconds", NULL,
+                (double)(uv_now(d->loop) - d->start_ms) / 1000.0);
+  prom_family(b, "hipd_sessions", "gauge", "sessions open (visible)");
+  prom_sample_u64(b, "hipd_sessions", NULL, v->nsess);
+  prom_family(b, "hipd_tenants", "gauge", "tenant workers running");
+  prom_sample_u64(b, "hipd_tenants", NULL,
+                  d->role == ROLE_LISTENER
+                      ? (uint64_t)set->n - set->exited + set->missing
+                      : 0);
+  prom_family(b, "hipd_scrape_errors_total", "counter",
+              "workers left out of a view (no answer within 2 s)");
+  prom_sample_u64(b, "hipd_scrape_errors_total", NULL, scrape_errors);
+
+  prom_family(b, "hipd_device_info", "gauge", "a device hipd serves");
+  for (int i = 0; i < v->ndev; i++) {
+    if (!v->dev[i].present)
+      continue;
+    dev_label(&lb, i);
+    prom_label(&lb, "device_name", v->dev[i].d.name);
+    prom_label(&lb, "kind", v->dev[i].info ? v->dev[i].d.kind : "");
+    prom_sample_u64(b, "hipd_device_info", &lb, 1);
+  }
+  DEV_FAMILY("hipd_device_memory_total_bytes", "gauge",
+             "device memory, as the driver says", vd->d.mem_total);
+  DEV_FAMILY("hipd_device_memory_held_bytes", "gauge",
+             "device memory held by hipd's sessions", vd->d.held);
+  DEV_FAMILY("hipd_device_buffers", "gauge", "buffers held on the device",
+             vd->d.buffers);
+  DEV_FAMILY("hipd_device_kernels_launched_total", "counter",
+             "kernel launches completed", vd->d.c.launches);
+  prom_family(b, "hipd_device_busy_seconds_total", "counter",
+              "device busy time: kernel submission to observed completion, "
+              "overlaps merged within a tenant");
+  for (int i = 0; i < v->ndev; i++) {
+    if (!v->dev[i].present)
+      continue;
+    dev_label(&lb, i);
+    prom_sample_f(b, "hipd_device_busy_seconds_total", &lb,
+                  (double)v->dev[i].d.c.busy_ns / 1e9);
+  }
+  prom_family(b, "hipd_device_transfer_bytes_total", "counter",
+              "bytes copied between host and device");
+  for (int i = 0; i < v->ndev; i++)
+    for (int k = 0; k < 2 && v->dev[i].present; k++) {
+      dev_label(&lb, i);
+      prom_label(&lb, "direction", dirs[k]);
+      prom_sample_u64(b, "hipd_device_transfer_bytes_total", &lb,
+                      k == 0 ? v->dev[i].d.c.h2d : v->dev[i].d.c.d2h);
+    }
+  DEV_FAMILY("hipd_device_faults_total", "counter",
+             "operations that failed with a lost device or a device error",
+             vd->d.c.faults);
+  DEV_FAMILY("hipd_device_lost", "gauge", "1 while the device is lost",
+             (uint64_t)(vd->d.lost != 0));
+
+  prom_family(b, "hipd_tenant_sessions", "gauge", "sessions of the tenant");
+  for (uint32_t t = 0; t < v->nten; t++)
+    if (admin_view_visible(v, v->ten[t].uid)) {
+      tenant_labels(v, &lb, v->ten[t].uid);
+      prom_sample_u64(b, "hipd_tenant_sessions", &lb, v->ten[t].sessions);
+    }
+  TEN_DEV_FAMILY("hipd_tenant_memory_held_bytes", "gauge",
+                 "device memory held by the tenant's sessions", tn->held[i]);
+  TEN_DEV_FAMILY("hipd_tenant_buffers", "gauge",
+                 "buffers held by the tenant's sessions", tn->buffers[i]);
+  TEN_DEV_FAMILY("hipd_tenant_kernels_launched_total", "counter",
+                 "kernel launches of the tenant", tn->c[i].launches);
+  prom_family(b, "hipd_tenant_busy_seconds_total", "counter",
+              "device busy time of the tenant's work");
+  for (uint32_t t = 0; t < v->nten; t++)
+    for (uint32_t i = 0;
+         admin_view_visible(v, v->ten[t].uid) && i < v->ten[t].ndev; i++) {
+      tenant_labels(v, &lb, v->ten[t].uid);
+      dev_label(&lb, (int)i);
+      prom_sample_f(b, "hipd_tenant_busy_seconds_total", &lb,
+                    (double)v->ten[t].c[i].busy_ns / 1e9);
+    }
+  prom_family(b, "hipd_tenant_transfer_bytes_total", "counter",
+              "bytes the tenant copied between host and device");
+  for (uint32_t t = 0; t < v->nten; t++)
+    for (uint32_t i = 0;
+         admin_view_visible(v, v->ten[t].uid) && i < v->ten[t].ndev; i++)
+      for (int k = 0; k < 2; k++) {
+        tenant_labels(v, &lb, v->ten[t].uid);
+        dev_label(&lb, (int)i);
+        prom_label(&lb, "direction", dirs[k]);
+        prom_sample_u64(b, "hipd_tenant_transfer_bytes_total", &lb,
+                        k == 0 ? v->ten[t].c[i].h2d : v->ten[t].c[i].d2h);
+      }
+  prom_family(b, "hipd_tenant_quota_refusals_total", "counter",
+              "requests refused by a quota or tenant limit");
+  for (uint32_t t = 0; t < v->nten; t++)
+    if (admin_view_visible(v, v->ten[t].uid)) {
+      tenant_labels(v, &lb, v->ten[t].uid);
+      prom_sample_u64(b, "hipd_tenant_quota_refusals_total", &lb,
+                      v->ten[t].quota);
+    }
+  prom_family(b, "hipd_tenant_faults_total", "counter",
+              "requests of the tenant that failed with a lost device or a "
+              "device error");
+  for (uint32_t t = 0; t < v->nten; t++)
+    if (admin_view_visible(v, v->ten[t].uid)) {
+      tenant_labels(v, &lb, v->ten[t].uid);
+      prom_sample_u64(b, "hipd_tenant_faults_total", &lb, v->ten[t].faults);
+    }
+
+  prom_family(b, "hipd_requests_total", "counter",
+              "requests answered, by method and code");
+  for (uint32_t i = 0; i < v->nreq; i++) {
+    prom_label(&lb, "method", v->req[i].method);
+    prom_label(&lb, "code",
+               v->req[i].code == 0 ? "OK" : hipd_err_name(v->req[i].code));
+    prom_sample_u64(b, "hipd_requests_total", &lb, v->req[i].n);
+  }
+  prom_family(b, "hipd_compiles_total", "counter",
+              "kernel compiles, by result");
+  prom_label(&lb, "result", "ok");
+  prom_sample_u64(b, "hipd_compiles_total", &lb,
+                  ps.compiles > cs.compile_failures
+                      ? ps.compiles - cs.compile_failures
+                      : 0);
+  prom_label(&lb, "result", "failed");
+  prom_sample_u64(b, "hipd_compiles_total", &lb, cs.compile_failures);
+  prom_label(&lb, "result", "timeout");
+  prom_sample_u64(b, "hipd_compiles_total", &lb, ps.timeouts);
+  prom_family(b, "hipd_cache_hits_total", "counter",
+              "compiles answered from the kernel cache");
+  prom_sample_u64(b, "hipd_cache_hits_total", NULL,
+                  cs.hits_memory + cs.hits_disk + cs.waits);
+  prom_family(b, "hipd_cache_misses_total", "counter",
+              "compiles the kernel cache did not hold");
+  prom_sample_u64(b, "hipd_cache_misses_total", NULL, cs.misses);
+  prom_family(b, "hipd_cache_entries", "gauge",
+              "kernel cache entries in memory");
+  prom_sample_u64(b, "hipd_cache_entries", NULL, cs.entries);
+  prom_family(b, "hipd_cache_bytes", "gauge", "kernel cache bytes in memory");
+  prom_sample_u64(b, "hipd_cache_bytes", NULL, cs.bytes);
+  strbuf_free(&lb);
+}

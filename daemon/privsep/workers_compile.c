@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/privsep/workers_compile.c: the listener's compile and cache service
+ * for its workers: compile (keyed here, from what is compiled), cache.stats,
+ * compile.stats, cache.clear (wire.h). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compile/compile_pool.h"
+#include "hipd.h"
+#include "kernels/kernels.h"
+#include "privsep/ipc.h"
+#include "privsep/wire.h"
+#include "privsep/workers_pool.h"
+
+typedef struct {
+  worker_t *w;
+  uint32_t msgid;
+  const driver_t *drv;
+  char arch[64];
+  char *name;
+  char *source;
+  size_t source_len;
+  char **opts;
+  size_t nopts;
+  cache_key_t key;
+} cjob_t;
+
+static void cjob_free(cjob_t *j)
+{
+  free(j->name);
+  free(j->source);
+  for (size_t i = 0; i < j->nopts; i++)
+    free(j->opts[i]);
+  free(j->opts);
+  free(j);
+}
+
+static int cjob_compile_cb(void *arg, void **out, size_t *len, char *log,
+                           size_t logsz)
+{
+  cjob_t *j = arg;
+  const char *names[1] = {j->name};
+
+  return kernels_compile(j->drv, j->arch, j->source, j->source_len, names, 1,
+                         (const char *const *)j->opts, j->nopts, out, len, log,
+                         logsz);
+}
+
+/* The answer to "compile": [status, source, key, log, image|nil]. */
+static void cjob_done_cb(void *ctx, int status, cache_blob_t *blob,
+                         cache_source_t source, const char *log)
+{
+  cjob_t *j = ctx;
+  worker_t *w = j->w;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  /* A worker that exited has its channel closed (broken); an adopted one
+   * (workers_adopt) counts as exited from the start but is answered. */
+  if (!w->ch.broken) {
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_response(&pk, j->msgid);
+    wire_pack_result(&pk, WIRE_COMPILE);
+    msgpack_pack_int(&pk, status);
+    msgpack_pack_int(&pk, (int)source);
+    msgpack_pack_bin(&pk, CACHE_KEY_SIZE);
+    msgpack_pack_bin_body(&pk, j->key.b, CACHE_KEY_SIZE);
+    proto_pack_cstr(&pk, log != NULL ? log : "");
+    if (status == 0 && blob != NULL) {
+      msgpack_pack_bin(&pk, (uint32_t)blob->len);
+      msgpack_pack_bin_body(&pk, blob->data, blob->len);
+    } else {
+      msgpack_pack_nil(&pk);
+    }
+    ipc_send(&w->ch, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+  }
+  cjob_free(j);
+  workers_unref(w);
+}
+
+static char *dup_bytes(const char *p, size_t n)
+{
+  char *s = malloc(n + 1);
+
+  if (s != NULL) {
+    memcpy(s, p, n);
+    s[n] = '\0';
+  }
+  return s;
+}
+
+/* compile [driver, arch, source, kernel, [options], refresh]. The key is
+ * computed here, from what is compiled: a worker never names the entry
+ * its request fills. */
+void workers_on_compile(void *ctx, const proto_msg_t *m, const void *args)
+{
+  worker_t *w = ctx;
+  const wire_compile_t *a = args;
+  const msgpack_object *opts;
+  cjob_t *j;
+  char dname[32];
+
+  _Static_assert(sizeof(dname) > 31 && sizeof(j->arch) > 63,
+                 "the names compile's row bounds fit");
+  if (a == NULL) {
+    workers_reply_error(w, m->msgid, HIPD_EPARAMS,
+                        "compile: malformed request");
+    return;
+  }
+  opts = a->options.o;
+  memcpy(dname, a->driver.p, a->driver.len);
+  dname[a->driver.len] = '\0';
+  if ((j = calloc(1, sizeof(*j))) == NULL) {
+    workers_reply_error(w, m->msgid, HIPD_ENOMEM, "out of memory");
+    return;
+  }
+  j->msgid = m->msgid;
+  j->drv = kernels_driver_named(dname);
+  memcpy(j->arch, a->arch.p, a->arch.len);
+  j->arch[a->arch.len] = '\0';
+  j->name = dup_bytes(a->kernel.p, a->kernel.len);
+  j->source = dup_bytes(a->source.p, a->source.len);
+  j->source_len = a->source.len;
+  j->opts = calloc(opts->via.array.size + 1, sizeof(char *));
+  if (j->name == NULL || j->source == NULL || j->opts == NULL) {
+    cjob_free(j);
+    workers_reply_error(w, m->msgid, HIPD_ENOMEM, "out of memory");
+    return;
+  }
+  for (uint32_t i = 0; i < opts->via.array.size; i++, j->nopts++) {
+    const char *o;
+    size_t on;
+    if (proto_obj_bytes(&opts->via.array.ptr[i], &o, &on) != 0 || on > 4096 ||
+        (j->opts[i] = dup_bytes(o, on)) == NULL) {
+      cjob_free(j);
+      workers_reply_error(w, m->msgid, HIPD_EPARAMS, "compile: a bad option");
+      return;
+    }
+  }
+  /* Whether the compiler takes the architecture is the helper's to say:
+   * the listener loads no compiler, not even to ask. */
+  if (j->drv == NULL || compile_pool_compiler_id(j->drv->name) == NULL) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "no compiler of driver '%s' targets '%s'", dname,
+             j->arch);
+    cjob_free(j);
+    workers_reply_error(w, m->msgid, HIPD_ENOTSUP, msg);
+    return;
+  }
+  {
+    kernels_key_in_t in = {
+        .source = j->source,
+        .source_len = j->source_len,
+        .name = j->name,
+        .opts = (const char *const *)j->opts,
+        .nopts = j->nopts,
+        .arch = j->arch,
+        .drv = j->drv,
+    };
+    int rc = kernels_key(&in, &j->key);
+    if (rc != 0) {
+      cjob_free(j);
+      workers_reply_error(w, m->msgid, rc,
+                          "cannot compute the kernel's cache key");
+      return;
+    }
+  }
+  j->w = w;
+  w->refs++;
+  cache_get_flags(&j->key, a->refresh.u ? CACHE_REFRESH : 0, cjob_compile_cb, j,
+                  cjob_done_cb, j);
+}
+
+/* cache.stats []: the shared cache's counters, as an array (see
+ * worker.c's reader for the order). */
+#define PACK_COUNTER(T, name, kind, min, max) msgpack_pack_uint64(&pk, st.name);
+
+void workers_on_cache_stats(void *ctx, const proto_msg_t *m, const void *args)
+{
+  worker_t *w = ctx;
+  cache_stats_t st;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  (void)args; /* none read (a row of WIRE_LAX) */
+  cache_get_stats(&st);
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_response(&pk, m->msgid);
+  wire_pack_result(&pk, WIRE_CACHE_STATS);
+  WIRE_CACHE_STATS_COUNTERS(PACK_COUNTER, _)
+  proto_pack_cstr(&pk, st.dir != NULL ? st.dir : "");
+  ipc_send(&w->ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+/* compile.stats []: the compile pool's counters, as an array (see
+ * worker.c's reader for the order). */
+void workers_on_compile_stats(void *ctx, const proto_msg_t *m, const void *args)
+{
+  worker_t *w = ctx;
+  compile_pool_stats_t st;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  (void)args; /* none read (a row of WIRE_LAX) */
+  compile_pool_get_stats(&st);
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_response(&pk, m->msgid);
+  wire_pack_result(&pk, WIRE_COMPILE_STATS);
+  WIRE_COMPILE_STATS_COUNTERS(PACK_COUNTER, _)
+  proto_pack_cstr(&pk, st.fsview_name != NULL ? st.fsview_name : "none");
+  msgpack_pack_int64(&pk, st.uid);
+  proto_pack_cstr(&pk, st.sandbox);
+  ipc_send(&w->ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+/* cache.clear [peer uid]: the worker checked the peer; the listener
+ * checks again, as it trusts no worker. */
+void workers_on_cache_clear(void *ctx, const proto_msg_t *m, const void *args)
+{
+  worker_t *w = ctx;
+  const wire_cache_clear_t *a = args;
+  uint64_t uid;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  if (a == NULL) {
+    workers_reply_error(w, m->msgid, HIPD_EPARAMS,
+                        "cache.clear: malformed request");
+    return;
+  }
+  uid = a->uid.u;
+  /* Every peer of a worker has its tenant's uid: a worker that names
+   * another (0 included) is not believed. */
+  if (uid != (uint64_t)w->uid) {
+    workers_reply_error(w, m->msgid, HIPD_EPERM,
+                        "cache.clear: not the peer's uid");
+    return;
+  }
+  if (uid != 0 && uid != (uint64_t)geteuid()) {
+    workers_reply_error(
+        w, m->msgid, HIPD_EPERM,
+        "only root or the daemon's user may clear the shared kernel "
+        "cache");
+    return;
+  }
+  cache_clear();
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_response(&pk, m->msgid);
+  msgpack_pack_nil(&pk);
+  ipc_send(&w->ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
