@@ -2018,15 +2018,6 @@ static Suite *codegen_run_suite(void)
 
 int main(void)
 {
-  int failed;
-
-  harness_init("check_codegen_run");
-  if (testutil_tmpdir(shared_cache, sizeof(shared_cache), "cgcache") != 0) {
-    fprintf(stderr, "mkdtemp %s: %s\n", shared_cache, strerror(errno));
-    return EXIT_FAILURE;
-  }
-  failed = testutil_run_suite(codegen_run_suite());
-  testutil_rmtree(shared_cache);
-  harness_fini();
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return testutil_main_cached("check_codegen_run", "cgcache", shared_cache,
+                              sizeof(shared_cache), codegen_run_suite);
 }

@@ -648,15 +648,6 @@ static Suite *sarek_compat_suite(void)
 
 int main(void)
 {
-  int failed;
-
-  harness_init("check_sarek_compat");
-  if (testutil_tmpdir(shared_cache, sizeof(shared_cache), "sarekcache") != 0) {
-    fprintf(stderr, "mkdtemp %s: %s\n", shared_cache, strerror(errno));
-    return EXIT_FAILURE;
-  }
-  failed = testutil_run_suite(sarek_compat_suite());
-  testutil_rmtree(shared_cache);
-  harness_fini();
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return testutil_main_cached("check_sarek_compat", "sarekcache", shared_cache,
+                              sizeof(shared_cache), sarek_compat_suite);
 }

@@ -302,15 +302,6 @@ void shared_teardown(void)
  * @return main's exit status. */
 int kernels_main(const char *name, Suite *(*make_suite)(void))
 {
-  int failed;
-
-  harness_init(name);
-  if (testutil_tmpdir(shared_cache, sizeof(shared_cache), "kcache") != 0) {
-    fprintf(stderr, "mkdtemp %s: %s\n", shared_cache, strerror(errno));
-    return EXIT_FAILURE;
-  }
-  failed = testutil_run_suite(make_suite());
-  cache_dir_remove(shared_cache);
-  harness_fini();
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return testutil_main_cached(name, "kcache", shared_cache,
+                              sizeof(shared_cache), make_suite);
 }

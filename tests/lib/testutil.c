@@ -268,3 +268,19 @@ int testutil_run_suite(Suite *s)
   srunner_free(sr);
   return failed;
 }
+
+int testutil_main_cached(const char *name, const char *prefix, char *cache,
+                         size_t size, Suite *(*make_suite)(void))
+{
+  int failed;
+
+  harness_init(name);
+  if (testutil_tmpdir(cache, size, prefix) != 0) {
+    fprintf(stderr, "mkdtemp %s: %s\n", cache, strerror(errno));
+    return EXIT_FAILURE;
+  }
+  failed = testutil_run_suite(make_suite());
+  testutil_rmtree(cache);
+  harness_fini();
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -128,5 +128,11 @@ harness_daemon_t *testutil_start_cached(const char *cache_dir);
 /* Run every test of @p s (check's runner takes it) and @return the number
  * that failed. */
 int testutil_run_suite(Suite *s);
+/* main() of a program whose shared daemon keeps its kernels in a cache
+ * directory of the run: the harness (@p name), a fresh directory
+ * "PREFIX-XXXXXX" in @p cache, the suite of @p make_suite run, then the
+ * directory removed. @return main's exit status. */
+int testutil_main_cached(const char *name, const char *prefix, char *cache,
+                         size_t size, Suite *(*make_suite)(void));
 
 #endif
