@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# scripts/protofuzz.sh: run the end-to-end protocol fuzzer (tests/protofuzz.c)
+# scripts/protofuzz.sh: run the end-to-end protocol fuzzer (tests/protofuzz/)
 # against the hipd of a build directory, for longer than make check does.
 #
 # Usage: bash scripts/protofuzz.sh BUILD_DIR SECONDS [SEED]
 #   BUILD_DIR  a configured build of this tree (_build, _build-asan...); the
-#              fuzzer is built there first if needed (make tests/protofuzz)
+#              fuzzer is built there first if needed (make tests/protofuzz/protofuzz)
 #   SECONDS    how long to fuzz
 #   SEED       the seed (default: a new one, printed); a failure prints the
 #              seed and the last requests sent, and rerunning with that seed
@@ -21,7 +21,7 @@ src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(cd "$1" && pwd)
 seconds=$2
 
-make -C "$build" -s hipd hipd-cpu-runner tests/protofuzz >&2
+make -C "$build" -s hipd hipd-cpu-runner tests/protofuzz/protofuzz >&2
 
 export HIPD_BIN="$build/hipd"
 export HIPD_CPU_RUNNER="$build/hipd-cpu-runner"
@@ -34,5 +34,5 @@ fi
 # Sanitizer builds: report every error, and fail on them.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
-exec "$build/tests/protofuzz" --seconds "$seconds" \
+exec "$build/tests/protofuzz/protofuzz" --seconds "$seconds" \
   --ir "$src/tests/codegen/vec_add.ir.json"

@@ -63,7 +63,7 @@ print_failed_tests()
   local trs
 
   shopt -s nullglob
-  for trs in "$BUILD"/tests/*.trs; do
+  for trs in "$BUILD"/tests/*.trs "$BUILD"/tests/*/*.trs; do
     if grep -Eq '^:test-result: (FAIL|ERROR|XPASS)' "$trs"; then
       printf '\n---- %s ----\n' "${trs%.trs}.log" >&2
       cat "${trs%.trs}.log" >&2 || true
@@ -133,7 +133,8 @@ if [ "${#CHECK_TESTS[@]}" -gt 0 ]; then
 fi
 hipd_step "make check ($MODE) ${check_args[*]}"
 # Fresh results: no .log or .trs of an earlier run counts.
-rm -f "$BUILD"/test-suite.log "$BUILD"/tests/*.log "$BUILD"/tests/*.trs
+rm -f "$BUILD"/test-suite.log "$BUILD"/tests/*.log "$BUILD"/tests/*.trs \
+  "$BUILD"/tests/*/*.log "$BUILD"/tests/*/*.trs
 check_ok=1
 make -C "$BUILD" -j"$JOBS" check "${check_args[@]}" || check_ok=0
 if [ "$check_ok" -eq 0 ]; then

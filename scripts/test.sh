@@ -27,7 +27,7 @@ print_failed_tests()
   local trs logf found=0
 
   shopt -s nullglob
-  for trs in "$BUILD"/tests/*.trs; do
+  for trs in "$BUILD"/tests/*.trs "$BUILD"/tests/*/*.trs; do
     if grep -Eq '^:test-result: (FAIL|ERROR|XPASS)' "$trs"; then
       logf=${trs%.trs}.log
       found=1
@@ -59,7 +59,7 @@ if ! make -C "$BUILD" -j"$JOBS" check; then
   hipd_die "make check failed (logs above)"
 fi
 
-# The end-to-end protocol fuzzer (tests/protofuzz.c) for longer than its
+# The end-to-end protocol fuzzer (tests/protofuzz/) for longer than its
 # run in make check.
 hipd_step "protocol fuzzer (${PROTOFUZZ_SECONDS:-180} s)"
 bash scripts/protofuzz.sh "$BUILD" "${PROTOFUZZ_SECONDS:-180}" ||

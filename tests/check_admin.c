@@ -37,6 +37,8 @@
 #include "harness.h"
 #include "hipd.h"
 #include "rawclient.h"
+#include "testutil.h"
+#include "users.h"
 
 #define USER_A "hipd_adm_a"
 #define USER_B "hipd_adm_b"
@@ -340,9 +342,8 @@ static client_t client_start(const char *user, const char *sock)
 {
   int p1[2], p2[2];
   client_t c;
-  struct passwd *pw = getpwnam(user);
 
-  ck_assert_ptr_nonnull(pw);
+  ck_assert_ptr_nonnull(getpwnam(user));
   ck_assert_int_eq(pipe(p1), 0);
   ck_assert_int_eq(pipe(p2), 0);
   c.pid = fork();
@@ -351,8 +352,7 @@ static client_t client_start(const char *user, const char *sock)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     close(p1[1]);
     close(p2[0]);
-    if (initgroups(user, pw->pw_gid) != 0 || setgid(pw->pw_gid) != 0 ||
-        setuid(pw->pw_uid) != 0)
+    if (harness_become(user) != 0)
       _exit(2);
     client_main(sock, p1[0], p2[1]);
     _exit(0);
@@ -601,27 +601,10 @@ static double metric_at_least(raw_t *r, const char *head, double min)
 
 /* --------------------------------------------------------------- tests */
 
-static harness_daemon_t *start(const char *arg, ...)
-{
-  const char *args[32] = {"--socket-mode", "0666", "--devices", "cpu"};
-  int n = 4;
-  va_list ap;
-  harness_daemon_t *d;
-
-  va_start(ap, arg);
-  for (const char *a = arg; a != NULL && n < 31; a = va_arg(ap, const char *))
-    args[n++] = a;
-  va_end(ap);
-  args[n] = NULL;
-  d = harness_startv(args);
-  ck_assert_msg(d != NULL, "the daemon did not start");
-  ck_assert_msg(harness_share_socket(d) == 0, "cannot open the directories");
-  return d;
-}
-
 static void views(int none)
 {
-  harness_daemon_t *d = none ? start("--isolation", "none", NULL) : start(NULL);
+  harness_daemon_t *d = none ? users_start_shared("--isolation", "none", NULL)
+                             : users_start_shared(NULL);
   client_t a = client_start(USER_A, d->socket);
   client_t b = client_start(USER_B, d->socket);
   uint64_t a1 = client_open(&a, "0 client-a1");
@@ -856,7 +839,7 @@ END_TEST
 /* --admin-group: a member gets the full view and may set the level. */
 START_TEST(test_admin_group)
 {
-  harness_daemon_t *d = start("--admin-group", GROUP, NULL);
+  harness_daemon_t *d = users_start_shared("--admin-group", GROUP, NULL);
   client_t a = client_start(USER_A, d->socket);
   client_t b = client_start(USER_B, d->socket);
   uint64_t b1 = client_open(&b, "0 client-b1");
@@ -890,7 +873,7 @@ END_TEST
 /* The counters of a worker that exited stay in the node-wide totals. */
 START_TEST(test_exited_worker)
 {
-  harness_daemon_t *d = start("--worker-linger", "300", NULL);
+  harness_daemon_t *d = users_start_shared("--worker-linger", "300", NULL);
   client_t b = client_start(USER_B, d->socket);
   raw_t *root = raw_named(d->socket, "root-admin");
   char head[160], *text;
@@ -937,7 +920,7 @@ END_TEST
  * after it too (not the level an admin set before it). */
 START_TEST(test_level_reload)
 {
-  harness_daemon_t *d = start(NULL);
+  harness_daemon_t *d = users_start_shared(NULL);
   raw_t *root = raw_named(d->socket, "root-admin");
   client_t b;
   uint64_t b1;
@@ -982,7 +965,8 @@ END_TEST
  * an admin. */
 START_TEST(test_admin_group_missing)
 {
-  harness_daemon_t *d = start("--admin-group", "hipd-no-such-group", NULL);
+  harness_daemon_t *d =
+      users_start_shared("--admin-group", "hipd-no-such-group", NULL);
   client_t a = client_start(USER_A, d->socket);
   res_t r;
 
@@ -998,40 +982,10 @@ START_TEST(test_admin_group_missing)
 }
 END_TEST
 
-static int make_user(const char *name, uid_t *uid)
-{
-  struct passwd *pw;
-  char cmd[256];
-
-  if (getpwnam(name) == NULL) {
-    snprintf(cmd, sizeof(cmd),
-             "useradd -M -N -s /usr/sbin/nologin %s >/dev/null 2>&1", name);
-    if (system(cmd) != 0)
-      return -1;
-  }
-  if ((pw = getpwnam(name)) == NULL)
-    return -1;
-  *uid = pw->pw_uid;
-  return 0;
-}
-
-/* The group GROUP with USER_A (and not USER_B) in it. */
-static int make_group(void)
-{
-  char cmd[256];
-
-  if (getgrnam(GROUP) == NULL &&
-      system("groupadd " GROUP " >/dev/null 2>&1") != 0)
-    return -1;
-  snprintf(cmd, sizeof(cmd), "gpasswd -a %s %s >/dev/null 2>&1", USER_A, GROUP);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
   Suite *s = suite_create("admin");
   TCase *tc;
-  SRunner *sr;
   int failed;
 
   if (geteuid() != 0) {
@@ -1041,8 +995,10 @@ int main(void)
   }
   setenv("HIPD_TEST_TMP", "/tmp", 1);
   harness_init("admin");
-  if (make_user(USER_A, &uid_a) != 0 || make_user(USER_B, &uid_b) != 0 ||
-      make_group() != 0 || getpwnam("hipd") == NULL) {
+  /* The group GROUP with USER_A (and not USER_B) in it. */
+  if (users_make(USER_A, &uid_a, NULL) != 0 ||
+      users_make(USER_B, &uid_b, NULL) != 0 ||
+      users_make_group(GROUP, USER_A, NULL) != 0 || getpwnam("hipd") == NULL) {
     printf("check_admin: SKIP: cannot create the test users and group\n");
     harness_fini();
     return 77;
@@ -1056,10 +1012,7 @@ int main(void)
   tcase_add_test(tc, test_level_reload);
   tcase_add_test(tc, test_admin_group_missing);
   suite_add_tcase(s, tc);
-  sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = testutil_run_suite(s);
   harness_fini();
   return failed == 0 ? 0 : 1;
 }

@@ -1945,17 +1945,7 @@ START_TEST(test_compile_for_gpu)
   char arch[64] = "";
   int dev = -1, n;
 
-  OK(conn, hipd_daemon_info(conn, &info));
-  if (info_has_str(info, "features", "hip-amd")) {
-    snprintf(arch, sizeof(arch), "gfx90a");
-  } else if (info_has_str(info, "features", "hip-nvidia")) {
-    hipd_info_t *d = NULL;
-    OK(conn, hipd_device_get(conn, 0, &d));
-    if (!info_bool(d, "is_cpu"))
-      snprintf(arch, sizeof(arch), "%s", info_str(d, "arch"));
-    hipd_info_free(d);
-  }
-  hipd_info_free(info);
+  testutil_gpu_arch(conn, arch, sizeof(arch));
   if (arch[0] == '\0') {
     printf("check_codegen_run: hipd has no HIP compiler for a GPU target "
            "here: the fixtures were not compiled for a GPU\n");
@@ -1984,21 +1974,9 @@ END_TEST
 
 /* -------------------------------------------------------------- fixtures */
 
-static int remove_cb(const char *path, const struct stat *st, int flag,
-                     struct FTW *ftw)
-{
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
 static void shared_setup(void)
 {
-  shared =
-      harness_start("--cpu-devices", "2", "--cache-dir", shared_cache, NULL);
-  ck_assert_msg(shared != NULL, "hipd did not start");
+  shared = testutil_start_cached(shared_cache);
 }
 
 static void shared_teardown(void)
@@ -2040,22 +2018,6 @@ static Suite *codegen_run_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
-  int failed;
-  const char *root = getenv("HIPD_TEST_TMP");
-
-  harness_init("check_codegen_run");
-  snprintf(shared_cache, sizeof(shared_cache), "%s/cgcache-XXXXXX",
-           root != NULL && root[0] != '\0' ? root : "/tmp");
-  if (mkdtemp(shared_cache) == NULL) {
-    fprintf(stderr, "mkdtemp %s: %s\n", shared_cache, strerror(errno));
-    return EXIT_FAILURE;
-  }
-  sr = srunner_create(codegen_run_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  nftw(shared_cache, remove_cb, 16, FTW_DEPTH | FTW_PHYS);
-  harness_fini();
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return testutil_main_cached("check_codegen_run", "cgcache", shared_cache,
+                              sizeof(shared_cache), codegen_run_suite);
 }

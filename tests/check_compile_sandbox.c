@@ -138,15 +138,11 @@ static void check_reads_blocked(harness_daemon_t *d)
   /* hiprtc / NVRTC, in the helper too, where this hipd has them: no GPU
    * is needed to compile for one. */
   {
-    hipd_info_t *info = NULL;
+    const char *platform = testutil_hip_platform(conn);
     const char *arch = NULL;
 
-    OK(conn, hipd_daemon_info(conn, &info));
-    if (info_has_str(info, "features", "hip-amd"))
-      arch = "gfx90a";
-    else if (info_has_str(info, "features", "hip-nvidia"))
-      arch = "sm_90";
-    hipd_info_free(info);
+    if (platform != NULL)
+      arch = strcmp(platform, "amd") == 0 ? "gfx90a" : "sm_90";
     for (size_t i = 0; arch != NULL && i < sizeof(paths) / sizeof(paths[0]);
          i++) {
       const char *msg;

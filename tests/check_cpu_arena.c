@@ -4,7 +4,7 @@
  * daemon no descriptor each, a kernel that runs past its buffer crashes
  * (the launch fails, the next buffer is intact) instead of corrupting its
  * neighbour, and a freed range reads as zeros when it is reused. The
- * shared helpers are in tests/kernels_util.h. */
+ * shared helpers are in tests/lib/kernels_util.h. */
 #include "config.h"
 
 #include <sys/resource.h>

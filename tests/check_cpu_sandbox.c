@@ -2,7 +2,7 @@
 /* tests/check_cpu_sandbox.c: the CPU device's runner runs client kernels
  * sandboxed (daemon/drivers/cpu/cpu_runner.c, cpu_launcher.c).
  *
- * Against a real hipd (tests/harness.c), started with a secret in its
+ * Against a real hipd (tests/lib/harness.c), started with a secret in its
  * environment: kernels compiled by kernel.compile on the CPU device try to
  * open /etc/shadow, the daemon's /proc/PID/mem and environ, read the
  * secret, popen/system/execve, create sockets, fork, signal the daemon,
@@ -31,6 +31,7 @@
 #include "drivers/cpu/cpu_runner_client.h"
 
 #include "kernels_util.h"
+#include "users.h"
 
 #define TEST_USER "hipd_sb_user"
 #define SECRET "hipd-sandbox-secret-4711"
@@ -541,16 +542,12 @@ static Suite *cpu_sandbox_suite(void)
 int main(void)
 {
   if (geteuid() == 0) {
-    struct passwd *pw = getpwnam(TEST_USER);
-    if (pw == NULL &&
-        system("useradd -M -N -s /usr/sbin/nologin " TEST_USER) == 0)
-      pw = getpwnam(TEST_USER);
-    if (pw == NULL) {
+    struct passwd *pw;
+
+    if (users_make(TEST_USER, &test_uid, &test_gid) != 0) {
       fprintf(stderr, "check_cpu_sandbox: cannot create " TEST_USER "\n");
       return 1;
     }
-    test_uid = pw->pw_uid;
-    test_gid = pw->pw_gid;
     pw = getpwnam("nobody");
     if (pw == NULL) {
       fprintf(stderr, "check_cpu_sandbox: no account nobody\n");

@@ -3,7 +3,7 @@
  * connection refused, hello and identity, pings of every size, pipelined
  * and out-of-order replies, many clients, one connection shared by many
  * threads, and the cap on requests in flight. The shared helpers are in
- * tests/daemon_util.h. */
+ * tests/lib/daemon_util.h. */
 #include "config.h"
 
 #include "daemon_util.h"

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/check_daemon_lifecycle.c: the daemon's end and its socket file:
  * shutdown with clients connected, work in flight and compiles running
- * (their helpers killed); a stale socket file, a second daemon on the same socket, the
- * socket's mode. The shared helpers are in tests/daemon_util.h. */
+ * (their helpers killed); a stale socket file, a second daemon on the same
+ * socket, the socket's mode. The shared helpers are in tests/lib/daemon_util.h.
+ */
 #include "config.h"
 
 #include "daemon_util.h"
@@ -249,8 +250,7 @@ START_TEST(test_shutdown_kills_helpers)
   ck_assert_int_eq(harness_wait_exit(d, 8000), 0);
   ck_assert(harness_log_contains(d, "stopped"));
   if (geteuid() == 0)
-    ck_assert_msg(process_gone(cc, 5000), "compiler %d outlived hipd",
-                  (int)cc);
+    ck_assert_msg(process_gone(cc, 5000), "compiler %d outlived hipd", (int)cc);
   else
     kill(cc, SIGKILL); /* Landlock view: no pid namespace */
   raw_close(r);

@@ -5,8 +5,8 @@
  * descriptors, handshake and request timeouts, disconnects with work in
  * flight, a client that never reads (the session is closed), and the
  * global bound on buffered input (--max-input-bytes). The
- * shared helpers are in tests/daemon_util.h, the raw client in
- * tests/rawclient.h. */
+ * shared helpers are in tests/lib/daemon_util.h, the raw client in
+ * tests/lib/rawclient.h. */
 #include "config.h"
 
 #include "daemon_util.h"

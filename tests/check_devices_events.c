@@ -2,7 +2,7 @@
 /* tests/check_devices_events.c: events on every device (recorded,
  * waited for, timed, recorded again on another stream or while a read
  * waits) and the profile of a session. The shared helpers are in
- * tests/devices_util.h. */
+ * tests/lib/devices_util.h. */
 #include "config.h"
 
 #include "devices_util.h"

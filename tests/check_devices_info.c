@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/check_devices_info.c: the backend, the device records and their
  * capabilities, the current device, and streams, on every device. The
- * shared helpers are in tests/devices_util.h. */
+ * shared helpers are in tests/lib/devices_util.h. */
 #include "config.h"
 
 #include "devices_util.h"

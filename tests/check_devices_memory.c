@@ -3,7 +3,7 @@
  * allocation kinds, round trips, copies, memsets, asynchronous operations
  * and stream order; and what is refused (bad handles, ranges, allocations,
  * a stream of another device). The shared helpers are in
- * tests/devices_util.h. */
+ * tests/lib/devices_util.h. */
 #include "config.h"
 
 #include "devices_util.h"

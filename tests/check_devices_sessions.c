@@ -2,7 +2,7 @@
 /* tests/check_devices_sessions.c: what a session may hold (quotas), what
  * its end releases (session cleanup), and sessions and streams at work at
  * once, on one device or two, without holding each other up. The shared
- * helpers are in tests/devices_util.h. */
+ * helpers are in tests/lib/devices_util.h. */
 #include "config.h"
 
 #include "devices_util.h"

@@ -21,6 +21,7 @@
 
 #include "harness.h"
 #include "hipd.h"
+#include "users.h"
 
 static const char *fault_src =
     "extern \"C\" __global__ void fault(int *p, int n)\n"
@@ -209,7 +210,6 @@ static int first_gpu(hipd_conn_t *c)
  * and exit 0 once the fault was reported. */
 static void fault_as_other_uid(const char *socket, int gpu)
 {
-  struct passwd *pw = getpwnam(FAULT_USER);
   hipd_conn_t *a = NULL;
   hipd_buffer_t ba;
   hipd_kernel_t kf;
@@ -217,8 +217,7 @@ static void fault_as_other_uid(const char *socket, int gpu)
   uint32_t one[3] = {1, 1, 1};
   int rc;
 
-  if (pw == NULL || initgroups(FAULT_USER, pw->pw_gid) != 0 ||
-      setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
+  if (harness_become(FAULT_USER) != 0)
     _exit(10);
   if (hipd_connect(socket, &a) != 0)
     _exit(11);
@@ -252,9 +251,7 @@ static void other_tenant_fault(const char *mps)
     printf("check_faults: another tenant's fault: needs root (test user)\n");
     return;
   }
-  if (getpwnam(FAULT_USER) == NULL &&
-      system("useradd -M -N -s /usr/sbin/nologin " FAULT_USER
-             " >/dev/null 2>&1") != 0) {
+  if (users_make(FAULT_USER, NULL, NULL) != 0) {
     printf("check_faults: cannot create " FAULT_USER "\n");
     return;
   }

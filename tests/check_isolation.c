@@ -59,6 +59,7 @@
 #define TESTUTIL_CLIENT "check_isolation"
 #define TESTUTIL_TIMEOUT_MS 30000
 #include "testutil.h"
+#include "users.h"
 
 #define USER_A "hipd_it_a"
 #define USER_B "hipd_it_b"
@@ -326,17 +327,6 @@ static const char *leak_in(const void *buf, size_t n, char *what, size_t size)
   return NULL;
 }
 
-/* Run a child as @p user (harness_run_as) and fail the test with its
- * report unless it found nothing. */
-static void as_user(const char *user, int (*fn)(void *, char *, size_t),
-                    void *arg)
-{
-  char msg[2048];
-  int rc = harness_run_as(user, fn, arg, msg, sizeof(msg));
-
-  ck_assert_msg(rc == 0, "as %s: %s", user, msg);
-}
-
 /* ------------------------------------- children alongside the test (peers) */
 
 /* A fixed-size message between the test and a peer. */
@@ -382,12 +372,7 @@ static int pmsg_recv(int fd, pmsg_t *m, int timeout_ms)
 /* Become @p user for good. @return 0 or -1. */
 static int become(const char *user)
 {
-  struct passwd *pw = getpwnam(user);
-
-  if (pw == NULL || initgroups(user, pw->pw_gid) != 0 ||
-      setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) != 0 ||
-      setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) != 0 ||
-      getuid() != pw->pw_uid)
+  if (harness_become(user) != 0)
     return -1;
   /* After the id change, which clears it: die with the test. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -755,13 +740,13 @@ START_TEST(test_kernel_reads_host)
   char path[300];
   struct stat st;
 
-  as_user(USER_A, host_attacks_a, &x);
+  users_as(USER_A, host_attacks_a, &x);
   snprintf(path, sizeof(path), "%s/system-ran", open_dir);
   ck_assert_msg(lstat(path, &st) != 0,
                 "uid A's kernel ran a command with system(): %s exists", path);
   snprintf(path, sizeof(path), "%s/kernel-wrote", open_dir);
   ck_assert_msg(lstat(path, &st) != 0, "uid A's kernel created %s", path);
-  as_user(USER_B, legit_b, (void *)d->socket);
+  users_as(USER_B, legit_b, (void *)d->socket);
   stop_checked(&d);
 }
 END_TEST
@@ -880,12 +865,12 @@ START_TEST(test_constructor)
   ctor_ctx_t x = {d->socket, tag, 0};
 
   snprintf(tag, sizeof(tag), "%d-%lld", (int)getpid(), harness_now_ms());
-  as_user(USER_A, ctor_a, &x);
+  users_as(USER_A, ctor_a, &x);
   ctor_files_absent(tag, "at kernel.compile");
   x.stage = 1;
-  as_user(USER_A, ctor_a, &x);
+  users_as(USER_A, ctor_a, &x);
   ctor_files_absent(tag, "at compile_cached and launch");
-  as_user(USER_B, legit_b, (void *)d->socket);
+  users_as(USER_B, legit_b, (void *)d->socket);
   stop_checked(&d);
 }
 END_TEST
@@ -1008,8 +993,8 @@ START_TEST(test_include_leak)
   harness_daemon_t *d = start_daemon(NULL);
   inc_ctx_t x = {d->socket, _i};
 
-  as_user(USER_A, include_a, &x);
-  as_user(USER_B, legit_b, (void *)d->socket);
+  users_as(USER_A, include_a, &x);
+  users_as(USER_B, legit_b, (void *)d->socket);
   stop_checked(&d);
 }
 END_TEST
@@ -1348,7 +1333,7 @@ START_TEST(test_guard_pages)
 {
   harness_daemon_t *d = start_daemon(NULL);
 
-  as_user(USER_A, guard_a, (void *)d->socket);
+  users_as(USER_A, guard_a, (void *)d->socket);
   stop_checked(&d);
 }
 END_TEST
@@ -1478,7 +1463,7 @@ START_TEST(test_kernel_plants_cache)
   ck_assert_ptr_nonnull(mkdtemp(dir));
   d = start_daemon("--cache-dir", dir, NULL);
   x = (plant_ctx_t){d->socket, NULL, dir};
-  as_user(USER_A, plant_a, &x);
+  users_as(USER_A, plant_a, &x);
   ck_assert_ptr_nonnull(dh = opendir(dir));
   while ((e = readdir(dh)) != NULL)
     if (strstr(e->d_name, ".hkc") != NULL)
@@ -1487,7 +1472,7 @@ START_TEST(test_kernel_plants_cache)
   ck_assert_msg(entry[0] != '\0', "the compile left no entry in %s", dir);
   ck_assert_int_eq(stat(entry, &st), 0);
   x.entry = entry;
-  as_user(USER_A, plant_a, &x);
+  users_as(USER_A, plant_a, &x);
   snprintf(path, sizeof(path), "%s/planted.hkc", dir);
   ck_assert_msg(lstat(path, &st2) != 0, "uid A's kernel created %s", path);
   ck_assert_int_eq(stat(entry, &st2), 0);
@@ -1603,7 +1588,7 @@ START_TEST(test_endless_kernel)
                 "session closed (the daemon's processes used %.2f s "
                 "of CPU in the last second)",
                 busy);
-  as_user(USER_B, legit_b, (void *)d->socket);
+  users_as(USER_B, legit_b, (void *)d->socket);
   stop_checked(&d);
 }
 END_TEST
@@ -1770,8 +1755,8 @@ START_TEST(test_session_timeouts)
   harness_daemon_t *d =
       start_daemon("--hello-timeout", "500", "--request-timeout", "1000", NULL);
 
-  as_user(USER_A, timeouts_a, (void *)d->socket);
-  as_user(USER_B, legit_b, (void *)d->socket);
+  users_as(USER_A, timeouts_a, (void *)d->socket);
+  users_as(USER_B, legit_b, (void *)d->socket);
   stop_checked(&d);
 }
 END_TEST
@@ -1860,38 +1845,12 @@ START_TEST(test_buffer_descriptors)
                 "uid A's %d 1-byte CPU buffers cost the daemon's processes "
                 "%lld descriptors (%lld before, %lld after)",
                 TINY_BUFFERS - 1, after - before, before, after);
-  as_user(USER_B, legit_b, (void *)d->socket);
+  users_as(USER_B, legit_b, (void *)d->socket);
   stop_checked(&d);
 }
 END_TEST
 
 /* ----------------------------------------------------------------- main */
-
-static int make_user(const char *name, uid_t *uid)
-{
-  struct passwd *pw = getpwnam(name);
-  char cmd[256];
-
-  if (pw == NULL) {
-    snprintf(cmd, sizeof(cmd),
-             "useradd -M -N -s /usr/sbin/nologin %s >/dev/null 2>&1", name);
-    if (system(cmd) != 0 || (pw = getpwnam(name)) == NULL)
-      return -1;
-  }
-  if (uid != NULL)
-    *uid = pw->pw_uid;
-  return 0;
-}
-
-static int rm_cb(const char *path, const struct stat *st, int flag,
-                 struct FTW *ftw)
-{
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
 
 /* The marker, the root-only file that holds it, the open directory and
  * the lines of /etc/shadow. @return 0 or -1. */
@@ -1938,7 +1897,6 @@ int main(void)
 {
   Suite *s = suite_create("isolation");
   TCase *tc;
-  SRunner *sr;
   int failed;
 
   if (geteuid() != 0) {
@@ -1947,8 +1905,10 @@ int main(void)
            " (useradd) and to run clients as them\n");
     return 77;
   }
-  if (make_user(USER_A, &uid_a) != 0 || make_user(USER_B, &uid_b) != 0 ||
-      make_user(USER_WORKER, NULL) != 0 || make_user(USER_COMPILE, NULL) != 0) {
+  if (users_make(USER_A, &uid_a, NULL) != 0 ||
+      users_make(USER_B, &uid_b, NULL) != 0 ||
+      users_make(USER_WORKER, NULL, NULL) != 0 ||
+      users_make(USER_COMPILE, NULL, NULL) != 0) {
     printf("check_isolation: SKIP: cannot create the test users " USER_A
            ", " USER_B ", " USER_WORKER " and " USER_COMPILE " (useradd)\n");
     return 77;
@@ -2000,13 +1960,10 @@ int main(void)
   tcase_add_test(tc, test_buffer_descriptors);
   suite_add_tcase(s, tc);
 
-  sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = testutil_run_suite(s);
   harness_fini();
-  nftw(secret_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
-  nftw(open_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
-  nftw(work_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+  testutil_rmtree(secret_dir);
+  testutil_rmtree(open_dir);
+  testutil_rmtree(work_dir);
   return failed == 0 ? 0 : 1;
 }

@@ -2,7 +2,7 @@
 /* tests/check_kernels_cache.c: the kernel cache on disk: entries that
  * survive a restart, damaged entries, refreshes, and compiles of one
  * source racing in several sessions. The shared helpers are in
- * tests/kernels_util.h. */
+ * tests/lib/kernels_util.h. */
 #include "config.h"
 
 #include "kernels_util.h"
@@ -492,7 +492,6 @@ START_TEST(test_cache_dir_refused)
   cache_dir_remove(dir);
 }
 END_TEST
-
 
 static Suite *kernels_cache_suite(void)
 {

@@ -2,7 +2,7 @@
 /* tests/check_kernels_crashes.c: kernels that crash a CPU device's
  * runner, sessions killed during a launch, and CPU kernels stopped at
  * --cpu-kernel-timeout; the device and the other sessions go on. The
- * shared helpers are in tests/kernels_util.h. */
+ * shared helpers are in tests/lib/kernels_util.h. */
 #include "config.h"
 
 #include "kernels_util.h"

@@ -2,7 +2,7 @@
 /* tests/check_kernels_errors.c: what kernel calls refuse: compile errors,
  * launch limits, signatures and argument limits, raw pointers, destroyed
  * kernels; and compiling for a target other than the device's
- * (compile_for). The shared helpers are in tests/kernels_util.h. */
+ * (compile_for). The shared helpers are in tests/lib/kernels_util.h. */
 #include "config.h"
 
 #include "kernels_util.h"

@@ -2,7 +2,7 @@
 /* tests/check_kernels_run.c: kernels that run, on every device: vector
  * add, reductions, histograms, grids, dynamic shared memory, scalar
  * arguments, C++ names, and kernels run straight from their source. The
- * shared helpers are in tests/kernels_util.h. */
+ * shared helpers are in tests/lib/kernels_util.h. */
 #include "config.h"
 
 #include "kernels_util.h"

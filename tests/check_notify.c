@@ -7,7 +7,7 @@
  * journal's priority prefixes when $JOURNAL_STREAM names stderr, workers'
  * lines included; SIGHUP, a reload (RELOADING=1, READY=1), which hipd
  * survives with its sessions and its socket. The shared helpers are in
- * tests/daemon_util.h. */
+ * tests/lib/daemon_util.h. */
 #include "config.h"
 
 #include "daemon_util.h"

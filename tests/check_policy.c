@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/check_policy.c: tenants and the access policy (PROTOCOL.md,
- * "Tenants and access"), against real daemons (tests/harness.c) on real
+ * "Tenants and access"), against real daemons (tests/lib/harness.c) on real
  * sockets, with clients that run as real other uids.
  *
  * As root the test makes two users and a group of its own (useradd,
@@ -23,6 +23,8 @@
 
 #include "harness.h"
 #include "hipd.h"
+#include "testutil.h"
+#include "users.h"
 
 #define USER_A "hipd_pt_a"
 #define USER_B "hipd_pt_b"
@@ -32,46 +34,6 @@ static uid_t uid_a, uid_b;
 
 /* ------------------------------------------------------------ utilities */
 
-/* In a child: fail with a message (returned through harness_run_as). */
-#define REQUIRE(cond, ...)                                                     \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      snprintf(msg, msglen, __VA_ARGS__);                                      \
-      return -1;                                                               \
-    }                                                                          \
-  } while (0)
-
-/* Start a daemon that other uids can reach, with the extra options. */
-static harness_daemon_t *start_shared(const char *arg, ...)
-{
-  /* The CPU devices only: the device counts and ids below must not depend
-   * on the GPUs of the host. */
-  const char *args[32] = {"--socket-mode", "0666", "--devices", "cpu"};
-  int n = 4;
-  va_list ap;
-  harness_daemon_t *d;
-
-  va_start(ap, arg);
-  for (const char *a = arg; a != NULL && n < 31; a = va_arg(ap, const char *))
-    args[n++] = a;
-  va_end(ap);
-  args[n] = NULL;
-  d = harness_startv(args);
-  ck_assert_msg(d != NULL, "the daemon did not start");
-  ck_assert_msg(harness_share_socket(d) == 0, "cannot open the directories");
-  return d;
-}
-
-/* Run @p fn as @p user; fail the test with its message unless it passed. */
-static void as_user(const char *user, int (*fn)(void *, char *, size_t),
-                    void *arg)
-{
-  char msg[1024];
-  int rc = harness_run_as(user, fn, arg, msg, sizeof(msg));
-
-  ck_assert_msg(rc == 0, "as %s: %s", user, msg);
-}
-
 static int connect_as(const char *socket, hipd_conn_t **conn)
 {
   int rc = hipd_connect2(socket, "check_policy", conn);
@@ -79,14 +41,6 @@ static int connect_as(const char *socket, hipd_conn_t **conn)
   if (rc == 0)
     hipd_set_timeout(*conn, 30000);
   return rc;
-}
-
-static int64_t info_get(hipd_info_t *info, const char *path)
-{
-  int64_t v = -1;
-
-  (void)hipd_info_int(info, path, &v);
-  return v;
 }
 
 /* -------------------------------------------------------------- tenants */
@@ -134,8 +88,7 @@ static int tenant_quota_a(void *arg, char *msg, size_t msglen)
   REQUIRE(info_get(info, "tenant.sessions") == 2, "tenant.sessions %lld",
           (long long)info_get(info, "tenant.sessions"));
   REQUIRE(info_get(info, "tenant.mem_used") == 1000 * 1024,
-          "tenant.mem_used %lld",
-          (long long)info_get(info, "tenant.mem_used"));
+          "tenant.mem_used %lld", (long long)info_get(info, "tenant.mem_used"));
   hipd_info_free(info);
   /* Freeing in one session makes room in the other. */
   rc = hipd_mem_free(c1, b1);
@@ -156,13 +109,12 @@ static int tenant_quota_b(void *arg, char *msg, size_t msglen)
   hipd_buffer_t b;
   int rc;
 
-  REQUIRE(connect_as(x->socket, &c) == 0, "connect: %s",
-          hipd_last_error(NULL));
+  REQUIRE(connect_as(x->socket, &c) == 0, "connect: %s", hipd_last_error(NULL));
   rc = hipd_mem_alloc(c, 0, 600 * 1024, "byte", &b);
   REQUIRE(rc == 0, "alloc: %s (%s)", hipd_err_name(rc), hipd_last_error(c));
   rc = hipd_mem_alloc(c, 0, 600 * 1024, "byte", &b);
-  REQUIRE(rc == HIPD_EQUOTA && strstr(hipd_last_error(c),
-                                      "this session's quota") != NULL,
+  REQUIRE(rc == HIPD_EQUOTA &&
+              strstr(hipd_last_error(c), "this session's quota") != NULL,
           "second alloc: %s (%s), not the session quota", hipd_err_name(rc),
           hipd_last_error(c));
   hipd_close(c);
@@ -171,16 +123,16 @@ static int tenant_quota_b(void *arg, char *msg, size_t msglen)
 
 START_TEST(test_tenant_mem_quota)
 {
-  harness_daemon_t *d = start_shared("--mem-quota", "1M", "--tenant-mem-quota",
-                                     "1M", NULL);
+  harness_daemon_t *d =
+      users_start_shared("--mem-quota", "1M", "--tenant-mem-quota", "1M", NULL);
   ctx_t a = {d->socket, uid_a}, b = {d->socket, uid_b};
   hipd_conn_t *c = NULL;
   hipd_info_t *info = NULL;
 
   /* uid A holds its quota open in a child while B allocates: run A's two
    * sessions to the refusal, then B. */
-  as_user(USER_A, tenant_quota_a, &a);
-  as_user(USER_B, tenant_quota_b, &b);
+  users_as(USER_A, tenant_quota_a, &a);
+  users_as(USER_B, tenant_quota_b, &b);
   /* daemon.info reports the tenant limits. */
   ck_assert_int_eq(connect_as(d->socket, &c), 0);
   ck_assert_int_eq(hipd_daemon_info(c, &info), 0);
@@ -221,7 +173,7 @@ static int max_sessions_a(void *arg, char *msg, size_t msglen)
 
 START_TEST(test_tenant_max_sessions)
 {
-  harness_daemon_t *d = start_shared("--tenant-max-sessions", "2", NULL);
+  harness_daemon_t *d = users_start_shared("--tenant-max-sessions", "2", NULL);
   ctx_t a = {d->socket, uid_a};
   hipd_conn_t *r1 = NULL, *r2 = NULL;
   char want[128];
@@ -229,9 +181,11 @@ START_TEST(test_tenant_max_sessions)
   /* root's two sessions do not count against uid A's. */
   ck_assert_int_eq(connect_as(d->socket, &r1), 0);
   ck_assert_int_eq(connect_as(d->socket, &r2), 0);
-  as_user(USER_A, max_sessions_a, &a);
-  snprintf(want, sizeof(want), "session closed: too many sessions for uid %u "
-           "(limit 2)", (unsigned)uid_a);
+  users_as(USER_A, max_sessions_a, &a);
+  snprintf(want, sizeof(want),
+           "session closed: too many sessions for uid %u "
+           "(limit 2)",
+           (unsigned)uid_a);
   ck_assert_msg(harness_log_wait(d, want, 5000), "the log lacks '%s'", want);
   hipd_close(r1);
   hipd_close(r2);
@@ -276,13 +230,13 @@ static int tenant_objects_a(void *arg, char *msg, size_t msglen)
 
 START_TEST(test_tenant_streams_handles)
 {
-  harness_daemon_t *d = start_shared("--tenant-max-streams", "2",
-                                     "--tenant-max-handles", "4", NULL);
+  harness_daemon_t *d = users_start_shared("--tenant-max-streams", "2",
+                                           "--tenant-max-handles", "4", NULL);
   ctx_t a = {d->socket, uid_a};
 
-  as_user(USER_A, tenant_objects_a, &a);
+  users_as(USER_A, tenant_objects_a, &a);
   /* uid B's count starts from nothing. */
-  as_user(USER_B, tenant_objects_a, &a);
+  users_as(USER_B, tenant_objects_a, &a);
   harness_free(d);
 }
 END_TEST
@@ -327,18 +281,18 @@ static int connect_refused(void *arg, char *msg, size_t msglen)
 
 START_TEST(test_allow_users)
 {
-  harness_daemon_t *d = start_shared("--allow-users", USER_A ",0", NULL);
+  harness_daemon_t *d = users_start_shared("--allow-users", USER_A ",0", NULL);
   ctx_t a = {d->socket, uid_a};
   refused_t r = {d->socket, ""};
   hipd_conn_t *c = NULL;
   char logline[300];
 
-  as_user(USER_A, connect_ok, &a);
+  users_as(USER_A, connect_ok, &a);
   snprintf(r.want, sizeof(r.want),
-           "hello: uid %u (" USER_B ") is not allowed by --allow-users "
-           USER_A ",0",
+           "hello: uid %u (" USER_B ") is not allowed by --allow-users " USER_A
+           ",0",
            (unsigned)uid_b);
-  as_user(USER_B, connect_refused, &r);
+  users_as(USER_B, connect_refused, &r);
   snprintf(logline, sizeof(logline), "session closed: not allowed: uid %u (",
            (unsigned)uid_b);
   ck_assert_msg(harness_log_wait(d, logline, 5000), "the log lacks '%s'",
@@ -353,15 +307,15 @@ END_TEST
 START_TEST(test_allow_groups)
 {
   /* B is a supplementary member of G; A is not. */
-  harness_daemon_t *d = start_shared("--allow-groups", GROUP_G, NULL);
+  harness_daemon_t *d = users_start_shared("--allow-groups", GROUP_G, NULL);
   ctx_t b = {d->socket, uid_b};
   refused_t r = {d->socket, ""};
 
-  as_user(USER_B, connect_ok, &b);
+  users_as(USER_B, connect_ok, &b);
   snprintf(r.want, sizeof(r.want),
            "uid %u (" USER_A ") is not allowed by --allow-groups " GROUP_G,
            (unsigned)uid_a);
-  as_user(USER_A, connect_refused, &r);
+  users_as(USER_A, connect_refused, &r);
   harness_free(d);
 }
 END_TEST
@@ -382,8 +336,7 @@ static int devices_as(void *arg, char *msg, size_t msglen)
   char want[256];
   int n = -1, rc;
 
-  REQUIRE(connect_as(x->socket, &c) == 0, "connect: %s",
-          hipd_last_error(NULL));
+  REQUIRE(connect_as(x->socket, &c) == 0, "connect: %s", hipd_last_error(NULL));
   REQUIRE(hipd_device_count(c, &n) == 0, "device.count failed");
   REQUIRE(n == (x->sees_1 ? 2 : 1), "device.count %d", n);
   REQUIRE(hipd_device_list(c, &info) == 0, "device.list failed");
@@ -422,13 +375,13 @@ static int devices_as(void *arg, char *msg, size_t msglen)
 
 START_TEST(test_device_allow)
 {
-  harness_daemon_t *d = start_shared("--cpu-devices", "2", "--device-allow",
-                                     "cpu:1=" USER_A, NULL);
+  harness_daemon_t *d = users_start_shared(
+      "--cpu-devices", "2", "--device-allow", "cpu:1=" USER_A, NULL);
   devctx_t a = {d->socket, 1, uid_a, USER_A};
   devctx_t b = {d->socket, 0, uid_b, USER_B};
 
-  as_user(USER_A, devices_as, &a);
-  as_user(USER_B, devices_as, &b);
+  users_as(USER_A, devices_as, &a);
+  users_as(USER_B, devices_as, &b);
   harness_free(d);
 }
 END_TEST
@@ -448,8 +401,10 @@ START_TEST(test_bad_rules)
     harness_daemon_t *d = harness_spawn(NULL, args);
     ck_assert_ptr_nonnull(d);
     ck_assert_int_eq(harness_wait_exit(d, 20000), 1);
-    ck_assert_msg(harness_log_contains(d, bad[i][2]), "%s %s: the log lacks "
-                  "'%s'", bad[i][0], bad[i][1], bad[i][2]);
+    ck_assert_msg(harness_log_contains(d, bad[i][2]),
+                  "%s %s: the log lacks "
+                  "'%s'",
+                  bad[i][0], bad[i][1], bad[i][2]);
     harness_free(d);
   }
 }
@@ -457,52 +412,35 @@ END_TEST
 
 /* ----------------------------------------------------------------- main */
 
-/* Make the test users and group (kept between runs). @return 0 or -1. */
+/* Make the test users and group (kept between runs): B in G
+ * (supplementary), A not. @return 0 or -1. */
 static int make_users(void)
 {
-  struct passwd *pw;
   struct group *g;
+  gid_t gid_b;
 
-  if (getgrnam(GROUP_G) == NULL &&
-      system("groupadd " GROUP_G " >/dev/null 2>&1") != 0)
+  if (users_make(USER_A, &uid_a, NULL) != 0 ||
+      users_make(USER_B, &uid_b, &gid_b) != 0 ||
+      users_make_group(GROUP_G, USER_B, USER_A) != 0)
     return -1;
-  if (getpwnam(USER_A) == NULL &&
-      system("useradd -M -N -s /usr/sbin/nologin " USER_A
-             " >/dev/null 2>&1") != 0)
-    return -1;
-  if (getpwnam(USER_B) == NULL &&
-      system("useradd -M -N -s /usr/sbin/nologin " USER_B
-             " >/dev/null 2>&1") != 0)
-    return -1;
-  /* B in G (supplementary), A not. */
-  if (system("usermod -a -G " GROUP_G " " USER_B " >/dev/null 2>&1") != 0 ||
-      system("gpasswd -d " USER_A " " GROUP_G " >/dev/null 2>&1; true") != 0)
-    return -1;
-  if ((pw = getpwnam(USER_A)) == NULL)
-    return -1;
-  uid_a = pw->pw_uid;
-  if ((pw = getpwnam(USER_B)) == NULL)
-    return -1;
-  uid_b = pw->pw_uid;
   g = getgrnam(GROUP_G);
-  return g != NULL && pw->pw_gid != g->gr_gid ? 0 : -1;
+  return g != NULL && gid_b != g->gr_gid ? 0 : -1;
 }
 
 int main(void)
 {
   Suite *s = suite_create("policy");
   TCase *tc;
-  SRunner *sr;
   int failed;
 
   if (geteuid() != 0) {
-    printf("check_policy: SKIP: needs root to create the test users "
-           USER_A " and " USER_B " (useradd) and to run clients as them\n");
+    printf("check_policy: SKIP: needs root to create the test users " USER_A
+           " and " USER_B " (useradd) and to run clients as them\n");
     return 77;
   }
   if (make_users() != 0) {
-    printf("check_policy: SKIP: cannot create the test users " USER_A ", "
-           USER_B " and group " GROUP_G " (useradd, groupadd, usermod)\n");
+    printf("check_policy: SKIP: cannot create the test users " USER_A
+           ", " USER_B " and group " GROUP_G " (useradd, groupadd, usermod)\n");
     return 77;
   }
   /* The test users reach the daemons' sockets through every directory
@@ -524,10 +462,7 @@ int main(void)
   tcase_add_test(tc, test_device_allow);
   tcase_add_test(tc, test_bad_rules);
   suite_add_tcase(s, tc);
-  sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = testutil_run_suite(s);
   harness_fini();
   return failed == 0 ? 0 : 1;
 }

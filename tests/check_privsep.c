@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/check_privsep.c: the process model of --isolation (docs/
  * ARCHITECTURE.md, "Processes"; SECURITY.md), against real daemons
- * (tests/harness.c) with clients that run as real other uids.
+ * (tests/lib/harness.c) with clients that run as real other uids.
  *
  * As root the test makes (or reuses) the users hipd_ps_a and hipd_ps_b;
  * each client runs in a forked child that became one of them. What is
@@ -27,45 +27,13 @@
 
 #include "harness.h"
 #include "hipd.h"
+#include "testutil.h"
+#include "users.h"
 
 #define USER_A "hipd_ps_a"
 #define USER_B "hipd_ps_b"
 
 static uid_t uid_a, uid_b, uid_hipd;
-
-#define REQUIRE(cond, ...)                                                     \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      snprintf(msg, msglen, __VA_ARGS__);                                      \
-      return -1;                                                               \
-    }                                                                          \
-  } while (0)
-
-static harness_daemon_t *start_shared(const char *arg, ...)
-{
-  const char *args[32] = {"--socket-mode", "0666", "--devices", "cpu"};
-  int n = 4;
-  va_list ap;
-  harness_daemon_t *d;
-
-  va_start(ap, arg);
-  for (const char *a = arg; a != NULL && n < 31; a = va_arg(ap, const char *))
-    args[n++] = a;
-  va_end(ap);
-  args[n] = NULL;
-  d = harness_startv(args);
-  ck_assert_msg(d != NULL, "the daemon did not start");
-  ck_assert_msg(harness_share_socket(d) == 0, "cannot open the directories");
-  return d;
-}
-
-static int64_t info_get(hipd_info_t *info, const char *path)
-{
-  int64_t v = -1;
-
-  (void)hipd_info_int(info, path, &v);
-  return v;
-}
 
 /* What daemon.info says of the process serving a session. */
 typedef struct {
@@ -159,11 +127,9 @@ static void probe_as(const char *user, probe_t *x)
   pid = fork();
   ck_assert(pid >= 0);
   if (pid == 0) {
-    struct passwd *pw = getpwnam(user);
     int rc = -1;
     close(fds[0]);
-    if (pw != NULL && initgroups(user, pw->pw_gid) == 0 &&
-        setgid(pw->pw_gid) == 0 && setuid(pw->pw_uid) == 0)
+    if (harness_become(user) == 0)
       rc = probe_fn(x, msg, sizeof(msg));
     else
       snprintf(msg, sizeof(msg), "cannot become %s", user);
@@ -190,7 +156,7 @@ static void probe_as(const char *user, probe_t *x)
 
 START_TEST(test_worker_per_uid)
 {
-  harness_daemon_t *d = start_shared(NULL);
+  harness_daemon_t *d = users_start_shared(NULL);
   probe_t a = {.socket = d->socket, .nconn = 2};
   probe_t b = {.socket = d->socket, .nconn = 1};
 
@@ -216,7 +182,7 @@ END_TEST
 
 START_TEST(test_worker_per_session)
 {
-  harness_daemon_t *d = start_shared("--isolation", "session", NULL);
+  harness_daemon_t *d = users_start_shared("--isolation", "session", NULL);
   probe_t a = {.socket = d->socket, .nconn = 2};
 
   probe_as(USER_A, &a);
@@ -230,7 +196,7 @@ END_TEST
 
 START_TEST(test_isolation_none)
 {
-  harness_daemon_t *d = start_shared("--isolation", "none", NULL);
+  harness_daemon_t *d = users_start_shared("--isolation", "none", NULL);
   probe_t r = {.socket = d->socket, .nconn = 1};
 
   probe_as(NULL, &r);
@@ -245,7 +211,7 @@ END_TEST
  * A's next connection gets a fresh worker. */
 START_TEST(test_worker_death_contained)
 {
-  harness_daemon_t *d = start_shared(NULL);
+  harness_daemon_t *d = users_start_shared(NULL);
   probe_t a = {.socket = d->socket, .nconn = 1};
   probe_t a2 = {.socket = d->socket, .nconn = 1};
   hipd_conn_t *b = NULL;
@@ -277,7 +243,7 @@ END_TEST
 
 START_TEST(test_worker_linger)
 {
-  harness_daemon_t *d = start_shared("--worker-linger", "100", NULL);
+  harness_daemon_t *d = users_start_shared("--worker-linger", "100", NULL);
   probe_t a = {.socket = d->socket, .nconn = 1};
   char want[128];
 
@@ -305,28 +271,10 @@ START_TEST(test_bad_worker_account)
 }
 END_TEST
 
-static int make_user(const char *name, uid_t *uid)
-{
-  struct passwd *pw;
-  char cmd[256];
-
-  if (getpwnam(name) == NULL) {
-    snprintf(cmd, sizeof(cmd),
-             "useradd -M -N -s /usr/sbin/nologin %s >/dev/null 2>&1", name);
-    if (system(cmd) != 0)
-      return -1;
-  }
-  if ((pw = getpwnam(name)) == NULL)
-    return -1;
-  *uid = pw->pw_uid;
-  return 0;
-}
-
 int main(void)
 {
   Suite *s = suite_create("privsep");
   TCase *tc;
-  SRunner *sr;
   struct passwd *pw;
   int failed;
 
@@ -337,7 +285,8 @@ int main(void)
   }
   setenv("HIPD_TEST_TMP", "/tmp", 1);
   harness_init("privsep");
-  if (make_user(USER_A, &uid_a) != 0 || make_user(USER_B, &uid_b) != 0 ||
+  if (users_make(USER_A, &uid_a, NULL) != 0 ||
+      users_make(USER_B, &uid_b, NULL) != 0 ||
       (pw = getpwnam("hipd")) == NULL) {
     printf("check_privsep: SKIP: cannot create the test users (useradd)\n");
     harness_fini();
@@ -353,10 +302,7 @@ int main(void)
   tcase_add_test(tc, test_worker_linger);
   tcase_add_test(tc, test_bad_worker_account);
   suite_add_tcase(s, tc);
-  sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = testutil_run_suite(s);
   harness_fini();
   return failed == 0 ? 0 : 1;
 }

@@ -2,7 +2,7 @@
 /* tests/check_proto_codec.c: decoding and encoding of proto/: requests,
  * responses and notifications, invalid messages and boundaries, the
  * packers of requests, responses, errors and notifications, and the object
- * readers (suite "codec"). The shared helpers are in tests/proto_util.h. */
+ * readers (suite "codec"). The shared helpers are in tests/lib/proto_util.h. */
 #include "proto_util.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/check_proto_errors.c: the error table of proto/errors.c: every
  * code, its name and message, and the unknown ones (suite "errors"). The
- * shared helpers are in tests/proto_util.h. */
+ * shared helpers are in tests/lib/proto_util.h. */
 #include "proto_util.h"
 
 /* --------------------------------------------------------- error table */

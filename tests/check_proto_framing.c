@@ -3,7 +3,7 @@
  * limits, every truncation of the samples, need hints, concatenated
  * messages, the message, length, object and depth limits, invalid bytes,
  * and random bytes and mutations (suite "framing"). The shared helpers are
- * in tests/proto_util.h. */
+ * in tests/lib/proto_util.h. */
 #include "proto_util.h"
 
 /* ------------------------------------------------------------- framing */

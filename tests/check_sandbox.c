@@ -36,6 +36,7 @@
 
 #include "hipd.h"
 #include "sandbox/sandbox.h"
+#include "users.h"
 
 #define TEST_USER "hipd_sb_user"
 
@@ -723,16 +724,10 @@ int main(void)
   int failed;
 
   if (geteuid() == 0) {
-    struct passwd *pw = getpwnam(TEST_USER);
-    if (pw == NULL &&
-        system("useradd -M -N -s /usr/sbin/nologin " TEST_USER) == 0)
-      pw = getpwnam(TEST_USER);
-    if (pw == NULL) {
+    if (users_make(TEST_USER, &test_uid, &test_gid) != 0) {
       fprintf(stderr, "check_sandbox: cannot create user " TEST_USER "\n");
       return 1;
     }
-    test_uid = pw->pw_uid;
-    test_gid = pw->pw_gid;
   }
   sr = srunner_create(sandbox_suite());
   srunner_run_all(sr, CK_NORMAL);

@@ -333,14 +333,10 @@ START_TEST(test_cuda_compile_for_gpu)
   static const char *const nvidia[] = {"sm_90", NULL};
   const char *const *arch = NULL;
   hipd_info_t *info = NULL;
-  int dev = -1;
+  const char *platform = testutil_hip_platform(conn);
 
-  OK(conn, hipd_daemon_info(conn, &info));
-  if (info_has_str(info, "features", "hip-amd"))
-    arch = amd;
-  else if (info_has_str(info, "features", "hip-nvidia"))
-    arch = nvidia;
-  hipd_info_free(info);
+  if (platform != NULL)
+    arch = strcmp(platform, "amd") == 0 ? amd : nvidia;
   if (arch == NULL) {
     printf("check_sarek_compat: hipd has no HIP compiler: the CUDA source "
            "was not compiled for a GPU target\n");
@@ -623,21 +619,9 @@ END_TEST
 
 /* -------------------------------------------------------------- fixtures */
 
-static int remove_cb(const char *path, const struct stat *st, int flag,
-                     struct FTW *ftw)
-{
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
 static void shared_setup(void)
 {
-  shared =
-      harness_start("--cpu-devices", "2", "--cache-dir", shared_cache, NULL);
-  ck_assert_msg(shared != NULL, "hipd did not start");
+  shared = testutil_start_cached(shared_cache);
 }
 
 static void shared_teardown(void)
@@ -664,22 +648,6 @@ static Suite *sarek_compat_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
-  int failed;
-  const char *root = getenv("HIPD_TEST_TMP");
-
-  harness_init("check_sarek_compat");
-  snprintf(shared_cache, sizeof(shared_cache), "%s/sarekcache-XXXXXX",
-           root != NULL && root[0] != '\0' ? root : "/tmp");
-  if (mkdtemp(shared_cache) == NULL) {
-    fprintf(stderr, "mkdtemp %s: %s\n", shared_cache, strerror(errno));
-    return EXIT_FAILURE;
-  }
-  sr = srunner_create(sarek_compat_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  nftw(shared_cache, remove_cb, 16, FTW_DEPTH | FTW_PHYS);
-  harness_fini();
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return testutil_main_cached("check_sarek_compat", "sarekcache", shared_cache,
+                              sizeof(shared_cache), sarek_compat_suite);
 }

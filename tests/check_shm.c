@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/check_shm.c: shared host buffers (zero-copy transfers), zero-copy
  * device buffers and corked submission, through libhipd against a real
- * hipd (tests/harness.c). Every test runs on every device the daemon serves:
- * it is started with --cpu-devices 2, and on a GPU host the HIP devices come
- * first and are covered the same way.
+ * hipd (tests/lib/harness.c). Every test runs on every device the daemon
+ * serves: it is started with --cpu-devices 2, and on a GPU host the HIP devices
+ * come first and are covered the same way.
  */
 #include "config.h"
 

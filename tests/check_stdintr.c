@@ -1079,17 +1079,7 @@ START_TEST(test_compile_for_gpu)
   msgpack_sbuffer ir;
   const int dev = 0; /* for OK's message */
 
-  OK(conn, hipd_daemon_info(conn, &info));
-  if (info_has_str(info, "features", "hip-amd")) {
-    snprintf(arch, sizeof(arch), "gfx90a");
-  } else if (info_has_str(info, "features", "hip-nvidia")) {
-    hipd_info_t *d = NULL;
-    OK(conn, hipd_device_get(conn, 0, &d));
-    if (!info_bool(d, "is_cpu"))
-      snprintf(arch, sizeof(arch), "%s", info_str(d, "arch"));
-    hipd_info_free(d);
-  }
-  hipd_info_free(info);
+  testutil_gpu_arch(conn, arch, sizeof(arch));
   if (arch[0] == '\0') {
     printf("check_stdintr: hipd has no HIP compiler for a GPU target here: "
            "the standard intrinsics were not compiled for a GPU\n");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/protofuzz_fds.c: descriptors of every kind (memfds sealed or not,
- * pipes, sockets, eventfds, timerfds, directories...) to send with requests
- * (tests/protofuzz.h). */
+/* tests/protofuzz/protofuzz_fds.c: descriptors of every kind (memfds sealed or
+ * not, pipes, sockets, eventfds, timerfds, directories...) to send with
+ * requests (tests/protofuzz/protofuzz.h). */
 #include "config.h"
 
 #include "protofuzz.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/rawclient.c: the hand-written msgpack-rpc client of the tests
- * (tests/rawclient.h), moved here from tests/check_daemon.c unchanged. */
+/* tests/lib/rawclient.c: the hand-written msgpack-rpc client of the tests
+ * (tests/lib/rawclient.h). */
 #include "config.h"
 
 #define _GNU_SOURCE 1

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/protofuzz_templates.c: the request templates: for every method of the
- * daemon's table, a valid request built from the live handles of a connection,
- * and the weighted pick of the next method (tests/protofuzz.h). */
+/* tests/protofuzz/protofuzz_templates.c: the request templates: for every
+ * method of the daemon's table, a valid request built from the live handles of
+ * a connection, and the weighted pick of the next method
+ * (tests/protofuzz/protofuzz.h). */
 #include "config.h"
 
 #include "protofuzz.h"
@@ -801,7 +802,7 @@ int check_coverage(void)
     if (tmpl_of[i] == NULL) {
       fprintf(stderr,
               "protofuzz: method '%s' of the table has no template in "
-              "tests/protofuzz.c: add one\n",
+              "tests/protofuzz/protofuzz.c: add one\n",
               methods[i].name);
       bad++;
     } else {

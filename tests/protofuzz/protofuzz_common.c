@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/protofuzz_common.c: what every part of the fuzzer uses: the first
- * failure, the PRNG, the statistics, the value tree requests are built from,
- * the pools of live objects, and the method table (tests/protofuzz.h). */
+/* tests/protofuzz/protofuzz_common.c: what every part of the fuzzer uses: the
+ * first failure, the PRNG, the statistics, the value tree requests are built
+ * from, the pools of live objects, and the method table
+ * (tests/protofuzz/protofuzz.h). */
 #include "config.h"
 
 #include "protofuzz.h"

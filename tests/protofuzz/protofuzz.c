@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/protofuzz.c: an end-to-end protocol fuzzer for hipd.
+/* tests/protofuzz/protofuzz.c: an end-to-end protocol fuzzer for hipd.
  *
- * It starts a real hipd (tests/harness.c: CPU devices, small limits) and
+ * It starts a real hipd (tests/lib/harness.c: CPU devices, small limits) and
  * talks to it over several raw connections at once. For every method of the
  * daemon's own table (dispatch_methods(), linked from libhipdcore, so a new
  * method cannot be missed) it has a template that builds a valid request

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/protofuzz_mutate.c: mutations of a valid request: arity, types, huge
- * and negative integers, floats, nil, strings and bins, nested containers,
- * stale, foreign, forged and wrong-kind handles, method names
- * (tests/protofuzz.h). */
+/* tests/protofuzz/protofuzz_mutate.c: mutations of a valid request: arity,
+ * types, huge and negative integers, floats, nil, strings and bins, nested
+ * containers, stale, foreign, forged and wrong-kind handles, method names
+ * (tests/protofuzz/protofuzz.h). */
 #include "config.h"
 
 #include "protofuzz.h"

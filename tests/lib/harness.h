@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/harness.h: real hipd daemons for integration tests.
+/* tests/lib/harness.h: real hipd daemons for integration tests.
  *
  * A test starts the hipd built in the tree ($HIPD_BIN, else ./hipd) in a
  * private temporary directory (under $HIPD_TEST_TMP, else /tmp) on a socket
@@ -49,7 +49,8 @@ extern int harness_journal_stream;
 
 /* Start a daemon on a fresh socket with the NULL-terminated extra options
  * (after "--socket PATH --no-config": the machine's hipd.conf is not read
- * unless a test gives --config FILE) and wait until it accepts connections (20 s at most).
+ * unless a test gives --config FILE) and wait until it accepts connections (20
+ * s at most).
  * @return the daemon, or NULL (the reason and its log are printed). */
 harness_daemon_t *harness_start(const char *arg, ...);
 /* The same with an argv-style NULL-terminated array. */
@@ -105,8 +106,12 @@ void harness_sleep_ms(int ms);
  * become search-only for others (0711: nobody can list them). Start the
  * daemon with --socket-mode 0666 as well. @return 0 or -1. */
 int harness_share_socket(const harness_daemon_t *d);
+/* Become user @p user for good (initgroups, then the real, effective and
+ * saved gid and uid; as root only), in a child. A parent-death signal set
+ * before is cleared by the change. @return 0 or -1 (errno set). */
+int harness_become(const char *user);
 /* Run @p fn(@p arg, msg, msglen) in a forked child that has become user
- * @p user (initgroups, setgid, setuid; as root only), and hand back what
+ * @p user (harness_become()), and hand back what
  * it returned and the message it wrote. @return fn's value (0: it passed),
  * or -1 with @p msg saying why the child could not run or died. */
 int harness_run_as(const char *user,

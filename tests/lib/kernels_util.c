@@ -1,70 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/kernels_util.h: what the check_kernels_* programs share: the
- * kernels, the helpers that compile, fill and launch them, the cache
- * directories, and the daemon of the TCases that share one.
- *
- * Those programs test kernels end to end: compile, launch, check the
- * results, through libhipd against a real hipd (tests/harness.c) with the
- * real host compiler and the real CPU kernel runner:
- *   check_kernels_run.c      kernels that run and what they compute;
- *   check_kernels_errors.c   compile errors, launch and argument limits,
- *                            signatures, destroy, and compile_for targets;
- *   check_kernels_crashes.c  kernels that crash, sessions killed in a
- *                            launch, and the CPU kernel timeout;
- *   check_kernels_cache.c    the kernel cache on disk, across daemons and
- *                            under concurrent compiles.
- *
- * The kernels are written in the HIP/CUDA subset that both the CPU device
- * and a GPU take (hipd_cpu_device.h), and every kernel test runs on every
- * device the daemon serves: it is started with --cpu-devices 2, and on a GPU
- * host the HIP devices come first and are covered the same way. Tests that
- * only make sense on one kind of device say why where they skip.
- *
- * A CPU-device compile takes about a second, so the daemons of a program's
- * kernel TCases share one cache directory (made fresh for its run): each
- * kernel is compiled once, later daemons find it on disk. The cache tests
- * use directories of their own. No assertion depends on how long anything
- * takes. Everything here is static (inline): each program includes it once.
- */
-#ifndef HIPD_TESTS_KERNELS_UTIL_H
-#define HIPD_TESTS_KERNELS_UTIL_H
+/* tests/lib/kernels_util.c: the kernels and helpers of
+ * tests/lib/kernels_util.h. */
+#include "config.h"
 
-#include <check.h>
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
-#include <math.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "harness.h"
-#include "hipd.h"
-#define MAX_DEVICES 64
-#define TESTUTIL_CLIENT "check_kernels"
-#define TESTUTIL_TIMEOUT_MS 120000
-#define TESTUTIL_MAX_DEVICES MAX_DEVICES
-#include "testutil.h"
+#include "kernels_util.h"
 
 /* The daemon of the TCases that share one (started by an unchecked
  * fixture, in check's runner process), and the cache directory all such
  * daemons use. */
-static harness_daemon_t *shared;
-static char shared_cache[256];
+harness_daemon_t *shared;
+char shared_cache[256];
 
 /* --------------------------------------------------------------- kernels */
 
-static const char VECADD_SRC[] =
+const char VECADD_SRC[] =
     "extern \"C\" __global__ void vecadd(const float *a, const float *b,\n"
     "                                    float *c, int n)\n"
     "{\n"
@@ -75,7 +24,7 @@ static const char VECADD_SRC[] =
 
 /* A tree reduction in shared memory with barriers: one partial sum per
  * block, and the total through an atomic. */
-static const char REDUCE_SRC[] =
+const char REDUCE_SRC[] =
     "extern \"C\" __global__ void block_sum(const int *in, int *partial,\n"
     "                                      int *total, int n)\n"
     "{\n"
@@ -96,7 +45,7 @@ static const char REDUCE_SRC[] =
     "}\n";
 
 /* A histogram: per-block bins in shared memory, merged with atomics. */
-static const char HIST_SRC[] =
+const char HIST_SRC[] =
     "extern \"C\" __global__ void histogram(const unsigned char *data,\n"
     "                                      unsigned *bins, int n)\n"
     "{\n"
@@ -114,7 +63,7 @@ static const char HIST_SRC[] =
     "}\n";
 
 /* Every thread writes its global (x, y, z) index and the grid's shape. */
-static const char INDEX_SRC[] =
+const char INDEX_SRC[] =
     "extern \"C\" __global__ void index3d(int *out, int nx, int ny, int nz)\n"
     "{\n"
     "  int x = blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -131,7 +80,7 @@ static const char INDEX_SRC[] =
     "}\n";
 
 /* Dynamic shared memory: each block reverses its slice through it. */
-static const char DYN_SRC[] =
+const char DYN_SRC[] =
     "extern \"C\" __global__ void dyn_reverse(const float *in, float *out)\n"
     "{\n"
     "  extern __shared__ float s[];\n"
@@ -142,7 +91,7 @@ static const char DYN_SRC[] =
     "}\n";
 
 /* Scalars of every width: each must arrive whole. */
-static const char MIX_SRC[] =
+const char MIX_SRC[] =
     "extern \"C\" __global__ void mix(float a, double b, long long c, int d,\n"
     "                                double *out, long long *iout)\n"
     "{\n"
@@ -158,7 +107,7 @@ static const char MIX_SRC[] =
     "}\n";
 
 /* C++ names: a plain (mangled) kernel and a template. */
-static const char CXX_SRC[] =
+const char CXX_SRC[] =
     "__global__ void scale(float *p, float f, int n)\n"
     "{\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -176,7 +125,7 @@ static const char CXX_SRC[] =
 /* Thread @p which writes through @p bad (NULL). The address comes in as a
  * number so that the compiler cannot see it is NULL (GCC drops a store
  * through a pointer it knows to be NULL, even a volatile one). */
-static const char CRASH_SRC[] =
+const char CRASH_SRC[] =
     "extern \"C\" __global__ void crash(int *p, int which, long long bad)\n"
     "{\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -186,26 +135,22 @@ static const char CRASH_SRC[] =
     "}\n";
 
 /* An error on line 3. */
-static const char BROKEN_SRC[] =
-    "extern \"C\" __global__ void broken(float *x)\n"
-    "{\n"
-    "  x[0] = this_name_is_not_declared;\n"
-    "}\n";
+const char BROKEN_SRC[] = "extern \"C\" __global__ void broken(float *x)\n"
+                          "{\n"
+                          "  x[0] = this_name_is_not_declared;\n"
+                          "}\n";
 
 /* ---------------------------------------------------------------- checks */
 
-/* Assert that @p expr returns @p want, naming the call, the device and the
- * daemon's message. `dev` must be in scope (-1 when there is none). */
-
 /* Does a compiler log point at line 3? GCC, clang and hiprtc write
  * "kernel.hip:3:10: error", NVRTC "kernel.hip(3): error". */
-static inline int names_line_3(const char *log)
+int names_line_3(const char *log)
 {
   return strstr(log, ":3:") != NULL || strstr(log, "(3): ") != NULL;
 }
 
 /* A capability of device @p dev ("capabilities.<name>"). */
-static inline int64_t device_cap(hipd_conn_t *conn, int dev, const char *name)
+int64_t device_cap(hipd_conn_t *conn, int dev, const char *name)
 {
   hipd_info_t *info = NULL;
   char path[128];
@@ -219,7 +164,7 @@ static inline int64_t device_cap(hipd_conn_t *conn, int dev, const char *name)
 }
 
 /* The first CPU device, or -1. */
-static inline int first_cpu_device(hipd_conn_t *conn)
+int first_cpu_device(hipd_conn_t *conn)
 {
   int n = device_count(conn);
 
@@ -229,12 +174,12 @@ static inline int first_cpu_device(hipd_conn_t *conn)
   return -1;
 }
 
-static const uint32_t ONE[3] = {1, 1, 1};
+const uint32_t ONE[3] = {1, 1, 1};
 
 /* Compile @p name of @p src through the cache on @p dev; *@p info (if not
  * NULL) gets the record. */
-static inline hipd_kernel_t compile(hipd_conn_t *conn, int dev, const char *src,
-                                    const char *name, hipd_info_t **info)
+hipd_kernel_t compile(hipd_conn_t *conn, int dev, const char *src,
+                      const char *name, hipd_info_t **info)
 {
   hipd_kernel_t k = HIPD_KERNEL_NULL;
 
@@ -244,8 +189,8 @@ static inline hipd_kernel_t compile(hipd_conn_t *conn, int dev, const char *src,
 }
 
 /* A buffer of @p n floats on @p dev holding @p data (NULL: zeros). */
-static inline hipd_buffer_t float_buffer(hipd_conn_t *conn, int dev, size_t n,
-                                         const float *data)
+hipd_buffer_t float_buffer(hipd_conn_t *conn, int dev, size_t n,
+                           const float *data)
 {
   hipd_buffer_t b = HIPD_BUFFER_NULL;
 
@@ -257,16 +202,10 @@ static inline hipd_buffer_t float_buffer(hipd_conn_t *conn, int dev, size_t n,
   return b;
 }
 
-/* The grid that covers @p n items with blocks of @p block. */
-static inline uint32_t blocks_for(size_t n, uint32_t block)
-{
-  return (uint32_t)((n + block - 1) / block);
-}
-
 /* Vector add with kernel @p k on @p dev (its buffers fresh), on @p stream
  * (0: the default one); checks every element. */
-static inline void vecadd_run(hipd_conn_t *conn, int dev, hipd_kernel_t k,
-                              int n, hipd_stream_t stream)
+void vecadd_run(hipd_conn_t *conn, int dev, hipd_kernel_t k, int n,
+                hipd_stream_t stream)
 {
   float *a = xmalloc((size_t)n * sizeof(float));
   float *b = xmalloc((size_t)n * sizeof(float));
@@ -306,34 +245,20 @@ static inline void vecadd_run(hipd_conn_t *conn, int dev, hipd_kernel_t k,
 /* ------------------------------------------------------ cache directories */
 
 /* A fresh directory for a daemon's --cache-dir, in @p buf. */
-static inline void cache_dir_make(char *buf, size_t size)
+void cache_dir_make(char *buf, size_t size)
 {
-  const char *root = getenv("HIPD_TEST_TMP");
-
-  snprintf(buf, size, "%s/kcache-XXXXXX",
-           root != NULL && root[0] != '\0' ? root : "/tmp");
-  ck_assert_msg(mkdtemp(buf) != NULL, "mkdtemp %s: %s", buf, strerror(errno));
+  ck_assert_msg(testutil_tmpdir(buf, size, "kcache") == 0, "mkdtemp %s: %s",
+                buf, strerror(errno));
 }
 
-static inline int remove_cb(const char *path, const struct stat *st, int flag,
-                            struct FTW *ftw)
+void cache_dir_remove(const char *dir)
 {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
-static inline void cache_dir_remove(const char *dir)
-{
-  if (dir[0] != '\0')
-    nftw(dir, remove_cb, 16, FTW_DEPTH | FTW_PHYS);
+  testutil_rmtree(dir);
 }
 
 /* The number of entries (*.hkc) in @p dir; the last one's path in
  * @p path. */
-static inline int cache_entries(const char *dir, char *path, size_t size)
+int cache_entries(const char *dir, char *path, size_t size)
 {
   DIR *dh = opendir(dir);
   struct dirent *e;
@@ -352,54 +277,31 @@ static inline int cache_entries(const char *dir, char *path, size_t size)
   return n;
 }
 
-static inline harness_daemon_t *start_with_cache(const char *dir)
+harness_daemon_t *start_with_cache(const char *dir)
 {
-  harness_daemon_t *d =
-      harness_start("--cpu-devices", "2", "--cache-dir", dir, NULL);
-
-  ck_assert_msg(d != NULL, "hipd did not start");
-  return d;
+  return testutil_start_cached(dir);
 }
 
-static inline void stop_daemon(harness_daemon_t *d)
+void stop_daemon(harness_daemon_t *d)
 {
   stop_checked(&d);
 }
 
-static inline void shared_setup(void)
+void shared_setup(void)
 {
   shared = start_with_cache(shared_cache);
 }
 
-static inline void shared_teardown(void)
+void shared_teardown(void)
 {
   stop_checked(&shared);
 }
 
-
 /* main() of a check_kernels_* program: the harness, a private shared cache
  * directory for the suite's shared daemon, the suite run, and cleanup.
  * @return main's exit status. */
-static inline int kernels_main(const char *name, Suite *(*make_suite)(void))
+int kernels_main(const char *name, Suite *(*make_suite)(void))
 {
-  const char *root = getenv("HIPD_TEST_TMP");
-  SRunner *sr;
-  int failed;
-
-  harness_init(name);
-  snprintf(shared_cache, sizeof(shared_cache), "%s/kcache-XXXXXX",
-           root != NULL && root[0] != '\0' ? root : "/tmp");
-  if (mkdtemp(shared_cache) == NULL) {
-    fprintf(stderr, "mkdtemp %s: %s\n", shared_cache, strerror(errno));
-    return EXIT_FAILURE;
-  }
-  sr = srunner_create(make_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  cache_dir_remove(shared_cache);
-  harness_fini();
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return testutil_main_cached(name, "kcache", shared_cache,
+                              sizeof(shared_cache), make_suite);
 }
-
-#endif

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/rawclient.h: a msgpack-rpc client written by hand over a plain
+/* tests/lib/rawclient.h: a msgpack-rpc client written by hand over a plain
  * socket, for the tests that must send what libhipd never would (bad
  * frames, descriptors, requests before hello) and read the replies as they
- * come. Linked by the check_daemon_* programs (tests/rawclient.c). Every
+ * come. Compiled once in tests/lib/rawclient.c (libhipdtest). Every
  * function fails the running test on an unexpected error unless it says
  * it returns one.
  */

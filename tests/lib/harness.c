@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/harness.c: start, probe and stop real hipd daemons for the
+/* tests/lib/harness.c: start, probe and stop real hipd daemons for the
  * integration tests (see harness.h). */
 #include "config.h"
 
@@ -579,6 +579,22 @@ int harness_share_socket(const harness_daemon_t *d)
   return chmod(d->dir, 0711);
 }
 
+int harness_become(const char *user)
+{
+  struct passwd *pw = getpwnam(user);
+
+  if (pw == NULL) {
+    errno = ENOENT;
+    return -1;
+  }
+  if (initgroups(user, pw->pw_gid) != 0 ||
+      setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) != 0 ||
+      setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) != 0 ||
+      getuid() != pw->pw_uid)
+    return -1;
+  return 0;
+}
+
 typedef struct {
   int rc;
   char msg[1024];
@@ -613,8 +629,7 @@ int harness_run_as(const char *user,
   }
   if (pid == 0) {
     close(p[0]);
-    if (initgroups(user, pw->pw_gid) != 0 || setgid(pw->pw_gid) != 0 ||
-        setuid(pw->pw_uid) != 0 || getuid() != pw->pw_uid) {
+    if (harness_become(user) != 0) {
       snprintf(r.msg, sizeof(r.msg), "cannot become %s: %s", user,
                strerror(errno));
       r.rc = -1;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/protofuzz_send.c: the way out: the ring of requests kept for the
- * reproducer, write queues with descriptors, requests in flight, and the
- * requests too costly to send (tests/protofuzz.h). */
+/* tests/protofuzz/protofuzz_send.c: the way out: the ring of requests kept for
+ * the reproducer, write queues with descriptors, requests in flight, and the
+ * requests too costly to send (tests/protofuzz/protofuzz.h). */
 #include "config.h"
 
 #include "protofuzz.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/protofuzz_log.c: the daemon's log: every `session closed: REASON` line
- * against the table "Why a session is closed" of proto/PROTOCOL.md, and
- * sanitizer reports (tests/protofuzz.h). */
+/* tests/protofuzz/protofuzz_log.c: the daemon's log: every `session closed:
+ * REASON` line against the table "Why a session is closed" of
+ * proto/PROTOCOL.md, and sanitizer reports (tests/protofuzz/protofuzz.h). */
 #include "config.h"
 
 #include "protofuzz.h"

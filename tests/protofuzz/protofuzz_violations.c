@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/protofuzz_violations.c: protocol violations on purpose (bad msgids,
- * wrong message shapes, decode limits, truncated frames), stalls and garbage
- * (tests/protofuzz.h). */
+/* tests/protofuzz/protofuzz_violations.c: protocol violations on purpose (bad
+ * msgids, wrong message shapes, decode limits, truncated frames), stalls and
+ * garbage (tests/protofuzz/protofuzz.h). */
 #include "config.h"
 
 #include "protofuzz.h"

@@ -1,74 +1,33 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/proto_util.h: what the check_proto_* programs share: buffers, the
- * packers of filled strings, bins and exts, the reference scanner, and the
- * sample messages every framing and decoding test goes through.
- *
- * Those programs test the wire code of proto/ on real bytes, with
- * msgpack-c as the reference decoder:
- *   check_proto_framing.c  the frame scanner: limits, truncated and
- *                          concatenated streams, random bytes and mutations;
- *   check_proto_codec.c    decoding and encoding messages, and the object
- *                          readers;
- *   check_proto_errors.c   the error table of proto/errors.c.
- * Everything here is static (inline): each program includes it once.
- */
-#ifndef HIPD_TESTS_PROTO_UTIL_H
-#define HIPD_TESTS_PROTO_UTIL_H
+/* tests/lib/proto_util.c: the packers, the scanner and the sample messages
+ * of tests/lib/proto_util.h. */
+#include "config.h"
 
-#include <check.h>
-#include <limits.h>
-#include <msgpack.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
+#include "proto_util.h"
 
-#include "hipd.h"
-#include "rpc.h"
-
-/* Above this size a truncated message is scanned in place instead of from
- * an exact-size heap copy (the copy lets valgrind catch reads past len). */
-#define COPY_LIMIT 4096
-#define BIG 70000 /* payload that needs a 32-bit length */
-
-/* ------------------------------------------------------------- helpers */
-
-/* check records the place of every ck_assert that passes (one write
- * each), which makes loops of a million assertions slow; CHECK reports
- * only failures, at the line that uses it. */
-#define CHECK(expr, ...)                                                       \
-  do {                                                                         \
-    if (!(expr))                                                               \
-      ck_abort_msg(__VA_ARGS__);                                               \
-  } while (0)
-
-typedef struct {
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-} buf_t;
-
-static inline void buf_init(buf_t *b)
+void buf_init(buf_t *b)
 {
   msgpack_sbuffer_init(&b->sb);
   msgpack_packer_init(&b->pk, &b->sb, msgpack_sbuffer_write);
 }
 
-static inline void buf_destroy(buf_t *b)
+void buf_destroy(buf_t *b)
 {
   msgpack_sbuffer_destroy(&b->sb);
 }
 
 /* Append raw bytes, for encodings the packer never produces. */
-static inline void raw(buf_t *b, const void *p, size_t n)
+void raw(buf_t *b, const void *p, size_t n)
 {
   msgpack_sbuffer_write(&b->sb, p, n);
 }
 
-static inline void pack_str(msgpack_packer *pk, const char *s)
+void pack_str(msgpack_packer *pk, const char *s)
 {
   proto_pack_cstr(pk, s);
 }
 
-static inline void pack_filled_str(msgpack_packer *pk, size_t n, char c)
+void pack_filled_str(msgpack_packer *pk, size_t n, char c)
 {
   char *p = malloc(n ? n : 1);
 
@@ -79,7 +38,7 @@ static inline void pack_filled_str(msgpack_packer *pk, size_t n, char c)
   free(p);
 }
 
-static inline void pack_filled_bin(msgpack_packer *pk, size_t n)
+void pack_filled_bin(msgpack_packer *pk, size_t n)
 {
   uint8_t *p = malloc(n ? n : 1);
 
@@ -91,7 +50,7 @@ static inline void pack_filled_bin(msgpack_packer *pk, size_t n)
   free(p);
 }
 
-static inline void pack_filled_ext(msgpack_packer *pk, size_t n, int8_t type)
+void pack_filled_ext(msgpack_packer *pk, size_t n, int8_t type)
 {
   uint8_t *p = malloc(n ? n : 1);
 
@@ -102,8 +61,8 @@ static inline void pack_filled_ext(msgpack_packer *pk, size_t n, int8_t type)
   free(p);
 }
 
-static inline long long scan(const proto_limits_t *lim, const void *p,
-                             size_t len, size_t *need, const char **reason)
+long long scan(const proto_limits_t *lim, const void *p, size_t len,
+               size_t *need, const char **reason)
 {
   *need = (size_t)-1;
   *reason = NULL;
@@ -111,7 +70,7 @@ static inline long long scan(const proto_limits_t *lim, const void *p,
 }
 
 /* msgpack-c's idea of the size of the first object of buf[0, len). */
-static inline size_t reference_size(const void *p, size_t len)
+size_t reference_size(const void *p, size_t len)
 {
   msgpack_zone zone;
   msgpack_object obj;
@@ -127,8 +86,7 @@ static inline size_t reference_size(const void *p, size_t len)
 
 /* Every proper prefix of the complete message buf[0, len) asks for more
  * bytes, with a hint in (prefix, len]; the whole returns exactly len. */
-static inline void check_prefixes(const proto_limits_t *lim, const uint8_t *msg,
-                                  size_t len)
+void check_prefixes(const proto_limits_t *lim, const uint8_t *msg, size_t len)
 {
   size_t need;
   const char *reason;
@@ -155,11 +113,9 @@ static inline void check_prefixes(const proto_limits_t *lim, const uint8_t *msg,
 
 /* ---------------------------------------------------- sample messages */
 
-enum { NSAMPLES = 11 };
-
 /* Build sample message @p i: valid msgpack-rpc messages that together use
  * every msgpack type and every length encoding. @return its type. */
-static inline int sample_build(int i, buf_t *b)
+int sample_build(int i, buf_t *b)
 {
   msgpack_packer *pk = &b->pk;
 
@@ -291,5 +247,3 @@ static inline int sample_build(int i, buf_t *b)
     return PROTO_REQUEST;
   }
 }
-
-#endif

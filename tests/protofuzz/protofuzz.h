@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/protofuzz.h: the parts of the protocol fuzzer (tests/protofuzz.c,
- * which says what it does and how it fails) and what they share: the
- * settings, the value tree, connections, requests and the method
- * templates, and the state of the run. Private to the fuzzer's files:
+/* tests/protofuzz/protofuzz.h: the parts of the protocol fuzzer
+ * (tests/protofuzz/protofuzz.c, which says what it does and how it fails) and
+ * what they share: the settings, the value tree, connections, requests and the
+ * method templates, and the state of the run. Private to the fuzzer's files:
  *   protofuzz.c             options, start-up, the main loop, statistics;
  *   protofuzz_common.c      failures, the PRNG, the value tree, object pools,
  *                           the connection and method tables;

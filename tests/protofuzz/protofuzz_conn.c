@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/protofuzz_conn.c: connections: open, set up, generate, closed by the
- * daemon or by us; and the checks of every reply read back (tests/protofuzz.h).
+/* tests/protofuzz/protofuzz_conn.c: connections: open, set up, generate, closed
+ * by the daemon or by us; and the checks of every reply read back
+ * (tests/protofuzz/protofuzz.h).
  */
 #include "config.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/protofuzz_good.c: the well-behaved session: libhipd in a thread of its
- * own, allocating, writing, launching, reading back and comparing the whole
- * time (tests/protofuzz.h). */
+/* tests/protofuzz/protofuzz_good.c: the well-behaved session: libhipd in a
+ * thread of its own, allocating, writing, launching, reading back and comparing
+ * the whole time (tests/protofuzz/protofuzz.h). */
 #include "config.h"
 
 #include "protofuzz.h"
