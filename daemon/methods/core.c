@@ -28,11 +28,11 @@ static void pack_features(msgpack_packer *pk)
 
 /* hello [protocol?, client_name?] -> identity. The session speaks the lower
  * of the two versions; a client below MIN_PROTOCOL is refused. */
-int m_hello(call_t *c)
+int m_hello(call_t *c, const hello_args_t *a)
 {
   session_t *s = c->s;
-  int64_t proto = c->args[0].present ? c->args[0].i : HIPD_PROTOCOL_VERSION;
-  const arg_t *name = &c->args[1]; /* at most 63 bytes (the row says) */
+  int64_t proto = a->protocol.present ? a->protocol.i : HIPD_PROTOCOL_VERSION;
+  const arg_t *name = &a->client_name; /* at most 63 bytes (the row says) */
   msgpack_packer *pk;
 
   if (proto < MIN_PROTOCOL)
@@ -72,9 +72,9 @@ int m_hello(call_t *c)
 }
 
 /* ping [payload?] -> payload, as bin. */
-int m_ping(call_t *c)
+int m_ping(call_t *c, const ping_args_t *a)
 {
-  const arg_t *p = &c->args[0]; /* absent: no bytes */
+  const arg_t *p = &a->payload; /* absent: no bytes */
   msgpack_packer *pk = call_result(c);
 
   msgpack_pack_bin(pk, p->len);

@@ -41,8 +41,9 @@ int m_backend_info(call_t *c)
   msgpack_pack_int(pk, minor);
   msgpack_pack_int(pk, patch);
   proto_pack_cstr(pk, "available");
-  msgpack_pack_object(pk, (msgpack_object){.type = MSGPACK_OBJECT_BOOLEAN,
-                                           .via.boolean = usable_count(c->s) > 0});
+  msgpack_pack_object(pk,
+                      (msgpack_object){.type = MSGPACK_OBJECT_BOOLEAN,
+                                       .via.boolean = usable_count(c->s) > 0});
   proto_pack_cstr(pk, "execution_model");
   proto_pack_cstr(pk, "jit");
   proto_pack_cstr(pk, "drivers");
@@ -186,9 +187,9 @@ static void meminfo_done(task_t *t)
 
 /* device.get [device?]: the record with live memory figures, read on the
  * device's service worker (the query may block). */
-int m_device_get(call_t *c)
+int m_device_get(call_t *c, const device_args_t *a)
 {
-  device_t *dev = c->args[0].dev;
+  device_t *dev = a->device.dev;
   meminfo_task_t *m = task_new(sizeof(*m), meminfo_run, meminfo_done);
 
   if (m == NULL)
@@ -204,9 +205,9 @@ int m_device_get(call_t *c)
 }
 
 /* device.set_current [device] */
-int m_device_set_current(call_t *c)
+int m_device_set_current(call_t *c, const set_device_args_t *a)
 {
-  c->s->device = c->args[0].dev->id;
+  c->s->device = a->device.dev->id;
   msgpack_pack_nil(call_result(c));
   return 0;
 }
@@ -278,9 +279,9 @@ static void group_op_done(void *ctx, obj_result_t *r)
 
 /* device.synchronize [device?]: wait for every stream this session has on
  * the device. Other sessions' work is not waited for. */
-int m_device_synchronize(call_t *c)
+int m_device_synchronize(call_t *c, const device_args_t *a)
 {
-  stream_list_t l = {.dev = c->args[0].dev};
+  stream_list_t l = {.dev = a->device.dev};
   op_t **ops = NULL;
   sync_group_t *g = NULL;
   uint32_t made = 0;

@@ -24,10 +24,10 @@ int m_profile_disable(call_t *c)
 
 /* session.profile [clear?] -> {enabled, dropped, records: [{op, stream,
  * bytes, start_ms, end_ms}]}; clear (default false) empties the list. */
-int m_session_profile(call_t *c)
+int m_session_profile(call_t *c, const session_profile_args_t *a)
 {
   profile_t *p = c->s->profile;
-  int clear = c->args[0].present && c->args[0].b;
+  int clear = a->clear.present && a->clear.b;
   msgpack_packer *pk = call_result(c);
 
   msgpack_pack_map(pk, 3);
