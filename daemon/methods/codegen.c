@@ -173,19 +173,15 @@ static void pack_arguments(msgpack_packer *pk, const gen_result_t *r)
   msgpack_pack_array(pk, r->nparams);
   for (uint32_t i = 0; i < r->nparams; i++) {
     const gen_param_t *p = &r->params[i];
-    msgpack_pack_map(pk, p->leaf ? 5 : 4);
-    proto_pack_cstr(pk, "name");
-    proto_pack_cstr(pk, p->name);
-    proto_pack_cstr(pk, "type");
-    proto_pack_cstr(pk, gen_ptype_name(p->type));
-    proto_pack_cstr(pk, "role");
-    proto_pack_cstr(pk, gen_role_name(p->role));
-    proto_pack_cstr(pk, "param");
-    proto_pack_cstr(pk, p->param);
-    if (p->leaf) {
-      proto_pack_cstr(pk, "field");
-      proto_pack_cstr(pk, p->leaf);
-    }
+    pack_map_t m;
+    pack_map_begin(&m, pk);
+    pack_kv_str(&m, "name", p->name);
+    pack_kv_str(&m, "type", gen_ptype_name(p->type));
+    pack_kv_str(&m, "role", gen_role_name(p->role));
+    pack_kv_str(&m, "param", p->param);
+    if (p->leaf)
+      pack_kv_str(&m, "field", p->leaf);
+    pack_map_end(&m);
   }
 }
 
@@ -195,19 +191,18 @@ static void compiled_done(void *ctx, const kernel_result_t *r)
   cg_job_t *j = ctx;
   call_t *c = j->call;
   msgpack_packer *pk;
+  pack_map_t m;
 
-  if ((pk = meth_compile_answer(c, r, 4)) == NULL)
+  if (meth_compile_answer(c, r, &m) != 0)
     goto out;
-  proto_pack_cstr(pk, "name");
-  proto_pack_cstr(pk, j->res.name);
-  proto_pack_cstr(pk, "platform");
-  proto_pack_cstr(pk, cg_platform_name(j->opts.platform));
-  proto_pack_cstr(pk, "params");
+  pack_kv_str(&m, "name", j->res.name);
+  pack_kv_str(&m, "platform", cg_platform_name(j->opts.platform));
+  pk = pack_key(&m, "params");
   msgpack_pack_array(pk, j->res.nparams);
   for (uint32_t i = 0; i < j->res.nparams; i++)
     proto_pack_cstr(pk, gen_ptype_name(j->res.params[i].type));
-  proto_pack_cstr(pk, "arguments");
-  pack_arguments(pk, &j->res);
+  pack_arguments(pack_key(&m, "arguments"), &j->res);
+  pack_map_end(&m);
 out:
   call_finish(c);
   job_free(j);
@@ -222,28 +217,21 @@ static int job_finish(call_t *c, cg_job_t *j)
                                       DRV_T_F32, DRV_T_F64};
   kernel_request_t req = {0};
   const char *opts[MAX_OPTIONS + 1];
-  msgpack_packer *pk;
+  pack_map_t m;
 
   if (j->rc != 0) {
     call_fail(c, j->rc, "%s: %s", j->err.path, j->err.msg);
     return 1;
   }
   if (!j->compile) {
-    pk = call_result(c);
-    msgpack_pack_map(pk, j->res.max_threads ? 5 : 4);
-    proto_pack_cstr(pk, "source");
-    msgpack_pack_str(pk, j->res.len);
-    msgpack_pack_str_body(pk, j->res.source, j->res.len);
-    proto_pack_cstr(pk, "name");
-    proto_pack_cstr(pk, j->res.name);
-    proto_pack_cstr(pk, "platform");
-    proto_pack_cstr(pk, cg_platform_name(j->opts.platform));
-    proto_pack_cstr(pk, "arguments");
-    pack_arguments(pk, &j->res);
-    if (j->res.max_threads) {
-      proto_pack_cstr(pk, "max_threads");
-      msgpack_pack_uint32(pk, j->res.max_threads);
-    }
+    pack_map_begin(&m, call_result(c));
+    pack_kv_strn(&m, "source", j->res.source, j->res.len);
+    pack_kv_str(&m, "name", j->res.name);
+    pack_kv_str(&m, "platform", cg_platform_name(j->opts.platform));
+    pack_arguments(pack_key(&m, "arguments"), &j->res);
+    if (j->res.max_threads)
+      pack_kv_u64(&m, "max_threads", j->res.max_threads);
+    pack_map_end(&m);
     return 1;
   }
   j->sig.known = 1;
@@ -376,23 +364,18 @@ int m_kernel_compile_ir(call_t *c, const kernel_compile_ir_args_t *a)
 
 static void pack_def(msgpack_packer *pk, const intr_def_t *d)
 {
-  msgpack_pack_map(pk, 5);
-  proto_pack_cstr(pk, "name");
-  proto_pack_cstr(pk, d->name);
-  proto_pack_cstr(pk, "code");
-  proto_pack_cstr(pk, d->code);
-  proto_pack_cstr(pk, "arity");
+  pack_map_t m;
+
+  pack_map_begin(&m, pk);
+  pack_kv_str(&m, "name", d->name);
+  pack_kv_str(&m, "code", d->code);
   if (d->arity >= 0)
-    msgpack_pack_int(pk, d->arity);
+    pack_kv_i64(&m, "arity", d->arity);
   else
-    msgpack_pack_nil(pk);
-  proto_pack_cstr(pk, "convergence");
-  proto_pack_cstr(pk, intr_conv_name(d->conv));
-  proto_pack_cstr(pk, "builtin");
-  if (d->builtin)
-    msgpack_pack_true(pk);
-  else
-    msgpack_pack_false(pk);
+    pack_kv_nil(&m, "arity");
+  pack_kv_str(&m, "convergence", intr_conv_name(d->conv));
+  pack_kv_bool(&m, "builtin", d->builtin);
+  pack_map_end(&m);
 }
 
 /* The platform of target param @p t, for the built-ins' code. */

@@ -187,42 +187,41 @@ void meth_op_start(op_t *op)
     meth_pending_fail(p, rc, "out of memory");
 }
 
-msgpack_packer *meth_compile_answer(call_t *c, const kernel_result_t *r,
-                                    uint32_t extra)
+int meth_compile_answer(call_t *c, const kernel_result_t *r, pack_map_t *m)
 {
   static const char *const sources[] = {"miss", "memory", "disk", "waited"};
   session_t *s = c->s;
   char hex[2 * CACHE_KEY_SIZE + 1];
-  msgpack_packer *pk;
   uint64_t h = 0;
   int rc;
 
-  if (r->status != 0) {
-    call_fail(c, r->status, "%s", r->error);
-    return NULL;
-  }
+  if (r->status != 0)
+    return call_fail(c, r->status, "%s", r->error);
   if (r->kernel != NULL) {
     rc = res_kernel_add(s, r->kernel, &h);
-    if (rc != 0) {
-      call_fail(c, rc, "cannot keep the kernel: %s", hipd_strerror(rc));
-      return NULL;
-    }
+    if (rc != 0)
+      return call_fail(c, rc, "cannot keep the kernel: %s", hipd_strerror(rc));
   }
   cache_key_hex(&r->key, hex);
-  pk = call_result(c);
-  msgpack_pack_map(pk, 5 + extra);
-  proto_pack_cstr(pk, "kernel");
+  pack_map_begin(m, call_result(c));
   if (r->kernel != NULL)
-    msgpack_pack_uint64(pk, h);
+    pack_kv_u64(m, "kernel", h);
   else
-    msgpack_pack_nil(pk);
-  proto_pack_cstr(pk, "cache");
-  proto_pack_cstr(pk, sources[r->cache]);
-  proto_pack_cstr(pk, "key");
-  proto_pack_cstr(pk, hex);
-  proto_pack_cstr(pk, "bytes");
-  msgpack_pack_uint64(pk, r->bytes);
-  proto_pack_cstr(pk, "compile_ms");
-  msgpack_pack_double(pk, r->compile_ms);
-  return pk;
+    pack_kv_nil(m, "kernel");
+  pack_kv_str(m, "cache", sources[r->cache]);
+  pack_kv_str(m, "key", hex);
+  pack_kv_u64(m, "bytes", r->bytes);
+  pack_kv_f64(m, "compile_ms", r->compile_ms);
+  return 0;
+}
+
+void meth_pack_strv(msgpack_packer *pk, const char *const *v)
+{
+  uint32_t n = 0;
+
+  while (v[n] != NULL)
+    n++;
+  msgpack_pack_array(pk, n);
+  for (uint32_t i = 0; i < n; i++)
+    proto_pack_cstr(pk, v[i]);
 }

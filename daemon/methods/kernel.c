@@ -279,7 +279,7 @@ static void compile_done(void *ctx, const kernel_result_t *r)
   compile_ctx_t *cc = ctx;
   call_t *c = cc->call;
   session_t *s = c->s;
-  msgpack_packer *pk;
+  pack_map_t m;
 
   if (r->status != 0) {
     call_fail(c, r->status, "%s", r->error);
@@ -301,9 +301,9 @@ static void compile_done(void *ctx, const kernel_result_t *r)
     free(cc);
     return;
   }
-  if ((pk = meth_compile_answer(c, r, 1)) != NULL) {
-    proto_pack_cstr(pk, "params");
-    pack_params(pk, r->kernel);
+  if (meth_compile_answer(c, r, &m) == 0) {
+    pack_params(pack_key(&m, "params"), r->kernel);
+    pack_map_end(&m);
   }
 out:
   args_release(&cc->args);
@@ -401,15 +401,13 @@ int m_kernel_destroy(call_t *c, const kernel_args_t *a)
 int m_kernel_info(call_t *c, const kernel_args_t *a)
 {
   kernel_t *k = a->kernel.obj;
-  msgpack_packer *pk = call_result(c);
+  pack_map_t m;
 
-  msgpack_pack_map(pk, 3);
-  proto_pack_cstr(pk, "name");
-  proto_pack_cstr(pk, k->name);
-  proto_pack_cstr(pk, "device");
-  msgpack_pack_int(pk, k->dev->id);
-  proto_pack_cstr(pk, "params");
-  pack_params(pk, k);
+  pack_map_begin(&m, call_result(c));
+  pack_kv_str(&m, "name", k->name);
+  pack_kv_i64(&m, "device", k->dev->id);
+  pack_params(pack_key(&m, "params"), k);
+  pack_map_end(&m);
   return 0;
 }
 
@@ -529,16 +527,7 @@ int m_run_source(call_t *c, const run_source_args_t *a)
 /* supported_source_langs [device?] -> ["hip", ...] */
 int m_supported_source_langs(call_t *c, const device_args_t *a)
 {
-  const char *const *l = langs_of(a->device.dev);
-  uint32_t n = 0;
-  msgpack_packer *pk;
-
-  while (l[n] != NULL)
-    n++;
-  pk = call_result(c);
-  msgpack_pack_array(pk, n);
-  for (uint32_t i = 0; i < n; i++)
-    proto_pack_cstr(pk, l[i]);
+  meth_pack_strv(call_result(c), langs_of(a->device.dev));
   return 0;
 }
 
@@ -551,33 +540,23 @@ int m_execute_direct(call_t *c)
 
 static void pack_cache_stats(msgpack_packer *pk, const cache_stats_t *st)
 {
-  msgpack_pack_map(pk, 13);
-  proto_pack_cstr(pk, "hits_memory");
-  msgpack_pack_uint64(pk, st->hits_memory);
-  proto_pack_cstr(pk, "hits_disk");
-  msgpack_pack_uint64(pk, st->hits_disk);
-  proto_pack_cstr(pk, "hits");
-  msgpack_pack_uint64(pk, st->hits_memory + st->hits_disk + st->waits);
-  proto_pack_cstr(pk, "misses");
-  msgpack_pack_uint64(pk, st->misses);
-  proto_pack_cstr(pk, "waits");
-  msgpack_pack_uint64(pk, st->waits);
-  proto_pack_cstr(pk, "compile_failures");
-  msgpack_pack_uint64(pk, st->compile_failures);
-  proto_pack_cstr(pk, "corrupt");
-  msgpack_pack_uint64(pk, st->corrupt);
-  proto_pack_cstr(pk, "auth_failures");
-  msgpack_pack_uint64(pk, st->auth_failures);
-  proto_pack_cstr(pk, "evictions");
-  msgpack_pack_uint64(pk, st->evictions);
-  proto_pack_cstr(pk, "entries");
-  msgpack_pack_uint64(pk, st->entries);
-  proto_pack_cstr(pk, "bytes");
-  msgpack_pack_uint64(pk, st->bytes);
-  proto_pack_cstr(pk, "disk_entries");
-  msgpack_pack_uint64(pk, st->disk_entries);
-  proto_pack_cstr(pk, "disk_bytes");
-  msgpack_pack_uint64(pk, st->disk_bytes);
+  pack_map_t m;
+
+  pack_map_begin(&m, pk);
+  pack_kv_u64(&m, "hits_memory", st->hits_memory);
+  pack_kv_u64(&m, "hits_disk", st->hits_disk);
+  pack_kv_u64(&m, "hits", st->hits_memory + st->hits_disk + st->waits);
+  pack_kv_u64(&m, "misses", st->misses);
+  pack_kv_u64(&m, "waits", st->waits);
+  pack_kv_u64(&m, "compile_failures", st->compile_failures);
+  pack_kv_u64(&m, "corrupt", st->corrupt);
+  pack_kv_u64(&m, "auth_failures", st->auth_failures);
+  pack_kv_u64(&m, "evictions", st->evictions);
+  pack_kv_u64(&m, "entries", st->entries);
+  pack_kv_u64(&m, "bytes", st->bytes);
+  pack_kv_u64(&m, "disk_entries", st->disk_entries);
+  pack_kv_u64(&m, "disk_bytes", st->disk_bytes);
+  pack_map_end(&m);
 }
 
 static void cache_stats_done(void *ctx, int status, const cache_stats_t *st)

@@ -358,27 +358,18 @@ int m_mem_size(call_t *c, const buffer_args_t *a)
 int m_mem_info(call_t *c, const buffer_args_t *a)
 {
   buffer_t *b;
-  msgpack_packer *pk;
+  pack_map_t m;
   int rc;
 
   if ((rc = meth_arg_buffer(c, &a->buffer, &b)) != 0)
     return rc;
-  pk = call_result(c);
-  msgpack_pack_map(pk, 6);
-  proto_pack_cstr(pk, "size");
-  msgpack_pack_uint64(pk, b->mem.size);
-  proto_pack_cstr(pk, "elem_size");
-  msgpack_pack_uint64(pk, b->elem_size);
-  proto_pack_cstr(pk, "count");
-  msgpack_pack_uint64(pk, b->mem.size / b->elem_size);
-  proto_pack_cstr(pk, "device");
-  msgpack_pack_int(pk, b->dev->id);
-  proto_pack_cstr(pk, "device_ptr");
-  msgpack_pack_uint64(pk, (uint64_t)(uintptr_t)b->mem.ptr);
-  proto_pack_cstr(pk, "zero_copy");
-  if (b->shm != NULL)
-    msgpack_pack_true(pk);
-  else
-    msgpack_pack_false(pk);
+  pack_map_begin(&m, call_result(c));
+  pack_kv_u64(&m, "size", b->mem.size);
+  pack_kv_u64(&m, "elem_size", b->elem_size);
+  pack_kv_u64(&m, "count", b->mem.size / b->elem_size);
+  pack_kv_i64(&m, "device", b->dev->id);
+  pack_kv_u64(&m, "device_ptr", (uint64_t)(uintptr_t)b->mem.ptr);
+  pack_kv_bool(&m, "zero_copy", b->shm != NULL);
+  pack_map_end(&m);
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "device.h"
 #include "kernels/kernels.h"
 #include "objects/objects.h"
+#include "pack.h"
 #include "profile.h"
 #include "resources.h"
 
@@ -67,25 +68,27 @@
 #define PARAMS_shm_create(R, O) R(size, U64)
 #define PARAMS_kernel_compile(R, O)                                            \
   R(source, BYTES)                                                             \
-  R(name, STR(SYMBOL_MAX)) O(options, OPTIONS(MAX_OPTIONS))                    \
-      O(target, TARGET(ARCH_MAX))
+  R(name, STR(SYMBOL_MAX))                                                     \
+  O(options, OPTIONS(MAX_OPTIONS)) O(target, TARGET(ARCH_MAX))
 #define PARAMS_kernel_launch(R, O)                                             \
   R(kernel, KERNEL)                                                            \
-  R(grid, DIMS) R(block, DIMS) O(shared_mem, UINT(UINT32_MAX))                 \
-      O(stream, STREAM) R(args, LAUNCH_ARGS) O(wait, BOOL)
+  R(grid, DIMS)                                                                \
+  R(block, DIMS) O(shared_mem, UINT(UINT32_MAX)) O(stream, STREAM)             \
+      R(args, LAUNCH_ARGS) O(wait, BOOL)
 #define PARAMS_run_source(R, O)                                                \
   R(source, BYTES)                                                             \
-  R(lang, STR(ARCH_MAX)) R(kernel_name, STR(SYMBOL_MAX)) R(block, DIMS)        \
-      R(grid, DIMS) O(shared_mem, UINT(UINT32_MAX)) R(args, LAUNCH_ARGS)       \
-          O(wait, BOOL)
+  R(lang, STR(ARCH_MAX))                                                       \
+  R(kernel_name, STR(SYMBOL_MAX)) R(block, DIMS) R(grid, DIMS)                 \
+      O(shared_mem, UINT(UINT32_MAX)) R(args, LAUNCH_ARGS) O(wait, BOOL)
 #define PARAMS_kernel_generate_source(R, O)                                    \
   R(ir, IR)                                                                    \
-  O(block, BLOCK(MAX_BLOCK_THREADS)) O(soa_params, NAMES(MAX_SOA))             \
-      O(target, TARGET(ARCH_MAX))
+  O(block, BLOCK(MAX_BLOCK_THREADS))                                           \
+  O(soa_params, NAMES(MAX_SOA)) O(target, TARGET(ARCH_MAX))
 #define PARAMS_kernel_compile_ir(R, O)                                         \
   R(ir, IR)                                                                    \
-  O(block, BLOCK(MAX_BLOCK_THREADS)) O(soa_params, NAMES(MAX_SOA))             \
-      O(options, OPTIONS(MAX_OPTIONS)) O(target, TARGET(ARCH_MAX))
+  O(block, BLOCK(MAX_BLOCK_THREADS))                                           \
+  O(soa_params, NAMES(MAX_SOA)) O(options, OPTIONS(MAX_OPTIONS))               \
+      O(target, TARGET(ARCH_MAX))
 #define PARAMS_intrinsics_find(R, O)                                           \
   R(name, STR(SYMBOL_MAX)) O(target, TARGET(ARCH_MAX))
 #define PARAMS_intrinsics_register(R, O)                                       \
@@ -100,9 +103,10 @@
   } sig##_args_t;
 #define METH_SIGNATURES(X)                                                     \
   X(device)                                                                    \
-  X(set_device) X(target) X(buffer) X(stream) X(event) X(kernel) X(shm)        \
-      X(rest) X(hello) X(ping) X(log_level) X(session_kill) X(session_profile) \
-          X(event_elapsed) X(event_record) X(mem_alloc) X(mem_alloc_custom)    \
+  X(set_device)                                                                \
+  X(target) X(buffer) X(stream) X(event) X(kernel) X(shm) X(rest) X(hello)     \
+      X(ping) X(log_level) X(session_kill) X(session_profile) X(event_elapsed) \
+          X(event_record) X(mem_alloc) X(mem_alloc_custom)                     \
               X(mem_alloc_zero_copy) X(mem_write) X(mem_write_async)           \
                   X(mem_read) X(mem_read_async) X(mem_copy) X(mem_copy_async)  \
                       X(mem_memset) X(mem_memset_async) X(mem_shm)             \
@@ -277,11 +281,13 @@ void meth_op_start(op_t *op);
 
 /* Start the answer to a compile (kernel.compile*, kernel.compile_ir): on
  * failure answer with its error; else keep the kernel (if any) under a
- * handle, open a map of 5 + @p extra keys and pack the 5 every compile
- * answers (kernel, cache, key, bytes, compile_ms). @return the packer for
- * the caller's @p extra keys, or NULL when @p c was answered with an error
- * (the kernel's reference then dropped). */
-msgpack_packer *meth_compile_answer(call_t *c, const kernel_result_t *r,
-                                    uint32_t extra);
+ * handle, begin the answer's map @p m and pack the 5 keys every compile
+ * answers (kernel, cache, key, bytes, compile_ms); the caller packs its own
+ * keys and ends @p m. @return 0, or the code @p c was answered with (the
+ * kernel's reference then dropped). */
+int meth_compile_answer(call_t *c, const kernel_result_t *r, pack_map_t *m);
+
+/* Pack the NULL-terminated list of strings @p v as an array. */
+void meth_pack_strv(msgpack_packer *pk, const char *const *v);
 
 #endif

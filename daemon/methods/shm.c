@@ -20,7 +20,7 @@ static void register_done(task_t *t)
   shm_reg_t *r = (shm_reg_t *)t;
   call_t *c = r->call;
   session_t *s = c->s;
-  msgpack_packer *pk;
+  pack_map_t m;
   uint64_t h;
   int rc;
 
@@ -28,17 +28,11 @@ static void register_done(task_t *t)
   if (rc != 0) {
     call_fail(c, rc, "cannot keep the shared buffer: %s", hipd_strerror(rc));
   } else {
-    pk = call_result(c);
-    msgpack_pack_map(pk, 3);
-    proto_pack_cstr(pk, "handle");
-    msgpack_pack_uint64(pk, h);
-    proto_pack_cstr(pk, "size");
-    msgpack_pack_uint64(pk, r->m->size);
-    proto_pack_cstr(pk, "registered");
-    if (r->m->reg != NULL)
-      msgpack_pack_true(pk);
-    else
-      msgpack_pack_false(pk);
+    pack_map_begin(&m, call_result(c));
+    pack_kv_u64(&m, "handle", h);
+    pack_kv_u64(&m, "size", r->m->size);
+    pack_kv_bool(&m, "registered", r->m->reg != NULL);
+    pack_map_end(&m);
   }
   call_finish(c);
   free(r);
