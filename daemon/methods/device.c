@@ -9,6 +9,7 @@
 #include "kernels/lang.h"
 #include "methods.h"
 #include "session.h"
+#include "util/array.h"
 
 /* The devices the session may use (the policy hides the others; ids do
  * not change). */
@@ -193,10 +194,10 @@ int m_device_current(call_t *c)
   return 0;
 }
 
+/* The session's streams on one device. */
 typedef struct {
   device_t *dev;
   stream_t **st;
-  uint64_t *h;
   uint32_t n, cap;
   int nomem;
 } stream_list_t;
@@ -206,23 +207,14 @@ static void collect_stream_cb(void *ctx, uint64_t h, void *obj)
   stream_list_t *l = ctx;
   stream_t *st = obj;
 
+  (void)h;
   if (st->dev != l->dev || l->nomem)
     return;
-  if (l->n == l->cap) {
-    uint32_t ncap = l->cap ? l->cap * 2 : 8;
-    stream_t **a = realloc(l->st, ncap * sizeof(*a));
-    uint64_t *b = a ? realloc(l->h, ncap * sizeof(*b)) : NULL;
-    if (a != NULL)
-      l->st = a;
-    if (b == NULL) {
-      l->nomem = 1;
-      return;
-    }
-    l->h = b;
-    l->cap = ncap;
+  if (ARRAY_GROW(l->st, l->n, l->cap, 8) != 0) {
+    l->nomem = 1;
+    return;
   }
-  l->st[l->n] = st;
-  l->h[l->n++] = h;
+  l->st[l->n++] = st;
 }
 
 /* The ops of one device.synchronize: its call is answered when the last
@@ -292,6 +284,5 @@ fail:
 out:
   free(ops);
   free(l.st);
-  free(l.h);
   return 0;
 }
