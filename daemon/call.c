@@ -23,7 +23,7 @@ static int call_begin(call_t *c)
   if (c->answered) {
     /* A handler bug: keep the first answer. */
     log_error(c->s->id, "%s: answered twice", c->name ? c->name : "?");
-    return -1;
+    return HIPD_EINTERNAL;
   }
   c->answered = 1;
   msgpack_sbuffer_init(&c->out);

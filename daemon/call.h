@@ -2,7 +2,8 @@
 /* daemon/call.h: one request being answered: the call a handler gets.
  *
  * Dispatch (dispatch.h) makes a call_t for each request, converts its
- * params into c->args by the method's signature and runs the handler. The
+ * params into c->args by the method's signature and runs the handler with
+ * them (a typed view of c->args, methods.h). The
  * handler either answers at once (call_result() then pack one value, or
  * call_fail()) or defers: call_defer() gives a heap copy that outlives the
  * handler, answered later on the loop thread with call_result()/call_fail()
@@ -18,6 +19,7 @@
 #include <stdint.h>
 
 #include "handles.h"
+#include "params.h"
 #include "session.h"
 
 struct device;
@@ -27,23 +29,11 @@ typedef struct call call_t;
 /* The most params a signature declares (dispatch's P_REST aside). */
 #define CALL_MAX_ARGS 8
 
-/* A param as dispatch converted it for the handler (see param_kind_t in dispatch.h for
- * which fields each kind sets). Valid during the handler only. */
-typedef struct arg {
-  int present;             /* given and not nil */
-  uint64_t u;              /* P_UINT; P_HANDLE: the handle */
-  int64_t i;               /* P_INT */
-  int b;                   /* P_BOOL */
-  const char *s;           /* P_BYTES, P_BIN: the bytes; P_STR, P_TARGET's
-                              architecture: NUL-terminated */
-  size_t len;              /* bytes of s */
-  void *obj;               /* P_HANDLE: the handle's object */
-  struct device *dev;      /* P_DEVICE; P_TARGET: the device, or NULL */
-  uint32_t dims[3];        /* P_DIMS, P_BLOCK */
-  const char *const *strv; /* P_OPTIONS, P_NAMES: n strings */
-  uint32_t n;
-  const msgpack_object *o; /* the param as decoded, NULL when absent */
-} arg_t;
+/* A param as dispatch converted it for the handler: proto/params.h's
+ * param_value_t, with its handle's object or device bound (see
+ * param_kind_t for which fields each kind sets). Valid during the handler
+ * only. */
+typedef param_value_t arg_t;
 
 struct call {
   session_t *s;

@@ -573,6 +573,97 @@ START_TEST(test_find_matches_linear)
 }
 END_TEST
 
+/* ------------------------------------------------ session-free checks */
+
+/* The row of @p method's param @p name. */
+static const param_t *row(const char *method, const char *name)
+{
+  const method_t *m = dispatch_find(method, strlen(method));
+
+  ck_assert_ptr_nonnull(m);
+  for (unsigned i = 0; i < m->nsig; i++)
+    if (strcmp(m->sig[i].name, name) == 0)
+      return &m->sig[i];
+  ck_abort_msg("%s has no param %s", method, name);
+  return NULL;
+}
+
+/* Decode msgpack @p bytes as param @p i by @p p. */
+static int decode(const param_t *p, unsigned i, const char *bytes, size_t n,
+                  msgpack_zone *z, param_value_t *v, param_fault_t *f)
+{
+  msgpack_object o;
+  size_t off = 0;
+
+  ck_assert_int_eq(msgpack_unpack(bytes, n, &off, z, &o),
+                   MSGPACK_UNPACK_SUCCESS);
+  memset(v, 0, sizeof(*v));
+  return proto_param_decode(p, i, &o, z, v, f);
+}
+
+/* A caller that fills the values itself (not msgpack) gets the same checks
+ * and messages from the same rows as the socket path. */
+START_TEST(test_checks_typed_as_decoded)
+{
+  const param_t *grid = row("kernel.launch", "grid");
+  const param_t *block = row("kernel.compile_ir", "block");
+  const param_t *largs = row("kernel.launch", "args");
+  const param_t *val = row("mem.memset", "value");
+  msgpack_zone z;
+  param_value_t v;
+  param_fault_t f, g;
+
+  msgpack_zone_init(&z, 1024);
+  /* [4, 0]: grid.y is 0 */
+  ck_assert_int_eq(decode(grid, 1, "\x92\x04\x00", 3, &z, &v, &f), HIPD_ELIMIT);
+  ck_assert_str_eq(f.msg, "grid.y is 0");
+  v = (param_value_t){.present = 1, .dims = {4, 0, 1}};
+  ck_assert_int_eq(proto_param_check(grid, 1, &v, &g), HIPD_ELIMIT);
+  ck_assert_str_eq(g.msg, f.msg);
+  /* [32, 32, 2]: 2048 threads, more than the block's 1024 */
+  ck_assert_int_eq(decode(block, 1, "\x93\x20\x20\x02", 4, &z, &v, &f),
+                   HIPD_ELIMIT);
+  ck_assert_int_eq(proto_param_check(block, 1, &v, &g), HIPD_ELIMIT);
+  ck_assert_str_eq(g.msg, f.msg);
+  /* 256 is above value's 255 */
+  ck_assert_int_eq(decode(val, 3, "\xcc\xff", 2, &z, &v, &f), 0);
+  ck_assert_int_eq(proto_param_check(val, 3, &v, &g), 0);
+  ck_assert_int_eq(decode(val, 3, "\xcd\x01\x00", 3, &z, &v, &f), HIPD_ERANGE);
+  v = (param_value_t){.present = 1, .u = 256};
+  ck_assert_int_eq(proto_param_check(val, 3, &v, &g), HIPD_ERANGE);
+  ck_assert_str_eq(g.msg, f.msg);
+  /* [["i32", 7], ["f64", 1.5]] decodes to typed arguments */
+  ck_assert_int_eq(decode(largs, 5,
+                          "\x92\x92\xa3i32\x07\x92\xa3"
+                          "f64\xcb\x3f\xf8\x00\x00\x00\x00\x00\x00",
+                          21, &z, &v, &f),
+                   0);
+  ck_assert_uint_eq(v.n, 2);
+  ck_assert_int_eq(v.largs[0].kind, LARG_I32);
+  ck_assert_int_eq(v.largs[0].v.i32, 7);
+  ck_assert_int_eq(v.largs[1].kind, LARG_F64);
+  ck_assert(v.largs[1].v.f64 == 1.5);
+  ck_assert_int_eq(proto_param_check(largs, 5, &v, &g), 0);
+  /* [["x64", 1]]: an unknown kind, decoded or given */
+  ck_assert_int_eq(decode(largs, 5, "\x91\x92\xa3x64\x01", 7, &z, &v, &f),
+                   HIPD_EPARAMS);
+  ck_assert_str_eq(f.msg, "argument 0: unknown kind (use buf, ptr, i32, i64, "
+                          "f32 or f64)");
+  {
+    param_larg_t bad = {.kind = 99};
+    v = (param_value_t){.present = 1, .largs = &bad, .n = 1};
+    ck_assert_int_eq(proto_param_check(largs, 5, &v, &g), HIPD_EPARAMS);
+    ck_assert_str_eq(g.msg, f.msg);
+  }
+  /* a required param missing */
+  v = (param_value_t){0};
+  ck_assert_int_eq(proto_param_check(largs, 5, &v, &g), HIPD_EPARAMS);
+  ck_assert_str_eq(g.msg, "param 5 (args) must be an array of [kind, value], "
+                          "not missing");
+  msgpack_zone_destroy(&z);
+}
+END_TEST
+
 static Suite *dispatch_suite(void)
 {
   Suite *s = suite_create("dispatch");
@@ -596,6 +687,11 @@ static Suite *dispatch_suite(void)
   tcase_add_test(tc, test_find_each);
   tcase_add_test(tc, test_find_rejects);
   tcase_add_test(tc, test_find_matches_linear);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("checks");
+  tcase_set_timeout(tc, 5);
+  tcase_add_test(tc, test_checks_typed_as_decoded);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -60,11 +60,11 @@ static void job_free(cg_job_t *j)
 
 /* ---------------------------------------------------------- parameters */
 
-/* The platform of target param @p i (dispatch gave the device, the current
+/* The platform of target param @p t (dispatch gave the device, the current
  * one if absent, or an architecture name). Sets either j->dev or j->arch. */
-static int arg_target(call_t *c, unsigned i, cg_job_t *j)
+static int arg_target(call_t *c, const arg_t *t, cg_job_t *j)
 {
-  const arg_t *t = &c->args[i];
+  unsigned i = meth_arg_pos(c, t);
 
   if (t->dev == NULL) {
     if (t->len >= sizeof(j->arch)) /* the row bounds it */
@@ -90,21 +90,19 @@ static int arg_target(call_t *c, unsigned i, cg_job_t *j)
   return 0;
 }
 
-/* Param @p i, the block (dispatch checked it), into the job. */
-static void arg_block(call_t *c, unsigned i, cg_job_t *j)
+/* The block param @p b (dispatch checked it) into the job. */
+static void arg_block(const arg_t *b, cg_job_t *j)
 {
-  if (!c->args[i].present)
+  if (!b->present)
     return;
-  memcpy(j->opts.block, c->args[i].dims, sizeof(j->opts.block));
+  memcpy(j->opts.block, b->dims, sizeof(j->opts.block));
   j->opts.has_block = 1;
 }
 
-/* Copy param @p i's soa_params (dispatch checked them) into the job, which
+/* Copy the soa_params @p a (dispatch checked them) into the job, which
  * outlives the request. */
-static int arg_soa(call_t *c, unsigned i, cg_job_t *j)
+static int arg_soa(call_t *c, const arg_t *a, cg_job_t *j)
 {
-  const arg_t *a = &c->args[i];
-
   for (uint32_t k = 0; k < a->n && k < MAX_SOA; k++) {
     j->soa_names[k] = strdup(a->strv[k]);
     if (j->soa_names[k] == NULL)
@@ -117,11 +115,9 @@ static int arg_soa(call_t *c, unsigned i, cg_job_t *j)
   return 0;
 }
 
-/* Copy param @p i's compiler options into the job. */
-static int arg_options(call_t *c, unsigned i, cg_job_t *j)
+/* Copy the compiler options @p a into the job. */
+static int arg_options(call_t *c, const arg_t *a, cg_job_t *j)
 {
-  const arg_t *a = &c->args[i];
-
   for (uint32_t k = 0; k < a->n && k < MAX_OPTIONS; k++) {
     j->options[k] = strdup(a->strv[k]);
     if (j->options[k] == NULL)
@@ -177,19 +173,15 @@ static void pack_arguments(msgpack_packer *pk, const gen_result_t *r)
   msgpack_pack_array(pk, r->nparams);
   for (uint32_t i = 0; i < r->nparams; i++) {
     const gen_param_t *p = &r->params[i];
-    msgpack_pack_map(pk, p->leaf ? 5 : 4);
-    proto_pack_cstr(pk, "name");
-    proto_pack_cstr(pk, p->name);
-    proto_pack_cstr(pk, "type");
-    proto_pack_cstr(pk, gen_ptype_name(p->type));
-    proto_pack_cstr(pk, "role");
-    proto_pack_cstr(pk, gen_role_name(p->role));
-    proto_pack_cstr(pk, "param");
-    proto_pack_cstr(pk, p->param);
-    if (p->leaf) {
-      proto_pack_cstr(pk, "field");
-      proto_pack_cstr(pk, p->leaf);
-    }
+    pack_map_t m;
+    pack_map_begin(&m, pk);
+    pack_kv_str(&m, "name", p->name);
+    pack_kv_str(&m, "type", gen_ptype_name(p->type));
+    pack_kv_str(&m, "role", gen_role_name(p->role));
+    pack_kv_str(&m, "param", p->param);
+    if (p->leaf)
+      pack_kv_str(&m, "field", p->leaf);
+    pack_map_end(&m);
   }
 }
 
@@ -199,19 +191,18 @@ static void compiled_done(void *ctx, const kernel_result_t *r)
   cg_job_t *j = ctx;
   call_t *c = j->call;
   msgpack_packer *pk;
+  pack_map_t m;
 
-  if ((pk = compile_answer(c, r, 4)) == NULL)
+  if (meth_compile_answer(c, r, &m) != 0)
     goto out;
-  proto_pack_cstr(pk, "name");
-  proto_pack_cstr(pk, j->res.name);
-  proto_pack_cstr(pk, "platform");
-  proto_pack_cstr(pk, cg_platform_name(j->opts.platform));
-  proto_pack_cstr(pk, "params");
+  pack_kv_str(&m, "name", j->res.name);
+  pack_kv_str(&m, "platform", cg_platform_name(j->opts.platform));
+  pk = pack_key(&m, "params");
   msgpack_pack_array(pk, j->res.nparams);
   for (uint32_t i = 0; i < j->res.nparams; i++)
     proto_pack_cstr(pk, gen_ptype_name(j->res.params[i].type));
-  proto_pack_cstr(pk, "arguments");
-  pack_arguments(pk, &j->res);
+  pack_arguments(pack_key(&m, "arguments"), &j->res);
+  pack_map_end(&m);
 out:
   call_finish(c);
   job_free(j);
@@ -226,28 +217,21 @@ static int job_finish(call_t *c, cg_job_t *j)
                                       DRV_T_F32, DRV_T_F64};
   kernel_request_t req = {0};
   const char *opts[MAX_OPTIONS + 1];
-  msgpack_packer *pk;
+  pack_map_t m;
 
   if (j->rc != 0) {
     call_fail(c, j->rc, "%s: %s", j->err.path, j->err.msg);
     return 1;
   }
   if (!j->compile) {
-    pk = call_result(c);
-    msgpack_pack_map(pk, j->res.max_threads ? 5 : 4);
-    proto_pack_cstr(pk, "source");
-    msgpack_pack_str(pk, j->res.len);
-    msgpack_pack_str_body(pk, j->res.source, j->res.len);
-    proto_pack_cstr(pk, "name");
-    proto_pack_cstr(pk, j->res.name);
-    proto_pack_cstr(pk, "platform");
-    proto_pack_cstr(pk, cg_platform_name(j->opts.platform));
-    proto_pack_cstr(pk, "arguments");
-    pack_arguments(pk, &j->res);
-    if (j->res.max_threads) {
-      proto_pack_cstr(pk, "max_threads");
-      msgpack_pack_uint32(pk, j->res.max_threads);
-    }
+    pack_map_begin(&m, call_result(c));
+    pack_kv_strn(&m, "source", j->res.source, j->res.len);
+    pack_kv_str(&m, "name", j->res.name);
+    pack_kv_str(&m, "platform", cg_platform_name(j->opts.platform));
+    pack_arguments(pack_key(&m, "arguments"), &j->res);
+    if (j->res.max_threads)
+      pack_kv_u64(&m, "max_threads", j->res.max_threads);
+    pack_map_end(&m);
     return 1;
   }
   j->sig.known = 1;
@@ -292,21 +276,25 @@ static void after_work_cb(uv_work_t *w, int status)
 }
 
 /* kernel.generate_source [ir, block?, soa_params?, target?]
- * kernel.compile_ir [ir, block?, soa_params?, options?, target?] */
-static int codegen_request(call_t *c, int compile)
+ * kernel.compile_ir [ir, block?, soa_params?, options?, target?]: the
+ * params of either (@p options NULL: generate_source, which does not
+ * compile). */
+static int codegen_request(call_t *c, const arg_t *ir, const arg_t *block,
+                           const arg_t *soa, const arg_t *options,
+                           const arg_t *target)
 {
   cg_job_t *j = calloc(1, sizeof(*j));
-  const arg_t *ir = &c->args[0];
+  int compile = options != NULL;
   call_t *d;
   int rc;
 
   if (j == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory");
   j->compile = compile;
-  arg_block(c, 1, j);
-  if ((rc = arg_soa(c, 2, j)) != 0 ||
-      (compile && (rc = arg_options(c, 3, j)) != 0) ||
-      (rc = arg_target(c, compile ? 4 : 3, j)) != 0)
+  arg_block(block, j);
+  if ((rc = arg_soa(c, soa, j)) != 0 ||
+      (compile && (rc = arg_options(c, options, j)) != 0) ||
+      (rc = arg_target(c, target, j)) != 0)
     goto fail;
   if (j->dev != NULL && j->opts.has_block &&
       (uint64_t)j->opts.block[0] * j->opts.block[1] * j->opts.block[2] >
@@ -360,44 +348,41 @@ fail:
   return rc;
 }
 
-int m_kernel_generate_source(call_t *c)
+int m_kernel_generate_source(call_t *c, const kernel_generate_source_args_t *a)
 {
-  return codegen_request(c, 0);
+  return codegen_request(c, &a->ir, &a->block, &a->soa_params, NULL,
+                         &a->target);
 }
 
-int m_kernel_compile_ir(call_t *c)
+int m_kernel_compile_ir(call_t *c, const kernel_compile_ir_args_t *a)
 {
-  return codegen_request(c, 1);
+  return codegen_request(c, &a->ir, &a->block, &a->soa_params, &a->options,
+                         &a->target);
 }
 
 /* ------------------------------------------------------------ intrinsics */
 
 static void pack_def(msgpack_packer *pk, const intr_def_t *d)
 {
-  msgpack_pack_map(pk, 5);
-  proto_pack_cstr(pk, "name");
-  proto_pack_cstr(pk, d->name);
-  proto_pack_cstr(pk, "code");
-  proto_pack_cstr(pk, d->code);
-  proto_pack_cstr(pk, "arity");
+  pack_map_t m;
+
+  pack_map_begin(&m, pk);
+  pack_kv_str(&m, "name", d->name);
+  pack_kv_str(&m, "code", d->code);
   if (d->arity >= 0)
-    msgpack_pack_int(pk, d->arity);
+    pack_kv_i64(&m, "arity", d->arity);
   else
-    msgpack_pack_nil(pk);
-  proto_pack_cstr(pk, "convergence");
-  proto_pack_cstr(pk, intr_conv_name(d->conv));
-  proto_pack_cstr(pk, "builtin");
-  if (d->builtin)
-    msgpack_pack_true(pk);
-  else
-    msgpack_pack_false(pk);
+    pack_kv_nil(&m, "arity");
+  pack_kv_str(&m, "convergence", intr_conv_name(d->conv));
+  pack_kv_bool(&m, "builtin", d->builtin);
+  pack_map_end(&m);
 }
 
-/* The platform of param @p i (a target), for the built-ins' code. */
-static int arg_platform(call_t *c, unsigned i, cg_platform_t *p)
+/* The platform of target param @p t, for the built-ins' code. */
+static int arg_platform(call_t *c, const arg_t *t, cg_platform_t *p)
 {
   cg_job_t j = {0};
-  int rc = arg_target(c, i, &j);
+  int rc = arg_target(c, t, &j);
 
   *p = j.opts.platform;
   return rc;
@@ -406,7 +391,7 @@ static int arg_platform(call_t *c, unsigned i, cg_platform_t *p)
 /* intrinsics.list [target?] -> [{name, code, arity, convergence,
  * builtin}], the built-ins (for the target's platform) then the
  * session's registrations, each part sorted by name. */
-int m_intrinsics_list(call_t *c)
+int m_intrinsics_list(call_t *c, const target_args_t *a)
 {
   const intr_def_t *b;
   cg_platform_t p;
@@ -414,7 +399,7 @@ int m_intrinsics_list(call_t *c)
   msgpack_packer *pk;
   int rc;
 
-  if ((rc = arg_platform(c, 0, &p)) != 0)
+  if ((rc = arg_platform(c, &a->target, &p)) != 0)
     return rc;
   nb = intr_builtins(p, &b);
   pk = call_result(c);
@@ -431,9 +416,9 @@ int m_intrinsics_list(call_t *c)
  * path-qualified forms, the core table's forms of the last component, the
  * registration of the last component, the standard library's forms of
  * it). */
-int m_intrinsics_find(call_t *c)
+int m_intrinsics_find(call_t *c, const intrinsics_find_args_t *a)
 {
-  const char *name = c->args[0].s;
+  const char *name = a->name.s;
   const char *last;
   const intr_def_t *f[8];
   cg_platform_t p;
@@ -441,7 +426,7 @@ int m_intrinsics_find(call_t *c)
   msgpack_packer *pk;
   int rc;
 
-  if ((rc = arg_platform(c, 1, &p)) != 0)
+  if ((rc = arg_platform(c, &a->target, &p)) != 0)
     return rc;
   last = strrchr(name, '.') ? strrchr(name, '.') + 1 : name;
   n = intr_forms(c->s->intrinsics, p, name, last, f, 8);
@@ -458,11 +443,11 @@ int m_intrinsics_find(call_t *c)
 
 /* intrinsics.register [name, code, convergence, arity?]: for this session
  * only (a registration of the same name replaces the previous one). */
-int m_intrinsics_register(call_t *c)
+int m_intrinsics_register(call_t *c, const intrinsics_register_args_t *a)
 {
-  const char *name = c->args[0].s, *code = c->args[1].s;
-  const char *conv = c->args[2].s;
-  int64_t arity = c->args[3].present ? c->args[3].i : -1; /* any */
+  const char *name = a->name.s, *code = a->code.s;
+  const char *conv = a->convergence.s;
+  int64_t arity = a->arity.present ? a->arity.i : -1; /* any */
   intr_def_t def = {0};
   intr_set_t *n;
   char msg[400];

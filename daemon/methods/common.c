@@ -10,20 +10,20 @@
 #include "stats.h"
 #include "util/clock.h"
 
-int default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h)
+int meth_default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h)
 {
   hipd_err_t err;
   int rc = res_default_stream(c->s, dev, st, h, &err);
 
   if (rc == HIPD_EDEVLOST && dev->lost)
-    return check_alive(c, "stream", dev, 0);
+    return meth_check_alive(c, "stream", dev, 0);
   if (rc != 0)
     return call_fail(c, rc, "%s", err.msg);
   return 0;
 }
 
-int check_alive(call_t *c, const char *what, const device_t *dev,
-                uint32_t epoch)
+int meth_check_alive(call_t *c, const char *what, const device_t *dev,
+                     uint32_t epoch)
 {
   if (dev->lost)
     return call_fail(c, HIPD_EDEVLOST,
@@ -42,21 +42,26 @@ int check_alive(call_t *c, const char *what, const device_t *dev,
   return 0;
 }
 
-int arg_stream(call_t *c, unsigned i, stream_t **st, uint64_t *h)
+int meth_arg_stream(call_t *c, const arg_t *a, stream_t **st, uint64_t *h)
 {
-  *st = c->args[i].obj;
-  *h = c->args[i].u;
-  return check_alive(c, "stream", (*st)->dev, (*st)->epoch);
+  *st = a->obj;
+  *h = a->u;
+  return meth_check_alive(c, "stream", (*st)->dev, (*st)->epoch);
 }
 
-int arg_buffer(call_t *c, unsigned i, buffer_t **b)
+int meth_arg_buffer(call_t *c, const arg_t *a, buffer_t **b)
 {
-  *b = c->args[i].obj;
-  return check_alive(c, "buffer", (*b)->dev, (*b)->epoch);
+  *b = a->obj;
+  return meth_check_alive(c, "buffer", (*b)->dev, (*b)->epoch);
 }
 
-int check_range(call_t *c, const char *what, const buffer_t *b, uint64_t off,
-                uint64_t len)
+unsigned meth_arg_pos(const call_t *c, const arg_t *a)
+{
+  return (unsigned)(a - c->args);
+}
+
+int meth_check_range(call_t *c, const char *what, const buffer_t *b,
+                     uint64_t off, uint64_t len)
 {
   if (off > b->mem.size || len > b->mem.size - off)
     return call_fail(c, HIPD_ERANGE,
@@ -67,9 +72,9 @@ int check_range(call_t *c, const char *what, const buffer_t *b, uint64_t off,
   return 0;
 }
 
-pending_t *pending_of(call_t *d)
+meth_pending_t *meth_pending_of(call_t *d)
 {
-  pending_t *p = calloc(1, sizeof(*p));
+  meth_pending_t *p = calloc(1, sizeof(*p));
 
   if (p == NULL) {
     call_fail(d, HIPD_ENOMEM, "out of memory");
@@ -80,29 +85,29 @@ pending_t *pending_of(call_t *d)
   return p;
 }
 
-pending_t *pending_new(call_t *c)
+meth_pending_t *meth_pending_new(call_t *c)
 {
   call_t *d = call_defer(c);
 
-  return d != NULL ? pending_of(d) : NULL;
+  return d != NULL ? meth_pending_of(d) : NULL;
 }
 
-void pending_finish(pending_t *p)
+void meth_pending_finish(meth_pending_t *p)
 {
   call_finish(p->call);
   free(p);
 }
 
-void pending_fail(pending_t *p, int code, const char *msg)
+void meth_pending_fail(meth_pending_t *p, int code, const char *msg)
 {
   call_fail(p->call, code, "%s", msg);
-  pending_finish(p);
+  meth_pending_finish(p);
 }
 
 /* An op completed: answer its call (recording its timing first). */
 static void op_answered(void *ctx, obj_result_t *r)
 {
-  pending_t *p = ctx;
+  meth_pending_t *p = ctx;
   call_t *c = p->call;
 
   if (r->status != 0) {
@@ -112,11 +117,11 @@ static void op_answered(void *ctx, obj_result_t *r)
       profile_record(c->s->profile, p->period, p->op, p->handle, p->bytes,
                      r->start_ns, r->device_ms);
     switch (p->reply) {
-    case REPLY_BYTES:
+    case METH_REPLY_BYTES:
       call_result_bin(c, r->bytes, r->len);
       r->bytes = NULL;
       break;
-    case REPLY_IDLE:
+    case METH_REPLY_IDLE:
       msgpack_pack_object(call_result(c),
                           (msgpack_object){.type = MSGPACK_OBJECT_BOOLEAN,
                                            .via.boolean = r->idle != 0});
@@ -127,12 +132,13 @@ static void op_answered(void *ctx, obj_result_t *r)
     }
   }
   stats_op(c->s, p->kind, p->dev, r->status, p->bytes, p->t0_ns, p->waited);
-  pending_finish(p);
+  meth_pending_finish(p);
 }
 
-op_t *op_prepare_deferred(call_t *d, op_kind_t kind, stream_t *st, uint64_t sh)
+op_t *meth_op_prepare_deferred(call_t *d, op_kind_t kind, stream_t *st,
+                               uint64_t sh)
 {
-  pending_t *p = pending_of(d);
+  meth_pending_t *p = meth_pending_of(d);
   profile_t *prof = d->s->profile;
   op_t *op;
 
@@ -140,7 +146,7 @@ op_t *op_prepare_deferred(call_t *d, op_kind_t kind, stream_t *st, uint64_t sh)
     return NULL;
   op = op_new(kind, st, (obj_done_t){op_answered, p});
   if (op == NULL) {
-    pending_fail(p, HIPD_ENOMEM, "out of memory");
+    meth_pending_fail(p, HIPD_ENOMEM, "out of memory");
     return NULL;
   }
   p->handle = sh;
@@ -155,16 +161,16 @@ op_t *op_prepare_deferred(call_t *d, op_kind_t kind, stream_t *st, uint64_t sh)
   return op;
 }
 
-op_t *op_prepare(call_t *c, op_kind_t kind, stream_t *st, uint64_t sh)
+op_t *meth_op_prepare(call_t *c, op_kind_t kind, stream_t *st, uint64_t sh)
 {
   call_t *d = call_defer(c);
 
-  return d != NULL ? op_prepare_deferred(d, kind, st, sh) : NULL;
+  return d != NULL ? meth_op_prepare_deferred(d, kind, st, sh) : NULL;
 }
 
-void op_start(op_t *op)
+void meth_op_start(op_t *op)
 {
-  pending_t *p = op->done.ctx;
+  meth_pending_t *p = op->done.ctx;
   int rc;
 
   p->bytes = op->n;
@@ -174,49 +180,48 @@ void op_start(op_t *op)
               (op->kind == OP_LAUNCH && op->st->dev->caps.is_cpu);
   p->t0_ns = util_now_ns();
   if (op->kind == OP_READ && op->shm == NULL)
-    p->reply = REPLY_BYTES;
+    p->reply = METH_REPLY_BYTES;
   else if (op->kind == OP_QUERY)
-    p->reply = REPLY_IDLE;
+    p->reply = METH_REPLY_IDLE;
   if ((rc = op_submit(op)) != 0)
-    pending_fail(p, rc, "out of memory");
+    meth_pending_fail(p, rc, "out of memory");
 }
 
-msgpack_packer *compile_answer(call_t *c, const kernel_result_t *r,
-                               uint32_t extra)
+int meth_compile_answer(call_t *c, const kernel_result_t *r, pack_map_t *m)
 {
   static const char *const sources[] = {"miss", "memory", "disk", "waited"};
   session_t *s = c->s;
   char hex[2 * CACHE_KEY_SIZE + 1];
-  msgpack_packer *pk;
   uint64_t h = 0;
   int rc;
 
-  if (r->status != 0) {
-    call_fail(c, r->status, "%s", r->error);
-    return NULL;
-  }
+  if (r->status != 0)
+    return call_fail(c, r->status, "%s", r->error);
   if (r->kernel != NULL) {
     rc = res_kernel_add(s, r->kernel, &h);
-    if (rc != 0) {
-      call_fail(c, rc, "cannot keep the kernel: %s", hipd_strerror(rc));
-      return NULL;
-    }
+    if (rc != 0)
+      return call_fail(c, rc, "cannot keep the kernel: %s", hipd_strerror(rc));
   }
   cache_key_hex(&r->key, hex);
-  pk = call_result(c);
-  msgpack_pack_map(pk, 5 + extra);
-  proto_pack_cstr(pk, "kernel");
+  pack_map_begin(m, call_result(c));
   if (r->kernel != NULL)
-    msgpack_pack_uint64(pk, h);
+    pack_kv_u64(m, "kernel", h);
   else
-    msgpack_pack_nil(pk);
-  proto_pack_cstr(pk, "cache");
-  proto_pack_cstr(pk, sources[r->cache]);
-  proto_pack_cstr(pk, "key");
-  proto_pack_cstr(pk, hex);
-  proto_pack_cstr(pk, "bytes");
-  msgpack_pack_uint64(pk, r->bytes);
-  proto_pack_cstr(pk, "compile_ms");
-  msgpack_pack_double(pk, r->compile_ms);
-  return pk;
+    pack_kv_nil(m, "kernel");
+  pack_kv_str(m, "cache", sources[r->cache]);
+  pack_kv_str(m, "key", hex);
+  pack_kv_u64(m, "bytes", r->bytes);
+  pack_kv_f64(m, "compile_ms", r->compile_ms);
+  return 0;
+}
+
+void meth_pack_strv(msgpack_packer *pk, const char *const *v)
+{
+  uint32_t n = 0;
+
+  while (v[n] != NULL)
+    n++;
+  msgpack_pack_array(pk, n);
+  for (uint32_t i = 0; i < n; i++)
+    proto_pack_cstr(pk, v[i]);
 }

@@ -14,26 +14,14 @@
 
 #define MIN_PROTOCOL 1
 
-static void pack_features(msgpack_packer *pk)
-{
-  const char *const *f = daemon_features();
-  uint32_t n = 0;
-
-  while (f[n] != NULL)
-    n++;
-  msgpack_pack_array(pk, n);
-  for (uint32_t i = 0; i < n; i++)
-    proto_pack_cstr(pk, f[i]);
-}
-
 /* hello [protocol?, client_name?] -> identity. The session speaks the lower
  * of the two versions; a client below MIN_PROTOCOL is refused. */
-int m_hello(call_t *c)
+int m_hello(call_t *c, const hello_args_t *a)
 {
   session_t *s = c->s;
-  int64_t proto = c->args[0].present ? c->args[0].i : HIPD_PROTOCOL_VERSION;
-  const arg_t *name = &c->args[1]; /* at most 63 bytes (the row says) */
-  msgpack_packer *pk;
+  int64_t proto = a->protocol.present ? a->protocol.i : HIPD_PROTOCOL_VERSION;
+  const arg_t *name = &a->client_name; /* at most 63 bytes (the row says) */
+  pack_map_t m;
 
   if (proto < MIN_PROTOCOL)
     return call_fail(c, HIPD_EVERSION,
@@ -54,27 +42,21 @@ int m_hello(call_t *c)
   log_info(s->id, "hello from '%s' (pid %d), protocol %d", s->client,
            (int)s->peer_pid, s->protocol);
 
-  pk = call_result(c);
-  msgpack_pack_map(pk, 6);
-  proto_pack_cstr(pk, "name");
-  proto_pack_cstr(pk, PACKAGE_NAME);
-  proto_pack_cstr(pk, "version");
-  proto_pack_cstr(pk, PACKAGE_VERSION);
-  proto_pack_cstr(pk, "protocol");
-  msgpack_pack_int(pk, s->protocol);
-  proto_pack_cstr(pk, "features");
-  pack_features(pk);
-  proto_pack_cstr(pk, "session");
-  msgpack_pack_uint64(pk, s->id);
-  proto_pack_cstr(pk, "pid");
-  msgpack_pack_int(pk, (int)c->s->d->daemon_pid);
+  pack_map_begin(&m, call_result(c));
+  pack_kv_str(&m, "name", PACKAGE_NAME);
+  pack_kv_str(&m, "version", PACKAGE_VERSION);
+  pack_kv_i64(&m, "protocol", s->protocol);
+  meth_pack_strv(pack_key(&m, "features"), daemon_features());
+  pack_kv_u64(&m, "session", s->id);
+  pack_kv_i64(&m, "pid", (int)c->s->d->daemon_pid);
+  pack_map_end(&m);
   return 0;
 }
 
 /* ping [payload?] -> payload, as bin. */
-int m_ping(call_t *c)
+int m_ping(call_t *c, const ping_args_t *a)
 {
-  const arg_t *p = &c->args[0]; /* absent: no bytes */
+  const arg_t *p = &a->payload; /* absent: no bytes */
   msgpack_packer *pk = call_result(c);
 
   msgpack_pack_bin(pk, p->len);
@@ -87,123 +69,88 @@ int m_ping(call_t *c)
 static void pack_isolation(msgpack_packer *pk, const daemon_t *d)
 {
   static const char *const modes[] = {"uid", "session", "none"};
+  pack_map_t m;
 
-  msgpack_pack_map(pk, 6);
-  proto_pack_cstr(pk, "mode");
-  proto_pack_cstr(pk, modes[d->cfg.isolation]);
-  proto_pack_cstr(pk, "process");
-  proto_pack_cstr(pk, d->role == ROLE_WORKER ? "worker" : "single");
-  proto_pack_cstr(pk, "pid");
-  msgpack_pack_int(pk, (int)getpid());
-  proto_pack_cstr(pk, "uid");
-  msgpack_pack_uint32(pk, (uint32_t)geteuid());
-  proto_pack_cstr(pk, "tenant");
+  pack_map_begin(&m, pk);
+  pack_kv_str(&m, "mode", modes[d->cfg.isolation]);
+  pack_kv_str(&m, "process", d->role == ROLE_WORKER ? "worker" : "single");
+  pack_kv_i64(&m, "pid", (int)getpid());
+  pack_kv_u64(&m, "uid", (uint32_t)geteuid());
   if (d->role == ROLE_WORKER)
-    msgpack_pack_uint32(pk, (uint32_t)d->tenant_uid);
+    pack_kv_u64(&m, "tenant", (uint32_t)d->tenant_uid);
   else
-    msgpack_pack_nil(pk);
-  proto_pack_cstr(pk, "mps");
-  proto_pack_cstr(pk, d->gpu_sharing != NULL ? d->gpu_sharing : "");
+    pack_kv_nil(&m, "tenant");
+  pack_kv_str(&m, "mps", d->gpu_sharing != NULL ? d->gpu_sharing : "");
+  pack_map_end(&m);
 }
 
 /* The compile pool and the protections of its helpers. */
-static void pack_compile(msgpack_packer *pk, const compile_pool_stats_t *stp)
+static void pack_compile(msgpack_packer *pk, const compile_pool_stats_t *st)
 {
-  compile_pool_stats_t st = *stp;
+  pack_map_t m;
 
-  msgpack_pack_map(pk, 13);
-  proto_pack_cstr(pk, "jobs");
-  msgpack_pack_uint32(pk, st.jobs);
-  proto_pack_cstr(pk, "timeout_s");
-  msgpack_pack_uint32(pk, st.timeout_s);
-  proto_pack_cstr(pk, "busy");
-  msgpack_pack_uint32(pk, st.busy);
-  proto_pack_cstr(pk, "queued");
-  msgpack_pack_uint32(pk, st.queued);
-  proto_pack_cstr(pk, "helpers");
-  msgpack_pack_uint32(pk, st.helpers);
-  proto_pack_cstr(pk, "started");
-  msgpack_pack_uint64(pk, st.started);
-  proto_pack_cstr(pk, "restarts");
-  msgpack_pack_uint64(pk, st.restarts);
-  proto_pack_cstr(pk, "compiles");
-  msgpack_pack_uint64(pk, st.compiles);
-  proto_pack_cstr(pk, "timeouts");
-  msgpack_pack_uint64(pk, st.timeouts);
-  proto_pack_cstr(pk, "crashes");
-  msgpack_pack_uint64(pk, st.crashes);
-  proto_pack_cstr(pk, "fsview");
-  proto_pack_cstr(pk, st.fsview_name ? st.fsview_name : "none");
-  proto_pack_cstr(pk, "uid");
-  msgpack_pack_int64(pk, st.uid);
-  proto_pack_cstr(pk, "not_applied");
-  proto_pack_cstr(pk, st.sandbox);
+  pack_map_begin(&m, pk);
+  pack_kv_u64(&m, "jobs", st->jobs);
+  pack_kv_u64(&m, "timeout_s", st->timeout_s);
+  pack_kv_u64(&m, "busy", st->busy);
+  pack_kv_u64(&m, "queued", st->queued);
+  pack_kv_u64(&m, "helpers", st->helpers);
+  pack_kv_u64(&m, "started", st->started);
+  pack_kv_u64(&m, "restarts", st->restarts);
+  pack_kv_u64(&m, "compiles", st->compiles);
+  pack_kv_u64(&m, "timeouts", st->timeouts);
+  pack_kv_u64(&m, "crashes", st->crashes);
+  pack_kv_str(&m, "fsview", st->fsview_name ? st->fsview_name : "none");
+  pack_kv_i64(&m, "uid", st->uid);
+  pack_kv_str(&m, "not_applied", st->sandbox);
+  pack_map_end(&m);
+}
+
+/* The daemon's limits, as configured. */
+static void pack_limits(msgpack_packer *pk, const daemon_t *d)
+{
+  pack_map_t m;
+
+  pack_map_begin(&m, pk);
+  pack_kv_u64(&m, "max_message", d->cfg.limits.max_message);
+  pack_kv_u64(&m, "max_depth", d->cfg.limits.max_depth);
+  pack_kv_u64(&m, "max_inflight", d->cfg.max_inflight);
+  pack_kv_u64(&m, "output_cap", d->cfg.output_cap);
+  pack_kv_u64(&m, "max_input_bytes", d->cfg.max_input_bytes);
+  pack_kv_u64(&m, "max_sessions", d->cfg.max_sessions);
+  pack_kv_u64(&m, "max_handles", d->cfg.max_handles);
+  pack_kv_u64(&m, "max_streams", d->cfg.max_streams);
+  pack_kv_u64(&m, "mem_quota", d->cfg.mem_quota);
+  pack_kv_u64(&m, "write_timeout_ms", d->cfg.write_timeout_ms);
+  pack_kv_u64(&m, "hello_timeout_ms", d->cfg.hello_timeout_ms);
+  pack_kv_u64(&m, "request_timeout_ms", d->cfg.request_timeout_ms);
+  pack_kv_u64(&m, "shutdown_timeout_ms", d->cfg.shutdown_ms);
+  pack_kv_u64(&m, "tenant_mem_quota", d->cfg.tenant_mem_quota);
+  pack_kv_u64(&m, "tenant_max_sessions", d->cfg.tenant_max_sessions);
+  pack_kv_u64(&m, "tenant_max_handles", d->cfg.tenant_max_handles);
+  pack_kv_u64(&m, "tenant_max_streams", d->cfg.tenant_max_streams);
+  pack_map_end(&m);
 }
 
 static void daemon_info_pack(call_t *c, const compile_pool_stats_t *cst)
 {
   daemon_t *d = c->s->d;
-  msgpack_packer *pk = call_result(c);
+  pack_map_t m;
 
-  msgpack_pack_map(pk, 12);
-  proto_pack_cstr(pk, "name");
-  proto_pack_cstr(pk, PACKAGE_NAME);
-  proto_pack_cstr(pk, "version");
-  proto_pack_cstr(pk, PACKAGE_VERSION);
-  proto_pack_cstr(pk, "protocol");
-  msgpack_pack_int(pk, HIPD_PROTOCOL_VERSION);
-  proto_pack_cstr(pk, "pid");
-  msgpack_pack_int(pk, (int)d->daemon_pid);
-  proto_pack_cstr(pk, "isolation");
-  pack_isolation(pk, d);
-  proto_pack_cstr(pk, "uptime_ms");
-  msgpack_pack_uint64(pk, uv_now(d->loop) - d->start_ms);
-  proto_pack_cstr(pk, "sessions");
-  msgpack_pack_uint32(pk, d->nsessions);
-  proto_pack_cstr(pk, "sessions_total");
-  msgpack_pack_uint64(pk, d->sessions_total);
-  proto_pack_cstr(pk, "features");
-  pack_features(pk);
-  proto_pack_cstr(pk, "socket");
-  proto_pack_cstr(pk, d->cfg.socket_path);
-  proto_pack_cstr(pk, "compile");
-  pack_compile(pk, cst);
-  proto_pack_cstr(pk, "limits");
-  msgpack_pack_map(pk, 17);
-  proto_pack_cstr(pk, "max_message");
-  msgpack_pack_uint64(pk, d->cfg.limits.max_message);
-  proto_pack_cstr(pk, "max_depth");
-  msgpack_pack_uint32(pk, d->cfg.limits.max_depth);
-  proto_pack_cstr(pk, "max_inflight");
-  msgpack_pack_uint32(pk, d->cfg.max_inflight);
-  proto_pack_cstr(pk, "output_cap");
-  msgpack_pack_uint64(pk, d->cfg.output_cap);
-  proto_pack_cstr(pk, "max_input_bytes");
-  msgpack_pack_uint64(pk, d->cfg.max_input_bytes);
-  proto_pack_cstr(pk, "max_sessions");
-  msgpack_pack_uint32(pk, d->cfg.max_sessions);
-  proto_pack_cstr(pk, "max_handles");
-  msgpack_pack_uint32(pk, d->cfg.max_handles);
-  proto_pack_cstr(pk, "max_streams");
-  msgpack_pack_uint32(pk, d->cfg.max_streams);
-  proto_pack_cstr(pk, "mem_quota");
-  msgpack_pack_uint64(pk, d->cfg.mem_quota);
-  proto_pack_cstr(pk, "write_timeout_ms");
-  msgpack_pack_uint32(pk, d->cfg.write_timeout_ms);
-  proto_pack_cstr(pk, "hello_timeout_ms");
-  msgpack_pack_uint32(pk, d->cfg.hello_timeout_ms);
-  proto_pack_cstr(pk, "request_timeout_ms");
-  msgpack_pack_uint32(pk, d->cfg.request_timeout_ms);
-  proto_pack_cstr(pk, "shutdown_timeout_ms");
-  msgpack_pack_uint32(pk, d->cfg.shutdown_ms);
-  proto_pack_cstr(pk, "tenant_mem_quota");
-  msgpack_pack_uint64(pk, d->cfg.tenant_mem_quota);
-  proto_pack_cstr(pk, "tenant_max_sessions");
-  msgpack_pack_uint32(pk, d->cfg.tenant_max_sessions);
-  proto_pack_cstr(pk, "tenant_max_handles");
-  msgpack_pack_uint32(pk, d->cfg.tenant_max_handles);
-  proto_pack_cstr(pk, "tenant_max_streams");
-  msgpack_pack_uint32(pk, d->cfg.tenant_max_streams);
+  pack_map_begin(&m, call_result(c));
+  pack_kv_str(&m, "name", PACKAGE_NAME);
+  pack_kv_str(&m, "version", PACKAGE_VERSION);
+  pack_kv_i64(&m, "protocol", HIPD_PROTOCOL_VERSION);
+  pack_kv_i64(&m, "pid", (int)d->daemon_pid);
+  pack_isolation(pack_key(&m, "isolation"), d);
+  pack_kv_u64(&m, "uptime_ms", uv_now(d->loop) - d->start_ms);
+  pack_kv_u64(&m, "sessions", d->nsessions);
+  pack_kv_u64(&m, "sessions_total", d->sessions_total);
+  meth_pack_strv(pack_key(&m, "features"), daemon_features());
+  pack_kv_str(&m, "socket", d->cfg.socket_path);
+  pack_compile(pack_key(&m, "compile"), cst);
+  pack_limits(pack_key(&m, "limits"), d);
+  pack_map_end(&m);
 }
 
 static void daemon_info_done(void *ctx, int status,
@@ -232,50 +179,36 @@ int m_daemon_info(call_t *c)
 
 int m_session_info(call_t *c)
 {
+  static const char *const keys[] = {"",        "streams", "events",
+                                     "buffers", "kernels", "shared_buffers"};
   session_t *s = c->s;
-  msgpack_packer *pk = call_result(c);
+  const tenant_t *t = s->tenant;
+  pack_map_t m, sub;
 
-  msgpack_pack_map(pk, 8);
-  proto_pack_cstr(pk, "id");
-  msgpack_pack_uint64(pk, s->id);
-  proto_pack_cstr(pk, "client");
-  proto_pack_cstr(pk, s->client);
-  proto_pack_cstr(pk, "protocol");
-  msgpack_pack_int(pk, s->protocol);
-  proto_pack_cstr(pk, "peer");
-  msgpack_pack_map(pk, 3);
-  proto_pack_cstr(pk, "pid");
-  msgpack_pack_int64(pk, s->peer_pid);
-  proto_pack_cstr(pk, "uid");
-  msgpack_pack_int64(pk, (int64_t)(int)s->peer_uid);
-  proto_pack_cstr(pk, "gid");
-  msgpack_pack_int64(pk, (int64_t)(int)s->peer_gid);
-  proto_pack_cstr(pk, "requests");
-  msgpack_pack_uint64(pk, s->requests);
-  proto_pack_cstr(pk, "inflight");
-  msgpack_pack_uint32(pk, s->inflight);
-  proto_pack_cstr(pk, "resources");
-  msgpack_pack_map(pk, HANDLE_TYPE_COUNT);
-  proto_pack_cstr(pk, "handles");
-  msgpack_pack_uint32(pk, res_count(s, HANDLE_ANY));
-  for (int t = HANDLE_STREAM; t < HANDLE_TYPE_COUNT; t++) {
-    static const char *const keys[] = {"",        "streams", "events",
-                                       "buffers", "kernels", "shared_buffers"};
-    proto_pack_cstr(pk, keys[t]);
-    msgpack_pack_uint32(pk, res_count(s, (handle_type_t)t));
-  }
+  pack_map_begin(&m, call_result(c));
+  pack_kv_u64(&m, "id", s->id);
+  pack_kv_str(&m, "client", s->client);
+  pack_kv_i64(&m, "protocol", s->protocol);
+  pack_map_begin(&sub, pack_key(&m, "peer"));
+  pack_kv_i64(&sub, "pid", s->peer_pid);
+  pack_kv_i64(&sub, "uid", (int64_t)(int)s->peer_uid);
+  pack_kv_i64(&sub, "gid", (int64_t)(int)s->peer_gid);
+  pack_map_end(&sub);
+  pack_kv_u64(&m, "requests", s->requests);
+  pack_kv_u64(&m, "inflight", s->inflight);
+  pack_map_begin(&sub, pack_key(&m, "resources"));
+  pack_kv_u64(&sub, "handles", res_count(s, HANDLE_ANY));
+  for (int h = HANDLE_STREAM; h < HANDLE_TYPE_COUNT; h++)
+    pack_kv_u64(&sub, keys[h], res_count(s, (handle_type_t)h));
+  pack_map_end(&sub);
   /* What all the sessions of its uid hold (the tenant's limits). */
-  proto_pack_cstr(pk, "tenant");
-  msgpack_pack_map(pk, 5);
-  proto_pack_cstr(pk, "uid");
-  msgpack_pack_int64(pk, (int64_t)(int)s->peer_uid);
-  proto_pack_cstr(pk, "sessions");
-  msgpack_pack_uint32(pk, s->tenant != NULL ? s->tenant->sessions : 0);
-  proto_pack_cstr(pk, "mem_used");
-  msgpack_pack_uint64(pk, s->tenant != NULL ? s->tenant->mem_used : 0);
-  proto_pack_cstr(pk, "streams");
-  msgpack_pack_uint32(pk, s->tenant != NULL ? s->tenant->streams : 0);
-  proto_pack_cstr(pk, "handles");
-  msgpack_pack_uint32(pk, s->tenant != NULL ? s->tenant->handles : 0);
+  pack_map_begin(&sub, pack_key(&m, "tenant"));
+  pack_kv_i64(&sub, "uid", (int64_t)(int)s->peer_uid);
+  pack_kv_u64(&sub, "sessions", t != NULL ? t->sessions : 0);
+  pack_kv_u64(&sub, "mem_used", t != NULL ? t->mem_used : 0);
+  pack_kv_u64(&sub, "streams", t != NULL ? t->streams : 0);
+  pack_kv_u64(&sub, "handles", t != NULL ? t->handles : 0);
+  pack_map_end(&sub);
+  pack_map_end(&m);
   return 0;
 }

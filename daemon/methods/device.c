@@ -9,6 +9,7 @@
 #include "kernels/lang.h"
 #include "methods.h"
 #include "session.h"
+#include "util/array.h"
 
 /* The devices the session may use (the policy hides the others; ids do
  * not change). */
@@ -24,44 +25,29 @@ static int usable_count(const session_t *s)
 /* The Backend API's identity: a JIT backend named "hip". */
 int m_backend_info(call_t *c)
 {
-  const char *const *f = daemon_features();
-  uint32_t nf = 0;
-  msgpack_packer *pk = call_result(c);
   int major = 0, minor = 0, patch = 0;
+  msgpack_packer *pk;
+  pack_map_t m;
 
-  while (f[nf] != NULL)
-    nf++;
   sscanf(PACKAGE_VERSION, "%d.%d.%d", &major, &minor, &patch);
-  msgpack_pack_map(pk, 7);
-  proto_pack_cstr(pk, "name");
-  proto_pack_cstr(pk, "hip");
-  proto_pack_cstr(pk, "version");
+  pack_map_begin(&m, call_result(c));
+  pack_kv_str(&m, "name", "hip");
+  pk = pack_key(&m, "version");
   msgpack_pack_array(pk, 3);
   msgpack_pack_int(pk, major);
   msgpack_pack_int(pk, minor);
   msgpack_pack_int(pk, patch);
-  proto_pack_cstr(pk, "available");
-  msgpack_pack_object(pk, (msgpack_object){.type = MSGPACK_OBJECT_BOOLEAN,
-                                           .via.boolean = usable_count(c->s) > 0});
-  proto_pack_cstr(pk, "execution_model");
-  proto_pack_cstr(pk, "jit");
-  proto_pack_cstr(pk, "drivers");
-  msgpack_pack_array(pk, nf);
-  for (uint32_t i = 0; i < nf; i++)
-    proto_pack_cstr(pk, f[i]);
+  pack_kv_bool(&m, "available", usable_count(c->s) > 0);
+  pack_kv_str(&m, "execution_model", "jit");
+  meth_pack_strv(pack_key(&m, "drivers"), daemon_features());
   /* the Sarek IR versions kernel.generate_source and compile_ir read */
-  proto_pack_cstr(pk, "ir_versions");
+  pk = pack_key(&m, "ir_versions");
   msgpack_pack_array(pk, IR_VERSION_MAX - IR_VERSION_MIN + 1);
   for (int v = IR_VERSION_MIN; v <= IR_VERSION_MAX; v++)
     msgpack_pack_int(pk, v);
   /* the source languages every device takes (supported_source_langs) */
-  proto_pack_cstr(pk, "source_langs");
-  nf = 0;
-  while (lang_names[nf] != NULL)
-    nf++;
-  msgpack_pack_array(pk, nf);
-  for (uint32_t i = 0; i < nf; i++)
-    proto_pack_cstr(pk, lang_names[i]);
+  meth_pack_strv(pack_key(&m, "source_langs"), lang_names);
+  pack_map_end(&m);
   return 0;
 }
 
@@ -71,27 +57,40 @@ int m_device_count(call_t *c)
   return 0;
 }
 
-static void pack_bool(msgpack_packer *pk, const char *key, int v)
+static void pack_kv_dims(pack_map_t *m, const char *key, const int *d)
 {
-  proto_pack_cstr(pk, key);
-  if (v)
-    msgpack_pack_true(pk);
-  else
-    msgpack_pack_false(pk);
-}
+  msgpack_packer *pk = pack_key(m, key);
 
-static void pack_int(msgpack_packer *pk, const char *key, int64_t v)
-{
-  proto_pack_cstr(pk, key);
-  msgpack_pack_int64(pk, v);
-}
-
-static void pack_dims(msgpack_packer *pk, const char *key, const int *d)
-{
-  proto_pack_cstr(pk, key);
   msgpack_pack_array(pk, 3);
   for (int i = 0; i < 3; i++)
     msgpack_pack_int(pk, d[i]);
+}
+
+/* The device's capabilities. */
+static void pack_caps(msgpack_packer *pk, const dev_caps_t *k)
+{
+  pack_map_t m;
+
+  pack_map_begin(&m, pk);
+  pack_kv_i64(&m, "max_threads_per_block", k->max_threads_per_block);
+  pack_kv_dims(&m, "max_block_dims", k->max_block_dims);
+  pack_kv_dims(&m, "max_grid_dims", k->max_grid_dims);
+  pack_kv_i64(&m, "shared_mem_per_block", (int64_t)k->shared_mem_per_block);
+  pack_kv_i64(&m, "total_global_mem", (int64_t)k->total_global_mem);
+  pk = pack_key(&m, "compute_capability");
+  msgpack_pack_array(pk, 2);
+  msgpack_pack_int(pk, k->cc_major);
+  msgpack_pack_int(pk, k->cc_minor);
+  pack_kv_bool(&m, "supports_fp64", k->supports_fp64);
+  pack_kv_bool(&m, "supports_atomics", k->supports_atomics);
+  pack_kv_i64(&m, "warp_size", k->warp_size);
+  pack_kv_i64(&m, "max_registers_per_block", k->max_registers_per_block);
+  pack_kv_i64(&m, "clock_rate_khz", k->clock_rate_khz);
+  pack_kv_i64(&m, "multiprocessor_count", k->multiprocessor_count);
+  pack_kv_bool(&m, "is_cpu", k->is_cpu);
+  pack_kv_i64(&m, "pci_bus_id", k->pci_bus_id);
+  pack_kv_str(&m, "arch", k->arch);
+  pack_map_end(&m);
 }
 
 /* The device record; with memory figures when @p free_b is not NULL. */
@@ -99,47 +98,25 @@ static void pack_device(msgpack_packer *pk, const device_t *dev,
                         const uint64_t *free_b, const uint64_t *total)
 {
   const dev_caps_t *k = &dev->caps;
+  pack_map_t m, mem;
 
-  msgpack_pack_map(pk, free_b ? 8 : 7);
-  pack_int(pk, "id", dev->id);
-  proto_pack_cstr(pk, "name");
-  proto_pack_cstr(pk, k->name);
-  proto_pack_cstr(pk, "driver");
-  proto_pack_cstr(pk, dev->drv->name);
-  proto_pack_cstr(pk, "platform");
-  proto_pack_cstr(pk, dev->drv->platform);
-  proto_pack_cstr(pk, "arch");
-  proto_pack_cstr(pk, k->arch);
-  pack_bool(pk, "is_cpu", k->is_cpu);
-  proto_pack_cstr(pk, "capabilities");
-  msgpack_pack_map(pk, 15);
-  pack_int(pk, "max_threads_per_block", k->max_threads_per_block);
-  pack_dims(pk, "max_block_dims", k->max_block_dims);
-  pack_dims(pk, "max_grid_dims", k->max_grid_dims);
-  pack_int(pk, "shared_mem_per_block", (int64_t)k->shared_mem_per_block);
-  pack_int(pk, "total_global_mem", (int64_t)k->total_global_mem);
-  proto_pack_cstr(pk, "compute_capability");
-  msgpack_pack_array(pk, 2);
-  msgpack_pack_int(pk, k->cc_major);
-  msgpack_pack_int(pk, k->cc_minor);
-  pack_bool(pk, "supports_fp64", k->supports_fp64);
-  pack_bool(pk, "supports_atomics", k->supports_atomics);
-  pack_int(pk, "warp_size", k->warp_size);
-  pack_int(pk, "max_registers_per_block", k->max_registers_per_block);
-  pack_int(pk, "clock_rate_khz", k->clock_rate_khz);
-  pack_int(pk, "multiprocessor_count", k->multiprocessor_count);
-  pack_bool(pk, "is_cpu", k->is_cpu);
-  pack_int(pk, "pci_bus_id", k->pci_bus_id);
-  proto_pack_cstr(pk, "arch");
-  proto_pack_cstr(pk, k->arch);
+  pack_map_begin(&m, pk);
+  pack_kv_i64(&m, "id", dev->id);
+  pack_kv_str(&m, "name", k->name);
+  pack_kv_str(&m, "driver", dev->drv->name);
+  pack_kv_str(&m, "platform", dev->drv->platform);
+  pack_kv_str(&m, "arch", k->arch);
+  pack_kv_bool(&m, "is_cpu", k->is_cpu);
+  pack_caps(pack_key(&m, "capabilities"), k);
   if (free_b != NULL) {
-    proto_pack_cstr(pk, "memory");
-    msgpack_pack_map(pk, 4);
-    pack_int(pk, "free", (int64_t)*free_b);
-    pack_int(pk, "total", (int64_t)*total);
-    pack_int(pk, "hipd_allocated", (int64_t)dev->allocated);
-    pack_int(pk, "hipd_buffers", dev->buffers);
+    pack_map_begin(&mem, pack_key(&m, "memory"));
+    pack_kv_i64(&mem, "free", (int64_t)*free_b);
+    pack_kv_i64(&mem, "total", (int64_t)*total);
+    pack_kv_i64(&mem, "hipd_allocated", (int64_t)dev->allocated);
+    pack_kv_i64(&mem, "hipd_buffers", dev->buffers);
+    pack_map_end(&mem);
   }
+  pack_map_end(&m);
 }
 
 int m_device_list(call_t *c)
@@ -186,9 +163,9 @@ static void meminfo_done(task_t *t)
 
 /* device.get [device?]: the record with live memory figures, read on the
  * device's service worker (the query may block). */
-int m_device_get(call_t *c)
+int m_device_get(call_t *c, const device_args_t *a)
 {
-  device_t *dev = c->args[0].dev;
+  device_t *dev = a->device.dev;
   meminfo_task_t *m = task_new(sizeof(*m), meminfo_run, meminfo_done);
 
   if (m == NULL)
@@ -204,9 +181,9 @@ int m_device_get(call_t *c)
 }
 
 /* device.set_current [device] */
-int m_device_set_current(call_t *c)
+int m_device_set_current(call_t *c, const set_device_args_t *a)
 {
-  c->s->device = c->args[0].dev->id;
+  c->s->device = a->device.dev->id;
   msgpack_pack_nil(call_result(c));
   return 0;
 }
@@ -217,10 +194,10 @@ int m_device_current(call_t *c)
   return 0;
 }
 
+/* The session's streams on one device. */
 typedef struct {
   device_t *dev;
   stream_t **st;
-  uint64_t *h;
   uint32_t n, cap;
   int nomem;
 } stream_list_t;
@@ -230,23 +207,14 @@ static void collect_stream_cb(void *ctx, uint64_t h, void *obj)
   stream_list_t *l = ctx;
   stream_t *st = obj;
 
+  (void)h;
   if (st->dev != l->dev || l->nomem)
     return;
-  if (l->n == l->cap) {
-    uint32_t ncap = l->cap ? l->cap * 2 : 8;
-    stream_t **a = realloc(l->st, ncap * sizeof(*a));
-    uint64_t *b = a ? realloc(l->h, ncap * sizeof(*b)) : NULL;
-    if (a != NULL)
-      l->st = a;
-    if (b == NULL) {
-      l->nomem = 1;
-      return;
-    }
-    l->h = b;
-    l->cap = ncap;
+  if (ARRAY_GROW(l->st, l->n, l->cap, 8) != 0) {
+    l->nomem = 1;
+    return;
   }
-  l->st[l->n] = st;
-  l->h[l->n++] = h;
+  l->st[l->n++] = st;
 }
 
 /* The ops of one device.synchronize: its call is answered when the last
@@ -278,9 +246,9 @@ static void group_op_done(void *ctx, obj_result_t *r)
 
 /* device.synchronize [device?]: wait for every stream this session has on
  * the device. Other sessions' work is not waited for. */
-int m_device_synchronize(call_t *c)
+int m_device_synchronize(call_t *c, const device_args_t *a)
 {
-  stream_list_t l = {.dev = c->args[0].dev};
+  stream_list_t l = {.dev = a->device.dev};
   op_t **ops = NULL;
   sync_group_t *g = NULL;
   uint32_t made = 0;
@@ -316,6 +284,5 @@ fail:
 out:
   free(ops);
   free(l.st);
-  free(l.h);
   return 0;
 }

@@ -10,7 +10,7 @@
 /* The driver event of an event.create exists, or could not be made. */
 static void event_created(void *ctx, obj_result_t *r)
 {
-  pending_t *p = ctx;
+  meth_pending_t *p = ctx;
   call_t *c = p->call;
 
   if (r->status != 0) {
@@ -19,21 +19,21 @@ static void event_created(void *ctx, obj_result_t *r)
   } else {
     msgpack_pack_uint64(call_result(c), p->handle);
   }
-  pending_finish(p);
+  meth_pending_finish(p);
 }
 
 /* event.create [device?] -> handle */
-int m_event_create(call_t *c)
+int m_event_create(call_t *c, const device_args_t *a)
 {
-  device_t *dev = c->args[0].dev;
+  device_t *dev = a->device.dev;
   event_t *ev;
-  pending_t *p;
+  meth_pending_t *p;
   int rc;
 
   ev = event_new(dev);
   if (ev == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory");
-  if ((p = pending_new(c)) == NULL) {
+  if ((p = meth_pending_new(c)) == NULL) {
     event_discard(ev);
     return HIPD_ENOMEM;
   }
@@ -41,26 +41,26 @@ int m_event_create(call_t *c)
   if (rc != 0) {
     event_discard(ev);
     call_fail(p->call, rc, "cannot add an event handle: %s", hipd_strerror(rc));
-    pending_finish(p);
+    meth_pending_finish(p);
     return 0;
   }
   event_start(ev, (obj_done_t){event_created, p});
   return 0;
 }
 
-/* The event of param @p i (an event handle), if alive. */
-static int arg_event(call_t *c, unsigned i, event_t **ev, uint64_t *h)
+/* The event of param @p a (an event handle), if alive. */
+static int arg_event(call_t *c, const arg_t *a, event_t **ev, uint64_t *h)
 {
-  *ev = c->args[i].obj;
-  *h = c->args[i].u;
-  return check_alive(c, "event", (*ev)->dev, (*ev)->epoch);
+  *ev = a->obj;
+  *h = a->u;
+  return meth_check_alive(c, "event", (*ev)->dev, (*ev)->epoch);
 }
 
 /* event.destroy [event] */
-int m_event_destroy(call_t *c)
+int m_event_destroy(call_t *c, const event_args_t *a)
 {
-  event_t *ev = c->args[0].obj;
-  uint64_t h = c->args[0].u;
+  event_t *ev = a->event.obj;
+  uint64_t h = a->event.u;
 
   res_event_free(c->s, h, ev);
   msgpack_pack_nil(call_result(c));
@@ -69,7 +69,7 @@ int m_event_destroy(call_t *c)
 
 /* event.record [event, stream?]: the mark is placed on the stream (default:
  * the session's default stream of the event's device). */
-int m_event_record(call_t *c)
+int m_event_record(call_t *c, const event_record_args_t *a)
 {
   event_t *ev;
   stream_t *st;
@@ -77,10 +77,10 @@ int m_event_record(call_t *c)
   op_t *op;
   int rc;
 
-  if ((rc = arg_event(c, 0, &ev, &h)) != 0)
+  if ((rc = arg_event(c, &a->event, &ev, &h)) != 0)
     return rc;
-  if (c->args[1].present) {
-    if ((rc = arg_stream(c, 1, &st, &sh)) != 0)
+  if (a->stream.present) {
+    if ((rc = meth_arg_stream(c, &a->stream, &st, &sh)) != 0)
       return rc;
     if (st->dev != ev->dev)
       return call_fail(c, HIPD_EINVAL,
@@ -88,14 +88,14 @@ int m_event_record(call_t *c)
                        "device %d",
                        (unsigned long long)h, ev->dev->id,
                        (unsigned long long)sh, st->dev->id);
-  } else if ((rc = default_stream(c, ev->dev, &st, &sh)) != 0) {
+  } else if ((rc = meth_default_stream(c, ev->dev, &st, &sh)) != 0) {
     return rc;
   }
-  if ((op = op_prepare(c, OP_RECORD, st, sh)) == NULL)
+  if ((op = meth_op_prepare(c, OP_RECORD, st, sh)) == NULL)
     return HIPD_ENOMEM;
   op->ev = ev;
   event_ref(ev);
-  op_start(op);
+  meth_op_start(op);
   return 0;
 }
 
@@ -110,13 +110,13 @@ static int check_recorded(call_t *c, const char *what, const event_t *ev,
 }
 
 /* event.query [event] -> true once the stream has passed the mark. */
-int m_event_query(call_t *c)
+int m_event_query(call_t *c, const event_args_t *a)
 {
   event_t *ev;
   uint64_t h;
   int rc;
 
-  if ((rc = arg_event(c, 0, &ev, &h)) != 0 ||
+  if ((rc = arg_event(c, &a->event, &ev, &h)) != 0 ||
       (rc = check_recorded(c, "the", ev, h)) != 0)
     return rc;
   if (ev->state == EVENT_COMPLETE && ev->status != 0)
@@ -132,56 +132,56 @@ int m_event_query(call_t *c)
 /* An event waited for completed: answer with its status. */
 static void event_waited(void *ctx, obj_result_t *r)
 {
-  pending_t *p = ctx;
+  meth_pending_t *p = ctx;
 
   if (r->status != 0)
     call_fail(p->call, r->status, "%s", r->err);
   else
     msgpack_pack_nil(call_result(p->call));
-  pending_finish(p);
+  meth_pending_finish(p);
 }
 
 /* event.synchronize [event]: answered when the mark is passed. */
-int m_event_synchronize(call_t *c)
+int m_event_synchronize(call_t *c, const event_args_t *a)
 {
   event_t *ev;
   uint64_t h;
-  pending_t *p;
+  meth_pending_t *p;
   int rc;
 
-  if ((rc = arg_event(c, 0, &ev, &h)) != 0 ||
+  if ((rc = arg_event(c, &a->event, &ev, &h)) != 0 ||
       (rc = check_recorded(c, "the", ev, h)) != 0)
     return rc;
-  if ((p = pending_new(c)) == NULL)
+  if ((p = meth_pending_new(c)) == NULL)
     return HIPD_ENOMEM;
   if (event_wait(ev, (obj_done_t){event_waited, p}) != 0)
-    pending_fail(p, HIPD_ENOMEM, "out of memory");
+    meth_pending_fail(p, HIPD_ENOMEM, "out of memory");
   return 0;
 }
 
 /* The device measured the time between two events. */
 static void elapsed_measured(void *ctx, obj_result_t *r)
 {
-  pending_t *p = ctx;
+  meth_pending_t *p = ctx;
 
   if (r->status != 0)
     call_fail(p->call, r->status, "%s", r->err);
   else
     msgpack_pack_float(call_result(p->call), r->device_ms);
-  pending_finish(p);
+  meth_pending_finish(p);
 }
 
 /* event.elapsed [start, stop] -> milliseconds (float) between two completed
  * marks of one device. */
-int m_event_elapsed(call_t *c)
+int m_event_elapsed(call_t *c, const event_elapsed_args_t *args)
 {
   event_t *a, *b;
   uint64_t ha, hb;
-  pending_t *p;
+  meth_pending_t *p;
   int rc;
 
-  if ((rc = arg_event(c, 0, &a, &ha)) != 0 ||
-      (rc = arg_event(c, 1, &b, &hb)) != 0 ||
+  if ((rc = arg_event(c, &args->start, &a, &ha)) != 0 ||
+      (rc = arg_event(c, &args->stop, &b, &hb)) != 0 ||
       (rc = check_recorded(c, "start", a, ha)) != 0 ||
       (rc = check_recorded(c, "stop", b, hb)) != 0)
     return rc;
@@ -197,9 +197,9 @@ int m_event_elapsed(call_t *c)
     return call_fail(c, a->status ? a->status : b->status,
                      "the stream of the %s event failed",
                      a->status ? "start" : "stop");
-  if ((p = pending_new(c)) == NULL)
+  if ((p = meth_pending_new(c)) == NULL)
     return HIPD_ENOMEM;
   if (event_elapsed(a, b, (obj_done_t){elapsed_measured, p}) != 0)
-    pending_fail(p, HIPD_ENOMEM, "out of memory");
+    meth_pending_fail(p, HIPD_ENOMEM, "out of memory");
   return 0;
 }

@@ -13,6 +13,9 @@
 #include "methods.h"
 #include "policy.h"
 
+_Static_assert(PARAM_LAUNCH_MAX == DRV_MAX_ARGS,
+               "dispatch bounds launch arguments by the driver's maximum");
+
 static const char *type_name(uint8_t t)
 {
   static const char *const names[] = {
@@ -71,22 +74,17 @@ static void find_ptr_cb(void *ctx, uint64_t h, void *obj)
     p->found = b;
 }
 
-static int arg_fail(call_t *c, unsigned i, const char *fmt, const char *what)
+/* The launch arguments dispatch decoded and checked (@p la, a
+ * P_LAUNCH_ARGS param: kinds and values), bound for @p dev: each buffer
+ * looked up among the session's, alive, on @p dev, with its offset inside
+ * it; each raw pointer inside one of the session's buffers on @p dev. The
+ * arguments hold references on those buffers. */
+static int args_bind(call_t *c, const arg_t *la, device_t *dev,
+                     launch_args_t *out)
 {
-  return call_fail(c, HIPD_EPARAMS, "argument %u: %s%s", i, fmt, what);
-}
-
-/* Parse param @p pi (an array, dispatch checked) of [kind, value(, offset)]
- * for @p dev. */
-static int args_parse(call_t *c, unsigned pi, device_t *dev, launch_args_t *out)
-{
-  const msgpack_object *o = c->args[pi].o;
-  uint32_t n = o->via.array.size;
+  uint32_t n = la->n;
 
   memset(out, 0, sizeof(*out));
-  if (n > DRV_MAX_ARGS)
-    return call_fail(c, HIPD_EPARAMS, "%u arguments, more than %d", n,
-                     DRV_MAX_ARGS);
   out->args = calloc(n ? n : 1, sizeof(*out->args));
   out->bufs = calloc(n ? n : 1, sizeof(*out->bufs));
   if (out->args == NULL || out->bufs == NULL) {
@@ -95,38 +93,23 @@ static int args_parse(call_t *c, unsigned pi, device_t *dev, launch_args_t *out)
   }
   out->nargs = n;
   for (uint32_t i = 0; i < n; i++) {
-    const msgpack_object *a = &o->via.array.ptr[i];
-    const msgpack_object *v;
+    const param_larg_t *a = &la->largs[i];
     drv_arg_t *d = &out->args[i];
-    int64_t iv;
-    double dv;
+    ptr_search_t ps = {.dev = dev, .addr = a->u};
+    buffer_t *b = NULL;
     int rc = 0;
 
-    if (a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size < 2 ||
-        a->via.array.size > 3 || a->via.array.ptr[0].type != MSGPACK_OBJECT_STR)
-      rc = arg_fail(c, i, "must be [kind, value] with kind ",
-                    "buf, ptr, i32, i64, f32 or f64");
-    else if ((v = &a->via.array.ptr[1]),
-             proto_obj_streq(&a->via.array.ptr[0], "buf")) {
-      buffer_t *b;
-      uint64_t off = 0;
-      int hr = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER
-                   ? handles_get(&c->s->handles, v->via.u64, HANDLE_BUFFER,
-                                 (void **)&b)
-                   : HIPD_EHANDLE;
-      if (hr != 0) {
-        rc = call_fail_handle(c, "buffer argument", v->via.u64, HANDLE_BUFFER,
-                              hr);
-      } else if (a->via.array.size == 3 &&
-                 proto_obj_uint(&a->via.array.ptr[2], UINT64_MAX, &off) != 0) {
-        rc =
-            arg_fail(c, i, "the buffer offset must be ", "an unsigned integer");
-      } else if (off >= b->mem.size) {
+    switch (a->kind) {
+    case LARG_BUF:
+      rc = handles_get(&c->s->handles, a->u, HANDLE_BUFFER, (void **)&b);
+      if (rc != 0) {
+        rc = call_fail_handle(c, "buffer argument", a->u, HANDLE_BUFFER, rc);
+      } else if (a->off >= b->mem.size) {
         rc = call_fail(c, HIPD_ERANGE,
                        "argument %u: offset %llu is not inside a buffer of "
                        "%zu bytes",
-                       i, (unsigned long long)off, b->mem.size);
-      } else if ((rc = check_alive(c, "buffer", b->dev, b->epoch)) != 0) {
+                       i, (unsigned long long)a->off, b->mem.size);
+      } else if ((rc = meth_check_alive(c, "buffer", b->dev, b->epoch)) != 0) {
         /* answered */
       } else if (b->dev != dev) {
         rc = call_fail(c, HIPD_EINVAL,
@@ -134,68 +117,45 @@ static int args_parse(call_t *c, unsigned pi, device_t *dev, launch_args_t *out)
                        "on device %d",
                        i, b->dev->id, dev->id);
       } else {
-        d->kind = KARG_PTR;
-        d->v.ptr = (char *)b->mem.ptr + off;
-        buffer_ref(b);
-        out->bufs[out->nbufs++] = b;
+        d->v.ptr = (char *)b->mem.ptr + a->off;
       }
-    } else if (proto_obj_streq(&a->via.array.ptr[0], "ptr")) {
-      ptr_search_t ps = {.dev = dev};
-      if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
-        rc = arg_fail(c, i, "a raw pointer must be ", "an unsigned integer");
-      } else {
-        ps.addr = v->via.u64;
-        handles_foreach(&c->s->handles, HANDLE_BUFFER, find_ptr_cb, &ps);
-        if (ps.found == NULL) {
-          rc = call_fail(c, HIPD_EPERM,
-                         "argument %u: pointer 0x%llx is not inside a buffer "
-                         "of this session on device %d",
-                         i, (unsigned long long)ps.addr, dev->id);
-        } else if ((rc = check_alive(c, "buffer", ps.found->dev,
-                                     ps.found->epoch)) != 0) {
-          /* answered */
-        } else {
-          d->kind = KARG_PTR;
-          d->v.ptr = (void *)(uintptr_t)ps.addr;
-          buffer_ref(ps.found);
-          out->bufs[out->nbufs++] = ps.found;
-        }
-      }
-    } else if (proto_obj_streq(&a->via.array.ptr[0], "i32")) {
-      rc = proto_obj_int(v, INT32_MIN, UINT32_MAX, &iv);
-      if (rc != 0)
-        rc = arg_fail(c, i, "an i32 must be ", "an integer in 32 bits");
+      break;
+    case LARG_PTR:
+      handles_foreach(&c->s->handles, HANDLE_BUFFER, find_ptr_cb, &ps);
+      if ((b = ps.found) == NULL)
+        rc = call_fail(c, HIPD_EPERM,
+                       "argument %u: pointer 0x%llx is not inside a buffer "
+                       "of this session on device %d",
+                       i, (unsigned long long)ps.addr, dev->id);
+      else
+        rc = meth_check_alive(c, "buffer", b->dev, b->epoch);
+      d->v.ptr = (void *)(uintptr_t)ps.addr;
+      break;
+    case LARG_I32:
       d->kind = KARG_I32;
-      d->v.i32 = (int32_t)(uint32_t)iv;
-    } else if (proto_obj_streq(&a->via.array.ptr[0], "i64")) {
-      uint64_t u;
-      if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-        u = v->via.u64;
-        d->v.i64 = (int64_t)u;
-      } else if (proto_obj_int(v, INT64_MIN, INT64_MAX, &iv) == 0) {
-        d->v.i64 = iv;
-      } else {
-        rc = arg_fail(c, i, "an i64 must be ", "an integer");
-      }
+      d->v.i32 = a->v.i32;
+      break;
+    case LARG_I64:
       d->kind = KARG_I64;
-    } else if (proto_obj_streq(&a->via.array.ptr[0], "f32") ||
-               proto_obj_streq(&a->via.array.ptr[0], "f64")) {
-      if (proto_obj_double(v, &dv) != 0) {
-        rc = arg_fail(c, i, "a float must be ", "a number");
-      } else if (proto_obj_streq(&a->via.array.ptr[0], "f32")) {
-        d->kind = KARG_F32;
-        d->v.f32 = (float)dv;
-      } else {
-        d->kind = KARG_F64;
-        d->v.f64 = dv;
-      }
-    } else {
-      rc = arg_fail(c, i, "unknown kind (use ",
-                    "buf, ptr, i32, i64, f32 or f64)");
+      d->v.i64 = a->v.i64;
+      break;
+    case LARG_F32:
+      d->kind = KARG_F32;
+      d->v.f32 = a->v.f32;
+      break;
+    default: /* LARG_F64: dispatch checked the kinds */
+      d->kind = KARG_F64;
+      d->v.f64 = a->v.f64;
+      break;
     }
     if (rc != 0) {
       args_release(out);
       return rc;
+    }
+    if (b != NULL) {
+      d->kind = KARG_PTR;
+      buffer_ref(b);
+      out->bufs[out->nbufs++] = b;
     }
   }
   return 0;
@@ -284,7 +244,7 @@ static void launch_submit(call_t *d, kernel_t *k, stream_t *st, uint64_t sh,
                           const uint32_t g[3], const uint32_t b[3],
                           uint32_t shared, launch_args_t *a, int wait)
 {
-  op_t *op = op_prepare_deferred(d, OP_LAUNCH, st, sh);
+  op_t *op = meth_op_prepare_deferred(d, OP_LAUNCH, st, sh);
 
   if (op == NULL) {
     args_release(a);
@@ -301,7 +261,7 @@ static void launch_submit(call_t *d, kernel_t *k, stream_t *st, uint64_t sh,
   op->nbufs = a->nbufs;
   op->wait = wait;
   memset(a, 0, sizeof(*a));
-  op_start(op);
+  meth_op_start(op);
 }
 
 /* ------------------------------------------------------------- compiling */
@@ -319,7 +279,7 @@ static void compile_done(void *ctx, const kernel_result_t *r)
   compile_ctx_t *cc = ctx;
   call_t *c = cc->call;
   session_t *s = c->s;
-  msgpack_packer *pk;
+  pack_map_t m;
 
   if (r->status != 0) {
     call_fail(c, r->status, "%s", r->error);
@@ -329,7 +289,7 @@ static void compile_done(void *ctx, const kernel_result_t *r)
     stream_t *st;
     uint64_t sh;
     if (s->closing || args_check(c, r->kernel, &cc->args) != 0 ||
-        default_stream(c, r->kernel->dev, &st, &sh) != 0) {
+        meth_default_stream(c, r->kernel->dev, &st, &sh) != 0) {
       if (s->closing)
         call_fail(c, HIPD_ECANCELED, "the session closed");
       kernel_unref(r->kernel);
@@ -341,9 +301,9 @@ static void compile_done(void *ctx, const kernel_result_t *r)
     free(cc);
     return;
   }
-  if ((pk = compile_answer(c, r, 1)) != NULL) {
-    proto_pack_cstr(pk, "params");
-    pack_params(pk, r->kernel);
+  if (meth_compile_answer(c, r, &m) == 0) {
+    pack_params(pack_key(&m, "params"), r->kernel);
+    pack_map_end(&m);
   }
 out:
   args_release(&cc->args);
@@ -351,15 +311,13 @@ out:
   free(cc);
 }
 
-/* The options of param @p i into @p opts, but for hipd's own --lang=L
+/* The options param @p a into @p opts, but for hipd's own --lang=L
  * (the source language, kernels/lang.h: "hip" or "cuda"; the last one
  * counts), which goes to *lang and never to a compiler. @return 0 or
  * ELANG (answered). */
-static int options_split(call_t *c, unsigned i, const char **opts,
+static int options_split(call_t *c, const arg_t *a, const char **opts,
                          size_t *nopts, const char **lang)
 {
-  const arg_t *a = &c->args[i];
-
   *nopts = 0;
   *lang = NULL;
   for (uint32_t k = 0; k < a->n; k++) {
@@ -379,19 +337,20 @@ static int options_split(call_t *c, unsigned i, const char **opts,
 
 /* Compile the source, name, options and target of a compile request
  * [source, name, options?, target?]. kernel_build copies what it keeps. */
-static int compile_common(call_t *c, int refresh)
+static int compile_common(call_t *c, const kernel_compile_args_t *a,
+                          int refresh)
 {
-  const arg_t *target = &c->args[3];
+  const arg_t *target = &a->target;
   kernel_request_t req = {0};
   const char *opts[MAX_OPTIONS];
   compile_ctx_t *cc;
   int rc;
 
-  if (c->args[0].s == NULL || c->args[1].len == 0)
+  if (a->source.s == NULL || a->name.len == 0)
     return call_fail(c, HIPD_EPARAMS,
                      "the source and the kernel name are "
                      "required");
-  if ((rc = options_split(c, 2, opts, &req.nopts, &req.lang)) != 0)
+  if ((rc = options_split(c, &a->options, opts, &req.nopts, &req.lang)) != 0)
     return rc;
   /* The target: a device (the current one if absent) or an architecture. */
   req.dev = target->dev;
@@ -403,9 +362,9 @@ static int compile_common(call_t *c, int refresh)
     free(cc);
     return HIPD_ENOMEM;
   }
-  req.source = c->args[0].s;
-  req.source_len = c->args[0].len;
-  req.name = c->args[1].s;
+  req.source = a->source.s;
+  req.source_len = a->source.len;
+  req.name = a->name.s;
   req.opts = opts;
   req.refresh = refresh;
   kernel_build(&req, compile_done, cc);
@@ -416,22 +375,22 @@ static int compile_common(call_t *c, int refresh)
  * binary replaces any cached one). target: a device id (default: the
  * current device) or an architecture name ("gfx90a", "sm_90") to compile
  * without loading. */
-int m_kernel_compile(call_t *c)
+int m_kernel_compile(call_t *c, const kernel_compile_args_t *a)
 {
-  return compile_common(c, 1);
+  return compile_common(c, a, 1);
 }
 
 /* kernel.compile_cached: the same, through the cache. */
-int m_kernel_compile_cached(call_t *c)
+int m_kernel_compile_cached(call_t *c, const kernel_compile_args_t *a)
 {
-  return compile_common(c, 0);
+  return compile_common(c, a, 0);
 }
 
 /* kernel.destroy [kernel] */
-int m_kernel_destroy(call_t *c)
+int m_kernel_destroy(call_t *c, const kernel_args_t *a)
 {
-  kernel_t *k = c->args[0].obj;
-  uint64_t h = c->args[0].u;
+  kernel_t *k = a->kernel.obj;
+  uint64_t h = a->kernel.u;
 
   res_kernel_free(c->s, h, k);
   msgpack_pack_nil(call_result(c));
@@ -439,18 +398,16 @@ int m_kernel_destroy(call_t *c)
 }
 
 /* kernel.info [kernel] -> {name, device, params} */
-int m_kernel_info(call_t *c)
+int m_kernel_info(call_t *c, const kernel_args_t *a)
 {
-  kernel_t *k = c->args[0].obj;
-  msgpack_packer *pk = call_result(c);
+  kernel_t *k = a->kernel.obj;
+  pack_map_t m;
 
-  msgpack_pack_map(pk, 3);
-  proto_pack_cstr(pk, "name");
-  proto_pack_cstr(pk, k->name);
-  proto_pack_cstr(pk, "device");
-  msgpack_pack_int(pk, k->dev->id);
-  proto_pack_cstr(pk, "params");
-  pack_params(pk, k);
+  pack_map_begin(&m, call_result(c));
+  pack_kv_str(&m, "name", k->name);
+  pack_kv_i64(&m, "device", k->dev->id);
+  pack_params(pack_key(&m, "params"), k);
+  pack_map_end(&m);
   return 0;
 }
 
@@ -458,18 +415,18 @@ int m_kernel_info(call_t *c)
  * queue the launch (answered once submitted; errors of the kernel's
  * execution are reported by the stream's next synchronisation, and on the
  * CPU device by this call); with wait true, answered once it has run. */
-int m_kernel_launch(call_t *c)
+int m_kernel_launch(call_t *c, const kernel_launch_args_t *p)
 {
-  kernel_t *k = c->args[0].obj;
-  const uint32_t *g = c->args[1].dims, *b = c->args[2].dims;
-  uint64_t sh, shared = c->args[3].u; /* 0 when nil */
-  int wait = c->args[6].present && c->args[6].b;
+  kernel_t *k = p->kernel.obj;
+  const uint32_t *g = p->grid.dims, *b = p->block.dims;
+  uint64_t sh, shared = p->shared_mem.u; /* 0 when nil */
+  int wait = p->wait.present && p->wait.b;
   stream_t *st;
   launch_args_t a;
   call_t *d;
   int rc;
 
-  if ((rc = check_alive(c, "kernel", k->dev, kernel_epoch(k))) ||
+  if ((rc = meth_check_alive(c, "kernel", k->dev, kernel_epoch(k))) ||
       (rc = check_limits(c, k->dev, g, b, shared)))
     return rc;
   if (k->max_threads != 0 && (uint64_t)b[0] * b[1] * b[2] > k->max_threads)
@@ -478,18 +435,18 @@ int m_kernel_launch(call_t *c)
                      "threads (its block param); this block has %llu",
                      k->name, k->max_threads,
                      (unsigned long long)b[0] * b[1] * b[2]);
-  if (c->args[4].present) {
-    if ((rc = arg_stream(c, 4, &st, &sh)) != 0)
+  if (p->stream.present) {
+    if ((rc = meth_arg_stream(c, &p->stream, &st, &sh)) != 0)
       return rc;
     if (st->dev != k->dev)
       return call_fail(c, HIPD_EINVAL,
                        "stream 0x%llx is on device %d; the kernel on device "
                        "%d",
                        (unsigned long long)sh, st->dev->id, k->dev->id);
-  } else if ((rc = default_stream(c, k->dev, &st, &sh)) != 0) {
+  } else if ((rc = meth_default_stream(c, k->dev, &st, &sh)) != 0) {
     return rc;
   }
-  if ((rc = args_parse(c, 5, k->dev, &a)) != 0)
+  if ((rc = args_bind(c, &p->args, k->dev, &a)) != 0)
     return rc;
   if ((rc = args_check(c, k, &a)) != 0) {
     args_release(&a);
@@ -515,10 +472,10 @@ static const char *const *langs_of(const device_t *dev)
  * wait?]: compile through the cache for the current device and launch on
  * its default stream; answered when the kernel has run, or with wait false
  * once the launch is submitted (as upstream Sarek's run_source). */
-int m_run_source(call_t *c)
+int m_run_source(call_t *c, const run_source_args_t *a)
 {
-  const char *lang = c->args[1].s;
-  uint64_t shared = c->args[5].u; /* 0 when nil */
+  const char *lang = a->lang.s;
+  uint64_t shared = a->shared_mem.u; /* 0 when nil */
   device_t *dev = device_get(c->s->device);
   compile_ctx_t *cc;
   kernel_request_t req = {0};
@@ -530,7 +487,7 @@ int m_run_source(call_t *c)
     policy_device_refusal(c->s->d, c->s->peer_who, dev, &err);
     return call_fail(c, err.code, "%s", err.msg);
   }
-  if (c->args[0].s == NULL || c->args[2].len == 0)
+  if (a->source.s == NULL || a->kernel_name.len == 0)
     return call_fail(c, HIPD_EPARAMS,
                      "the source and the kernel name are "
                      "required");
@@ -544,11 +501,11 @@ int m_run_source(call_t *c)
   if (cc == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory");
   cc->run = 1;
-  cc->wait = !c->args[7].present || c->args[7].b;
-  memcpy(cc->block, c->args[3].dims, sizeof(cc->block));
-  memcpy(cc->grid, c->args[4].dims, sizeof(cc->grid));
+  cc->wait = !a->wait.present || a->wait.b;
+  memcpy(cc->block, a->block.dims, sizeof(cc->block));
+  memcpy(cc->grid, a->grid.dims, sizeof(cc->grid));
   if ((rc = check_limits(c, dev, cc->grid, cc->block, shared)) ||
-      (rc = args_parse(c, 6, dev, &cc->args))) {
+      (rc = args_bind(c, &a->args, dev, &cc->args))) {
     free(cc);
     return rc;
   }
@@ -558,9 +515,9 @@ int m_run_source(call_t *c)
     free(cc);
     return HIPD_ENOMEM;
   }
-  req.source = c->args[0].s;
-  req.source_len = c->args[0].len;
-  req.name = c->args[2].s;
+  req.source = a->source.s;
+  req.source_len = a->source.len;
+  req.name = a->kernel_name.s;
   req.dev = dev;
   req.lang = lang;
   kernel_build(&req, compile_done, cc);
@@ -568,18 +525,9 @@ int m_run_source(call_t *c)
 }
 
 /* supported_source_langs [device?] -> ["hip", ...] */
-int m_supported_source_langs(call_t *c)
+int m_supported_source_langs(call_t *c, const device_args_t *a)
 {
-  const char *const *l = langs_of(c->args[0].dev);
-  uint32_t n = 0;
-  msgpack_packer *pk;
-
-  while (l[n] != NULL)
-    n++;
-  pk = call_result(c);
-  msgpack_pack_array(pk, n);
-  for (uint32_t i = 0; i < n; i++)
-    proto_pack_cstr(pk, l[i]);
+  meth_pack_strv(call_result(c), langs_of(a->device.dev));
   return 0;
 }
 
@@ -592,33 +540,23 @@ int m_execute_direct(call_t *c)
 
 static void pack_cache_stats(msgpack_packer *pk, const cache_stats_t *st)
 {
-  msgpack_pack_map(pk, 13);
-  proto_pack_cstr(pk, "hits_memory");
-  msgpack_pack_uint64(pk, st->hits_memory);
-  proto_pack_cstr(pk, "hits_disk");
-  msgpack_pack_uint64(pk, st->hits_disk);
-  proto_pack_cstr(pk, "hits");
-  msgpack_pack_uint64(pk, st->hits_memory + st->hits_disk + st->waits);
-  proto_pack_cstr(pk, "misses");
-  msgpack_pack_uint64(pk, st->misses);
-  proto_pack_cstr(pk, "waits");
-  msgpack_pack_uint64(pk, st->waits);
-  proto_pack_cstr(pk, "compile_failures");
-  msgpack_pack_uint64(pk, st->compile_failures);
-  proto_pack_cstr(pk, "corrupt");
-  msgpack_pack_uint64(pk, st->corrupt);
-  proto_pack_cstr(pk, "auth_failures");
-  msgpack_pack_uint64(pk, st->auth_failures);
-  proto_pack_cstr(pk, "evictions");
-  msgpack_pack_uint64(pk, st->evictions);
-  proto_pack_cstr(pk, "entries");
-  msgpack_pack_uint64(pk, st->entries);
-  proto_pack_cstr(pk, "bytes");
-  msgpack_pack_uint64(pk, st->bytes);
-  proto_pack_cstr(pk, "disk_entries");
-  msgpack_pack_uint64(pk, st->disk_entries);
-  proto_pack_cstr(pk, "disk_bytes");
-  msgpack_pack_uint64(pk, st->disk_bytes);
+  pack_map_t m;
+
+  pack_map_begin(&m, pk);
+  pack_kv_u64(&m, "hits_memory", st->hits_memory);
+  pack_kv_u64(&m, "hits_disk", st->hits_disk);
+  pack_kv_u64(&m, "hits", st->hits_memory + st->hits_disk + st->waits);
+  pack_kv_u64(&m, "misses", st->misses);
+  pack_kv_u64(&m, "waits", st->waits);
+  pack_kv_u64(&m, "compile_failures", st->compile_failures);
+  pack_kv_u64(&m, "corrupt", st->corrupt);
+  pack_kv_u64(&m, "auth_failures", st->auth_failures);
+  pack_kv_u64(&m, "evictions", st->evictions);
+  pack_kv_u64(&m, "entries", st->entries);
+  pack_kv_u64(&m, "bytes", st->bytes);
+  pack_kv_u64(&m, "disk_entries", st->disk_entries);
+  pack_kv_u64(&m, "disk_bytes", st->disk_bytes);
+  pack_map_end(&m);
 }
 
 static void cache_stats_done(void *ctx, int status, const cache_stats_t *st)

@@ -38,7 +38,7 @@ static const struct {
 /* A mem.alloc* buffer was made, or not: keep it under a handle. */
 static void allocated(void *ctx, obj_result_t *r)
 {
-  pending_t *p = ctx;
+  meth_pending_t *p = ctx;
   call_t *c = p->call;
   uint64_t h;
   int rc;
@@ -51,7 +51,7 @@ static void allocated(void *ctx, obj_result_t *r)
   } else {
     msgpack_pack_uint64(call_result(c), h);
   }
-  pending_finish(p);
+  meth_pending_finish(p);
 }
 
 /* Allocate @p count elements of @p elem_size bytes on @p dev. */
@@ -59,7 +59,7 @@ static int alloc_common(call_t *c, device_t *dev, uint64_t count,
                         uint64_t elem_size)
 {
   hipd_err_t err;
-  pending_t *p;
+  meth_pending_t *p;
   uint64_t size;
   int rc;
 
@@ -77,7 +77,7 @@ static int alloc_common(call_t *c, device_t *dev, uint64_t count,
   /* Reserved now so that concurrent allocations cannot pass the quota. */
   if ((rc = res_mem_reserve(c->s, size, &err)) != 0)
     return call_fail(c, rc, "%s", err.msg);
-  if ((p = pending_new(c)) == NULL) {
+  if ((p = meth_pending_new(c)) == NULL) {
     res_mem_release(c->s, size);
     return HIPD_ENOMEM;
   }
@@ -85,17 +85,17 @@ static int alloc_common(call_t *c, device_t *dev, uint64_t count,
   if (buffer_alloc(dev, (size_t)size, (size_t)elem_size,
                    (obj_done_t){allocated, p}) != 0) {
     res_mem_release(c->s, size);
-    pending_fail(p, HIPD_ENOMEM, "out of memory");
+    meth_pending_fail(p, HIPD_ENOMEM, "out of memory");
   }
   return 0;
 }
 
 /* mem.alloc [count, kind, device?] -> buffer handle */
-int m_mem_alloc(call_t *c)
+int m_mem_alloc(call_t *c, const mem_alloc_args_t *a)
 {
-  uint64_t count = c->args[0].u;
-  const char *kind = c->args[1].s;
-  device_t *dev = c->args[2].dev;
+  uint64_t count = a->count.u;
+  const char *kind = a->kind.s;
+  device_t *dev = a->device.dev;
 
   for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
     if (strcmp(kinds[i].name, kind) == 0)
@@ -109,34 +109,34 @@ int m_mem_alloc(call_t *c)
 
 /* mem.alloc_custom [size, elem_size, device?] -> buffer handle: @p size
  * elements of @p elem_size bytes (a record type's size). */
-int m_mem_alloc_custom(call_t *c)
+int m_mem_alloc_custom(call_t *c, const mem_alloc_custom_args_t *a)
 {
-  return alloc_common(c, c->args[2].dev, c->args[0].u, c->args[1].u);
+  return alloc_common(c, a->device.dev, a->size.u, a->elem_size.u);
 }
 
 /* mem.free [buffer]: the handle goes now; the memory after the work
  * queued on it. */
-int m_mem_free(call_t *c)
+int m_mem_free(call_t *c, const buffer_args_t *a)
 {
-  buffer_t *b = c->args[0].obj;
-  uint64_t h = c->args[0].u;
+  buffer_t *b = a->buffer.obj;
+  uint64_t h = a->buffer.u;
 
   res_buffer_free(c->s, h, b);
   msgpack_pack_nil(call_result(c));
   return 0;
 }
 
-/* The stream for a transfer on @p dev: param @p i if given (it must be on
- * one of the devices involved), else the session's default stream of
- * @p dev. */
-static int op_stream(call_t *c, int i, device_t *dev, device_t *other,
-                     stream_t **st, uint64_t *h)
+/* The stream for a transfer on @p dev: param @p stream if given (it must
+ * be on one of the devices involved), else (NULL) the session's default
+ * stream of @p dev. */
+static int op_stream(call_t *c, const arg_t *stream, device_t *dev,
+                     device_t *other, stream_t **st, uint64_t *h)
 {
   int rc;
 
-  if (i < 0)
-    return default_stream(c, dev, st, h);
-  if ((rc = arg_stream(c, (unsigned)i, st, h)) != 0)
+  if (stream == NULL)
+    return meth_default_stream(c, dev, st, h);
+  if ((rc = meth_arg_stream(c, stream, st, h)) != 0)
     return rc;
   if ((*st)->dev != dev && (*st)->dev != other)
     return call_fail(c, HIPD_EINVAL,
@@ -146,20 +146,22 @@ static int op_stream(call_t *c, int i, device_t *dev, device_t *other,
   return 0;
 }
 
-/* mem.write[_async] [buffer, offset, data, stream] */
-static int write_common(call_t *c, int stream_arg)
+/* mem.write[_async] [buffer, offset, data, stream]; @p stream NULL for
+ * mem.write. */
+static int write_common(call_t *c, const mem_write_args_t *a,
+                        const arg_t *stream)
 {
   buffer_t *b;
   stream_t *st;
-  const char *data = c->args[2].s;
-  size_t len = c->args[2].len;
-  uint64_t off = c->args[1].u, sh;
+  const char *data = a->data.s;
+  size_t len = a->data.len;
+  uint64_t off = a->offset.u, sh;
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, &b)) != 0 ||
-      (rc = check_range(c, "write", b, off, len)) != 0 ||
-      (rc = op_stream(c, stream_arg, b->dev, NULL, &st, &sh)) != 0)
+  if ((rc = meth_arg_buffer(c, &a->buffer, &b)) != 0 ||
+      (rc = meth_check_range(c, "write", b, off, len)) != 0 ||
+      (rc = op_stream(c, stream, b->dev, NULL, &st, &sh)) != 0)
     return rc;
   /* The request's bytes go when the handler returns. A large write takes
    * the session's whole input buffer instead (no copy on the loop); a
@@ -174,7 +176,7 @@ static int write_common(call_t *c, int stream_arg)
       return call_fail(c, HIPD_ENOMEM, "out of memory staging %zu bytes", len);
     memcpy(copy, data, len);
   }
-  if ((op = op_prepare(c, OP_WRITE, st, sh)) == NULL) {
+  if ((op = meth_op_prepare(c, OP_WRITE, st, sh)) == NULL) {
     bufpool_put(block ? block : copy);
     return HIPD_ENOMEM;
   }
@@ -184,27 +186,30 @@ static int write_common(call_t *c, int stream_arg)
   buffer_ref(b);
   op->dst_off = off;
   op->n = len;
-  op->wait = stream_arg < 0;
-  op_start(op);
+  op->wait = stream == NULL;
+  meth_op_start(op);
   return 0;
 }
 
-int m_mem_write(call_t *c)
+int m_mem_write(call_t *c, const mem_write_args_t *a)
 {
-  return write_common(c, -1);
+  return write_common(c, a, NULL);
 }
 
-int m_mem_write_async(call_t *c)
+int m_mem_write_async(call_t *c, const mem_write_async_args_t *a)
 {
-  return write_common(c, 3);
+  const mem_write_args_t w = {a->buffer, a->offset, a->data};
+
+  return write_common(c, &w, &a->stream);
 }
 
-/* mem.read[_async] [buffer, offset, length, stream] -> bin */
-static int read_common(call_t *c, int stream_arg)
+/* mem.read[_async] [buffer, offset, length, stream] -> bin; @p stream
+ * NULL for mem.read. */
+static int read_common(call_t *c, const mem_read_args_t *a, const arg_t *stream)
 {
   buffer_t *b;
   stream_t *st;
-  uint64_t off = c->args[1].u, len = c->args[2].u, sh;
+  uint64_t off = a->offset.u, len = a->length.u, sh;
   /* The reply must fit the daemon's message limit and the client
    * library's (the default), with room for its head. */
   size_t max = c->s->d->cfg.limits.max_message < PROTO_DEFAULT_MAX_MESSAGE
@@ -215,21 +220,21 @@ static int read_common(call_t *c, int stream_arg)
   void *host;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, &b)) != 0 ||
-      (rc = check_range(c, "read", b, off, len)) != 0)
+  if ((rc = meth_arg_buffer(c, &a->buffer, &b)) != 0 ||
+      (rc = meth_check_range(c, "read", b, off, len)) != 0)
     return rc;
   if (len > max)
     return call_fail(c, HIPD_EMSGSIZE,
                      "%llu bytes do not fit in one reply (max message %zu): "
                      "read in parts",
                      (unsigned long long)len, max);
-  if ((rc = op_stream(c, stream_arg, b->dev, NULL, &st, &sh)) != 0)
+  if ((rc = op_stream(c, stream, b->dev, NULL, &st, &sh)) != 0)
     return rc;
   host = bufpool_get(len);
   if (host == NULL)
     return call_fail(c, HIPD_ENOMEM, "out of memory for %llu bytes",
                      (unsigned long long)len);
-  if ((op = op_prepare(c, OP_READ, st, sh)) == NULL) {
+  if ((op = meth_op_prepare(c, OP_READ, st, sh)) == NULL) {
     bufpool_put(host);
     return HIPD_ENOMEM;
   }
@@ -238,36 +243,40 @@ static int read_common(call_t *c, int stream_arg)
   buffer_ref(b);
   op->src_off = off;
   op->n = len;
-  op_start(op);
+  meth_op_start(op);
   return 0;
 }
 
-int m_mem_read(call_t *c)
+int m_mem_read(call_t *c, const mem_read_args_t *a)
 {
-  return read_common(c, -1);
+  return read_common(c, a, NULL);
 }
 
-int m_mem_read_async(call_t *c)
+int m_mem_read_async(call_t *c, const mem_read_async_args_t *a)
 {
-  return read_common(c, 3);
+  const mem_read_args_t r = {a->buffer, a->offset, a->length};
+
+  return read_common(c, &r, &a->stream);
 }
 
-/* mem.copy[_async] [dst, dst_offset, src, src_offset, length, stream] */
-static int copy_common(call_t *c, int stream_arg)
+/* mem.copy[_async] [dst, dst_offset, src, src_offset, length, stream];
+ * @p stream NULL for mem.copy. */
+static int copy_common(call_t *c, const mem_copy_args_t *a, const arg_t *stream)
 {
   buffer_t *dst, *src;
   stream_t *st;
-  uint64_t doff = c->args[1].u, soff = c->args[3].u, len = c->args[4].u, sh;
+  uint64_t doff = a->dst_offset.u, soff = a->src_offset.u, len = a->length.u;
+  uint64_t sh;
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, &dst)) != 0 ||
-      (rc = arg_buffer(c, 2, &src)) != 0 ||
-      (rc = check_range(c, "copy destination", dst, doff, len)) != 0 ||
-      (rc = check_range(c, "copy source", src, soff, len)) != 0 ||
-      (rc = op_stream(c, stream_arg, dst->dev, src->dev, &st, &sh)) != 0)
+  if ((rc = meth_arg_buffer(c, &a->dst, &dst)) != 0 ||
+      (rc = meth_arg_buffer(c, &a->src, &src)) != 0 ||
+      (rc = meth_check_range(c, "copy destination", dst, doff, len)) != 0 ||
+      (rc = meth_check_range(c, "copy source", src, soff, len)) != 0 ||
+      (rc = op_stream(c, stream, dst->dev, src->dev, &st, &sh)) != 0)
     return rc;
-  if ((op = op_prepare(c, OP_COPY, st, sh)) == NULL)
+  if ((op = meth_op_prepare(c, OP_COPY, st, sh)) == NULL)
     return HIPD_ENOMEM;
   op->dst = dst;
   op->src = src;
@@ -276,62 +285,69 @@ static int copy_common(call_t *c, int stream_arg)
   op->dst_off = doff;
   op->src_off = soff;
   op->n = len;
-  op->wait = stream_arg < 0;
-  op_start(op);
+  op->wait = stream == NULL;
+  meth_op_start(op);
   return 0;
 }
 
-int m_mem_copy(call_t *c)
+int m_mem_copy(call_t *c, const mem_copy_args_t *a)
 {
-  return copy_common(c, -1);
+  return copy_common(c, a, NULL);
 }
 
-int m_mem_copy_async(call_t *c)
+int m_mem_copy_async(call_t *c, const mem_copy_async_args_t *a)
 {
-  return copy_common(c, 5);
+  const mem_copy_args_t m = {a->dst, a->dst_offset, a->src, a->src_offset,
+                             a->length};
+
+  return copy_common(c, &m, &a->stream);
 }
 
-/* mem.memset[_async] [buffer, offset, length, value, stream] */
-static int memset_common(call_t *c, int stream_arg)
+/* mem.memset[_async] [buffer, offset, length, value, stream]; @p stream
+ * NULL for mem.memset. */
+static int memset_common(call_t *c, const mem_memset_args_t *a,
+                         const arg_t *stream)
 {
   buffer_t *b;
   stream_t *st;
-  uint64_t off = c->args[1].u, len = c->args[2].u, value = c->args[3].u, sh;
+  uint64_t off = a->offset.u, len = a->length.u, value = a->value.u, sh;
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, &b)) != 0 ||
-      (rc = check_range(c, "memset", b, off, len)) != 0 ||
-      (rc = op_stream(c, stream_arg, b->dev, NULL, &st, &sh)) != 0)
+  if ((rc = meth_arg_buffer(c, &a->buffer, &b)) != 0 ||
+      (rc = meth_check_range(c, "memset", b, off, len)) != 0 ||
+      (rc = op_stream(c, stream, b->dev, NULL, &st, &sh)) != 0)
     return rc;
-  if ((op = op_prepare(c, OP_MEMSET, st, sh)) == NULL)
+  if ((op = meth_op_prepare(c, OP_MEMSET, st, sh)) == NULL)
     return HIPD_ENOMEM;
   op->dst = b;
   buffer_ref(b);
   op->dst_off = off;
   op->n = len;
   op->value = (int)value;
-  op->wait = stream_arg < 0;
-  op_start(op);
+  op->wait = stream == NULL;
+  meth_op_start(op);
   return 0;
 }
 
-int m_mem_memset(call_t *c)
+int m_mem_memset(call_t *c, const mem_memset_args_t *a)
 {
-  return memset_common(c, -1);
+  return memset_common(c, a, NULL);
 }
 
-int m_mem_memset_async(call_t *c)
+int m_mem_memset_async(call_t *c, const mem_memset_async_args_t *a)
 {
-  return memset_common(c, 4);
+  const mem_memset_args_t m = {a->buffer, a->offset, a->length, a->value};
+
+  return memset_common(c, &m, &a->stream);
 }
 
-int m_mem_size(call_t *c)
+int m_mem_size(call_t *c, const buffer_args_t *a)
 {
   buffer_t *b;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, &b)) != 0)
+  if ((rc = meth_arg_buffer(c, &a->buffer, &b)) != 0)
     return rc;
   msgpack_pack_uint64(call_result(c), b->mem.size);
   return 0;
@@ -339,30 +355,21 @@ int m_mem_size(call_t *c)
 
 /* mem.info [buffer] -> {size, elem_size, count, device, device_ptr,
  * zero_copy} */
-int m_mem_info(call_t *c)
+int m_mem_info(call_t *c, const buffer_args_t *a)
 {
   buffer_t *b;
-  msgpack_packer *pk;
+  pack_map_t m;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, &b)) != 0)
+  if ((rc = meth_arg_buffer(c, &a->buffer, &b)) != 0)
     return rc;
-  pk = call_result(c);
-  msgpack_pack_map(pk, 6);
-  proto_pack_cstr(pk, "size");
-  msgpack_pack_uint64(pk, b->mem.size);
-  proto_pack_cstr(pk, "elem_size");
-  msgpack_pack_uint64(pk, b->elem_size);
-  proto_pack_cstr(pk, "count");
-  msgpack_pack_uint64(pk, b->mem.size / b->elem_size);
-  proto_pack_cstr(pk, "device");
-  msgpack_pack_int(pk, b->dev->id);
-  proto_pack_cstr(pk, "device_ptr");
-  msgpack_pack_uint64(pk, (uint64_t)(uintptr_t)b->mem.ptr);
-  proto_pack_cstr(pk, "zero_copy");
-  if (b->shm != NULL)
-    msgpack_pack_true(pk);
-  else
-    msgpack_pack_false(pk);
+  pack_map_begin(&m, call_result(c));
+  pack_kv_u64(&m, "size", b->mem.size);
+  pack_kv_u64(&m, "elem_size", b->elem_size);
+  pack_kv_u64(&m, "count", b->mem.size / b->elem_size);
+  pack_kv_i64(&m, "device", b->dev->id);
+  pack_kv_u64(&m, "device_ptr", (uint64_t)(uintptr_t)b->mem.ptr);
+  pack_kv_bool(&m, "zero_copy", b->shm != NULL);
+  pack_map_end(&m);
   return 0;
 }

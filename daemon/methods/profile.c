@@ -24,36 +24,29 @@ int m_profile_disable(call_t *c)
 
 /* session.profile [clear?] -> {enabled, dropped, records: [{op, stream,
  * bytes, start_ms, end_ms}]}; clear (default false) empties the list. */
-int m_session_profile(call_t *c)
+int m_session_profile(call_t *c, const session_profile_args_t *a)
 {
   profile_t *p = c->s->profile;
-  int clear = c->args[0].present && c->args[0].b;
-  msgpack_packer *pk = call_result(c);
+  int clear = a->clear.present && a->clear.b;
+  msgpack_packer *pk;
+  pack_map_t m, rec;
 
-  msgpack_pack_map(pk, 3);
-  proto_pack_cstr(pk, "enabled");
-  if (p != NULL)
-    msgpack_pack_true(pk);
-  else
-    msgpack_pack_false(pk);
-  proto_pack_cstr(pk, "dropped");
-  msgpack_pack_uint64(pk, p ? p->dropped : 0);
-  proto_pack_cstr(pk, "records");
+  pack_map_begin(&m, call_result(c));
+  pack_kv_bool(&m, "enabled", p != NULL);
+  pack_kv_u64(&m, "dropped", p ? p->dropped : 0);
+  pk = pack_key(&m, "records");
   msgpack_pack_array(pk, p ? p->count : 0);
   for (uint32_t i = 0; p != NULL && i < p->count; i++) {
     const profile_rec_t *r = &p->recs[i];
-    msgpack_pack_map(pk, 5);
-    proto_pack_cstr(pk, "op");
-    proto_pack_cstr(pk, r->op);
-    proto_pack_cstr(pk, "stream");
-    msgpack_pack_uint64(pk, r->stream);
-    proto_pack_cstr(pk, "bytes");
-    msgpack_pack_uint64(pk, r->bytes);
-    proto_pack_cstr(pk, "start_ms");
-    msgpack_pack_double(pk, r->start_ms);
-    proto_pack_cstr(pk, "end_ms");
-    msgpack_pack_double(pk, r->end_ms);
+    pack_map_begin(&rec, pk);
+    pack_kv_str(&rec, "op", r->op);
+    pack_kv_u64(&rec, "stream", r->stream);
+    pack_kv_u64(&rec, "bytes", r->bytes);
+    pack_kv_f64(&rec, "start_ms", r->start_ms);
+    pack_kv_f64(&rec, "end_ms", r->end_ms);
+    pack_map_end(&rec);
   }
+  pack_map_end(&m);
   if (p != NULL && clear) {
     p->count = 0;
     p->dropped = 0;

@@ -20,7 +20,7 @@ static void register_done(task_t *t)
   shm_reg_t *r = (shm_reg_t *)t;
   call_t *c = r->call;
   session_t *s = c->s;
-  msgpack_packer *pk;
+  pack_map_t m;
   uint64_t h;
   int rc;
 
@@ -28,17 +28,11 @@ static void register_done(task_t *t)
   if (rc != 0) {
     call_fail(c, rc, "cannot keep the shared buffer: %s", hipd_strerror(rc));
   } else {
-    pk = call_result(c);
-    msgpack_pack_map(pk, 3);
-    proto_pack_cstr(pk, "handle");
-    msgpack_pack_uint64(pk, h);
-    proto_pack_cstr(pk, "size");
-    msgpack_pack_uint64(pk, r->m->size);
-    proto_pack_cstr(pk, "registered");
-    if (r->m->reg != NULL)
-      msgpack_pack_true(pk);
-    else
-      msgpack_pack_false(pk);
+    pack_map_begin(&m, call_result(c));
+    pack_kv_u64(&m, "handle", h);
+    pack_kv_u64(&m, "size", r->m->size);
+    pack_kv_bool(&m, "registered", r->m->reg != NULL);
+    pack_map_end(&m);
   }
   call_finish(c);
   free(r);
@@ -46,10 +40,10 @@ static void register_done(task_t *t)
 
 /* shm.create [size] -> {handle, size, registered}: the memfd came with
  * this request's bytes (SCM_RIGHTS). */
-int m_shm_create(call_t *c)
+int m_shm_create(call_t *c, const shm_create_args_t *a)
 {
   session_t *s = c->s;
-  uint64_t size = c->args[0].u;
+  uint64_t size = a->size.u;
   /* Claimed first, so that a bad request cannot leave it to the next. */
   int fd = session_take_fd(s);
   hipd_err_t err;
@@ -83,10 +77,10 @@ int m_shm_create(call_t *c)
 
 /* shm.free [shm]: the handle goes now; the mapping after the transfers and
  * zero-copy buffers that use it. */
-int m_shm_free(call_t *c)
+int m_shm_free(call_t *c, const shm_args_t *a)
 {
-  shm_t *m = c->args[0].obj;
-  uint64_t h = c->args[0].u;
+  shm_t *m = a->shm.obj;
+  uint64_t h = a->shm.u;
 
   res_shm_free(c->s, h, m);
   msgpack_pack_nil(call_result(c));
@@ -94,19 +88,20 @@ int m_shm_free(call_t *c)
 }
 
 /* mem.{write,read}_shm[_async] [buffer, offset, shm, shm_offset, length,
- * stream] */
-static int xfer_common(call_t *c, int write, int stream_arg)
+ * stream]; @p stream NULL for the synchronous ones. */
+static int xfer_common(call_t *c, int write, const mem_shm_args_t *a,
+                       const arg_t *stream)
 {
   const char *what = write ? "write" : "read";
-  uint64_t off = c->args[1].u, moff = c->args[3].u, len = c->args[4].u, sh;
-  shm_t *m = c->args[2].obj;
+  uint64_t off = a->offset.u, moff = a->shm_offset.u, len = a->length.u, sh;
+  shm_t *m = a->shm.obj;
   buffer_t *b;
   stream_t *st;
   op_t *op;
   int rc;
 
-  if ((rc = arg_buffer(c, 0, &b)) != 0 ||
-      (rc = check_range(c, what, b, off, len)) != 0)
+  if ((rc = meth_arg_buffer(c, &a->buffer, &b)) != 0 ||
+      (rc = meth_check_range(c, what, b, off, len)) != 0)
     return rc;
   if (!shm_range_ok(m, moff, len))
     return call_fail(c, HIPD_ERANGE,
@@ -114,16 +109,16 @@ static int xfer_common(call_t *c, int write, int stream_arg)
                      "buffer of %zu bytes",
                      what, (unsigned long long)moff, (unsigned long long)len,
                      m->size);
-  if (stream_arg < 0)
-    rc = default_stream(c, b->dev, &st, &sh);
-  else if ((rc = arg_stream(c, (unsigned)stream_arg, &st, &sh)) == 0 &&
+  if (stream == NULL)
+    rc = meth_default_stream(c, b->dev, &st, &sh);
+  else if ((rc = meth_arg_stream(c, stream, &st, &sh)) == 0 &&
            st->dev != b->dev)
     rc = call_fail(c, HIPD_EINVAL,
                    "stream 0x%llx is on device %d; the buffer is on device %d",
                    (unsigned long long)sh, st->dev->id, b->dev->id);
   if (rc != 0)
     return rc;
-  if ((op = op_prepare(c, write ? OP_WRITE : OP_READ, st, sh)) == NULL)
+  if ((op = meth_op_prepare(c, write ? OP_WRITE : OP_READ, st, sh)) == NULL)
     return HIPD_ENOMEM;
   op->shm = m;
   shm_ref(m);
@@ -140,34 +135,45 @@ static int xfer_common(call_t *c, int write, int stream_arg)
   /* The op (and its reference on the mapping) ends only once the device
    * has finished with the shared bytes. */
   op->wait = 1;
-  op_start(op);
+  meth_op_start(op);
   return 0;
 }
 
-int m_mem_write_shm(call_t *c)
+/* The synchronous view of an _async request's params. */
+static mem_shm_args_t sync_view(const mem_shm_async_args_t *a)
 {
-  return xfer_common(c, 1, -1);
+  return (mem_shm_args_t){a->buffer, a->offset, a->shm, a->shm_offset,
+                          a->length};
 }
 
-int m_mem_write_shm_async(call_t *c)
+int m_mem_write_shm(call_t *c, const mem_shm_args_t *a)
 {
-  return xfer_common(c, 1, 5);
+  return xfer_common(c, 1, a, NULL);
 }
 
-int m_mem_read_shm(call_t *c)
+int m_mem_write_shm_async(call_t *c, const mem_shm_async_args_t *a)
 {
-  return xfer_common(c, 0, -1);
+  const mem_shm_args_t s = sync_view(a);
+
+  return xfer_common(c, 1, &s, &a->stream);
 }
 
-int m_mem_read_shm_async(call_t *c)
+int m_mem_read_shm(call_t *c, const mem_shm_args_t *a)
 {
-  return xfer_common(c, 0, 5);
+  return xfer_common(c, 0, a, NULL);
+}
+
+int m_mem_read_shm_async(call_t *c, const mem_shm_async_args_t *a)
+{
+  const mem_shm_args_t s = sync_view(a);
+
+  return xfer_common(c, 0, &s, &a->stream);
 }
 
 /* The zero-copy buffer was made, or not: keep it under a handle. */
 static void zero_copy_made(void *ctx, obj_result_t *r)
 {
-  pending_t *p = ctx;
+  meth_pending_t *p = ctx;
   call_t *c = p->call;
   uint64_t h;
   int rc;
@@ -178,19 +184,19 @@ static void zero_copy_made(void *ctx, obj_result_t *r)
     call_fail(c, rc, "cannot keep the buffer: %s", hipd_strerror(rc));
   else
     msgpack_pack_uint64(call_result(c), h);
-  pending_finish(p);
+  meth_pending_finish(p);
 }
 
 /* mem.alloc_zero_copy [shm, device?] -> buffer handle */
-int m_mem_alloc_zero_copy(call_t *c)
+int m_mem_alloc_zero_copy(call_t *c, const mem_alloc_zero_copy_args_t *a)
 {
-  shm_t *m = c->args[0].obj;
-  uint64_t mh = c->args[0].u;
-  device_t *dev = c->args[1].dev;
-  pending_t *p;
+  shm_t *m = a->shm.obj;
+  uint64_t mh = a->shm.u;
+  device_t *dev = a->device.dev;
+  meth_pending_t *p;
   int rc;
 
-  if ((rc = check_alive(c, "device", dev, device_epoch(dev))) != 0)
+  if ((rc = meth_check_alive(c, "device", dev, device_epoch(dev))) != 0)
     return rc;
   if (dev->drv->host_map == NULL)
     return call_fail(c, HIPD_ENOTSUP,
@@ -203,9 +209,9 @@ int m_mem_alloc_zero_copy(call_t *c)
                      "shared buffer 0x%llx could not be "
                      "page-locked, so device %d cannot map it",
                      (unsigned long long)mh, dev->id);
-  if ((p = pending_new(c)) == NULL)
+  if ((p = meth_pending_new(c)) == NULL)
     return HIPD_ENOMEM;
   if (buffer_map_shm(dev, m, (obj_done_t){zero_copy_made, p}) != 0)
-    pending_fail(p, HIPD_ENOMEM, "out of memory");
+    meth_pending_fail(p, HIPD_ENOMEM, "out of memory");
   return 0;
 }

@@ -10,7 +10,7 @@
 /* The driver stream of a stream.create exists, or could not be made. */
 static void stream_created(void *ctx, obj_result_t *r)
 {
-  pending_t *p = ctx;
+  meth_pending_t *p = ctx;
   call_t *c = p->call;
 
   if (r->status != 0) {
@@ -19,16 +19,16 @@ static void stream_created(void *ctx, obj_result_t *r)
   } else {
     msgpack_pack_uint64(call_result(c), p->handle);
   }
-  pending_finish(p);
+  meth_pending_finish(p);
 }
 
 /* stream.create [device?] -> handle, once the driver stream exists. */
-int m_stream_create(call_t *c)
+int m_stream_create(call_t *c, const device_args_t *a)
 {
   session_t *s = c->s;
-  device_t *dev = c->args[0].dev;
+  device_t *dev = a->device.dev;
   stream_t *st;
-  pending_t *p;
+  meth_pending_t *p;
   hipd_err_t err;
   int rc;
 
@@ -38,7 +38,7 @@ int m_stream_create(call_t *c)
   st = stream_new(dev);
   if (st == NULL)
     return call_fail(c, HIPD_ENOMEM, "cannot start a stream worker");
-  if ((p = pending_new(c)) == NULL) {
+  if ((p = meth_pending_new(c)) == NULL) {
     stream_unref(st);
     return HIPD_ENOMEM;
   }
@@ -46,7 +46,7 @@ int m_stream_create(call_t *c)
   if (rc != 0) {
     stream_unref(st);
     call_fail(p->call, rc, "cannot add a stream handle: %s", hipd_strerror(rc));
-    pending_finish(p);
+    meth_pending_finish(p);
     return 0;
   }
   stream_start(st, (obj_done_t){stream_created, p});
@@ -54,10 +54,10 @@ int m_stream_create(call_t *c)
 }
 
 /* stream.destroy [stream] */
-int m_stream_destroy(call_t *c)
+int m_stream_destroy(call_t *c, const stream_args_t *a)
 {
-  stream_t *st = c->args[0].obj;
-  uint64_t h = c->args[0].u;
+  stream_t *st = a->stream.obj;
+  uint64_t h = a->stream.u;
 
   if (res_stream_is_default(c->s, st))
     return call_fail(c, HIPD_EPERM,
@@ -69,54 +69,54 @@ int m_stream_destroy(call_t *c)
   return 0;
 }
 
-static int stream_op(call_t *c, op_kind_t kind)
+static int stream_op(call_t *c, const stream_args_t *a, op_kind_t kind)
 {
   stream_t *st;
   uint64_t h;
   op_t *op;
   int rc;
 
-  if ((rc = arg_stream(c, 0, &st, &h)) != 0)
+  if ((rc = meth_arg_stream(c, &a->stream, &st, &h)) != 0)
     return rc;
-  if ((op = op_prepare(c, kind, st, h)) == NULL)
+  if ((op = meth_op_prepare(c, kind, st, h)) == NULL)
     return HIPD_ENOMEM;
-  op_start(op);
+  meth_op_start(op);
   return 0;
 }
 
 /* stream.synchronize [stream]: answered when the stream's work is done. */
-int m_stream_synchronize(call_t *c)
+int m_stream_synchronize(call_t *c, const stream_args_t *a)
 {
-  return stream_op(c, OP_SYNC);
+  return stream_op(c, a, OP_SYNC);
 }
 
 /* stream.query [stream] -> true when all its work has completed. It never
  * waits: while the stream's worker still has ops (queued or running; on the
  * CPU device an op runs to completion there) the answer is false at once.
  * Only an idle worker asks the driver about work left on the device. */
-int m_stream_query(call_t *c)
+int m_stream_query(call_t *c, const stream_args_t *a)
 {
   stream_t *st;
   uint64_t h;
   int rc;
 
-  if ((rc = arg_stream(c, 0, &st, &h)) != 0)
+  if ((rc = meth_arg_stream(c, &a->stream, &st, &h)) != 0)
     return rc;
   if (stream_pending(st) > 0) {
     msgpack_pack_false(call_result(c));
     return 0;
   }
-  return stream_op(c, OP_QUERY);
+  return stream_op(c, a, OP_QUERY);
 }
 
 /* stream.default [device?] -> the session's default stream handle. */
-int m_stream_default(call_t *c)
+int m_stream_default(call_t *c, const device_args_t *a)
 {
   stream_t *st;
   uint64_t h;
   int rc;
 
-  if ((rc = default_stream(c, c->args[0].dev, &st, &h)) != 0)
+  if ((rc = meth_default_stream(c, a->device.dev, &st, &h)) != 0)
     return rc;
   msgpack_pack_uint64(call_result(c), h);
   return 0;
