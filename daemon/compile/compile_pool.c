@@ -9,7 +9,6 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 #include "compile/compile_proto.h"
 #include "hipd.h"
 #include "log.h"
+#include "sandbox/sandbox_spawn.h"
 #include "util/clock.h"
 
 #ifndef LIBEXECDIR
@@ -204,9 +204,6 @@ bad:
  * negative code with @p err. */
 static int helper_spawn(helper_t *h, hipd_err_t *err)
 {
-  static const int default_sigs[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,
-                                     SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2,
-                                     SIGALRM, SIGXCPU, SIGXFSZ};
   static const char *const pass_env[] = {"PATH",
                                          "HIPD_CXX",
                                          "HIPD_CPU_HEADER",
@@ -216,15 +213,15 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
                                          "TSAN_OPTIONS",
                                          "LSAN_OPTIONS",
                                          NULL};
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  sigset_t none, dflt;
+  sandbox_fd_t fds[1];
+  sandbox_spawn_t so;
+  hipd_err_t serr;
   char fdarg[32], toarg[32], memarg[48], tmparg[PATH_MAX + 8], userarg[80],
       viewarg[48], why[128];
   char *argv[10], *envp[16];
   const char *tmpdir = getenv("TMPDIR"), *view = getenv("HIPD_COMPILE_FSVIEW");
   char envbuf[8][PATH_MAX + 32];
-  int argc = 0, envc = 0, sv[2], e, st, rc;
+  int argc = 0, envc = 0, sv[2], e, st, rc, child_fd;
   cp_hdr_t hdr;
   unsigned char *payload = NULL;
   pid_t pid;
@@ -245,7 +242,9 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
     return err_set(err, HIPD_EIO, "cannot start a compile helper: %s",
                    strerror(errno));
   }
-  snprintf(fdarg, sizeof(fdarg), "--fd=%d", sv[1] == 3 ? 4 : 3);
+  /* dup2 onto a different number clears close-on-exec in the child. */
+  child_fd = sv[1] == 3 ? 4 : 3;
+  snprintf(fdarg, sizeof(fdarg), "--fd=%d", child_fd);
   snprintf(toarg, sizeof(toarg), "--timeout=%u", P.timeout_s);
   snprintf(memarg, sizeof(memarg), "--mem=%llu", (unsigned long long)P.mem);
   snprintf(tmparg, sizeof(tmparg), "--tmp=%s", h->tmp);
@@ -276,30 +275,22 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
   envp[envc++] = "LC_ALL=C";
   envp[envc] = NULL;
 
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, sv[1], sv[1] == 3 ? 4 : 3);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-#ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
-  posix_spawn_file_actions_addclosefrom_np(&fa, (sv[1] == 3 ? 4 : 3) + 1);
-#endif
-  posix_spawnattr_init(&attr);
-  sigemptyset(&none);
-  sigemptyset(&dflt);
-  for (size_t i = 0; i < sizeof(default_sigs) / sizeof(default_sigs[0]); i++)
-    sigaddset(&dflt, default_sigs[i]);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &dflt);
+  fds[0] = (sandbox_fd_t){sv[1], child_fd};
   /* Its own process group: a timeout kills the group. */
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETPGROUP);
+  so = (sandbox_spawn_t){.path = P.helper,
+                         .argv = argv,
+                         .envp = envp,
+                         .fds = fds,
+                         .nfds = 1,
+                         .stdin_null = true,
+                         .close_from = child_fd + 1,
+                         .own_group = true};
   pthread_mutex_lock(&P.mu);
   if (P.stopping) {
     pthread_mutex_unlock(&P.mu);
-    e = -1;
+    e = HIPD_ESHUTDOWN; /* not started */
   } else {
-    e = posix_spawn(&pid, P.helper, &fa, &attr, argv, envp);
+    e = sandbox_spawn(&so, &pid, &serr);
     if (e == 0) {
       h->pid = pid;
       P.st.helpers++;
@@ -309,17 +300,14 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
     }
     pthread_mutex_unlock(&P.mu);
   }
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
   close(sv[1]);
   if (e != 0) {
     close(sv[0]);
     tmp_remove(h);
-    if (e < 0)
-      return err_set(err, HIPD_ESHUTDOWN, "hipd is stopping");
-    return err_set(err, e == ENOENT ? HIPD_ENOENT : HIPD_EIO,
-                   "cannot start the compile helper %s: %s", P.helper,
-                   strerror(e));
+    if (e == HIPD_ESHUTDOWN)
+      return err_set(err, e, "hipd is stopping");
+    return err_set(err, e, "cannot start the compile helper %s: %s", P.helper,
+                   serr.msg);
   }
   h->fd = sv[0];
 
