@@ -463,7 +463,7 @@ static void *watchdog_main(void *arg)
   (void)arg;
   pthread_mutex_lock(&W.mu);
   for (;;) {
-    uint64_t now = util_now_ms();
+    uint64_t now = util_now_ms(), abs_ns;
     struct timespec ts;
 
     if (W.deadline_ms == 0) {
@@ -482,13 +482,10 @@ static void *watchdog_main(void *arg)
         _exit(3);
       continue;
     }
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)((W.deadline_ms - now) / 1000);
-    ts.tv_nsec += (long)((W.deadline_ms - now) % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    /* The condition variable waits on CLOCK_MONOTONIC (watchdog_start). */
+    abs_ns = util_now_ns() + (W.deadline_ms - now) * 1000000u;
+    ts.tv_sec = (time_t)(abs_ns / 1000000000u);
+    ts.tv_nsec = (long)(abs_ns % 1000000000u);
     pthread_cond_timedwait(&W.cv, &W.mu, &ts);
   }
   return NULL;

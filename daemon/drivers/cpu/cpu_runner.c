@@ -67,6 +67,7 @@
 #include "hipd.h"
 #include "sandbox/sandbox.h"
 #include "sanitize.h"
+#include "util/array.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -333,7 +334,7 @@ static void do_map(const uint8_t *p, size_t len, int fd, reply_t *rep)
       return;
     }
   }
-  if (cpu_grow(&R.maps, &R.capmaps, R.nmaps, sizeof(*R.maps)) != 0) {
+  if (ARRAY_GROW(R.maps, R.nmaps, R.capmaps, 8) != 0) {
     reply_error(rep, HIPD_ENOMEM, "MAP: out of memory");
     return;
   }
@@ -616,7 +617,7 @@ static void do_load(uint8_t *p, size_t len, int fd, reply_t *rep)
                 req.module);
     return;
   }
-  if (cpu_grow(&R.mods, &R.capmods, R.nmods, sizeof(*R.mods)) != 0) {
+  if (ARRAY_GROW(R.mods, R.nmods, R.capmods, 8) != 0) {
     reply_error(rep, HIPD_ENOMEM, "LOAD: out of memory");
     return;
   }
@@ -757,7 +758,7 @@ static void do_kernel(uint8_t *p, size_t len, reply_t *rep)
       return;
     }
   }
-  if (cpu_grow(&R.kerns, &R.capkerns, R.nkerns, sizeof(*R.kerns)) != 0) {
+  if (ARRAY_GROW(R.kerns, R.nkerns, R.capkerns, 8) != 0) {
     reply_error(rep, HIPD_ENOMEM, "KERNEL: out of memory");
     return;
   }

@@ -26,6 +26,7 @@
 #include "rpc.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/sandbox_spawn.h"
+#include "util/array.h"
 #include "util/clock.h"
 
 #ifndef LIBEXECDIR
@@ -735,7 +736,7 @@ int cpu_runner_map(cpu_runner_t *r, int fd, void *addr, size_t size,
       goto out;
     }
   }
-  if (cpu_grow(&r->maps, &r->capmaps, r->nmaps, sizeof(*r->maps)) != 0) {
+  if (ARRAY_GROW(r->maps, r->nmaps, r->capmaps, 8) != 0) {
     rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto out;
   }
@@ -795,8 +796,7 @@ int cpu_runner_chunk(cpu_runner_t *r, uint32_t id, int fd, void *addr,
       goto out;
     }
   }
-  if (cpu_grow(&r->chunks, &r->capchunks, r->nchunks, sizeof(*r->chunks)) !=
-      0) {
+  if (ARRAY_GROW(r->chunks, r->nchunks, r->capchunks, 8) != 0) {
     rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto out;
   }
@@ -834,8 +834,7 @@ int cpu_runner_bmap(cpu_runner_t *r, uint32_t chunk, const cpu_bmap_ent_t *ents,
   for (size_t done = 0; done < n && rc == 0;) {
     size_t k = n - done < CPU_BMAP_MAX ? n - done : CPU_BMAP_MAX;
     while (r->nbmaps + k > r->capbmaps) {
-      if (cpu_grow(&r->bmaps, &r->capbmaps, r->capbmaps, sizeof(*r->bmaps)) !=
-          0) {
+      if (ARRAY_GROW(r->bmaps, r->capbmaps, r->capbmaps, 8) != 0) {
         rc = err_set(err, HIPD_ENOMEM, "out of memory");
         goto out;
       }
@@ -907,7 +906,7 @@ int cpu_runner_load(cpu_runner_t *r, const char *so_path, uint32_t *module,
     return err_set(err, HIPD_EINVAL, "cpu_runner_load: bad module path");
   }
   pthread_mutex_lock(&r->lock);
-  if (cpu_grow(&r->mods, &r->capmods, r->nmods, sizeof(*r->mods)) != 0 ||
+  if (ARRAY_GROW(r->mods, r->nmods, r->capmods, 8) != 0 ||
       (m.path = strdup(so_path)) == NULL) {
     rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto out;
@@ -996,7 +995,7 @@ int cpu_runner_kernel(cpu_runner_t *r, uint32_t module, const char *name,
       goto out;
     }
   }
-  if (cpu_grow(&r->kerns, &r->capkerns, r->nkerns, sizeof(*r->kerns)) != 0 ||
+  if (ARRAY_GROW(r->kerns, r->nkerns, r->capkerns, 8) != 0 ||
       (k.name = strdup(name)) == NULL) {
     rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto out;
