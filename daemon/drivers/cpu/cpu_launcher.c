@@ -65,7 +65,7 @@ static struct {
   pthread_mutex_t mu;
   int fd;    /* our end of the launcher's socket, -1: none */
   pid_t pid; /* the launcher, -1: none */
-} L = {PTHREAD_MUTEX_INITIALIZER, -1, -1};
+} launcher_conn = {PTHREAD_MUTEX_INITIALIZER, -1, -1};
 
 extern char **environ;
 
@@ -386,8 +386,8 @@ static void launcher_main(void *arg)
 
 /* ============================================ the client (our side) */
 
-/* One exchange under L.mu. @return 0 with @p r filled (r->status may be
- * negative), HIPD_EDISCONNECTED when the launcher is gone. */
+/* One exchange under launcher_conn.mu. @return 0 with @p r filled (r->status
+ * may be negative), HIPD_EDISCONNECTED when the launcher is gone. */
 static int exchange(const launch_req_t *q, const char *args, int *fd_out,
                     unsigned extra_ms, launch_resp_t *r)
 {
@@ -406,14 +406,14 @@ static int exchange(const launch_req_t *q, const char *args, int *fd_out,
       (int64_t)util_now_ms() + REQUEST_TIMEOUT_MS + (int64_t)extra_ms;
   ssize_t n;
 
-  if (L.fd < 0)
+  if (launcher_conn.fd < 0)
     return HIPD_EDISCONNECTED;
-  while (sendmsg(L.fd, &mh, MSG_NOSIGNAL) < 0) {
+  while (sendmsg(launcher_conn.fd, &mh, MSG_NOSIGNAL) < 0) {
     if (errno != EINTR)
       return HIPD_EDISCONNECTED;
   }
   for (;;) {
-    struct pollfd pfd = {.fd = L.fd, .events = POLLIN};
+    struct pollfd pfd = {.fd = launcher_conn.fd, .events = POLLIN};
     int64_t left = deadline - (int64_t)util_now_ms();
     int pr;
     if (extra_ms == UINT32_MAX)
@@ -426,7 +426,7 @@ static int exchange(const launch_req_t *q, const char *args, int *fd_out,
       continue;
     if (pr <= 0)
       continue;
-    n = recvmsg(L.fd, &rm, MSG_CMSG_CLOEXEC);
+    n = recvmsg(launcher_conn.fd, &rm, MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR)
       continue;
     break;
@@ -475,8 +475,8 @@ int cpu_launcher_start(uid_t uid, gid_t gid, hipd_err_t *err)
                    "cannot start the CPU runner's launcher as uid %u gid %u: "
                    "not running as root",
                    (unsigned)uid, (unsigned)gid);
-  pthread_mutex_lock(&L.mu);
-  if (L.pid > 0) {
+  pthread_mutex_lock(&launcher_conn.mu);
+  if (launcher_conn.pid > 0) {
     rc = err_set(err, HIPD_EBUSY, "the CPU runner's launcher runs already");
     goto out;
   }
@@ -503,17 +503,17 @@ int cpu_launcher_start(uid_t uid, gid_t gid, hipd_err_t *err)
     }
   }
   close(sv[1]);
-  L.fd = sv[0];
-  L.pid = pid;
+  launcher_conn.fd = sv[0];
+  launcher_conn.pid = pid;
   {
-    struct pollfd pfd = {.fd = L.fd, .events = POLLIN};
+    struct pollfd pfd = {.fd = launcher_conn.fd, .events = POLLIN};
     int pr;
     ssize_t n = -1;
     do
       pr = poll(&pfd, 1, READY_TIMEOUT_MS);
     while (pr < 0 && errno == EINTR);
     if (pr > 0)
-      n = recv(L.fd, &r, sizeof(r), 0);
+      n = recv(launcher_conn.fd, &r, sizeof(r), 0);
     if (n != (ssize_t)sizeof(r) || r.status != 0) {
       if (n == (ssize_t)sizeof(r)) {
         r.msg[sizeof(r.msg) - 1] = '\0';
@@ -523,12 +523,12 @@ int cpu_launcher_start(uid_t uid, gid_t gid, hipd_err_t *err)
                      "the CPU runner's launcher did not start (%s)",
                      pr == 0 ? "no answer" : "it exited");
       }
-      close(L.fd);
-      L.fd = -1;
+      close(launcher_conn.fd);
+      launcher_conn.fd = -1;
       if (pr == 0)
         kill(pid, SIGKILL); /* still ours: it did not drop its ids */
       launcher_reap(pid);
-      L.pid = -1;
+      launcher_conn.pid = -1;
       goto out;
     }
     /* Confined, perhaps not fully (no Landlock): say what is missing. */
@@ -537,7 +537,7 @@ int cpu_launcher_start(uid_t uid, gid_t gid, hipd_err_t *err)
   }
   rc = 0;
 out:
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_unlock(&launcher_conn.mu);
   return rc;
 }
 
@@ -545,13 +545,13 @@ void cpu_launcher_stop(void)
 {
   pid_t pid;
 
-  pthread_mutex_lock(&L.mu);
-  pid = L.pid;
-  if (L.fd >= 0)
-    close(L.fd);
-  L.fd = -1;
-  L.pid = -1;
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_lock(&launcher_conn.mu);
+  pid = launcher_conn.pid;
+  if (launcher_conn.fd >= 0)
+    close(launcher_conn.fd);
+  launcher_conn.fd = -1;
+  launcher_conn.pid = -1;
+  pthread_mutex_unlock(&launcher_conn.mu);
   if (pid > 0)
     launcher_reap(pid);
 }
@@ -560,9 +560,9 @@ bool cpu_launcher_running(void)
 {
   bool on;
 
-  pthread_mutex_lock(&L.mu);
-  on = L.fd >= 0;
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_lock(&launcher_conn.mu);
+  on = launcher_conn.fd >= 0;
+  pthread_mutex_unlock(&launcher_conn.mu);
   return on;
 }
 
@@ -570,9 +570,9 @@ pid_t cpu_launcher_pid(void)
 {
   pid_t pid;
 
-  pthread_mutex_lock(&L.mu);
-  pid = L.pid;
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_lock(&launcher_conn.mu);
+  pid = launcher_conn.pid;
+  pthread_mutex_unlock(&launcher_conn.mu);
   return pid;
 }
 
@@ -594,9 +594,9 @@ int cpu_launcher_spawn(const char *const *args, pid_t *pid, int *sock,
     len += l;
   }
   q.len = (uint32_t)len;
-  pthread_mutex_lock(&L.mu);
+  pthread_mutex_lock(&launcher_conn.mu);
   rc = exchange(&q, buf, &fd, 0, &r);
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_unlock(&launcher_conn.mu);
   if (rc != 0)
     return err_set(err, rc, "the CPU runner's launcher is gone");
   if (r.status != 0) {
@@ -618,9 +618,9 @@ int cpu_launcher_kill(pid_t pid, int sig, hipd_err_t *err)
   int rc;
 
   err_clear(err);
-  pthread_mutex_lock(&L.mu);
+  pthread_mutex_lock(&launcher_conn.mu);
   rc = exchange(&q, NULL, NULL, 0, &r);
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_unlock(&launcher_conn.mu);
   if (rc != 0)
     return err_set(err, rc, "the CPU runner's launcher is gone");
   if (r.status != 0)
@@ -636,9 +636,9 @@ int cpu_launcher_wait(pid_t pid, unsigned timeout_ms, int *status,
   int rc;
 
   err_clear(err);
-  pthread_mutex_lock(&L.mu);
+  pthread_mutex_lock(&launcher_conn.mu);
   rc = exchange(&q, NULL, NULL, timeout_ms, &r);
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_unlock(&launcher_conn.mu);
   if (rc != 0)
     return err_set(err, rc, "the CPU runner's launcher is gone");
   if (r.status != 0)

@@ -24,11 +24,11 @@
 static struct {
   pthread_once_t once;
   char id[128]; /* compiler_id */
-} R = {.once = PTHREAD_ONCE_INIT};
+} rtc = {.once = PTHREAD_ONCE_INIT};
 
 static void rtc_setup_once(void)
 {
-  hip_platform_rtc_setup(R.id, sizeof(R.id));
+  hip_platform_rtc_setup(rtc.id, sizeof(rtc.id));
 }
 
 /* Everything the kernel functions share, set up on first use. On AMD it
@@ -36,14 +36,14 @@ static void rtc_setup_once(void)
  * calls it before the loop runs. */
 void hip_rtc_setup(void)
 {
-  pthread_once(&R.once, rtc_setup_once);
+  pthread_once(&rtc.once, rtc_setup_once);
 }
 
 const char *hip_compiler_id(driver_t *drv)
 {
   (void)drv;
   hip_rtc_setup();
-  return R.id;
+  return rtc.id;
 }
 
 /* A C identifier starting at @p s; its length, 0 if none. */
