@@ -152,8 +152,8 @@ static int helper_reap(helper_t *h, int kill_it)
   return st;
 }
 
-/* Parse a hello payload into the pool's record. @return 0 or -1 with
- * @p why. */
+/* Parse a hello payload into the pool's record. @return 0 or HIPD_EPROTO
+ * with @p why. */
 static int hello_parse(const unsigned char *p, size_t len, char *why,
                        size_t whysz)
 {
@@ -165,7 +165,7 @@ static int hello_parse(const unsigned char *p, size_t len, char *why,
 
   if (cp_get_u32(&r, &version) != 0 || version != CP_VERSION) {
     snprintf(why, whysz, "protocol version %u, not %u", version, CP_VERSION);
-    return -1;
+    return HIPD_EPROTO;
   }
   if (cp_get_u32(&r, &uid) != 0 || cp_get_u32(&r, &fsview) != 0 ||
       cp_get_str(&r, CP_MAX_STR, &note, &note_len) != 0 ||
@@ -199,7 +199,7 @@ static int hello_parse(const unsigned char *p, size_t len, char *why,
   return 0;
 bad:
   snprintf(why, whysz, "a malformed hello");
-  return -1;
+  return HIPD_EPROTO;
 }
 
 /* Start a helper for @p h and read its hello. Blocking. @return 0 or a
@@ -326,7 +326,7 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
   }
   rc = hdr.op == CP_OP_HELLO && hdr.status == 0
            ? hello_parse(payload, hdr.len, why, sizeof(why))
-           : (snprintf(why, sizeof(why), "no hello"), -1);
+           : (snprintf(why, sizeof(why), "no hello"), HIPD_EPROTO);
   free(payload);
   if (rc != 0) {
     helper_reap(h, 1);

@@ -171,7 +171,8 @@ void cpu_driver_set_launch_timeout(unsigned ms)
   launch_timeout_ms = ms;
 }
 
-/* A "key: value" line of a /proc file, as a number (first one found). */
+/* A "key: value" line of a /proc file, as a number (first one found).
+ * @return 0, or HIPD_ENOENT (no such file or line). */
 static int proc_value(const char *file, const char *key, double *out)
 {
   char line[512];
@@ -179,7 +180,7 @@ static int proc_value(const char *file, const char *key, double *out)
   FILE *f = fopen(file, "r");
 
   if (f == NULL)
-    return -1;
+    return HIPD_ENOENT;
   while (fgets(line, sizeof(line), f) != NULL) {
     if (strncmp(line, key, klen) == 0) {
       char *p = strchr(line + klen, ':');
@@ -191,7 +192,7 @@ static int proc_value(const char *file, const char *key, double *out)
     }
   }
   fclose(f);
-  return -1;
+  return HIPD_ENOENT;
 }
 
 static void cpu_model(char *buf, size_t size)
