@@ -375,19 +375,19 @@ static const char *const sanitizer_vars[] = {NULL};
 #endif
 
 /* Add NAME=value of @p name (or @p name itself if it holds a '=') at
- * env[*i] if set. @return 0 or -1 (out of memory). */
+ * env[*i] if set. @return 0 or HIPD_ENOMEM. */
 static int env_add(char **env, size_t *i, const char *name)
 {
   const char *v;
   size_t len;
 
   if (strchr(name, '=') != NULL)
-    return (env[(*i)++] = strdup(name)) == NULL ? -1 : 0;
+    return (env[(*i)++] = strdup(name)) == NULL ? HIPD_ENOMEM : 0;
   if ((v = getenv(name)) == NULL)
     return 0;
   len = strlen(name) + strlen(v) + 2;
   if ((env[*i] = malloc(len)) == NULL)
-    return -1;
+    return HIPD_ENOMEM;
   snprintf(env[(*i)++], len, "%s=%s", name, v);
   return 0;
 }
