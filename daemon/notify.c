@@ -23,7 +23,7 @@ static struct {
   uint64_t watchdog_usec;
   uv_timer_t watchdog; /* watchdog.data != NULL once started */
   char last_status[512];
-} N = {.fd = -1};
+} notifier = {.fd = -1};
 
 /* $WATCHDOG_USEC, if it is meant for this process (sd_watchdog_enabled's
  * rules): a positive number, and $WATCHDOG_PID absent or our pid. */
@@ -52,7 +52,7 @@ int notify_open(void)
   const char *path = getenv("NOTIFY_SOCKET");
   size_t len;
 
-  if (N.fd >= 0)
+  if (notifier.fd >= 0)
     return 0;
   if (path == NULL || path[0] == '\0')
     return 0;
@@ -60,29 +60,31 @@ int notify_open(void)
   /* A path, or an abstract name ('@' stands for the leading NUL). Other
    * forms (vsock:) are not for a service on this host's systemd. */
   if ((path[0] != '/' && path[0] != '@') || len < 2 ||
-      len > sizeof(N.addr.sun_path) - (path[0] == '/')) {
+      len > sizeof(notifier.addr.sun_path) - (path[0] == '/')) {
     log_warn(0,
              "NOTIFY_SOCKET=%s is not a Unix socket path or abstract name: "
              "systemd is not told of readiness",
              path);
     return HIPD_EINVAL;
   }
-  memset(&N.addr, 0, sizeof(N.addr));
-  N.addr.sun_family = AF_UNIX;
-  memcpy(N.addr.sun_path, path, len);
+  memset(&notifier.addr, 0, sizeof(notifier.addr));
+  notifier.addr.sun_family = AF_UNIX;
+  memcpy(notifier.addr.sun_path, path, len);
   if (path[0] == '@') {
-    N.addr.sun_path[0] = '\0';
-    N.addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+    notifier.addr.sun_path[0] = '\0';
+    notifier.addrlen =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
   } else {
-    N.addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
+    notifier.addrlen =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
   }
-  N.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (N.fd < 0) {
+  notifier.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (notifier.fd < 0) {
     log_warn(0, "notify socket: %s: systemd is not told of readiness",
              strerror(errno));
     return HIPD_EIO;
   }
-  N.watchdog_usec = watchdog_from_env();
+  notifier.watchdog_usec = watchdog_from_env();
   return 0;
 }
 
@@ -90,11 +92,11 @@ int notify_send(const char *msg)
 {
   ssize_t n;
 
-  if (N.fd < 0)
+  if (notifier.fd < 0)
     return HIPD_EINVAL;
   do
-    n = sendto(N.fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT,
-               (const struct sockaddr *)&N.addr, N.addrlen);
+    n = sendto(notifier.fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT,
+               (const struct sockaddr *)&notifier.addr, notifier.addrlen);
   while (n < 0 && errno == EINTR);
   if (n < 0) {
     /* The first failure is worth a warning (a wrong address, a manager
@@ -115,18 +117,19 @@ int notify_send(const char *msg)
 
 void notify_status(const char *status)
 {
-  char msg[sizeof(N.last_status) + 8];
+  char msg[sizeof(notifier.last_status) + 8];
 
-  if (N.fd < 0 || strncmp(status, N.last_status, sizeof(N.last_status)) == 0)
+  if (notifier.fd < 0 ||
+      strncmp(status, notifier.last_status, sizeof(notifier.last_status)) == 0)
     return;
   snprintf(msg, sizeof(msg), "STATUS=%s", status);
   if (notify_send(msg) == 0)
-    snprintf(N.last_status, sizeof(N.last_status), "%s", status);
+    snprintf(notifier.last_status, sizeof(notifier.last_status), "%s", status);
 }
 
 uint64_t notify_watchdog_usec(void)
 {
-  return N.fd >= 0 ? N.watchdog_usec : 0;
+  return notifier.fd >= 0 ? notifier.watchdog_usec : 0;
 }
 
 static void watchdog_cb(uv_timer_t *t)
@@ -140,27 +143,27 @@ int notify_watchdog_start(uv_loop_t *loop)
   uint64_t ms;
   int rc;
 
-  if (notify_watchdog_usec() == 0 || N.watchdog.data != NULL)
+  if (notify_watchdog_usec() == 0 || notifier.watchdog.data != NULL)
     return 0;
-  ms = N.watchdog_usec / 2000;
+  ms = notifier.watchdog_usec / 2000;
   if (ms == 0)
     ms = 1;
-  if ((rc = uv_timer_init(loop, &N.watchdog)) != 0)
+  if ((rc = uv_timer_init(loop, &notifier.watchdog)) != 0)
     return rc;
-  N.watchdog.data = &N;
+  notifier.watchdog.data = &notifier;
   /* One now: the period starts when systemd started us, not at READY. */
   notify_send("WATCHDOG=1");
-  uv_timer_start(&N.watchdog, watchdog_cb, ms, ms);
-  uv_unref((uv_handle_t *)&N.watchdog);
+  uv_timer_start(&notifier.watchdog, watchdog_cb, ms, ms);
+  uv_unref((uv_handle_t *)&notifier.watchdog);
   log_info(0, "watchdog: WATCHDOG=1 every %llu ms (WatchdogSec %llu ms)",
            (unsigned long long)ms,
-           (unsigned long long)(N.watchdog_usec / 1000));
+           (unsigned long long)(notifier.watchdog_usec / 1000));
   return 0;
 }
 
 void notify_close(void)
 {
-  if (N.fd >= 0)
-    close(N.fd);
-  N.fd = -1;
+  if (notifier.fd >= 0)
+    close(notifier.fd);
+  notifier.fd = -1;
 }

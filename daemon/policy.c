@@ -4,8 +4,6 @@
 #include "config.h"
 
 #include <ctype.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +13,8 @@
 #include "drivers/driver.h"
 #include "hipd.h"
 #include "policy.h"
+#include "util/account.h"
+#include "util/array.h"
 
 #define POLICY_MAX_DEVICES 64
 #define POLICY_MAX_GROUPS 1024
@@ -26,7 +26,7 @@ typedef struct {
 
 typedef struct {
   entry_t *e;
-  uint32_t n;
+  uint32_t n, cap;
 } list_t;
 
 struct policy {
@@ -74,34 +74,30 @@ static int list_parse(struct policy *p, const char *opt, const char *text,
   for (tok = strtok_r(copy, ",", &save); rc == 0 && tok != NULL;
        tok = strtok_r(NULL, ",", &save)) {
     entry_t e = {.group = mode == GROUPS};
-    entry_t *n;
     if (mode != USERS && tok[0] == '@') {
       e.group = 1;
       tok++;
     }
     if (e.group) {
-      struct group *g;
+      gid_t g;
       p->need_groups = 1;
       if (!numeric(tok, &e.id)) {
-        if ((g = getgrnam(tok)) == NULL) {
+        if (account_group_by_name(tok, &g, NULL) != 0) {
           rc = err_set(err, HIPD_EINVAL, "%s: no group '%s'", opt, tok);
           break;
         }
-        e.id = (uint32_t)g->gr_gid;
+        e.id = (uint32_t)g;
       }
     } else if (!numeric(tok, &e.id)) {
-      struct passwd *pw = getpwnam(tok);
-      if (pw == NULL) {
+      account_t a;
+      if (account_by_name(tok, &a, NULL) != 0) {
         rc = err_set(err, HIPD_EINVAL, "%s: no user '%s'", opt, tok);
         break;
       }
-      e.id = (uint32_t)pw->pw_uid;
+      e.id = (uint32_t)a.uid;
     }
-    if ((n = realloc(l->e, (l->n + 1) * sizeof(*n))) == NULL) {
-      rc = HIPD_ENOMEM;
+    if ((rc = ARRAY_GROW(l->e, l->n, l->cap, 4)) != 0)
       break;
-    }
-    l->e = n;
     l->e[l->n++] = e;
   }
   free(copy);
@@ -205,9 +201,8 @@ int policy_init(daemon_t *d, hipd_err_t *err)
                     err);
   }
   /* The listener serves no device: its workers check the device rules. */
-  for (uint32_t i = 0; rc == 0 && d->role != ROLE_LISTENER &&
-                       i < cfg->ndevice_allow;
-       i++)
+  for (uint32_t i = 0;
+       rc == 0 && d->role != ROLE_LISTENER && i < cfg->ndevice_allow; i++)
     rc = device_rule(p, cfg->device_allow[i], err);
   if (rc != 0) {
     err->code = rc; /* with no message for HIPD_ENOMEM */
@@ -236,8 +231,8 @@ int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
   const daemon_config_t *cfg = &d->cfg;
   int ndev = devices_count(), ngids = 1, implied;
   gid_t gids[POLICY_MAX_GROUPS];
-  struct passwd pwb, *pw = NULL;
-  char buf[4096];
+  account_t a;
+  int known;
 
   err_clear(err);
   *devmask = ndev >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << ndev) - 1;
@@ -245,20 +240,24 @@ int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
     snprintf(who, wholen, "uid %u", (unsigned)uid);
     return 0;
   }
-  if (getpwuid_r(uid, &pwb, buf, sizeof(buf), &pw) != 0)
-    pw = NULL;
-  if (pw != NULL)
-    snprintf(who, wholen, "uid %u (%s)", (unsigned)uid, pw->pw_name);
+  known = account_by_uid(uid, &a, NULL) == 0;
+  if (known)
+    snprintf(who, wholen, "uid %u (%s)", (unsigned)uid, a.name);
   else
     snprintf(who, wholen, "uid %u", (unsigned)uid);
   gids[0] = gid;
-  if (p->need_groups && pw != NULL) {
+  if (p->need_groups && known) {
     /* The user's groups from the group database, after the peer's own
-     * primary gid. */
-    int n = POLICY_MAX_GROUPS - 1;
-    if (getgrouplist(pw->pw_name, pw->pw_gid, gids + 1, &n) < 0)
-      n = POLICY_MAX_GROUPS - 1; /* the first ones */
-    ngids = 1 + n;
+     * primary gid: the first POLICY_MAX_GROUPS - 1 of them. */
+    gid_t *all;
+    int n;
+    if (account_groups(&a, &all, &n, NULL) == 0) {
+      if (n > POLICY_MAX_GROUPS - 1)
+        n = POLICY_MAX_GROUPS - 1;
+      memcpy(gids + 1, all, (size_t)n * sizeof(gids[0]));
+      ngids = 1 + n;
+      free(all);
+    }
   }
   implied = !p->strict && (uid == 0 || uid == p->self);
   if ((p->users_set || p->groups_set) && !implied &&
@@ -288,9 +287,8 @@ void policy_device_refusal(const daemon_t *d, const char *who,
                            const device_t *dev, hipd_err_t *err)
 {
   const struct policy *p = d->policy;
-  const char *rule = p != NULL && dev->id < POLICY_MAX_DEVICES
-                         ? p->dev[dev->id].text
-                         : NULL;
+  const char *rule =
+      p != NULL && dev->id < POLICY_MAX_DEVICES ? p->dev[dev->id].text : NULL;
 
   err_set(err, HIPD_EPERM,
           "device %d (%s:%d) is not allowed for %s by "

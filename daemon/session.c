@@ -168,7 +168,7 @@ void session_drop_unclaimed_fds(session_t *s)
 int session_add_fd(session_t *s, int fd, uint64_t from, uint64_t to)
 {
   if (s->nfds == SESSION_MAX_FDS)
-    return -1;
+    return HIPD_ETOOMANY;
   s->fds[s->nfds++] = (struct session_fd){fd, from, to};
   return 0;
 }

@@ -99,13 +99,13 @@ typedef struct session {
   int tenant_open;             /* counted in tenant->sessions */
   uint64_t devmask;            /* devices the policy lets it use (bit =
                                   global id) */
-  int refused;       /* the policy refused the peer: every request is
-                        answered HIPD_EPERM with refusal, then it closes */
-  int close_flushed; /* close once the replies queued so far are
-                        written (the transport checks it) */
-  hipd_err_t refusal; /* why it was refused (HIPD_EPERM) */
-  char peer_who[64]; /* "uid 1001 (bob)", for the policy's messages */
-  struct stats_sess *stats; /* its counters (stats.h), NULL: none yet */
+  int refused;                 /* the policy refused the peer: every request is
+                                  answered HIPD_EPERM with refusal, then it closes */
+  int close_flushed;           /* close once the replies queued so far are
+                                  written (the transport checks it) */
+  hipd_err_t refusal;          /* why it was refused (HIPD_EPERM) */
+  char peer_who[64];           /* "uid 1001 (bob)", for the policy's messages */
+  struct stats_sess *stats;    /* its counters (stats.h), NULL: none yet */
   char kill_why[96]; /* session.kill of itself: the close reason once its
                         replies are written (close_flushed) */
 
@@ -163,8 +163,8 @@ void session_request_done(session_t *s);
 int session_take_fd(session_t *s);
 
 /* A descriptor @p fd came with the bytes at stream offsets [@p from, @p
- * to): keep it for the request it belongs to. @return 0, or -1 when
- * SESSION_MAX_FDS are kept already (the caller closes @p fd). */
+ * to): keep it for the request it belongs to. @return 0, or HIPD_ETOOMANY
+ * when SESSION_MAX_FDS are kept already (the caller closes @p fd). */
 int session_add_fd(session_t *s, int fd, uint64_t from, uint64_t to);
 /* After the request [msg_pos, msg_end) was handled: close the descriptors
  * it did not claim, and those of reads no request began in. */
@@ -178,7 +178,6 @@ static inline int session_may_use_device(const session_t *s, int id)
 
 /* May a session throttled by --max-inflight read again? */
 int session_may_resume(const session_t *s);
-
 
 /* Log a line about session @p s: its id and its peer's uid go with it
  * (the journal's SESSION= and UID= fields, log_emit()). */

@@ -501,7 +501,7 @@ static void fd_pipe_close_cb(uv_handle_t *h)
  * libuv hands a received descriptor out only through uv_accept() into a
  * handle; a throwaway pipe handle takes it, we keep a duplicate and close
  * the handle. More than SESSION_MAX_FDS unclaimed descriptors is a
- * protocol violation. @return 0, or -1 with the session closing.
+ * protocol violation. @return 0, or a negative code with the session closing.
  */
 static int collect_fds(session_t *s, uint64_t from, uint64_t to)
 {
@@ -512,7 +512,7 @@ static int collect_fds(session_t *s, uint64_t from, uint64_t to)
 
     if (tmp == NULL) {
       session_close(s, "out of memory for a received descriptor");
-      return -1;
+      return HIPD_ENOMEM;
     }
     uv_pipe_init(s->d->loop, tmp, 0);
     if (uv_accept((uv_stream_t *)&s->pipe, (uv_stream_t *)tmp) == 0 &&
@@ -521,13 +521,13 @@ static int collect_fds(session_t *s, uint64_t from, uint64_t to)
     uv_close((uv_handle_t *)tmp, fd_pipe_close_cb);
     if (dup_fd < 0) {
       session_close(s, "cannot take a descriptor the client sent");
-      return -1;
+      return HIPD_EIO;
     }
     if (session_add_fd(s, dup_fd, from, to) != 0) {
       close(dup_fd);
       session_close(s, "protocol violation: more than 8 descriptors sent "
                        "and not claimed by requests");
-      return -1;
+      return HIPD_ETOOMANY;
     }
   }
   return 0;

@@ -7,7 +7,8 @@
  * a message on a pipe when one did not; a child the filter kills ends with
  * SIGSYS, which the test asserts where the kill list applies. As root the
  * identity tests use a user of their own (hipd_sb_user, made with useradd
- * and kept); without root they are skipped and say so. */
+ * and kept); without root they are skipped and say so. sandbox_spawn's
+ * steps are checked in the processes it starts. */
 #include "config.h"
 
 #include <check.h>
@@ -36,6 +37,7 @@
 
 #include "hipd.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/sandbox_spawn.h"
 #include "users.h"
 
 #define TEST_USER "hipd_sb_user"
@@ -692,6 +694,164 @@ START_TEST(test_clean_env)
 }
 END_TEST
 
+/* ------------------------------------------------------------- spawn */
+
+/* Run @p o with stdout into a pipe; @return what it wrote (static). */
+static const char *spawn_output(sandbox_spawn_t *o, sandbox_fd_t *fds,
+                                pid_t *pid)
+{
+  static char out[8192];
+  hipd_err_t err;
+  size_t len = 0;
+  ssize_t n;
+  int p[2], st;
+
+  ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+  fds[0] = (sandbox_fd_t){p[1], STDOUT_FILENO};
+  ck_assert_msg(sandbox_spawn(o, pid, &err) == 0, "%s", err.msg);
+  close(p[1]);
+  /* Its own process group, while it is not reaped. */
+  ck_assert_int_eq(getpgid(*pid), *pid);
+  while ((n = read(p[0], out + len, sizeof(out) - 1 - len)) > 0)
+    len += (size_t)n;
+  out[len] = '\0';
+  close(p[0]);
+  ck_assert_int_eq(waitpid(*pid, &st, 0), *pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+  return out;
+}
+
+/* The parent's ignored and blocked signals and its open descriptors do not
+ * reach the child; the descriptors asked for do, and the directory. */
+START_TEST(test_spawn_exec)
+{
+  char *status_argv[] = {"/bin/grep", "-E", "^Sig(Ign|Blk)",
+                         "/proc/self/status", NULL};
+  char *fd_argv[] = {"/bin/ls", "/proc/self/fd", NULL};
+  char *pwd_argv[] = {"/bin/sh", "-c", "pwd", NULL};
+  char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+  sandbox_fd_t fds[2];
+  sandbox_spawn_t o = {.argv = status_argv,
+                       .envp = envp,
+                       .fds = fds,
+                       .nfds = 1,
+                       .stdin_null = true,
+                       .close_from = 10,
+                       .own_group = true};
+  const char *out, *ign;
+  sigset_t block;
+  pid_t pid;
+  int keep, stray;
+
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGUSR1, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGUSR2);
+  ck_assert_int_eq(sigprocmask(SIG_BLOCK, &block, NULL), 0);
+  o.path = status_argv[0];
+  out = spawn_output(&o, fds, &pid);
+  ck_assert_msg(strstr(out, "SigBlk:\t0000000000000000") != NULL, "%s", out);
+  /* The standard signals; glibc's posix_spawn ignores its own two real-time
+   * signals (32, 33) in the child, as it always did. */
+  ck_assert_ptr_nonnull((ign = strstr(out, "SigIgn:\t")));
+  ck_assert_msg((strtoull(ign + 8, NULL, 16) & 0x7fffffffull) == 0, "%s", out);
+
+  /* At 9 as asked; at 20 (open, not close-on-exec) closed. */
+  keep = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  stray = fcntl(open("/dev/null", O_RDONLY), F_DUPFD, 20);
+  ck_assert_int_ge(keep, 0);
+  ck_assert_int_ge(stray, 20);
+  fds[1] = (sandbox_fd_t){keep, 9};
+  o.nfds = 2;
+  o.path = fd_argv[0];
+  o.argv = fd_argv;
+  out = spawn_output(&o, fds, &pid);
+  ck_assert_msg(strstr(out, "\n9\n") != NULL, "%s", out);
+  ck_assert_msg(strstr(out, "20") == NULL, "%s", out);
+
+  o.path = pwd_argv[0];
+  o.argv = pwd_argv;
+  o.chdir = "/";
+  ck_assert_int_eq(chdir("/tmp"), 0);
+  out = spawn_output(&o, fds, &pid);
+  ck_assert_str_eq(out, "/\n");
+  close(keep);
+  close(stray);
+}
+END_TEST
+
+/* Errors before the exec come back as codes with the system's reason. */
+START_TEST(test_spawn_errors)
+{
+  char *argv[] = {"/nonexistent/hipd-prog", NULL};
+  char *envp[] = {NULL};
+  sandbox_fd_t bad[] = {{999, 3}};
+  sandbox_spawn_t o = {.path = argv[0], .argv = argv, .envp = envp};
+  hipd_err_t err;
+  pid_t pid = -1;
+
+  ck_assert_int_eq(sandbox_spawn(&o, &pid, &err), HIPD_ENOENT);
+  ck_assert_str_eq(err.msg, strerror(ENOENT));
+  o.fds = bad;
+  o.nfds = 1;
+  o.path = "/bin/true";
+  ck_assert_int_eq(sandbox_spawn(&o, &pid, &err), HIPD_EIO);
+  ck_assert_str_eq(err.msg, strerror(EBADF));
+  o.path = NULL;
+  ck_assert_int_eq(sandbox_spawn(&o, &pid, &err), HIPD_EINVAL);
+}
+END_TEST
+
+/* A forked function: the same steps, a failed one reported through the
+ * pipe, and the function's own exit. */
+static void spawn_child_check(void *arg)
+{
+  struct sigaction sa;
+  sigset_t mask;
+
+  (void)arg;
+  if (sigaction(SIGUSR1, NULL, &sa) != 0 || sa.sa_handler != SIG_DFL)
+    _exit(2);
+  if (sigprocmask(SIG_SETMASK, NULL, &mask) != 0 || sigismember(&mask, SIGTERM))
+    _exit(3);
+  if (fcntl(20, F_GETFD) != -1 || fcntl(3, F_GETFD) < 0)
+    _exit(4);
+  if (getpgid(0) != getpid())
+    _exit(5);
+  _exit(42);
+}
+
+START_TEST(test_spawn_fork)
+{
+  sandbox_fd_t fds[] = {{-1, 3}};
+  sandbox_spawn_t o = {.fds = fds,
+                       .nfds = 1,
+                       .close_from = 4,
+                       .own_group = true,
+                       .child = spawn_child_check};
+  hipd_err_t err;
+  sigset_t block;
+  pid_t pid;
+  int st, stray;
+
+  signal(SIGUSR1, SIG_IGN);
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  ck_assert_int_eq(sigprocmask(SIG_BLOCK, &block, NULL), 0);
+  fds[0].from = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  stray = fcntl(open("/dev/null", O_RDONLY), F_DUPFD, 20);
+  ck_assert_int_ge(stray, 20);
+  ck_assert_msg(sandbox_spawn(&o, &pid, &err) == 0, "%s", err.msg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 42, "status %d", st);
+  fds[0].from = 999;
+  ck_assert_int_eq(sandbox_spawn(&o, &pid, &err), HIPD_EIO);
+  ck_assert_str_eq(err.msg, strerror(EBADF));
+}
+END_TEST
+
 static Suite *sandbox_suite(void)
 {
   Suite *s = suite_create("sandbox");
@@ -714,6 +874,12 @@ static Suite *sandbox_suite(void)
   tcase_add_test(tc, test_user_lookup);
   tcase_add_test(tc, test_probe);
   tcase_add_test(tc, test_clean_env);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("spawn");
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, test_spawn_exec);
+  tcase_add_test(tc, test_spawn_errors);
+  tcase_add_test(tc, test_spawn_fork);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -456,40 +456,37 @@ static struct {
   pthread_cond_t cv;
   uint64_t deadline_ms; /* of the compile running, 0 when none */
   int fired;            /* the compile running was stopped */
-} W = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} watchdog_state = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void *watchdog_main(void *arg)
 {
   (void)arg;
-  pthread_mutex_lock(&W.mu);
+  pthread_mutex_lock(&watchdog_state.mu);
   for (;;) {
-    uint64_t now = util_now_ms();
+    uint64_t now = util_now_ms(), abs_ns;
     struct timespec ts;
 
-    if (W.deadline_ms == 0) {
-      pthread_cond_wait(&W.cv, &W.mu);
+    if (watchdog_state.deadline_ms == 0) {
+      pthread_cond_wait(&watchdog_state.cv, &watchdog_state.mu);
       continue;
     }
-    if (now >= W.deadline_ms) {
-      W.fired = 1;
-      pthread_mutex_unlock(&W.mu);
+    if (now >= watchdog_state.deadline_ms) {
+      watchdog_state.fired = 1;
+      pthread_mutex_unlock(&watchdog_state.mu);
       cpu_compile_stop_all();
       /* An in-process compile cannot be stopped: end the process; the
        * daemon reports the timeout. */
       sleep(2);
-      pthread_mutex_lock(&W.mu);
-      if (W.deadline_ms != 0)
+      pthread_mutex_lock(&watchdog_state.mu);
+      if (watchdog_state.deadline_ms != 0)
         _exit(3);
       continue;
     }
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)((W.deadline_ms - now) / 1000);
-    ts.tv_nsec += (long)((W.deadline_ms - now) % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&W.cv, &W.mu, &ts);
+    /* The condition variable waits on CLOCK_MONOTONIC (watchdog_start). */
+    abs_ns = util_now_ns() + (watchdog_state.deadline_ms - now) * 1000000u;
+    ts.tv_sec = (time_t)(abs_ns / 1000000000u);
+    ts.tv_nsec = (long)(abs_ns % 1000000000u);
+    pthread_cond_timedwait(&watchdog_state.cv, &watchdog_state.mu, &ts);
   }
   return NULL;
 }
@@ -501,17 +498,17 @@ static int watchdog_start(void)
 
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&W.cv, &ca);
+  pthread_cond_init(&watchdog_state.cv, &ca);
   pthread_condattr_destroy(&ca);
   return pthread_create(&t, NULL, watchdog_main, NULL) == 0 ? 0 : -1;
 }
 
 static void watchdog_arm(uint64_t deadline_ms)
 {
-  pthread_mutex_lock(&W.mu);
-  W.deadline_ms = deadline_ms;
-  pthread_cond_signal(&W.cv);
-  pthread_mutex_unlock(&W.mu);
+  pthread_mutex_lock(&watchdog_state.mu);
+  watchdog_state.deadline_ms = deadline_ms;
+  pthread_cond_signal(&watchdog_state.cv);
+  pthread_mutex_unlock(&watchdog_state.mu);
 }
 
 /* ------------------------------------------------------------- serving */
@@ -572,15 +569,15 @@ static int serve_compile(int fd, const unsigned char *p, size_t len,
              (int)(dlen > 64 ? 64 : dlen), dname);
     rc = HIPD_ENOTSUP;
   } else {
-    W.fired = 0;
+    watchdog_state.fired = 0;
     watchdog_arm(util_now_ms() + (uint64_t)timeout_s * 1000);
     rc = drv->compile(drv, arch, src, slen, (const char *const *)names, nnames,
                       (const char *const *)opts, nopts, &image, &image_len, log,
                       LOG_MAX);
     watchdog_arm(0);
-    pthread_mutex_lock(&W.mu);
-    fired = W.fired;
-    pthread_mutex_unlock(&W.mu);
+    pthread_mutex_lock(&watchdog_state.mu);
+    fired = watchdog_state.fired;
+    pthread_mutex_unlock(&watchdog_state.mu);
     if (rc != 0 && log[0] == '\0')
       snprintf(log, LOG_MAX, "%s", drv_last_error());
     if (fired) {

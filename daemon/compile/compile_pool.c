@@ -9,7 +9,6 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 #include "compile/compile_proto.h"
 #include "hipd.h"
 #include "log.h"
+#include "sandbox/sandbox_spawn.h"
 #include "util/clock.h"
 
 #ifndef LIBEXECDIR
@@ -43,7 +43,7 @@
 extern char **environ;
 
 /* One helper process, owned by one pool thread. pid is also read by
- * compile_pool_stop_all() (any thread): it changes under P.mu only. */
+ * compile_pool_stop_all() (any thread): it changes under pool_state.mu only. */
 typedef struct {
   pid_t pid;          /* 0: none running */
   int fd;             /* the daemon's end of its socket */
@@ -78,7 +78,8 @@ static struct {
   drv_id_t ids[CP_MAX_DRIVERS];
   unsigned nids;
   compile_pool_stats_t st;
-} P = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} pool_state = {.mu = PTHREAD_MUTEX_INITIALIZER,
+                .cv = PTHREAD_COND_INITIALIZER};
 
 static __thread helper_t *self_helper;
 
@@ -130,16 +131,16 @@ static int helper_reap(helper_t *h, int kill_it)
   pid_t pid;
   int st = 0;
 
-  pthread_mutex_lock(&P.mu);
+  pthread_mutex_lock(&pool_state.mu);
   pid = h->pid;
   if (pid > 0 && kill_it)
     kill(-pid, SIGKILL);
   /* Unregistered before the reap: a pid stop_all may kill is never one
    * the system has given to another process. */
   h->pid = 0;
-  if (pid > 0 && P.st.helpers > 0)
-    P.st.helpers--;
-  pthread_mutex_unlock(&P.mu);
+  if (pid > 0 && pool_state.st.helpers > 0)
+    pool_state.st.helpers--;
+  pthread_mutex_unlock(&pool_state.mu);
   if (h->fd >= 0)
     close(h->fd);
   h->fd = -1;
@@ -151,8 +152,8 @@ static int helper_reap(helper_t *h, int kill_it)
   return st;
 }
 
-/* Parse a hello payload into the pool's record. @return 0 or -1 with
- * @p why. */
+/* Parse a hello payload into the pool's record. @return 0 or HIPD_EPROTO
+ * with @p why. */
 static int hello_parse(const unsigned char *p, size_t len, char *why,
                        size_t whysz)
 {
@@ -164,7 +165,7 @@ static int hello_parse(const unsigned char *p, size_t len, char *why,
 
   if (cp_get_u32(&r, &version) != 0 || version != CP_VERSION) {
     snprintf(why, whysz, "protocol version %u, not %u", version, CP_VERSION);
-    return -1;
+    return HIPD_EPROTO;
   }
   if (cp_get_u32(&r, &uid) != 0 || cp_get_u32(&r, &fsview) != 0 ||
       cp_get_str(&r, CP_MAX_STR, &note, &note_len) != 0 ||
@@ -184,29 +185,27 @@ static int hello_parse(const unsigned char *p, size_t len, char *why,
   }
   if (cp_rd_end(&r) != 0 || fsview > CP_FSVIEW_LANDLOCK)
     goto bad;
-  pthread_mutex_lock(&P.mu);
-  if (P.nids == 0) {
-    memcpy(P.ids, ids, n * sizeof(ids[0]));
-    P.nids = n;
+  pthread_mutex_lock(&pool_state.mu);
+  if (pool_state.nids == 0) {
+    memcpy(pool_state.ids, ids, n * sizeof(ids[0]));
+    pool_state.nids = n;
   }
-  P.st.fsview = fsview;
-  P.st.fsview_name = cp_fsview_name(fsview);
-  P.st.uid = uid;
-  snprintf(P.st.sandbox, sizeof(P.st.sandbox), "%.*s", (int)note_len, note);
-  pthread_mutex_unlock(&P.mu);
+  pool_state.st.fsview = fsview;
+  pool_state.st.fsview_name = cp_fsview_name(fsview);
+  pool_state.st.uid = uid;
+  snprintf(pool_state.st.sandbox, sizeof(pool_state.st.sandbox), "%.*s",
+           (int)note_len, note);
+  pthread_mutex_unlock(&pool_state.mu);
   return 0;
 bad:
   snprintf(why, whysz, "a malformed hello");
-  return -1;
+  return HIPD_EPROTO;
 }
 
 /* Start a helper for @p h and read its hello. Blocking. @return 0 or a
  * negative code with @p err. */
 static int helper_spawn(helper_t *h, hipd_err_t *err)
 {
-  static const int default_sigs[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,
-                                     SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2,
-                                     SIGALRM, SIGXCPU, SIGXFSZ};
   static const char *const pass_env[] = {"PATH",
                                          "HIPD_CXX",
                                          "HIPD_CPU_HEADER",
@@ -216,15 +215,15 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
                                          "TSAN_OPTIONS",
                                          "LSAN_OPTIONS",
                                          NULL};
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  sigset_t none, dflt;
+  sandbox_fd_t fds[1];
+  sandbox_spawn_t so;
+  hipd_err_t serr;
   char fdarg[32], toarg[32], memarg[48], tmparg[PATH_MAX + 8], userarg[80],
       viewarg[48], why[128];
   char *argv[10], *envp[16];
   const char *tmpdir = getenv("TMPDIR"), *view = getenv("HIPD_COMPILE_FSVIEW");
   char envbuf[8][PATH_MAX + 32];
-  int argc = 0, envc = 0, sv[2], e, st, rc;
+  int argc = 0, envc = 0, sv[2], e, st, rc, child_fd;
   cp_hdr_t hdr;
   unsigned char *payload = NULL;
   pid_t pid;
@@ -245,17 +244,20 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
     return err_set(err, HIPD_EIO, "cannot start a compile helper: %s",
                    strerror(errno));
   }
-  snprintf(fdarg, sizeof(fdarg), "--fd=%d", sv[1] == 3 ? 4 : 3);
-  snprintf(toarg, sizeof(toarg), "--timeout=%u", P.timeout_s);
-  snprintf(memarg, sizeof(memarg), "--mem=%llu", (unsigned long long)P.mem);
+  /* dup2 onto a different number clears close-on-exec in the child. */
+  child_fd = sv[1] == 3 ? 4 : 3;
+  snprintf(fdarg, sizeof(fdarg), "--fd=%d", child_fd);
+  snprintf(toarg, sizeof(toarg), "--timeout=%u", pool_state.timeout_s);
+  snprintf(memarg, sizeof(memarg), "--mem=%llu",
+           (unsigned long long)pool_state.mem);
   snprintf(tmparg, sizeof(tmparg), "--tmp=%s", h->tmp);
-  argv[argc++] = P.helper;
+  argv[argc++] = pool_state.helper;
   argv[argc++] = fdarg;
   argv[argc++] = toarg;
   argv[argc++] = memarg;
   argv[argc++] = tmparg;
-  if (P.user[0] != '\0') {
-    snprintf(userarg, sizeof(userarg), "--user=%s", P.user);
+  if (pool_state.user[0] != '\0') {
+    snprintf(userarg, sizeof(userarg), "--user=%s", pool_state.user);
     argv[argc++] = userarg;
   }
   /* HIPD_COMPILE_FSVIEW=landlock: the fallback view even as root (tests). */
@@ -276,50 +278,39 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
   envp[envc++] = "LC_ALL=C";
   envp[envc] = NULL;
 
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, sv[1], sv[1] == 3 ? 4 : 3);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-#ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
-  posix_spawn_file_actions_addclosefrom_np(&fa, (sv[1] == 3 ? 4 : 3) + 1);
-#endif
-  posix_spawnattr_init(&attr);
-  sigemptyset(&none);
-  sigemptyset(&dflt);
-  for (size_t i = 0; i < sizeof(default_sigs) / sizeof(default_sigs[0]); i++)
-    sigaddset(&dflt, default_sigs[i]);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &dflt);
+  fds[0] = (sandbox_fd_t){sv[1], child_fd};
   /* Its own process group: a timeout kills the group. */
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETPGROUP);
-  pthread_mutex_lock(&P.mu);
-  if (P.stopping) {
-    pthread_mutex_unlock(&P.mu);
-    e = -1;
+  so = (sandbox_spawn_t){.path = pool_state.helper,
+                         .argv = argv,
+                         .envp = envp,
+                         .fds = fds,
+                         .nfds = 1,
+                         .stdin_null = true,
+                         .close_from = child_fd + 1,
+                         .own_group = true};
+  pthread_mutex_lock(&pool_state.mu);
+  if (pool_state.stopping) {
+    pthread_mutex_unlock(&pool_state.mu);
+    e = HIPD_ESHUTDOWN; /* not started */
   } else {
-    e = posix_spawn(&pid, P.helper, &fa, &attr, argv, envp);
+    e = sandbox_spawn(&so, &pid, &serr);
     if (e == 0) {
       h->pid = pid;
-      P.st.helpers++;
-      P.st.started++;
+      pool_state.st.helpers++;
+      pool_state.st.started++;
       if (h->died)
-        P.st.restarts++;
+        pool_state.st.restarts++;
     }
-    pthread_mutex_unlock(&P.mu);
+    pthread_mutex_unlock(&pool_state.mu);
   }
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
   close(sv[1]);
   if (e != 0) {
     close(sv[0]);
     tmp_remove(h);
-    if (e < 0)
-      return err_set(err, HIPD_ESHUTDOWN, "hipd is stopping");
-    return err_set(err, e == ENOENT ? HIPD_ENOENT : HIPD_EIO,
-                   "cannot start the compile helper %s: %s", P.helper,
-                   strerror(e));
+    if (e == HIPD_ESHUTDOWN)
+      return err_set(err, e, "hipd is stopping");
+    return err_set(err, e, "cannot start the compile helper %s: %s",
+                   pool_state.helper, serr.msg);
   }
   h->fd = sv[0];
 
@@ -328,21 +319,22 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
     st = helper_reap(h, 1);
     describe_status(st, why, sizeof(why));
     return err_set(err, HIPD_EIO, "the compile helper %s did not start: %s%s",
-                   P.helper, timed_out ? "no hello" : why,
+                   pool_state.helper, timed_out ? "no hello" : why,
                    !timed_out && WIFEXITED(st) && WEXITSTATUS(st) == 127
                        ? " (cannot be executed)"
                        : " (its messages are in hipd's log)");
   }
   rc = hdr.op == CP_OP_HELLO && hdr.status == 0
            ? hello_parse(payload, hdr.len, why, sizeof(why))
-           : (snprintf(why, sizeof(why), "no hello"), -1);
+           : (snprintf(why, sizeof(why), "no hello"), HIPD_EPROTO);
   free(payload);
   if (rc != 0) {
     helper_reap(h, 1);
-    return err_set(err, HIPD_EIO, "the compile helper %s: %s", P.helper, why);
+    return err_set(err, HIPD_EIO, "the compile helper %s: %s",
+                   pool_state.helper, why);
   }
   /* In its own mount namespace the helper has a private /tmp. */
-  if (P.st.fsview == CP_FSVIEW_MOUNTNS)
+  if (pool_state.st.fsview == CP_FSVIEW_MOUNTNS)
     tmp_remove(h);
   return 0;
 }
@@ -426,13 +418,13 @@ static int helper_failed(helper_t *h, compile_out_t *out, int timed_out,
   char why[160];
   int st = helper_reap(h, 1), stopping;
 
-  pthread_mutex_lock(&P.mu);
-  stopping = P.stopping;
+  pthread_mutex_lock(&pool_state.mu);
+  stopping = pool_state.stopping;
   if (timed_out)
-    P.st.timeouts++;
+    pool_state.st.timeouts++;
   else if (!stopping)
-    P.st.crashes++;
-  pthread_mutex_unlock(&P.mu);
+    pool_state.st.crashes++;
+  pthread_mutex_unlock(&pool_state.mu);
   if (stopping) {
     out_log(out, "hipd is stopping: the compile was stopped");
     return out->status = HIPD_ESHUTDOWN;
@@ -441,9 +433,9 @@ static int helper_failed(helper_t *h, compile_out_t *out, int timed_out,
     out_log(out,
             "compilation timed out after %u s (--compile-timeout): the "
             "compiler was killed",
-            P.timeout_s);
+            pool_state.timeout_s);
     log_warn(0, "compile helper: a compile timed out after %u s: killed",
-             P.timeout_s);
+             pool_state.timeout_s);
     return out->status = HIPD_ECOMPILE;
   }
   describe_status(st, why, sizeof(why));
@@ -481,17 +473,17 @@ int compile_run(const compile_req_t *req, compile_out_t *out)
     out_log(out, "%s", err.msg);
     return out->status = rc;
   }
-  pthread_mutex_lock(&P.mu);
-  P.st.compiles++;
-  pthread_mutex_unlock(&P.mu);
+  pthread_mutex_lock(&pool_state.mu);
+  pool_state.st.compiles++;
+  pthread_mutex_unlock(&pool_state.mu);
   if (cp_send(h->fd, CP_OP_COMPILE, 0, b.p, b.len) != 0) {
     cp_buf_free(&b);
     return helper_failed(h, out, 0, "could not be sent the source");
   }
   cp_buf_free(&b);
   if (cp_recv(h->fd, &hdr, &payload,
-              util_now_ms() + (uint64_t)P.timeout_s * 1000 + KILL_GRACE_MS) !=
-      0)
+              util_now_ms() + (uint64_t)pool_state.timeout_s * 1000 +
+                  KILL_GRACE_MS) != 0)
     return helper_failed(h, out, errno == ETIMEDOUT,
                          errno == EPROTO ? "sent a malformed answer"
                                          : "ended during the compile");
@@ -529,11 +521,11 @@ int compile_run(const compile_req_t *req, compile_out_t *out)
     }
     free(payload);
     if (flags & CP_RESULT_TIMED_OUT) {
-      pthread_mutex_lock(&P.mu);
-      P.st.timeouts++;
-      pthread_mutex_unlock(&P.mu);
+      pthread_mutex_lock(&pool_state.mu);
+      pool_state.st.timeouts++;
+      pthread_mutex_unlock(&pool_state.mu);
       log_warn(0, "compile helper: a compile timed out after %u s: stopped",
-               P.timeout_s);
+               pool_state.timeout_s);
     }
     if (flags & (CP_RESULT_LEAVING | CP_RESULT_TIMED_OUT)) {
       helper_reap(h, 0);
@@ -548,11 +540,11 @@ const char *compile_pool_compiler_id(const char *driver)
 {
   const char *id = NULL;
 
-  pthread_mutex_lock(&P.mu);
-  for (unsigned i = 0; i < P.nids; i++)
-    if (strcmp(P.ids[i].name, driver) == 0)
-      id = P.ids[i].id;
-  pthread_mutex_unlock(&P.mu);
+  pthread_mutex_lock(&pool_state.mu);
+  for (unsigned i = 0; i < pool_state.nids; i++)
+    if (strcmp(pool_state.ids[i].name, driver) == 0)
+      id = pool_state.ids[i].id;
+  pthread_mutex_unlock(&pool_state.mu);
   return id;
 }
 
@@ -563,34 +555,34 @@ static void *thread_main(void *arg)
   helper_t *h = arg;
 
   self_helper = h;
-  pthread_mutex_lock(&P.mu);
+  pthread_mutex_lock(&pool_state.mu);
   for (;;) {
     compile_job_t *job;
 
-    while (P.queue == NULL && !P.quit)
-      pthread_cond_wait(&P.cv, &P.mu);
-    if (P.queue == NULL)
+    while (pool_state.queue == NULL && !pool_state.quit)
+      pthread_cond_wait(&pool_state.cv, &pool_state.mu);
+    if (pool_state.queue == NULL)
       break;
-    job = P.queue;
-    P.queue = job->next;
-    if (P.queue == NULL)
-      P.queue_tail = &P.queue;
-    P.st.queued--;
-    P.st.busy++;
-    pthread_mutex_unlock(&P.mu);
+    job = pool_state.queue;
+    pool_state.queue = job->next;
+    if (pool_state.queue == NULL)
+      pool_state.queue_tail = &pool_state.queue;
+    pool_state.st.queued--;
+    pool_state.st.busy++;
+    pthread_mutex_unlock(&pool_state.mu);
 
     job->run(job);
 
-    pthread_mutex_lock(&P.mu);
-    P.st.busy--;
+    pthread_mutex_lock(&pool_state.mu);
+    pool_state.st.busy--;
     job->next = NULL;
-    *P.done_tail = job;
-    P.done_tail = &job->next;
-    pthread_mutex_unlock(&P.mu);
-    uv_async_send(&P.async);
-    pthread_mutex_lock(&P.mu);
+    *pool_state.done_tail = job;
+    pool_state.done_tail = &job->next;
+    pthread_mutex_unlock(&pool_state.mu);
+    uv_async_send(&pool_state.async);
+    pthread_mutex_lock(&pool_state.mu);
   }
-  pthread_mutex_unlock(&P.mu);
+  pthread_mutex_unlock(&pool_state.mu);
   if (h->pid != 0)
     helper_reap(h, 1);
   return NULL;
@@ -601,44 +593,44 @@ static void async_cb(uv_async_t *a)
   compile_job_t *list;
 
   (void)a;
-  pthread_mutex_lock(&P.mu);
-  list = P.done;
-  P.done = NULL;
-  P.done_tail = &P.done;
-  pthread_mutex_unlock(&P.mu);
+  pthread_mutex_lock(&pool_state.mu);
+  list = pool_state.done;
+  pool_state.done = NULL;
+  pool_state.done_tail = &pool_state.done;
+  pthread_mutex_unlock(&pool_state.mu);
   while (list != NULL) {
     compile_job_t *job = list;
     list = job->next;
-    if (--P.inflight == 0)
-      uv_unref((uv_handle_t *)&P.async);
+    if (--pool_state.inflight == 0)
+      uv_unref((uv_handle_t *)&pool_state.async);
     job->done(job);
   }
 }
 
 int compile_pool_submit(compile_job_t *job)
 {
-  if (!P.running)
+  if (!pool_state.running)
     return HIPD_ESHUTDOWN;
-  pthread_mutex_lock(&P.mu);
-  if (P.quit) {
-    pthread_mutex_unlock(&P.mu);
+  pthread_mutex_lock(&pool_state.mu);
+  if (pool_state.quit) {
+    pthread_mutex_unlock(&pool_state.mu);
     return HIPD_ESHUTDOWN;
   }
   job->next = NULL;
-  *P.queue_tail = job;
-  P.queue_tail = &job->next;
-  P.st.queued++;
-  pthread_cond_signal(&P.cv);
-  pthread_mutex_unlock(&P.mu);
+  *pool_state.queue_tail = job;
+  pool_state.queue_tail = &job->next;
+  pool_state.st.queued++;
+  pthread_cond_signal(&pool_state.cv);
+  pthread_mutex_unlock(&pool_state.mu);
   /* Work in flight keeps the loop alive, as libuv's own work does. */
-  if (P.inflight++ == 0)
-    uv_ref((uv_handle_t *)&P.async);
+  if (pool_state.inflight++ == 0)
+    uv_ref((uv_handle_t *)&pool_state.async);
   return 0;
 }
 
 unsigned compile_pool_inflight(void)
 {
-  return P.inflight;
+  return pool_state.inflight;
 }
 
 /* The helper program: cfg, $HIPD_COMPILE_HELPER, next to our executable,
@@ -679,66 +671,70 @@ int compile_pool_init(const compile_pool_cfg_t *cfg, uv_loop_t *loop,
   int rc;
 
   err_clear(err);
-  if (P.running)
+  if (pool_state.running)
     return err_set(err, HIPD_EINVAL, "the compile pool is running already");
-  P.jobs = cfg->jobs ? cfg->jobs : (ncpu > 0 && ncpu < 4 ? (unsigned)ncpu : 4);
-  if (P.jobs > MAX_JOBS)
-    P.jobs = MAX_JOBS;
-  P.timeout_s = cfg->timeout_s ? cfg->timeout_s : DEFAULT_TIMEOUT_S;
-  P.mem = cfg->mem_limit ? cfg->mem_limit : DEFAULT_MEM;
-  helper_path(cfg->helper, P.helper, sizeof(P.helper));
-  snprintf(P.user, sizeof(P.user), "%s", cfg->user ? cfg->user : "");
-  P.loop = loop;
-  P.queue = P.done = NULL;
-  P.queue_tail = &P.queue;
-  P.done_tail = &P.done;
-  P.inflight = 0;
-  P.stopping = P.quit = 0;
-  P.nids = 0;
-  memset(&P.st, 0, sizeof(P.st));
-  P.st.uid = -1;
-  P.st.fsview_name = cp_fsview_name(CP_FSVIEW_NONE);
-  P.helpers = calloc(P.jobs, sizeof(*P.helpers));
-  P.threads = calloc(P.jobs, sizeof(*P.threads));
-  if (P.helpers == NULL || P.threads == NULL) {
+  pool_state.jobs =
+      cfg->jobs ? cfg->jobs : (ncpu > 0 && ncpu < 4 ? (unsigned)ncpu : 4);
+  if (pool_state.jobs > MAX_JOBS)
+    pool_state.jobs = MAX_JOBS;
+  pool_state.timeout_s = cfg->timeout_s ? cfg->timeout_s : DEFAULT_TIMEOUT_S;
+  pool_state.mem = cfg->mem_limit ? cfg->mem_limit : DEFAULT_MEM;
+  helper_path(cfg->helper, pool_state.helper, sizeof(pool_state.helper));
+  snprintf(pool_state.user, sizeof(pool_state.user), "%s",
+           cfg->user ? cfg->user : "");
+  pool_state.loop = loop;
+  pool_state.queue = pool_state.done = NULL;
+  pool_state.queue_tail = &pool_state.queue;
+  pool_state.done_tail = &pool_state.done;
+  pool_state.inflight = 0;
+  pool_state.stopping = pool_state.quit = 0;
+  pool_state.nids = 0;
+  memset(&pool_state.st, 0, sizeof(pool_state.st));
+  pool_state.st.uid = -1;
+  pool_state.st.fsview_name = cp_fsview_name(CP_FSVIEW_NONE);
+  pool_state.helpers = calloc(pool_state.jobs, sizeof(*pool_state.helpers));
+  pool_state.threads = calloc(pool_state.jobs, sizeof(*pool_state.threads));
+  if (pool_state.helpers == NULL || pool_state.threads == NULL) {
     rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto fail;
   }
-  for (unsigned i = 0; i < P.jobs; i++)
-    P.helpers[i].fd = -1;
-  if (cfg->probe && access(P.helper, X_OK) != 0) {
+  for (unsigned i = 0; i < pool_state.jobs; i++)
+    pool_state.helpers[i].fd = -1;
+  if (cfg->probe && access(pool_state.helper, X_OK) != 0) {
     rc = err_set(err, HIPD_ENOENT,
                  "the compile helper %s cannot be run: %s (set "
                  "$HIPD_COMPILE_HELPER or install hipd)",
-                 P.helper, strerror(errno));
+                 pool_state.helper, strerror(errno));
     goto fail;
   }
-  if (cfg->probe && (rc = helper_spawn(&P.helpers[0], err)) != 0)
+  if (cfg->probe && (rc = helper_spawn(&pool_state.helpers[0], err)) != 0)
     goto fail;
-  if (uv_async_init(loop, &P.async, async_cb) != 0) {
+  if (uv_async_init(loop, &pool_state.async, async_cb) != 0) {
     rc = err_set(err, HIPD_EIO, "cannot start the compile pool");
     goto fail;
   }
-  uv_unref((uv_handle_t *)&P.async);
-  for (P.nthreads = 0; P.nthreads < P.jobs; P.nthreads++)
-    if (pthread_create(&P.threads[P.nthreads], NULL, thread_main,
-                       &P.helpers[P.nthreads]) != 0)
+  uv_unref((uv_handle_t *)&pool_state.async);
+  for (pool_state.nthreads = 0; pool_state.nthreads < pool_state.jobs;
+       pool_state.nthreads++)
+    if (pthread_create(&pool_state.threads[pool_state.nthreads], NULL,
+                       thread_main,
+                       &pool_state.helpers[pool_state.nthreads]) != 0)
       break;
-  if (P.nthreads == 0) {
-    uv_close((uv_handle_t *)&P.async, NULL);
+  if (pool_state.nthreads == 0) {
+    uv_close((uv_handle_t *)&pool_state.async, NULL);
     rc = err_set(err, HIPD_EIO, "cannot start the compile threads");
     goto fail;
   }
-  P.running = 1;
+  pool_state.running = 1;
   return 0;
 
 fail:
-  if (P.helpers != NULL && P.helpers[0].pid != 0)
-    helper_reap(&P.helpers[0], 1);
-  free(P.helpers);
-  free(P.threads);
-  P.helpers = NULL;
-  P.threads = NULL;
+  if (pool_state.helpers != NULL && pool_state.helpers[0].pid != 0)
+    helper_reap(&pool_state.helpers[0], 1);
+  free(pool_state.helpers);
+  free(pool_state.threads);
+  pool_state.helpers = NULL;
+  pool_state.threads = NULL;
   return rc;
 }
 
@@ -746,46 +742,46 @@ unsigned compile_pool_stop_all(void)
 {
   unsigned n = 0;
 
-  pthread_mutex_lock(&P.mu);
-  P.stopping = 1;
-  for (unsigned i = 0; P.helpers != NULL && i < P.jobs; i++)
-    if (P.helpers[i].pid > 0) {
-      kill(-P.helpers[i].pid, SIGKILL);
+  pthread_mutex_lock(&pool_state.mu);
+  pool_state.stopping = 1;
+  for (unsigned i = 0; pool_state.helpers != NULL && i < pool_state.jobs; i++)
+    if (pool_state.helpers[i].pid > 0) {
+      kill(-pool_state.helpers[i].pid, SIGKILL);
       n++;
     }
-  pthread_mutex_unlock(&P.mu);
+  pthread_mutex_unlock(&pool_state.mu);
   return n;
 }
 
 void compile_pool_shutdown(void)
 {
-  if (!P.running)
+  if (!pool_state.running)
     return;
   compile_pool_stop_all();
-  pthread_mutex_lock(&P.mu);
-  P.quit = 1;
+  pthread_mutex_lock(&pool_state.mu);
+  pool_state.quit = 1;
   /* Jobs not started are dropped with the pool. */
-  P.queue = NULL;
-  P.queue_tail = &P.queue;
-  pthread_cond_broadcast(&P.cv);
-  pthread_mutex_unlock(&P.mu);
-  for (unsigned i = 0; i < P.nthreads; i++)
-    pthread_join(P.threads[i], NULL);
-  if (!uv_is_closing((uv_handle_t *)&P.async))
-    uv_close((uv_handle_t *)&P.async, NULL);
-  free(P.threads);
-  free(P.helpers);
-  P.threads = NULL;
-  P.helpers = NULL;
-  P.nthreads = 0;
-  P.running = 0;
+  pool_state.queue = NULL;
+  pool_state.queue_tail = &pool_state.queue;
+  pthread_cond_broadcast(&pool_state.cv);
+  pthread_mutex_unlock(&pool_state.mu);
+  for (unsigned i = 0; i < pool_state.nthreads; i++)
+    pthread_join(pool_state.threads[i], NULL);
+  if (!uv_is_closing((uv_handle_t *)&pool_state.async))
+    uv_close((uv_handle_t *)&pool_state.async, NULL);
+  free(pool_state.threads);
+  free(pool_state.helpers);
+  pool_state.threads = NULL;
+  pool_state.helpers = NULL;
+  pool_state.nthreads = 0;
+  pool_state.running = 0;
 }
 
 void compile_pool_get_stats(compile_pool_stats_t *st)
 {
-  pthread_mutex_lock(&P.mu);
-  *st = P.st;
-  pthread_mutex_unlock(&P.mu);
-  st->jobs = P.jobs;
-  st->timeout_s = P.timeout_s;
+  pthread_mutex_lock(&pool_state.mu);
+  *st = pool_state.st;
+  pthread_mutex_unlock(&pool_state.mu);
+  st->jobs = pool_state.jobs;
+  st->timeout_s = pool_state.timeout_s;
 }

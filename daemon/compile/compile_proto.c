@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "compile/compile_proto.h"
+#include "hipd.h"
 #include "util/clock.h"
 
 const char *cp_fsview_name(uint32_t v)
@@ -88,7 +89,7 @@ int cp_get_u32(cp_rd_t *r, uint32_t *v)
 {
   if (r->bad || r->len - r->off < sizeof(*v)) {
     r->bad = 1;
-    return -1;
+    return HIPD_EPROTO;
   }
   memcpy(v, r->p + r->off, sizeof(*v));
   r->off += sizeof(*v);
@@ -100,10 +101,10 @@ int cp_get_blob(cp_rd_t *r, uint32_t max, const void **p, uint32_t *n)
   uint32_t len;
 
   if (cp_get_u32(r, &len) != 0)
-    return -1;
+    return HIPD_EPROTO;
   if (len > max || r->len - r->off < len) {
     r->bad = 1;
-    return -1;
+    return HIPD_EPROTO;
   }
   *p = r->p + r->off;
   *n = len;
@@ -116,10 +117,10 @@ int cp_get_str(cp_rd_t *r, uint32_t max, const char **s, uint32_t *n)
   const void *p;
 
   if (cp_get_blob(r, max, &p, n) != 0)
-    return -1;
+    return HIPD_EPROTO;
   if (memchr(p, '\0', *n) != NULL) {
     r->bad = 1;
-    return -1;
+    return HIPD_EPROTO;
   }
   *s = p;
   return 0;
@@ -132,10 +133,10 @@ int cp_get_strdup(cp_rd_t *r, uint32_t max, char **out)
 
   *out = NULL;
   if (cp_get_str(r, max, &s, &n) != 0)
-    return -1;
+    return HIPD_EPROTO;
   if ((*out = malloc((size_t)n + 1)) == NULL) {
     r->bad = 1;
-    return -1;
+    return HIPD_ENOMEM;
   }
   memcpy(*out, s, n);
   (*out)[n] = '\0';
@@ -144,7 +145,7 @@ int cp_get_strdup(cp_rd_t *r, uint32_t max, char **out)
 
 int cp_rd_end(const cp_rd_t *r)
 {
-  return !r->bad && r->off == r->len ? 0 : -1;
+  return !r->bad && r->off == r->len ? 0 : HIPD_EPROTO;
 }
 
 /* ------------------------------------------------------------ messages */

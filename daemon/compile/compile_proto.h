@@ -117,9 +117,10 @@ void cp_buf_free(cp_buf_t *b);
 
 /* ------------------------------------------------------------- reading */
 
-/* A cursor over a received payload. Every getter fails (returns -1 and
- * sets @c bad) on a short payload, a length past its bound or, for
- * strings, a NUL byte; after one failure every getter fails. */
+/* A cursor over a received payload. Every getter fails (returns
+ * HIPD_EPROTO, or HIPD_ENOMEM for a copy, and sets @c bad) on a short payload,
+ * a length past its bound or, for strings, a NUL byte; after one failure every
+ * getter fails. */
 typedef struct {
   const unsigned char *p;
   size_t len, off;
@@ -134,7 +135,7 @@ int cp_get_str(cp_rd_t *r, uint32_t max, const char **s, uint32_t *n);
 int cp_get_strdup(cp_rd_t *r, uint32_t max, char **out);
 /* A blob of at most @p max bytes (any bytes), pointing into the payload. */
 int cp_get_blob(cp_rd_t *r, uint32_t max, const void **p, uint32_t *n);
-/* 0 if the whole payload was read and nothing failed, else -1. */
+/* 0 if the whole payload was read and nothing failed, else HIPD_EPROTO. */
 int cp_rd_end(const cp_rd_t *r);
 
 /* ------------------------------------------------------------ messages */

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <grp.h>
 #include <linux/capability.h>
-#include <pwd.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include "sandbox.h"
 #include "sandbox_internal.h"
 #include "sanitize.h"
+#include "util/account.h"
 
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
@@ -112,34 +112,21 @@ int sandbox_support_format(const sandbox_support_t *s, char *buf, size_t n)
 int sandbox_user_lookup(const char *name, uid_t *uid, gid_t *gid,
                         hipd_err_t *err)
 {
-  struct passwd pw, *res = NULL;
-  long sz = sysconf(_SC_GETPW_R_SIZE_MAX);
-  char *buf;
-  int e;
+  account_t a;
+  int rc;
 
   err_clear(err);
-  if (name == NULL || name[0] == '\0')
-    return err_set(err, HIPD_EINVAL, "no account name given");
-  if (sz < 1024)
-    sz = 16384;
-  buf = malloc((size_t)sz);
-  if (buf == NULL)
-    return err_set(err, HIPD_ENOMEM, "out of memory");
-  e = getpwnam_r(name, &pw, buf, (size_t)sz, &res);
-  if (res == NULL) {
-    free(buf);
-    if (e == 0 || e == ENOENT || e == ESRCH || e == EBADF || e == EPERM)
-      return err_set(err, HIPD_ENOENT,
-                     "no account '%s' (create it, e.g. "
-                     "useradd --system --no-create-home --shell "
-                     "/usr/sbin/nologin %s)",
-                     name, name);
-    return err_set(err, HIPD_EIO, "cannot look up account '%s': %s", name,
-                   strerror(e));
-  }
-  *uid = pw.pw_uid;
-  *gid = pw.pw_gid;
-  free(buf);
+  rc = account_by_name(name, &a, err);
+  if (rc == HIPD_ENOENT)
+    return err_set(err, HIPD_ENOENT,
+                   "no account '%s' (create it, e.g. "
+                   "useradd --system --no-create-home --shell "
+                   "/usr/sbin/nologin %s)",
+                   name, name);
+  if (rc != 0)
+    return rc;
+  *uid = a.uid;
+  *gid = a.gid;
   return 0;
 }
 
@@ -388,19 +375,19 @@ static const char *const sanitizer_vars[] = {NULL};
 #endif
 
 /* Add NAME=value of @p name (or @p name itself if it holds a '=') at
- * env[*i] if set. @return 0 or -1 (out of memory). */
+ * env[*i] if set. @return 0 or HIPD_ENOMEM. */
 static int env_add(char **env, size_t *i, const char *name)
 {
   const char *v;
   size_t len;
 
   if (strchr(name, '=') != NULL)
-    return (env[(*i)++] = strdup(name)) == NULL ? -1 : 0;
+    return (env[(*i)++] = strdup(name)) == NULL ? HIPD_ENOMEM : 0;
   if ((v = getenv(name)) == NULL)
     return 0;
   len = strlen(name) + strlen(v) + 2;
   if ((env[*i] = malloc(len)) == NULL)
-    return -1;
+    return HIPD_ENOMEM;
   snprintf(env[(*i)++], len, "%s=%s", name, v);
   return 0;
 }

@@ -11,9 +11,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "sanitize.h"
 #include "cpu_arena.h"
 #include "hipd.h"
+#include "sanitize.h"
+#include "util/array.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -204,13 +205,8 @@ int cpu_arena_alloc(cpu_arena_t *a, size_t size, cpu_arena_buf_t *out,
                    "no room for %zu bytes in the CPU device's buffer address "
                    "range (%zu bytes, %zu buffers)",
                    size, a->span, a->nbufs);
-  if (a->n == a->cap) {
-    extent_t *q = realloc(a->ext, 2 * a->cap * sizeof(*q));
-    if (q == NULL)
-      return err_set(err, HIPD_ENOMEM, "out of memory");
-    a->ext = q;
-    a->cap *= 2;
-  }
+  if (ARRAY_GROW(a->ext, a->n, a->cap, 64) != 0)
+    return err_set(err, HIPD_ENOMEM, "out of memory");
   e = &a->ext[i];
   /* Commit the pages now, as a GPU commits device memory at allocation.
    * The file grows to cover them. */

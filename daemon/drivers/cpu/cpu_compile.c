@@ -10,7 +10,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,9 +25,10 @@
 #include "cpu_proto.h"
 #include "cpu_source.h"
 #include "hipd.h"
+#include "sandbox/sandbox_spawn.h"
+#include "util/array.h"
 #include "util/clock.h"
 #include "util/strbuf.h"
-#include "util/array.h"
 
 #ifndef PKGDATADIR
 #define PKGDATADIR "/usr/local/share/hipd"
@@ -331,9 +331,9 @@ unsigned cpu_compile_stop_all(void)
 static int run_compiler(char *const *argv, unsigned timeout_s, strbuf_t *outbuf,
                         int *status, char *log, size_t logsz)
 {
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  sigset_t none, dflt;
+  sandbox_fd_t fds[2];
+  sandbox_spawn_t so;
+  hipd_err_t serr;
   int pfd[2], e, timed_out = 0;
   char **env;
   pid_t pid;
@@ -341,7 +341,7 @@ static int run_compiler(char *const *argv, unsigned timeout_s, strbuf_t *outbuf,
 
   if (pipe2(pfd, O_CLOEXEC) != 0) {
     cpu_log_set(log, logsz, "cannot run the C++ compiler: pipe: %s",
-            strerror(errno));
+                strerror(errno));
     return HIPD_EIO;
   }
   env = child_env();
@@ -351,41 +351,30 @@ static int run_compiler(char *const *argv, unsigned timeout_s, strbuf_t *outbuf,
     cpu_log_set(log, logsz, "out of memory");
     return HIPD_ENOMEM;
   }
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, pfd[1], STDERR_FILENO);
-  posix_spawnattr_init(&attr);
-  sigemptyset(&none);
-  sigemptyset(&dflt);
-  sigaddset(&dflt, SIGPIPE);
-  sigaddset(&dflt, SIGCHLD);
-  sigaddset(&dflt, SIGINT);
-  sigaddset(&dflt, SIGTERM);
-  sigaddset(&dflt, SIGHUP);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &dflt);
-  posix_spawnattr_setpgroup(&attr, 0); /* to kill cc1plus, as, ld too */
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETPGROUP);
-  e = posix_spawn(&pid, argv[0], &fa, &attr, argv, env);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
+  fds[0] = (sandbox_fd_t){pfd[1], STDOUT_FILENO};
+  fds[1] = (sandbox_fd_t){pfd[1], STDERR_FILENO};
+  so = (sandbox_spawn_t){.path = argv[0],
+                         .argv = argv,
+                         .envp = env,
+                         .fds = fds,
+                         .nfds = 2,
+                         .stdin_null = true,
+                         .own_group = true}; /* to kill cc1plus, as, ld too */
+  e = sandbox_spawn(&so, &pid, &serr);
   free(env);
   close(pfd[1]);
   if (e != 0) {
     close(pfd[0]);
     cpu_log_set(log, logsz, "cannot run the C++ compiler %s: %s", argv[0],
-            strerror(e));
+                serr.msg);
     return HIPD_EIO;
   }
   if ((e = running_add(pid)) != 0) {
     close(pfd[0]);
     while (waitpid(pid, status, 0) < 0 && errno == EINTR)
       ;
-    cpu_log_set(log, logsz, "%s", e == HIPD_ESHUTDOWN ? "hipd is stopping"
-                                                  : "out of memory");
+    cpu_log_set(log, logsz, "%s",
+                e == HIPD_ESHUTDOWN ? "hipd is stopping" : "out of memory");
     return e;
   }
 
@@ -501,9 +490,9 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
   for (size_t i = 0; i < nkernels; i++) {
     if (kernel_names[i] == NULL || !name_ok(kernel_names[i])) {
       cpu_log_set(log, logsz,
-              "'%s' is not a kernel name (a C++ function name, optionally "
-              "qualified or with template arguments)",
-              kernel_names[i] ? kernel_names[i] : "(null)");
+                  "'%s' is not a kernel name (a C++ function name, optionally "
+                  "qualified or with template arguments)",
+                  kernel_names[i] ? kernel_names[i] : "(null)");
       return HIPD_EINVAL;
     }
   }
@@ -515,13 +504,14 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
 
   cxx = cfg->cxx != NULL ? cfg->cxx : cpu_compile_compiler();
   if (cxx == NULL || (cfg->cxx != NULL && access(cxx, X_OK) != 0)) {
-    cpu_log_set(log, logsz,
-            "no C++ compiler for the CPU device (tried %s): kernels cannot be "
-            "compiled on it; install g++ or set HIPD_CXX",
-            cfg->cxx ? cfg->cxx
-            : getenv("HIPD_CXX") && getenv("HIPD_CXX")[0]
-                ? "$HIPD_CXX"
-                : "c++, g++, clang++ on $PATH");
+    cpu_log_set(
+        log, logsz,
+        "no C++ compiler for the CPU device (tried %s): kernels cannot be "
+        "compiled on it; install g++ or set HIPD_CXX",
+        cfg->cxx ? cfg->cxx
+        : getenv("HIPD_CXX") && getenv("HIPD_CXX")[0]
+            ? "$HIPD_CXX"
+            : "c++, g++, clang++ on $PATH");
     rc = HIPD_ENOTSUP;
     goto fail;
   }
@@ -533,7 +523,7 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
     header = HEADER_DEFAULT;
   if (access(header, R_OK) != 0) {
     cpu_log_set(log, logsz, "the CPU device header %s is missing: %s", header,
-            strerror(errno));
+                strerror(errno));
     rc = HIPD_ENOENT;
     goto fail;
   }
@@ -556,12 +546,12 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
     int ok = options[i] ? option_check(options[i], &use) : -1;
     if (ok < 0) {
       cpu_log_set(log, logsz,
-              "compiler option '%s' is not allowed on the CPU device "
-              "(allowed: -D, -U, -O0..-O3, -Os, -Ofast, -ffast-math, "
-              "-ffp-contract=off|on|fast, --fmad=true|false, "
-              "-std=c++17 or later, -g, -w, -Wall, -Wextra, -Werror, "
-              "-march=native; see cpu_compile.h)",
-              options[i] ? options[i] : "(null)");
+                  "compiler option '%s' is not allowed on the CPU device "
+                  "(allowed: -D, -U, -O0..-O3, -Os, -Ofast, -ffast-math, "
+                  "-ffp-contract=off|on|fast, --fmad=true|false, "
+                  "-std=c++17 or later, -g, -w, -Wall, -Wextra, -Werror, "
+                  "-march=native; see cpu_compile.h)",
+                  options[i] ? options[i] : "(null)");
       rc = HIPD_EINVAL;
       goto fail;
     }
@@ -583,7 +573,7 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
           (int)sizeof(dir) ||
       mkdtemp(dir) == NULL) {
     cpu_log_set(log, logsz, "cannot create a directory in %s: %s", tmpdir,
-            strerror(errno));
+                strerror(errno));
     rc = HIPD_EIO;
     goto fail;
   }
@@ -619,10 +609,10 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
     if (log != NULL && log[0] == '\0') {
       if (WIFSIGNALED(st))
         cpu_log_set(log, logsz, "the C++ compiler was killed by signal %d",
-                WTERMSIG(st));
+                    WTERMSIG(st));
       else
         cpu_log_set(log, logsz, "the C++ compiler failed (exit status %d)",
-                WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+                    WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     }
     rc = HIPD_ECOMPILE;
     goto fail;

@@ -101,7 +101,8 @@ static struct {
   unsigned nmodules;  /* for unique module file names */
   char compiler[256]; /* compiler_id */
   pthread_once_t compiler_once;
-} K = {.mu = PTHREAD_MUTEX_INITIALIZER, .compiler_once = PTHREAD_ONCE_INIT};
+} cpu_state = {.mu = PTHREAD_MUTEX_INITIALIZER,
+               .compiler_once = PTHREAD_ONCE_INIT};
 
 static unsigned launch_timeout_ms;
 
@@ -110,23 +111,23 @@ static struct {
   pthread_mutex_t mu;
   uid_t uid;
   gid_t gid;
-} RU = {PTHREAD_MUTEX_INITIALIZER, (uid_t)-1, (gid_t)-1};
+} runner_account = {PTHREAD_MUTEX_INITIALIZER, (uid_t)-1, (gid_t)-1};
 
 int cpu_driver_abort_launches(void)
 {
-  /* Without K.mu, which a launch in flight may hold: the runner object
+  /* Without cpu_state.mu, which a launch in flight may hold: the runner object
    * lives until the driver shuts down, after the loop. */
-  cpu_runner_t *r = __atomic_load_n(&K.runner, __ATOMIC_ACQUIRE);
+  cpu_runner_t *r = __atomic_load_n(&cpu_state.runner, __ATOMIC_ACQUIRE);
 
   return r != NULL ? cpu_runner_abort(r) : 0;
 }
 
 void cpu_driver_set_runner_user(uid_t uid, gid_t gid)
 {
-  pthread_mutex_lock(&RU.mu);
-  RU.uid = uid;
-  RU.gid = gid;
-  pthread_mutex_unlock(&RU.mu);
+  pthread_mutex_lock(&runner_account.mu);
+  runner_account.uid = uid;
+  runner_account.gid = gid;
+  pthread_mutex_unlock(&runner_account.mu);
 }
 
 /* The ids a runner that we start ourselves as root changes to (see
@@ -139,10 +140,10 @@ static int runner_ids(cpu_runner_cfg_t *cfg)
 
   if (geteuid() != 0 || cpu_launcher_running())
     return 0; /* our own uid, or the launcher's */
-  pthread_mutex_lock(&RU.mu);
-  uid = RU.uid;
-  gid = RU.gid;
-  pthread_mutex_unlock(&RU.mu);
+  pthread_mutex_lock(&runner_account.mu);
+  uid = runner_account.uid;
+  gid = runner_account.gid;
+  pthread_mutex_unlock(&runner_account.mu);
   if (uid == (uid_t)-1 &&
       sandbox_user_lookup(CPU_RUNNER_DEFAULT_USER, &uid, &gid, &err) != 0) {
     drv_set_error("refusing to run CPU kernels as root: %s", err.msg);
@@ -170,7 +171,8 @@ void cpu_driver_set_launch_timeout(unsigned ms)
   launch_timeout_ms = ms;
 }
 
-/* A "key: value" line of a /proc file, as a number (first one found). */
+/* A "key: value" line of a /proc file, as a number (first one found).
+ * @return 0, or HIPD_ENOENT (no such file or line). */
 static int proc_value(const char *file, const char *key, double *out)
 {
   char line[512];
@@ -178,7 +180,7 @@ static int proc_value(const char *file, const char *key, double *out)
   FILE *f = fopen(file, "r");
 
   if (f == NULL)
-    return -1;
+    return HIPD_ENOENT;
   while (fgets(line, sizeof(line), f) != NULL) {
     if (strncmp(line, key, klen) == 0) {
       char *p = strchr(line + klen, ':');
@@ -190,7 +192,7 @@ static int proc_value(const char *file, const char *key, double *out)
     }
   }
   fclose(f);
-  return -1;
+  return HIPD_ENOENT;
 }
 
 static void cpu_model(char *buf, size_t size)
@@ -221,23 +223,23 @@ static void cpu_model(char *buf, size_t size)
  * modules never unloaded: the process is ending). Idempotent. */
 static void moddir_remove(void)
 {
-  char path[sizeof(K.moddir) + 32];
+  char path[sizeof(cpu_state.moddir) + 32];
 
-  if (K.moddir[0] == '\0')
+  if (cpu_state.moddir[0] == '\0')
     return;
-  for (unsigned i = 1; i <= K.nmodules; i++) {
-    snprintf(path, sizeof(path), "%s/module-%u.so", K.moddir, i);
+  for (unsigned i = 1; i <= cpu_state.nmodules; i++) {
+    snprintf(path, sizeof(path), "%s/module-%u.so", cpu_state.moddir, i);
     unlink(path);
   }
-  rmdir(K.moddir);
-  K.moddir[0] = '\0';
+  rmdir(cpu_state.moddir);
+  cpu_state.moddir[0] = '\0';
 }
 
 /* At exit(), for the ways out of a process that skip devices_shutdown()
  * (device tasks still running at the stop; _exit() and exec() call
  * cpu_driver_cleanup() instead). No lock: exit() may be called by a
  * thread that holds it. */
-static pid_t moddir_owner; /* the process that made K.moddir */
+static pid_t moddir_owner; /* the process that made cpu_state.moddir */
 
 static void moddir_atexit(void)
 {
@@ -249,9 +251,9 @@ static void moddir_atexit(void)
 
 void cpu_driver_cleanup(void)
 {
-  pthread_mutex_lock(&K.mu);
+  pthread_mutex_lock(&cpu_state.mu);
   moddir_remove();
-  pthread_mutex_unlock(&K.mu);
+  pthread_mutex_unlock(&cpu_state.mu);
 }
 
 static int cpu_init(driver_t *drv, int *count)
@@ -264,16 +266,16 @@ static int cpu_init(driver_t *drv, int *count)
 static void cpu_shutdown(driver_t *drv)
 {
   (void)drv;
-  pthread_mutex_lock(&K.mu);
-  cpu_runner_stop(K.runner);
-  K.runner = NULL;
+  pthread_mutex_lock(&cpu_state.mu);
+  cpu_runner_stop(cpu_state.runner);
+  cpu_state.runner = NULL;
   /* Buffers still allocated keep the arena (the process is ending). */
-  if (K.arena != NULL && cpu_arena_count(K.arena) == 0) {
-    cpu_arena_destroy(K.arena);
-    K.arena = NULL;
+  if (cpu_state.arena != NULL && cpu_arena_count(cpu_state.arena) == 0) {
+    cpu_arena_destroy(cpu_state.arena);
+    cpu_state.arena = NULL;
   }
   moddir_remove();
-  pthread_mutex_unlock(&K.mu);
+  pthread_mutex_unlock(&cpu_state.mu);
 }
 
 static uint64_t total_memory(void)
@@ -362,24 +364,25 @@ static int track_buffer(const drv_mem_t *m)
   b->size = m->size;
   b->fd = m->fd;
   b->users = 1;
-  pthread_mutex_lock(&K.mu);
-  for (live_buf_t *o = K.bufs; o != NULL; o = o->next) {
+  pthread_mutex_lock(&cpu_state.mu);
+  for (live_buf_t *o = cpu_state.bufs; o != NULL; o = o->next) {
     if (o->ptr == m->ptr && o->size == m->size && o->fd == m->fd) {
       o->users++;
-      pthread_mutex_unlock(&K.mu);
+      pthread_mutex_unlock(&cpu_state.mu);
       free(b);
       return 0;
     }
   }
-  if (K.runner != NULL &&
-      (rc = cpu_runner_map(K.runner, m->fd, m->ptr, m->size, &err)) != 0) {
+  if (cpu_state.runner != NULL &&
+      (rc = cpu_runner_map(cpu_state.runner, m->fd, m->ptr, m->size, &err)) !=
+          0) {
     drv_set_error("the kernel runner cannot map the buffer: %s", err.msg);
     free(b);
   } else {
-    b->next = K.bufs;
-    K.bufs = b;
+    b->next = cpu_state.bufs;
+    cpu_state.bufs = b;
   }
-  pthread_mutex_unlock(&K.mu);
+  pthread_mutex_unlock(&cpu_state.mu);
   return rc;
 }
 
@@ -387,20 +390,20 @@ static void untrack_buffer(void *ptr)
 {
   hipd_err_t err;
 
-  pthread_mutex_lock(&K.mu);
-  for (live_buf_t **pp = &K.bufs; *pp != NULL; pp = &(*pp)->next) {
+  pthread_mutex_lock(&cpu_state.mu);
+  for (live_buf_t **pp = &cpu_state.bufs; *pp != NULL; pp = &(*pp)->next) {
     if ((*pp)->ptr == ptr) {
       live_buf_t *b = *pp;
       if (--b->users > 0)
         break;
       *pp = b->next;
-      if (K.runner != NULL)
-        cpu_runner_unmap(K.runner, ptr, &err);
+      if (cpu_state.runner != NULL)
+        cpu_runner_unmap(cpu_state.runner, ptr, &err);
       free(b);
       break;
     }
   }
-  pthread_mutex_unlock(&K.mu);
+  pthread_mutex_unlock(&cpu_state.mu);
 }
 
 /* The arena's address range: twice the host's memory (a single buffer
@@ -424,18 +427,18 @@ static size_t arena_span(void)
   return (size_t)span;
 }
 
-/* Make the arena if there is none yet. Under K.mu. */
+/* Make the arena if there is none yet. Under cpu_state.mu. */
 static int arena_ensure(void)
 {
   hipd_err_t err;
   int rc;
 
-  if (K.arena != NULL)
+  if (cpu_state.arena != NULL)
     return 0;
-  rc = cpu_arena_create(arena_span(), &K.arena, &err);
+  rc = cpu_arena_create(arena_span(), &cpu_state.arena, &err);
   if (rc != 0) {
     drv_set_error("%s", err.msg);
-    K.arena = NULL;
+    cpu_state.arena = NULL;
   }
   return rc;
 }
@@ -458,19 +461,19 @@ static int cpu_mem_alloc(driver_t *drv, int dev, size_t size, drv_mem_t *out)
                   (unsigned long long)total);
     return HIPD_ENOMEM;
   }
-  pthread_mutex_lock(&K.mu);
+  pthread_mutex_lock(&cpu_state.mu);
   if ((rc = arena_ensure()) != 0)
     goto out;
-  if ((rc = cpu_arena_alloc(K.arena, size, &b, &err)) != 0) {
+  if ((rc = cpu_arena_alloc(cpu_state.arena, size, &b, &err)) != 0) {
     drv_set_error("%s", err.msg);
     goto out;
   }
-  if (K.runner != NULL) {
+  if (cpu_state.runner != NULL) {
     cpu_bmap_ent_t e = {b.offset, b.map_size};
-    if (cpu_runner_bmap(K.runner, ARENA_CHUNK, &e, 1, &err) != 0) {
+    if (cpu_runner_bmap(cpu_state.runner, ARENA_CHUNK, &e, 1, &err) != 0) {
       /* Kernels could not use it. */
       drv_set_error("the kernel runner cannot map the buffer: %s", err.msg);
-      cpu_arena_free(K.arena, b.ptr);
+      cpu_arena_free(cpu_state.arena, b.ptr);
       rc = HIPD_EBUSY;
       goto out;
     }
@@ -479,7 +482,7 @@ static int cpu_mem_alloc(driver_t *drv, int dev, size_t size, drv_mem_t *out)
   out->size = size;
   out->fd = -1;
 out:
-  pthread_mutex_unlock(&K.mu);
+  pthread_mutex_unlock(&cpu_state.mu);
   return rc;
 }
 
@@ -490,14 +493,15 @@ static int cpu_mem_free(driver_t *drv, int dev, drv_mem_t *mem)
 
   (void)drv;
   (void)dev;
-  pthread_mutex_lock(&K.mu);
-  if (K.arena != NULL && cpu_arena_find(K.arena, mem->ptr, &b) == 0) {
+  pthread_mutex_lock(&cpu_state.mu);
+  if (cpu_state.arena != NULL &&
+      cpu_arena_find(cpu_state.arena, mem->ptr, &b) == 0) {
     /* Out of the runner first: a kernel must never reach freed pages. */
-    if (K.runner != NULL)
-      cpu_runner_bunmap(K.runner, ARENA_CHUNK, b.offset, &err);
-    cpu_arena_free(K.arena, mem->ptr);
+    if (cpu_state.runner != NULL)
+      cpu_runner_bunmap(cpu_state.runner, ARENA_CHUNK, b.offset, &err);
+    cpu_arena_free(cpu_state.arena, mem->ptr);
   }
-  pthread_mutex_unlock(&K.mu);
+  pthread_mutex_unlock(&cpu_state.mu);
   mem->ptr = NULL;
   mem->fd = -1;
   return 0;
@@ -642,16 +646,17 @@ static void find_compiler_id(void)
   pid_t pid;
   ssize_t n;
 
-  snprintf(K.compiler, sizeof(K.compiler), "%s", cxx ? cxx : "none");
+  snprintf(cpu_state.compiler, sizeof(cpu_state.compiler), "%s",
+           cxx ? cxx : "none");
   if (cxx == NULL || pipe2(pipefd, O_CLOEXEC) != 0)
     return;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
   if (posix_spawnp(&pid, cxx, &fa, NULL, argv, NULL) == 0) {
     close(pipefd[1]);
-    n = read(pipefd[0], K.compiler, sizeof(K.compiler) - 1);
-    K.compiler[n > 0 ? n : 0] = '\0';
-    K.compiler[strcspn(K.compiler, "\n")] = '\0';
+    n = read(pipefd[0], cpu_state.compiler, sizeof(cpu_state.compiler) - 1);
+    cpu_state.compiler[n > 0 ? n : 0] = '\0';
+    cpu_state.compiler[strcspn(cpu_state.compiler, "\n")] = '\0';
     waitpid(pid, NULL, 0);
   } else {
     close(pipefd[1]);
@@ -663,8 +668,8 @@ static void find_compiler_id(void)
 static const char *cpu_compiler_id(driver_t *drv)
 {
   (void)drv;
-  pthread_once(&K.compiler_once, find_compiler_id);
-  return K.compiler;
+  pthread_once(&cpu_state.compiler_once, find_compiler_id);
+  return cpu_state.compiler;
 }
 
 static int cpu_arch_supported(driver_t *drv, const char *arch)
@@ -725,16 +730,18 @@ static void arena_list_cb(void *arg, const cpu_arena_buf_t *b)
   l->ents[l->n++] = (cpu_bmap_ent_t){b->offset, b->map_size};
 }
 
-/* Give a new runner the arena's file and every buffer in it. Under K.mu. */
+/* Give a new runner the arena's file and every buffer in it. Under
+ * cpu_state.mu. */
 static int runner_give_arena(void)
 {
   arena_list_t l = {NULL, 0};
-  size_t n = cpu_arena_count(K.arena);
+  size_t n = cpu_arena_count(cpu_state.arena);
   hipd_err_t err;
   int rc;
 
-  rc = cpu_runner_chunk(K.runner, ARENA_CHUNK, cpu_arena_fd(K.arena),
-                        cpu_arena_base(K.arena), cpu_arena_span(K.arena), &err);
+  rc = cpu_runner_chunk(
+      cpu_state.runner, ARENA_CHUNK, cpu_arena_fd(cpu_state.arena),
+      cpu_arena_base(cpu_state.arena), cpu_arena_span(cpu_state.arena), &err);
   if (rc != 0) {
     drv_set_error("the CPU kernel runner cannot map the device's buffers: %s",
                   err.msg);
@@ -746,8 +753,8 @@ static int runner_give_arena(void)
     drv_set_error("out of memory");
     return HIPD_ENOMEM;
   }
-  cpu_arena_foreach(K.arena, arena_list_cb, &l);
-  rc = cpu_runner_bmap(K.runner, ARENA_CHUNK, l.ents, l.n, &err);
+  cpu_arena_foreach(cpu_state.arena, arena_list_cb, &l);
+  rc = cpu_runner_bmap(cpu_state.runner, ARENA_CHUNK, l.ents, l.n, &err);
   if (rc != 0)
     drv_set_error("the CPU kernel runner cannot map the device's buffers: %s",
                   err.msg);
@@ -755,21 +762,21 @@ static int runner_give_arena(void)
   return rc;
 }
 
-/* Start the runner and give it every live buffer. Under K.mu. */
+/* Start the runner and give it every live buffer. Under cpu_state.mu. */
 static int runner_ensure(void)
 {
   hipd_err_t err;
   int rc;
 
-  if (K.runner != NULL)
+  if (cpu_state.runner != NULL)
     return 0;
-  if (K.moddir[0] == '\0') {
+  if (cpu_state.moddir[0] == '\0') {
     const char *tmp = getenv("TMPDIR");
-    snprintf(K.moddir, sizeof(K.moddir), "%s/hipd-modules-XXXXXX",
-             tmp && tmp[0] ? tmp : "/tmp");
-    if (mkdtemp(K.moddir) == NULL) {
+    snprintf(cpu_state.moddir, sizeof(cpu_state.moddir),
+             "%s/hipd-modules-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (mkdtemp(cpu_state.moddir) == NULL) {
       drv_set_error("cannot create a module directory: %s", strerror(errno));
-      K.moddir[0] = '\0';
+      cpu_state.moddir[0] = '\0';
       return HIPD_EIO;
     }
     {
@@ -785,24 +792,25 @@ static int runner_ensure(void)
     return rc;
   {
     cpu_runner_cfg_t cfg = {.timeout_ms = launch_timeout_ms,
-                            .reserve_addr = cpu_arena_base(K.arena),
-                            .reserve_size = cpu_arena_span(K.arena)};
+                            .reserve_addr = cpu_arena_base(cpu_state.arena),
+                            .reserve_size = cpu_arena_span(cpu_state.arena)};
     if ((rc = runner_ids(&cfg)) != 0)
       return rc;
-    rc = cpu_runner_start(&cfg, &K.runner, &err);
+    rc = cpu_runner_start(&cfg, &cpu_state.runner, &err);
   }
   if (rc != 0) {
     drv_set_error("cannot start the CPU kernel runner: %s", err.msg);
-    K.runner = NULL;
+    cpu_state.runner = NULL;
     return rc;
   }
   if ((rc = runner_give_arena()) != 0) {
-    cpu_runner_stop(K.runner);
-    K.runner = NULL;
+    cpu_runner_stop(cpu_state.runner);
+    cpu_state.runner = NULL;
     return rc;
   }
-  for (live_buf_t *b = K.bufs; b != NULL; b = b->next)
-    if ((rc = cpu_runner_map(K.runner, b->fd, b->ptr, b->size, &err)) != 0)
+  for (live_buf_t *b = cpu_state.bufs; b != NULL; b = b->next)
+    if ((rc = cpu_runner_map(cpu_state.runner, b->fd, b->ptr, b->size, &err)) !=
+        0)
       drv_set_error("the kernel runner cannot map a buffer: %s", err.msg);
   return 0;
 }
@@ -818,10 +826,11 @@ static int cpu_module_load(driver_t *drv, int dev, const void *image,
   (void)dev;
   if (m == NULL)
     return HIPD_ENOMEM;
-  pthread_mutex_lock(&K.mu);
+  pthread_mutex_lock(&cpu_state.mu);
   if ((rc = runner_ensure()) != 0)
     goto out;
-  snprintf(m->path, sizeof(m->path), "%s/module-%u.so", K.moddir, ++K.nmodules);
+  snprintf(m->path, sizeof(m->path), "%s/module-%u.so", cpu_state.moddir,
+           ++cpu_state.nmodules);
   fd = open(m->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 || write(fd, image, len) != (ssize_t)len) {
     drv_set_error("cannot write the module for the runner: %s",
@@ -835,13 +844,13 @@ static int cpu_module_load(driver_t *drv, int dev, const void *image,
   close(fd);
   /* The file stays while the module is loaded: a restarted runner loads
    * it again from there (cpu_runner_client.c's replay). */
-  rc = cpu_runner_load(K.runner, m->path, &m->id, &err);
+  rc = cpu_runner_load(cpu_state.runner, m->path, &m->id, &err);
   if (rc != 0) {
     drv_set_error("%s", err.msg);
     unlink(m->path);
   }
 out:
-  pthread_mutex_unlock(&K.mu);
+  pthread_mutex_unlock(&cpu_state.mu);
   if (rc != 0) {
     free(m);
     return rc;
@@ -857,10 +866,10 @@ static int cpu_module_unload(driver_t *drv, int dev, void *module)
 
   (void)drv;
   (void)dev;
-  pthread_mutex_lock(&K.mu);
-  if (K.runner != NULL)
-    cpu_runner_unload(K.runner, m->id, &err);
-  pthread_mutex_unlock(&K.mu);
+  pthread_mutex_lock(&cpu_state.mu);
+  if (cpu_state.runner != NULL)
+    cpu_runner_unload(cpu_state.runner, m->id, &err);
+  pthread_mutex_unlock(&cpu_state.mu);
   unlink(m->path);
   while (m->kernels != NULL) {
     cpu_kernel_t *k = m->kernels;
@@ -883,13 +892,14 @@ static int cpu_kernel_get(driver_t *drv, void *module, const char *name,
   (void)drv;
   if (k == NULL)
     return HIPD_ENOMEM;
-  pthread_mutex_lock(&K.mu);
-  rc = K.runner ? cpu_runner_kernel(K.runner, m->id, name, &k->id, &cs, &err)
-                : HIPD_EDEVICE;
-  pthread_mutex_unlock(&K.mu);
+  pthread_mutex_lock(&cpu_state.mu);
+  rc = cpu_state.runner
+           ? cpu_runner_kernel(cpu_state.runner, m->id, name, &k->id, &cs, &err)
+           : HIPD_EDEVICE;
+  pthread_mutex_unlock(&cpu_state.mu);
   if (rc != 0) {
-    drv_set_error("%s",
-                  K.runner ? err.msg : "the kernel runner is not running");
+    drv_set_error("%s", cpu_state.runner ? err.msg
+                                         : "the kernel runner is not running");
     free(k);
     return rc;
   }
@@ -898,10 +908,10 @@ static int cpu_kernel_get(driver_t *drv, void *module, const char *name,
   memcpy(k->sig.types, cs.types, cs.nargs);
   *sig = k->sig;
   *fn = k;
-  pthread_mutex_lock(&K.mu);
+  pthread_mutex_lock(&cpu_state.mu);
   k->next = m->kernels;
   m->kernels = k;
-  pthread_mutex_unlock(&K.mu);
+  pthread_mutex_unlock(&cpu_state.mu);
   return 0;
 }
 
@@ -939,14 +949,14 @@ static int cpu_launch(driver_t *drv, void *stream, void *fn,
       break;
     }
   }
-  pthread_mutex_lock(&K.mu);
-  r = K.runner;
-  pthread_mutex_unlock(&K.mu);
+  pthread_mutex_lock(&cpu_state.mu);
+  r = cpu_state.runner;
+  pthread_mutex_unlock(&cpu_state.mu);
   if (r == NULL) {
     drv_set_error("the kernel runner is not running");
     return HIPD_EDEVICE;
   }
-  /* The runner serializes requests itself; K.mu is not held across the
+  /* The runner serializes requests itself; cpu_state.mu is not held across the
    * launch so that allocations on other threads go on meanwhile. */
   rc = cpu_runner_launch(r, k->id, grid, block, shared, cargs, nargs, &err);
   if (rc != 0)

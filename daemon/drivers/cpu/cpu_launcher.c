@@ -16,7 +16,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,10 +28,10 @@
 #include <unistd.h>
 
 #include "cpu_launcher.h"
-#include "cpu_runner_client.h"
 #include "hipd.h"
 #include "rpc.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/sandbox_spawn.h"
 #include "sanitize.h"
 #include "util/clock.h"
 
@@ -66,9 +65,18 @@ static struct {
   pthread_mutex_t mu;
   int fd;    /* our end of the launcher's socket, -1: none */
   pid_t pid; /* the launcher, -1: none */
-} L = {PTHREAD_MUTEX_INITIALIZER, -1, -1};
+} launcher_conn = {PTHREAD_MUTEX_INITIALIZER, -1, -1};
 
 extern char **environ;
+
+#define RUNNER_DEFAULT LIBEXECDIR "/hipd-cpu-runner"
+
+const char *cpu_launcher_runner_path(void)
+{
+  const char *path = getenv("HIPD_CPU_RUNNER");
+
+  return path != NULL && path[0] != '\0' ? path : RUNNER_DEFAULT;
+}
 
 /* ================================================== the launcher itself */
 
@@ -120,14 +128,11 @@ static int kid_index(const launcher_t *l, pid_t pid)
 static void do_spawn(launcher_t *l, const char *p, size_t len, launch_resp_t *r,
                      int *attach)
 {
-  static const int default_sigs[] = {
-      SIGPIPE, SIGINT,  SIGTERM, SIGHUP, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2,
-      SIGALRM, SIGSEGV, SIGBUS,  SIGFPE, SIGILL,  SIGABRT, SIGTRAP, SIGXCPU};
   char *argv[LAUNCH_MAX_ARGS + 3];
   char args[4096];
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  sigset_t none, dflt;
+  sandbox_fd_t fds[2];
+  sandbox_spawn_t so;
+  hipd_err_t serr;
   int argc = 0, sv[2], e;
   pid_t pid;
 
@@ -155,37 +160,27 @@ static void do_spawn(launcher_t *l, const char *p, size_t len, launch_resp_t *r,
     resp_error(r, HIPD_EIO, "launcher: socketpair: %s", strerror(errno));
     return;
   }
-  posix_spawn_file_actions_init(&fa);
-  /* sv[1] is not 3 (the control socket is), so dup2 clears close-on-exec. */
-  posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
-  /* The runner's own file stays open at 4 across the exec of
+  /* sv[1] is not 3 (the control socket is), so dup2 clears close-on-exec.
+   * The runner's own file stays open at 4 across the exec of
    * /proc/self/fd/4 (dup2 onto itself clears close-on-exec). */
-  if (strncmp(l->exec_path, "/proc/", 6) == 0)
-    posix_spawn_file_actions_adddup2(&fa, 4, 4);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addchdir_np(&fa, "/");
-#ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
-  posix_spawn_file_actions_addclosefrom_np(&fa, 5);
-#endif
-  posix_spawnattr_init(&attr);
-  sigemptyset(&none);
-  sigemptyset(&dflt);
-  for (size_t i = 0; i < sizeof(default_sigs) / sizeof(default_sigs[0]); i++)
-    sigaddset(&dflt, default_sigs[i]);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &dflt);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETPGROUP);
-  e = posix_spawn(&pid, l->exec_path, &fa, &attr, argv, l->env);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
+  fds[0] = (sandbox_fd_t){sv[1], 3};
+  fds[1] = (sandbox_fd_t){4, 4};
+  so =
+      (sandbox_spawn_t){.path = l->exec_path,
+                        .argv = argv,
+                        .envp = l->env,
+                        .fds = fds,
+                        .nfds = strncmp(l->exec_path, "/proc/", 6) == 0 ? 2 : 1,
+                        .stdin_null = true,
+                        .chdir = "/",
+                        .close_from = 5,
+                        .own_group = true};
+  e = sandbox_spawn(&so, &pid, &serr);
   close(sv[1]);
   if (e != 0) {
     close(sv[0]);
     resp_error(r, HIPD_EIO, "launcher: cannot start %s: %s", l->runner,
-               strerror(e));
+               serr.msg);
     return;
   }
   l->kids[l->nkids++] = pid;
@@ -323,24 +318,35 @@ static int launcher_confine(launcher_t *l, uid_t uid, gid_t gid,
   return sandbox_enter(&spec, err);
 }
 
-/* The child side of cpu_launcher_start(): never returns. */
-static void launcher_main(int ctl, const char *runner, uid_t uid, gid_t gid,
-                          pid_t parent)
+/* What the launcher's child gets from cpu_launcher_start(). */
+typedef struct {
+  int peer; /* the daemon's end of the control socket */
+  const char *runner;
+  uid_t uid;
+  gid_t gid;
+  pid_t parent;
+} launcher_args_t;
+
+/* The child side of cpu_launcher_start(), after sandbox_spawn's steps:
+ * only the control socket (at 3) and stdio are open, nothing of the
+ * parent's clients or listeners; every signal is at its default and
+ * unblocked; the launcher has a process group of its own (a terminal's ^C
+ * is for the daemon, which decides). Never returns. */
+static void launcher_main(void *arg)
 {
+  const launcher_args_t *a = arg;
+  const char *runner = a->runner;
+  uid_t uid = a->uid;
+  gid_t gid = a->gid;
+  pid_t parent = a->parent;
   launcher_t l = {.ctl = 3, .runner = runner};
   launch_resp_t r;
   hipd_err_t err;
-  sigset_t none;
   int rc;
 
-  /* Only the control socket (at 3) and stdio stay: nothing of the
-   * parent's clients or listeners. */
-  if (ctl != 3) {
-    dup2(ctl, 3);
-    close(ctl);
-  }
+  if (a->peer < 3)
+    close(a->peer); /* above 3: closed already */
   fcntl(3, F_SETFD, FD_CLOEXEC);
-  close_range(4, ~0u, 0);
   /* Opened now, as the caller: after the id change the launcher may not
    * be able to reach the runner's directory (a build tree under /root),
    * while its own descriptor still reaches the file. At 4: the next
@@ -349,12 +355,7 @@ static void launcher_main(int ctl, const char *runner, uid_t uid, gid_t gid,
     snprintf(l.exec_path, sizeof(l.exec_path), "/proc/self/fd/4");
   else
     snprintf(l.exec_path, sizeof(l.exec_path), "%s", runner);
-  for (int sig = 1; sig < NSIG; sig++)
-    signal(sig, SIG_DFL);
   signal(SIGPIPE, SIG_IGN);
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  setpgid(0, 0); /* a terminal's ^C is for the daemon, which decides */
   memset(&r, 0, sizeof(r));
   l.env = sandbox_clean_env(NULL);
   if (l.env == NULL) {
@@ -385,8 +386,8 @@ static void launcher_main(int ctl, const char *runner, uid_t uid, gid_t gid,
 
 /* ============================================ the client (our side) */
 
-/* One exchange under L.mu. @return 0 with @p r filled (r->status may be
- * negative), HIPD_EDISCONNECTED when the launcher is gone. */
+/* One exchange under launcher_conn.mu. @return 0 with @p r filled (r->status
+ * may be negative), HIPD_EDISCONNECTED when the launcher is gone. */
 static int exchange(const launch_req_t *q, const char *args, int *fd_out,
                     unsigned extra_ms, launch_resp_t *r)
 {
@@ -405,14 +406,14 @@ static int exchange(const launch_req_t *q, const char *args, int *fd_out,
       (int64_t)util_now_ms() + REQUEST_TIMEOUT_MS + (int64_t)extra_ms;
   ssize_t n;
 
-  if (L.fd < 0)
+  if (launcher_conn.fd < 0)
     return HIPD_EDISCONNECTED;
-  while (sendmsg(L.fd, &mh, MSG_NOSIGNAL) < 0) {
+  while (sendmsg(launcher_conn.fd, &mh, MSG_NOSIGNAL) < 0) {
     if (errno != EINTR)
       return HIPD_EDISCONNECTED;
   }
   for (;;) {
-    struct pollfd pfd = {.fd = L.fd, .events = POLLIN};
+    struct pollfd pfd = {.fd = launcher_conn.fd, .events = POLLIN};
     int64_t left = deadline - (int64_t)util_now_ms();
     int pr;
     if (extra_ms == UINT32_MAX)
@@ -425,7 +426,7 @@ static int exchange(const launch_req_t *q, const char *args, int *fd_out,
       continue;
     if (pr <= 0)
       continue;
-    n = recvmsg(L.fd, &rm, MSG_CMSG_CLOEXEC);
+    n = recvmsg(launcher_conn.fd, &rm, MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR)
       continue;
     break;
@@ -458,7 +459,7 @@ static void launcher_reap(pid_t pid)
 
 int cpu_launcher_start(uid_t uid, gid_t gid, hipd_err_t *err)
 {
-  const char *runner = cpu_runner_default_path();
+  const char *runner = cpu_launcher_runner_path();
   launch_resp_t r;
   int sv[2], rc;
   pid_t pid, parent = getpid();
@@ -474,8 +475,8 @@ int cpu_launcher_start(uid_t uid, gid_t gid, hipd_err_t *err)
                    "cannot start the CPU runner's launcher as uid %u gid %u: "
                    "not running as root",
                    (unsigned)uid, (unsigned)gid);
-  pthread_mutex_lock(&L.mu);
-  if (L.pid > 0) {
+  pthread_mutex_lock(&launcher_conn.mu);
+  if (launcher_conn.pid > 0) {
     rc = err_set(err, HIPD_EBUSY, "the CPU runner's launcher runs already");
     goto out;
   }
@@ -483,29 +484,36 @@ int cpu_launcher_start(uid_t uid, gid_t gid, hipd_err_t *err)
     rc = err_set(err, HIPD_EIO, "launcher: socketpair: %s", strerror(errno));
     goto out;
   }
-  pid = fork();
-  if (pid < 0) {
-    rc = err_set(err, HIPD_EIO, "launcher: fork: %s", strerror(errno));
-    close(sv[0]);
-    close(sv[1]);
-    goto out;
-  }
-  if (pid == 0) {
-    close(sv[0]);
-    launcher_main(sv[1], runner, uid, gid, parent);
+  {
+    launcher_args_t a = {sv[0], runner, uid, gid, parent};
+    sandbox_fd_t fds[1] = {{sv[1], 3}};
+    sandbox_spawn_t so = {.fds = fds,
+                          .nfds = 1,
+                          .close_from = 4,
+                          .own_group = true,
+                          .child = launcher_main,
+                          .arg = &a};
+    hipd_err_t serr;
+
+    if (sandbox_spawn(&so, &pid, &serr) != 0) {
+      rc = err_set(err, HIPD_EIO, "launcher: fork: %s", serr.msg);
+      close(sv[0]);
+      close(sv[1]);
+      goto out;
+    }
   }
   close(sv[1]);
-  L.fd = sv[0];
-  L.pid = pid;
+  launcher_conn.fd = sv[0];
+  launcher_conn.pid = pid;
   {
-    struct pollfd pfd = {.fd = L.fd, .events = POLLIN};
+    struct pollfd pfd = {.fd = launcher_conn.fd, .events = POLLIN};
     int pr;
     ssize_t n = -1;
     do
       pr = poll(&pfd, 1, READY_TIMEOUT_MS);
     while (pr < 0 && errno == EINTR);
     if (pr > 0)
-      n = recv(L.fd, &r, sizeof(r), 0);
+      n = recv(launcher_conn.fd, &r, sizeof(r), 0);
     if (n != (ssize_t)sizeof(r) || r.status != 0) {
       if (n == (ssize_t)sizeof(r)) {
         r.msg[sizeof(r.msg) - 1] = '\0';
@@ -515,12 +523,12 @@ int cpu_launcher_start(uid_t uid, gid_t gid, hipd_err_t *err)
                      "the CPU runner's launcher did not start (%s)",
                      pr == 0 ? "no answer" : "it exited");
       }
-      close(L.fd);
-      L.fd = -1;
+      close(launcher_conn.fd);
+      launcher_conn.fd = -1;
       if (pr == 0)
         kill(pid, SIGKILL); /* still ours: it did not drop its ids */
       launcher_reap(pid);
-      L.pid = -1;
+      launcher_conn.pid = -1;
       goto out;
     }
     /* Confined, perhaps not fully (no Landlock): say what is missing. */
@@ -529,7 +537,7 @@ int cpu_launcher_start(uid_t uid, gid_t gid, hipd_err_t *err)
   }
   rc = 0;
 out:
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_unlock(&launcher_conn.mu);
   return rc;
 }
 
@@ -537,13 +545,13 @@ void cpu_launcher_stop(void)
 {
   pid_t pid;
 
-  pthread_mutex_lock(&L.mu);
-  pid = L.pid;
-  if (L.fd >= 0)
-    close(L.fd);
-  L.fd = -1;
-  L.pid = -1;
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_lock(&launcher_conn.mu);
+  pid = launcher_conn.pid;
+  if (launcher_conn.fd >= 0)
+    close(launcher_conn.fd);
+  launcher_conn.fd = -1;
+  launcher_conn.pid = -1;
+  pthread_mutex_unlock(&launcher_conn.mu);
   if (pid > 0)
     launcher_reap(pid);
 }
@@ -552,9 +560,9 @@ bool cpu_launcher_running(void)
 {
   bool on;
 
-  pthread_mutex_lock(&L.mu);
-  on = L.fd >= 0;
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_lock(&launcher_conn.mu);
+  on = launcher_conn.fd >= 0;
+  pthread_mutex_unlock(&launcher_conn.mu);
   return on;
 }
 
@@ -562,9 +570,9 @@ pid_t cpu_launcher_pid(void)
 {
   pid_t pid;
 
-  pthread_mutex_lock(&L.mu);
-  pid = L.pid;
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_lock(&launcher_conn.mu);
+  pid = launcher_conn.pid;
+  pthread_mutex_unlock(&launcher_conn.mu);
   return pid;
 }
 
@@ -586,9 +594,9 @@ int cpu_launcher_spawn(const char *const *args, pid_t *pid, int *sock,
     len += l;
   }
   q.len = (uint32_t)len;
-  pthread_mutex_lock(&L.mu);
+  pthread_mutex_lock(&launcher_conn.mu);
   rc = exchange(&q, buf, &fd, 0, &r);
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_unlock(&launcher_conn.mu);
   if (rc != 0)
     return err_set(err, rc, "the CPU runner's launcher is gone");
   if (r.status != 0) {
@@ -610,9 +618,9 @@ int cpu_launcher_kill(pid_t pid, int sig, hipd_err_t *err)
   int rc;
 
   err_clear(err);
-  pthread_mutex_lock(&L.mu);
+  pthread_mutex_lock(&launcher_conn.mu);
   rc = exchange(&q, NULL, NULL, 0, &r);
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_unlock(&launcher_conn.mu);
   if (rc != 0)
     return err_set(err, rc, "the CPU runner's launcher is gone");
   if (r.status != 0)
@@ -628,9 +636,9 @@ int cpu_launcher_wait(pid_t pid, unsigned timeout_ms, int *status,
   int rc;
 
   err_clear(err);
-  pthread_mutex_lock(&L.mu);
+  pthread_mutex_lock(&launcher_conn.mu);
   rc = exchange(&q, NULL, NULL, timeout_ms, &r);
-  pthread_mutex_unlock(&L.mu);
+  pthread_mutex_unlock(&launcher_conn.mu);
   if (rc != 0)
     return err_set(err, rc, "the CPU runner's launcher is gone");
   if (r.status != 0)

@@ -57,6 +57,12 @@
  */
 int cpu_launcher_start(uid_t uid, gid_t gid, hipd_err_t *err);
 
+/** The runner binary, decided here for the launcher and for a runner
+ *  started without it (cpu_runner_client.c, cfg.path NULL):
+ *  $HIPD_CPU_RUNNER if set and not empty, else
+ *  $(libexecdir)/hipd-cpu-runner. */
+const char *cpu_launcher_runner_path(void);
+
 /** Stop the launcher: it kills the runners it started and exits; reaped
  *  here (for up to 2 s). A no-op when none runs. */
 void cpu_launcher_stop(void);

@@ -291,24 +291,4 @@ static inline int cpu_launch_check(const uint32_t grid[3],
   return 0;
 }
 
-/* Grow the array at *@p arr (of *@p cap elements of @p elem bytes) so that
- * it holds @p n + 1; both sides keep their tables of mappings, modules and
- * kernels this way. @return 0 or HIPD_ENOMEM (the array is unchanged). */
-static inline int cpu_grow(void *arr, size_t *cap, size_t n, size_t elem)
-{
-  void **p = (void **)arr;
-  size_t ncap;
-  void *q;
-
-  if (n < *cap)
-    return 0;
-  ncap = *cap == 0 ? 8 : *cap * 2;
-  q = realloc(*p, ncap * elem);
-  if (q == NULL)
-    return HIPD_ENOMEM;
-  *p = q;
-  *cap = ncap;
-  return 0;
-}
-
 #endif

@@ -67,6 +67,7 @@
 #include "hipd.h"
 #include "sandbox/sandbox.h"
 #include "sanitize.h"
+#include "util/array.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -154,7 +155,7 @@ static struct {
   size_t nkerns, capkerns;
   uint8_t in_buf[CPU_PROTO_MAX_MSG + 1];
   uint8_t out_buf[CPU_PROTO_MAX_MSG];
-} R = {.fd = -1};
+} runner_state = {.fd = -1};
 
 static void reply_error(reply_t *rep, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -165,10 +166,10 @@ static void reply_error(reply_t *rep, int code, const char *fmt, ...)
   int n;
 
   va_start(ap, fmt);
-  n = vsnprintf((char *)R.out_buf, 1024, fmt, ap);
+  n = vsnprintf((char *)runner_state.out_buf, 1024, fmt, ap);
   va_end(ap);
   rep->status = code;
-  rep->payload = R.out_buf;
+  rep->payload = runner_state.out_buf;
   rep->len = n < 0 ? 0 : (n >= 1024 ? 1023 : (uint32_t)n);
 }
 
@@ -185,17 +186,17 @@ static const char *tail_string(uint8_t *p, size_t len, size_t max)
 
 static module_t *module_find(uint32_t id)
 {
-  for (size_t i = 0; i < R.nmods; i++)
-    if (R.mods[i].id == id)
-      return &R.mods[i];
+  for (size_t i = 0; i < runner_state.nmods; i++)
+    if (runner_state.mods[i].id == id)
+      return &runner_state.mods[i];
   return NULL;
 }
 
 static kernel_t *kernel_find(uint32_t id)
 {
-  for (size_t i = 0; i < R.nkerns; i++)
-    if (R.kerns[i].id == id)
-      return &R.kerns[i];
+  for (size_t i = 0; i < runner_state.nkerns; i++)
+    if (runner_state.kerns[i].id == id)
+      return &runner_state.kerns[i];
   return NULL;
 }
 
@@ -251,31 +252,32 @@ static void do_hello(const uint8_t *p, size_t len, reply_t *rep)
                 CPU_PROTO_VERSION, req.version);
     return;
   }
-  if (R.sandbox_error[0] != '\0') {
-    reply_error(rep, HIPD_EPERM, "%s", R.sandbox_error);
+  if (runner_state.sandbox_error[0] != '\0') {
+    reply_error(rep, HIPD_EPERM, "%s", runner_state.sandbox_error);
     return;
   }
-  if (R.reserve_error[0] != '\0') {
-    reply_error(rep, HIPD_ENOMEM, "%s", R.reserve_error);
+  if (runner_state.reserve_error[0] != '\0') {
+    reply_error(rep, HIPD_ENOMEM, "%s", runner_state.reserve_error);
     return;
   }
-  if (R.sched == NULL &&
-      (rc = sched_create(R.workers, &R.sched, err, sizeof(err))) != 0) {
+  if (runner_state.sched == NULL &&
+      (rc = sched_create(runner_state.workers, &runner_state.sched, err,
+                         sizeof(err))) != 0) {
     reply_error(rep, rc, "%s", err);
     return;
   }
   resp.version = CPU_PROTO_VERSION;
   resp.abi = HIPD_CPU_ABI_VERSION;
-  resp.workers = sched_workers(R.sched);
-  memcpy(R.out_buf, &resp, sizeof(resp));
-  rep->payload = R.out_buf;
+  resp.workers = sched_workers(runner_state.sched);
+  memcpy(runner_state.out_buf, &resp, sizeof(resp));
+  rep->payload = runner_state.out_buf;
   rep->len = sizeof(resp);
 }
 
 static int in_reserve(uint64_t addr, uint64_t size)
 {
-  return R.reserve_size != 0 && addr >= R.reserve_addr &&
-         addr + size <= R.reserve_addr + R.reserve_size;
+  return runner_state.reserve_size != 0 && addr >= runner_state.reserve_addr &&
+         addr + size <= runner_state.reserve_addr + runner_state.reserve_size;
 }
 
 static void do_map(const uint8_t *p, size_t len, int fd, reply_t *rep)
@@ -313,8 +315,8 @@ static void do_map(const uint8_t *p, size_t len, int fd, reply_t *rep)
                 req.size, req.addr, (long long)st.st_size);
     return;
   }
-  for (size_t i = 0; i < R.nmaps; i++) {
-    const mapping_t *m = &R.maps[i];
+  for (size_t i = 0; i < runner_state.nmaps; i++) {
+    const mapping_t *m = &runner_state.maps[i];
     if (req.addr < m->addr + m->size && m->addr < req.addr + req.size) {
       reply_error(rep, HIPD_EEXIST,
                   "cannot map %" PRIu64 " bytes at 0x%" PRIx64
@@ -323,8 +325,8 @@ static void do_map(const uint8_t *p, size_t len, int fd, reply_t *rep)
       return;
     }
   }
-  for (size_t i = 0; i < R.nchunks; i++) {
-    const chunk_t *c = &R.chunks[i];
+  for (size_t i = 0; i < runner_state.nchunks; i++) {
+    const chunk_t *c = &runner_state.chunks[i];
     if (req.addr < c->addr + c->size && c->addr < req.addr + req.size) {
       reply_error(rep, HIPD_EEXIST,
                   "cannot map %" PRIu64 " bytes at 0x%" PRIx64
@@ -333,7 +335,8 @@ static void do_map(const uint8_t *p, size_t len, int fd, reply_t *rep)
       return;
     }
   }
-  if (cpu_grow(&R.maps, &R.capmaps, R.nmaps, sizeof(*R.maps)) != 0) {
+  if (ARRAY_GROW(runner_state.maps, runner_state.nmaps, runner_state.capmaps,
+                 8) != 0) {
     reply_error(rep, HIPD_ENOMEM, "MAP: out of memory");
     return;
   }
@@ -358,7 +361,7 @@ static void do_map(const uint8_t *p, size_t len, int fd, reply_t *rep)
                   req.size, req.addr, strerror(e));
     return;
   }
-  R.maps[R.nmaps++] = (mapping_t){req.addr, req.size};
+  runner_state.maps[runner_state.nmaps++] = (mapping_t){req.addr, req.size};
 }
 
 static void do_unmap(const uint8_t *p, size_t len, reply_t *rep)
@@ -370,8 +373,8 @@ static void do_unmap(const uint8_t *p, size_t len, reply_t *rep)
     return;
   }
   memcpy(&req, p, sizeof(req));
-  for (size_t i = 0; i < R.nmaps; i++) {
-    mapping_t *m = &R.maps[i];
+  for (size_t i = 0; i < runner_state.nmaps; i++) {
+    mapping_t *m = &runner_state.maps[i];
     if (m->addr != req.addr)
       continue;
     void *a = (void *)(uintptr_t)m->addr;
@@ -380,7 +383,7 @@ static void do_unmap(const uint8_t *p, size_t len, reply_t *rep)
            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     else
       munmap(a, m->size);
-    R.maps[i] = R.maps[--R.nmaps];
+    runner_state.maps[i] = runner_state.maps[--runner_state.nmaps];
     return;
   }
   reply_error(rep, HIPD_ENOENT,
@@ -390,9 +393,9 @@ static void do_unmap(const uint8_t *p, size_t len, reply_t *rep)
 
 static chunk_t *chunk_find(uint32_t id)
 {
-  for (size_t i = 0; i < R.nchunks; i++)
-    if (R.chunks[i].id == id)
-      return &R.chunks[i];
+  for (size_t i = 0; i < runner_state.nchunks; i++)
+    if (runner_state.chunks[i].id == id)
+      return &runner_state.chunks[i];
   return NULL;
 }
 
@@ -425,21 +428,21 @@ static void do_chunk(const uint8_t *p, size_t len, int *fd, reply_t *rep)
     reply_error(rep, HIPD_EEXIST, "chunk %" PRIu32 " is known already", req.id);
     return;
   }
-  if (R.nchunks == CPU_MAX_CHUNKS) {
+  if (runner_state.nchunks == CPU_MAX_CHUNKS) {
     reply_error(rep, HIPD_ELIMIT, "the runner holds %d chunks already",
                 CPU_MAX_CHUNKS);
     return;
   }
-  for (size_t i = 0; i < R.nchunks; i++) {
-    const chunk_t *c = &R.chunks[i];
+  for (size_t i = 0; i < runner_state.nchunks; i++) {
+    const chunk_t *c = &runner_state.chunks[i];
     if (req.addr < c->addr + c->size && c->addr < req.addr + req.size) {
       reply_error(rep, HIPD_EEXIST, "chunk %" PRIu32 " overlaps chunk %" PRIu32,
                   req.id, c->id);
       return;
     }
   }
-  for (size_t i = 0; i < R.nmaps; i++) {
-    const mapping_t *m = &R.maps[i];
+  for (size_t i = 0; i < runner_state.nmaps; i++) {
+    const mapping_t *m = &runner_state.maps[i];
     if (req.addr < m->addr + m->size && m->addr < req.addr + req.size) {
       reply_error(rep, HIPD_EEXIST,
                   "chunk %" PRIu32 " overlaps the buffer mapped at 0x%" PRIx64,
@@ -465,7 +468,8 @@ static void do_chunk(const uint8_t *p, size_t len, int *fd, reply_t *rep)
                                                  : strerror(e));
     return;
   }
-  R.chunks[R.nchunks++] = (chunk_t){req.id, *fd, req.addr, req.size};
+  runner_state.chunks[runner_state.nchunks++] =
+      (chunk_t){req.id, *fd, req.addr, req.size};
   *fd = -1;
 }
 
@@ -616,7 +620,8 @@ static void do_load(uint8_t *p, size_t len, int fd, reply_t *rep)
                 req.module);
     return;
   }
-  if (cpu_grow(&R.mods, &R.capmods, R.nmods, sizeof(*R.mods)) != 0) {
+  if (ARRAY_GROW(runner_state.mods, runner_state.nmods, runner_state.capmods,
+                 8) != 0) {
     reply_error(rep, HIPD_ENOMEM, "LOAD: out of memory");
     return;
   }
@@ -650,7 +655,8 @@ static void do_load(uint8_t *p, size_t len, int fd, reply_t *rep)
                 path, v, HIPD_CPU_ABI_VERSION);
     return;
   }
-  R.mods[R.nmods++] = (module_t){req.module, h, mfd, slot};
+  runner_state.mods[runner_state.nmods++] =
+      (module_t){req.module, h, mfd, slot};
 }
 
 /* dlclose @p h, and close its memfd unless the object stayed resident. */
@@ -690,16 +696,16 @@ static void do_unload(const uint8_t *p, size_t len, reply_t *rep)
                 req.module);
     return;
   }
-  for (size_t i = 0; i < R.nkerns;) {
-    if (R.kerns[i].module == req.module) {
-      kernel_free(&R.kerns[i]);
-      R.kerns[i] = R.kerns[--R.nkerns];
+  for (size_t i = 0; i < runner_state.nkerns;) {
+    if (runner_state.kerns[i].module == req.module) {
+      kernel_free(&runner_state.kerns[i]);
+      runner_state.kerns[i] = runner_state.kerns[--runner_state.nkerns];
     } else {
       i++;
     }
   }
   module_close(m->handle, m->fd);
-  *m = R.mods[--R.nmods];
+  *m = runner_state.mods[--runner_state.nmods];
 }
 
 static void do_kernel(uint8_t *p, size_t len, reply_t *rep)
@@ -757,11 +763,12 @@ static void do_kernel(uint8_t *p, size_t len, reply_t *rep)
       return;
     }
   }
-  if (cpu_grow(&R.kerns, &R.capkerns, R.nkerns, sizeof(*R.kerns)) != 0) {
+  if (ARRAY_GROW(runner_state.kerns, runner_state.nkerns, runner_state.capkerns,
+                 8) != 0) {
     reply_error(rep, HIPD_ENOMEM, "KERNEL: out of memory");
     return;
   }
-  k = &R.kerns[R.nkerns];
+  k = &runner_state.kerns[runner_state.nkerns];
   memset(k, 0, sizeof(*k));
   k->id = req.kernel;
   k->module = req.module;
@@ -779,11 +786,11 @@ static void do_kernel(uint8_t *p, size_t len, reply_t *rep)
     reply_error(rep, HIPD_EINTERNAL, "kernel '%s': ffi_prep_cif failed", name);
     return;
   }
-  R.nkerns++;
+  runner_state.nkerns++;
   resp.nargs = sig->nargs;
-  memcpy(R.out_buf, &resp, sizeof(resp));
-  memcpy(R.out_buf + sizeof(resp), sig->types, sig->nargs);
-  rep->payload = R.out_buf;
+  memcpy(runner_state.out_buf, &resp, sizeof(resp));
+  memcpy(runner_state.out_buf + sizeof(resp), sig->types, sig->nargs);
+  rep->payload = runner_state.out_buf;
   rep->len = (uint32_t)(sizeof(resp) + sig->nargs);
 }
 
@@ -866,7 +873,7 @@ static void do_launch(const uint8_t *p, size_t len, reply_t *rep)
     reply_error(rep, HIPD_EPROTO, "LAUNCH: bad payload");
     return;
   }
-  if (R.sched == NULL) {
+  if (runner_state.sched == NULL) {
     reply_error(rep, HIPD_EPROTO, "LAUNCH before HELLO");
     return;
   }
@@ -901,7 +908,7 @@ static void do_launch(const uint8_t *p, size_t len, reply_t *rep)
   memcpy(l.grid, req.grid, sizeof(l.grid));
   memcpy(l.block, req.block, sizeof(l.block));
   l.shared = req.shared;
-  rc = sched_run(R.sched, &l, R.fd, msg, sizeof(msg));
+  rc = sched_run(runner_state.sched, &l, runner_state.fd, msg, sizeof(msg));
   fflush(stdout); /* what the kernel printed */
   if (rc != 0)
     reply_error(rep, rc, "%s", msg);
@@ -916,7 +923,7 @@ static int send_reply(uint32_t op, const reply_t *rep)
   struct msghdr mh = {.msg_iov = iov, .msg_iovlen = rep->len ? 2 : 1};
 
   for (;;) {
-    if (sendmsg(R.fd, &mh, MSG_NOSIGNAL) >= 0)
+    if (sendmsg(runner_state.fd, &mh, MSG_NOSIGNAL) >= 0)
       return 0;
     if (errno != EINTR)
       return -1;
@@ -930,7 +937,7 @@ static void serve(void)
       struct cmsghdr h;
       char buf[CMSG_SPACE(sizeof(int) * 4)];
     } cbuf;
-    struct iovec iov = {R.in_buf, CPU_PROTO_MAX_MSG};
+    struct iovec iov = {runner_state.in_buf, CPU_PROTO_MAX_MSG};
     struct msghdr mh = {.msg_iov = &iov,
                         .msg_iovlen = 1,
                         .msg_control = cbuf.buf,
@@ -938,7 +945,7 @@ static void serve(void)
     reply_t rep = {0};
     cpu_req_t h;
     int fds[4], nfds = 0;
-    ssize_t n = recvmsg(R.fd, &mh, MSG_CMSG_CLOEXEC);
+    ssize_t n = recvmsg(runner_state.fd, &mh, MSG_CMSG_CLOEXEC);
 
     if (n == 0)
       return; /* the daemon closed the socket */
@@ -959,15 +966,15 @@ static void serve(void)
       h.op = 0;
       reply_error(&rep, HIPD_EPROTO, "malformed request (%zd bytes)", n);
     } else {
-      memcpy(&h, R.in_buf, sizeof(h));
-      uint8_t *p = R.in_buf + sizeof(h);
+      memcpy(&h, runner_state.in_buf, sizeof(h));
+      uint8_t *p = runner_state.in_buf + sizeof(h);
       size_t len = (size_t)n - sizeof(h);
       if (h.len != len)
         reply_error(&rep, HIPD_EPROTO, "request length %" PRIu32 " != %zu",
                     h.len, len);
-      else if (R.sandbox_error[0] != '\0' && h.op != CPU_OP_HELLO)
-        reply_error(&rep, HIPD_EPERM, "%s", R.sandbox_error);
-      else if (h.op != CPU_OP_HELLO && R.sched == NULL)
+      else if (runner_state.sandbox_error[0] != '\0' && h.op != CPU_OP_HELLO)
+        reply_error(&rep, HIPD_EPERM, "%s", runner_state.sandbox_error);
+      else if (h.op != CPU_OP_HELLO && runner_state.sched == NULL)
         reply_error(&rep, HIPD_EPROTO, "request before HELLO");
       else
         switch (h.op) {
@@ -1021,21 +1028,21 @@ static void usage(void)
 
 static void reserve(void)
 {
-  void *want = (void *)(uintptr_t)R.reserve_addr;
+  void *want = (void *)(uintptr_t)runner_state.reserve_addr;
   void *got = mmap(
-      want, R.reserve_size, PROT_NONE,
+      want, runner_state.reserve_size, PROT_NONE,
       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
 
   if (got == want)
     return;
   if (got != MAP_FAILED)
-    munmap(got, R.reserve_size);
-  snprintf(R.reserve_error, sizeof(R.reserve_error),
+    munmap(got, runner_state.reserve_size);
+  snprintf(runner_state.reserve_error, sizeof(runner_state.reserve_error),
            "the CPU device runner cannot reserve the buffer address range "
            "0x%" PRIx64 "+%" PRIu64 ": %s",
-           R.reserve_addr, R.reserve_size,
+           runner_state.reserve_addr, runner_state.reserve_size,
            got != MAP_FAILED ? "in use" : strerror(errno));
-  R.reserve_size = 0;
+  runner_state.reserve_size = 0;
 }
 
 /* Collect the directory of every object loaded now (the runner's own
@@ -1092,9 +1099,9 @@ static void runner_sandbox(void)
   sandbox_sanitizer_paths(paths, &n, sizeof(paths) / sizeof(paths[0]), sanbuf,
                           sizeof(sanbuf));
   sandbox_spec_init(&spec);
-  spec.change_ids = R.drop_ids == 3;
-  spec.uid = R.uid;
-  spec.gid = R.gid;
+  spec.change_ids = runner_state.drop_ids == 3;
+  spec.uid = runner_state.uid;
+  spec.gid = runner_state.gid;
   spec.no_dumpable = true;
   spec.rlim.core = 0;
   /* Descriptors: the socket, stdio, one memfd per loaded module. No
@@ -1113,7 +1120,7 @@ static void runner_sandbox(void)
   spec.allow_threads = true; /* TSan's background thread */
 #endif
   if (sandbox_enter(&spec, &err) != 0) {
-    snprintf(R.sandbox_error, sizeof(R.sandbox_error),
+    snprintf(runner_state.sandbox_error, sizeof(runner_state.sandbox_error),
              "the CPU device runner cannot enter its sandbox: %s", err.msg);
     return;
   }
@@ -1131,41 +1138,42 @@ int main(int argc, char **argv)
       long v = strtol(argv[i] + 5, &end, 10);
       if (*end != '\0' || v < 0 || v > 65535)
         usage();
-      R.fd = (int)v;
+      runner_state.fd = (int)v;
     } else if (strncmp(argv[i], "--workers=", 10) == 0) {
       unsigned long v = strtoul(argv[i] + 10, &end, 10);
       if (*end != '\0' || v > 4096)
         usage();
-      R.workers = (unsigned)v;
+      runner_state.workers = (unsigned)v;
     } else if (strncmp(argv[i], "--uid=", 6) == 0) {
       unsigned long v = strtoul(argv[i] + 6, &end, 10);
       if (*end != '\0' || v == 0 || v >= UINT32_MAX)
         usage();
-      R.uid = (uid_t)v;
-      R.drop_ids |= 1;
+      runner_state.uid = (uid_t)v;
+      runner_state.drop_ids |= 1;
     } else if (strncmp(argv[i], "--gid=", 6) == 0) {
       unsigned long v = strtoul(argv[i] + 6, &end, 10);
       if (*end != '\0' || v == 0 || v >= UINT32_MAX)
         usage();
-      R.gid = (gid_t)v;
-      R.drop_ids |= 2;
+      runner_state.gid = (gid_t)v;
+      runner_state.drop_ids |= 2;
     } else if (strncmp(argv[i], "--reserve=", 10) == 0) {
-      R.reserve_addr = strtoull(argv[i] + 10, &end, 0);
+      runner_state.reserve_addr = strtoull(argv[i] + 10, &end, 0);
       if (*end != ':')
         usage();
-      R.reserve_size = strtoull(end + 1, &end, 0);
+      runner_state.reserve_size = strtoull(end + 1, &end, 0);
       if (*end != '\0')
         usage();
     } else {
       usage();
     }
   }
-  if (R.fd < 0 || (R.drop_ids != 0 && R.drop_ids != 3))
+  if (runner_state.fd < 0 ||
+      (runner_state.drop_ids != 0 && runner_state.drop_ids != 3))
     usage();
   setrlimit(RLIMIT_CORE, &nocore); /* crashes are reported, not dumped */
   signal(SIGPIPE, SIG_IGN);
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (R.reserve_size != 0)
+  if (runner_state.reserve_size != 0)
     reserve();
   runner_sandbox();
   serve();

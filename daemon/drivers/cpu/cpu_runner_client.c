@@ -10,7 +10,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +25,13 @@
 #include "hipd.h"
 #include "rpc.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/sandbox_spawn.h"
+#include "util/array.h"
 #include "util/clock.h"
 
 #ifndef LIBEXECDIR
 #define LIBEXECDIR "/usr/local/libexec"
 #endif
-#define RUNNER_DEFAULT LIBEXECDIR "/hipd-cpu-runner"
 
 /* How long the runner may take to start, or a request other than LAUNCH
  * and LOAD to complete, before it is considered hung. */
@@ -283,12 +283,9 @@ static void runner_reap_now(cpu_runner_t *r, int kill_first, int *st)
 /* Start a runner process and greet it. */
 static int runner_spawn(cpu_runner_t *r, hipd_err_t *err)
 {
-  static const int default_sigs[] = {
-      SIGPIPE, SIGINT,  SIGTERM, SIGHUP, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2,
-      SIGALRM, SIGSEGV, SIGBUS,  SIGFPE, SIGILL,  SIGABRT, SIGTRAP, SIGXCPU};
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  sigset_t none, dflt;
+  sandbox_fd_t fds[1];
+  sandbox_spawn_t so;
+  hipd_err_t serr;
   char fdarg[32], wkarg[32], rsarg[64], uidarg[32], gidarg[32];
   char *argv[8];
   char **env;
@@ -366,36 +363,25 @@ static int runner_spawn(cpu_runner_t *r, hipd_err_t *err)
     return err_set(err, HIPD_ENOMEM, "out of memory");
   }
 
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, sv[1], child_fd);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addchdir_np(&fa, "/");
-#ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
-  posix_spawn_file_actions_addclosefrom_np(&fa, child_fd + 1);
-#endif
-  posix_spawnattr_init(&attr);
-  sigemptyset(&none);
-  sigemptyset(&dflt);
-  for (size_t i = 0; i < sizeof(default_sigs) / sizeof(default_sigs[0]); i++)
-    sigaddset(&dflt, default_sigs[i]);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &dflt);
+  fds[0] = (sandbox_fd_t){sv[1], child_fd};
   /* Its own process group: a terminal's ^C goes to the daemon, which
    * decides; the runner ends when the daemon closes the socket. */
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETPGROUP);
-  e = posix_spawn(&pid, r->path, &fa, &attr, argv, env);
+  so = (sandbox_spawn_t){.path = r->path,
+                         .argv = argv,
+                         .envp = env,
+                         .fds = fds,
+                         .nfds = 1,
+                         .stdin_null = true,
+                         .chdir = "/",
+                         .close_from = child_fd + 1,
+                         .own_group = true};
+  e = sandbox_spawn(&so, &pid, &serr);
   sandbox_env_free(env);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
   close(sv[1]);
   if (e != 0) {
     close(sv[0]);
-    return err_set(err, e == ENOENT ? HIPD_ENOENT : HIPD_EIO,
-                   "cannot start the CPU device runner %s: %s", r->path,
-                   strerror(e));
+    return err_set(err, e, "cannot start the CPU device runner %s: %s", r->path,
+                   serr.msg);
   }
   r->pid = pid;
   r->sock = sv[0];
@@ -659,13 +645,6 @@ static int request(cpu_runner_t *r, uint32_t op, const void *p1, size_t l1,
 
 /* ------------------------------------------------------------- the API */
 
-const char *cpu_runner_default_path(void)
-{
-  const char *path = getenv("HIPD_CPU_RUNNER");
-
-  return path != NULL && path[0] != '\0' ? path : RUNNER_DEFAULT;
-}
-
 int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out,
                      hipd_err_t *err)
 {
@@ -679,7 +658,7 @@ int cpu_runner_start(const cpu_runner_cfg_t *cfg, cpu_runner_t **out,
     cfg = &dflt;
   path = cfg->path;
   if (path == NULL)
-    path = cpu_runner_default_path();
+    path = cpu_launcher_runner_path();
   if (cfg->drop_ids && (cfg->uid == 0 || cfg->gid == 0))
     return err_set(err, HIPD_EINVAL,
                    "the CPU device runner must not run as uid 0 or gid 0");
@@ -757,7 +736,7 @@ int cpu_runner_map(cpu_runner_t *r, int fd, void *addr, size_t size,
       goto out;
     }
   }
-  if (cpu_grow(&r->maps, &r->capmaps, r->nmaps, sizeof(*r->maps)) != 0) {
+  if (ARRAY_GROW(r->maps, r->nmaps, r->capmaps, 8) != 0) {
     rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto out;
   }
@@ -817,8 +796,7 @@ int cpu_runner_chunk(cpu_runner_t *r, uint32_t id, int fd, void *addr,
       goto out;
     }
   }
-  if (cpu_grow(&r->chunks, &r->capchunks, r->nchunks, sizeof(*r->chunks)) !=
-      0) {
+  if (ARRAY_GROW(r->chunks, r->nchunks, r->capchunks, 8) != 0) {
     rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto out;
   }
@@ -856,8 +834,7 @@ int cpu_runner_bmap(cpu_runner_t *r, uint32_t chunk, const cpu_bmap_ent_t *ents,
   for (size_t done = 0; done < n && rc == 0;) {
     size_t k = n - done < CPU_BMAP_MAX ? n - done : CPU_BMAP_MAX;
     while (r->nbmaps + k > r->capbmaps) {
-      if (cpu_grow(&r->bmaps, &r->capbmaps, r->capbmaps, sizeof(*r->bmaps)) !=
-          0) {
+      if (ARRAY_GROW(r->bmaps, r->capbmaps, r->capbmaps, 8) != 0) {
         rc = err_set(err, HIPD_ENOMEM, "out of memory");
         goto out;
       }
@@ -929,7 +906,7 @@ int cpu_runner_load(cpu_runner_t *r, const char *so_path, uint32_t *module,
     return err_set(err, HIPD_EINVAL, "cpu_runner_load: bad module path");
   }
   pthread_mutex_lock(&r->lock);
-  if (cpu_grow(&r->mods, &r->capmods, r->nmods, sizeof(*r->mods)) != 0 ||
+  if (ARRAY_GROW(r->mods, r->nmods, r->capmods, 8) != 0 ||
       (m.path = strdup(so_path)) == NULL) {
     rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto out;
@@ -1018,7 +995,7 @@ int cpu_runner_kernel(cpu_runner_t *r, uint32_t module, const char *name,
       goto out;
     }
   }
-  if (cpu_grow(&r->kerns, &r->capkerns, r->nkerns, sizeof(*r->kerns)) != 0 ||
+  if (ARRAY_GROW(r->kerns, r->nkerns, r->capkerns, 8) != 0 ||
       (k.name = strdup(name)) == NULL) {
     rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto out;

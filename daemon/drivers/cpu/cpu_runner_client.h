@@ -61,10 +61,6 @@ typedef struct {
   uint8_t types[CPU_MAX_ARGS]; /* HIPD_CPU_T_* (see cpu_arg_type_name) */
 } cpu_kernel_sig_t;
 
-/** The runner binary started when cfg.path is NULL: $HIPD_CPU_RUNNER if
- *  set and not empty, else $(libexecdir)/hipd-cpu-runner. */
-const char *cpu_runner_default_path(void);
-
 /**
  * Start a runner. It runs sandboxed (cpu_runner.c): the environment it
  * gets is a clean one (sandbox_clean_env), its working directory "/", and

@@ -111,13 +111,13 @@ static struct {
   amd_comgr_status_t (*get_metadata_string)(amd_comgr_metadata_node_t, size_t *,
                                             char *);
   int have_comgr; /* every function above was found */
-} R;
+} comgr_api;
 
 /* The soname HIP 5.x itself loads comgr by. */
 #define COMGR_LIB "libamd_comgr.so.2"
 /* dlsym hands out object pointers; POSIX guarantees that they convert to
  * function pointers. */
-#define COMGR_SYM(field, sym) *(void **)&R.field = dlsym(lib, sym)
+#define COMGR_SYM(field, sym) *(void **)&comgr_api.field = dlsym(lib, sym)
 
 void hip_platform_rtc_setup(char *id, size_t idsz)
 {
@@ -144,11 +144,13 @@ void hip_platform_rtc_setup(char *id, size_t idsz)
   COMGR_SYM(get_metadata_string, "amd_comgr_get_metadata_string");
 #undef COMGR_SYM
   *(void **)&get_version = dlsym(lib, "amd_comgr_get_version");
-  R.have_comgr = R.create_action_info && R.destroy_action_info &&
-                 R.set_isa_name && R.create_data && R.set_data &&
-                 R.release_data && R.get_data_metadata && R.destroy_metadata &&
-                 R.metadata_lookup && R.get_metadata_list_size &&
-                 R.index_list_metadata && R.get_metadata_string;
+  comgr_api.have_comgr =
+      comgr_api.create_action_info && comgr_api.destroy_action_info &&
+      comgr_api.set_isa_name && comgr_api.create_data && comgr_api.set_data &&
+      comgr_api.release_data && comgr_api.get_data_metadata &&
+      comgr_api.destroy_metadata && comgr_api.metadata_lookup &&
+      comgr_api.get_metadata_list_size && comgr_api.index_list_metadata &&
+      comgr_api.get_metadata_string;
   /* The compiler proper is comgr's LLVM: its version belongs in the id. */
   if (get_version != NULL) {
     get_version(&major, &minor);
@@ -195,11 +197,12 @@ int hip_arch_supported(driver_t *drv, const char *arch)
   if (arch == NULL || !amd_arch_shape(arch))
     return 0;
   hip_rtc_setup();
-  if (!R.have_comgr || R.create_action_info(&info) != AMD_COMGR_STATUS_SUCCESS)
+  if (!comgr_api.have_comgr ||
+      comgr_api.create_action_info(&info) != AMD_COMGR_STATUS_SUCCESS)
     return 0;
   snprintf(isa, sizeof(isa), "amdgcn-amd-amdhsa--%s", arch);
-  ok = R.set_isa_name(info, isa) == AMD_COMGR_STATUS_SUCCESS;
-  (void)R.destroy_action_info(info);
+  ok = comgr_api.set_isa_name(info, isa) == AMD_COMGR_STATUS_SUCCESS;
+  (void)comgr_api.destroy_action_info(info);
   return ok;
 }
 
@@ -297,15 +300,17 @@ static int meta_string(amd_comgr_metadata_node_t map, const char *key,
   size_t size = 0;
   int ok = 0;
 
-  if (R.metadata_lookup(map, key, &node) != AMD_COMGR_STATUS_SUCCESS)
+  if (comgr_api.metadata_lookup(map, key, &node) != AMD_COMGR_STATUS_SUCCESS)
     return 0;
-  if (R.get_metadata_string(node, &size, NULL) == AMD_COMGR_STATUS_SUCCESS &&
+  if (comgr_api.get_metadata_string(node, &size, NULL) ==
+          AMD_COMGR_STATUS_SUCCESS &&
       size > 0 && size <= outsz &&
-      R.get_metadata_string(node, &size, out) == AMD_COMGR_STATUS_SUCCESS) {
+      comgr_api.get_metadata_string(node, &size, out) ==
+          AMD_COMGR_STATUS_SUCCESS) {
     out[size - 1] = '\0';
     ok = 1;
   }
-  (void)R.destroy_metadata(node);
+  (void)comgr_api.destroy_metadata(node);
   return ok;
 }
 
@@ -321,12 +326,14 @@ static int amd_kernel_params(amd_comgr_metadata_node_t k, compiled_kernel_t *ck)
   size_t count = 0;
   int rc = -1;
 
-  if (R.metadata_lookup(k, ".args", &args) != AMD_COMGR_STATUS_SUCCESS) {
+  if (comgr_api.metadata_lookup(k, ".args", &args) !=
+      AMD_COMGR_STATUS_SUCCESS) {
     /* No arguments at all: the entry is left out. */
     ck->nparams = 0;
     return 0;
   }
-  if (R.get_metadata_list_size(args, &count) != AMD_COMGR_STATUS_SUCCESS ||
+  if (comgr_api.get_metadata_list_size(args, &count) !=
+          AMD_COMGR_STATUS_SUCCESS ||
       count > MAX_PARAMS)
     goto out;
   sizes = calloc(count ? count : 1, sizeof(*sizes));
@@ -337,11 +344,12 @@ static int amd_kernel_params(amd_comgr_metadata_node_t k, compiled_kernel_t *ck)
     unsigned long v;
     int ok;
 
-    if (R.index_list_metadata(args, i, &arg) != AMD_COMGR_STATUS_SUCCESS)
+    if (comgr_api.index_list_metadata(args, i, &arg) !=
+        AMD_COMGR_STATUS_SUCCESS)
       goto out;
     ok = meta_string(arg, ".value_kind", kind, sizeof(kind)) &&
          meta_string(arg, ".size", size, sizeof(size));
-    (void)R.destroy_metadata(arg);
+    (void)comgr_api.destroy_metadata(arg);
     if (!ok)
       goto out;
     if (strncmp(kind, "hidden_", 7) == 0)
@@ -357,7 +365,7 @@ static int amd_kernel_params(amd_comgr_metadata_node_t k, compiled_kernel_t *ck)
   rc = 0;
 out:
   free(sizes);
-  (void)R.destroy_metadata(args);
+  (void)comgr_api.destroy_metadata(args);
   return rc;
 }
 
@@ -374,22 +382,25 @@ int hip_platform_params(const char *code, size_t len, compiled_kernel_t *cks,
   size_t count = 0;
   int rc = 0, read_all = 1;
 
-  if (!R.have_comgr || R.create_data(AMD_COMGR_DATA_KIND_EXECUTABLE, &data) !=
-                           AMD_COMGR_STATUS_SUCCESS)
+  if (!comgr_api.have_comgr ||
+      comgr_api.create_data(AMD_COMGR_DATA_KIND_EXECUTABLE, &data) !=
+          AMD_COMGR_STATUS_SUCCESS)
     return 0;
-  if (R.set_data(data, len, code) != AMD_COMGR_STATUS_SUCCESS ||
-      R.get_data_metadata(data, &root) != AMD_COMGR_STATUS_SUCCESS) {
-    (void)R.release_data(data);
+  if (comgr_api.set_data(data, len, code) != AMD_COMGR_STATUS_SUCCESS ||
+      comgr_api.get_data_metadata(data, &root) != AMD_COMGR_STATUS_SUCCESS) {
+    (void)comgr_api.release_data(data);
     return 0;
   }
-  if (R.metadata_lookup(root, "amdhsa.kernels", &kernels) ==
+  if (comgr_api.metadata_lookup(root, "amdhsa.kernels", &kernels) ==
       AMD_COMGR_STATUS_SUCCESS) {
-    if (R.get_metadata_list_size(kernels, &count) != AMD_COMGR_STATUS_SUCCESS)
+    if (comgr_api.get_metadata_list_size(kernels, &count) !=
+        AMD_COMGR_STATUS_SUCCESS)
       count = 0, read_all = 0;
     for (size_t i = 0; i < count; i++) {
       size_t symlen;
 
-      if (R.index_list_metadata(kernels, i, &k) != AMD_COMGR_STATUS_SUCCESS) {
+      if (comgr_api.index_list_metadata(kernels, i, &k) !=
+          AMD_COMGR_STATUS_SUCCESS) {
         read_all = 0;
         continue;
       }
@@ -405,14 +416,14 @@ int hip_platform_params(const char *code, size_t len, compiled_kernel_t *cks,
       } else {
         read_all = 0;
       }
-      (void)R.destroy_metadata(k);
+      (void)comgr_api.destroy_metadata(k);
     }
-    (void)R.destroy_metadata(kernels);
+    (void)comgr_api.destroy_metadata(kernels);
   } else {
     read_all = 0;
   }
-  (void)R.destroy_metadata(root);
-  (void)R.release_data(data);
+  (void)comgr_api.destroy_metadata(root);
+  (void)comgr_api.release_data(data);
   for (size_t j = 0; read_all && j < n; j++)
     if (cks[j].nparams == PARAMS_UNKNOWN) {
       drv_set_error("'%s' names no __global__ function in the source "

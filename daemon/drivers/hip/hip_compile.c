@@ -17,17 +17,18 @@
 
 #include "drivers/driver.h"
 #include "hipd.h"
+#include "util/strbuf.h"
 
 /* The runtime compiler, set up once (hip_rtc_setup); the platform keeps
  * its own part. */
 static struct {
   pthread_once_t once;
   char id[128]; /* compiler_id */
-} R = {.once = PTHREAD_ONCE_INIT};
+} rtc = {.once = PTHREAD_ONCE_INIT};
 
 static void rtc_setup_once(void)
 {
-  hip_platform_rtc_setup(R.id, sizeof(R.id));
+  hip_platform_rtc_setup(rtc.id, sizeof(rtc.id));
 }
 
 /* Everything the kernel functions share, set up on first use. On AMD it
@@ -35,14 +36,14 @@ static void rtc_setup_once(void)
  * calls it before the loop runs. */
 void hip_rtc_setup(void)
 {
-  pthread_once(&R.once, rtc_setup_once);
+  pthread_once(&rtc.once, rtc_setup_once);
 }
 
 const char *hip_compiler_id(driver_t *drv)
 {
   (void)drv;
   hip_rtc_setup();
-  return R.id;
+  return rtc.id;
 }
 
 /* A C identifier starting at @p s; its length, 0 if none. */
@@ -120,36 +121,14 @@ static int option_translate(const char *opt, const char **out, int *std)
   return HIPD_EINVAL;
 }
 
-/* A growing byte buffer for the image. */
-typedef struct {
-  unsigned char *p;
-  size_t len, cap;
-  int failed; /* out of memory: further writes are dropped */
-} buf_t;
-
-static void buf_put(buf_t *b, const void *data, size_t n)
+/* The image is built in strbuf_t's (bytes; the NUL it keeps after them
+ * is not part of the image). */
+static void buf_put(strbuf_t *b, const void *data, size_t n)
 {
-  if (b->failed)
-    return;
-  if (b->len + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    unsigned char *p;
-
-    while (cap < b->len + n)
-      cap *= 2;
-    p = realloc(b->p, cap);
-    if (p == NULL) {
-      b->failed = 1;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, data, n);
-  b->len += n;
+  strbuf_addn(b, (const char *)data, n);
 }
 
-static void buf_u32(buf_t *b, uint32_t v)
+static void buf_u32(strbuf_t *b, uint32_t v)
 {
   unsigned char le[4] = {(unsigned char)v, (unsigned char)(v >> 8),
                          (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
@@ -157,7 +136,7 @@ static void buf_u32(buf_t *b, uint32_t v)
   buf_put(b, le, 4);
 }
 
-static void buf_str(buf_t *b, const char *s)
+static void buf_str(strbuf_t *b, const char *s)
 {
   buf_put(b, s, strlen(s) + 1);
 }
@@ -259,7 +238,7 @@ static int image_build(const char *arch, const compiled_kernel_t *cks, size_t n,
                        void **image, size_t *image_len)
 {
   unsigned char head[IMAGE_HEADER] = {0};
-  buf_t table = {0}, out = {0};
+  strbuf_t table = {0}, out = {0};
 
   buf_str(&table, arch);
   for (size_t i = 0; i < n; i++) {
@@ -270,13 +249,13 @@ static int image_build(const char *arch, const compiled_kernel_t *cks, size_t n,
          j++)
       buf_u32(&table, cks[i].sizes[j]);
   }
-  if (table.failed) {
-    free(table.p);
+  if (strbuf_failed(&table)) {
+    strbuf_free(&table);
     drv_set_error("compile: out of memory for the image");
     return HIPD_ENOMEM;
   }
   if (table.len > UINT32_MAX || code_len > UINT32_MAX) {
-    free(table.p);
+    strbuf_free(&table);
     drv_set_error("compile: the image is too large (%zu bytes of code)",
                   code_len);
     return HIPD_ELIMIT;
@@ -290,9 +269,9 @@ static int image_build(const char *arch, const compiled_kernel_t *cks, size_t n,
   buf_u32(&out, (uint32_t)code_len);
   buf_put(&out, table.p, table.len);
   buf_put(&out, code, code_len);
-  free(table.p);
-  if (out.failed) {
-    free(out.p);
+  strbuf_free(&table);
+  if (strbuf_failed(&out)) {
+    strbuf_free(&out);
     drv_set_error("compile: out of memory for the image");
     return HIPD_ENOMEM;
   }

@@ -79,7 +79,7 @@ void hip_platform_arch(const hipDeviceProp_t *prop, dev_caps_t *c)
 static struct {
   int archs[64]; /* the SM numbers NVRTC compiles for */
   int narchs;
-} R;
+} nvrtc_archs;
 
 void hip_platform_rtc_setup(char *id, size_t idsz)
 {
@@ -90,9 +90,9 @@ void hip_platform_rtc_setup(char *id, size_t idsz)
   snprintf(id, idsz, "nvrtc %d.%d cudart %d.%d hipd-hip-%d", major, minor,
            rt / 1000, rt % 1000 / 10, IMAGE_REVISION);
   if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0 &&
-      n <= (int)(sizeof(R.archs) / sizeof(R.archs[0])) &&
-      nvrtcGetSupportedArchs(R.archs) == NVRTC_SUCCESS)
-    R.narchs = n;
+      n <= (int)(sizeof(nvrtc_archs.archs) / sizeof(nvrtc_archs.archs[0])) &&
+      nvrtcGetSupportedArchs(nvrtc_archs.archs) == NVRTC_SUCCESS)
+    nvrtc_archs.narchs = n;
 }
 
 /* Digits only, 1 to 4 of them, no leading zero: the value in *num. */
@@ -138,8 +138,8 @@ int hip_arch_supported(driver_t *drv, const char *arch)
     return 0;
   }
   hip_rtc_setup();
-  for (int i = 0; i < R.narchs; i++)
-    if (R.archs[i] == num)
+  for (int i = 0; i < nvrtc_archs.narchs; i++)
+    if (nvrtc_archs.archs[i] == num)
       return 1;
   return 0;
 }
