@@ -91,7 +91,7 @@
     0, 1)                                                                      \
   T("kernel.info", kernel_info, kernel, 0, 1)                                  \
   T("kernel.launch", kernel_launch, kernel_launch, 0, 1)                       \
-  U("log.level", log_level, log_level, 0, 1)                                   \
+  T("log.level", log_level, log_level, 0, 1)                                   \
   T("mem.alloc", mem_alloc, mem_alloc, 0, 1)                                   \
   T("mem.alloc_custom", mem_alloc_custom, mem_alloc_custom, 0, 1)              \
   T("mem.alloc_zero_copy", mem_alloc_zero_copy, mem_alloc_zero_copy, 0, 1)     \
@@ -116,7 +116,7 @@
   N("profile.enable", profile_enable, 0, 1)                                    \
   T("run_source", run_source, run_source, 0, 1)                                \
   N("session.info", session_info, 0, 1)                                        \
-  U("session.kill", session_kill, session_kill, 0, 1)                          \
+  T("session.kill", session_kill, session_kill, 0, 1)                          \
   N("session.list", session_list, 0, 1)                                        \
   T("session.profile", session_profile, session_profile, 0, 1)                 \
   T("shm.create", shm_create, shm_create, 0, 1)                                \

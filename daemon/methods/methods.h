@@ -121,8 +121,8 @@ METH_SIGNATURES(METH_ARGS)
  *
  * A handler of a method with params gets its typed view (dispatch's row
  * names the signature; a view of another signature does not compile
- * without a diagnostic); one without params, or one that reads its params
- * itself (admin.c), gets the call only. */
+ * without a diagnostic); one without params, or one that takes any
+ * params unread (execute_direct), gets the call only. */
 
 /* core.c: handshake and daemon/session introspection */
 int m_hello(call_t *c, const hello_args_t *a);
@@ -132,10 +132,10 @@ int m_session_info(call_t *c);
 
 /* admin.c: the admin methods (admin/admin.h) */
 int m_session_list(call_t *c);
-int m_session_kill(call_t *c);
+int m_session_kill(call_t *c, const session_kill_args_t *a);
 int m_daemon_stats(call_t *c);
 int m_metrics(call_t *c);
-int m_log_level(call_t *c);
+int m_log_level(call_t *c, const log_level_args_t *a);
 int m_cache_list(call_t *c);
 
 /* device.c: backend identity and devices */
