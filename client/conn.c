@@ -66,6 +66,49 @@ int hipd_protocol_version(void)
   return HIPD_PROTOCOL_VERSION;
 }
 
+/* ------------------------------------------------------------- the handshake
+ */
+
+/* Check the identity `hello` returns before keeping it: a peer that is not
+ * hipd, or that settled on a protocol this library does not speak, fails
+ * the handshake. */
+static int hello_decode(hipd_call_t *call, const msgpack_object *result,
+                        const conn_outs_t *outs)
+{
+  const msgpack_object *name = proto_map_get(result, "name");
+  const msgpack_object *protocol = proto_map_get(result, "protocol");
+  int64_t version;
+
+  if (name == NULL || !proto_obj_streq(name, "hipd"))
+    return conn_call_fail(call, HIPD_EPROTO,
+                          "hello: the peer did not identify itself as hipd");
+  if (protocol == NULL ||
+      proto_obj_int(protocol, 1, hipd_protocol_version(), &version) < 0)
+    return conn_call_fail(call, HIPD_EVERSION,
+                          "hello: the daemon chose a protocol version this "
+                          "client (protocol %d) does not speak",
+                          hipd_protocol_version());
+  return info_decode(call, result, outs);
+}
+
+/* hipd_connect() calls this with @p out NULL: the identity is checked, not
+ * kept. */
+int hipd_hello(hipd_conn_t *conn, hipd_info_t **out)
+{
+  hipd_call_t *c, *call;
+  int err;
+
+  if (out != NULL)
+    *out = NULL;
+  err = conn_call_begin(conn, "hello", 2, &c);
+  if (err < 0)
+    return err;
+  msgpack_pack_int(&c->pk, hipd_protocol_version());
+  proto_pack_cstr(&c->pk, conn->client_name);
+  err = conn_call_send(c, hello_decode, CONN_OUTS(0, out), &call);
+  return conn_sync(err, &call);
+}
+
 /* ------------------------------------------------------------ connecting */
 
 /* The default socket path (see hipd_connect), malloc'd into *out. */
@@ -219,11 +262,6 @@ done:
 int hipd_connect(const char *path, hipd_conn_t **out)
 {
   return hipd_connect2(path, NULL, out);
-}
-
-const char *conn_client_name(const hipd_conn_t *conn)
-{
-  return conn->client_name;
 }
 
 /* Pending calls complete at once with HIPD_EDISCONNECTED; the user still

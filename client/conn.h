@@ -144,9 +144,6 @@ int conn_sync(int err, hipd_call_t **call);
 int conn_fail(hipd_conn_t *conn, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* The client name sent in `hello` (owned by @p conn). */
-const char *conn_client_name(const hipd_conn_t *conn);
-
 /* --------------------------------------------------- common decoders */
 
 /* Ignore the result (methods that return nil). */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* client/conn_call.c: deadlines, the table of pending calls by msgid, the
- * lifetime of calls and of the connection, breaking the connection, and
- * waiting for a call (hipd_wait, hipd_call_done: pipelining).
+ * lifetime of calls and of the connection, and breaking the connection: what
+ * the receiving (conn_recv.c), sending (conn_send.c) and waiting
+ * (conn_wait.c) sides share. It calls none of them.
  */
 #include "config.h"
 
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "conn_internal.h"
+#include "util/clock.h"
 
 /* ----------------------------------------------------------------- time */
 
@@ -34,17 +36,9 @@ int conn_default_busy_poll(void)
   return sysconf(_SC_NPROCESSORS_ONLN) >= 8 ? 20 : 0;
 }
 
-int64_t conn_now_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int64_t conn_deadline_after(int timeout_ms)
 {
-  return timeout_ms > 0 ? conn_now_ns() + (int64_t)timeout_ms * 1000000
+  return timeout_ms > 0 ? (int64_t)util_now_ns() + (int64_t)timeout_ms * 1000000
                         : NO_DEADLINE;
 }
 
@@ -56,7 +50,7 @@ int conn_remaining_ms(int64_t deadline)
 
   if (deadline == NO_DEADLINE)
     return -1;
-  left = deadline - conn_now_ns();
+  left = deadline - (int64_t)util_now_ns();
   if (left <= 0)
     return 0;
   left = (left + 999999) / 1000000;
@@ -283,100 +277,4 @@ void conn_broken_message(const hipd_conn_t *conn, char *buf, size_t size)
   else
     snprintf(buf, size, "disconnected from hipd (after an error: %s)",
              conn->broken_msg);
-}
-
-/*
- * Wait until @p call is done (lock held), doing the socket I/O whenever no
- * other thread does, until @p deadline (0: just read what has arrived).
- * @return 0 once done, or HIPD_ETIMEDOUT.
- */
-static int call_wait_locked(hipd_call_t *call, int64_t deadline)
-{
-  hipd_conn_t *conn = call->conn;
-
-  /* A corked request is written before anyone waits for a reply (its own
-   * or a later one's). */
-  if (conn->olen > 0 && call->state != CALL_DONE)
-    conn_obuf_flush_locked(conn, conn_deadline_after(conn->timeout_ms));
-  while (call->state != CALL_DONE) {
-    if (!conn->io_busy && conn->send_waiters == 0) {
-      int err;
-      conn->io_busy = 1;
-      err = conn_io_receive(conn, call, deadline);
-      conn->io_busy = 0;
-      pthread_cond_broadcast(&conn->cond);
-      if (err < 0)
-        break;
-      continue;
-    }
-    if (conn_cond_wait_until(conn, deadline) < 0)
-      break;
-  }
-  return call->state == CALL_DONE ? 0 : HIPD_ETIMEDOUT;
-}
-
-/* ------------------------------------------------------------ pipelining */
-
-int hipd_wait(hipd_call_t *call)
-{
-  hipd_conn_t *conn;
-  int err;
-
-  if (call == NULL)
-    return conn_fail(NULL, HIPD_EINVAL, "hipd_wait: the call is NULL");
-  conn = call->conn;
-  pthread_mutex_lock(&conn->lock);
-  err = call_wait_locked(call, conn_deadline_after(conn->timeout_ms));
-  if (err < 0) {
-    /* Abandon the call: the connection frees it when the late reply comes
-     * (or it breaks), and a decoder never runs for it. It stops holding a
-     * reference; the user's handle still holds one, since a closed
-     * connection has no pending calls left to time out. */
-    const char *method = call->method;
-    int timeout_ms = conn->timeout_ms;
-    call->state = CALL_ABANDONED;
-    call->decode = NULL;
-    pthread_mutex_unlock(&conn->lock);
-    conn_fail(conn, err, "%s: no reply within %d ms", method, timeout_ms);
-    conn_unref(conn);
-    return err;
-  }
-  pthread_mutex_unlock(&conn->lock);
-  err = call->result;
-  if (err < 0)
-    conn_err_set(conn, "%s", call->error ? call->error : hipd_strerror(err));
-  conn_call_destroy(call);
-  conn_unref(conn);
-  return err;
-}
-
-int conn_sync(int err, hipd_call_t **call)
-{
-  return err < 0 ? err : hipd_wait(*call);
-}
-
-int hipd_call_done(hipd_call_t *call)
-{
-  int done;
-
-  if (call == NULL)
-    return 0;
-  pthread_mutex_lock(&call->conn->lock);
-  call_wait_locked(call, 0);
-  done = call->state == CALL_DONE;
-  pthread_mutex_unlock(&call->conn->lock);
-  return done;
-}
-
-const char *hipd_call_error(hipd_call_t *call)
-{
-  const char *msg = "";
-
-  if (call == NULL)
-    return msg;
-  pthread_mutex_lock(&call->conn->lock);
-  if (call->state == CALL_DONE && call->error != NULL)
-    msg = call->error;
-  pthread_mutex_unlock(&call->conn->lock);
-  return msg;
 }

@@ -2,10 +2,13 @@
 /* client/conn_internal.h: the connection's state and the parts of it that
  * its files share: conn.c (connecting, the handshake, closing, settings),
  * conn_error.c (the thread-local last error), conn_call.c (time, the
- * pending-call table, a call's lifetime, breaking the connection, waiting
- * and pipelining), conn_recv.c (receiving and framing replies), conn_send.c
- * (sending requests, corking) and conn_decode.c (the common decoders and
- * parameters). The method wrappers see only conn.h. Private to client/.
+ * pending-call table, a call's lifetime, breaking the connection),
+ * conn_recv.c (receiving and framing replies), conn_send.c (sending
+ * requests, corking), conn_wait.c (waiting and pipelining) and
+ * conn_decode.c (the common decoders and parameters). Calls among them point
+ * one way: conn_wait -> conn_send -> conn_recv -> conn_call -> conn_error
+ * (tests/check_cycles.sh). The method wrappers see only conn.h. Private to
+ * client/.
  */
 #ifndef HIPD_CLIENT_CONN_INTERNAL_H
 #define HIPD_CLIENT_CONN_INTERNAL_H
@@ -65,11 +68,11 @@ void conn_err_setv(const hipd_conn_t *conn, const char *fmt, va_list ap);
 void conn_err_set(const hipd_conn_t *conn, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* conn_call.c: time. Deadlines are CLOCK_MONOTONIC nanoseconds;
- * NO_DEADLINE waits forever and a deadline of 0 has always passed. */
+/* conn_call.c: time. Deadlines are CLOCK_MONOTONIC nanoseconds
+ * (util_now_ns() of util/clock.h); NO_DEADLINE waits forever and a deadline
+ * of 0 has always passed. */
 /* $HIPD_BUSY_POLL_US, else 20 us on machines with 8 or more CPUs, else 0. */
 int conn_default_busy_poll(void);
-int64_t conn_now_ns(void);
 /* The deadline @p timeout_ms from now (NO_DEADLINE for 0 or less). */
 int64_t conn_deadline_after(int timeout_ms);
 /* Milliseconds left for poll(), rounded up; -1 for none. */

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "conn_internal.h"
+#include "util/clock.h"
 
 #define RECV_CHUNK ((size_t)64 << 10)  /* least free space offered to recv */
 #define RECV_KEEP ((size_t)1 << 20)    /* larger idle buffers are freed */
@@ -373,8 +374,8 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
       /* A reply due within microseconds is read without the wake-up
        * latency of a sleeping thread (as HIP's own synchronisation spins
        * before it yields). */
-      int64_t until = conn_now_ns() + (int64_t)spin * 1000;
-      while ((n = poll(pfd, 2, 0)) == 0 && conn_now_ns() < until)
+      int64_t until = (int64_t)util_now_ns() + (int64_t)spin * 1000;
+      while ((n = poll(pfd, 2, 0)) == 0 && (int64_t)util_now_ns() < until)
         ;
     }
     if (n == 0)

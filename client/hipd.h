@@ -368,8 +368,9 @@ HIPD_EXTERN int hipd_stream_default(hipd_conn_t *conn, int dev,
 
 /** `mem.alloc`: @p count elements of @p kind ("int8", "uint8", "int16",
  *  "uint16", "float16", "int32", "uint32", "float32", "int64", "uint64",
- *  "float64", "byte", "complex32", "complex64", "char") on @p dev. Zero sizes are HIPD_EINVAL; past the
- *  device's memory HIPD_ENOMEM; past the session quota HIPD_EQUOTA. */
+ *  "float64", "byte", "complex32", "complex64", "char") on @p dev. Zero sizes
+ * are HIPD_EINVAL; past the device's memory HIPD_ENOMEM; past the session quota
+ * HIPD_EQUOTA. */
 HIPD_EXTERN int hipd_mem_alloc(hipd_conn_t *conn, int dev, uint64_t count,
                                const char *kind, hipd_buffer_t *out);
 /** `mem.alloc_custom`: @p count elements of @p elem_size bytes. */
@@ -695,8 +696,7 @@ HIPD_EXTERN int hipd_run_source(hipd_conn_t *conn, const char *source,
  *  next operation that waits for that stream: hipd_stream_synchronize()
  *  of hipd_stream_default(), or a synchronous hipd_mem_read(). */
 HIPD_EXTERN int hipd_run_source_async(hipd_conn_t *conn, const char *source,
-                                      const char *lang,
-                                      const char *kernel_name,
+                                      const char *lang, const char *kernel_name,
                                       const uint32_t grid[3],
                                       const uint32_t block[3], uint32_t shared,
                                       const hipd_args_t *args);
@@ -743,8 +743,8 @@ HIPD_EXTERN int hipd_metrics(hipd_conn_t *conn, char **text, size_t *len);
  *  it ("error", "warn", "info", "debug"; admins only, HIPD_EPERM
  *  otherwise). @p out (capacity @p cap, 16 is enough) gets the level now
  *  in force, NUL-terminated. */
-HIPD_EXTERN int hipd_log_level(hipd_conn_t *conn, const char *level,
-                               char *out, size_t cap);
+HIPD_EXTERN int hipd_log_level(hipd_conn_t *conn, const char *level, char *out,
+                               size_t cap);
 /** `cache.list`: an array of the compiled-kernel cache's entries: {key,
  *  bytes, atime} (atime: unix seconds, 0 for an entry in memory only). */
 HIPD_EXTERN int hipd_cache_list(hipd_conn_t *conn, hipd_info_t **out);

@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/gen_internal.h"
+#include "codegen/gen_coopmat.h"
+#include "codegen/gen_emit.h"
+#include "codegen/gen_expr.h"
 #include "hipd.h"
 
 #define CM_DIM 16

@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "codegen/cg_util.h"
-#include "codegen/gen_internal.h"
+#include "codegen/gen_emit.h"
+#include "codegen/gen_expr.h"
+#include "codegen/soa.h"
 #include "hipd.h"
 
 /* ----------------------------------------------------------- constants */
@@ -288,6 +290,62 @@ static int gen_intrinsic(gen_t *g, strbuf_t *b, const ir_expr_t *e)
   return rc;
 }
 
+/* ----------------------------------------------------- SoA-lowered reads */
+
+/* If @p e (a field or aread) reads an SoA param, append the lowered read
+ * to @p b and set *handled (soa.c says what it looks like). */
+static int read_soa(gen_t *g, strbuf_t *b, const ir_expr_t *e, int *handled)
+{
+  const char *fields[SOA_CHAIN_MAX];
+  const ir_path_t *paths[SOA_CHAIN_MAX];
+  const ir_expr_t *cur = e;
+  const ir_record_t *rec;
+  soa_param_t *sp;
+  strbuf_t prefix, idx;
+  int n = 0, rc;
+
+  *handled = 0;
+  while (cur->kind == IR_E_FIELD && n < SOA_CHAIN_MAX) {
+    fields[n] = cur->u.field.field;
+    paths[n] = cur->path;
+    n++;
+    cur = cur->u.field.rec;
+  }
+  if (cur->kind != IR_E_AREAD || !cur->u.aread.decl->soa)
+    return 0;
+  if (n == SOA_CHAIN_MAX)
+    return gen_fail(g, HIPD_EIR, e->path, "more than %d nested fields",
+                    SOA_CHAIN_MAX - 1);
+  sp = soa_find(g, cur->u.aread.decl);
+  strbuf_init(&prefix, 0);
+  strbuf_init(&idx, 0);
+  rc = soa_chain_resolve(g, sp, fields, paths, n, &rec, &prefix);
+  if (rc == 0)
+    rc = gen_expr(g, &idx, cur->u.aread.index);
+  if (rc == 0 && strbuf_failed(&idx))
+    rc = gen_fail(g, HIPD_ENOMEM, e->path, "out of memory");
+  if (rc == 0) {
+    if (rec == NULL) {
+      strbuf_printf(b, "%s[%s]", prefix.p, idx.p);
+    } else if (gen_expr_simple(cur->u.aread.index)) {
+      soa_value(g, b, rec, prefix.p, idx.p);
+    } else {
+      /* the index is evaluated once */
+      char tmp[32];
+      gen_temp(g, "i", tmp, sizeof(tmp));
+      strbuf_printf(b, "[&](const long long %s) { return ", tmp);
+      soa_value(g, b, rec, prefix.p, tmp);
+      strbuf_printf(b, "; }(%s)", idx.p);
+    }
+    *handled = 1;
+  }
+  strbuf_free(&prefix);
+  strbuf_free(&idx);
+  return rc;
+}
+
+/* ---------------------------------------------------------- expressions */
+
 int gen_expr(gen_t *g, strbuf_t *b, const ir_expr_t *e)
 {
   char t[300];
@@ -326,7 +384,7 @@ int gen_expr(gen_t *g, strbuf_t *b, const ir_expr_t *e)
     return 0;
   case IR_E_AREAD:
   case IR_E_FIELD:
-    if (soa_read(g, b, e, &handled) != 0)
+    if (read_soa(g, b, e, &handled) != 0)
       return g->err->code;
     if (handled)
       return 0;
@@ -432,7 +490,7 @@ int gen_lvalue(gen_t *g, strbuf_t *b, const ir_lvalue_t *l)
     strbuf_add(b, l->u.var.decl->cname);
     return 0;
   case IR_L_AELEM:
-    if (l->u.aelem.decl->soa) /* soa_assign takes these */
+    if (l->u.aelem.decl->soa) /* assign_soa (gen_stmt.c) takes these */
       return gen_fail(g, HIPD_EIR, l->path, "unexpected SoA element");
     strbuf_printf(b, "%s[", l->u.aelem.decl->cname);
     if (gen_expr(g, b, l->u.aelem.index) != 0)
@@ -454,4 +512,17 @@ int gen_lvalue(gen_t *g, strbuf_t *b, const ir_lvalue_t *l)
     strbuf_printf(b, ".%s", l->u.field.field);
     return 0;
   }
+}
+
+/* One expression into a string of its own (freed by the caller). */
+int gen_expr_string(gen_t *g, const ir_expr_t *e, strbuf_t *b)
+{
+  strbuf_init(b, 0);
+  if (gen_expr(g, b, e) != 0)
+    return g->err->code;
+  if (strbuf_failed(b) || b->p == NULL)
+    strbuf_addn(b, "", 0);
+  if (strbuf_failed(b))
+    return gen_fail(g, HIPD_ENOMEM, e->path, "out of memory");
+  return 0;
 }

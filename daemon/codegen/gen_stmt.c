@@ -9,23 +9,79 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/gen_internal.h"
+#include "codegen/gen_coopmat.h"
+#include "codegen/gen_emit.h"
+#include "codegen/gen_expr.h"
+#include "codegen/gen_stmt.h"
+#include "codegen/soa.h"
 #include "hipd.h"
 
-/* ----------------------------------------------------------- statements */
+/* ---------------------------------------------------- SoA-lowered writes */
 
-/* One expression into a string of its own (freed by the caller). */
-int gen_expr_string(gen_t *g, const ir_expr_t *e, strbuf_t *b)
+/* If @p s (an assign) writes an SoA param, emit the lowered statements
+ * and set *handled (soa.c says what they look like). */
+static int assign_soa(gen_t *g, const ir_stmt_t *s, int *handled)
 {
-  strbuf_init(b, 0);
-  if (gen_expr(g, b, e) != 0)
-    return g->err->code;
-  if (strbuf_failed(b) || b->p == NULL)
-    strbuf_addn(b, "", 0);
-  if (strbuf_failed(b))
-    return gen_fail(g, HIPD_ENOMEM, e->path, "out of memory");
-  return 0;
+  const char *fields[SOA_CHAIN_MAX];
+  const ir_path_t *paths[SOA_CHAIN_MAX];
+  const ir_lvalue_t *cur = s->u.assign.target;
+  const ir_record_t *rec;
+  soa_param_t *sp;
+  strbuf_t prefix, idx, val;
+  int n = 0, rc;
+
+  *handled = 0;
+  while (cur->kind == IR_L_FIELD && n < SOA_CHAIN_MAX) {
+    fields[n] = cur->u.field.field;
+    paths[n] = cur->path;
+    n++;
+    cur = cur->u.field.target;
+  }
+  if (cur->kind != IR_L_AELEM || !cur->u.aelem.decl->soa)
+    return 0;
+  if (n == SOA_CHAIN_MAX)
+    return gen_fail(g, HIPD_EIR, s->path, "more than %d nested fields",
+                    SOA_CHAIN_MAX - 1);
+  sp = soa_find(g, cur->u.aelem.decl);
+  strbuf_init(&prefix, 0);
+  strbuf_init(&idx, 0);
+  strbuf_init(&val, 0);
+  rc = soa_chain_resolve(g, sp, fields, paths, n, &rec, &prefix);
+  /* the value before the index, as in a C++17 assignment */
+  if (rc == 0)
+    rc = gen_expr(g, &val, s->u.assign.value);
+  if (rc == 0)
+    rc = gen_expr(g, &idx, cur->u.aelem.index);
+  if (rc == 0 && (strbuf_failed(&idx) || strbuf_failed(&val)))
+    rc = gen_fail(g, HIPD_ENOMEM, s->path, "out of memory");
+  if (rc == 0 && rec == NULL) {
+    gen_line(g);
+    strbuf_printf(&g->out, "%s[%s] = %s;\n", prefix.p, idx.p, val.p);
+  } else if (rc == 0) {
+    char v[32], k[32];
+    gen_temp(g, "v", v, sizeof(v));
+    gen_temp(g, "i", k, sizeof(k));
+    gen_line(g);
+    strbuf_add(&g->out, "{\n");
+    g->indent++;
+    gen_line(g);
+    strbuf_printf(&g->out, "const %s %s = %s;\n", rec->cname, v, val.p);
+    gen_line(g);
+    strbuf_printf(&g->out, "const auto %s = %s;\n", k, idx.p);
+    rc = soa_scatter(g, rec, prefix.p, v, k);
+    g->indent--;
+    gen_line(g);
+    strbuf_add(&g->out, "}\n");
+  }
+  if (rc == 0)
+    *handled = 1;
+  strbuf_free(&prefix);
+  strbuf_free(&idx);
+  strbuf_free(&val);
+  return rc;
 }
+
+/* ----------------------------------------------------------- statements */
 
 /* @p s as the body of a C block whose '{' the caller wrote. */
 static int gen_scoped(gen_t *g, const ir_stmt_t *s)
@@ -224,7 +280,7 @@ int gen_stmt(gen_t *g, const ir_stmt_t *s)
     return g->err->code;
   switch (s->kind) {
   case IR_S_ASSIGN:
-    if (soa_assign(g, s, &handled) != 0 || handled)
+    if (assign_soa(g, s, &handled) != 0 || handled)
       return g->failed ? g->err->code : 0;
     strbuf_init(&a, 0);
     strbuf_init(&b, 0);

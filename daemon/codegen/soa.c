@@ -13,6 +13,11 @@
  *                             P_x[k] = t.x; P_pos_x[k] = t.pos.x; ... }
  * Any other use of P (as a value, a helper argument, an areadx base) is
  * refused: it would need the packed array that no longer exists.
+ *
+ * This file sets the params up and resolves field chains; the reads are
+ * lowered where expressions are emitted (gen_expr.c), the writes where
+ * statements are (gen_stmt.c), since each emits the index expression: so
+ * soa.c depends on the emitter only, and the expressions on it.
  */
 #include "config.h"
 
@@ -20,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/gen_internal.h"
+#include "codegen/soa.h"
 #include "hipd.h"
 
 /* ------------------------------------------------------------ set-up */
@@ -197,17 +202,29 @@ int soa_emit_params(gen_t *g, soa_param_t *sp, int *first)
 
 /* ------------------------------------------------------- field chains */
 
-#define CHAIN_MAX 256
+/* A field chain is collected innermost first: put the outermost first. */
+static void chain_reverse(const char **fields, const ir_path_t **paths, int n)
+{
+  for (int i = 0; i < n / 2; i++) {
+    const char *f = fields[i];
+    const ir_path_t *p = paths[i];
+    fields[i] = fields[n - 1 - i];
+    paths[i] = paths[n - 1 - i];
+    fields[n - 1 - i] = f;
+    paths[n - 1 - i] = p;
+  }
+}
 
 /* Where a chain of field names leads from the element of @p sp: to a leaf
  * (*rec NULL) or to a (sub)record (*rec set). @p prefix gets the C name
  * prefix ("pts_pos" or the leaf "pts_pos_x"). */
-static int chain_resolve(gen_t *g, soa_param_t *sp, const char *const *fields,
-                         const ir_path_t *const *paths, int n,
-                         const ir_record_t **rec, strbuf_t *prefix)
+int soa_chain_resolve(gen_t *g, soa_param_t *sp, const char **fields,
+                      const ir_path_t **paths, int n, const ir_record_t **rec,
+                      strbuf_t *prefix)
 {
   const ir_record_t *r = sp->rec;
 
+  chain_reverse(fields, paths, n);
   strbuf_add(prefix, sp->var->name);
   for (int i = 0; i < n; i++) {
     const ir_field_t *f = NULL;
@@ -230,8 +247,8 @@ static int chain_resolve(gen_t *g, soa_param_t *sp, const char *const *fields,
 }
 
 /* rec{prefix_f[idx], sub{...}, ...} */
-static void build_value(gen_t *g, strbuf_t *b, const ir_record_t *r,
-                        const char *prefix, const char *idx)
+void soa_value(gen_t *g, strbuf_t *b, const ir_record_t *r, const char *prefix,
+               const char *idx)
 {
   strbuf_printf(b, "%s{", r->cname);
   for (uint32_t i = 0; i < r->nfields; i++) {
@@ -246,7 +263,7 @@ static void build_value(gen_t *g, strbuf_t *b, const ir_record_t *r,
     }
     snprintf(sub, n, "%s_%s", prefix, f->name);
     if (f->type->kind == IR_T_RECORD)
-      build_value(g, b, f->type->rec, sub, idx);
+      soa_value(g, b, f->type->rec, sub, idx);
     else
       strbuf_printf(b, "%s[%s]", sub, idx);
     free(sub);
@@ -254,73 +271,9 @@ static void build_value(gen_t *g, strbuf_t *b, const ir_record_t *r,
   strbuf_addc(b, '}');
 }
 
-/* A field chain is collected innermost first: put the outermost first. */
-static void chain_reverse(const char **fields, const ir_path_t **paths, int n)
-{
-  for (int i = 0; i < n / 2; i++) {
-    const char *f = fields[i];
-    const ir_path_t *p = paths[i];
-    fields[i] = fields[n - 1 - i];
-    paths[i] = paths[n - 1 - i];
-    fields[n - 1 - i] = f;
-    paths[n - 1 - i] = p;
-  }
-}
-
-int soa_read(gen_t *g, strbuf_t *b, const ir_expr_t *e, int *handled)
-{
-  const char *fields[CHAIN_MAX];
-  const ir_path_t *paths[CHAIN_MAX];
-  const ir_expr_t *cur = e;
-  const ir_record_t *rec;
-  soa_param_t *sp;
-  strbuf_t prefix, idx;
-  int n = 0, rc;
-
-  *handled = 0;
-  while (cur->kind == IR_E_FIELD && n < CHAIN_MAX) {
-    fields[n] = cur->u.field.field;
-    paths[n] = cur->path;
-    n++;
-    cur = cur->u.field.rec;
-  }
-  if (cur->kind != IR_E_AREAD || !cur->u.aread.decl->soa)
-    return 0;
-  if (n == CHAIN_MAX)
-    return gen_fail(g, HIPD_EIR, e->path, "more than %d nested fields",
-                    CHAIN_MAX - 1);
-  chain_reverse(fields, paths, n);
-  sp = soa_find(g, cur->u.aread.decl);
-  strbuf_init(&prefix, 0);
-  strbuf_init(&idx, 0);
-  rc = chain_resolve(g, sp, fields, paths, n, &rec, &prefix);
-  if (rc == 0)
-    rc = gen_expr(g, &idx, cur->u.aread.index);
-  if (rc == 0 && strbuf_failed(&idx))
-    rc = gen_fail(g, HIPD_ENOMEM, e->path, "out of memory");
-  if (rc == 0) {
-    if (rec == NULL) {
-      strbuf_printf(b, "%s[%s]", prefix.p, idx.p);
-    } else if (gen_expr_simple(cur->u.aread.index)) {
-      build_value(g, b, rec, prefix.p, idx.p);
-    } else {
-      /* the index is evaluated once */
-      char tmp[32];
-      gen_temp(g, "i", tmp, sizeof(tmp));
-      strbuf_printf(b, "[&](const long long %s) { return ", tmp);
-      build_value(g, b, rec, prefix.p, tmp);
-      strbuf_printf(b, "; }(%s)", idx.p);
-    }
-    *handled = 1;
-  }
-  strbuf_free(&prefix);
-  strbuf_free(&idx);
-  return rc;
-}
-
 /* prefix_f[idx] = value.f; ... for every leaf under @p r. */
-static int scatter(gen_t *g, const ir_record_t *r, const char *prefix,
-                   const char *value, const char *idx)
+int soa_scatter(gen_t *g, const ir_record_t *r, const char *prefix,
+                const char *value, const char *idx)
 {
   for (uint32_t i = 0; i < r->nfields; i++) {
     const ir_field_t *f = &r->fields[i];
@@ -336,7 +289,7 @@ static int scatter(gen_t *g, const ir_record_t *r, const char *prefix,
     snprintf(p, pn, "%s_%s", prefix, f->name);
     snprintf(v, vn, "%s.%s", value, f->name);
     if (f->type->kind == IR_T_RECORD) {
-      rc = scatter(g, f->type->rec, p, v, idx);
+      rc = soa_scatter(g, f->type->rec, p, v, idx);
     } else {
       gen_line(g);
       strbuf_printf(&g->out, "%s[%s] = %s;\n", p, idx, v);
@@ -347,66 +300,4 @@ static int scatter(gen_t *g, const ir_record_t *r, const char *prefix,
       return rc;
   }
   return 0;
-}
-
-int soa_assign(gen_t *g, const ir_stmt_t *s, int *handled)
-{
-  const char *fields[CHAIN_MAX];
-  const ir_path_t *paths[CHAIN_MAX];
-  const ir_lvalue_t *cur = s->u.assign.target;
-  const ir_record_t *rec;
-  soa_param_t *sp;
-  strbuf_t prefix, idx, val;
-  int n = 0, rc;
-
-  *handled = 0;
-  while (cur->kind == IR_L_FIELD && n < CHAIN_MAX) {
-    fields[n] = cur->u.field.field;
-    paths[n] = cur->path;
-    n++;
-    cur = cur->u.field.target;
-  }
-  if (cur->kind != IR_L_AELEM || !cur->u.aelem.decl->soa)
-    return 0;
-  if (n == CHAIN_MAX)
-    return gen_fail(g, HIPD_EIR, s->path, "more than %d nested fields",
-                    CHAIN_MAX - 1);
-  chain_reverse(fields, paths, n);
-  sp = soa_find(g, cur->u.aelem.decl);
-  strbuf_init(&prefix, 0);
-  strbuf_init(&idx, 0);
-  strbuf_init(&val, 0);
-  rc = chain_resolve(g, sp, fields, paths, n, &rec, &prefix);
-  /* the value before the index, as in a C++17 assignment */
-  if (rc == 0)
-    rc = gen_expr(g, &val, s->u.assign.value);
-  if (rc == 0)
-    rc = gen_expr(g, &idx, cur->u.aelem.index);
-  if (rc == 0 && (strbuf_failed(&idx) || strbuf_failed(&val)))
-    rc = gen_fail(g, HIPD_ENOMEM, s->path, "out of memory");
-  if (rc == 0 && rec == NULL) {
-    gen_line(g);
-    strbuf_printf(&g->out, "%s[%s] = %s;\n", prefix.p, idx.p, val.p);
-  } else if (rc == 0) {
-    char v[32], k[32];
-    gen_temp(g, "v", v, sizeof(v));
-    gen_temp(g, "i", k, sizeof(k));
-    gen_line(g);
-    strbuf_add(&g->out, "{\n");
-    g->indent++;
-    gen_line(g);
-    strbuf_printf(&g->out, "const %s %s = %s;\n", rec->cname, v, val.p);
-    gen_line(g);
-    strbuf_printf(&g->out, "const auto %s = %s;\n", k, idx.p);
-    rc = scatter(g, rec, prefix.p, v, k);
-    g->indent--;
-    gen_line(g);
-    strbuf_add(&g->out, "}\n");
-  }
-  if (rc == 0)
-    *handled = 1;
-  strbuf_free(&prefix);
-  strbuf_free(&idx);
-  strbuf_free(&val);
-  return rc;
 }

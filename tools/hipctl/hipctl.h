@@ -2,10 +2,13 @@
 /* tools/hipctl/hipctl.h: what hipctl's files share.
  *
  * hipctl is a client of libhipd like any other: main.c parses the global
- * options, connects and calls one command; each command family has its
- * file (status.c: status and devices; sessions.c: sessions and kill;
- * cache.c; daemon.c: metrics and log-level; run.c: run and the argument
- * syntax; ir.c). out.c prints: tables, sizes, durations and JSON.
+ * options and calls one command; each command family has its file
+ * (status.c: status and devices; sessions.c: sessions and kill; cache.c;
+ * daemon.c: metrics and log-level; run.c: run and the argument syntax;
+ * ir.c, which launches through run.c). What they share is below them:
+ * common.c (connecting, exit statuses, messages) and out.c (tables, sizes,
+ * durations and JSON). Calls point one way: main.c -> commands -> common.c
+ * and out.c (tests/check_cycles.sh).
  *
  * Every command returns an exit status (HIPCTL_EXIT_*); hipctl(1) documents
  * them.
@@ -52,7 +55,7 @@ int cmd_log_level(hipctl_t *h, int argc, char **argv);
 int cmd_run(hipctl_t *h, int argc, char **argv);
 int cmd_ir(hipctl_t *h, int argc, char **argv);
 
-/* ---------------------------------------------------------------- main.c */
+/* -------------------------------------------------------------- common.c */
 
 /* Connect (once) with the global options. @return 0, or an exit status
  * with the reason printed. */

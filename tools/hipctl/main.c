@@ -4,15 +4,13 @@
  *   hipctl [--socket PATH] [--json] [--timeout MS] COMMAND [ARGS...]
  *
  * The global options may come anywhere before a `--`. Each command is a
- * function of the family's file (hipctl.h lists them); this file parses
- * the global options, connects, maps library codes to exit statuses and
- * prints errors the one way hipctl(1) documents:
- *
- *   hipctl: kill 42: ENOENT: session.kill: no session 42
+ * function of the family's file (hipctl.h lists them); this file only
+ * parses the global options and dispatches to the command. What the
+ * commands share (connecting, exit statuses, error and usage messages) is
+ * common.c's.
  */
 #include "config.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +34,9 @@ static const struct {
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
+/* parse_globals(): no exit status yet, run the command. */
+#define GO_ON (-1)
+
 static void usage_main(FILE *f)
 {
   fprintf(f, "usage: hipctl [--socket PATH] [--json] [--timeout MS] "
@@ -56,76 +57,9 @@ static void usage_main(FILE *f)
           "statuses.\n");
 }
 
-int hipctl_help(const char *arg, const char *text)
-{
-  if (arg == NULL || (strcmp(arg, "-h") != 0 && strcmp(arg, "--help") != 0))
-    return 0;
-  fputs(text, stdout);
-  return 1;
-}
-
-int hipctl_usage(hipctl_t *h, const char *fmt, ...)
-{
-  va_list ap;
-
-  fprintf(stderr, "hipctl: %s: ", h->cmd ? h->cmd : "usage");
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, " (see hipctl %s --help)\n", h->cmd ? h->cmd : "");
-  return HIPCTL_EXIT_USAGE;
-}
-
-/* The exit status a library code means. */
-static int exit_of(int err)
-{
-  switch (err) {
-  case HIPD_ECONNECT:
-  case HIPD_EDISCONNECTED:
-  case HIPD_ESHUTDOWN:
-  case HIPD_ETIMEDOUT:
-    return HIPCTL_EXIT_CONNECT;
-  case HIPD_EPERM:
-    return HIPCTL_EXIT_PERM;
-  default:
-    return HIPCTL_EXIT_ERROR;
-  }
-}
-
-int hipctl_fail(hipctl_t *h, const char *what, int err)
-{
-  const char *msg = hipd_last_error(h->conn);
-
-  if (msg == NULL || *msg == '\0')
-    msg = hipd_strerror(err);
-  fprintf(stderr, "hipctl: %s%s%s: %s: %s\n", h->cmd, what ? " " : "",
-          what ? what : "", hipd_err_name(err), msg);
-  return exit_of(err);
-}
-
-int hipctl_connect(hipctl_t *h)
-{
-  int err;
-
-  if (h->conn != NULL)
-    return 0;
-  err = hipd_connect2(h->socket, "hipctl", &h->conn);
-  if (err < 0) {
-    const char *msg = hipd_last_error(NULL);
-    fprintf(stderr, "hipctl: %s: cannot connect to hipd%s%s: %s: %s\n", h->cmd,
-            h->socket ? " at " : "", h->socket ? h->socket : "",
-            hipd_err_name(err), msg && *msg ? msg : hipd_strerror(err));
-    h->conn = NULL;
-    return exit_of(err);
-  }
-  if (h->timeout_ms > 0)
-    hipd_set_timeout(h->conn, h->timeout_ms);
-  return 0;
-}
-
 /* Take the global options out of argv (they may come anywhere before a
  * `--`); what is left is the command and its arguments.
- * @return -1 to go on, or an exit status. */
+ * @return GO_ON, or an exit status. */
 static int parse_globals(hipctl_t *h, int *argc, char **argv)
 {
   int n = 1, i, dashdash = 0;
@@ -188,7 +122,7 @@ static int parse_globals(hipctl_t *h, int *argc, char **argv)
   }
   *argc = n;
   argv[n] = NULL;
-  return -1;
+  return GO_ON;
 }
 
 int main(int argc, char **argv)
@@ -196,7 +130,7 @@ int main(int argc, char **argv)
   hipctl_t h = {0};
   int rc = parse_globals(&h, &argc, argv);
 
-  if (rc >= 0)
+  if (rc != GO_ON)
     return rc;
   if (argc < 2) {
     usage_main(stderr);
