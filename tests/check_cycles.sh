@@ -28,16 +28,24 @@ build=$(pwd)
 cd "$top" || exit 1
 top=$(pwd)
 
-# Circles left for now, in files other branches of issue 20 own.
+# Circles left for now, each with what closes it. The three split files'
+# circles are parts of one module, split by job, that call each other
+# through the private header they share; they are to be opened next (the
+# parts' shared state behind one of them).
 allowed=(
-  # prims': the runner's path in the launcher
-  "includes: daemon/drivers/cpu/cpu_launcher daemon/drivers/cpu/cpu_runner_client"
-  "calls: daemon/drivers/cpu/cpu_launcher daemon/drivers/cpu/cpu_runner_client"
-  # prims': driver.c's list of drivers, which call its drv_set_error()
+  # driver.c's list of drivers, which call its drv_set_error(): the error
+  # setter wants a file of its own below the drivers
   "calls: daemon/drivers/cpu/cpu_driver daemon/drivers/driver daemon/drivers/hip/hip_amd daemon/drivers/hip/hip_compile daemon/drivers/hip/hip_module daemon/drivers/hip/hip_runtime daemon/drivers/hip/hip_shm"
-  # privsep's and prims': session-end accounting called from teardown
+  # session_t embeds res_t and the tenant: resources, session, stats and
+  # tenants include each other's headers (the calls point one way now)
   "includes: daemon/resources daemon/session daemon/stats daemon/tenants"
-  "calls: daemon/resources daemon/stats"
+  # the split of admin.c: the renderer and admin.c's view code
+  "calls: daemon/admin/admin daemon/admin/metrics_text"
+  # the split of cache.c: the memory tier and the disk tier (cache_disk.h)
+  "includes: daemon/kernels/cache daemon/kernels/cache_disk"
+  "calls: daemon/kernels/cache daemon/kernels/cache_disk"
+  # the split of workers.c (workers_pool.h)
+  "calls: daemon/privsep/workers daemon/privsep/workers_admin daemon/privsep/workers_compile daemon/privsep/workers_probe daemon/privsep/workers_route"
 )
 
 tmp=$(mktemp -d) || exit 1
