@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/check_config.c: hipd.conf(5) and SIGHUP reloads, against real
- * daemons (tests/harness.c).
+ * daemons (tests/lib/harness.c).
  *
  * What is checked: the file's values take effect (daemon.info's limits),
  * in a [hipd] section or before any; the command line overrides them; an

@@ -36,10 +36,21 @@ layer_of()
   *) echo "" ;;
   esac
 }
-names=("main and config" "server, privsep and metrics" transport dispatch methods admin calls "session and resources" \
-  objects kernels devices executors drivers codegen utilities)
+# The layers' names in rank order: the rows of docs/ARCHITECTURE.md's
+# layer table, down to "utilities", must name the same, in this order.
+names=("start-up and options" listener transport dispatch methods admin calls
+  "sessions and resources" objects "kernels and cache" devices executors
+  drivers codegen utilities)
 
 fail=0
+doc=docs/ARCHITECTURE.md
+mapfile -t rows < <(sed -n '/^| Layer |/,/^$/p' "$doc" | sed -n '3,$p' |
+  sed -n 's/^| \([^|]*[^ |]\) *|.*/\1/p' | sed '/^utilities$/q')
+if [ "${rows[*]}" != "${names[*]}" ]; then
+  echo "$doc: the layer table's rows (${rows[*]}) are not this script's ranks (${names[*]})"
+  fail=1
+fi
+
 checked=0
 while IFS= read -r f; do
   rel=${f#daemon/}

@@ -46,7 +46,7 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
 
 /* On the listener's "reload" (after a SIGHUP), call @p reload with its
  * options (argv[0] first, NULL-terminated; valid during the call): the
- * worker applies what can change at run time (main.c). */
+ * worker applies what can change at run time (config/reload.c). */
 void worker_on_reload(void (*reload)(daemon_t *d, int argc, char **argv));
 
 /* A session of this worker was torn down (transport): tell the listener. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* daemon/util/parse.h: parsing of option values shared by the daemon
- * (main.c) and the benchmarks (bench/bench_util.c). */
+ * (config/options.c) and the benchmarks (bench/bench_util.c). */
 #ifndef HIPD_UTIL_PARSE_H
 #define HIPD_UTIL_PARSE_H
 
