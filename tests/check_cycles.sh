@@ -28,7 +28,7 @@ build=$(pwd)
 cd "$top" || exit 1
 top=$(pwd)
 
-# Circles left for now, each with what closes it. The three split files'
+# Circles left for now, each with what closes it. The two split files'
 # circles are parts of one module, split by job, that call each other
 # through the private header they share; they are to be opened next (the
 # parts' shared state behind one of them).
@@ -41,9 +41,6 @@ allowed=(
   "includes: daemon/resources daemon/session daemon/stats daemon/tenants"
   # the split of admin.c: the renderer and admin.c's view code
   "calls: daemon/admin/admin daemon/admin/metrics_text"
-  # the split of cache.c: the memory tier and the disk tier (cache_disk.h)
-  "includes: daemon/kernels/cache daemon/kernels/cache_disk"
-  "calls: daemon/kernels/cache daemon/kernels/cache_disk"
   # the split of workers.c (workers_pool.h)
   "calls: daemon/privsep/workers daemon/privsep/workers_admin daemon/privsep/workers_compile daemon/privsep/workers_probe daemon/privsep/workers_route"
 )

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cache.h"
 #include "cache_disk.h"
@@ -124,15 +125,22 @@ void cache_keyer_finish(cache_keyer_t *k, cache_key_t *out)
   free(k);
 }
 
-void cache_key_hex(const cache_key_t *key, char out[2 * CACHE_KEY_SIZE + 1])
+/* The default directory (cache.h): a path, not the disk tier. */
+char *cache_default_dir(void)
 {
-  static const char hex[] = "0123456789abcdef";
+  const char *xdg = getenv("XDG_CACHE_HOME");
+  const char *home = getenv("HOME");
+  char buf[4096];
 
-  for (int i = 0; i < CACHE_KEY_SIZE; i++) {
-    out[2 * i] = hex[key->b[i] >> 4];
-    out[2 * i + 1] = hex[key->b[i] & 15];
-  }
-  out[2 * CACHE_KEY_SIZE] = '\0';
+  if (geteuid() == 0)
+    return strdup("/var/cache/hipd");
+  if (xdg != NULL && xdg[0] == '/')
+    snprintf(buf, sizeof(buf), "%s/hipd", xdg);
+  else if (home != NULL && home[0] == '/')
+    snprintf(buf, sizeof(buf), "%s/.cache/hipd", home);
+  else
+    return NULL;
+  return strdup(buf);
 }
 
 /* ------------------------------------------------------------------ blobs */

@@ -25,13 +25,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "cache_key.h"
 #include "util/err.h"
-
-#define CACHE_KEY_SIZE 32
-
-typedef struct {
-  uint8_t b[CACHE_KEY_SIZE];
-} cache_key_t;
 
 /* Incremental key derivation. Each part is length-prefixed, so ("ab","c")
  * and ("a","bc") differ. */
@@ -47,8 +42,6 @@ void cache_keyer_add(cache_keyer_t *k, const char *label, const void *data,
 void cache_keyer_add_str(cache_keyer_t *k, const char *label, const char *s);
 /* Finish into @p out and free the keyer. */
 void cache_keyer_finish(cache_keyer_t *k, cache_key_t *out);
-/* 64 hex digits + NUL. */
-void cache_key_hex(const cache_key_t *key, char out[2 * CACHE_KEY_SIZE + 1]);
 
 /* A compiled binary, reference-counted on the loop thread so that an
  * eviction never frees bytes a kernel still uses. */
@@ -70,9 +63,9 @@ typedef enum {
   CACHE_WAITED,     /* another request compiled or loaded it meanwhile */
 } cache_source_t;
 
-/* Compile on a compile pool thread (it may call compile_run()): on success set *out (malloc'd bytes, passed to
- * the cache) and *len and return 0; on failure return a negative code and
- * write the compiler's log into @p log. */
+/* Compile on a compile pool thread (it may call compile_run()): on success set
+ * *out (malloc'd bytes, passed to the cache) and *len and return 0; on failure
+ * return a negative code and write the compiler's log into @p log. */
 typedef int (*cache_compile_fn)(void *arg, void **out, size_t *len, char *log,
                                 size_t logsz);
 /* The answer, on the loop thread. @p blob is borrowed: take a reference to

@@ -357,23 +357,6 @@ bad:
 
 /* ------------------------------------------------------------ start, stop */
 
-char *cache_default_dir(void)
-{
-  const char *xdg = getenv("XDG_CACHE_HOME");
-  const char *home = getenv("HOME");
-  char buf[4096];
-
-  if (geteuid() == 0)
-    return strdup("/var/cache/hipd");
-  if (xdg != NULL && xdg[0] == '/')
-    snprintf(buf, sizeof(buf), "%s/hipd", xdg);
-  else if (home != NULL && home[0] == '/')
-    snprintf(buf, sizeof(buf), "%s/.cache/hipd", home);
-  else
-    return NULL;
-  return strdup(buf);
-}
-
 static int mkdir_p(const char *path, mode_t mode)
 {
   char buf[4096];

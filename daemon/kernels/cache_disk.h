@@ -18,22 +18,10 @@
 #include <string.h>
 #include <uv.h>
 
-#include "cache.h"
+#include "cache_key.h"
 #include "util/err.h"
 
 /* Buckets of the tiers' hash tables. */
-#define CACHE_NBUCKETS 4096
-
-static inline unsigned cache_key_bucket(const cache_key_t *key)
-{
-  return ((unsigned)key->b[0] | (unsigned)key->b[1] << 8) % CACHE_NBUCKETS;
-}
-
-static inline int cache_key_eq(const cache_key_t *a, const cache_key_t *b)
-{
-  return memcmp(a->b, b->b, CACHE_KEY_SIZE) == 0;
-}
-
 /* Why a disk entry was discarded (cache_disk_load's *why). */
 enum { CACHE_DISK_OK = 0, CACHE_DISK_CORRUPT, CACHE_DISK_UNAUTHENTICATED };
 
