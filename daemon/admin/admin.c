@@ -10,6 +10,7 @@
 
 #include "admin/admin.h"
 #include "admin/view.h"
+#include "admin/who.h"
 #include "compile/compile_pool.h"
 #include "hipd.h"
 #include "kernels/cache.h"
@@ -53,21 +54,7 @@ static struct {
   report_req_t *fold_req;
   uint32_t nfold_req, fold_cap;
   uint64_t scrape_errors;
-  /* --admin-group, resolved at start and at each reload */
-  char group[256]; /* the name resolved, "" none */
-  int group_ok;
-  gid_t group_gid;
-  /* Who is who, per uid: the loop does not wait for NSS each request. */
-  struct who_cache {
-    uid_t uid;
-    int used, admin;
-    uint64_t until_ms;
-    char name[64];
-  } who[64];
 } admin_state;
-
-/* A cached name and admin bit lasts this long. */
-#define WHO_CACHE_MS 60000
 
 void admin_set_forward(admin_forward_fn fn)
 {
@@ -188,100 +175,6 @@ int admin_args_unpack(const char *op, size_t oplen,
   return admin_args_check(out, msg);
 }
 
-void admin_configure(daemon_t *d)
-{
-  const char *g = d->cfg.admin_group != NULL ? d->cfg.admin_group : "";
-  gid_t gid;
-
-  memset(admin_state.who, 0,
-         sizeof(admin_state.who)); /* the group may have changed */
-  snprintf(admin_state.group, sizeof(admin_state.group), "%s", g);
-  admin_state.group_ok = 0;
-  if (g[0] == '\0')
-    return;
-  if (account_group_by_name(g, &gid, NULL) != 0) {
-    log_warn(0,
-             "--admin-group %s: no such group: only root is an admin until "
-             "it exists and hipd is reloaded",
-             g);
-    return;
-  }
-  admin_state.group_gid = gid;
-  admin_state.group_ok = 1;
-}
-
-/* The cached record of @p uid, filled now if it is missing or old. */
-static struct who_cache *who_of(daemon_t *d, uid_t uid)
-{
-  uint64_t now = uv_now(d->loop);
-  struct who_cache *c = NULL, *oldest = &admin_state.who[0];
-  account_t acct;
-  gid_t *groups = NULL;
-  int ngroups = 0;
-
-  if (strcmp(admin_state.group,
-             d->cfg.admin_group != NULL ? d->cfg.admin_group : "") != 0)
-    admin_configure(d); /* the option changed without admin_configure() */
-  for (int i = 0;
-       i < (int)(sizeof(admin_state.who) / sizeof(admin_state.who[0])); i++) {
-    if (admin_state.who[i].used && admin_state.who[i].uid == uid) {
-      c = &admin_state.who[i];
-      break;
-    }
-    if (!admin_state.who[i].used ||
-        admin_state.who[i].until_ms < oldest->until_ms)
-      oldest = &admin_state.who[i];
-  }
-  if (c != NULL && now < c->until_ms)
-    return c;
-  if (c == NULL)
-    c = oldest;
-  memset(c, 0, sizeof(*c));
-  c->used = 1;
-  c->uid = uid;
-  c->until_ms = now + WHO_CACHE_MS;
-  c->admin = uid == 0;
-  if (account_by_uid(uid, &acct, NULL) != 0)
-    return c;
-  snprintf(c->name, sizeof(c->name), "%.*s", (int)sizeof(c->name) - 1,
-           acct.name);
-  if (!c->admin && admin_state.group_ok &&
-      account_groups(&acct, &groups, &ngroups, NULL) == 0) {
-    for (int i = 0; i < ngroups; i++)
-      if (groups[i] == admin_state.group_gid)
-        c->admin = 1;
-    free(groups);
-  }
-  return c;
-}
-
-int admin_is_admin(daemon_t *d, uid_t uid)
-{
-  if (uid == 0)
-    return 1;
-  if (d->cfg.admin_group == NULL || d->cfg.admin_group[0] == '\0')
-    return 0;
-  return who_of(d, uid)->admin;
-}
-
-/* "uid 0 (root)" */
-static void uid_who(daemon_t *d, uid_t uid, char *out, size_t size)
-{
-  const char *name = who_of(d, uid)->name;
-
-  if (name[0] != '\0')
-    snprintf(out, size, "uid %u (%s)", (unsigned)uid, name);
-  else
-    snprintf(out, size, "uid %u", (unsigned)uid);
-}
-
-void admin_user_name(daemon_t *d, uint64_t uid, char *out, size_t size)
-{
-  out[0] = '\0';
-  if (uid <= UINT32_MAX)
-    snprintf(out, size, "%s", who_of(d, (uid_t)uid)->name);
-}
-
 /* ---------------------------------------------------------------- folding */
 
 static void fold_req(const report_req_t *q)
@@ -322,11 +215,6 @@ void admin_free(void)
 }
 
 /* ------------------------------------------------------------------ views */
-
-int admin_view_visible(const view_t *v, uint64_t uid)
-{
-  return v->admin || uid == (uint64_t)v->uid;
-}
 
 static view_tenant_t *tenant_of(view_t *v, uint64_t uid)
 {
@@ -521,13 +409,6 @@ static void pack_list(const view_t *v, msgpack_packer *pk)
     }
     pack_map_end(&m);
   }
-}
-
-const char *admin_isolation_name(const daemon_t *d)
-{
-  return d->cfg.isolation == ISOLATION_NONE      ? "none"
-         : d->cfg.isolation == ISOLATION_SESSION ? "session"
-                                                 : "uid";
 }
 
 static void pack_stats(const job_t *j, const report_set_t *set, const view_t *v,
@@ -883,7 +764,7 @@ void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const admin_args_t *a,
   j->level = a->op == ADMIN_LOG_LEVEL ? a->level : -1;
   j->done = done;
   j->ctx = ctx;
-  uid_who(d, uid, j->who, sizeof(j->who));
+  admin_uid_who(d, uid, j->who, sizeof(j->who));
   if (admin_state.forward != NULL && d->role == ROLE_WORKER) {
     /* A worker: its own session it closes itself (the caller sees it);
      * everything else is the listener's to decide. */

@@ -83,13 +83,8 @@ int admin_args_unpack(const char *op, size_t oplen,
 void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const admin_args_t *a,
                    admin_done_fn done, void *ctx);
 
-/* Resolve --admin-group (a warning if it does not exist) and forget the
- * cached names and admin bits: at start and after each reload. */
-void admin_configure(daemon_t *d);
-
-/* Is @p uid an admin (root, or a member of --admin-group)? The answer,
- * and the user names views show, are cached per uid for 60 s. */
-int admin_is_admin(daemon_t *d, uid_t uid);
+/* admin_configure() and admin_is_admin(): admin/who.h. */
+#include "admin/who.h"
 
 /* ---- hooks ---- */
 /* A worker: send every request to the listener instead. */

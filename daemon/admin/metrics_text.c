@@ -6,6 +6,7 @@
 
 #include "admin/prom.h"
 #include "admin/view.h"
+#include "admin/who.h"
 #include "compile/compile_pool.h"
 #include "hipd.h"
 #include "kernels/cache.h"

@@ -56,11 +56,18 @@ typedef struct view {
 } view_t;
 
 /* May the view's caller see tenant @p uid's records? */
-int admin_view_visible(const view_t *v, uint64_t uid);
-/* The user name of @p uid ("" when unknown), cached (admin.c). */
-void admin_user_name(daemon_t *d, uint64_t uid, char *out, size_t size);
+static inline int admin_view_visible(const view_t *v, uint64_t uid)
+{
+  return v->admin || uid == (uint64_t)v->uid;
+}
+
 /* --isolation's name: "none", "uid" or "session". */
-const char *admin_isolation_name(const daemon_t *d);
+static inline const char *admin_isolation_name(const daemon_t *d)
+{
+  return d->cfg.isolation == ISOLATION_NONE      ? "none"
+         : d->cfg.isolation == ISOLATION_SESSION ? "session"
+                                                 : "uid";
+}
 
 /* Render @p v (from @p set) as the metrics text into @p b (metrics_text.c);
  * @p scrape_errors: workers left out of views so far. */
