@@ -28,6 +28,12 @@ chmod 0755 "$work"
 tar xzf "$tarball" -C "$work"
 cd "$work"/hipd-* || exit 1
 nvidia-smi -L > "$out/gpus.txt" 2>&1
+# The accounts hipd runs its workers and compile helpers as, as the
+# packages (and scripts/test.sh) make them: the shell tests start a root
+# hipd that needs them.
+# shellcheck source=deps.sh
+(. scripts/deps.sh && hipd_create_accounts) > "$out/accounts.txt" 2>&1 ||
+  { cat "$out/accounts.txt"; exit 1; }
 ./configure --with-hip=nvidia --with-cuda=/usr/local/cuda > "$out/configure.txt" 2>&1 ||
   { tail -30 "$out/configure.txt"; exit 1; }
 tail -16 "$out/configure.txt"

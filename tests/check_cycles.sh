@@ -33,9 +33,11 @@ top=$(pwd)
 # the private header they share (workers_pool.h): to be opened next (the
 # shared state behind one of them).
 allowed=(
-  # driver.c's list of drivers, which call its drv_set_error(): the error
-  # setter wants a file of its own below the drivers
-  "calls: daemon/drivers/cpu/cpu_driver daemon/drivers/driver daemon/drivers/hip/hip_amd daemon/drivers/hip/hip_compile daemon/drivers/hip/hip_module daemon/drivers/hip/hip_runtime daemon/drivers/hip/hip_shm"
+  # the HIP driver, one module in files that share hip_internal.h: the
+  # platform file (hip_amd/hip_nvidia) calls back into the runtime compiler
+  # (hip_rtc_setup, hip_rtc_code) and the error mapping (hip_err_code); a
+  # file of those below the platform closes it
+  "calls: daemon/drivers/hip/hip_compile daemon/drivers/hip/hip_module daemon/drivers/hip/hip_platform daemon/drivers/hip/hip_runtime daemon/drivers/hip/hip_shm"
   # session_t embeds res_t and the tenant: resources, session, stats and
   # tenants include each other's headers (the calls point one way now)
   "includes: daemon/resources daemon/session daemon/stats daemon/tenants"
@@ -50,6 +52,11 @@ trap 'rm -rf "$tmp"' EXIT
 module()
 {
   local m=${1%.[ch]}
+  # The HIP driver's platform file is hip_amd or hip_nvidia, whichever the
+  # build has: one module either way, so the check reads the same on both.
+  case "$m" in
+  */drivers/hip/hip_amd | */drivers/hip/hip_nvidia) m=${m%/*}/hip_platform ;;
+  esac
   case "$m" in
   *_internal) [ -f "${m%_internal}.c" ] || [ -f "${m%_internal}.h" ] && m=${m%_internal} ;;
   esac
@@ -92,9 +99,9 @@ if command -v nm >/dev/null && [ -d "$build/daemon" ]; then
     name=${o##*/}
     name=${name%.o}
     if [ -f "$dir/$name.c" ]; then
-      echo "$o $dir/$name"
+      echo "$o $(module "$dir/$name.c")"
     elif [ -f "$dir/${name#*-}.c" ]; then
-      echo "$o $dir/${name#*-}"
+      echo "$o $(module "$dir/${name#*-}.c")"
     fi
   done <"$tmp/objects" >"$tmp/modules"
   if [ -s "$tmp/modules" ]; then

@@ -1,28 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/drivers/driver.c: the list of compiled-in drivers and the
- * thread-local driver error text. */
+/* daemon/drivers/driver.c: the list of compiled-in drivers. */
 #include "config.h"
 
-#include <stdarg.h>
-#include <stdio.h>
-
 #include "driver.h"
-
-static _Thread_local char last_error[512];
-
-void drv_set_error(const char *fmt, ...)
-{
-  va_list ap;
-
-  va_start(ap, fmt);
-  vsnprintf(last_error, sizeof(last_error), fmt, ap);
-  va_end(ap);
-}
-
-const char *drv_last_error(void)
-{
-  return last_error;
-}
 
 driver_t **drivers_compiled(void)
 {
