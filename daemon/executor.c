@@ -282,7 +282,8 @@ uint32_t exec_pending(const executor_t *ex)
 static void exec_stop(executor_t *ex)
 {
   pthread_mutex_lock(&ex->mu);
-  ex->stopping = 1;
+  /* Atomic: spin_for_work() reads it without the lock. */
+  __atomic_store_n(&ex->stopping, 1, __ATOMIC_RELAXED);
   pthread_cond_signal(&ex->cv);
   pthread_mutex_unlock(&ex->mu);
 }

@@ -12,6 +12,7 @@
 #include "codegen/ir.h"
 #include "codegen/ir_decode_internal.h"
 #include "hipd.h"
+#include "util/array.h"
 
 /* ---------------------------------------------- phase 3: scopes, names */
 
@@ -53,14 +54,8 @@ static int declare(dec_t *d, ir_var_t *v)
         d, dec_pk(d, v->path, "name"),
         "'%s' is already declared in the kernel's top scope (at %s)", v->name,
         ir_path_format(((ir_var_t *)*slot)->path, first, sizeof(first)));
-  if (d->nstack == d->capstack) {
-    size_t cap = d->capstack ? d->capstack * 2 : 64;
-    ir_var_t **s = realloc(d->stack, cap * sizeof(*s));
-    if (s == NULL)
-      return dec_oom(d, v->path);
-    d->stack = s;
-    d->capstack = cap;
-  }
+  if (ARRAY_GROW(d->stack, d->nstack, d->capstack, 64) != 0)
+    return dec_oom(d, v->path);
   v->shadowed = *slot;
   *slot = v;
   v->in_scope = 1;

@@ -13,19 +13,14 @@
 #include "codegen/ir.h"
 #include "codegen/ir_decode_internal.h"
 #include "hipd.h"
+#include "util/array.h"
 
 /* ------------------------------------------------------------- types */
 
 static int add_named(dec_t *d, ir_type_t *t)
 {
-  if (d->nnamed == d->capnamed) {
-    size_t cap = d->capnamed ? d->capnamed * 2 : 64;
-    ir_type_t **p = realloc(d->named, cap * sizeof(*p));
-    if (p == NULL)
-      return dec_oom(d, t->path);
-    d->named = p;
-    d->capnamed = cap;
-  }
+  if (ARRAY_GROW(d->named, d->nnamed, d->capnamed, 64) != 0)
+    return dec_oom(d, t->path);
   d->named[d->nnamed++] = t;
   return 0;
 }

@@ -535,7 +535,7 @@ static int serve_compile(int fd, const unsigned char *p, size_t len,
   char *log = calloc(1, LOG_MAX);
   void *image = NULL;
   size_t image_len = 0;
-  cp_buf_t out = {0};
+  strbuf_t out = {0};
   driver_t *drv;
   int rc, fired, go_on = 1;
 
@@ -604,11 +604,11 @@ static int serve_compile(int fd, const unsigned char *p, size_t len,
   cp_put_u32(&out,
              (!go_on || self_cpu_s() > SELF_CPU_MAX_S ? CP_RESULT_LEAVING : 0) |
                  (!go_on ? CP_RESULT_TIMED_OUT : 0));
-  if (out.failed)
+  if (strbuf_failed(&out))
     die("out of memory for the answer");
   if (cp_send(fd, CP_OP_RESULT, rc, out.p, out.len) != 0)
     _exit(0); /* the daemon has gone */
-  cp_buf_free(&out);
+  strbuf_free(&out);
   free(image);
   free(log);
   free(arch);
@@ -631,7 +631,7 @@ static void reap_orphans(void)
 
 static void send_hello(int fd, uint32_t fsview, const char *note)
 {
-  cp_buf_t b = {0};
+  strbuf_t b = {0};
 
   cp_put_u32(&b, CP_VERSION);
   cp_put_u32(&b, (uint32_t)getuid());
@@ -642,9 +642,9 @@ static void send_hello(int fd, uint32_t fsview, const char *note)
     cp_put_str(&b, drvs[i].drv->name);
     cp_put_str(&b, drvs[i].id);
   }
-  if (b.failed || cp_send(fd, CP_OP_HELLO, 0, b.p, b.len) != 0)
+  if (strbuf_failed(&b) || cp_send(fd, CP_OP_HELLO, 0, b.p, b.len) != 0)
     die("cannot send the hello: %s", strerror(errno));
-  cp_buf_free(&b);
+  strbuf_free(&b);
 }
 
 int main(int argc, char **argv)

@@ -369,7 +369,7 @@ static int status_ok(int32_t s)
   return 0;
 }
 
-static int request_build(const compile_req_t *req, cp_buf_t *b,
+static int request_build(const compile_req_t *req, strbuf_t *b,
                          compile_out_t *out)
 {
   if (req->source_len > CP_MAX_SOURCE) {
@@ -403,7 +403,7 @@ static int request_build(const compile_req_t *req, cp_buf_t *b,
     cp_put_str(b, req->opts[i]);
   }
   cp_put_blob(b, req->source, req->source_len);
-  if (b->failed) {
+  if (strbuf_failed(b)) {
     out_log(out, "out of memory");
     return HIPD_ENOMEM;
   }
@@ -450,7 +450,7 @@ static int helper_failed(helper_t *h, compile_out_t *out, int timed_out,
 int compile_run(const compile_req_t *req, compile_out_t *out)
 {
   helper_t *h = self_helper;
-  cp_buf_t b = {0};
+  strbuf_t b = {0};
   cp_hdr_t hdr;
   unsigned char *payload = NULL;
   hipd_err_t err;
@@ -465,11 +465,11 @@ int compile_run(const compile_req_t *req, compile_out_t *out)
     return out->status = HIPD_EINTERNAL;
   }
   if ((rc = request_build(req, &b, out)) != 0) {
-    cp_buf_free(&b);
+    strbuf_free(&b);
     return out->status = rc;
   }
   if (h->pid == 0 && (rc = helper_spawn(h, &err)) != 0) {
-    cp_buf_free(&b);
+    strbuf_free(&b);
     out_log(out, "%s", err.msg);
     return out->status = rc;
   }
@@ -477,10 +477,10 @@ int compile_run(const compile_req_t *req, compile_out_t *out)
   pool_state.st.compiles++;
   pthread_mutex_unlock(&pool_state.mu);
   if (cp_send(h->fd, CP_OP_COMPILE, 0, b.p, b.len) != 0) {
-    cp_buf_free(&b);
+    strbuf_free(&b);
     return helper_failed(h, out, 0, "could not be sent the source");
   }
-  cp_buf_free(&b);
+  strbuf_free(&b);
   if (cp_recv(h->fd, &hdr, &payload,
               util_now_ms() + (uint64_t)pool_state.timeout_s * 1000 +
                   KILL_GRACE_MS) != 0)

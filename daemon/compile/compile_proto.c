@@ -28,59 +28,25 @@ const char *cp_fsview_name(uint32_t v)
 
 /* ------------------------------------------------------------ building */
 
-static void put(cp_buf_t *b, const void *data, size_t n)
+void cp_put_u32(strbuf_t *b, uint32_t v)
 {
-  if (b->failed)
-    return;
-  if (n > SIZE_MAX / 2 - b->len || (b->limit && b->len + n > b->limit)) {
-    b->failed = 1;
-    return;
-  }
-  if (b->len + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    unsigned char *p;
-
-    while (cap < b->len + n)
-      cap *= 2;
-    p = realloc(b->p, cap);
-    if (p == NULL) {
-      b->failed = 1;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  if (n > 0)
-    memcpy(b->p + b->len, data, n);
-  b->len += n;
+  strbuf_addn(b, (const char *)&v, sizeof(v));
 }
 
-void cp_put_u32(cp_buf_t *b, uint32_t v)
-{
-  put(b, &v, sizeof(v));
-}
-
-void cp_put_blob(cp_buf_t *b, const void *data, size_t len)
+void cp_put_blob(strbuf_t *b, const void *data, size_t len)
 {
   if (len > UINT32_MAX) {
-    b->failed = 1;
+    b->over = 1;
     return;
   }
   cp_put_u32(b, (uint32_t)len);
-  put(b, data, len);
+  if (len > 0)
+    strbuf_addn(b, data, len);
 }
 
-void cp_put_str(cp_buf_t *b, const char *s)
+void cp_put_str(strbuf_t *b, const char *s)
 {
   cp_put_blob(b, s ? s : "", s ? strlen(s) : 0);
-}
-
-void cp_buf_free(cp_buf_t *b)
-{
-  free(b->p);
-  b->p = NULL;
-  b->len = b->cap = 0;
-  b->failed = 0;
 }
 
 /* ------------------------------------------------------------- reading */

@@ -44,6 +44,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/strbuf.h"
+
 #define CP_MAGIC 0x68634d50u /* "PMch" */
 #define CP_VERSION 1
 
@@ -101,19 +103,13 @@ const char *cp_fsview_name(uint32_t v);
 
 /* ------------------------------------------------------------ building */
 
-/* A growing payload; a failed append (memory, or past @c limit) sets
- * @c failed and later appends do nothing. All-zero is empty, no limit. */
-typedef struct {
-  unsigned char *p;
-  size_t len, cap;
-  size_t limit; /* 0: none */
-  int failed;
-} cp_buf_t;
+/* A message payload is built in a strbuf_t (util/strbuf.h): a failed
+ * append (memory, or past its limit) is kept, and strbuf_failed() says so
+ * once the payload is built. */
 
-void cp_put_u32(cp_buf_t *b, uint32_t v);
-void cp_put_blob(cp_buf_t *b, const void *data, size_t len);
-void cp_put_str(cp_buf_t *b, const char *s);
-void cp_buf_free(cp_buf_t *b);
+void cp_put_u32(strbuf_t *b, uint32_t v);
+void cp_put_blob(strbuf_t *b, const void *data, size_t len);
+void cp_put_str(strbuf_t *b, const char *s);
 
 /* ------------------------------------------------------------- reading */
 

@@ -23,6 +23,7 @@ raw_t *raw_open(const char *path)
   raw_t *r = calloc(1, sizeof(*r));
 
   ck_assert_ptr_nonnull(r);
+  r->wait_ms = 10000;
   r->fd = harness_raw_connect(path);
   ck_assert_msg(r->fd >= 0, "connect %s: %s", path, strerror(errno));
   msgpack_zone_init(&r->zone, 4096);
@@ -57,10 +58,10 @@ void raw_request(raw_t *r, uint32_t msgid, const char *method, uint32_t nparams)
 }
 
 /* The next message from the daemon into r->msg (valid until the next
- * call). @return 1, or 0 if the connection closed or 10 s passed. */
+ * call). @return 1, or 0 if the connection closed or r->wait_ms passed. */
 int raw_next(raw_t *r)
 {
-  long long deadline = harness_now_ms() + 10000;
+  long long deadline = harness_now_ms() + r->wait_ms;
 
   if (r->used > 0) { /* r->buf is NULL before the first read */
     memmove(r->buf, r->buf + r->used, r->len - r->used);

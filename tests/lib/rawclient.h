@@ -24,6 +24,7 @@ typedef struct {
   proto_msg_t msg;
   msgpack_sbuffer out;
   msgpack_packer pk;
+  int wait_ms; /* how long raw_next() waits for a message: 10 s by default */
 } raw_t;
 
 /* Connect to the socket at @p path (no handshake). */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "hipctl.h"
+#include "util/array.h"
 
 /* ---------------------------------------------------- sizes and times */
 
@@ -87,14 +88,8 @@ void out_table_cell(out_table_t *t, const char *fmt, ...)
 
   if (t == NULL)
     return;
-  if (t->n == t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 64;
-    char **p = realloc(t->cells, cap * sizeof(*p));
-    if (p == NULL)
-      return;
-    t->cells = p;
-    t->cap = cap;
-  }
+  if (ARRAY_GROW(t->cells, t->n, t->cap, 64) != 0)
+    return;
   va_start(ap, fmt);
   if (vasprintf(&s, fmt, ap) < 0)
     s = NULL;
