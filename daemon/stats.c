@@ -2,6 +2,7 @@
 /* daemon/stats.c: the accounting of one process (stats.h). */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -200,8 +201,11 @@ static void held_cb(void *ctx, uint64_t h, void *obj)
 
 #define PACK_FIELD_U64(pk, v) msgpack_pack_uint64((pk), (v))
 #define PACK_FIELD_I64(pk, v) msgpack_pack_int64((pk), (v))
+#define PACK_FIELD_BOOL(pk, v)                                                 \
+  ((v) ? msgpack_pack_true(pk) : msgpack_pack_false(pk))
 #define PACK_FIELD_STR(pk, v) proto_pack_cstr((pk), (v))
 #define PACK_FIELD(name, kind, min, max) PACK_FIELD_##kind(pk, rec.name);
+#define PACK_HELD(name, kind, min, max) PACK_FIELD_##kind(pk, held.name);
 
 /* @return the msgpack objects packed. */
 static uint32_t pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
@@ -239,23 +243,69 @@ static uint32_t pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
   msgpack_pack_array(pk, n);
   for (int i = 0; i < STATS_MAX_DEVICES; i++)
     if (hd.buffers[i] != 0) {
-      msgpack_pack_array(pk, 3);
-      msgpack_pack_int(pk, i);
-      msgpack_pack_uint64(pk, hd.buffers[i]);
-      msgpack_pack_uint64(pk, hd.bytes[i]);
+      stats_held_rec_t held = {
+          .dev = i, .buffers = hd.buffers[i], .bytes = hd.bytes[i]};
+      msgpack_pack_array(pk, STATS_HELD_NFIELDS);
+      STATS_HELD_FIELDS(PACK_HELD)
     }
-  return 3 + STATS_SESSION_NFIELDS + 4 * n;
+  return 3 + STATS_SESSION_NFIELDS + (1 + STATS_HELD_NFIELDS) * n;
 }
 
 static void pack_dev_ctr(msgpack_packer *pk, int id, const dev_ctr_t *c)
 {
-  msgpack_pack_array(pk, 6);
-  msgpack_pack_int(pk, id);
-  msgpack_pack_uint64(pk, c->launches);
-  msgpack_pack_uint64(pk, c->busy_ns);
-  msgpack_pack_uint64(pk, c->h2d);
-  msgpack_pack_uint64(pk, c->d2h);
-  msgpack_pack_uint64(pk, c->faults);
+  stats_ctr_rec_t rec = {
+      .dev = id,
+      .launches = c->launches,
+      .busy_ns = c->busy_ns,
+      .h2d = c->h2d,
+      .d2h = c->d2h,
+      .faults = c->faults,
+  };
+
+  msgpack_pack_array(pk, STATS_CTR_NFIELDS);
+  STATS_CTR_FIELDS(PACK_FIELD)
+}
+
+static void pack_device(msgpack_packer *pk, int i)
+{
+  device_t *dev = device_get(i);
+  stats_dev_rec_t rec = {
+      .id = i,
+      .mem_total = dev->caps.total_global_mem,
+      .buffers = dev->buffers,
+      .held = dev->allocated,
+      .lost = dev->lost != 0,
+  };
+
+  _Static_assert(sizeof(rec.name) == sizeof(dev->caps.name),
+                 "a device's name fits its record");
+  memcpy(rec.name, dev->caps.name, sizeof(rec.name));
+  snprintf(rec.kind, sizeof(rec.kind), "%s", dev->caps.is_cpu ? "cpu" : "gpu");
+  msgpack_pack_array(pk, STATS_DEVICE_NFIELDS + 1);
+  STATS_DEVICE_FIELDS(PACK_FIELD)
+  pack_dev_ctr(pk, i, &counters.dev[i]);
+}
+
+static void pack_uid(msgpack_packer *pk, const uid_ctr_t *u, int ndev)
+{
+  stats_uid_rec_t rec = {.uid = u->uid, .quota = u->quota, .faults = u->faults};
+
+  msgpack_pack_array(pk, STATS_UID_NFIELDS + 1);
+  STATS_UID_FIELDS(PACK_FIELD)
+  msgpack_pack_array(pk, (uint32_t)ndev);
+  for (int i = 0; i < ndev; i++)
+    pack_dev_ctr(pk, i, &u->dev[i]);
+}
+
+static void pack_request(msgpack_packer *pk, const char *method, unsigned c,
+                         uint64_t n)
+{
+  stats_req_rec_t rec = {.code = -(int64_t)c, .n = n};
+
+  snprintf(rec.method, sizeof(rec.method), "%s",
+           method != NULL ? method : "(unknown)");
+  msgpack_pack_array(pk, STATS_REQUEST_NFIELDS);
+  STATS_REQUEST_FIELDS(PACK_FIELD)
 }
 
 void stats_pack_report(daemon_t *d, msgpack_packer *pk)
@@ -276,8 +326,10 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
       nreq += counters.req[r].n[c] != 0;
   /* The object budget (STATS_REPORT_OBJECTS): what is not sessions, then
    * sessions while they fit (packed aside first, to count them). */
-  fixed = 8 + 1 + 16 * (uint64_t)ndev + 1 + nuids * (6 + 7 * (uint64_t)ndev) +
-          1 + 4 * (uint64_t)nreq;
+  fixed = 8 + (uint64_t)ndev * (2 + STATS_DEVICE_NFIELDS + STATS_CTR_NFIELDS) +
+          nuids * (2 + STATS_UID_NFIELDS +
+                   (1 + STATS_CTR_NFIELDS) * (uint64_t)ndev) +
+          (1 + STATS_REQUEST_NFIELDS) * (uint64_t)nreq;
   budget = fixed < STATS_REPORT_OBJECTS ? STATS_REPORT_OBJECTS - fixed : 0;
   msgpack_sbuffer_init(&ss);
   msgpack_packer_init(&sp, &ss, msgpack_sbuffer_write);
@@ -294,52 +346,26 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
     n++;
   }
   truncated = n < d->nsessions;
-  msgpack_pack_array(pk, 7);
+  /* stats.h's stats_report_part order */
+  msgpack_pack_array(pk, STATS_REPORT_PARTS);
   msgpack_pack_uint32(pk, 1); /* the layout's version */
   msgpack_pack_int64(pk, getpid());
   msgpack_pack_array(pk, n);
   if (ss.size > 0)
     pk->callback(pk->data, ss.data, ss.size);
   msgpack_sbuffer_destroy(&ss);
-  /* devices: [[id, name, kind, mem_total, buffers, held, lost, ctr]] */
+  /* devices, uids, and requests where n > 0 (stats.h's lists) */
   msgpack_pack_array(pk, (uint32_t)ndev);
-  for (int i = 0; i < ndev; i++) {
-    device_t *dev = device_get(i);
-    msgpack_pack_array(pk, 8);
-    msgpack_pack_int(pk, i);
-    proto_pack_cstr(pk, dev->caps.name);
-    proto_pack_cstr(pk, dev->caps.is_cpu ? "cpu" : "gpu");
-    msgpack_pack_uint64(pk, dev->caps.total_global_mem);
-    msgpack_pack_uint64(pk, dev->buffers);
-    msgpack_pack_uint64(pk, dev->allocated);
-    if (dev->lost)
-      msgpack_pack_true(pk);
-    else
-      msgpack_pack_false(pk);
-    pack_dev_ctr(pk, i, &counters.dev[i]);
-  }
-  /* uids: [[uid, quota, faults, [ctr...]]] */
+  for (int i = 0; i < ndev; i++)
+    pack_device(pk, i);
   msgpack_pack_array(pk, nuids);
-  for (uid_ctr_t *u = counters.uids; u != NULL; u = u->next) {
-    msgpack_pack_array(pk, 4);
-    msgpack_pack_uint64(pk, u->uid);
-    msgpack_pack_uint64(pk, u->quota);
-    msgpack_pack_uint64(pk, u->faults);
-    msgpack_pack_array(pk, (uint32_t)ndev);
-    for (int i = 0; i < ndev; i++)
-      pack_dev_ctr(pk, i, &u->dev[i]);
-  }
-  /* requests: [[method, code, n]] where n > 0 */
+  for (uid_ctr_t *u = counters.uids; u != NULL; u = u->next)
+    pack_uid(pk, u, ndev);
   msgpack_pack_array(pk, nreq);
   for (size_t r = 0; r < STATS_REQ_SLOTS; r++)
     for (unsigned c = 0; counters.req[r].used && c < STATS_MAX_CODES; c++)
-      if (counters.req[r].n[c] != 0) {
-        msgpack_pack_array(pk, 3);
-        proto_pack_cstr(pk, counters.req[r].name != NULL ? counters.req[r].name
-                                                         : "(unknown)");
-        msgpack_pack_int(pk, -(int)c);
-        msgpack_pack_uint64(pk, counters.req[r].n[c]);
-      }
+      if (counters.req[r].n[c] != 0)
+        pack_request(pk, counters.req[r].name, c, counters.req[r].n[c]);
   /* truncated: sessions were left out */
   if (truncated)
     msgpack_pack_true(pk);

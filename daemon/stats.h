@@ -68,23 +68,104 @@
   X(h2d, U64, 0, UINT64_MAX)                                                   \
   X(d2h, U64, 0, UINT64_MAX)
 
+/* The other records of a report, the same way (kind BOOL: true or
+ * false, an int in the struct). Each list generates the record's struct
+ * (stats_*_rec_t, embedded in admin/report.h's report_*_t), its packer
+ * (stats.c) and its reader (admin/report.c).
+ *
+ * A device's counters, in the device record and (one per device) in the
+ * uid record. */
+#define STATS_CTR_FIELDS(X)                                                    \
+  X(dev, I64, 0, STATS_MAX_DEVICES - 1)                                        \
+  X(launches, U64, 0, UINT64_MAX)                                              \
+  X(busy_ns, U64, 0, UINT64_MAX)                                               \
+  X(h2d, U64, 0, UINT64_MAX)                                                   \
+  X(d2h, U64, 0, UINT64_MAX)                                                   \
+  X(faults, U64, 0, UINT64_MAX)
+/* A device: these fields, then its counters (a STATS_CTR_FIELDS record of
+ * the same device). */
+#define STATS_DEVICE_FIELDS(X)                                                 \
+  X(id, I64, 0, STATS_MAX_DEVICES - 1)                                         \
+  X(name, STR, 0, 256)                                                         \
+  X(kind, STR, 0, 8)                                                           \
+  X(mem_total, U64, 0, UINT64_MAX)                                             \
+  X(buffers, U64, 0, UINT64_MAX)                                               \
+  X(held, U64, 0, UINT64_MAX)                                                  \
+  X(lost, BOOL, 0, 1)
+/* A uid: these fields (quota: its refused allocations), then its counters
+ * of each device, in device order. */
+#define STATS_UID_FIELDS(X)                                                    \
+  X(uid, U64, 0, UINT32_MAX)                                                   \
+  X(quota, U64, 0, UINT64_MAX)                                                 \
+  X(faults, U64, 0, UINT64_MAX)
+/* What a session holds on one device (its record's last field, a list). */
+#define STATS_HELD_FIELDS(X)                                                   \
+  X(dev, I64, 0, STATS_MAX_DEVICES - 1)                                        \
+  X(buffers, U64, 0, UINT64_MAX)                                               \
+  X(bytes, U64, 0, UINT64_MAX)
+/* How many requests of a method ended with a code (0: a result). */
+#define STATS_REQUEST_FIELDS(X)                                                \
+  X(method, STR, 0, 64)                                                        \
+  X(code, I64, -(STATS_MAX_CODES - 1), 0)                                      \
+  X(n, U64, 0, UINT64_MAX)
+
 #define STATS_FIELD_DECL_U64(name, max) uint64_t name;
 #define STATS_FIELD_DECL_I64(name, max) int64_t name;
+#define STATS_FIELD_DECL_BOOL(name, max) int name;
 #define STATS_FIELD_DECL_STR(name, max) char name[max];
 #define STATS_FIELD_DECL(name, kind, min, max)                                 \
   STATS_FIELD_DECL_##kind(name, max)
 #define STATS_FIELD_INDEX(name, kind, min, max) STATS_SESS_##name,
+#define STATS_FIELD_COUNT(name, kind, min, max) +1
+#define STATS_CTR_NFIELDS ((uint32_t)(0 STATS_CTR_FIELDS(STATS_FIELD_COUNT)))
+#define STATS_DEVICE_NFIELDS                                                   \
+  ((uint32_t)(0 STATS_DEVICE_FIELDS(STATS_FIELD_COUNT)))
+#define STATS_UID_NFIELDS ((uint32_t)(0 STATS_UID_FIELDS(STATS_FIELD_COUNT)))
+#define STATS_HELD_NFIELDS ((uint32_t)(0 STATS_HELD_FIELDS(STATS_FIELD_COUNT)))
+#define STATS_REQUEST_NFIELDS                                                  \
+  ((uint32_t)(0 STATS_REQUEST_FIELDS(STATS_FIELD_COUNT)))
 
 /* Each field's place in the record; the held list comes last. */
 enum stats_sess_field {
   STATS_SESSION_FIELDS(STATS_FIELD_INDEX) STATS_SESS_HELD
 };
+/* The parts of a report, in this order (admin/report.h); truncated may
+ * be absent (a report of an older worker). */
+enum stats_report_part {
+  STATS_REPORT_VERSION, /* 1 */
+  STATS_REPORT_PID,
+  STATS_REPORT_SESSIONS_LIST,
+  STATS_REPORT_DEVICES_LIST,
+  STATS_REPORT_UIDS_LIST,
+  STATS_REPORT_REQUESTS_LIST,
+  STATS_REPORT_TRUNCATED,
+  STATS_REPORT_PARTS
+};
+/* The uid record's fields' places (the uid is what the listener keeps
+ * a worker's report to). */
+#define STATS_UID_INDEX(name, kind, min, max) STATS_UID_##name,
+enum stats_uid_field { STATS_UID_FIELDS(STATS_UID_INDEX) STATS_UID_CTRS };
 /* The record's fields (without the held list). */
 #define STATS_SESSION_NFIELDS ((uint32_t)STATS_SESS_HELD)
 
 typedef struct stats_sess_rec {
   STATS_SESSION_FIELDS(STATS_FIELD_DECL)
 } stats_sess_rec_t;
+typedef struct stats_ctr_rec {
+  STATS_CTR_FIELDS(STATS_FIELD_DECL)
+} stats_ctr_rec_t;
+typedef struct stats_dev_rec {
+  STATS_DEVICE_FIELDS(STATS_FIELD_DECL)
+} stats_dev_rec_t;
+typedef struct stats_uid_rec {
+  STATS_UID_FIELDS(STATS_FIELD_DECL)
+} stats_uid_rec_t;
+typedef struct stats_held_rec {
+  STATS_HELD_FIELDS(STATS_FIELD_DECL)
+} stats_held_rec_t;
+typedef struct stats_req_rec {
+  STATS_REQUEST_FIELDS(STATS_FIELD_DECL)
+} stats_req_rec_t;
 
 struct session;
 

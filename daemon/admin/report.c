@@ -26,11 +26,6 @@ static const msgpack_object *arr(const msgpack_object *o, uint32_t n,
 
 #define AT(o, i) (&(o)->via.array.ptr[(i)])
 
-static int u64(const msgpack_object *o, uint64_t *out)
-{
-  return proto_obj_uint(o, UINT64_MAX, out);
-}
-
 static int str(const msgpack_object *o, char *out, size_t size)
 {
   const char *p;
@@ -47,21 +42,7 @@ static int str(const msgpack_object *o, char *out, size_t size)
   return 0;
 }
 
-static int ctr(const msgpack_object *o, int *dev, report_ctr_t *c)
-{
-  int64_t id;
-
-  if ((o = arr(o, 6, 6)) == NULL ||
-      proto_obj_int(AT(o, 0), 0, REPORT_MAX_DEVICES - 1, &id) != 0 ||
-      u64(AT(o, 1), &c->launches) || u64(AT(o, 2), &c->busy_ns) ||
-      u64(AT(o, 3), &c->h2d) || u64(AT(o, 4), &c->d2h) ||
-      u64(AT(o, 5), &c->faults))
-    return HIPD_EINVAL;
-  *dev = (int)id;
-  return 0;
-}
-
-/* One field of a session record (stats.h's STATS_SESSION_FIELDS). */
+/* One field of a record (stats.h's lists). */
 static int field_u64(const msgpack_object *o, uint64_t *out, int64_t min,
                      uint64_t max)
 {
@@ -82,8 +63,20 @@ static int field_str(const msgpack_object *o, char *out, int64_t min,
   return str(o, out, size);
 }
 
+static int field_bool(const msgpack_object *o, int *out, int64_t min,
+                      int64_t max)
+{
+  (void)min;
+  (void)max;
+  if (o->type != MSGPACK_OBJECT_BOOLEAN)
+    return HIPD_EINVAL;
+  *out = o->via.boolean;
+  return 0;
+}
+
 #define FIELD_READ_U64 field_u64
 #define FIELD_READ_I64 field_i64
+#define FIELD_READ_BOOL field_bool
 #define FIELD_READ_STR field_str
 /* Field i of the record at @p o into s->name (s->name decays for STR). */
 #define FIELD_READ(name, kind, min, max)                                       \
@@ -92,78 +85,69 @@ static int field_str(const msgpack_object *o, char *out, int64_t min,
   i++;
 #define FIELD_PTR_U64(f) &(f)
 #define FIELD_PTR_I64(f) &(f)
+#define FIELD_PTR_BOOL(f) &(f)
 #define FIELD_PTR_STR(f) (f)
+
+/* A record of exactly @p nfields at @p o, read into *s by @p fields; then
+ * field i is the next (if any). */
+#define RECORD_READ(o, extra, nfields, fields)                                 \
+  uint32_t i = 0;                                                              \
+  if (((o) = arr((o), (nfields) + (extra), (nfields) + (extra))) == NULL)      \
+    return HIPD_EINVAL;                                                        \
+  fields(FIELD_READ)
+
+static int held(const msgpack_object *o, report_held_t *s)
+{
+  RECORD_READ(o, 0, STATS_HELD_NFIELDS, STATS_HELD_FIELDS)
+  return 0;
+}
+
+/* A device's counters; @p dev: the device they must be of (-1: any). */
+static int ctr(const msgpack_object *o, report_ctr_t *s, int64_t dev)
+{
+  RECORD_READ(o, 0, STATS_CTR_NFIELDS, STATS_CTR_FIELDS)
+  return dev < 0 || s->dev == dev ? 0 : HIPD_EINVAL;
+}
 
 static int sess(const msgpack_object *o, report_sess_t *s)
 {
   const msgpack_object *h;
-  uint32_t i = 0;
 
-  if ((o = arr(o, STATS_SESSION_NFIELDS + 1, STATS_SESSION_NFIELDS + 1)) ==
-      NULL)
-    return HIPD_EINVAL;
-  STATS_SESSION_FIELDS(FIELD_READ)
+  RECORD_READ(o, 1, STATS_SESSION_NFIELDS, STATS_SESSION_FIELDS)
   if ((h = arr(AT(o, i), 0, REPORT_MAX_DEVICES)) == NULL)
     return HIPD_EINVAL;
   s->nheld = h->via.array.size;
   if (s->nheld && (s->held = calloc(s->nheld, sizeof(*s->held))) == NULL)
     return HIPD_EINVAL;
-  for (uint32_t k = 0; k < s->nheld; k++) {
-    const msgpack_object *e = arr(AT(h, k), 3, 3);
-    int64_t dev;
-    if (e == NULL || proto_obj_int(AT(e, 0), 0, REPORT_MAX_DEVICES - 1, &dev) ||
-        u64(AT(e, 1), &s->held[k].buffers) || u64(AT(e, 2), &s->held[k].bytes))
+  for (uint32_t k = 0; k < s->nheld; k++)
+    if (held(AT(h, k), &s->held[k]))
       return HIPD_EINVAL;
-    s->held[k].dev = (int)dev;
-  }
   return 0;
 }
 
-static int dev(const msgpack_object *o, report_dev_t *d)
+static int dev(const msgpack_object *o, report_dev_t *s)
 {
-  int64_t id;
-  int cid;
-
-  if ((o = arr(o, 8, 8)) == NULL ||
-      proto_obj_int(AT(o, 0), 0, REPORT_MAX_DEVICES - 1, &id) ||
-      str(AT(o, 1), d->name, sizeof(d->name)) ||
-      str(AT(o, 2), d->kind, sizeof(d->kind)) || u64(AT(o, 3), &d->mem_total) ||
-      u64(AT(o, 4), &d->buffers) || u64(AT(o, 5), &d->held) ||
-      AT(o, 6)->type != MSGPACK_OBJECT_BOOLEAN || ctr(AT(o, 7), &cid, &d->c) ||
-      cid != id)
-    return HIPD_EINVAL;
-  d->id = (int)id;
-  d->lost = AT(o, 6)->via.boolean;
-  return 0;
+  RECORD_READ(o, 1, STATS_DEVICE_NFIELDS, STATS_DEVICE_FIELDS)
+  return ctr(AT(o, i), &s->c, s->id);
 }
 
-static int uidrec(const msgpack_object *o, report_uid_t *u)
+static int uidrec(const msgpack_object *o, report_uid_t *s)
 {
   const msgpack_object *c;
 
-  if ((o = arr(o, 4, 4)) == NULL ||
-      proto_obj_uint(AT(o, 0), UINT32_MAX, &u->uid) ||
-      u64(AT(o, 1), &u->quota) || u64(AT(o, 2), &u->faults) ||
-      (c = arr(AT(o, 3), 0, REPORT_MAX_DEVICES)) == NULL)
+  RECORD_READ(o, 1, STATS_UID_NFIELDS, STATS_UID_FIELDS)
+  if ((c = arr(AT(o, i), 0, REPORT_MAX_DEVICES)) == NULL)
     return HIPD_EINVAL;
-  u->ndev = c->via.array.size;
-  for (uint32_t i = 0; i < u->ndev; i++) {
-    int id;
-    if (ctr(AT(c, i), &id, &u->dev[i]) || id != (int)i)
+  s->ndev = c->via.array.size;
+  for (uint32_t k = 0; k < s->ndev; k++)
+    if (ctr(AT(c, k), &s->dev[k], k))
       return HIPD_EINVAL;
-  }
   return 0;
 }
 
-static int req(const msgpack_object *o, report_req_t *r)
+static int req(const msgpack_object *o, report_req_t *s)
 {
-  int64_t code;
-
-  if ((o = arr(o, 3, 3)) == NULL ||
-      str(AT(o, 0), r->method, sizeof(r->method)) ||
-      proto_obj_int(AT(o, 1), -63, 0, &code) || u64(AT(o, 2), &r->n))
-    return HIPD_EINVAL;
-  r->code = (int)code;
+  RECORD_READ(o, 0, STATS_REQUEST_NFIELDS, STATS_REQUEST_FIELDS)
   return 0;
 }
 
@@ -201,16 +185,22 @@ static report_t *decode(const msgpack_object *o, int64_t only)
   if (r == NULL)
     return NULL;
   r->refs = 1;
-  if ((o = arr(o, 0, 7)) == NULL || o->via.array.size < 6 ||
-      (o->via.array.size == 7 && AT(o, 6)->type != MSGPACK_OBJECT_BOOLEAN) ||
-      proto_obj_uint(AT(o, 0), 1, &ver) || ver != 1 ||
-      proto_obj_int(AT(o, 1), 0, INT32_MAX, &r->pid) ||
-      (ss = arr(AT(o, 2), 0, REPORT_MAX_SESSIONS)) == NULL ||
-      (ds = arr(AT(o, 3), 0, REPORT_MAX_DEVICES)) == NULL ||
-      (us = arr(AT(o, 4), 0, REPORT_MAX_UIDS)) == NULL ||
-      (rs = arr(AT(o, 5), 0, REPORT_MAX_REQUESTS)) == NULL)
+  if ((o = arr(o, 0, STATS_REPORT_PARTS)) == NULL ||
+      o->via.array.size < STATS_REPORT_TRUNCATED ||
+      (o->via.array.size == STATS_REPORT_PARTS &&
+       AT(o, STATS_REPORT_TRUNCATED)->type != MSGPACK_OBJECT_BOOLEAN) ||
+      proto_obj_uint(AT(o, STATS_REPORT_VERSION), 1, &ver) || ver != 1 ||
+      proto_obj_int(AT(o, STATS_REPORT_PID), 0, INT32_MAX, &r->pid) ||
+      (ss = arr(AT(o, STATS_REPORT_SESSIONS_LIST), 0, REPORT_MAX_SESSIONS)) ==
+          NULL ||
+      (ds = arr(AT(o, STATS_REPORT_DEVICES_LIST), 0, REPORT_MAX_DEVICES)) ==
+          NULL ||
+      (us = arr(AT(o, STATS_REPORT_UIDS_LIST), 0, REPORT_MAX_UIDS)) == NULL ||
+      (rs = arr(AT(o, STATS_REPORT_REQUESTS_LIST), 0, REPORT_MAX_REQUESTS)) ==
+          NULL)
     goto fail;
-  r->truncated = o->via.array.size == 7 && AT(o, 6)->via.boolean;
+  r->truncated = o->via.array.size == STATS_REPORT_PARTS &&
+                 AT(o, STATS_REPORT_TRUNCATED)->via.boolean;
   if (alloc_of(ss, sizeof(*r->sess), (void **)&r->sess, &r->nsess) ||
       alloc_of(ds, sizeof(*r->dev), (void **)&r->dev, &r->ndev) ||
       alloc_of(us, only >= 0 ? 1 : sizeof(*r->uids), (void **)&r->uids,
@@ -228,7 +218,7 @@ static report_t *decode(const msgpack_object *o, int64_t only)
   }
   r->nsess = k;
   for (uint32_t i = 0; i < r->ndev; i++)
-    if (dev(AT(ds, i), &r->dev[i]) || r->dev[i].id != (int)i)
+    if (dev(AT(ds, i), &r->dev[i]) || r->dev[i].id != (int64_t)i)
       goto fail;
   if (only >= 0 && r->nuids > 0) {
     /* One record at most: the worker's uid's. */
@@ -238,7 +228,8 @@ static report_t *decode(const msgpack_object *o, int64_t only)
   }
   k = 0;
   for (uint32_t i = 0; i < us->via.array.size; i++) {
-    if (only >= 0 && (k > 0 || uid_at(AT(us, i), 0) != (uint64_t)only)) {
+    if (only >= 0 &&
+        (k > 0 || uid_at(AT(us, i), STATS_UID_uid) != (uint64_t)only)) {
       r->dropped++;
       continue;
     }

@@ -2,17 +2,13 @@
 /* daemon/admin/report.h: a process's report (stats_pack_report()),
  * decoded and checked.
  *
- * Layout (msgpack, positional, version 1):
+ * Layout (msgpack, version 1; each record an array of the fields of its
+ * list in stats.h, in that order):
  *   [1, pid, sessions, devices, uids, requests(, truncated)]
- *   sessions: [[STATS_SESSION_FIELDS..., [[device, buffers, bytes]...]]...]
- *             (stats.h: id, pid, uid, gid, client, age_ms, requests,
- *             errors, streams, events, kernels_loaded, kernels_launched,
- *             busy_ns, bytes_h2d, bytes_d2h)
- *   devices:  [[id, name, kind, mem_total, buffers, mem_held, lost, ctr]...]
- *   uids:     [[uid, quota_refusals, faults, [ctr...]]...]
- *   requests: [[method, code, n]...]
- *   ctr:      [device, kernels_launched, busy_ns, bytes_h2d, bytes_d2h,
- *              faults]
+ *   sessions: [[STATS_SESSION_FIELDS..., [[STATS_HELD_FIELDS...]...]]...]
+ *   devices:  [[STATS_DEVICE_FIELDS..., [STATS_CTR_FIELDS...]]...]
+ *   uids:     [[STATS_UID_FIELDS..., [[STATS_CTR_FIELDS...]...]]...]
+ *   requests: [[STATS_REQUEST_FIELDS...]...]
  *   truncated: optional bool, true when the process left sessions out
  *              to keep the report under the wire's limits (ipc_limits())
  * A report comes from a worker, which the listener does not trust:
@@ -35,17 +31,16 @@
 #define REPORT_MAX_UIDS 4096
 #define REPORT_MAX_REQUESTS 4096
 
+/* Each record's fields, by name (stats.h's lists). */
 typedef struct report_ctr {
-  uint64_t launches, busy_ns, h2d, d2h, faults;
+  STATS_CTR_FIELDS(STATS_FIELD_DECL)
 } report_ctr_t;
 
 typedef struct report_held {
-  int dev;
-  uint64_t buffers, bytes;
+  STATS_HELD_FIELDS(STATS_FIELD_DECL)
 } report_held_t;
 
 typedef struct report_sess {
-  /* The record's fields, by name (stats.h's STATS_SESSION_FIELDS). */
   struct {
     STATS_SESSION_FIELDS(STATS_FIELD_DECL)
   };
@@ -54,24 +49,22 @@ typedef struct report_sess {
 } report_sess_t;
 
 typedef struct report_dev {
-  int id;
-  char name[128];
-  char kind[8];
-  uint64_t mem_total, buffers, held;
-  int lost;
+  struct {
+    STATS_DEVICE_FIELDS(STATS_FIELD_DECL)
+  };
   report_ctr_t c;
 } report_dev_t;
 
 typedef struct report_uid {
-  uint64_t uid, quota, faults;
+  struct {
+    STATS_UID_FIELDS(STATS_FIELD_DECL)
+  };
   report_ctr_t dev[REPORT_MAX_DEVICES];
   uint32_t ndev;
 } report_uid_t;
 
 typedef struct report_req {
-  char method[64];
-  int code;
-  uint64_t n;
+  STATS_REQUEST_FIELDS(STATS_FIELD_DECL)
 } report_req_t;
 
 typedef struct report {

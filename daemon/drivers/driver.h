@@ -229,5 +229,4 @@ driver_t *driver_hip(void);
 void hip_driver_set_wait(int mode);
 #endif
 
-
 #endif
