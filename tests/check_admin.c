@@ -1012,7 +1012,7 @@ int main(void)
   tcase_add_test(tc, test_level_reload);
   tcase_add_test(tc, test_admin_group_missing);
   suite_add_tcase(s, tc);
-  failed = testutil_run_suite(s);
+  failed = test_run(s);
   harness_fini();
   return failed == 0 ? 0 : 1;
 }

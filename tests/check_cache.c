@@ -20,6 +20,7 @@
 #include "compile/compile_pool.h"
 #include "hipd.h"
 #include "kernels/cache.h"
+#include "run.h"
 
 static uv_loop_t loop;
 static char dir[256];
@@ -646,11 +647,5 @@ static Suite *cache_suite(void)
 
 int main(void)
 {
-  SRunner *sr = srunner_create(cache_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return test_main(cache_suite());
 }

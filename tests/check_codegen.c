@@ -32,6 +32,7 @@
 #include "codegen/ir.h"
 #include "hipd.h"
 #include "ir_json.h"
+#include "run.h"
 
 #ifndef FIXTURES_DIR
 #error "FIXTURES_DIR must name tests/codegen"
@@ -1662,11 +1663,5 @@ static Suite *codegen_suite(void)
 
 int main(void)
 {
-  SRunner *sr = srunner_create(codegen_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return test_main(codegen_suite());
 }

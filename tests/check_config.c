@@ -23,6 +23,7 @@
 #include "daemon_util.h"
 
 #include "config/options.h"
+#include "run.h"
 
 #define WAIT_MS 20000
 
@@ -687,14 +688,10 @@ static Suite *config_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
   int failed;
 
   harness_init("check_config");
-  sr = srunner_create(config_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(config_suite());
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

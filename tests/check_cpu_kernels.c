@@ -26,6 +26,7 @@
 #include "drivers/cpu/cpu_runner_client.h"
 #include "drivers/driver.h"
 #include "hipd.h"
+#include "run.h"
 
 /* One module with most test kernels, compiled once per test case. */
 static const char kernels_src[] =
@@ -1300,14 +1301,11 @@ static Suite *cpu_kernels_suite(void)
 
 int main(void)
 {
-  SRunner *sr = srunner_create(cpu_kernels_suite());
   int failed;
 
   /* A crashing kernel must not take the test down: the runner process is
    * the one that dies, never this one. */
   signal(SIGPIPE, SIG_IGN);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(cpu_kernels_suite());
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "daemon_util.h"
+#include "run.h"
 
 /* ------------------------------------------------------------ handshake */
 
@@ -448,14 +449,10 @@ static Suite *daemon_handshake_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
   int failed;
 
   harness_init("check_daemon_handshake");
-  sr = srunner_create(daemon_handshake_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(daemon_handshake_suite());
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

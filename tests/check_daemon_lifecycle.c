@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "daemon_util.h"
+#include "run.h"
 
 #include <dirent.h>
 
@@ -367,14 +368,10 @@ static Suite *daemon_lifecycle_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
   int failed;
 
   harness_init("check_daemon_lifecycle");
-  sr = srunner_create(daemon_lifecycle_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(daemon_lifecycle_suite());
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include "daemon_util.h"
+#include "run.h"
 
 /* ----------------------------------------------------------- bad requests */
 
@@ -996,14 +997,10 @@ static Suite *daemon_protocol_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
   int failed;
 
   harness_init("check_daemon_protocol");
-  sr = srunner_create(daemon_protocol_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(daemon_protocol_suite());
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "devices_util.h"
+#include "run.h"
 
 /* ----------------------------------------------------------------- events */
 
@@ -298,14 +299,10 @@ static Suite *devices_events_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
   int failed;
 
   harness_init("check_devices_events");
-  sr = srunner_create(devices_events_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(devices_events_suite());
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "devices_util.h"
+#include "run.h"
 
 /* -------------------------------------------------- backend and devices */
 
@@ -254,14 +255,10 @@ static Suite *devices_info_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
   int failed;
 
   harness_init("check_devices_info");
-  sr = srunner_create(devices_info_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(devices_info_suite());
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "devices_util.h"
+#include "run.h"
 
 /* ----------------------------------------------------------------- memory */
 
@@ -591,14 +592,10 @@ static Suite *devices_memory_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
   int failed;
 
   harness_init("check_devices_memory");
-  sr = srunner_create(devices_memory_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(devices_memory_suite());
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -10,6 +10,7 @@
 
 #include "dispatch.h"
 #include "hipd.h"
+#include "run.h"
 
 /* Methods the protocol must have from version 1 on. */
 static const char *const required[] = {"hello", "ping", "daemon.info",
@@ -698,11 +699,5 @@ static Suite *dispatch_suite(void)
 
 int main(void)
 {
-  SRunner *sr = srunner_create(dispatch_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return test_main(dispatch_suite());
 }

@@ -21,6 +21,7 @@
 
 #include "harness.h"
 #include "hipd.h"
+#include "run.h"
 #include "users.h"
 
 static const char *fault_src =
@@ -361,7 +362,6 @@ int main(void)
 {
   Suite *s = suite_create("faults");
   TCase *tc = tcase_create("gpu");
-  SRunner *sr;
   int failed;
 
   harness_init("faults");
@@ -375,10 +375,7 @@ int main(void)
   if (getenv("HIPD_TEST_MPS") != NULL)
     tcase_add_test(tc, test_other_tenant_fault_mps);
   suite_add_tcase(s, tc);
-  sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(s);
   harness_fini();
   return failed == 0 ? 0 : 1;
 }

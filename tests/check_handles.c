@@ -10,6 +10,7 @@
 
 #include "handles.h"
 #include "hipd.h"
+#include "run.h"
 
 #define TAG_SHIFT 40
 #define GEN_SHIFT 24
@@ -708,11 +709,5 @@ static Suite *handles_suite(void)
 
 int main(void)
 {
-  SRunner *sr = srunner_create(handles_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return test_main(handles_suite());
 }

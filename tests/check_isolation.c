@@ -1960,7 +1960,7 @@ int main(void)
   tcase_add_test(tc, test_buffer_descriptors);
   suite_add_tcase(s, tc);
 
-  failed = testutil_run_suite(s);
+  failed = test_run(s);
   harness_fini();
   testutil_rmtree(secret_dir);
   testutil_rmtree(open_dir);

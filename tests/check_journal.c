@@ -30,6 +30,7 @@
 #include "harness.h"
 #include "hipd.h"
 #include "log.h"
+#include "run.h"
 
 /* The fields as one string, "A=1|B=2". */
 static void joined(const struct iovec *iov, size_t n, char *out, size_t len)
@@ -226,7 +227,6 @@ int main(void)
 {
   Suite *s = suite_create("journal");
   TCase *tc = tcase_create("fields");
-  SRunner *sr;
   int failed;
 
   harness_init("check_journal");
@@ -243,10 +243,7 @@ int main(void)
          "<N> prefixes; the daemon's fields are not checked\n");
 #endif
   suite_add_tcase(s, tc);
-  sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(s);
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

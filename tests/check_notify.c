@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include "daemon_util.h"
+#include "run.h"
 
 #define NOTIFY_WAIT_MS 20000
 
@@ -373,14 +374,10 @@ static Suite *notify_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
   int failed;
 
   harness_init("check_notify");
-  sr = srunner_create(notify_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(notify_suite());
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

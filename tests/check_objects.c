@@ -17,6 +17,7 @@
 #include "executor.h"
 #include "hipd.h"
 #include "objects/objects.h"
+#include "run.h"
 
 /* What one completion reported. */
 typedef struct {
@@ -474,11 +475,5 @@ static Suite *objects_suite(void)
 
 int main(void)
 {
-  SRunner *sr = srunner_create(objects_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return test_main(objects_suite());
 }

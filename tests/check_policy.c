@@ -462,7 +462,7 @@ int main(void)
   tcase_add_test(tc, test_device_allow);
   tcase_add_test(tc, test_bad_rules);
   suite_add_tcase(s, tc);
-  failed = testutil_run_suite(s);
+  failed = test_run(s);
   harness_fini();
   return failed == 0 ? 0 : 1;
 }

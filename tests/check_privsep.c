@@ -302,7 +302,7 @@ int main(void)
   tcase_add_test(tc, test_worker_linger);
   tcase_add_test(tc, test_bad_worker_account);
   suite_add_tcase(s, tc);
-  failed = testutil_run_suite(s);
+  failed = test_run(s);
   harness_fini();
   return failed == 0 ? 0 : 1;
 }

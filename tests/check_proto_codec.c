@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "pack.h"
+#include "run.h"
 
 /* ------------------------------------------------------------ decoding */
 
@@ -957,11 +958,5 @@ static Suite *codec_suite(void)
 
 int main(void)
 {
-  SRunner *sr = srunner_create(codec_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return test_main(codec_suite());
 }

@@ -3,6 +3,7 @@
  * code, its name and message, and the unknown ones (suite "errors"). The
  * shared helpers are in tests/lib/proto_util.h. */
 #include "proto_util.h"
+#include "run.h"
 
 /* --------------------------------------------------------- error table */
 
@@ -83,11 +84,5 @@ static Suite *errors_suite(void)
 
 int main(void)
 {
-  SRunner *sr = srunner_create(errors_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return test_main(errors_suite());
 }

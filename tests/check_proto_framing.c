@@ -5,6 +5,7 @@
  * and random bytes and mutations (suite "framing"). The shared helpers are
  * in tests/lib/proto_util.h. */
 #include "proto_util.h"
+#include "run.h"
 
 /* ------------------------------------------------------------- framing */
 
@@ -821,11 +822,5 @@ static Suite *framing_suite(void)
 
 int main(void)
 {
-  SRunner *sr = srunner_create(framing_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return test_main(framing_suite());
 }

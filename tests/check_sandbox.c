@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "hipd.h"
+#include "run.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/sandbox_spawn.h"
 #include "users.h"
@@ -886,7 +887,6 @@ static Suite *sandbox_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
   int failed;
 
   if (geteuid() == 0) {
@@ -895,9 +895,6 @@ int main(void)
       return 1;
     }
   }
-  sr = srunner_create(sandbox_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(sandbox_suite());
   return failed == 0 ? 0 : 1;
 }

@@ -21,6 +21,7 @@
 
 #include "harness.h"
 #include "hipd.h"
+#include "run.h"
 #include "testutil.h"
 
 #define MIB ((size_t)1 << 20)
@@ -490,14 +491,10 @@ static Suite *shm_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
   int failed;
 
   harness_init("check_shm");
-  sr = srunner_create(shm_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(shm_suite());
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

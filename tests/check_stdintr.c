@@ -35,6 +35,7 @@
 #define TESTUTIL_CLIENT "check_stdintr"
 #define TESTUTIL_TIMEOUT_MS 120000
 #define TESTUTIL_MAX_DEVICES MAX_DEVICES
+#include "run.h"
 #include "testutil.h"
 
 static harness_daemon_t *shared;
@@ -1130,13 +1131,9 @@ static Suite *stdintr_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
   int failed;
 
   harness_init("check_stdintr");
-  sr = srunner_create(stdintr_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(stdintr_suite());
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

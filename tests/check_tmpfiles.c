@@ -22,6 +22,7 @@
 
 #include "harness.h"
 #include "hipd.h"
+#include "run.h"
 #include "testutil.h"
 
 static const char add1_src[] =
@@ -153,14 +154,10 @@ static Suite *tmpfiles_suite(void)
 
 int main(void)
 {
-  SRunner *sr;
   int failed;
 
   harness_init("check_tmpfiles");
-  sr = srunner_create(tmpfiles_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(tmpfiles_suite());
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "run.h"
 #include "util/account.h"
 #include "util/array.h"
 #include "util/clock.h"
@@ -235,8 +236,7 @@ START_TEST(test_account)
   ck_assert_uint_eq(g, 0);
   ck_assert_int_eq(account_group_name(0, name, sizeof(name), &err), 0);
   ck_assert_str_eq(name, "root");
-  ck_assert_int_eq(account_by_name("hipd-no-such-user", &a, &err),
-                   HIPD_ENOENT);
+  ck_assert_int_eq(account_by_name("hipd-no-such-user", &a, &err), HIPD_ENOENT);
   ck_assert_str_eq(err.msg, "no account 'hipd-no-such-user'");
   ck_assert_int_eq(account_group_by_name("hipd-no-such-group", &g, &err),
                    HIPD_ENOENT);
@@ -274,11 +274,5 @@ static Suite *util_suite(void)
 
 int main(void)
 {
-  SRunner *sr = srunner_create(util_suite());
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return test_main(util_suite());
 }

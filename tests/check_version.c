@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "hipd.h"
+#include "run.h"
 
 START_TEST(test_macros_match_runtime)
 {
@@ -45,16 +46,12 @@ int main(void)
 {
   Suite *s = suite_create("version");
   TCase *tc = tcase_create("macros");
-  SRunner *sr;
   int failed;
 
   tcase_set_timeout(tc, 10);
   tcase_add_test(tc, test_macros_match_runtime);
   tcase_add_test(tc, test_macros_in_preprocessor);
   suite_add_tcase(s, tc);
-  sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  failed = test_run(s);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

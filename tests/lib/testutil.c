@@ -14,6 +14,7 @@
 
 #include "harness.h"
 #include "hipd.h"
+#include "run.h"
 #include "testutil.h"
 
 /* Connect to daemon @p d as @p name; a hung daemon fails the test after
@@ -258,17 +259,6 @@ harness_daemon_t *testutil_start_cached(const char *cache_dir)
   return d;
 }
 
-int testutil_run_suite(Suite *s)
-{
-  SRunner *sr = srunner_create(s);
-  int failed;
-
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed;
-}
-
 int testutil_main_cached(const char *name, const char *prefix, char *cache,
                          size_t size, Suite *(*make_suite)(void))
 {
@@ -279,7 +269,7 @@ int testutil_main_cached(const char *name, const char *prefix, char *cache,
     fprintf(stderr, "mkdtemp %s: %s\n", cache, strerror(errno));
     return EXIT_FAILURE;
   }
-  failed = testutil_run_suite(make_suite());
+  failed = test_run(make_suite());
   testutil_rmtree(cache);
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

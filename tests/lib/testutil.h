@@ -22,6 +22,7 @@
 
 #include "harness.h"
 #include "hipd.h"
+#include "run.h"
 
 /* Assert that a call returns @p want, naming the device (a variable `dev`
  * in scope), the call, its error and the daemon's message. */
@@ -125,9 +126,6 @@ void testutil_rmtree(const char *dir);
 /* A daemon on the CPU devices (--cpu-devices 2) with the kernel cache
  * @p cache_dir, which must start. */
 harness_daemon_t *testutil_start_cached(const char *cache_dir);
-/* Run every test of @p s (check's runner takes it) and @return the number
- * that failed. */
-int testutil_run_suite(Suite *s);
 /* main() of a program whose shared daemon keeps its kernels in a cache
  * directory of the run: the harness (@p name), a fresh directory
  * "PREFIX-XXXXXX" in @p cache, the suite of @p make_suite run, then the
