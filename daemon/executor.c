@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "executor.h"
 #include "log.h"
@@ -145,10 +146,37 @@ void task_fail(task_t *t, int status, const char *fmt, ...)
 /* -------------------------------------------------------------- executors */
 
 static uint64_t busy_poll_ns;
+/* Executors of this process spinning for work now, and how many may: the
+ * spin is bounded by the cores, not per thread (at N=16 on the H200, 32
+ * executors spinning each took 6 of the 16 cores from the loop and the
+ * clients: bench/RESULTS.md). */
+static uint32_t spinning, spin_cap;
 
 void exec_set_busy_poll(uint32_t us)
 {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
   busy_poll_ns = (uint64_t)us * 1000;
+  spin_cap = ncpu >= 8 ? (uint32_t)(ncpu / 4) : 1;
+}
+
+uint32_t exec_spin_cap(void)
+{
+  return spin_cap;
+}
+
+uint32_t exec_spinning(void)
+{
+  return __atomic_load_n(&spinning, __ATOMIC_ACQUIRE);
+}
+
+/* Take one of the spinning places; 0 when they are all taken. */
+static int spin_enter(void)
+{
+  if (__atomic_add_fetch(&spinning, 1, __ATOMIC_ACQ_REL) <= spin_cap)
+    return 1;
+  __atomic_sub_fetch(&spinning, 1, __ATOMIC_RELEASE);
+  return 0;
 }
 
 static inline void cpu_relax(void)
@@ -187,8 +215,10 @@ static void *worker_main(void *arg)
     task_t *t;
 
     if (busy_poll_ns != 0 &&
-        __atomic_load_n(&ex->head, __ATOMIC_ACQUIRE) == NULL)
+        __atomic_load_n(&ex->head, __ATOMIC_ACQUIRE) == NULL && spin_enter()) {
       spin_for_work(ex);
+      __atomic_sub_fetch(&spinning, 1, __ATOMIC_RELEASE);
+    }
     pthread_mutex_lock(&ex->mu);
     while (ex->head == NULL && !ex->stopping)
       pthread_cond_wait(&ex->cv, &ex->mu);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bufpool.h"
 #include "device.h"
@@ -443,6 +444,79 @@ START_TEST(test_discard)
 }
 END_TEST
 
+/* ------------------------------------------------------------ executors */
+
+#define SPIN_EXECUTORS 8
+
+static void count_run(task_t *t)
+{
+  (void)t;
+}
+
+static void count_done(task_t *t)
+{
+  completions++;
+  free(t);
+}
+
+/* Run one task on each executor and wait for their completions. */
+static void one_task_each(executor_t **ex)
+{
+  int before = completions;
+
+  for (int i = 0; i < SPIN_EXECUTORS; i++) {
+    task_t *t = task_new(sizeof(*t), count_run, count_done);
+    ck_assert_ptr_nonnull(t);
+    exec_submit(ex[i], t);
+  }
+  while (completions < before + SPIN_EXECUTORS)
+    uv_run(loop, UV_RUN_ONCE);
+}
+
+/* Busy polling is bounded per process, not per thread: 8 executors that
+ * have just run a task, with a 20 s poll, spin at most the cap of them at
+ * once (the others sleep), and a task for a sleeping one still runs. */
+START_TEST(test_spin_bounded)
+{
+  executor_t *ex[SPIN_EXECUTORS];
+  uint32_t cap, want, most = 0;
+  uint64_t deadline;
+
+  exec_set_busy_poll(20 * 1000 * 1000);
+  cap = exec_spin_cap();
+  ck_assert_uint_ge(cap, 1);
+  ck_assert_uint_le(cap, (uint32_t)sysconf(_SC_NPROCESSORS_ONLN));
+  want = cap < SPIN_EXECUTORS ? cap : SPIN_EXECUTORS;
+  loop = uv_default_loop();
+  ck_assert_int_eq(exec_bridge_init(loop), 0);
+  completions = 0;
+  for (int i = 0; i < SPIN_EXECUTORS; i++)
+    ck_assert_ptr_nonnull(ex[i] = exec_create("hipd-spin", NULL, NULL));
+  for (int round = 0; round < 3; round++) {
+    one_task_each(ex);
+    /* The executors that got a place spin; the count never passes it. */
+    deadline = exec_now_ns() + 10ull * 1000 * 1000 * 1000;
+    while (exec_spinning() < want && exec_now_ns() < deadline) {
+      most = exec_spinning() > most ? exec_spinning() : most;
+      usleep(1000);
+    }
+    for (int k = 0; k < 100; k++) {
+      most = exec_spinning() > most ? exec_spinning() : most;
+      usleep(100);
+    }
+    ck_assert_msg(most <= cap, "%u executors spun at once, the cap is %u", most,
+                  cap);
+    ck_assert_uint_eq(exec_spinning(), want);
+  }
+  ck_assert_int_eq(completions, 3 * SPIN_EXECUTORS);
+  for (int i = 0; i < SPIN_EXECUTORS; i++)
+    exec_destroy(ex[i]);
+  ck_assert_uint_eq(exec_spinning(), 0);
+  exec_bridge_close();
+  uv_run(loop, UV_RUN_DEFAULT);
+}
+END_TEST
+
 static Suite *objects_suite(void)
 {
   Suite *s = suite_create("objects");
@@ -469,6 +543,11 @@ static Suite *objects_suite(void)
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_event_order);
   tcase_add_test(tc, test_failed_stream);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("executors");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_spin_bounded);
   suite_add_tcase(s, tc);
   return s;
 }

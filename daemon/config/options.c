@@ -258,9 +258,10 @@ const option_spec_t options_table[] = {
     NUMBER("busy-poll", busy_poll_us, 0, 1000000, -1, RESTART, "US",
            "after each event, poll for the next one for\n"
            "US microseconds before sleeping (the loop\n"
-           "and the device workers): lower latency for\n"
-           "a bounded amount of CPU (default: 50 with 8\n"
-           "or more CPUs, else 0)"),
+           "and the device workers, of which a quarter\n"
+           "of the CPUs' worth at once): lower latency\n"
+           "for a bounded amount of CPU (default: 50\n"
+           "with 8 or more CPUs, else 0)"),
     ENUM("isolation", isolation, isolation_names, ISOLATION_UID, RESTART,
          "MODE",
          "what shares a process: uid (default: one\n"
