@@ -18,6 +18,7 @@
 #include "bench_util.h"
 #include "hipd_bench.h"
 #include "mps.h"
+#include "procs.h"
 
 #define READY_TIMEOUT 180.0 /* seconds for workers to set up */
 
@@ -132,11 +133,32 @@ static int hipd_worker(void *arg, int in_fd, int out_fd)
  * ready line's worker_pid (-1 without one). @p during, if not NULL, runs
  * once they have all started. @return 0, or -1 with the reason in
  * @p err. */
-static int pool_run(proc_t *w, int n, double *agg, double *min_rate, long *pids,
-                    void (*during)(void *), void *arg, char *err, size_t errsz)
+/* The CPU time so far of the clients @p w and of the process tree of
+ * @p root (0: none). */
+static uint64_t pool_cpu_ns(const proc_t *w, int n, long root)
+{
+  pinfo_t *ps = malloc(sizeof(*ps) * PROCS_MAX);
+  pid_t *pids = malloc(sizeof(*pids) * (size_t)n);
+  uint64_t ns = 0;
+
+  if (ps != NULL && pids != NULL) {
+    for (int i = 0; i < n; i++)
+      pids[i] = w[i].pid;
+    ns = procs_cpu_ns(ps, procs_survey(ps, PROCS_MAX), root, pids, n);
+  }
+  free(ps);
+  free(pids);
+  return ns;
+}
+
+static int pool_run(proc_t *w, int n, long root, double *agg, double *min_rate,
+                    double *cpu_us, long *pids, void (*during)(void *),
+                    void *arg, char *err, size_t errsz)
 {
   char line[512];
   double deadline = bu_now() + READY_TIMEOUT, sum = 0, lo = INFINITY;
+  double kernels = 0;
+  uint64_t cpu0;
 
   for (int i = 0; i < n; i++) {
     int r = proc_readline(&w[i], line, sizeof(line), deadline);
@@ -156,6 +178,7 @@ static int pool_run(proc_t *w, int n, double *agg, double *min_rate, long *pids,
     if (pids != NULL)
       pids[i] = bu_json_get_num(line, "worker_pid", &pid) == 0 ? (long)pid : -1;
   }
+  cpu0 = pool_cpu_ns(w, n, root);
   for (int i = 0; i < n; i++)
     if (proc_write(&w[i], "go\n") != 0) {
       snprintf(err, errsz, "client %d of %d went away", i, n);
@@ -172,6 +195,7 @@ static int pool_run(proc_t *w, int n, double *agg, double *min_rate, long *pids,
         bu_json_get_num(line, "kernels", &k) == 0 &&
         bu_json_get_num(line, "seconds", &s) == 0 && s > 0) {
       sum += k / s;
+      kernels += k;
       if (k / s < lo)
         lo = k / s;
       continue;
@@ -187,6 +211,11 @@ static int pool_run(proc_t *w, int n, double *agg, double *min_rate, long *pids,
   }
   *agg = sum;
   *min_rate = lo;
+  /* Read before the clients are reaped: their times stay with them. */
+  if (cpu_us != NULL)
+    *cpu_us = kernels > 0
+                  ? (double)(pool_cpu_ns(w, n, root) - cpu0) / 1e3 / kernels
+                  : NAN;
   return 0;
 }
 
@@ -204,8 +233,8 @@ static int pool_reap(proc_t *w, int n)
 
 /* See hipd_bench.h. */
 int hb_share_run(hb_client_t *clients, int n, void (*during)(void *),
-                 void *during_arg, double *agg, double *lo, long *worker_pids,
-                 char *err, size_t errsz)
+                 void *during_arg, double *agg, double *lo, double *cpu_us,
+                 long *worker_pids, char *err, size_t errsz)
 {
   proc_t *w = calloc((size_t)n, sizeof(*w));
   int rc = -1, started = 0;
@@ -221,7 +250,8 @@ int hb_share_run(hb_client_t *clients, int n, void (*during)(void *),
       goto out;
     }
   }
-  rc = pool_run(w, n, agg, lo, worker_pids, during, during_arg, err, errsz);
+  rc = pool_run(w, n, hb.listener_pid > 0 ? hb.listener_pid : 0, agg, lo,
+                cpu_us, worker_pids, during, during_arg, err, errsz);
 out:
   if (rc != 0)
     for (int i = 0; i < started; i++)
@@ -237,7 +267,7 @@ out:
 /* Aggregate kernels/s of @p n hipd clients (the bench's own account),
  * client i on devs[i % ndevs]. */
 static int share_hipd(const int *devs, int ndevs, int n, double *agg,
-                      double *lo, char *err, size_t errsz)
+                      double *lo, double *cpu_us, char *err, size_t errsz)
 {
   hb_client_t *cl = calloc((size_t)n, sizeof(*cl));
   int rc;
@@ -248,7 +278,7 @@ static int share_hipd(const int *devs, int ndevs, int n, double *agg,
   }
   for (int i = 0; i < n; i++)
     cl[i].dev = devs[i % ndevs];
-  rc = hb_share_run(cl, n, NULL, NULL, agg, lo, NULL, err, errsz);
+  rc = hb_share_run(cl, n, NULL, NULL, agg, lo, cpu_us, NULL, err, errsz);
   free(cl);
   return rc;
 }
@@ -256,8 +286,8 @@ static int share_hipd(const int *devs, int ndevs, int n, double *agg,
 /* Aggregate kernels/s of @p n direct_hip workers with @p env (MPS). */
 static int share_direct(const int *devs, int ndevs, int n,
                         const char *const *env, void (*during)(void *),
-                        void *during_arg, double *agg, double *lo, char *err,
-                        size_t errsz)
+                        void *during_arg, double *agg, double *lo,
+                        double *cpu_us, char *err, size_t errsz)
 {
   proc_t *w = calloc((size_t)n, sizeof(*w));
   char secs[32], elems[32];
@@ -287,7 +317,7 @@ static int share_direct(const int *devs, int ndevs, int n,
       goto out;
     }
   }
-  rc = pool_run(w, n, agg, lo, NULL, during, during_arg, err, errsz);
+  rc = pool_run(w, n, 0, agg, lo, cpu_us, NULL, during, during_arg, err, errsz);
 out:
   if (rc != 0)
     for (int i = 0; i < started; i++)
@@ -322,8 +352,8 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
   for (int ci = 0; ci < hb.nclients; ci++) {
     int n = hb.clients[ci];
     char name[48], title[96], err[600];
-    double agg = NAN, lo = NAN;
-    figure_t *f;
+    double agg = NAN, lo = NAN, cpu = NAN;
+    figure_t *f, *fc;
 
     snprintf(name, sizeof(name), "share_n%d%s", n, suffix);
     snprintf(title, sizeof(title),
@@ -339,32 +369,58 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
              n, ndevs, hb.share_elems, hb.share_seconds,
              hb_sync_how[hb.sync_mode]);
     detail_num(f, "clients", n);
+    snprintf(name, sizeof(name), "cpu_n%d%s", n, suffix);
+    snprintf(title, sizeof(title), "CPU time per kernel of %s", f->name);
+    fc = fig_new(name, title, "us", 1);
+    snprintf(fc->devices, sizeof(fc->devices), "%s", dl);
+    fc->device = devs[0];
+    snprintf(fc->how, sizeof(fc->how),
+             "in %s's runs, user + system time (/proc/PID/stat) from the "
+             "word go to the last result, of every hipd process (the "
+             "listener and all below it) and the clients, over the kernels "
+             "they ran; the baselines' of their processes alone",
+             f->name);
     note("sharing: %d hipd client%s on device%s %s", n, n == 1 ? "" : "s",
          ndevs > 1 ? "s" : "", dl);
-    if (share_hipd(devs, ndevs, n, &agg, &lo, err, sizeof(err)) == 0) {
+    if (share_hipd(devs, ndevs, n, &agg, &lo, &cpu, err, sizeof(err)) == 0) {
       f->hipd = agg;
       detail_num(f, "hipd_slowest_client", lo);
+      if (isfinite(cpu))
+        fc->hipd = cpu;
+      else
+        snprintf(fc->na, sizeof(fc->na), "no kernel ran");
+      if (hb.listener_pid <= 0)
+        detail_str(fc, "daemon", "not counted: its pid is unknown");
     } else {
       fig_fail(f, "%s", err);
+      snprintf(fc->na, sizeof(fc->na), "%s failed", f->name);
     }
     if (hb.hipd_only)
       continue; /* --isolation-compare: hipd's figure alone */
     if (direct) {
       note("sharing: %d independent direct-HIP process%s", n,
            n == 1 ? "" : "es");
-      if (share_direct(devs, ndevs, n, NULL, NULL, NULL, &agg, &lo, err,
+      if (share_direct(devs, ndevs, n, NULL, NULL, NULL, &agg, &lo, &cpu, err,
                        sizeof(err)) == 0) {
         base_set(f, "direct", "independent direct-HIP processes", agg);
         detail_num(f, "direct_slowest_client", lo);
+        base_set(fc, "direct", "independent direct-HIP processes", cpu);
       } else {
         base_na(f, "direct", "independent direct-HIP processes",
                 "direct_hip workers failed: %s", err);
+        base_na(fc, "direct", "independent direct-HIP processes",
+                "direct_hip workers failed");
         report_failure();
       }
     } else {
       base_na(f, "direct", "independent direct-HIP processes", "%s", why);
+      base_na(fc, "direct", "independent direct-HIP processes", "%s", why);
     }
+    if (n == 1 && isfinite(fc->hipd))
+      base_target(fc, "direct", "<=", 2.0);
     hb_share_mps_later(f, devs, ndevs, n, NULL);
+    if (hb.nshares > 0 && hb.shares[hb.nshares - 1].fig == f)
+      hb.shares[hb.nshares - 1].cpu_fig = fc;
     if (n == 16) {
       base_target(f, "direct", ">=", 2.0);
     }
@@ -441,7 +497,7 @@ void hb_share_mps(void)
     double agg, lo;
     int direct = 1;
 
-    s->mps = s->mps_lo = NAN;
+    s->mps = s->mps_lo = s->mps_cpu = NAN;
     for (int j = 0; j < s->ndevs && direct; j++)
       direct = hb_direct_ok(s->devs[j], &why);
     if (na[0] != '\0') {
@@ -453,6 +509,7 @@ void hb_share_mps(void)
       s->mps = same->mps;
       s->mps_lo = same->mps_lo;
       s->mps_seen = same->mps_seen;
+      s->mps_cpu = same->mps_cpu;
       snprintf(s->mps_na, sizeof(s->mps_na), "%s", same->mps_na);
       detail_str(s->fig, "mps_measured_for", same->fig->name);
     } else {
@@ -461,7 +518,7 @@ void hb_share_mps(void)
       int seen = 0;
 
       if (share_direct(s->devs, s->ndevs, s->n, mps_env(), mps_check, &seen,
-                       &agg, &lo, err, sizeof(err)) == 0) {
+                       &agg, &lo, &s->mps_cpu, err, sizeof(err)) == 0) {
         s->mps = agg;
         s->mps_lo = lo;
         s->mps_seen = seen;
@@ -484,6 +541,14 @@ void hb_share_mps(void)
     }
     if (s->n == 16 && strncmp(s->fig->name, "share_", 6) == 0)
       base_target(s->fig, "mps", ">=", 1.0);
+    if (s->cpu_fig != NULL) {
+      if (isfinite(s->mps_cpu))
+        base_set(s->cpu_fig, "mps", s->label, s->mps_cpu);
+      else
+        base_na(s->cpu_fig, "mps", s->label, "%s", s->mps_na);
+      if (s->n == 16 && isfinite(s->cpu_fig->hipd) && isfinite(s->mps_cpu))
+        base_target(s->cpu_fig, "mps", "<=", 2.0);
+    }
   }
   if (mps_active())
     mps_stop();

@@ -18,10 +18,10 @@
 
 #include "bench_util.h"
 #include "hipd_bench.h"
+#include "procs.h"
 
 #define TENANT_A "hipd_bench_a"
 #define TENANT_B "hipd_bench_b"
-#define MAX_PROCS 65536  /* processes of the system surveyed */
 #define MAX_GPU_APPS 256 /* lines of nvidia-smi read */
 
 /* ------------------------------------------------------ daemon.info */
@@ -91,68 +91,6 @@ static int bench_user(const char *name, hb_client_t *cl, char *err,
 }
 
 /* ------------------------------------------ processes and their memory */
-
-typedef struct {
-  long pid, ppid;
-  char comm[20];
-} pinfo_t;
-
-/* Every process of the system (pid, parent, name) into @p ps (at most
- * @p max). @return how many. */
-static int procs_survey(pinfo_t *ps, int max)
-{
-  DIR *d = opendir("/proc");
-  struct dirent *e;
-  int n = 0;
-
-  if (d == NULL)
-    return 0;
-  while ((e = readdir(d)) != NULL && n < max) {
-    char path[300], buf[512], *open_paren, *close_paren;
-    FILE *f;
-    size_t len;
-
-    if (!isdigit((unsigned char)e->d_name[0]))
-      continue;
-    snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-    if ((f = fopen(path, "r")) == NULL)
-      continue;
-    len = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[len] = '\0';
-    /* pid (comm) state ppid ...: comm may hold spaces and parentheses */
-    open_paren = strchr(buf, '(');
-    close_paren = strrchr(buf, ')');
-    if (open_paren == NULL || close_paren == NULL || close_paren < open_paren ||
-        close_paren[1] == '\0')
-      continue;
-    ps[n].pid = atol(buf);
-    snprintf(ps[n].comm, sizeof(ps[n].comm), "%.*s",
-             (int)(close_paren - open_paren - 1), open_paren + 1);
-    if (sscanf(close_paren + 2, "%*c %ld", &ps[n].ppid) != 1)
-      continue;
-    n++;
-  }
-  closedir(d);
-  return n;
-}
-
-/* Is @p pid @p root or one of its descendants in @p ps? */
-static int procs_under(const pinfo_t *ps, int n, long pid, long root)
-{
-  for (int depth = 0; depth < 64 && pid > 0; depth++) {
-    if (pid == root)
-      return 1;
-    long parent = -1;
-    for (int i = 0; i < n; i++)
-      if (ps[i].pid == pid) {
-        parent = ps[i].ppid;
-        break;
-      }
-    pid = parent;
-  }
-  return 0;
-}
 
 /* The (first) number of line @p key of /proc/@p pid/@p file ("status",
  * "VmRSS": kB), or -1. */
@@ -280,14 +218,14 @@ typedef struct {
 static void sample_cb(void *arg)
 {
   sample_t *s = arg;
-  pinfo_t *ps = malloc(sizeof(*ps) * MAX_PROCS);
+  pinfo_t *ps = malloc(sizeof(*ps) * PROCS_MAX);
   gpu_app_t apps[MAX_GPU_APPS];
   int n, napps = -1;
 
   bu_sleep(hb.share_seconds / 2);
   if (ps == NULL)
     return;
-  n = procs_survey(ps, MAX_PROCS);
+  n = procs_survey(ps, PROCS_MAX);
   s->sampled = 1;
   s->dev_free = NAN;
   if (s->gpu && hb.conn != NULL) {
@@ -426,7 +364,7 @@ static int tenants_run(hb_client_t *cl, int n, sample_t *s, double *agg,
   s->clients = cl;
   s->n = n;
   s->gpu = !hb.devs[hb.dev].is_cpu;
-  rc = hb_share_run(cl, n, sample_cb, s, agg, lo, pids, err, errsz);
+  rc = hb_share_run(cl, n, sample_cb, s, agg, lo, NULL, pids, err, errsz);
   s->pids = NULL;
   free(pids);
   return rc;

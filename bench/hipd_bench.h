@@ -53,6 +53,8 @@ typedef struct {
   double mps, mps_lo; /* NAN with mps_na when not measured */
   int mps_seen;
   char mps_na[240];
+  figure_t *cpu_fig; /* the CPU-per-kernel figure of the run, or NULL */
+  double mps_cpu;    /* the MPS processes' CPU per kernel, µs */
 } share_run_t;
 
 /* One client process of a sharing run: its device and, when user[0] is
@@ -222,10 +224,12 @@ void hb_share_mps_later(figure_t *f, const int *devs, int ndevs, int n,
  * *@p lo the slowest one's. @p worker_pids (n entries, or NULL) gets the
  * pid of the daemon process serving each client (daemon.info
  * isolation.pid, or -1), known before @p during (if not NULL) runs once
- * they have all started. @return 0, or -1 with the reason in @p err. */
+ * they have all started. *@p cpu_us (may be NULL) gets the CPU time per
+ * kernel, µs, of the clients and of every process under hb.listener_pid
+ * while they ran. @return 0, or -1 with the reason in @p err. */
 int hb_share_run(hb_client_t *clients, int n, void (*during)(void *),
-                 void *during_arg, double *agg, double *lo, long *worker_pids,
-                 char *err, size_t errsz);
+                 void *during_arg, double *agg, double *lo, double *cpu_us,
+                 long *worker_pids, char *err, size_t errsz);
 
 /* hb_tenants.c */
 /* Read daemon.info's isolation (hb.isolation, hb.mps_info) on hb.conn. */

@@ -2,6 +2,7 @@
 /* bench/procs.c: see procs.h. */
 #include "config.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -448,4 +449,86 @@ void procs_run_safely(char *const *argv, char *const *envp, const char *input,
   }
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
+}
+
+/* --------------------------------------------- the system's processes */
+
+/* See procs.h. */
+int procs_survey(pinfo_t *ps, int max)
+{
+  DIR *d = opendir("/proc");
+  long tick = sysconf(_SC_CLK_TCK);
+  struct dirent *e;
+  int n = 0;
+
+  if (d == NULL)
+    return 0;
+  while ((e = readdir(d)) != NULL && n < max) {
+    char path[300], buf[1024], *open_paren, *close_paren;
+    unsigned long long ut, st;
+    FILE *f;
+    size_t len;
+
+    if (!isdigit((unsigned char)e->d_name[0]))
+      continue;
+    snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+    if ((f = fopen(path, "r")) == NULL)
+      continue;
+    len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    /* pid (comm) state ppid ...: comm may hold spaces and parentheses */
+    open_paren = strchr(buf, '(');
+    close_paren = strrchr(buf, ')');
+    if (open_paren == NULL || close_paren == NULL || close_paren < open_paren ||
+        close_paren[1] == '\0')
+      continue;
+    ps[n].pid = atol(buf);
+    snprintf(ps[n].comm, sizeof(ps[n].comm), "%.*s",
+             (int)(close_paren - open_paren - 1), open_paren + 1);
+    /* state ppid pgrp session tty tpgid flags minflt cminflt majflt
+     * cmajflt utime stime */
+    if (sscanf(close_paren + 2,
+               "%*c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+               &ps[n].ppid, &ut, &st) != 3)
+      continue;
+    ps[n].cpu_ns = (uint64_t)((double)(ut + st) * 1e9 / (double)tick);
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* See procs.h. */
+int procs_under(const pinfo_t *ps, int n, long pid, long root)
+{
+  for (int depth = 0; depth < 64 && pid > 0; depth++) {
+    if (pid == root)
+      return 1;
+    long parent = -1;
+    for (int i = 0; i < n; i++)
+      if (ps[i].pid == pid) {
+        parent = ps[i].ppid;
+        break;
+      }
+    pid = parent;
+  }
+  return 0;
+}
+
+/* See procs.h. */
+uint64_t procs_cpu_ns(const pinfo_t *ps, int n, long root, const pid_t *pids,
+                      int npids)
+{
+  uint64_t sum = 0;
+
+  for (int i = 0; i < n; i++) {
+    int take = root > 0 && procs_under(ps, n, ps[i].pid, root);
+
+    for (int k = 0; k < npids && !take; k++)
+      take = pids[k] > 0 && ps[i].pid == (long)pids[k];
+    if (take)
+      sum += ps[i].cpu_ns;
+  }
+  return sum;
 }

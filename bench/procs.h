@@ -13,6 +13,7 @@
 #define HIPD_BENCH_PROCS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct {
@@ -78,5 +79,25 @@ void procs_reap_killed(int ms);
  * handlers: async-signal-safe, and the child is not recorded. */
 void procs_run_safely(char *const *argv, char *const *envp, const char *input,
                       int seconds);
+
+/* A process of the system, as /proc/PID/stat says. */
+typedef struct {
+  long pid, ppid;
+  char comm[20];
+  uint64_t cpu_ns; /* user + system time so far (a zombie's too) */
+} pinfo_t;
+
+/* At most this many processes are surveyed. */
+#define PROCS_MAX 65536
+
+/* Every process of the system into @p ps (at most @p max). @return how
+ * many. */
+int procs_survey(pinfo_t *ps, int max);
+/* Is @p pid @p root or one of its descendants in @p ps? */
+int procs_under(const pinfo_t *ps, int n, long pid, long root);
+/* The CPU time in @p ps of @p root and its descendants (root > 0) and of
+ * the processes @p pids. */
+uint64_t procs_cpu_ns(const pinfo_t *ps, int n, long root, const pid_t *pids,
+                      int npids);
 
 #endif
