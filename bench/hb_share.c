@@ -134,17 +134,25 @@ static int hipd_worker(void *arg, int in_fd, int out_fd)
  * once they have all started. @return 0, or -1 with the reason in
  * @p err. */
 /* The CPU time so far of the clients @p w and of the process tree of
- * @p root (0: none). */
-static uint64_t pool_cpu_ns(const proc_t *w, int n, long root)
+ * @p root (0: none); *@p threads (may be NULL) gets the tree's threads, or
+ * the clients' without a tree. */
+static uint64_t pool_cpu_ns(const proc_t *w, int n, long root, long *threads)
 {
   pinfo_t *ps = malloc(sizeof(*ps) * PROCS_MAX);
   pid_t *pids = malloc(sizeof(*pids) * (size_t)n);
   uint64_t ns = 0;
 
+  if (threads != NULL)
+    *threads = -1;
   if (ps != NULL && pids != NULL) {
+    int np = procs_survey(ps, PROCS_MAX);
+
     for (int i = 0; i < n; i++)
       pids[i] = w[i].pid;
-    ns = procs_cpu_ns(ps, procs_survey(ps, PROCS_MAX), root, pids, n);
+    procs_total(ps, np, root, pids, n, &ns, NULL);
+    if (threads != NULL)
+      procs_total(ps, np, root, root > 0 ? NULL : pids, root > 0 ? 0 : n, NULL,
+                  threads);
   }
   free(ps);
   free(pids);
@@ -152,7 +160,7 @@ static uint64_t pool_cpu_ns(const proc_t *w, int n, long root)
 }
 
 static int pool_run(proc_t *w, int n, long root, double *agg, double *min_rate,
-                    double *cpu_us, long *pids, void (*during)(void *),
+                    hb_cost_t *cost, long *pids, void (*during)(void *),
                     void *arg, char *err, size_t errsz)
 {
   char line[512];
@@ -178,7 +186,7 @@ static int pool_run(proc_t *w, int n, long root, double *agg, double *min_rate,
     if (pids != NULL)
       pids[i] = bu_json_get_num(line, "worker_pid", &pid) == 0 ? (long)pid : -1;
   }
-  cpu0 = pool_cpu_ns(w, n, root);
+  cpu0 = pool_cpu_ns(w, n, root, cost != NULL ? &cost->threads : NULL);
   for (int i = 0; i < n; i++)
     if (proc_write(&w[i], "go\n") != 0) {
       snprintf(err, errsz, "client %d of %d went away", i, n);
@@ -212,10 +220,11 @@ static int pool_run(proc_t *w, int n, long root, double *agg, double *min_rate,
   *agg = sum;
   *min_rate = lo;
   /* Read before the clients are reaped: their times stay with them. */
-  if (cpu_us != NULL)
-    *cpu_us = kernels > 0
-                  ? (double)(pool_cpu_ns(w, n, root) - cpu0) / 1e3 / kernels
-                  : NAN;
+  if (cost != NULL)
+    cost->cpu_us =
+        kernels > 0
+            ? (double)(pool_cpu_ns(w, n, root, NULL) - cpu0) / 1e3 / kernels
+            : NAN;
   return 0;
 }
 
@@ -233,7 +242,7 @@ static int pool_reap(proc_t *w, int n)
 
 /* See hipd_bench.h. */
 int hb_share_run(hb_client_t *clients, int n, void (*during)(void *),
-                 void *during_arg, double *agg, double *lo, double *cpu_us,
+                 void *during_arg, double *agg, double *lo, hb_cost_t *cost,
                  long *worker_pids, char *err, size_t errsz)
 {
   proc_t *w = calloc((size_t)n, sizeof(*w));
@@ -250,8 +259,8 @@ int hb_share_run(hb_client_t *clients, int n, void (*during)(void *),
       goto out;
     }
   }
-  rc = pool_run(w, n, hb.listener_pid > 0 ? hb.listener_pid : 0, agg, lo,
-                cpu_us, worker_pids, during, during_arg, err, errsz);
+  rc = pool_run(w, n, hb.listener_pid > 0 ? hb.listener_pid : 0, agg, lo, cost,
+                worker_pids, during, during_arg, err, errsz);
 out:
   if (rc != 0)
     for (int i = 0; i < started; i++)
@@ -267,7 +276,7 @@ out:
 /* Aggregate kernels/s of @p n hipd clients (the bench's own account),
  * client i on devs[i % ndevs]. */
 static int share_hipd(const int *devs, int ndevs, int n, double *agg,
-                      double *lo, double *cpu_us, char *err, size_t errsz)
+                      double *lo, hb_cost_t *cost, char *err, size_t errsz)
 {
   hb_client_t *cl = calloc((size_t)n, sizeof(*cl));
   int rc;
@@ -278,7 +287,7 @@ static int share_hipd(const int *devs, int ndevs, int n, double *agg,
   }
   for (int i = 0; i < n; i++)
     cl[i].dev = devs[i % ndevs];
-  rc = hb_share_run(cl, n, NULL, NULL, agg, lo, cpu_us, NULL, err, errsz);
+  rc = hb_share_run(cl, n, NULL, NULL, agg, lo, cost, NULL, err, errsz);
   free(cl);
   return rc;
 }
@@ -287,7 +296,7 @@ static int share_hipd(const int *devs, int ndevs, int n, double *agg,
 static int share_direct(const int *devs, int ndevs, int n,
                         const char *const *env, void (*during)(void *),
                         void *during_arg, double *agg, double *lo,
-                        double *cpu_us, char *err, size_t errsz)
+                        hb_cost_t *cost, char *err, size_t errsz)
 {
   proc_t *w = calloc((size_t)n, sizeof(*w));
   char secs[32], elems[32];
@@ -317,7 +326,7 @@ static int share_direct(const int *devs, int ndevs, int n,
       goto out;
     }
   }
-  rc = pool_run(w, n, 0, agg, lo, cpu_us, NULL, during, during_arg, err, errsz);
+  rc = pool_run(w, n, 0, agg, lo, cost, NULL, during, during_arg, err, errsz);
 out:
   if (rc != 0)
     for (int i = 0; i < started; i++)
@@ -352,7 +361,8 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
   for (int ci = 0; ci < hb.nclients; ci++) {
     int n = hb.clients[ci];
     char name[48], title[96], err[600];
-    double agg = NAN, lo = NAN, cpu = NAN;
+    double agg = NAN, lo = NAN;
+    hb_cost_t cost = {NAN, -1};
     figure_t *f, *fc;
 
     snprintf(name, sizeof(name), "share_n%d%s", n, suffix);
@@ -382,11 +392,13 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
              f->name);
     note("sharing: %d hipd client%s on device%s %s", n, n == 1 ? "" : "s",
          ndevs > 1 ? "s" : "", dl);
-    if (share_hipd(devs, ndevs, n, &agg, &lo, &cpu, err, sizeof(err)) == 0) {
+    if (share_hipd(devs, ndevs, n, &agg, &lo, &cost, err, sizeof(err)) == 0) {
       f->hipd = agg;
       detail_num(f, "hipd_slowest_client", lo);
-      if (isfinite(cpu))
-        fc->hipd = cpu;
+      if (cost.threads >= 0)
+        detail_num(f, "hipd_threads", (double)cost.threads);
+      if (isfinite(cost.cpu_us))
+        fc->hipd = cost.cpu_us;
       else
         snprintf(fc->na, sizeof(fc->na), "no kernel ran");
       if (hb.listener_pid <= 0)
@@ -400,11 +412,12 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
     if (direct) {
       note("sharing: %d independent direct-HIP process%s", n,
            n == 1 ? "" : "es");
-      if (share_direct(devs, ndevs, n, NULL, NULL, NULL, &agg, &lo, &cpu, err,
+      if (share_direct(devs, ndevs, n, NULL, NULL, NULL, &agg, &lo, &cost, err,
                        sizeof(err)) == 0) {
         base_set(f, "direct", "independent direct-HIP processes", agg);
         detail_num(f, "direct_slowest_client", lo);
-        base_set(fc, "direct", "independent direct-HIP processes", cpu);
+        detail_num(f, "direct_threads", (double)cost.threads);
+        base_set(fc, "direct", "independent direct-HIP processes", cost.cpu_us);
       } else {
         base_na(f, "direct", "independent direct-HIP processes",
                 "direct_hip workers failed: %s", err);
@@ -494,6 +507,7 @@ void hb_share_mps(void)
   for (int i = 0; i < hb.nshares; i++) {
     share_run_t *s = &hb.shares[i];
     const share_run_t *same = share_measured_like(s);
+    hb_cost_t cost = {NAN, -1};
     double agg, lo;
     int direct = 1;
 
@@ -518,7 +532,8 @@ void hb_share_mps(void)
       int seen = 0;
 
       if (share_direct(s->devs, s->ndevs, s->n, mps_env(), mps_check, &seen,
-                       &agg, &lo, &s->mps_cpu, err, sizeof(err)) == 0) {
+                       &agg, &lo, &cost, err, sizeof(err)) == 0) {
+        s->mps_cpu = cost.cpu_us;
         s->mps = agg;
         s->mps_lo = lo;
         s->mps_seen = seen;

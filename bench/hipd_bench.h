@@ -57,6 +57,14 @@ typedef struct {
   double mps_cpu;    /* the MPS processes' CPU per kernel, µs */
 } share_run_t;
 
+/* What a sharing run cost: CPU time per kernel (µs, of the clients and
+ * the daemon's processes) and the daemon's threads once all were set up
+ * (the clients' without a daemon). */
+typedef struct {
+  double cpu_us;
+  long threads;
+} hb_cost_t;
+
 /* One client process of a sharing run: its device and, when user[0] is
  * not '\0', the account it switches to before it connects (the bench must
  * be root). */
@@ -224,11 +232,12 @@ void hb_share_mps_later(figure_t *f, const int *devs, int ndevs, int n,
  * *@p lo the slowest one's. @p worker_pids (n entries, or NULL) gets the
  * pid of the daemon process serving each client (daemon.info
  * isolation.pid, or -1), known before @p during (if not NULL) runs once
- * they have all started. *@p cpu_us (may be NULL) gets the CPU time per
+ * they have all started. *@p cost (may be NULL) gets the CPU time per
  * kernel, µs, of the clients and of every process under hb.listener_pid
- * while they ran. @return 0, or -1 with the reason in @p err. */
+ * while they ran, and that tree's threads once the clients were set up. @return
+ * 0, or -1 with the reason in @p err. */
 int hb_share_run(hb_client_t *clients, int n, void (*during)(void *),
-                 void *during_arg, double *agg, double *lo, double *cpu_us,
+                 void *during_arg, double *agg, double *lo, hb_cost_t *cost,
                  long *worker_pids, char *err, size_t errsz);
 
 /* hb_tenants.c */

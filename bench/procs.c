@@ -487,10 +487,11 @@ int procs_survey(pinfo_t *ps, int max)
     snprintf(ps[n].comm, sizeof(ps[n].comm), "%.*s",
              (int)(close_paren - open_paren - 1), open_paren + 1);
     /* state ppid pgrp session tty tpgid flags minflt cminflt majflt
-     * cmajflt utime stime */
+     * cmajflt utime stime cutime cstime priority nice num_threads */
     if (sscanf(close_paren + 2,
-               "%*c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-               &ps[n].ppid, &ut, &st) != 3)
+               "%*c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d "
+               "%*d %*d %*d %ld",
+               &ps[n].ppid, &ut, &st, &ps[n].threads) != 4)
       continue;
     ps[n].cpu_ns = (uint64_t)((double)(ut + st) * 1e9 / (double)tick);
     n++;
@@ -517,18 +518,24 @@ int procs_under(const pinfo_t *ps, int n, long pid, long root)
 }
 
 /* See procs.h. */
-uint64_t procs_cpu_ns(const pinfo_t *ps, int n, long root, const pid_t *pids,
-                      int npids)
+void procs_total(const pinfo_t *ps, int n, long root, const pid_t *pids,
+                 int npids, uint64_t *cpu_ns, long *threads)
 {
   uint64_t sum = 0;
+  long nthreads = 0;
 
   for (int i = 0; i < n; i++) {
     int take = root > 0 && procs_under(ps, n, ps[i].pid, root);
 
     for (int k = 0; k < npids && !take; k++)
       take = pids[k] > 0 && ps[i].pid == (long)pids[k];
-    if (take)
+    if (take) {
       sum += ps[i].cpu_ns;
+      nthreads += ps[i].threads;
+    }
   }
-  return sum;
+  if (cpu_ns != NULL)
+    *cpu_ns = sum;
+  if (threads != NULL)
+    *threads = nthreads;
 }

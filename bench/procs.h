@@ -85,6 +85,7 @@ typedef struct {
   long pid, ppid;
   char comm[20];
   uint64_t cpu_ns; /* user + system time so far (a zombie's too) */
+  long threads;
 } pinfo_t;
 
 /* At most this many processes are surveyed. */
@@ -95,9 +96,9 @@ typedef struct {
 int procs_survey(pinfo_t *ps, int max);
 /* Is @p pid @p root or one of its descendants in @p ps? */
 int procs_under(const pinfo_t *ps, int n, long pid, long root);
-/* The CPU time in @p ps of @p root and its descendants (root > 0) and of
- * the processes @p pids. */
-uint64_t procs_cpu_ns(const pinfo_t *ps, int n, long root, const pid_t *pids,
-                      int npids);
+/* The CPU time and the threads in @p ps of @p root and its descendants
+ * (root > 0) and of the processes @p pids (either out may be NULL). */
+void procs_total(const pinfo_t *ps, int n, long root, const pid_t *pids,
+                 int npids, uint64_t *cpu_ns, long *threads);
 
 #endif
