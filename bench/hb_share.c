@@ -347,6 +347,19 @@ static void devs_str(const int *devs, int ndevs, char *buf, size_t size)
              devs[i]);
 }
 
+/* A new figure of a sharing run on the devices @p dl (the first
+ * @p first). */
+static figure_t *share_fig(const char *name, const char *title,
+                           const char *unit, int lower_better, const char *dl,
+                           int first)
+{
+  figure_t *f = fig_new(name, title, unit, lower_better);
+
+  snprintf(f->devices, sizeof(f->devices), "%s", dl);
+  f->device = first;
+  return f;
+}
+
 /* The sharing figures on @p devs: hipd and independent processes now,
  * MPS later (hb_share_mps), for each client count. */
 void hb_sec_share(const int *devs, int ndevs, const char *suffix)
@@ -369,9 +382,7 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
     snprintf(title, sizeof(title),
              "sharing: %d client process%s on device%s %s, aggregate", n,
              n == 1 ? "" : "es", ndevs > 1 ? "s" : "", dl);
-    f = fig_new(name, title, "kernels/s", 0);
-    snprintf(f->devices, sizeof(f->devices), "%s", dl);
-    f->device = devs[0];
+    f = share_fig(name, title, "kernels/s", 0, dl, devs[0]);
     snprintf(f->how, sizeof(f->how),
              "%d forked clients, client i on device devs[i mod %d], each "
              "looping {launch a %d-float kernel; wait for it} for %g s, "
@@ -381,9 +392,7 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
     detail_num(f, "clients", n);
     snprintf(name, sizeof(name), "cpu_n%d%s", n, suffix);
     snprintf(title, sizeof(title), "CPU time per kernel of %s", f->name);
-    fc = fig_new(name, title, "us", 1);
-    snprintf(fc->devices, sizeof(fc->devices), "%s", dl);
-    fc->device = devs[0];
+    fc = share_fig(name, title, "us", 1, dl, devs[0]);
     snprintf(fc->how, sizeof(fc->how),
              "in %s's runs, user + system time (/proc/PID/stat) from the "
              "word go to the last result, of every hipd process (the "
