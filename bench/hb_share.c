@@ -449,6 +449,53 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
   }
 }
 
+/* ----------------------------------------------------------------- idle */
+
+/* The CPU time so far of hb.listener_pid and every process below it; its
+ * threads into *@p threads. */
+static uint64_t daemon_cpu_ns(long *threads)
+{
+  pinfo_t *ps = malloc(sizeof(*ps) * PROCS_MAX);
+  uint64_t ns = 0;
+
+  *threads = -1;
+  if (ps != NULL)
+    procs_total(ps, procs_survey(ps, PROCS_MAX), hb.listener_pid, NULL, 0, &ns,
+                threads);
+  free(ps);
+  return ns;
+}
+
+/* See hipd_bench.h. */
+void hb_sec_idle(void)
+{
+  figure_t *f = fig_new(
+      "idle_cpu", "idle: hipd's CPU (% of one core) with no client at work",
+      "%", 1);
+  double window = hb.share_seconds, t0;
+  uint64_t c0;
+  long threads;
+
+  snprintf(f->how, sizeof(f->how),
+           "after the sharing runs, with only the bench's own connection "
+           "open and idle: user + system time (/proc/PID/stat) of the "
+           "listener and every process below it over %g s, after 1 s to "
+           "settle (issue 22's goal: 0)",
+           window);
+  if (hb.listener_pid <= 0) {
+    snprintf(f->na, sizeof(f->na), "the daemon's pid is not known");
+    return;
+  }
+  note("idle: hipd's CPU over %g s", window);
+  bu_sleep(1.0);
+  t0 = bu_now();
+  c0 = daemon_cpu_ns(&threads);
+  bu_sleep(window);
+  f->hipd =
+      (double)(daemon_cpu_ns(&threads) - c0) / 1e9 / (bu_now() - t0) * 100.0;
+  detail_num(f, "threads", (double)threads);
+}
+
 /* ------------------------------------------------------------------ MPS */
 
 /* While MPS clients run: does the control daemon have a server (are they

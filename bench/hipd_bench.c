@@ -487,8 +487,10 @@ int main(int argc, char **argv)
     if (a >= 0 && b >= 0)
       hb_sec_peer(a, b), json_save(0);
   }
-  if (hb.only & SEC_SHARE)
+  if (hb.only & SEC_SHARE) {
     hb_sec_share(&hb.dev, 1, ""), json_save(0);
+    hb_sec_idle(), json_save(0);
+  }
   if (hb.only & SEC_SPREAD) {
     int devs[MAX_DEVICES], n = 0;
 

@@ -217,6 +217,8 @@ void hb_sec_bw(void);      /* hb_bw.c */
 void hb_sec_compile(void); /* hb_compile.c */
 /* hb_share.c: the sharing figures on @p devs: hipd and independent
  * processes now, MPS later (hb_share_mps), for each client count. */
+/* The CPU the daemon uses with no client at work (idle_cpu). */
+void hb_sec_idle(void);
 void hb_sec_share(const int *devs, int ndevs, const char *suffix);
 void hb_share_mps(void);
 void hb_sec_peer(int a, int b);
