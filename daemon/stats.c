@@ -205,7 +205,15 @@ static void held_cb(void *ctx, uint64_t h, void *obj)
   ((v) ? msgpack_pack_true(pk) : msgpack_pack_false(pk))
 #define PACK_FIELD_STR(pk, v) proto_pack_cstr((pk), (v))
 #define PACK_FIELD(name, kind, min, max) PACK_FIELD_##kind(pk, rec.name);
-#define PACK_HELD(name, kind, min, max) PACK_FIELD_##kind(pk, held.name);
+
+static void pack_held(msgpack_packer *pk, int dev, uint64_t buffers,
+                      uint64_t bytes)
+{
+  stats_held_rec_t rec = {.dev = dev, .buffers = buffers, .bytes = bytes};
+
+  msgpack_pack_array(pk, STATS_HELD_NFIELDS);
+  STATS_HELD_FIELDS(PACK_FIELD)
+}
 
 /* @return the msgpack objects packed. */
 static uint32_t pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
@@ -242,12 +250,8 @@ static uint32_t pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
     n += hd.buffers[i] != 0;
   msgpack_pack_array(pk, n);
   for (int i = 0; i < STATS_MAX_DEVICES; i++)
-    if (hd.buffers[i] != 0) {
-      stats_held_rec_t held = {
-          .dev = i, .buffers = hd.buffers[i], .bytes = hd.bytes[i]};
-      msgpack_pack_array(pk, STATS_HELD_NFIELDS);
-      STATS_HELD_FIELDS(PACK_HELD)
-    }
+    if (hd.buffers[i] != 0)
+      pack_held(pk, i, hd.buffers[i], hd.bytes[i]);
   return 3 + STATS_SESSION_NFIELDS + (1 + STATS_HELD_NFIELDS) * n;
 }
 

@@ -102,11 +102,11 @@ static int held(const msgpack_object *o, report_held_t *s)
   return 0;
 }
 
-/* A device's counters; @p dev: the device they must be of (-1: any). */
+/* A device's counters, which must be device @p dev's. */
 static int ctr(const msgpack_object *o, report_ctr_t *s, int64_t dev)
 {
   RECORD_READ(o, 0, STATS_CTR_NFIELDS, STATS_CTR_FIELDS)
-  return dev < 0 || s->dev == dev ? 0 : HIPD_EINVAL;
+  return s->dev == dev ? 0 : HIPD_EINVAL;
 }
 
 static int sess(const msgpack_object *o, report_sess_t *s)
