@@ -90,6 +90,8 @@ static int hipd_worker(void *arg, int in_fd, int out_fd)
     worker_error(out, msg);
     return 1;
   }
+  if (w->socket_only)
+    setenv("HIPD_RING", "0", 1);
   if ((rc = hipd_connect2(hb.sock_path, "hipd_bench worker", &c)) != 0) {
     snprintf(msg, sizeof(msg), "connect%s%s: %s: %s", w->user[0] ? " as " : "",
              w->user, hipd_err_name(rc), hipd_last_error(NULL));
@@ -274,9 +276,11 @@ out:
 }
 
 /* Aggregate kernels/s of @p n hipd clients (the bench's own account),
- * client i on devs[i % ndevs]. */
-static int share_hipd(const int *devs, int ndevs, int n, double *agg,
-                      double *lo, hb_cost_t *cost, char *err, size_t errsz)
+ * client i on devs[i % ndevs], on their rings or (@p socket_only) on the
+ * socket alone. */
+static int share_hipd(const int *devs, int ndevs, int n, int socket_only,
+                      double *agg, double *lo, hb_cost_t *cost, char *err,
+                      size_t errsz)
 {
   hb_client_t *cl = calloc((size_t)n, sizeof(*cl));
   int rc;
@@ -285,8 +289,10 @@ static int share_hipd(const int *devs, int ndevs, int n, double *agg,
     snprintf(err, errsz, "out of memory");
     return -1;
   }
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
     cl[i].dev = devs[i % ndevs];
+    cl[i].socket_only = socket_only;
+  }
   rc = hb_share_run(cl, n, NULL, NULL, agg, lo, cost, NULL, err, errsz);
   free(cl);
   return rc;
@@ -360,6 +366,49 @@ static figure_t *share_fig(const char *name, const char *title,
   return f;
 }
 
+/* The same run as @p f (and its CPU figure @p fc) with every client on
+ * the socket alone (HIPD_RING=0): share_sock_n<N> and cpu_sock_n<N>, each
+ * against the ring's figure of the same run. */
+static void share_socket(const int *devs, int ndevs, int n, const char *suffix,
+                         const char *dl, figure_t *f, figure_t *fc)
+{
+  char name[48], title[96], err[600];
+  double agg = NAN, lo = NAN;
+  hb_cost_t cost = {NAN, -1};
+  figure_t *fs, *fsc;
+
+  snprintf(name, sizeof(name), "share_sock_n%d%s", n, suffix);
+  snprintf(title, sizeof(title),
+           "sharing: %d client process%s, aggregate, on the socket alone", n,
+           n == 1 ? "" : "es");
+  fs = share_fig(name, title, "kernels/s", 0, dl, devs[0]);
+  snprintf(fs->how, sizeof(fs->how),
+           "as %s, with HIPD_RING=0 in each client: no ring, every request "
+           "and answer through the socket",
+           f->name);
+  detail_num(fs, "clients", n);
+  snprintf(name, sizeof(name), "cpu_sock_n%d%s", n, suffix);
+  snprintf(title, sizeof(title), "CPU time per kernel of %s", fs->name);
+  fsc = share_fig(name, title, "us", 1, dl, devs[0]);
+  snprintf(fsc->how, sizeof(fsc->how), "as %s, in %s's runs", fc->name,
+           fs->name);
+  note("sharing: %d hipd client%s on the socket alone", n, n == 1 ? "" : "s");
+  if (share_hipd(devs, ndevs, n, 1, &agg, &lo, &cost, err, sizeof(err)) != 0) {
+    fig_fail(fs, "%s", err);
+    snprintf(fsc->na, sizeof(fsc->na), "%s failed", fs->name);
+    return;
+  }
+  fs->hipd = agg;
+  detail_num(fs, "hipd_slowest_client", lo);
+  if (cost.threads >= 0)
+    detail_num(fs, "hipd_threads", (double)cost.threads);
+  fsc->hipd = cost.cpu_us;
+  if (isfinite(f->hipd))
+    base_set(fs, "ring", "the same clients on their rings", f->hipd);
+  if (isfinite(fc->hipd))
+    base_set(fsc, "ring", "the same clients on their rings", fc->hipd);
+}
+
 /* The sharing figures on @p devs: hipd and independent processes now,
  * MPS later (hb_share_mps), for each client count. */
 void hb_sec_share(const int *devs, int ndevs, const char *suffix)
@@ -401,7 +450,8 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
              f->name);
     note("sharing: %d hipd client%s on device%s %s", n, n == 1 ? "" : "s",
          ndevs > 1 ? "s" : "", dl);
-    if (share_hipd(devs, ndevs, n, &agg, &lo, &cost, err, sizeof(err)) == 0) {
+    if (share_hipd(devs, ndevs, n, 0, &agg, &lo, &cost, err, sizeof(err)) ==
+        0) {
       f->hipd = agg;
       detail_num(f, "hipd_slowest_client", lo);
       if (cost.threads >= 0)
@@ -416,6 +466,7 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
       fig_fail(f, "%s", err);
       snprintf(fc->na, sizeof(fc->na), "%s failed", f->name);
     }
+    share_socket(devs, ndevs, n, suffix, dl, f, fc);
     if (hb.hipd_only)
       continue; /* --isolation-compare: hipd's figure alone */
     if (direct) {

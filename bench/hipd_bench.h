@@ -65,11 +65,12 @@ typedef struct {
   long threads;
 } hb_cost_t;
 
-/* One client process of a sharing run: its device and, when user[0] is
- * not '\0', the account it switches to before it connects (the bench must
- * be root). */
+/* One client process of a sharing run: its device, whether it keeps to
+ * the socket (HIPD_RING=0: no ring) and, when user[0] is not '\0', the
+ * account it switches to before it connects (the bench must be root). */
 typedef struct {
   int dev;
+  int socket_only;
   char user[32];
   uid_t uid;
   gid_t gid;

@@ -211,6 +211,55 @@ fail:
   return err;
 }
 
+/* The ring.open answer: the entries the daemon took must be ours. */
+static int ring_decode(hipd_call_t *call, const msgpack_object *result,
+                       const conn_outs_t *outs)
+{
+  const conn_ring_t *r = outs->p[0];
+  uint64_t entries = 0, slot = 0;
+
+  if (proto_obj_uint(proto_map_get(result, "entries"), UINT32_MAX, &entries) !=
+          0 ||
+      proto_obj_uint(proto_map_get(result, "slot"), UINT32_MAX, &slot) != 0 ||
+      entries != r->entries || slot != RING_SLOT)
+    return conn_call_fail(call, HIPD_EPROTO,
+                          "ring.open: the daemon answered another ring");
+  return 0;
+}
+
+/* After the handshake: set up the ring (proto/ring_layout.h), unless
+ * $HIPD_RING is 0. Without one (an older daemon, no memfd) the socket
+ * carries everything, as it always can: nothing here fails the connect. */
+static void ring_start(hipd_conn_t *conn)
+{
+  const char *env = getenv("HIPD_RING");
+  hipd_call_t *c, *call;
+  conn_ring_t *r;
+  int fd, err;
+
+  if (env != NULL && strcmp(env, "0") == 0)
+    return;
+  if (conn_ring_map(RING_DEFAULT_ENTRIES, &r, &fd) != 0)
+    return;
+  if (conn_call_begin(conn, "ring.open", 1, &c) < 0) {
+    close(fd);
+    conn_ring_unmap(r);
+    return;
+  }
+  msgpack_pack_uint32(&c->pk, r->entries);
+  c->send_fd = fd;
+  err =
+      conn_sync(conn_call_send(c, ring_decode, CONN_OUTS(0, r), &call), &call);
+  close(fd); /* the daemon has its own; the mapping is all we need */
+  if (err < 0) {
+    conn_ring_unmap(r);
+    return;
+  }
+  pthread_mutex_lock(&conn->lock);
+  conn->ring = r;
+  pthread_mutex_unlock(&conn->lock);
+}
+
 int hipd_connect2(const char *path, const char *client_name, hipd_conn_t **out)
 {
   char *defpath = NULL;
@@ -252,6 +301,7 @@ int hipd_connect2(const char *path, const char *client_name, hipd_conn_t **out)
     conn_fail(NULL, err, "%s", msg);
     goto done;
   }
+  ring_start(conn);
   *out = conn;
 
 done:

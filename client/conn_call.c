@@ -163,6 +163,7 @@ void conn_destroy(hipd_conn_t *conn)
   free(conn->rbuf);
   free(conn->obuf);
   free(conn->client_name);
+  conn_ring_unmap(conn->ring);
   msgpack_zone_destroy(&conn->zone);
   pthread_cond_destroy(&conn->cond);
   pthread_mutex_destroy(&conn->lock);

@@ -20,6 +20,21 @@
 #include <sys/types.h>
 
 #include "conn.h"
+#include "ring_layout.h"
+
+struct iovec;
+
+/* The connection's ring (ring.c), when the daemon took one. */
+typedef struct conn_ring {
+  void *base; /* the mapping */
+  size_t size;
+  uint32_t entries;
+  ring_hdr_t *hdr;
+  ring_sqe_t *sq;
+  ring_cqe_t *cq;
+  uint32_t sq_tail; /* ours: submissions published */
+  uint32_t cq_head; /* ours: completions read */
+} conn_ring_t;
 
 #define ERROR_MAX (64 << 10) /* longest message kept from the daemon */
 #define NO_DEADLINE INT64_C(-1)
@@ -60,6 +75,10 @@ struct hipd_conn {
   hipd_call_t *dcall;
   uint8_t *ddst; /* where the payload goes; NULL: discarded (abandoned) */
   size_t dlen, dgot;
+  /* The ring (proto/ring_layout.h): NULL when the connection has none. */
+  conn_ring_t *ring;
+  uint64_t sock_sent; /* requests written on the socket (or corked): a
+                         ring submission's `after` */
 };
 
 /* conn_error.c: the calling thread's last error for @p conn (may be NULL:
@@ -107,7 +126,35 @@ void conn_break(hipd_conn_t *conn, int code, const char *fmt, ...)
 /* The message for a call made after the connection broke (lock held). */
 void conn_broken_message(const hipd_conn_t *conn, char *buf, size_t size);
 
+/* ring.c, the ring as data (lock held) */
+/* Make a memfd of a ring of @p entries slots per queue, sized, sealed and
+ * mapped. @return 0 with *@p out and *@p fd (the caller sends it, then
+ * closes it), or a code. */
+int conn_ring_map(uint32_t entries, conn_ring_t **out, int *fd);
+void conn_ring_unmap(conn_ring_t *r);
+/* Put the request in @p iov (head and params) in the submission queue and
+ * publish it, to run after @p after socket requests. @return 1, or 0 when
+ * the queue is full or the request does not fit a slot (send it on the
+ * socket). */
+int conn_ring_put(conn_ring_t *r, uint64_t after, const struct iovec *iov,
+                  size_t niov);
+/* Does the daemon want a ring.kick (it stopped polling, submissions wait)? */
+int conn_ring_kick_wanted(const conn_ring_t *r);
+/* The next completion, or NULL; conn_ring_pop() once dispatched. */
+const ring_cqe_t *conn_ring_peek(const conn_ring_t *r);
+void conn_ring_pop(conn_ring_t *r);
+/* About to sleep on the socket: ask for a ring.wake. @return 1, or 0 when
+ * a completion came meanwhile (do not sleep). conn_ring_awake() after. */
+int conn_ring_sleep(conn_ring_t *r);
+void conn_ring_awake(conn_ring_t *r);
+
 /* conn_recv.c */
+/* Dispatch the completions the ring has (io owner, lock held). @return
+ * how many, or a negative code once the connection is broken. */
+int conn_ring_reap(hipd_conn_t *conn);
+/* Send the notification ring.kick (io owner, lock held; released while
+ * writing). A failure breaks the connection. */
+void conn_ring_kick(hipd_conn_t *conn);
 /* Read what the socket has, without blocking, and dispatch the complete
  * replies (io owner, lock not held). @return the bytes read (> 0), 0 if
  * none were ready, or a negative code once the connection is broken. */

@@ -23,6 +23,21 @@
 
 /* ------------------------------------------------------------- receiving */
 
+/* msgpack's writer for the few bytes of a kick (into a 32-byte buffer). */
+static int kick_write_cb(void *data, const char *buf, size_t len)
+{
+  struct {
+    uint8_t *p;
+    size_t *len;
+  } *sink = data;
+
+  if (*sink->len + len > 32)
+    return -1;
+  memcpy(sink->p + *sink->len, buf, len);
+  *sink->len += len;
+  return 0;
+}
+
 /* Complete @p call from the error object of its response (lock held). */
 static void call_complete_error(hipd_call_t *call, const msgpack_object *err)
 {
@@ -50,9 +65,9 @@ static void call_complete_error(hipd_call_t *call, const msgpack_object *err)
 
 /*
  * Dispatch one complete message buf[0, len) (lock held): complete the call
- * it answers, running its decoder. Notifications are ignored (none is
- * defined yet). @return 0, or a negative code after breaking the connection
- * on a protocol violation.
+ * it answers, running its decoder. Notifications are ignored (ring.wake
+ * only ends a sleep, which reading it did). @return 0, or a negative code after
+ * breaking the connection on a protocol violation.
  */
 static int conn_dispatch(hipd_conn_t *conn, const uint8_t *buf, size_t len)
 {
@@ -346,6 +361,74 @@ ssize_t conn_io_recv(hipd_conn_t *conn)
   return err < 0 ? err : n;
 }
 
+int conn_ring_reap(hipd_conn_t *conn)
+{
+  const ring_cqe_t *e;
+  int n = 0, err;
+
+  if (conn->ring == NULL)
+    return 0;
+  while (!conn->broken && (e = conn_ring_peek(conn->ring)) != NULL) {
+    uint32_t len = e->len;
+    if (len == 0 || len > RING_CQE_DATA) {
+      conn_break(conn, HIPD_EPROTO,
+                 "protocol error from hipd: a ring completion of %u bytes",
+                 len);
+      return HIPD_EPROTO;
+    }
+    /* The daemon leaves a published slot alone until we pop it. */
+    err = conn_dispatch(conn, e->data, len);
+    msgpack_zone_clear(&conn->zone);
+    if (err < 0)
+      return err;
+    conn_ring_pop(conn->ring);
+    n++;
+  }
+  return conn->broken ? conn->broken : n;
+}
+
+void conn_ring_kick(hipd_conn_t *conn)
+{
+  uint8_t buf[32];
+  size_t len = 0, off = 0;
+  int64_t deadline =
+      conn_deadline_after(conn->timeout_ms > 0 ? conn->timeout_ms : 10000);
+  struct {
+    uint8_t *p;
+    size_t *len;
+  } sink = {buf, &len};
+  msgpack_packer pk;
+  int e = 0;
+
+  msgpack_packer_init(&pk, &sink, kick_write_cb);
+  proto_pack_notify(&pk, RING_KICK, 0);
+  pthread_mutex_unlock(&conn->lock);
+  while (off < len) {
+    ssize_t n =
+        send(conn->fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += (size_t)n;
+      continue;
+    }
+    e = errno;
+    if (n < 0 && e == EINTR)
+      continue;
+    if (n < 0 && (e == EAGAIN || e == EWOULDBLOCK)) {
+      struct pollfd pfd = {.fd = conn->fd, .events = POLLOUT};
+      int t = conn_remaining_ms(deadline);
+      if (t != 0 && poll(&pfd, 1, t) >= 0)
+        continue;
+      e = ETIMEDOUT;
+    }
+    break;
+  }
+  pthread_mutex_lock(&conn->lock);
+  if (off < len)
+    conn_break(conn, HIPD_EDISCONNECTED,
+               "disconnected from hipd (ringing its ring's doorbell: %s)",
+               strerror(e ? e : EIO));
+}
+
 /*
  * As io owner (lock held on entry and exit, dropped while polling), read
  * replies until @p call is done, the connection breaks, a sender wants the
@@ -357,8 +440,13 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
 
   for (;;) {
     struct pollfd pfd[2];
-    int timeout, n, e, spin;
+    int timeout, n, e, spin, slept = 0;
+    conn_ring_t *ring = conn->ring;
 
+    if (ring != NULL && conn_ring_reap(conn) < 0)
+      return 0; /* broken: the pending calls completed with the reason */
+    if (ring != NULL && !conn->broken && conn_ring_kick_wanted(ring))
+      conn_ring_kick(conn); /* it stopped with submissions waiting */
     if (call->state == CALL_DONE || conn->broken || conn->send_waiters > 0)
       return 0;
     timeout = conn_remaining_ms(deadline);
@@ -373,14 +461,38 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
     if (spin > 0) {
       /* A reply due within microseconds is read without the wake-up
        * latency of a sleeping thread (as HIP's own synchronisation spins
-       * before it yields). */
+       * before it yields); a completion on the ring is seen without a
+       * system call. */
       int64_t until = (int64_t)util_now_ns() + (int64_t)spin * 1000;
-      while ((n = poll(pfd, 2, 0)) == 0 && (int64_t)util_now_ns() < until)
-        ;
+      if (ring != NULL) {
+        unsigned k = 0;
+        while (conn_ring_peek(ring) == NULL &&
+               (++k % 64 != 0 || (n = poll(pfd, 2, 0)) == 0) &&
+               (int64_t)util_now_ns() < until)
+          ;
+      } else {
+        while ((n = poll(pfd, 2, 0)) == 0 && (int64_t)util_now_ns() < until)
+          ;
+      }
+    }
+    if (ring != NULL && n == 0 && conn_ring_peek(ring) != NULL) {
+      pthread_mutex_lock(&conn->lock);
+      continue; /* reaped at the top */
+    }
+    if (n == 0 && ring != NULL) {
+      /* Sleep on the socket; the daemon sends ring.wake if a completion
+       * comes meanwhile. */
+      if (!conn_ring_sleep(ring)) {
+        pthread_mutex_lock(&conn->lock);
+        continue;
+      }
+      slept = 1;
     }
     if (n == 0)
       n = poll(pfd, 2, timeout);
     e = errno;
+    if (slept)
+      conn_ring_awake(ring);
     if (n > 0 && pfd[1].revents != 0)
       conn_wake_drain(conn);
     if (n > 0 && pfd[0].revents != 0)

@@ -366,10 +366,25 @@ int conn_call_send(hipd_call_t *call, conn_decode_fn decode, conn_outs_t outs,
   iov[0] = (struct iovec){.iov_base = head.data, .iov_len = head.len};
   timeout_ms = conn->timeout_ms;
 
+  if (conn->ring != NULL && conn->corked == 0 && conn->olen == 0 &&
+      call->send_fd < 0 && proto_ring_method(method) &&
+      conn_ring_put(conn->ring, conn->sock_sent, iov, nvec + 1)) {
+    /* On the ring: published; the daemon is told only if it stopped
+     * polling (an io owner that waits tells it otherwise). */
+    if (conn_ring_kick_wanted(conn->ring) &&
+        io_acquire_send(conn, call, conn_deadline_after(timeout_ms)) == 0) {
+      conn_ring_kick(conn);
+      conn->io_busy = 0;
+      pthread_cond_broadcast(&conn->cond);
+    }
+    goto sent;
+  }
   if (conn->corked > 0 && call->send_fd < 0 &&
       head.len + body_len <= CORK_FLUSH) {
     /* Corked: keep it with the others; write them when enough are here. */
     err = obuf_append(conn, iov, nvec + 1);
+    if (err == 0)
+      conn->sock_sent++;
     if (err == 0 && conn->olen >= CORK_FLUSH)
       err = conn_obuf_flush_locked(conn, conn_deadline_after(timeout_ms));
     if (err == 0 || call->state == CALL_DONE)
@@ -388,6 +403,8 @@ int conn_call_send(hipd_call_t *call, conn_decode_fn decode, conn_outs_t outs,
     err = io_send(conn, iov, nvec + 1, call->send_fd,
                   conn_deadline_after(timeout_ms), &sent);
     pthread_mutex_lock(&conn->lock);
+    if (err == 0)
+      conn->sock_sent++;
     conn->io_busy = 0;
     pthread_cond_broadcast(&conn->cond);
   }

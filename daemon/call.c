@@ -12,6 +12,7 @@
 
 #include "call.h"
 #include "log.h"
+#include "ring.h"
 #include "stats.h"
 
 /* ---------------------------------------------------------------- replies */
@@ -66,14 +67,16 @@ void call_result_bin(call_t *c, void *data, size_t len)
 static int call_failv(call_t *c, int code, const char *fmt, va_list ap)
 {
   char text[16384]; /* room for a compiler log */
+  /* A ring's completion has a slot's room: its message is cut there. */
+  size_t cap = c->via_ring ? RING_MSG_MAX : sizeof(text);
   int n = 0;
 
   if (call_begin(c) != 0)
     return code;
   c->code = code;
   if (c->name != NULL)
-    n = snprintf(text, sizeof(text), "%s: ", c->name);
-  vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
+    n = snprintf(text, cap, "%s: ", c->name);
+  vsnprintf(text + n, cap - (size_t)n, fmt, ap);
   proto_pack_error_response(&c->pk, c->msgid, code, "%s", text);
   log_debug(c->s->id, "error %s: %s", hipd_err_name(code), text);
   return code;
@@ -96,7 +99,10 @@ void call_send(call_t *c)
   size_t len = c->out.size;
   char *data = msgpack_sbuffer_release(&c->out);
   stats_request(c->s, c->name, c->code);
-  session_send(c->s, data, len, c->tail, c->tail_len);
+  if (c->via_ring)
+    ring_reply(c->s, c->msgid, data, len, c->tail, c->tail_len);
+  else
+    session_send(c->s, data, len, c->tail, c->tail_len);
   c->tail = NULL;
   session_request_done(c->s);
 }

@@ -41,6 +41,8 @@ struct call {
   const char *name;       /* the method's name, for messages */
   uint32_t msgid;
   const msgpack_object *params; /* valid during the handler only */
+  msgpack_zone *zone;           /* where params are decoded (the session's
+                                   for the socket, the ring's for a ring) */
   uint32_t nparams;
   const arg_t *args;   /* params converted by m->sig (m->nsig entries), valid
                           during the handler only; NULL in a deferred copy */
@@ -51,6 +53,7 @@ struct call {
   int answered; /* call_result() or call_fail() was used */
   int code;     /* the error answered, 0: a result (stats.h) */
   int deferred; /* call_defer() made a copy of this call */
+  int via_ring; /* it came from the session's ring: answered there */
 };
 
 /* Start the successful reply: pack exactly one value into the returned

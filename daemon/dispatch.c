@@ -13,6 +13,7 @@
 #include "log.h"
 #include "methods/methods.h"
 #include "policy.h"
+#include "ring_layout.h"
 
 /* The row fragments a signature's KIND stands for (methods.h's PARAMS_*
  * lists; param_kind_t in proto/params.h says what each kind checks). */
@@ -114,6 +115,7 @@
   T("ping", ping, ping, M_PREHELLO, 1)                                         \
   N("profile.disable", profile_disable, 0, 1)                                  \
   N("profile.enable", profile_enable, 0, 1)                                    \
+  T("ring.open", ring_open, ring_open, 0, 1)                                   \
   T("run_source", run_source, run_source, 0, 1)                                \
   N("session.info", session_info, 0, 1)                                        \
   T("session.kill", session_kill, session_kill, 0, 1)                          \
@@ -167,6 +169,8 @@ static void table_init(void)
     method_t *m = &methods[r];
     unsigned min = 0, max = m->nsig;
 
+    if (proto_ring_method(m->name))
+      m->flags |= M_RING;
     for (unsigned i = 0; i < m->nsig; i++) {
       if (m->sig[i].kind == P_REST)
         max = i + (unsigned)m->sig[i].max;
@@ -254,7 +258,7 @@ static int param_get(call_t *c, unsigned i, const param_t *p,
   param_fault_t f;
   int rc;
 
-  if (proto_param_decode(p, i, o, &c->s->zone, a, &f) != 0)
+  if (proto_param_decode(p, i, o, c->zone, a, &f) != 0)
     return call_fail(c, f.code, "%s", f.msg);
   switch (p->kind) {
   case P_HANDLE:
@@ -292,10 +296,15 @@ static int params_get(call_t *c, arg_t *args)
 
 /* ------------------------------------------------------------- dispatch */
 
-void dispatch_request(session_t *s, uint32_t msgid, const char *method,
-                      uint32_t method_len, const msgpack_object *params)
+static void request_run(session_t *s, msgpack_zone *zone, int via_ring,
+                        uint32_t msgid, const char *method, uint32_t method_len,
+                        const msgpack_object *params)
 {
-  call_t c = {.s = s, .msgid = msgid, .params = params};
+  call_t c = {.s = s,
+              .msgid = msgid,
+              .params = params,
+              .zone = zone,
+              .via_ring = via_ring};
   const method_t *m = dispatch_find(method, method_len);
   arg_t args[CALL_MAX_ARGS];
   int rc;
@@ -313,6 +322,10 @@ void dispatch_request(session_t *s, uint32_t msgid, const char *method,
   } else if (m == NULL) {
     call_fail(&c, HIPD_ENOMETHOD, "unknown method '%.*s'",
               (int)(method_len > 64 ? 64 : method_len), method);
+  } else if (via_ring && !(m->flags & M_RING)) {
+    call_fail(&c, HIPD_EINVAL,
+              "cannot come from a ring (it takes the operations on streams "
+              "and their waits; send it on the socket)");
   } else if (s->protocol == 0 && !(m->flags & M_PREHELLO)) {
     call_fail(&c, HIPD_EHELLO, "send 'hello' before other methods");
   } else if (c.nparams < m->min_params || c.nparams > m->max_params) {
@@ -341,4 +354,17 @@ void dispatch_request(session_t *s, uint32_t msgid, const char *method,
     c.args = NULL;
   }
   call_send(&c);
+}
+
+void dispatch_request(session_t *s, uint32_t msgid, const char *method,
+                      uint32_t method_len, const msgpack_object *params)
+{
+  request_run(s, &s->zone, 0, msgid, method, method_len, params);
+}
+
+void dispatch_ring_request(session_t *s, msgpack_zone *zone, uint32_t msgid,
+                           const char *method, uint32_t method_len,
+                           const msgpack_object *params)
+{
+  request_run(s, zone, 1, msgid, method, method_len, params);
 }

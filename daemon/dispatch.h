@@ -33,6 +33,8 @@ typedef int (*method_fn)(call_t *c);
 
 enum {
   M_PREHELLO = 1 << 0, /* allowed before the hello handshake */
+  M_RING = 1 << 1,     /* may come from a ring (proto/ring_layout.h's
+                          PROTO_RING_METHODS; set by the table's init) */
 };
 
 /* A row's params are proto/params.h's param_t rows (kinds, bounds, and the
@@ -51,9 +53,16 @@ typedef struct method {
   uint8_t max_params; /* min is 1 + the last required param's index */
 } method_t;
 
-/* Decode and run one request message (already framed and decoded). */
+/* Decode and run one request message (already framed and decoded) that
+ * came on the socket. */
 void dispatch_request(session_t *s, uint32_t msgid, const char *method,
                       uint32_t method_len, const msgpack_object *params);
+/* The same for a request taken from the session's ring, decoded into
+ * @p zone (its params' values go there too): the same checks, then only a
+ * method marked M_RING runs; the answer goes to the ring. */
+void dispatch_ring_request(session_t *s, msgpack_zone *zone, uint32_t msgid,
+                           const char *method, uint32_t method_len,
+                           const msgpack_object *params);
 
 /* The method table, sorted by name, and its size (for the protocol
  * document's cross-check, the fuzzer and tests). Each row's min_params and

@@ -176,13 +176,16 @@ int session_add_fd(session_t *s, int fd, uint64_t from, uint64_t to)
 /* May a throttled session read again? */
 int session_may_resume(const session_t *s)
 {
-  return s->read_paused && !s->closing && s->inflight < s->d->cfg.max_inflight;
+  return s->read_paused && !s->closing && !s->ring_holds_input &&
+         s->inflight < s->d->cfg.max_inflight;
 }
 
 void session_request_done(session_t *s)
 {
   s->inflight--;
-  if (session_may_resume(s) && list_empty(&s->run_node)) {
+  if ((session_may_resume(s) ||
+       (s->ring_stalled && s->inflight < s->d->cfg.max_inflight)) &&
+      list_empty(&s->run_node)) {
     /* Not here: this may be a completion, deep in a call's stack. */
     session_incref(s);
     list_insert_tail(&s->d->runq, &s->run_node);

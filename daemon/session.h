@@ -67,12 +67,21 @@ typedef struct session {
   uint8_t *in_next;  /* after session_steal_input(): the bytes after the
                         request, to go on with (in_next_len) */
   size_t in_next_len, in_next_cap;
-  msgpack_zone zone; /* decoded objects of the current request */
-  uint32_t inflight; /* requests not yet answered */
-  uint64_t requests; /* requests received */
-  size_t out_queued; /* reply bytes gathered or handed to libuv, not
-                        yet written */
-  uv_buf_t *gather;  /* replies gathered for the next write */
+  msgpack_zone zone;      /* decoded objects of the current request */
+  uint32_t inflight;      /* requests not yet answered */
+  uint64_t requests;      /* requests received (socket and ring) */
+  uint64_t sock_requests; /* requests read from the socket: the order of
+                             ring submissions against them (ring.h) */
+  struct ring *ring;      /* its shared-memory queues (ring.h), or NULL */
+  int ring_polled;        /* in d->rings: polled at every loop iteration */
+  list_node_t ring_node;  /* in d->rings while ring_polled */
+  uint64_t ring_last_ns;  /* when its ring last ran a submission */
+  int ring_stalled;       /* its ring waits for --max-inflight to drop */
+  int ring_holds_input;   /* its socket input waits for the ring: the
+                             client has not read its completions */
+  size_t out_queued;      /* reply bytes gathered or handed to libuv, not
+                             yet written */
+  uv_buf_t *gather;       /* replies gathered for the next write */
   uint32_t ngather, gather_cap;
   size_t gather_bytes;
   list_node_t flush_node;   /* in d->flushq while gather is not empty */

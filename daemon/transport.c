@@ -20,9 +20,11 @@
 #include "log.h"
 #include "policy.h"
 #include "resources.h"
+#include "ring.h"
 #include "session.h"
 #include "tenants.h"
 #include "transport.h"
+#include "transport_ring.h"
 
 #define IDLE_BUFFER_KEEP (1 << 20) /* keep at most this much when idle */
 /* What every session may buffer whatever the others hold: its first
@@ -235,6 +237,7 @@ static void session_teardown(session_t *s)
   }
   input_unqueue(s);
   room_settle(s, 1);
+  transport_ring_forget(s);
   res_release_all(s);
   uv_close((uv_handle_t *)&s->pipe, close_cb);
 }
@@ -388,11 +391,13 @@ void transport_init(daemon_t *d)
   uv_prepare_init(d->loop, &d->flush_prepare);
   d->flush_check.data = d->flush_prepare.data = d;
   d->safe_point = safe_point_arm;
+  transport_ring_init(d);
 }
 
 void transport_close(daemon_t *d)
 {
   flush_all(d);
+  transport_ring_close(d);
   uv_close((uv_handle_t *)&d->flush_check, NULL);
   uv_close((uv_handle_t *)&d->flush_prepare, NULL);
 }
@@ -585,9 +590,15 @@ static void handle_message(session_t *s, const uint8_t *p, size_t n)
   switch (msg.type) {
   case PROTO_REQUEST:
     s->requests++;
+    s->sock_requests++;
     dispatch_request(s, msg.msgid, msg.method, msg.method_len, msg.params);
     break;
   case PROTO_NOTIFY:
+    if (msg.method_len == sizeof(RING_KICK) - 1 &&
+        memcmp(msg.method, RING_KICK, msg.method_len) == 0) {
+      transport_ring_kick(s);
+      break;
+    }
     log_debug(s->id, "ignored notification '%.*s'", (int)msg.method_len,
               msg.method);
     break;
@@ -614,6 +625,17 @@ static void process_input(session_t *s)
       pause_reading(s);
       break;
     }
+    /* What the client submitted on its ring before this message runs
+     * first; when the ring cannot take it (the client has not read its
+     * completions), the socket waits too. */
+    if (s->ring != NULL && transport_ring_run(s) == RING_WAIT_CQ &&
+        !s->closing) {
+      transport_ring_hold_input(s);
+      pause_reading(s);
+      break;
+    }
+    if (s->closing)
+      break;
     n = proto_frame_scan(&s->d->cfg.limits, s->in + off, s->in_len - off, &need,
                          &reason);
     if (n < 0) {
@@ -654,6 +676,8 @@ static void process_input(session_t *s)
     }
   }
   s->in_dispatch = 0;
+  if (s->ring != NULL && !s->closing)
+    transport_ring_run(s); /* what waited for these requests */
   if (s->closing)
     return;
   if (s->in_len == off)
@@ -682,6 +706,8 @@ static void process_input(session_t *s)
  * throttled. */
 static void resume(session_t *s)
 {
+  if (s->ring_stalled && !s->closing)
+    transport_ring_run(s); /* its calls in flight dropped under the cap */
   if (!session_may_resume(s))
     return;
   s->read_paused = 0;
@@ -727,6 +753,7 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
   list_init(&s->flush_node);
   list_init(&s->run_node);
   list_init(&s->in_wait_node);
+  list_init(&s->ring_node);
   /* An IPC pipe receives descriptors (shared host buffers, SCM_RIGHTS). */
   uv_pipe_init(d->loop, &s->pipe, 1);
   s->pipe.data = s;

@@ -10,6 +10,7 @@
 
 #include "dispatch.h"
 #include "hipd.h"
+#include "ring_layout.h"
 #include "run.h"
 
 /* Methods the protocol must have from version 1 on. */
@@ -50,8 +51,11 @@ START_TEST(test_table_rows)
     ck_assert_msg(m[i].min_params <= m[i].max_params,
                   "%s: min %u > max %u params", m[i].name, m[i].min_params,
                   m[i].max_params);
-    ck_assert_msg((m[i].flags & ~M_PREHELLO) == 0, "%s: unknown flags 0x%x",
-                  m[i].name, m[i].flags);
+    ck_assert_msg((m[i].flags & ~(M_PREHELLO | M_RING)) == 0,
+                  "%s: unknown flags 0x%x", m[i].name, m[i].flags);
+    /* The ring's methods are proto/ring_layout.h's list, and only those. */
+    ck_assert_msg(!(m[i].flags & M_RING) == !proto_ring_method(m[i].name),
+                  "%s: M_RING is not PROTO_RING_METHODS", m[i].name);
     ck_assert_msg(m[i].since >= 1, "%s: since %u", m[i].name, m[i].since);
     /* Names are "family.verb" or one word: lower case, digits, '_', '.'. */
     for (const char *p = m[i].name; *p; p++)
@@ -391,6 +395,35 @@ START_TEST(test_protocol_document)
 }
 END_TEST
 
+/* The rings' section of the document names every method a ring takes,
+ * and each is a row of the table. */
+START_TEST(test_ring_methods_documented)
+{
+  unsigned n = 0, rows = 0;
+  const method_t *m = dispatch_methods(&n);
+  char *doc = doc_read(), *sec, *end;
+
+  sec = strstr(doc, "\n## Rings\n");
+  ck_assert_msg(sec != NULL, "%s has no section '## Rings'", PROTOCOL_MD);
+  if ((end = strstr(sec + 1, "\n## ")) != NULL)
+    *end = '\0';
+  for (unsigned i = 0; i < n; i++) {
+    char quoted[80];
+    if (!(m[i].flags & M_RING))
+      continue;
+    rows++;
+    snprintf(quoted, sizeof(quoted), "`%s`", m[i].name);
+    ck_assert_msg(strstr(sec, quoted) != NULL,
+                  "%s: a ring takes it, the section '## Rings' does not say so",
+                  m[i].name);
+  }
+#define RING_COUNT(x) +1
+  ck_assert_uint_eq(rows, 0 PROTO_RING_METHODS(RING_COUNT));
+#undef RING_COUNT
+  free(doc);
+}
+END_TEST
+
 START_TEST(test_required_methods)
 {
   for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
@@ -681,6 +714,7 @@ static Suite *dispatch_suite(void)
   tc = tcase_create("document");
   tcase_set_timeout(tc, 10);
   tcase_add_test(tc, test_protocol_document);
+  tcase_add_test(tc, test_ring_methods_documented);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("find");

@@ -18,13 +18,14 @@ layer_of()
   case "$1" in
   main.c | config/*) echo 0 ;;
   server.c | server.h | privsep/* | metrics/*) echo 1 ;;
-  transport.c | transport.h) echo 2 ;;
+  transport.c | transport.h | transport_ring.c | transport_ring.h) echo 2 ;;
   dispatch.c | dispatch.h) echo 3 ;;
   methods/*) echo 4 ;;
   admin/*) echo 5 ;;
   call.c | call.h) echo 6 ;;
   session.c | session.h | resources.c | resources.h | profile.c | profile.h | \
-    tenants.c | tenants.h | policy.c | policy.h | stats.c | stats.h) echo 7 ;;
+    tenants.c | tenants.h | policy.c | policy.h | stats.c | stats.h | \
+    ring.c | ring.h) echo 7 ;;
   objects/*) echo 8 ;;
   kernels/* | compile/*) echo 9 ;;
   device.c | device.h | shm.c | shm.h) echo 10 ;;

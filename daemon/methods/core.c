@@ -10,6 +10,7 @@
 #include "kernels/kernels.h"
 #include "log.h"
 #include "methods.h"
+#include "ring.h"
 #include "tenants.h"
 
 #define MIN_PROTOCOL 1
@@ -183,6 +184,7 @@ int m_session_info(call_t *c)
                                      "buffers", "kernels", "shared_buffers"};
   session_t *s = c->s;
   const tenant_t *t = s->tenant;
+  uint64_t entries, taken, completed;
   pack_map_t m, sub;
 
   pack_map_begin(&m, call_result(c));
@@ -196,6 +198,13 @@ int m_session_info(call_t *c)
   pack_map_end(&sub);
   pack_kv_u64(&m, "requests", s->requests);
   pack_kv_u64(&m, "inflight", s->inflight);
+  /* Its ring (ring.open): slots per queue, submissions run, completions. */
+  ring_counts(s, &entries, &taken, &completed);
+  pack_map_begin(&sub, pack_key(&m, "ring"));
+  pack_kv_u64(&sub, "entries", entries);
+  pack_kv_u64(&sub, "requests", taken);
+  pack_kv_u64(&sub, "completions", completed);
+  pack_map_end(&sub);
   pack_map_begin(&sub, pack_key(&m, "resources"));
   pack_kv_u64(&sub, "handles", res_count(s, HANDLE_ANY));
   for (int h = HANDLE_STREAM; h < HANDLE_TYPE_COUNT; h++)

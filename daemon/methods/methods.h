@@ -12,6 +12,7 @@
 #include "pack.h"
 #include "profile.h"
 #include "resources.h"
+#include "ring_layout.h"
 
 /* Bounds the method table declares and the handlers size arrays by. */
 #define MAX_OPTIONS 64         /* compiler options of a compile */
@@ -66,6 +67,7 @@
   R(buffer, BUF) R(offset, U64) R(shm, SHM) R(shm_offset, U64) R(length, U64)
 #define PARAMS_mem_shm_async(R, O) PARAMS_mem_shm(R, O) R(stream, STREAM)
 #define PARAMS_shm_create(R, O) R(size, U64)
+#define PARAMS_ring_open(R, O) O(entries, UINT(RING_MAX_ENTRIES))
 #define PARAMS_kernel_compile(R, O)                                            \
   R(source, BYTES)                                                             \
   R(name, STR(SYMBOL_MAX))                                                     \
@@ -73,13 +75,15 @@
 #define PARAMS_kernel_launch(R, O)                                             \
   R(kernel, KERNEL)                                                            \
   R(grid, DIMS)                                                                \
-  R(block, DIMS) O(shared_mem, UINT(UINT32_MAX)) O(stream, STREAM)             \
-      R(args, LAUNCH_ARGS) O(wait, BOOL)
+  R(block, DIMS)                                                               \
+  O(shared_mem, UINT(UINT32_MAX)) O(stream, STREAM) R(args, LAUNCH_ARGS)       \
+      O(wait, BOOL)
 #define PARAMS_run_source(R, O)                                                \
   R(source, BYTES)                                                             \
   R(lang, STR(ARCH_MAX))                                                       \
-  R(kernel_name, STR(SYMBOL_MAX)) R(block, DIMS) R(grid, DIMS)                 \
-      O(shared_mem, UINT(UINT32_MAX)) R(args, LAUNCH_ARGS) O(wait, BOOL)
+  R(kernel_name, STR(SYMBOL_MAX))                                              \
+  R(block, DIMS) R(grid, DIMS) O(shared_mem, UINT(UINT32_MAX))                 \
+      R(args, LAUNCH_ARGS) O(wait, BOOL)
 #define PARAMS_kernel_generate_source(R, O)                                    \
   R(ir, IR)                                                                    \
   O(block, BLOCK(MAX_BLOCK_THREADS))                                           \
@@ -87,8 +91,8 @@
 #define PARAMS_kernel_compile_ir(R, O)                                         \
   R(ir, IR)                                                                    \
   O(block, BLOCK(MAX_BLOCK_THREADS))                                           \
-  O(soa_params, NAMES(MAX_SOA)) O(options, OPTIONS(MAX_OPTIONS))               \
-      O(target, TARGET(ARCH_MAX))
+  O(soa_params, NAMES(MAX_SOA))                                                \
+  O(options, OPTIONS(MAX_OPTIONS)) O(target, TARGET(ARCH_MAX))
 #define PARAMS_intrinsics_find(R, O)                                           \
   R(name, STR(SYMBOL_MAX)) O(target, TARGET(ARCH_MAX))
 #define PARAMS_intrinsics_register(R, O)                                       \
@@ -104,14 +108,15 @@
 #define METH_SIGNATURES(X)                                                     \
   X(device)                                                                    \
   X(set_device)                                                                \
-  X(target) X(buffer) X(stream) X(event) X(kernel) X(shm) X(rest) X(hello)     \
-      X(ping) X(log_level) X(session_kill) X(session_profile) X(event_elapsed) \
+  X(target)                                                                    \
+  X(buffer) X(stream) X(event) X(kernel) X(shm) X(rest) X(hello) X(ping)       \
+      X(log_level) X(session_kill) X(session_profile) X(event_elapsed)         \
           X(event_record) X(mem_alloc) X(mem_alloc_custom)                     \
               X(mem_alloc_zero_copy) X(mem_write) X(mem_write_async)           \
                   X(mem_read) X(mem_read_async) X(mem_copy) X(mem_copy_async)  \
                       X(mem_memset) X(mem_memset_async) X(mem_shm)             \
-                          X(mem_shm_async) X(shm_create) X(kernel_compile)     \
-                              X(kernel_launch) X(run_source)                   \
+                          X(mem_shm_async) X(shm_create) X(ring_open)          \
+                              X(kernel_compile) X(kernel_launch) X(run_source) \
                                   X(kernel_generate_source)                    \
                                       X(kernel_compile_ir) X(intrinsics_find)  \
                                           X(intrinsics_register)
@@ -177,6 +182,9 @@ int m_mem_write_shm_async(call_t *c, const mem_shm_async_args_t *a);
 int m_mem_read_shm(call_t *c, const mem_shm_args_t *a);
 int m_mem_read_shm_async(call_t *c, const mem_shm_async_args_t *a);
 int m_mem_alloc_zero_copy(call_t *c, const mem_alloc_zero_copy_args_t *a);
+
+/* ring.c: the session's shared-memory queues */
+int m_ring_open(call_t *c, const ring_open_args_t *a);
 
 /* event.c */
 int m_event_create(call_t *c, const device_args_t *a);

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "protofuzz.h"
+#include "ring_layout.h"
 
 /* ------------------------------------------------------------ requests */
 
@@ -667,6 +668,34 @@ static void t_session_profile(conn_t *c, req_t *r)
     P(r, 1)[0] = v_bool((int)rnd(2));
 }
 
+/* ring.open: mostly a good ring, sometimes sizes and descriptors it must
+ * refuse (the ring itself is exercised by tests/fuzz/fuzz_ring.c). */
+static void t_ring_open(conn_t *c, req_t *r)
+{
+  static const uint64_t entries[] = {8, 64, 256, 1024, 100, 2048, 0, 4};
+  uint64_t n = entries[rnd(8)];
+  size_t size = proto_ring_size(n <= RING_MAX_ENTRIES ? (uint32_t)n : 8);
+  int kind = FD_MEMFD_GOOD;
+
+  (void)c;
+  if (chance(4))
+    P(r, 0);
+  else
+    P(r, 1)[0] = v_uint(n);
+  if (chance(5))
+    kind = (int)rnd(FD_NKINDS);
+  if (chance(6))
+    size /= 2;
+  if (!chance(12)) {
+    int fd = fd_make(kind, size);
+    if (fd >= 0) {
+      r->fds[0] = fd;
+      r->fd_kinds[0] = kind;
+      r->nfds = 1;
+    }
+  }
+}
+
 static void t_shm_create(conn_t *c, req_t *r)
 {
   static const size_t sizes[] = {4096, 65536, 65536 + 4096, 1 << 20};
@@ -764,6 +793,7 @@ static const tmpl_t templates[] = {
     {"ping", t_ping, 4},
     {"profile.disable", t_none, 2},
     {"profile.enable", t_none, 2},
+    {"ring.open", t_ring_open, 2},
     {"run_source", t_run_source, 1},
     {"session.info", t_none, 3},
     {"session.kill", t_session_kill, 1},

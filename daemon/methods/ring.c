@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/methods/ring.c: the session's shared-memory queues (ring.open).
+ * The ring itself is daemon/ring.c; the transport polls it. */
+#include "config.h"
+
+#include <unistd.h>
+
+#include "methods.h"
+#include "ring.h"
+#include "session.h"
+
+/* ring.open [entries?] -> {entries, slot, size}: the memfd came with this
+ * request's bytes (SCM_RIGHTS), sized and sealed by the client
+ * (proto/ring_layout.h). */
+int m_ring_open(call_t *c, const ring_open_args_t *a)
+{
+  session_t *s = c->s;
+  uint64_t entries = a->entries.present ? a->entries.u : RING_DEFAULT_ENTRIES;
+  /* Claimed first, so that a bad request cannot leave it to the next. */
+  int fd = session_take_fd(s);
+  hipd_err_t err;
+  pack_map_t m;
+  int rc;
+
+  if (fd < 0)
+    return call_fail(c, HIPD_EINVAL,
+                     "no file descriptor came with the request "
+                     "(send the memfd with SCM_RIGHTS on its bytes)");
+  if (c->via_ring) {
+    close(fd);
+    return call_fail(c, HIPD_EINVAL, "a ring cannot open a ring");
+  }
+  if ((rc = ring_open(s, fd, entries, &err)) != 0)
+    return call_fail(c, rc, "%s", err.msg);
+  pack_map_begin(&m, call_result(c));
+  pack_kv_u64(&m, "entries", entries);
+  pack_kv_u64(&m, "slot", RING_SLOT);
+  pack_kv_u64(&m, "size", proto_ring_size((uint32_t)entries));
+  pack_map_end(&m);
+  return 0;
+}

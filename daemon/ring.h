@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/ring.h: a session's shared-memory submission and completion
+ * queues (proto/ring_layout.h has the layout and the rules of the doorbells).
+ *
+ * This is the ring as data: mapping the client's memfd, taking one
+ * submission at a time (copied out of shared memory before anything looks
+ * at it, under the checks that protect the daemon from the client's
+ * indices), and publishing one completion. The transport polls the rings
+ * and hands what it takes to dispatch (transport_ring.c); a call that came
+ * from a ring is answered here (ring_reply(), from call.c). All on the loop
+ * thread.
+ */
+#ifndef HIPD_RING_H
+#define HIPD_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ring_layout.h"
+#include "session.h"
+#include "util/err.h"
+
+/* What ring_next() found. */
+enum ring_state {
+  RING_TAKEN = 1,    /* a submission is in *out */
+  RING_EMPTY = 0,    /* nothing submitted */
+  RING_WAIT_CQ,      /* the client has not read enough completions */
+  RING_WAIT_SOCKET,  /* the next one follows socket requests not yet read */
+  RING_WAIT_INFLIGHT /* --max-inflight calls of the session are running */
+};
+
+typedef struct ring ring_t;
+
+/* ring.open: take @p fd (closed on failure too), a memfd of the peer's
+ * sealed against shrinking and at least proto_ring_size(@p entries) bytes,
+ * map it, fault it in and write the header; attach it to @p s (one ring
+ * per session). @return 0, or a code with the reason in @p err. */
+int ring_open(session_t *s, int fd, uint64_t entries, hipd_err_t *err);
+
+/* Take the next submission of @p s's ring, if the client's indices allow
+ * it, the completions it has not read leave room for its answer, the
+ * session has fewer than --max-inflight calls running and its `after`
+ * is at most @p sock_requests (the socket requests read so far).
+ * @return RING_TAKEN with *@p out (valid until the next call), another
+ * enum ring_state, or a negative code when the client broke the ring (the
+ * reason in ring_broken_why(); the caller closes the session). */
+int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out);
+
+/* The reason of the last negative ring_next(). */
+const char *ring_broken_why(const session_t *s);
+
+/* Stop polling @p s's ring: set sq_kick, then look again. @return 1 when
+ * it sleeps (the client kicks after its next submission), 0 when a
+ * submission arrived meanwhile (the kick flag is cleared again). */
+int ring_sleep(session_t *s);
+
+/* The ring is being polled again (a kick came): clear sq_kick. */
+void ring_wake(session_t *s);
+
+/* Answer a call that came from @p s's ring: the packed response @p data
+ * (@p len bytes, malloc'd) and its @p tail (NULL or malloc'd), both freed
+ * here, become one completion; an answer larger than a slot becomes the
+ * error HIPD_EMSGSIZE for @p msgid. A ring already closed (the session
+ * went) drops the answer. Sends `ring.wake` when the client sleeps. */
+void ring_reply(session_t *s, uint32_t msgid, char *data, size_t len,
+                void *tail, size_t tail_len);
+
+/* Counters for session.info: submissions taken, completions published. */
+void ring_counts(const session_t *s, uint64_t *entries, uint64_t *taken,
+                 uint64_t *completed);
+
+/* At the session's teardown: unmap and free the ring (later answers of
+ * its calls are dropped). */
+void ring_close(session_t *s);
+
+#endif

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/transport_ring.c: polling the sessions' rings and running their
+ * submissions through dispatch. See transport_ring.h. */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "dispatch.h"
+#include "log.h"
+#include "ring.h"
+#include "rpc.h"
+#include "transport_ring.h"
+#include "util/clock.h"
+
+/* How often a ring whose socket input waits for it is looked at. */
+#define RING_HELD_MS 1
+
+/* The objects of the submission being run (loop thread only). */
+static msgpack_zone ring_zone;
+
+static void rings_check_cb(uv_check_t *h);
+static void rings_idle_cb(uv_idle_t *h);
+static void rings_timer_cb(uv_timer_t *h);
+
+/* Decode one submission, copied out of the ring, and dispatch it. A
+ * submission that is not one whole request breaks the ring: it cannot be
+ * answered (it has no msgid), so the session closes, as a socket's would. */
+static void run_one(session_t *s, const ring_sqe_t *e)
+{
+  const char *reason = NULL;
+  size_t need = 0;
+  proto_msg_t msg;
+  long long n;
+  char why[200];
+
+  n = proto_frame_scan(&s->d->cfg.limits, e->data, e->len, &need, &reason);
+  if (n != (long long)e->len) {
+    snprintf(why, sizeof(why), "protocol violation: a ring submission %s",
+             n < 0    ? reason
+             : n == 0 ? "is not a whole message"
+                      : "holds more than one message");
+    session_close(s, why);
+    return;
+  }
+  msgpack_zone_clear(&ring_zone);
+  if (proto_msg_decode(e->data, e->len, &ring_zone, &msg, &reason) != 0) {
+    snprintf(why, sizeof(why), "protocol violation: a ring submission: %s",
+             reason);
+    session_close(s, why);
+    return;
+  }
+  if (msg.type != PROTO_REQUEST) {
+    session_close(s, "protocol violation: a ring submission that is not a "
+                     "request");
+    return;
+  }
+  s->requests++;
+  dispatch_ring_request(s, &ring_zone, msg.msgid, msg.method, msg.method_len,
+                        msg.params);
+}
+
+static void poll_start(session_t *s)
+{
+  daemon_t *d = s->d;
+
+  if (s->ring_polled)
+    return;
+  s->ring_polled = 1;
+  session_incref(s);
+  list_insert_tail(&d->rings, &s->ring_node);
+  if (!d->rings_polling) {
+    d->rings_polling = 1;
+    uv_check_start(&d->ring_check, rings_check_cb);
+    uv_idle_start(&d->ring_idle, rings_idle_cb); /* look at it soon */
+  }
+}
+
+static void poll_stop(session_t *s)
+{
+  if (!s->ring_polled)
+    return;
+  s->ring_polled = 0;
+  list_remove(&s->ring_node);
+  list_init(&s->ring_node);
+  session_decref(s);
+}
+
+int transport_ring_run(session_t *s)
+{
+  const ring_sqe_t *e;
+  int rc = RING_EMPTY, ran = 0;
+
+  if (s->ring == NULL || s->closing)
+    return RING_EMPTY;
+  session_incref(s);
+  while (!s->closing &&
+         (rc = ring_next(s, s->sock_requests, &e)) == RING_TAKEN) {
+    run_one(s, e);
+    ran = 1;
+  }
+  if (rc < 0) {
+    session_close(s, ring_broken_why(s));
+  } else if (!s->closing) {
+    s->ring_stalled = rc == RING_WAIT_INFLIGHT;
+    if (rc != RING_WAIT_CQ && s->ring_holds_input) {
+      /* The socket's input waited for this ring: its turn. */
+      s->ring_holds_input = 0;
+      if (s->read_paused && list_empty(&s->run_node)) {
+        session_incref(s);
+        list_insert_tail(&s->d->runq, &s->run_node);
+        s->d->safe_point(s->d);
+      }
+    }
+    if (ran) {
+      s->ring_last_ns = util_now_ns();
+      poll_start(s);
+    }
+  }
+  session_decref(s);
+  return rc;
+}
+
+void transport_ring_kick(session_t *s)
+{
+  if (s->ring == NULL || s->closing)
+    return;
+  ring_wake(s);
+  s->ring_last_ns = util_now_ns();
+  poll_start(s);
+  transport_ring_run(s);
+}
+
+void transport_ring_hold_input(session_t *s)
+{
+  s->ring_holds_input = 1;
+  poll_start(s);
+}
+
+void transport_ring_forget(session_t *s)
+{
+  poll_stop(s);
+  ring_close(s);
+}
+
+/* Every loop iteration while some ring is polled: run each; one quiet for
+ * longer than --busy-poll sleeps (sq_kick), one that waits for the socket
+ * or for its calls is run again by those. The idle handle keeps the loop
+ * from blocking while any ring is within its --busy-poll; a ring whose
+ * socket input waits for it (the client reads no completions) is looked
+ * at every RING_HELD_MS, since the kick that would say the client read
+ * them comes on that very socket. */
+static void rings_check_cb(uv_check_t *h)
+{
+  daemon_t *d = h->data;
+  uint64_t window =
+      d->cfg.busy_poll_us > 0 ? (uint64_t)d->cfg.busy_poll_us * 1000 : 0;
+  list_node_t *n, *next;
+  int spin = 0, held = 0;
+
+  for (n = d->rings.next; n != &d->rings; n = next) {
+    session_t *s = list_entry(n, session_t, ring_node);
+    uint64_t before = s->ring_last_ns;
+    int rc;
+
+    session_incref(s);
+    rc = transport_ring_run(s);
+    next = n->next; /* s stays linked, or poll_stop() below unlinks it */
+    if (s->closing || s->ring == NULL) {
+      poll_stop(s);
+    } else if (s->ring_last_ns != before) {
+      spin = 1; /* it ran something: keep polling */
+    } else if (s->ring_holds_input) {
+      held = 1;
+    } else if (rc == RING_WAIT_SOCKET || rc == RING_WAIT_INFLIGHT) {
+      poll_stop(s); /* the socket or a completion runs it again */
+    } else if (rc == RING_EMPTY && util_now_ns() - s->ring_last_ns < window) {
+      spin = 1; /* quiet, but not for long: poll on */
+    } else if (ring_sleep(s)) {
+      poll_stop(s);
+    } else {
+      spin = 1; /* a submission came as it went to sleep */
+    }
+    session_decref(s);
+  }
+  if (spin)
+    uv_idle_start(&d->ring_idle, rings_idle_cb);
+  else
+    uv_idle_stop(&d->ring_idle);
+  if (held && !spin)
+    uv_timer_start(&d->ring_timer, rings_timer_cb, RING_HELD_MS, 0);
+  else
+    uv_timer_stop(&d->ring_timer);
+  if (list_empty(&d->rings) && d->rings_polling) {
+    d->rings_polling = 0;
+    uv_check_stop(&d->ring_check);
+  }
+}
+
+/* Only there so that the loop iterates again (and runs the check). */
+static void rings_timer_cb(uv_timer_t *h)
+{
+  (void)h;
+}
+
+/* Only there so that the loop polls without blocking. */
+static void rings_idle_cb(uv_idle_t *h)
+{
+  (void)h;
+}
+
+void transport_ring_init(daemon_t *d)
+{
+  list_init(&d->rings);
+  if (!msgpack_zone_init(&ring_zone, 4096))
+    log_error(0, "out of memory for the rings' zone");
+  uv_check_init(d->loop, &d->ring_check);
+  uv_idle_init(d->loop, &d->ring_idle);
+  uv_timer_init(d->loop, &d->ring_timer);
+  d->ring_check.data = d->ring_idle.data = d->ring_timer.data = d;
+  d->rings_polling = 0;
+}
+
+void transport_ring_close(daemon_t *d)
+{
+  while (!list_empty(&d->rings))
+    poll_stop(list_entry(d->rings.next, session_t, ring_node));
+  uv_check_stop(&d->ring_check);
+  uv_idle_stop(&d->ring_idle);
+  uv_timer_stop(&d->ring_timer);
+  uv_close((uv_handle_t *)&d->ring_check, NULL);
+  uv_close((uv_handle_t *)&d->ring_idle, NULL);
+  uv_close((uv_handle_t *)&d->ring_timer, NULL);
+  msgpack_zone_destroy(&ring_zone);
+}

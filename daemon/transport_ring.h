@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/transport_ring.h: the transport's side of the sessions' rings:
+ * polling them on the loop thread and handing what they carry to
+ * dispatch (the ring as data is ring.h). Used by transport.c.
+ *
+ * A ring is polled at every loop iteration while it is busy, and for
+ * --busy-poll microseconds after its last submission (the loop does not
+ * block meanwhile); then it sleeps with sq_kick set until the client's
+ * `ring.kick`. A ring that waits for the session's socket requests or for
+ * its calls in flight (--max-inflight) is run again by those events.
+ */
+#ifndef HIPD_TRANSPORT_RING_H
+#define HIPD_TRANSPORT_RING_H
+
+#include "daemon.h"
+#include "session.h"
+
+/* Set up and stop the polling of daemon @p d's rings (loop thread). */
+void transport_ring_init(daemon_t *d);
+void transport_ring_close(daemon_t *d);
+
+/* Run what @p s's ring has taken up to its socket requests so far, and
+ * poll it from now on if it ran anything. A client that broke the ring
+ * closes the session. @return the enum ring_state it stopped at (ring.h),
+ * or a negative code (the session is closing). */
+int transport_ring_run(session_t *s);
+
+/* The notification ring.kick: poll @p s's ring again, and run it. */
+void transport_ring_kick(session_t *s);
+
+/* The socket input of @p s waits for its ring (the client has not read
+ * enough completions for the ring to take what came before): keep looking
+ * at the ring until it can; then the input resumes. */
+void transport_ring_hold_input(session_t *s);
+
+/* At the session's teardown: stop polling its ring and close it. */
+void transport_ring_forget(session_t *s);
+
+#endif
