@@ -43,6 +43,7 @@
 #include "sanitize.h"
 #include "server.h"
 #include "transport.h"
+#include "transport_ring.h"
 #include "util/account.h"
 #include "util/clock.h"
 
@@ -68,7 +69,8 @@ static int restart_fd = -1; /* the listener kept for an in-place restart */
  * blocking for up to that long before it sleeps: a request or a device
  * completion arriving meanwhile is served without the wake-up latency of a
  * sleeping thread (several microseconds per hop, more from deep CPU idle
- * states). Timers due meanwhile run when the spin ends.
+ * states), and so is a submission on a ring the loop polls. Timers due
+ * meanwhile run when the spin ends.
  */
 static void run_loop(daemon_t *d)
 {
@@ -83,8 +85,10 @@ static void run_loop(daemon_t *d)
     uint64_t until = util_now_ns() + spin_ns;
     int ready = 0;
 
+    /* A ring's submission comes without an event: look at the polled
+     * rings too. */
     while (!ready && util_now_ns() < until)
-      ready = poll(&pfd, 1, 0) > 0;
+      ready = poll(&pfd, 1, 0) > 0 || transport_rings_pending(d);
     if (!ready && uv_run(d->loop, UV_RUN_ONCE) == 0)
       break;
   }

@@ -154,6 +154,21 @@ int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out)
   return RING_TAKEN;
 }
 
+int ring_ready(const session_t *s)
+{
+  const ring_t *r = s->ring;
+  uint32_t head;
+
+  if (r == NULL || r->hdr == NULL || r->pending)
+    return 0; /* a pending one waits for the socket or its calls */
+  if (atomic_load_explicit(&r->hdr->sq_tail, memory_order_acquire) ==
+      r->sq_head)
+    return 0;
+  /* One that waits for the client to read completions is not ready. */
+  head = atomic_load_explicit(&r->hdr->cq_head, memory_order_acquire);
+  return r->cq_res - head < r->entries;
+}
+
 const char *ring_broken_why(const session_t *s)
 {
   return s->ring != NULL ? s->ring->why : "no ring";

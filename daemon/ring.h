@@ -46,6 +46,10 @@ int ring_open(session_t *s, int fd, uint64_t entries, hipd_err_t *err);
  * reason in ring_broken_why(); the caller closes the session). */
 int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out);
 
+/* Could ring_next() take a submission of @p s's ring now (a hint: two
+ * loads; false while it waits for completions to be read)? */
+int ring_ready(const session_t *s);
+
 /* The reason of the last negative ring_next(). */
 const char *ring_broken_why(const session_t *s);
 

@@ -142,6 +142,14 @@ void transport_ring_forget(session_t *s)
   ring_close(s);
 }
 
+int transport_rings_pending(daemon_t *d)
+{
+  for (list_node_t *n = d->rings.next; n != &d->rings; n = n->next)
+    if (ring_ready(list_entry(n, session_t, ring_node)))
+      return 1;
+  return 0;
+}
+
 /* Every loop iteration while some ring is polled: run each; one quiet for
  * longer than --busy-poll sleeps (sq_kick), one that waits for the socket
  * or for its calls is run again by those. The idle handle keeps the loop

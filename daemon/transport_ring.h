@@ -33,6 +33,10 @@ void transport_ring_kick(session_t *s);
  * at the ring until it can; then the input resumes. */
 void transport_ring_hold_input(session_t *s);
 
+/* Has a polled ring a submission the loop has not taken? For the loop's
+ * --busy-poll spin, which waits for events without running the loop. */
+int transport_rings_pending(daemon_t *d);
+
 /* At the session's teardown: stop polling its ring and close it. */
 void transport_ring_forget(session_t *s);
 
