@@ -138,12 +138,15 @@ typedef struct hipd_daemon {
    * queues call it when they gain work. */
   void (*safe_point)(struct hipd_daemon *d);
   /* Sessions whose rings are polled (transport_ring.c): a check handle
-   * runs them, an idle one keeps the loop from blocking meanwhile. */
+   * runs them, a prepare handle puts them to sleep when the loop would
+   * block, an idle one keeps it from blocking when one woke meanwhile. */
   list_node_t rings;
   uv_check_t ring_check;
+  uv_prepare_t ring_prepare;
   uv_idle_t ring_idle;
   uv_timer_t ring_timer; /* a ring's socket input waits for it */
   int rings_polling;
+  int loop_nowait; /* main.c: the loop's current run never blocks */
   /* Work left for that safe point, off the stack of the callback that
    * made it (session.c): */
   list_node_t runq;      /* throttled sessions to resume (session_t.run_node) */

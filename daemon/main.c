@@ -81,9 +81,16 @@ static void run_loop(daemon_t *d)
     uv_run(d->loop, UV_RUN_DEFAULT);
     return;
   }
-  while (uv_run(d->loop, UV_RUN_NOWAIT) != 0 && !abandoned) {
-    uint64_t until = util_now_ns() + spin_ns;
-    int ready = 0;
+  for (;;) {
+    uint64_t until;
+    int ready = 0, alive;
+
+    d->loop_nowait = 1; /* this run does not block: rings stay awake */
+    alive = uv_run(d->loop, UV_RUN_NOWAIT);
+    d->loop_nowait = 0;
+    if (alive == 0 || abandoned)
+      break;
+    until = util_now_ns() + spin_ns;
 
     /* A ring's submission comes without an event: look at the polled
      * rings too. */

@@ -75,7 +75,6 @@ typedef struct session {
   struct ring *ring;      /* its shared-memory queues (ring.h), or NULL */
   int ring_polled;        /* in d->rings: polled at every loop iteration */
   list_node_t ring_node;  /* in d->rings while ring_polled */
-  uint64_t ring_last_ns;  /* when its ring last ran a submission */
   int ring_stalled;       /* its ring waits for --max-inflight to drop */
   int ring_holds_input;   /* its socket input waits for the ring: the
                              client has not read its completions */

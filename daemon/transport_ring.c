@@ -10,7 +10,6 @@
 #include "ring.h"
 #include "rpc.h"
 #include "transport_ring.h"
-#include "util/clock.h"
 
 /* How often a ring whose socket input waits for it is looked at. */
 #define RING_HELD_MS 1
@@ -19,6 +18,7 @@
 static msgpack_zone ring_zone;
 
 static void rings_check_cb(uv_check_t *h);
+static void rings_prepare_cb(uv_prepare_t *h);
 static void rings_idle_cb(uv_idle_t *h);
 static void rings_timer_cb(uv_timer_t *h);
 
@@ -71,7 +71,7 @@ static void poll_start(session_t *s)
   if (!d->rings_polling) {
     d->rings_polling = 1;
     uv_check_start(&d->ring_check, rings_check_cb);
-    uv_idle_start(&d->ring_idle, rings_idle_cb); /* look at it soon */
+    uv_prepare_start(&d->ring_prepare, rings_prepare_cb);
   }
 }
 
@@ -111,10 +111,8 @@ int transport_ring_run(session_t *s)
         s->d->safe_point(s->d);
       }
     }
-    if (ran) {
-      s->ring_last_ns = util_now_ns();
+    if (ran)
       poll_start(s);
-    }
   }
   session_decref(s);
   return rc;
@@ -125,7 +123,6 @@ void transport_ring_kick(session_t *s)
   if (s->ring == NULL || s->closing)
     return;
   ring_wake(s);
-  s->ring_last_ns = util_now_ns();
   poll_start(s);
   transport_ring_run(s);
 }
@@ -150,57 +147,67 @@ int transport_rings_pending(daemon_t *d)
   return 0;
 }
 
-/* Every loop iteration while some ring is polled: run each; one quiet for
- * longer than --busy-poll sleeps (sq_kick), one that waits for the socket
- * or for its calls is run again by those. The idle handle keeps the loop
- * from blocking while any ring is within its --busy-poll; a ring whose
- * socket input waits for it (the client reads no completions) is looked
- * at every RING_HELD_MS, since the kick that would say the client read
- * them comes on that very socket. */
+/* Every loop iteration while some ring is polled: run each. A ring stays
+ * polled while the loop runs (its iterations look at it for free, and the
+ * --busy-poll spin between them too: main.c); it sleeps only when the loop
+ * is about to block (rings_prepare_cb), or when it waits for the socket or
+ * for its calls, which run it again. A ring whose socket input waits for
+ * it (the client reads no completions) is looked at every RING_HELD_MS,
+ * since the kick that would say the client read them comes on that very
+ * socket. */
 static void rings_check_cb(uv_check_t *h)
 {
   daemon_t *d = h->data;
-  uint64_t window =
-      d->cfg.busy_poll_us > 0 ? (uint64_t)d->cfg.busy_poll_us * 1000 : 0;
   list_node_t *n, *next;
-  int spin = 0, held = 0;
+  int held = 0;
 
+  uv_idle_stop(&d->ring_idle);
   for (n = d->rings.next; n != &d->rings; n = next) {
     session_t *s = list_entry(n, session_t, ring_node);
-    uint64_t before = s->ring_last_ns;
     int rc;
 
     session_incref(s);
     rc = transport_ring_run(s);
     next = n->next; /* s stays linked, or poll_stop() below unlinks it */
-    if (s->closing || s->ring == NULL) {
+    if (s->closing || s->ring == NULL)
       poll_stop(s);
-    } else if (s->ring_last_ns != before) {
-      spin = 1; /* it ran something: keep polling */
-    } else if (s->ring_holds_input) {
+    else if (s->ring_holds_input)
       held = 1;
-    } else if (rc == RING_WAIT_SOCKET || rc == RING_WAIT_INFLIGHT) {
+    else if (rc == RING_WAIT_SOCKET || rc == RING_WAIT_INFLIGHT)
       poll_stop(s); /* the socket or a completion runs it again */
-    } else if (rc == RING_EMPTY && util_now_ns() - s->ring_last_ns < window) {
-      spin = 1; /* quiet, but not for long: poll on */
-    } else if (ring_sleep(s)) {
-      poll_stop(s);
-    } else {
-      spin = 1; /* a submission came as it went to sleep */
-    }
     session_decref(s);
   }
-  if (spin)
-    uv_idle_start(&d->ring_idle, rings_idle_cb);
-  else
-    uv_idle_stop(&d->ring_idle);
-  if (held && !spin)
+  if (held)
     uv_timer_start(&d->ring_timer, rings_timer_cb, RING_HELD_MS, 0);
   else
     uv_timer_stop(&d->ring_timer);
   if (list_empty(&d->rings) && d->rings_polling) {
     d->rings_polling = 0;
     uv_check_stop(&d->ring_check);
+    uv_prepare_stop(&d->ring_prepare);
+  }
+}
+
+/* Before the loop polls: if it may block, the rings it polls go to sleep
+ * (sq_kick, then one more look); one that got a submission meanwhile keeps
+ * the loop from blocking this time. */
+static void rings_prepare_cb(uv_prepare_t *h)
+{
+  daemon_t *d = h->data;
+  list_node_t *n, *next;
+
+  if (d->loop_nowait || uv_backend_timeout(d->loop) == 0)
+    return; /* it will not block: the check phase looks at them */
+  for (n = d->rings.next; n != &d->rings; n = next) {
+    session_t *s = list_entry(n, session_t, ring_node);
+
+    next = n->next;
+    if (s->ring_holds_input)
+      continue; /* its timer looks at it */
+    if (ring_sleep(s))
+      poll_stop(s);
+    else
+      uv_idle_start(&d->ring_idle, rings_idle_cb);
   }
 }
 
@@ -210,7 +217,8 @@ static void rings_timer_cb(uv_timer_t *h)
   (void)h;
 }
 
-/* Only there so that the loop polls without blocking. */
+/* Only there so that the loop polls without blocking (a submission came
+ * as its ring went to sleep). */
 static void rings_idle_cb(uv_idle_t *h)
 {
   (void)h;
@@ -222,9 +230,11 @@ void transport_ring_init(daemon_t *d)
   if (!msgpack_zone_init(&ring_zone, 4096))
     log_error(0, "out of memory for the rings' zone");
   uv_check_init(d->loop, &d->ring_check);
+  uv_prepare_init(d->loop, &d->ring_prepare);
   uv_idle_init(d->loop, &d->ring_idle);
   uv_timer_init(d->loop, &d->ring_timer);
-  d->ring_check.data = d->ring_idle.data = d->ring_timer.data = d;
+  d->ring_check.data = d->ring_prepare.data = d;
+  d->ring_idle.data = d->ring_timer.data = d;
   d->rings_polling = 0;
 }
 
@@ -233,9 +243,11 @@ void transport_ring_close(daemon_t *d)
   while (!list_empty(&d->rings))
     poll_stop(list_entry(d->rings.next, session_t, ring_node));
   uv_check_stop(&d->ring_check);
+  uv_prepare_stop(&d->ring_prepare);
   uv_idle_stop(&d->ring_idle);
   uv_timer_stop(&d->ring_timer);
   uv_close((uv_handle_t *)&d->ring_check, NULL);
+  uv_close((uv_handle_t *)&d->ring_prepare, NULL);
   uv_close((uv_handle_t *)&d->ring_idle, NULL);
   uv_close((uv_handle_t *)&d->ring_timer, NULL);
   msgpack_zone_destroy(&ring_zone);

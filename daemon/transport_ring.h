@@ -3,11 +3,12 @@
  * polling them on the loop thread and handing what they carry to
  * dispatch (the ring as data is ring.h). Used by transport.c.
  *
- * A ring is polled at every loop iteration while it is busy, and for
- * --busy-poll microseconds after its last submission (the loop does not
- * block meanwhile); then it sleeps with sq_kick set until the client's
- * `ring.kick`. A ring that waits for the session's socket requests or for
- * its calls in flight (--max-inflight) is run again by those events.
+ * A ring that ran a submission is polled at every loop iteration and in
+ * the loop's --busy-poll spin between them (main.c), for as long as the
+ * loop does not block; when it is about to, the ring sleeps with sq_kick
+ * set until the client's `ring.kick`. A ring that waits for the session's
+ * socket requests or for its calls in flight (--max-inflight) is run again
+ * by those events.
  */
 #ifndef HIPD_TRANSPORT_RING_H
 #define HIPD_TRANSPORT_RING_H
