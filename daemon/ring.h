@@ -22,11 +22,11 @@
 
 /* What ring_next() found. */
 enum ring_state {
-  RING_TAKEN = 1,    /* a submission is in *out */
-  RING_EMPTY = 0,    /* nothing submitted */
-  RING_WAIT_CQ,      /* the client has not read enough completions */
-  RING_WAIT_SOCKET,  /* the next one follows socket requests not yet read */
-  RING_WAIT_INFLIGHT /* --max-inflight calls of the session are running */
+  RING_EMPTY = 0,        /* nothing submitted */
+  RING_TAKEN = 1,        /* a submission is in *out */
+  RING_WAIT_CQ = 2,      /* the client has not read enough completions */
+  RING_WAIT_SOCKET = 3,  /* the next one follows socket requests not read */
+  RING_WAIT_INFLIGHT = 4 /* --max-inflight calls of the session are running */
 };
 
 typedef struct ring ring_t;
