@@ -24,15 +24,11 @@
 
 /* --------------------------------------------------------------- sending */
 
-/* While a write waits for room, how often the ring's completions are read. */
-#define RING_SEND_POLL_MS 2
-
 /*
  * Write iov[0, niov) to the socket (io owner, lock not held), reading
- * replies (and the ring's completions) whenever the socket is full.
- * Modifies @p iov. *@p sent counts the bytes written. @return 0;
- * HIPD_ETIMEDOUT at @p deadline (the connection is left as it is); or the
- * negative code the connection broke with.
+ * replies whenever the socket is full. Modifies @p iov. *@p sent counts the
+ * bytes written. @return 0; HIPD_ETIMEDOUT at @p deadline (the connection
+ * is left as it is); or the negative code the connection broke with.
  */
 static int io_send(hipd_conn_t *conn, struct iovec *iov, size_t niov,
                    int send_fd, int64_t deadline, size_t *sent)
@@ -78,21 +74,6 @@ static int io_send(hipd_conn_t *conn, struct iovec *iov, size_t niov,
       int timeout = conn_remaining_ms(deadline);
       if (timeout == 0)
         return HIPD_ETIMEDOUT;
-      if (conn->ring != NULL) {
-        /* The daemon may be waiting for us to read completions: it takes
-         * nothing from the socket while its ring's answers wait (and it
-         * looks at the ring again soon, transport_ring.c, without our
-         * kick, which would queue behind these bytes). Read them, and
-         * look again every few milliseconds. */
-        int r;
-        pthread_mutex_lock(&conn->lock);
-        r = conn_ring_reap(conn);
-        pthread_mutex_unlock(&conn->lock);
-        if (r < 0)
-          return r;
-        if (timeout < 0 || timeout > RING_SEND_POLL_MS)
-          timeout = RING_SEND_POLL_MS;
-      }
       pfd = (struct pollfd){.fd = conn->fd, .events = POLLIN | POLLOUT};
       n = poll(&pfd, 1, timeout);
       if (n > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {

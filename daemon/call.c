@@ -68,7 +68,7 @@ static int call_failv(call_t *c, int code, const char *fmt, va_list ap)
 {
   char text[16384]; /* room for a compiler log */
   /* A ring's completion has a slot's room: its message is cut there. */
-  size_t cap = c->via_ring ? RING_MSG_MAX : sizeof(text);
+  size_t cap = c->on_cq ? RING_MSG_MAX : sizeof(text);
   int n = 0;
 
   if (call_begin(c) != 0)
@@ -99,7 +99,7 @@ void call_send(call_t *c)
   size_t len = c->out.size;
   char *data = msgpack_sbuffer_release(&c->out);
   stats_request(c->s, c->name, c->code);
-  if (c->via_ring)
+  if (c->on_cq)
     ring_reply(c->s, c->msgid, data, len, c->tail, c->tail_len);
   else
     session_send(c->s, data, len, c->tail, c->tail_len);

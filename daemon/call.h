@@ -53,7 +53,8 @@ struct call {
   int answered; /* call_result() or call_fail() was used */
   int code;     /* the error answered, 0: a result (stats.h) */
   int deferred; /* call_defer() made a copy of this call */
-  int via_ring; /* it came from the session's ring: answered there */
+  int via_ring; /* it came from the session's ring */
+  int on_cq;    /* its answer goes to the ring's completions (ring.h) */
 };
 
 /* Start the successful reply: pack exactly one value into the returned

@@ -144,7 +144,6 @@ typedef struct hipd_daemon {
   uv_check_t ring_check;
   uv_prepare_t ring_prepare;
   uv_idle_t ring_idle;
-  uv_timer_t ring_timer; /* a ring's socket input waits for it */
   int rings_polling;
   int loop_nowait; /* main.c: the loop's current run never blocks */
   /* Work left for that safe point, off the stack of the callback that

@@ -297,14 +297,15 @@ static int params_get(call_t *c, arg_t *args)
 /* ------------------------------------------------------------- dispatch */
 
 static void request_run(session_t *s, msgpack_zone *zone, int via_ring,
-                        uint32_t msgid, const char *method, uint32_t method_len,
-                        const msgpack_object *params)
+                        int on_cq, uint32_t msgid, const char *method,
+                        uint32_t method_len, const msgpack_object *params)
 {
   call_t c = {.s = s,
               .msgid = msgid,
               .params = params,
               .zone = zone,
-              .via_ring = via_ring};
+              .via_ring = via_ring,
+              .on_cq = on_cq};
   const method_t *m = dispatch_find(method, method_len);
   arg_t args[CALL_MAX_ARGS];
   int rc;
@@ -359,12 +360,12 @@ static void request_run(session_t *s, msgpack_zone *zone, int via_ring,
 void dispatch_request(session_t *s, uint32_t msgid, const char *method,
                       uint32_t method_len, const msgpack_object *params)
 {
-  request_run(s, &s->zone, 0, msgid, method, method_len, params);
+  request_run(s, &s->zone, 0, 0, msgid, method, method_len, params);
 }
 
-void dispatch_ring_request(session_t *s, msgpack_zone *zone, uint32_t msgid,
-                           const char *method, uint32_t method_len,
-                           const msgpack_object *params)
+void dispatch_ring_request(session_t *s, msgpack_zone *zone, int on_cq,
+                           uint32_t msgid, const char *method,
+                           uint32_t method_len, const msgpack_object *params)
 {
-  request_run(s, zone, 1, msgid, method, method_len, params);
+  request_run(s, zone, 1, on_cq, msgid, method, method_len, params);
 }

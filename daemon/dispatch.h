@@ -59,10 +59,11 @@ void dispatch_request(session_t *s, uint32_t msgid, const char *method,
                       uint32_t method_len, const msgpack_object *params);
 /* The same for a request taken from the session's ring, decoded into
  * @p zone (its params' values go there too): the same checks, then only a
- * method marked M_RING runs; the answer goes to the ring. */
-void dispatch_ring_request(session_t *s, msgpack_zone *zone, uint32_t msgid,
-                           const char *method, uint32_t method_len,
-                           const msgpack_object *params);
+ * method marked M_RING runs; the answer goes to the ring's completions
+ * when @p on_cq (one is reserved for it), else to the socket. */
+void dispatch_ring_request(session_t *s, msgpack_zone *zone, int on_cq,
+                           uint32_t msgid, const char *method,
+                           uint32_t method_len, const msgpack_object *params);
 
 /* The method table, sorted by name, and its size (for the protocol
  * document's cross-check, the fuzzer and tests). Each row's min_params and

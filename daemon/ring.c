@@ -27,15 +27,16 @@ struct ring {
   ring_hdr_t *hdr; /* its header page */
   ring_sqe_t *sq;  /* its queues */
   ring_cqe_t *cq;
-  uint32_t entries;   /* slots per queue, a power of two */
-  uint32_t sq_head;   /* ours: submissions taken (copied out) */
-  uint32_t cq_tail;   /* ours: completions published */
-  uint32_t cq_res;    /* ours: completions owed (submissions run) */
-  int pending;        /* pend holds a submission taken but not run */
-  ring_sqe_t pend;    /* the copy of the submission being looked at */
-  uint64_t completed; /* completions published */
-  uint64_t taken;     /* submissions run */
-  char why[160];      /* why the client broke the ring */
+  uint32_t entries;    /* slots per queue, a power of two */
+  uint32_t sq_head;    /* ours: submissions taken (copied out) */
+  uint32_t cq_tail;    /* ours: completions published */
+  uint32_t cq_res;     /* ours: completions owed (answers on the ring) */
+  int pending;         /* pend holds a submission taken but not run */
+  ring_sqe_t pend;     /* the copy of the submission being looked at */
+  uint64_t completed;  /* completions published */
+  uint64_t taken;      /* submissions run */
+  uint64_t overflowed; /* of them, answered on the socket (no room) */
+  char why[160];       /* why the client broke the ring */
 };
 
 int ring_open(session_t *s, int fd, uint64_t entries, hipd_err_t *err)
@@ -103,12 +104,14 @@ static int broken(ring_t *r, const char *fmt, unsigned long long a,
   return HIPD_EPROTO;
 }
 
-int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out)
+int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out,
+              int *on_cq)
 {
   ring_t *r = s->ring;
-  uint32_t tail, head, used;
+  uint32_t tail, head;
 
   *out = NULL;
+  *on_cq = 0;
   if (r == NULL || r->hdr == NULL)
     return RING_EMPTY;
   if (!r->pending) {
@@ -120,17 +123,6 @@ int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out)
                     "protocol violation: ring submission tail %llu is more "
                     "than a ring ahead of the %llu taken",
                     tail, r->sq_head);
-    /* Room for its answer: completions owed and not yet read by the
-     * client stay under a ring's worth. */
-    head = atomic_load_explicit(&r->hdr->cq_head, memory_order_acquire);
-    used = r->cq_res - head;
-    if (r->cq_tail - head > r->entries)
-      return broken(r,
-                    "protocol violation: ring completion head %llu is not "
-                    "among the %llu completions published",
-                    head, r->cq_tail);
-    if (used >= r->entries)
-      return RING_WAIT_CQ;
     /* Copied out before anything looks at it: the client may rewrite
      * the slot from now on without changing what runs. */
     memcpy(&r->pend, &r->sq[r->sq_head & (r->entries - 1)], sizeof(r->pend));
@@ -147,8 +139,21 @@ int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out)
     return RING_WAIT_SOCKET;
   if (s->inflight >= s->d->cfg.max_inflight)
     return RING_WAIT_INFLIGHT;
+  /* Room for its answer: completions owed and not yet read by the client
+   * stay under a ring's worth; beyond, the answer takes the socket. */
+  head = atomic_load_explicit(&r->hdr->cq_head, memory_order_acquire);
+  if (r->cq_tail - head > r->entries)
+    return broken(r,
+                  "protocol violation: ring completion head %llu is not "
+                  "among the %llu completions published",
+                  head, r->cq_tail);
+  if (r->cq_res - head < r->entries) {
+    r->cq_res++;
+    *on_cq = 1;
+  } else {
+    r->overflowed++;
+  }
   r->pending = 0;
-  r->cq_res++;
   r->taken++;
   *out = &r->pend;
   return RING_TAKEN;
@@ -157,16 +162,10 @@ int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out)
 int ring_ready(const session_t *s)
 {
   const ring_t *r = s->ring;
-  uint32_t head;
 
-  if (r == NULL || r->hdr == NULL || r->pending)
-    return 0; /* a pending one waits for the socket or its calls */
-  if (atomic_load_explicit(&r->hdr->sq_tail, memory_order_acquire) ==
-      r->sq_head)
-    return 0;
-  /* One that waits for the client to read completions is not ready. */
-  head = atomic_load_explicit(&r->hdr->cq_head, memory_order_acquire);
-  return r->cq_res - head < r->entries;
+  return r != NULL && r->hdr != NULL && !r->pending &&
+         atomic_load_explicit(&r->hdr->sq_tail, memory_order_acquire) !=
+             r->sq_head;
 }
 
 const char *ring_broken_why(const session_t *s)
@@ -264,13 +263,14 @@ out:
 }
 
 void ring_counts(const session_t *s, uint64_t *entries, uint64_t *taken,
-                 uint64_t *completed)
+                 uint64_t *completed, uint64_t *overflowed)
 {
   const ring_t *r = s->ring;
 
   *entries = r != NULL ? r->entries : 0;
   *taken = r != NULL ? r->taken : 0;
   *completed = r != NULL ? r->completed : 0;
+  *overflowed = r != NULL ? r->overflowed : 0;
 }
 
 void ring_close(session_t *s)

@@ -24,9 +24,8 @@
 enum ring_state {
   RING_EMPTY = 0,        /* nothing submitted */
   RING_TAKEN = 1,        /* a submission is in *out */
-  RING_WAIT_CQ = 2,      /* the client has not read enough completions */
-  RING_WAIT_SOCKET = 3,  /* the next one follows socket requests not read */
-  RING_WAIT_INFLIGHT = 4 /* --max-inflight calls of the session are running */
+  RING_WAIT_SOCKET = 2,  /* the next one follows socket requests not read */
+  RING_WAIT_INFLIGHT = 3 /* --max-inflight calls of the session are running */
 };
 
 typedef struct ring ring_t;
@@ -38,16 +37,19 @@ typedef struct ring ring_t;
 int ring_open(session_t *s, int fd, uint64_t entries, hipd_err_t *err);
 
 /* Take the next submission of @p s's ring, if the client's indices allow
- * it, the completions it has not read leave room for its answer, the
- * session has fewer than --max-inflight calls running and its `after`
- * is at most @p sock_requests (the socket requests read so far).
+ * it, the session has fewer than --max-inflight calls running and its
+ * `after` is at most @p sock_requests (the socket requests read so far).
+ * *@p on_cq says where its answer goes: 1, a completion (one is reserved
+ * for it), or 0 when the completions owed and unread fill the queue (a
+ * client that does not read them): the socket, as a plain response.
  * @return RING_TAKEN with *@p out (valid until the next call), another
  * enum ring_state, or a negative code when the client broke the ring (the
  * reason in ring_broken_why(); the caller closes the session). */
-int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out);
+int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out,
+              int *on_cq);
 
-/* Could ring_next() take a submission of @p s's ring now (a hint: two
- * loads; false while it waits for completions to be read)? */
+/* Could ring_next() take a submission of @p s's ring now (a hint: one
+ * load)? */
 int ring_ready(const session_t *s);
 
 /* The reason of the last negative ring_next(). */
@@ -61,17 +63,19 @@ int ring_sleep(session_t *s);
 /* The ring is being polled again (a kick came): clear sq_kick. */
 void ring_wake(session_t *s);
 
-/* Answer a call that came from @p s's ring: the packed response @p data
- * (@p len bytes, malloc'd) and its @p tail (NULL or malloc'd), both freed
- * here, become one completion; an answer larger than a slot becomes the
- * error HIPD_EMSGSIZE for @p msgid. A ring already closed (the session
- * went) drops the answer. Sends `ring.wake` when the client sleeps. */
+/* Answer a call that came from @p s's ring with a completion reserved for
+ * it (ring_next()'s on_cq): the packed response @p data (@p len bytes,
+ * malloc'd) and its @p tail (NULL or malloc'd), both freed here, become
+ * one completion; an answer larger than a slot becomes the error
+ * HIPD_EMSGSIZE for @p msgid. A ring already closed (the session went)
+ * drops the answer. Sends `ring.wake` when the client sleeps. */
 void ring_reply(session_t *s, uint32_t msgid, char *data, size_t len,
                 void *tail, size_t tail_len);
 
-/* Counters for session.info: submissions taken, completions published. */
+/* Counters for session.info: submissions taken, completions published,
+ * submissions answered on the socket for want of room. */
 void ring_counts(const session_t *s, uint64_t *entries, uint64_t *taken,
-                 uint64_t *completed);
+                 uint64_t *completed, uint64_t *overflowed);
 
 /* At the session's teardown: unmap and free the ring (later answers of
  * its calls are dropped). */

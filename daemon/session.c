@@ -176,8 +176,7 @@ int session_add_fd(session_t *s, int fd, uint64_t from, uint64_t to)
 /* May a throttled session read again? */
 int session_may_resume(const session_t *s)
 {
-  return s->read_paused && !s->closing && !s->ring_holds_input &&
-         s->inflight < s->d->cfg.max_inflight;
+  return s->read_paused && !s->closing && s->inflight < s->d->cfg.max_inflight;
 }
 
 void session_request_done(session_t *s)

@@ -76,8 +76,6 @@ typedef struct session {
   int ring_polled;        /* in d->rings: polled at every loop iteration */
   list_node_t ring_node;  /* in d->rings while ring_polled */
   int ring_stalled;       /* its ring waits for --max-inflight to drop */
-  int ring_holds_input;   /* its socket input waits for the ring: the
-                             client has not read its completions */
   size_t out_queued;      /* reply bytes gathered or handed to libuv, not
                              yet written */
   uv_buf_t *gather;       /* replies gathered for the next write */

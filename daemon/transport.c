@@ -626,15 +626,8 @@ static void process_input(session_t *s)
       break;
     }
     /* What the client submitted on its ring before this message runs
-     * first; when the ring cannot take it (the client has not read its
-     * completions), the socket waits too. */
-    if (s->ring != NULL && transport_ring_run(s) == RING_WAIT_CQ &&
-        !s->closing) {
-      transport_ring_hold_input(s);
-      pause_reading(s);
-      break;
-    }
-    if (s->closing)
+     * first. */
+    if (s->ring != NULL && (transport_ring_run(s), s->closing))
       break;
     n = proto_frame_scan(&s->d->cfg.limits, s->in + off, s->in_len - off, &need,
                          &reason);

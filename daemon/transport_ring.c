@@ -11,21 +11,17 @@
 #include "rpc.h"
 #include "transport_ring.h"
 
-/* How often a ring whose socket input waits for it is looked at. */
-#define RING_HELD_MS 1
-
 /* The objects of the submission being run (loop thread only). */
 static msgpack_zone ring_zone;
 
 static void rings_check_cb(uv_check_t *h);
 static void rings_prepare_cb(uv_prepare_t *h);
 static void rings_idle_cb(uv_idle_t *h);
-static void rings_timer_cb(uv_timer_t *h);
 
 /* Decode one submission, copied out of the ring, and dispatch it. A
  * submission that is not one whole request breaks the ring: it cannot be
  * answered (it has no msgid), so the session closes, as a socket's would. */
-static void run_one(session_t *s, const ring_sqe_t *e)
+static void run_one(session_t *s, const ring_sqe_t *e, int on_cq)
 {
   const char *reason = NULL;
   size_t need = 0;
@@ -55,8 +51,8 @@ static void run_one(session_t *s, const ring_sqe_t *e)
     return;
   }
   s->requests++;
-  dispatch_ring_request(s, &ring_zone, msg.msgid, msg.method, msg.method_len,
-                        msg.params);
+  dispatch_ring_request(s, &ring_zone, on_cq, msg.msgid, msg.method,
+                        msg.method_len, msg.params);
 }
 
 static void poll_start(session_t *s)
@@ -88,29 +84,20 @@ static void poll_stop(session_t *s)
 int transport_ring_run(session_t *s)
 {
   const ring_sqe_t *e;
-  int rc = RING_EMPTY, ran = 0;
+  int rc = RING_EMPTY, ran = 0, on_cq;
 
   if (s->ring == NULL || s->closing)
     return RING_EMPTY;
   session_incref(s);
   while (!s->closing &&
-         (rc = ring_next(s, s->sock_requests, &e)) == RING_TAKEN) {
-    run_one(s, e);
+         (rc = ring_next(s, s->sock_requests, &e, &on_cq)) == RING_TAKEN) {
+    run_one(s, e, on_cq);
     ran = 1;
   }
   if (rc < 0) {
     session_close(s, ring_broken_why(s));
   } else if (!s->closing) {
     s->ring_stalled = rc == RING_WAIT_INFLIGHT;
-    if (rc != RING_WAIT_CQ && s->ring_holds_input) {
-      /* The socket's input waited for this ring: its turn. */
-      s->ring_holds_input = 0;
-      if (s->read_paused && list_empty(&s->run_node)) {
-        session_incref(s);
-        list_insert_tail(&s->d->runq, &s->run_node);
-        s->d->safe_point(s->d);
-      }
-    }
     if (ran)
       poll_start(s);
   }
@@ -125,12 +112,6 @@ void transport_ring_kick(session_t *s)
   ring_wake(s);
   poll_start(s);
   transport_ring_run(s);
-}
-
-void transport_ring_hold_input(session_t *s)
-{
-  s->ring_holds_input = 1;
-  poll_start(s);
 }
 
 void transport_ring_forget(session_t *s)
@@ -151,15 +132,11 @@ int transport_rings_pending(daemon_t *d)
  * polled while the loop runs (its iterations look at it for free, and the
  * --busy-poll spin between them too: main.c); it sleeps only when the loop
  * is about to block (rings_prepare_cb), or when it waits for the socket or
- * for its calls, which run it again. A ring whose socket input waits for
- * it (the client reads no completions) is looked at every RING_HELD_MS,
- * since the kick that would say the client read them comes on that very
- * socket. */
+ * for its calls, which run it again. */
 static void rings_check_cb(uv_check_t *h)
 {
   daemon_t *d = h->data;
   list_node_t *n, *next;
-  int held = 0;
 
   uv_idle_stop(&d->ring_idle);
   for (n = d->rings.next; n != &d->rings; n = next) {
@@ -169,18 +146,11 @@ static void rings_check_cb(uv_check_t *h)
     session_incref(s);
     rc = transport_ring_run(s);
     next = n->next; /* s stays linked, or poll_stop() below unlinks it */
-    if (s->closing || s->ring == NULL)
-      poll_stop(s);
-    else if (s->ring_holds_input)
-      held = 1;
-    else if (rc == RING_WAIT_SOCKET || rc == RING_WAIT_INFLIGHT)
+    if (s->closing || s->ring == NULL || rc == RING_WAIT_SOCKET ||
+        rc == RING_WAIT_INFLIGHT)
       poll_stop(s); /* the socket or a completion runs it again */
     session_decref(s);
   }
-  if (held)
-    uv_timer_start(&d->ring_timer, rings_timer_cb, RING_HELD_MS, 0);
-  else
-    uv_timer_stop(&d->ring_timer);
   if (list_empty(&d->rings) && d->rings_polling) {
     d->rings_polling = 0;
     uv_check_stop(&d->ring_check);
@@ -202,19 +172,11 @@ static void rings_prepare_cb(uv_prepare_t *h)
     session_t *s = list_entry(n, session_t, ring_node);
 
     next = n->next;
-    if (s->ring_holds_input)
-      continue; /* its timer looks at it */
     if (ring_sleep(s))
       poll_stop(s);
     else
       uv_idle_start(&d->ring_idle, rings_idle_cb);
   }
-}
-
-/* Only there so that the loop iterates again (and runs the check). */
-static void rings_timer_cb(uv_timer_t *h)
-{
-  (void)h;
 }
 
 /* Only there so that the loop polls without blocking (a submission came
@@ -232,9 +194,7 @@ void transport_ring_init(daemon_t *d)
   uv_check_init(d->loop, &d->ring_check);
   uv_prepare_init(d->loop, &d->ring_prepare);
   uv_idle_init(d->loop, &d->ring_idle);
-  uv_timer_init(d->loop, &d->ring_timer);
-  d->ring_check.data = d->ring_prepare.data = d;
-  d->ring_idle.data = d->ring_timer.data = d;
+  d->ring_check.data = d->ring_prepare.data = d->ring_idle.data = d;
   d->rings_polling = 0;
 }
 
@@ -245,10 +205,8 @@ void transport_ring_close(daemon_t *d)
   uv_check_stop(&d->ring_check);
   uv_prepare_stop(&d->ring_prepare);
   uv_idle_stop(&d->ring_idle);
-  uv_timer_stop(&d->ring_timer);
   uv_close((uv_handle_t *)&d->ring_check, NULL);
   uv_close((uv_handle_t *)&d->ring_prepare, NULL);
   uv_close((uv_handle_t *)&d->ring_idle, NULL);
-  uv_close((uv_handle_t *)&d->ring_timer, NULL);
   msgpack_zone_destroy(&ring_zone);
 }

@@ -29,11 +29,6 @@ int transport_ring_run(session_t *s);
 /* The notification ring.kick: poll @p s's ring again, and run it. */
 void transport_ring_kick(session_t *s);
 
-/* The socket input of @p s waits for its ring (the client has not read
- * enough completions for the ring to take what came before): keep looking
- * at the ring until it can; then the input resumes. */
-void transport_ring_hold_input(session_t *s);
-
 /* Has a polled ring a submission the loop has not taken? For the loop's
  * --busy-poll spin, which waits for events without running the loop. */
 int transport_rings_pending(daemon_t *d);
