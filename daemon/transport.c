@@ -621,14 +621,15 @@ static void process_input(session_t *s)
     const char *reason = NULL;
     long long n;
 
+    /* What the client submitted on its ring before this message runs
+     * first; one left waiting for --max-inflight holds this message too
+     * (the cap below), since it may have been published before it. */
+    if (s->ring != NULL && (transport_ring_run(s), s->closing))
+      break;
     if (s->inflight >= s->d->cfg.max_inflight) {
       pause_reading(s);
       break;
     }
-    /* What the client submitted on its ring before this message runs
-     * first. */
-    if (s->ring != NULL && (transport_ring_run(s), s->closing))
-      break;
     n = proto_frame_scan(&s->d->cfg.limits, s->in + off, s->in_len - off, &need,
                          &reason);
     if (n < 0) {

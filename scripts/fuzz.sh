@@ -5,7 +5,7 @@
 # time from a copy of its seed corpus. Fails if any target finds a crash, a
 # leak, a timeout or a property failure, and prints the reproducer's path.
 #
-# Usage: bash scripts/fuzz.sh [TARGET...]   (frame ir ir_json dispatch ipc; all)
+# Usage: bash scripts/fuzz.sh [TARGET...]   (frame ir ir_json dispatch ipc ring; all)
 #   FUZZ_SECONDS=N   seconds per target (default 60)
 #   FUZZ_OUT=DIR     working corpora, logs and reproducers
 #                    (default _build-fuzz/fuzz-out; emptied first)
@@ -30,7 +30,7 @@ if [ -z "${CC:-}" ]; then
 fi
 CXX=${CXX:-${CC/clang/clang++}}
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(frame ir ir_json dispatch ipc)
+[ "${#targets[@]}" -gt 0 ] || targets=(frame ir ir_json dispatch ipc ring)
 for t in "${targets[@]}"; do
   [ -d "tests/fuzz/corpus/$t" ] || hipd_die "unknown fuzz target '$t' (no tests/fuzz/corpus/$t)"
 done
@@ -41,7 +41,7 @@ hipd_configure "$BUILD" CC="$CC" CXX="$CXX" --enable-fuzzing
 hipd_step "make -j$JOBS (fuzz targets)"
 progs=()
 for t in "${targets[@]}"; do progs+=("tests/fuzz/fuzz_$t"); done
-# fuzz_dispatch's daemon starts the CPU device's kernel runner.
+# fuzz_dispatch's and fuzz_ring's daemons start the CPU device's kernel runner.
 make -C "$BUILD" -j"$JOBS" "${progs[@]}" hipd-cpu-runner hipd-compile ||
   hipd_die "the fuzz build failed"
 
