@@ -93,7 +93,7 @@ int ring_open(session_t *s, int fd, uint64_t entries, hipd_err_t *err)
   return 0;
 
 fail:
-  shm_unref(m);
+  shm_unref_now(m);
   return rc;
 }
 
@@ -280,6 +280,6 @@ void ring_close(session_t *s)
   if (r == NULL)
     return;
   s->ring = NULL;
-  shm_unref(r->m);
+  shm_unref_now(r->m);
   free(r);
 }

@@ -208,6 +208,17 @@ void shm_unref(shm_t *m)
   exec_submit(dev->service, &r->t);
 }
 
+void shm_unref_now(shm_t *m)
+{
+  if (m->refs > 1 || m->reg != NULL) {
+    shm_unref(m);
+    return;
+  }
+  munmap(m->addr, m->size);
+  close(m->fd);
+  free(m);
+}
+
 int shm_range_ok(const shm_t *m, uint64_t off, uint64_t len)
 {
   return off <= m->size && len <= m->size - off;

@@ -51,6 +51,11 @@ void shm_ref(shm_t *m);
 /* Drop a reference; the last one unregisters and unmaps it off the loop. */
 void shm_unref(shm_t *m);
 
+/* shm_unref() for a small mapping no device registered (a ring): the last
+ * reference unmaps it here and now, with no task that a stopping daemon
+ * would leave undone. Otherwise as shm_unref(). */
+void shm_unref_now(shm_t *m);
+
 /* Is [off, off + len) inside @p m (no overflow)? */
 int shm_range_ok(const shm_t *m, uint64_t off, uint64_t len);
 

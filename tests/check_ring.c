@@ -2404,10 +2404,15 @@ static int warm_up(int ring)
       hipd_stream_synchronize(c, st) != 0 ||
       hipd_mem_read(c, b, 0, back, sizeof(back)) != 0) {
     fprintf(stderr, "warm-up: %s\n", hipd_last_error(c));
+    if (shm != NULL)
+      hipd_shm_free(c, shm);
     hipd_close(c);
     return -1;
   }
-  hipd_close(c); /* the session's end frees all of it */
+  /* The session's end frees the rest; the shared buffer's client side
+   * (which holds the connection) goes here. */
+  hipd_shm_free(c, shm);
+  hipd_close(c);
   return 0;
 }
 
