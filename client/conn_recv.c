@@ -23,18 +23,21 @@
 
 /* ------------------------------------------------------------- receiving */
 
-/* msgpack's writer for the few bytes of a kick (into a 32-byte buffer). */
+/* The few bytes of a kick, packed without an allocation. */
+typedef struct {
+  uint8_t p[32];
+  size_t len;
+} kick_buf_t;
+
+/* msgpack's writer into a kick_buf_t. */
 static int kick_write_cb(void *data, const char *buf, size_t len)
 {
-  struct {
-    uint8_t *p;
-    size_t *len;
-  } *sink = data;
+  kick_buf_t *k = data;
 
-  if (*sink->len + len > 32)
+  if (k->len + len > sizeof(k->p))
     return -1;
-  memcpy(sink->p + *sink->len, buf, len);
-  *sink->len += len;
+  memcpy(k->p + k->len, buf, len);
+  k->len += len;
   return 0;
 }
 
@@ -389,23 +392,19 @@ int conn_ring_reap(hipd_conn_t *conn)
 
 void conn_ring_kick(hipd_conn_t *conn)
 {
-  uint8_t buf[32];
-  size_t len = 0, off = 0;
+  kick_buf_t k = {.len = 0};
+  size_t off = 0;
   int64_t deadline =
       conn_deadline_after(conn->timeout_ms > 0 ? conn->timeout_ms : 10000);
-  struct {
-    uint8_t *p;
-    size_t *len;
-  } sink = {buf, &len};
   msgpack_packer pk;
   int e = 0;
 
-  msgpack_packer_init(&pk, &sink, kick_write_cb);
+  msgpack_packer_init(&pk, &k, kick_write_cb);
   proto_pack_notify(&pk, RING_KICK, 0);
   pthread_mutex_unlock(&conn->lock);
-  while (off < len) {
+  while (off < k.len) {
     ssize_t n =
-        send(conn->fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        send(conn->fd, k.p + off, k.len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       off += (size_t)n;
       continue;
@@ -428,7 +427,7 @@ void conn_ring_kick(hipd_conn_t *conn)
     break;
   }
   pthread_mutex_lock(&conn->lock);
-  if (off < len && !(off == 0 && (e == EAGAIN || e == EWOULDBLOCK)))
+  if (off < k.len && !(off == 0 && (e == EAGAIN || e == EWOULDBLOCK)))
     conn_break(conn, HIPD_EDISCONNECTED,
                "disconnected from hipd (ringing its ring's doorbell: %s)",
                strerror(e ? e : EIO));
