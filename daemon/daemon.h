@@ -84,6 +84,7 @@ typedef struct daemon_config {
   char *compile_user;             /* helpers' account, NULL: default */
   uint64_t compile_mem;           /* helpers' address space, 0: 4 GiB */
   int busy_poll_us; /* spin before sleeping (loop, workers); -1: auto */
+  uint32_t spin_cpus; /* spinners at once, all processes; 0: auto */
   int gpu_wait;     /* hip_driver_set_wait() mode */
   /* Per tenant (one uid, all its sessions together); 0: no limit. */
   uint64_t tenant_mem_quota;    /* device bytes */

@@ -13,6 +13,7 @@
 
 #include "executor.h"
 #include "log.h"
+#include "spin.h"
 #include "util/clock.h"
 
 struct executor {
@@ -145,38 +146,14 @@ void task_fail(task_t *t, int status, const char *fmt, ...)
 
 /* -------------------------------------------------------------- executors */
 
+/* How long a worker polls its queue before it sleeps; each poll takes a
+ * place of the spin budget (spin.h), so polling is bounded by the cores
+ * across hipd's processes, not per thread. */
 static uint64_t busy_poll_ns;
-/* Executors of this process spinning for work now, and how many may: the
- * spin is bounded by the cores, not per thread (at N=16 on the H200, 32
- * executors spinning each took 6 of the 16 cores from the loop and the
- * clients: bench/RESULTS.md). */
-static uint32_t spinning, spin_cap;
 
 void exec_set_busy_poll(uint32_t us)
 {
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
   busy_poll_ns = (uint64_t)us * 1000;
-  spin_cap = ncpu >= 8 ? (uint32_t)(ncpu / 4) : 1;
-}
-
-uint32_t exec_spin_cap(void)
-{
-  return spin_cap;
-}
-
-uint32_t exec_spinning(void)
-{
-  return __atomic_load_n(&spinning, __ATOMIC_ACQUIRE);
-}
-
-/* Take one of the spinning places; 0 when they are all taken. */
-static int spin_enter(void)
-{
-  if (__atomic_add_fetch(&spinning, 1, __ATOMIC_ACQ_REL) <= spin_cap)
-    return 1;
-  __atomic_sub_fetch(&spinning, 1, __ATOMIC_RELEASE);
-  return 0;
 }
 
 static inline void cpu_relax(void)
@@ -217,7 +194,7 @@ static void *worker_main(void *arg)
     if (busy_poll_ns != 0 &&
         __atomic_load_n(&ex->head, __ATOMIC_ACQUIRE) == NULL && spin_enter()) {
       spin_for_work(ex);
-      __atomic_sub_fetch(&spinning, 1, __ATOMIC_RELEASE);
+      spin_leave();
     }
     pthread_mutex_lock(&ex->mu);
     while (ex->head == NULL && !ex->stopping)

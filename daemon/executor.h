@@ -35,14 +35,10 @@ struct task {
 };
 
 /* Workers poll their queue for @p us microseconds after each task before
- * they sleep (0: never); at most a quarter of the online CPUs' worth of a
- * process's workers poll at once (one below 8 CPUs), the others sleep at
- * once. Set once, before executors start. */
+ * they sleep (0: never), each while it holds a place of the spin budget
+ * (spin.h): one that gets none sleeps at once. Set once, before executors
+ * start. */
 void exec_set_busy_poll(uint32_t us);
-/* How many of this process's workers may poll at once, and how many do
- * now (for tests and reports). */
-uint32_t exec_spin_cap(void);
-uint32_t exec_spinning(void);
 /* CLOCK_MONOTONIC in nanoseconds: util_now_ns() (util/clock.h), the old
  * name kept for tests/check_objects.c. */
 #define exec_now_ns util_now_ns

@@ -42,6 +42,7 @@
 #include "sandbox/sandbox.h"
 #include "sanitize.h"
 #include "server.h"
+#include "spin.h"
 #include "transport.h"
 #include "transport_ring.h"
 #include "util/account.h"
@@ -93,9 +94,12 @@ static void run_loop(daemon_t *d)
     until = util_now_ns() + spin_ns;
 
     /* A ring's submission comes without an event: look at the polled
-     * rings too. */
-    while (!ready && util_now_ns() < until)
-      ready = poll(&pfd, 1, 0) > 0 || transport_rings_pending(d);
+     * rings too. Only with a place of the spin budget. */
+    if (spin_enter()) {
+      while (!ready && util_now_ns() < until)
+        ready = poll(&pfd, 1, 0) > 0 || transport_rings_pending(d);
+      spin_leave();
+    }
     if (!ready && uv_run(d->loop, UV_RUN_ONCE) == 0)
       break;
   }
@@ -164,6 +168,7 @@ static void shutdown_tick_cb(uv_timer_t *t)
     uv_close((uv_handle_t *)&sig_int, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
     uv_close((uv_handle_t *)&d->housekeeping, NULL);
+    spin_tune_close();
     transport_close(d);
     if (d->role == ROLE_WORKER)
       worker_close(d);
@@ -355,6 +360,10 @@ static void housekeeping_cb(uv_timer_t *t)
   transport_check_timeouts(d);
   if (d->role == ROLE_LISTENER)
     workers_housekeeping(d);
+  /* The spin budget follows the free CPUs while there are sessions. */
+  if (d->role != ROLE_WORKER)
+    spin_tune_set(d->loop, d->role == ROLE_LISTENER ? workers_sessions(d) > 0
+                                                    : d->nsessions > 0);
   /* At most once a second, and only when it changed. */
   if (d->role != ROLE_WORKER)
     status_update(d);
@@ -419,6 +428,16 @@ static int worker_setup(daemon_t *d, worker_role_t *role, hipd_err_t *err)
       return rc;
     if ((rc = cpu_launcher_start(ru, rg, err)) != 0)
       return rc;
+  }
+  /* The spin budget, mapped after the launcher started, so that no
+   * process of the tenant's ever maps it. */
+  if (role->spin_slot >= 0) {
+    hipd_err_t serr;
+    if (spin_budget_attach(WORKER_SPIN_FD, (uint32_t)role->spin_slot, &serr) !=
+        0)
+      log_warn(0, "this worker never busy-polls: %s", serr.msg);
+  } else {
+    spin_budget_disable();
   }
   if (geteuid() == 0 &&
       (rc = drop_to_worker_account(d->cfg.worker_user, err)) != 0)
@@ -532,6 +551,16 @@ int main(int argc, char **argv)
   if (d->cfg.busy_poll_us < 0)
     d->cfg.busy_poll_us = sysconf(_SC_NPROCESSORS_ONLN) >= 8 ? 50 : 0;
   exec_set_busy_poll((uint32_t)d->cfg.busy_poll_us);
+  if (d->cfg.spin_cpus == 0)
+    d->cfg.spin_cpus = spin_default_cpus();
+  if (d->role != ROLE_WORKER) {
+    /* One budget for every process of this hipd: a worker per session at
+     * most, and those still exiting. */
+    hipd_err_t err;
+    if (spin_budget_create(d->cfg.spin_cpus, d->cfg.max_sessions + 64, &err) !=
+        0)
+      log_warn(0, "hipd never busy-polls: %s", err.msg);
+  }
 #ifdef HAVE_HIP
   hip_driver_set_wait(d->cfg.gpu_wait);
 #endif

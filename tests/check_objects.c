@@ -7,10 +7,13 @@
 #include "config.h"
 
 #include <check.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bufpool.h"
@@ -19,6 +22,7 @@
 #include "hipd.h"
 #include "objects/objects.h"
 #include "run.h"
+#include "spin.h"
 
 /* What one completion reported. */
 typedef struct {
@@ -473,20 +477,21 @@ static void one_task_each(executor_t **ex)
     uv_run(loop, UV_RUN_ONCE);
 }
 
-/* Busy polling is bounded per process, not per thread: 8 executors that
- * have just run a task, with a 20 s poll, spin at most the cap of them at
- * once (the others sleep), and a task for a sleeping one still runs. */
+/* Busy polling is bounded by the spin budget, not per thread: 8
+ * executors that have just run a task, with a 20 s poll and a budget of 2,
+ * spin 2 at once (the others sleep), and a task for a sleeping one still
+ * runs. */
 START_TEST(test_spin_bounded)
 {
   executor_t *ex[SPIN_EXECUTORS];
-  uint32_t cap, want, most = 0;
+  const uint32_t cap = 2;
+  uint32_t most = 0;
   uint64_t deadline;
+  spin_stats_t st;
+  hipd_err_t err;
 
+  ck_assert_int_eq(spin_budget_create(cap, 4, &err), 0);
   exec_set_busy_poll(20 * 1000 * 1000);
-  cap = exec_spin_cap();
-  ck_assert_uint_ge(cap, 1);
-  ck_assert_uint_le(cap, (uint32_t)sysconf(_SC_NPROCESSORS_ONLN));
-  want = cap < SPIN_EXECUTORS ? cap : SPIN_EXECUTORS;
   loop = uv_default_loop();
   ck_assert_int_eq(exec_bridge_init(loop), 0);
   completions = 0;
@@ -496,24 +501,156 @@ START_TEST(test_spin_bounded)
     one_task_each(ex);
     /* The executors that got a place spin; the count never passes it. */
     deadline = exec_now_ns() + 10ull * 1000 * 1000 * 1000;
-    while (exec_spinning() < want && exec_now_ns() < deadline) {
-      most = exec_spinning() > most ? exec_spinning() : most;
+    do {
+      spin_get_stats(&st);
+      most = st.taken > most ? st.taken : most;
       usleep(1000);
-    }
+    } while (st.taken < cap && exec_now_ns() < deadline);
     for (int k = 0; k < 100; k++) {
-      most = exec_spinning() > most ? exec_spinning() : most;
+      spin_get_stats(&st);
+      most = st.taken > most ? st.taken : most;
       usleep(100);
     }
     ck_assert_msg(most <= cap, "%u executors spun at once, the cap is %u", most,
                   cap);
-    ck_assert_uint_eq(exec_spinning(), want);
+    spin_get_stats(&st);
+    ck_assert_uint_eq(st.taken, cap);
+    ck_assert_uint_eq(st.mine, cap);
   }
   ck_assert_int_eq(completions, 3 * SPIN_EXECUTORS);
   for (int i = 0; i < SPIN_EXECUTORS; i++)
     exec_destroy(ex[i]);
-  ck_assert_uint_eq(exec_spinning(), 0);
+  spin_get_stats(&st);
+  ck_assert_uint_eq(st.taken, 0);
   exec_bridge_close();
   uv_run(loop, UV_RUN_DEFAULT);
+}
+END_TEST
+
+/* The budget is counted across processes: a second process that maps it
+ * takes places this one then cannot take; when that process dies holding
+ * them, they stay taken until its slot is released, and then come back. */
+START_TEST(test_spin_shared_and_reclaimed)
+{
+  int go[2], slot, rc;
+  pid_t pid;
+  char c;
+  spin_stats_t st;
+  hipd_err_t err;
+
+  ck_assert_int_eq(spin_budget_create(2, 3, &err), 0);
+  ck_assert_int_ge(spin_budget_fd(), 0);
+  slot = spin_slot_take();
+  ck_assert_int_eq(slot, 1);
+  ck_assert_int_eq(spin_slot_take(), 2);
+  ck_assert_int_eq(spin_slot_take(), -1); /* 3 slots, the first ours */
+  spin_slot_release(2);
+  ck_assert_int_eq(pipe(go), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    /* A worker: its own mapping, its own slot; it dies holding both. */
+    int ok =
+        spin_budget_attach(dup(spin_budget_fd()), (uint32_t)slot, &err) == 0 &&
+        spin_enter() && spin_enter() && !spin_enter();
+    if (write(go[1], ok ? "y" : "n", 1) != 1)
+      _exit(2);
+    pause();
+    _exit(0);
+  }
+  ck_assert_int_eq(read(go[0], &c, 1), 1);
+  ck_assert_int_eq(c, 'y');
+  spin_get_stats(&st);
+  ck_assert_uint_eq(st.cap, 2);
+  ck_assert_uint_eq(st.taken, 2);
+  ck_assert_uint_eq(st.mine, 0);
+  ck_assert(st.shared);
+  ck_assert_int_eq(spin_enter(), 0); /* spent, by the other process */
+  kill(pid, SIGKILL);
+  ck_assert_int_eq(waitpid(pid, &rc, 0), pid);
+  spin_get_stats(&st);
+  ck_assert_uint_eq(st.taken, 2); /* the dead hold them */
+  spin_slot_release(slot);
+  spin_get_stats(&st);
+  ck_assert_uint_eq(st.taken, 0);
+  ck_assert_int_eq(spin_enter(), 1);
+  ck_assert_int_eq(spin_enter(), 1);
+  ck_assert_int_eq(spin_enter(), 0);
+  spin_leave();
+  spin_leave();
+  /* Tuning never allows more than the cap; without sessions, the whole
+   * cap again. */
+  spin_budget_tune();
+  spin_get_stats(&st);
+  ck_assert_uint_le(st.limit, 2);
+  loop = uv_default_loop();
+  spin_tune_set(loop, 1);
+  spin_tune_set(loop, 0);
+  spin_get_stats(&st);
+  ck_assert_uint_eq(st.limit, 2);
+  spin_tune_close();
+  uv_run(loop, UV_RUN_DEFAULT);
+  close(go[0]);
+  close(go[1]);
+}
+END_TEST
+
+/* A worker can write anything into the page it shares with the listener:
+ * the listener keeps its own count of slots and its own cap, so a page
+ * that claims more slots makes it read nothing past its own (ASan would
+ * say so), and a claimed cap of 1000 never lets more than the real cap
+ * spin. */
+START_TEST(test_spin_page_distrusted)
+{
+  uint32_t *page;
+  spin_stats_t st;
+  hipd_err_t err;
+
+  ck_assert_int_eq(spin_budget_create(2, 3, &err), 0);
+  page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, spin_budget_fd(),
+              0);
+  ck_assert(page != MAP_FAILED);
+  page[1] = 1u << 30; /* nslots */
+  page[2] = 1000;     /* cap */
+  page[3] = 1000;     /* limit */
+  ck_assert_int_eq(spin_slot_take(), 1);
+  ck_assert_int_eq(spin_slot_take(), 2);
+  ck_assert_int_eq(spin_slot_take(), -1); /* 3 slots, whatever it says */
+  spin_slot_release(5);                   /* not a slot: nothing */
+  spin_get_stats(&st);
+  ck_assert_uint_eq(st.cap, 2);
+  /* The tuning sets the limit from the real cap, and puts it back. */
+  spin_budget_tune();
+  spin_get_stats(&st);
+  ck_assert_uint_le(st.limit, 2);
+  loop = uv_default_loop();
+  spin_tune_set(loop, 1);
+  page[3] = 1000;
+  spin_tune_set(loop, 0);
+  spin_get_stats(&st);
+  ck_assert_uint_eq(st.limit, 2);
+  ck_assert_int_eq(spin_enter(), 1);
+  ck_assert_int_eq(spin_enter(), 1);
+  ck_assert_int_eq(spin_enter(), 0);
+  spin_leave();
+  spin_leave();
+  spin_tune_close();
+  uv_run(loop, UV_RUN_DEFAULT);
+  munmap(page, 4096);
+}
+END_TEST
+
+/* A worker handed something that is not the budget never spins. */
+START_TEST(test_spin_attach_refused)
+{
+  int fd = memfd_create("not-the-budget", MFD_CLOEXEC);
+  hipd_err_t err;
+
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(ftruncate(fd, 8192), 0);
+  ck_assert_int_eq(spin_budget_attach(fd, 1, &err), HIPD_EINVAL);
+  ck_assert_msg(strstr(err.msg, "spin budget") != NULL, "%s", err.msg);
+  ck_assert_int_eq(spin_enter(), 0);
 }
 END_TEST
 
@@ -548,6 +685,9 @@ static Suite *objects_suite(void)
   tc = tcase_create("executors");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_spin_bounded);
+  tcase_add_test(tc, test_spin_shared_and_reclaimed);
+  tcase_add_test(tc, test_spin_attach_refused);
+  tcase_add_test(tc, test_spin_page_distrusted);
   suite_add_tcase(s, tc);
   return s;
 }

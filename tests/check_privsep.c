@@ -38,6 +38,8 @@ static uid_t uid_a, uid_b, uid_hipd;
 /* What daemon.info says of the process serving a session. */
 typedef struct {
   int64_t pid, uid, tenant, daemon_pid;
+  int64_t spin_cpus; /* spin.cpus */
+  int spin_shared;   /* spin.shared */
   char process[32];
 } served_t;
 
@@ -54,6 +56,13 @@ static int served_by(hipd_conn_t *c, served_t *out)
   out->uid = info_get(info, "isolation.uid");
   out->tenant = info_get(info, "isolation.tenant");
   out->daemon_pid = info_get(info, "pid");
+  out->spin_cpus = info_get(info, "spin.cpus");
+  out->spin_shared = 0;
+  {
+    int b = 0;
+    if (hipd_info_bool(info, "spin.shared", &b) == 0)
+      out->spin_shared = b;
+  }
   if (hipd_info_str(info, "isolation.process", &p, &plen) == 0 && p != NULL)
     snprintf(out->process, sizeof(out->process), "%.*s", (int)plen, p);
   else
@@ -182,13 +191,22 @@ END_TEST
 
 START_TEST(test_worker_per_session)
 {
-  harness_daemon_t *d = users_start_shared("--isolation", "session", NULL);
+  harness_daemon_t *d =
+      users_start_shared("--isolation", "session", "--spin-cpus", "3", NULL);
   probe_t a = {.socket = d->socket, .nconn = 2};
 
   probe_as(USER_A, &a);
   ck_assert_str_eq(a.served[0].process, "worker");
   ck_assert_int_ne(a.served[0].pid, a.served[1].pid);
   ck_assert_int_eq(a.served[0].tenant, uid_a);
+  /* Both workers poll within the listener's one budget. */
+  for (int i = 0; i < 2; i++) {
+    ck_assert_int_eq(a.served[i].spin_cpus, 3);
+    ck_assert_msg(a.served[i].spin_shared,
+                  "session %d: its worker has no "
+                  "share of the spin budget",
+                  i);
+  }
   ck_assert_int_eq(harness_stop(d), 0);
   harness_free(d);
 }

@@ -258,10 +258,16 @@ const option_spec_t options_table[] = {
     NUMBER("busy-poll", busy_poll_us, 0, 1000000, -1, RESTART, "US",
            "after each event, poll for the next one for\n"
            "US microseconds before sleeping (the loop\n"
-           "and the device workers, of which a quarter\n"
-           "of the CPUs' worth at once): lower latency\n"
-           "for a bounded amount of CPU (default: 50\n"
-           "with 8 or more CPUs, else 0)"),
+           "and the device workers, as many at once as\n"
+           "--spin-cpus allow): lower latency for\n"
+           "a bounded amount of CPU (default: 50 with\n"
+           "8 or more CPUs, else 0)"),
+    /* 0: spin_default_cpus() (main.c). */
+    NUMBER("spin-cpus", spin_cpus, 0, 4096, 0, RESTART, "N",
+           "threads of all hipd's processes together\n"
+           "that may busy-poll at once, fewer while the\n"
+           "host has fewer CPUs free (default: half the\n"
+           "CPUs with 8 or more, else 1)"),
     ENUM("isolation", isolation, isolation_names, ISOLATION_UID, RESTART,
          "MODE",
          "what shares a process: uid (default: one\n"

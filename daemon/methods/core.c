@@ -11,6 +11,7 @@
 #include "log.h"
 #include "methods.h"
 #include "ring.h"
+#include "spin.h"
 #include "tenants.h"
 
 #define MIN_PROTOCOL 1
@@ -85,6 +86,23 @@ static void pack_isolation(msgpack_packer *pk, const daemon_t *d)
   pack_map_end(&m);
 }
 
+/* The spin budget of all hipd's processes (spin.h), as this one sees it. */
+static void pack_spin(msgpack_packer *pk, const daemon_t *d)
+{
+  spin_stats_t st;
+  pack_map_t m;
+
+  spin_get_stats(&st);
+  pack_map_begin(&m, pk);
+  pack_kv_u64(&m, "busy_poll_us", (uint32_t)d->cfg.busy_poll_us);
+  pack_kv_u64(&m, "cpus", st.cap);
+  pack_kv_u64(&m, "allowed", st.limit);
+  pack_kv_u64(&m, "polling", st.taken);
+  pack_kv_u64(&m, "polling_here", st.mine);
+  pack_kv_bool(&m, "shared", st.shared);
+  pack_map_end(&m);
+}
+
 /* The compile pool and the protections of its helpers. */
 static void pack_compile(msgpack_packer *pk, const compile_pool_stats_t *st)
 {
@@ -151,6 +169,7 @@ static void daemon_info_pack(call_t *c, const compile_pool_stats_t *cst)
   pack_kv_str(&m, "socket", d->cfg.socket_path);
   pack_compile(pack_key(&m, "compile"), cst);
   pack_limits(pack_key(&m, "limits"), d);
+  pack_spin(pack_key(&m, "spin"), d);
   pack_map_end(&m);
 }
 

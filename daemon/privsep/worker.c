@@ -53,10 +53,19 @@ int worker_role_parse(const char *arg, worker_role_t *out)
   char mode[16];
   unsigned uid, gid;
   unsigned long long id;
-  int end = 0;
+  unsigned slot;
+  int end = 0, more = 0;
 
-  if (sscanf(arg, "%15[a-z]:%u:%u:%llu%n", mode, &uid, &gid, &id, &end) != 4 ||
-      arg[end] != '\0')
+  if (sscanf(arg, "%15[a-z]:%u:%u:%llu%n", mode, &uid, &gid, &id, &end) != 4)
+    return HIPD_EINVAL;
+  out->spin_slot = -1;
+  if (arg[end] == ':') {
+    if (sscanf(arg + end, ":%u%n", &slot, &more) != 1 || slot > INT32_MAX)
+      return HIPD_EINVAL;
+    out->spin_slot = (int)slot;
+    end += more;
+  }
+  if (arg[end] != '\0')
     return HIPD_EINVAL;
   if (strcmp(mode, "uid") == 0)
     out->mode = ISOLATION_UID;

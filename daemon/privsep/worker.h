@@ -27,15 +27,21 @@
 /* --worker=probe: check the options as a worker would, then exit. */
 #define WORKER_PROBE (-1)
 
-/* What --worker=MODE:UID:GID:ID said. */
+/* What --worker=MODE:UID:GID:ID[:SLOT] said. */
 typedef struct {
   int mode; /* ISOLATION_UID, ISOLATION_SESSION or WORKER_PROBE */
   uid_t uid;
   gid_t gid;
-  uint64_t id; /* the first connection's id */
+  uint64_t id;   /* the first connection's id */
+  int spin_slot; /* its slot of the spin budget at fd 4, or -1 (spin.h) */
 } worker_role_t;
 
-/* Parse @p arg ("uid:1001:1001:7"). @return 0 or HIPD_EINVAL. */
+/* The descriptor a worker finds the spin budget at, when its role names a
+ * slot. */
+#define WORKER_SPIN_FD 4
+
+/* Parse @p arg ("uid:1001:1001:7" or "uid:1001:1001:7:3"). @return 0 or
+ * HIPD_EINVAL. */
 int worker_role_parse(const char *arg, worker_role_t *out);
 
 /* Become the worker of @p role on the channel at @p fd: read connections

@@ -17,6 +17,7 @@
 #include "privsep/wire.h"
 #include "privsep/workers.h"
 #include "privsep/workers_pool.h"
+#include "spin.h"
 #include "util/account.h"
 #include "util/array.h"
 
@@ -232,6 +233,8 @@ static void exit_cb(uv_process_t *p, int64_t status, int sig)
   else
     log_info(0, "worker of %s (pid %d) exited", t, (int)w->pid);
   w->exited = 1;
+  spin_slot_release(w->spin_slot); /* it may have died spinning */
+  w->spin_slot = -1;
   workers_pool.sessions -=
       w->sessions < workers_pool.sessions ? w->sessions : workers_pool.sessions;
   w->sessions = 0;
@@ -398,8 +401,8 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
 {
   worker_t *w = calloc(1, sizeof(*w));
   uv_process_options_t o = {0};
-  uv_stdio_container_t io[4];
-  char role[96], **args = NULL, **env = NULL;
+  uv_stdio_container_t io[5];
+  char role[112], **args = NULL, **env = NULL;
   int rc;
 
   if (w == NULL)
@@ -416,9 +419,14 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
   w->ch.data = w;
   w->serial = ++workers_pool.serial;
   w->ch.no_handles = 1;
+  /* Its spinners count against the budget of all hipd's processes. */
+  w->spin_slot = spin_budget_fd() >= 0 ? spin_slot_take() : -1;
   snprintf(role, sizeof(role), "--worker=%s:%u:%u:%llu",
            mode == ISOLATION_SESSION ? "session" : "uid", (unsigned)uid,
            (unsigned)gid, (unsigned long long)seq);
+  if (w->spin_slot >= 0)
+    snprintf(role + strlen(role), sizeof(role) - strlen(role), ":%d",
+             w->spin_slot);
   if (workers_exec_args(role, &args, &env) != 0)
     goto fail;
   io[0].flags = UV_IGNORE;
@@ -431,8 +439,10 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
   o.file = workers_pool.exe;
   o.args = args;
   o.env = env;
+  io[4].flags = UV_INHERIT_FD; /* WORKER_SPIN_FD */
+  io[4].data.fd = spin_budget_fd();
   o.stdio = io;
-  o.stdio_count = 4;
+  o.stdio_count = w->spin_slot >= 0 ? 5 : 4;
   o.exit_cb = exit_cb;
   rc = uv_spawn(d->loop, &w->proc, &o);
   w->handles = 2; /* the process and the channel */
@@ -440,6 +450,8 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
   if (rc != 0) {
     log_error(0, "cannot start a worker for uid %u: %s", (unsigned)uid,
               uv_strerror(rc));
+    spin_slot_release(w->spin_slot);
+    w->spin_slot = -1;
     uv_close((uv_handle_t *)&w->proc, proc_closed_cb);
     ipc_close(&w->ch, ch_closed);
     w = NULL; /* freed by the close callbacks */
@@ -464,6 +476,7 @@ done:
 fail:
   free(args);
   free(env);
+  spin_slot_release(w->spin_slot);
   /* Freed by the close callback, once libuv lets go of the pipe. */
   w->handles = 1;
   w->refs = 0;

@@ -40,6 +40,7 @@ typedef struct worker {
   uid_t uid;    /* the tenant's uid (the peer's) */
   gid_t gid;    /* the first peer's primary gid */
   uint64_t seq; /* session mode: the one connection's id */
+  int spin_slot; /* its slot of the spin budget (spin.h), or -1 */
   pid_t pid;
   uv_process_t proc; /* proc.data = this */
   ipc_chan_t ch;     /* ch.data = this */
