@@ -211,11 +211,13 @@ fail:
   return err;
 }
 
-/* The ring.open answer: the entries the daemon took must be ours. */
+/* The ring.open answer: the entries the daemon took must be ours; its
+ * doorbell is the one we sleep on. */
 static int ring_decode(hipd_call_t *call, const msgpack_object *result,
                        const conn_outs_t *outs)
 {
-  const conn_ring_t *r = outs->p[0];
+  conn_ring_t *r = outs->p[0];
+  const msgpack_object *bell = proto_map_get(result, "doorbell");
   uint64_t entries = 0, slot = 0;
 
   if (proto_obj_uint(proto_map_get(result, "entries"), UINT32_MAX, &entries) !=
@@ -224,15 +226,21 @@ static int ring_decode(hipd_call_t *call, const msgpack_object *result,
       entries != r->entries || slot != RING_SLOT)
     return conn_call_fail(call, HIPD_EPROTO,
                           "ring.open: the daemon answered another ring");
+  r->futex =
+      bell != NULL && bell->type == MSGPACK_OBJECT_STR &&
+      bell->via.str.size == sizeof(RING_DOORBELL_FUTEX) - 1 &&
+      memcmp(bell->via.str.ptr, RING_DOORBELL_FUTEX, bell->via.str.size) == 0;
   return 0;
 }
 
 /* After the handshake: set up the ring (proto/ring_layout.h), unless
- * $HIPD_RING is 0. Without one (an older daemon, no memfd) the socket
- * carries everything, as it always can: nothing here fails the connect. */
+ * $HIPD_RING is 0, with the futex doorbell unless $HIPD_RING_DOORBELL is
+ * "socket". Without one (an older daemon, no memfd) the socket carries
+ * everything, as it always can: nothing here fails the connect. */
 static void ring_start(hipd_conn_t *conn)
 {
   const char *env = getenv("HIPD_RING");
+  const char *bell = getenv("HIPD_RING_DOORBELL");
   hipd_call_t *c, *call;
   conn_ring_t *r;
   int fd, err;
@@ -241,12 +249,15 @@ static void ring_start(hipd_conn_t *conn)
     return;
   if (conn_ring_map(RING_DEFAULT_ENTRIES, &r, &fd) != 0)
     return;
-  if (conn_call_begin(conn, "ring.open", 1, &c) < 0) {
+  if (bell == NULL || strcmp(bell, RING_DOORBELL_SOCKET) != 0)
+    bell = RING_DOORBELL_FUTEX;
+  if (conn_call_begin(conn, "ring.open", 2, &c) < 0) {
     close(fd);
     conn_ring_unmap(r);
     return;
   }
   msgpack_pack_uint32(&c->pk, r->entries);
+  proto_pack_cstr(&c->pk, bell);
   c->send_fd = fd;
   err =
       conn_sync(conn_call_send(c, ring_decode, CONN_OUTS(0, r), &call), &call);

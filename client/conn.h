@@ -85,6 +85,7 @@ struct hipd_call {
   void *direct_dst;   /* a reply that is one bin of direct_len bytes may be */
   size_t direct_len;  /* received straight into here (mem.read); or NULL */
   hipd_call_t *hnext; /* next in the pending table's bucket */
+  int on_socket;      /* in the table, its answer due on the socket */
 };
 
 enum {

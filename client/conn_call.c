@@ -133,6 +133,10 @@ hipd_call_t *conn_table_remove(hipd_conn_t *conn, uint32_t msgid)
       *p = c->hnext;
       c->hnext = NULL;
       conn->npending--;
+      if (c->on_socket) {
+        c->on_socket = 0;
+        conn->sock_calls--;
+      }
       return c;
     }
   }
@@ -207,13 +211,16 @@ int conn_call_fail(hipd_call_t *call, int code, const char *fmt, ...)
   return code;
 }
 
-/* Wake an io owner blocked in poll() (harmless when there is none). */
+/* Wake an io owner blocked in poll() or asleep on its ring's futex
+ * doorbell (harmless when there is none). The eventfd first: an owner
+ * that set cq_wait after our look sees it in its last poll. */
 void conn_wake_owner(hipd_conn_t *conn)
 {
   uint64_t one = 1;
   ssize_t n = write(conn->wake_fd, &one, sizeof(one));
 
   (void)n; /* EAGAIN: a wake-up is already pending, which is enough. */
+  conn_ring_nudge(conn->ring);
 }
 
 void conn_wake_drain(hipd_conn_t *conn)
@@ -247,6 +254,7 @@ void conn_break(hipd_conn_t *conn, int code, const char *fmt, ...)
     for (; c != NULL; c = next) {
       next = c->hnext;
       c->hnext = NULL;
+      c->on_socket = 0;
       if (c->state == CALL_ABANDONED) {
         conn_call_destroy(c);
         continue;
@@ -256,6 +264,7 @@ void conn_break(hipd_conn_t *conn, int code, const char *fmt, ...)
     }
   }
   conn->npending = 0;
+  conn->sock_calls = 0;
   if (conn->dcall != NULL) {
     hipd_call_t *c = conn->dcall;
     conn->dcall = NULL;

@@ -34,6 +34,7 @@ typedef struct conn_ring {
   ring_cqe_t *cq;
   uint32_t sq_tail; /* ours: submissions published */
   uint32_t cq_head; /* ours: completions read */
+  int futex;        /* the daemon wakes us by FUTEX_WAKE on cq_wait */
 } conn_ring_t;
 
 #define ERROR_MAX (64 << 10) /* longest message kept from the daemon */
@@ -59,6 +60,7 @@ struct hipd_conn {
   hipd_call_t **table;   /* pending and abandoned calls, by msgid */
   size_t table_size;     /* buckets, a power of 2 */
   size_t npending;       /* calls in the table */
+  size_t sock_calls;     /* of them, sent on the socket (on_socket) */
   /* The receive side, used only by the io owner. */
   uint8_t *rbuf;         /* bytes received and not yet dispatched */
   size_t rlen;           /* bytes in rbuf */
@@ -143,10 +145,16 @@ int conn_ring_kick_wanted(const conn_ring_t *r);
 /* The next completion, or NULL; conn_ring_pop() once dispatched. */
 const ring_cqe_t *conn_ring_peek(const conn_ring_t *r);
 void conn_ring_pop(conn_ring_t *r);
-/* About to sleep on the socket: ask for a ring.wake. @return 1, or 0 when
- * a completion came meanwhile (do not sleep). conn_ring_awake() after. */
-int conn_ring_sleep(conn_ring_t *r);
+/* About to sleep, on cq_wait with the futex doorbell, or on the socket
+ * (the socket doorbell, or @p on_socket: an answer is due there, so the
+ * futex doorbell's ring is woken with ring.wake too): ask to be woken.
+ * @return 1, or 0 when a completion came meanwhile (do not sleep).
+ * conn_ring_awake() after. */
+int conn_ring_sleep(conn_ring_t *r, int on_socket);
 void conn_ring_awake(conn_ring_t *r);
+/* Wake an io owner asleep on the futex doorbell (any thread; nothing when
+ * it does not sleep there). */
+void conn_ring_nudge(conn_ring_t *r);
 
 /* conn_recv.c */
 /* Dispatch the completions the ring has (io owner, lock held). @return

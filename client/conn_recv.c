@@ -444,9 +444,17 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
 
   for (;;) {
     struct pollfd pfd[2];
-    int timeout, n, e, spin, slept = 0;
+    int timeout, n, e, spin, futex, slept = 0;
     conn_ring_t *ring = conn->ring;
 
+    if (!conn->io_busy) {
+      /* Someone cleared it while we read: a second reader would race us
+       * for the bytes. Say so rather than lose replies. */
+      conn_break(conn, HIPD_EINTERNAL,
+                 "libhipd: internal error: another thread took the socket "
+                 "from its reader");
+      return 0;
+    }
     if (ring != NULL && conn_ring_reap(conn) < 0)
       return 0; /* broken: the pending calls completed with the reason */
     if (ring != NULL && !conn->broken && conn_ring_kick_wanted(ring))
@@ -460,6 +468,14 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
     pfd[0] = (struct pollfd){.fd = conn->fd, .events = POLLIN};
     pfd[1] = (struct pollfd){.fd = conn->wake_fd, .events = POLLIN};
     spin = conn->busy_poll_us;
+    /* The futex doorbell only while nothing is due on the socket: the
+     * daemon wakes it when it writes, not each time the rest of a long
+     * reply gets into the socket. A call sent later wakes us
+     * (conn_wake_owner). Otherwise we sleep on the socket, and ask for
+     * ring.wake (RING_ASLEEP_SOCKET), so that a completion for another
+     * thread does not wait for that answer. */
+    futex = ring != NULL && ring->futex && conn->sock_calls == 0 &&
+            conn->dcall == NULL && conn->rlen == 0;
     pthread_mutex_unlock(&conn->lock);
     n = 0;
     if (spin > 0) {
@@ -484,13 +500,32 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
       continue; /* reaped at the top */
     }
     if (n == 0 && ring != NULL) {
-      /* Sleep on the socket; the daemon sends ring.wake if a completion
-       * comes meanwhile. */
-      if (!conn_ring_sleep(ring)) {
+      /* Sleep on the socket, or on cq_wait with the futex doorbell; the
+       * daemon wakes us if a completion comes meanwhile. */
+      if (!conn_ring_sleep(ring, ring->futex && !futex)) {
         pthread_mutex_lock(&conn->lock);
         continue;
       }
       slept = 1;
+      if (futex && (n = poll(pfd, 2, 0)) == 0) {
+        /* Anything written to the socket or the eventfd after that look
+         * moves cq_wait off 1 and wakes us (ring_layout.h). */
+        proto_ring_futex_wait(&ring->hdr->cq_wait, RING_ASLEEP,
+                              timeout < 0 || timeout > RING_FUTEX_SLEEP_MS
+                                  ? RING_FUTEX_SLEEP_MS
+                                  : timeout);
+        conn_ring_awake(ring);
+        pthread_mutex_lock(&conn->lock);
+        if (conn_ring_peek(ring) != NULL)
+          continue; /* reaped at the top */
+        pthread_mutex_unlock(&conn->lock);
+        slept = 0;
+        n = poll(pfd, 2, 0);
+        if (n == 0) {
+          pthread_mutex_lock(&conn->lock);
+          continue; /* the deadline is looked at on top */
+        }
+      }
     }
     if (n == 0)
       n = poll(pfd, 2, timeout);

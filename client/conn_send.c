@@ -189,11 +189,15 @@ int conn_call_abort(hipd_call_t *call, int code, const char *fmt, ...)
 /*
  * Take the socket for sending (lock held): wake a polling io owner and wait
  * for it to let go. Waiters defer to senders (send_waiters), so the socket
- * comes to a sender as soon as the current owner lets go. @return 0 with
- * io_busy set, HIPD_ETIMEDOUT, or call's result if the connection broke.
+ * comes to a sender as soon as the current owner lets go. @return 1 with
+ * io_busy set: the socket is ours until we clear it. 0 if it was not taken:
+ * the deadline passed, or @p call was done meanwhile (the connection broke,
+ * or the owner read its answer from the ring), which call->state tells.
+ * A done call must not be taken for a taken socket: the owner still reads
+ * it, and clearing io_busy under it would let a second thread read too.
  */
-static int io_acquire_send(hipd_conn_t *conn, hipd_call_t *call,
-                           int64_t deadline)
+static int io_take_socket(hipd_conn_t *conn, hipd_call_t *call,
+                          int64_t deadline)
 {
   int err = 0;
 
@@ -203,12 +207,14 @@ static int io_acquire_send(hipd_conn_t *conn, hipd_call_t *call,
   while (conn->io_busy && call->state != CALL_DONE && err == 0)
     err = conn_cond_wait_until(conn, deadline);
   conn->send_waiters--;
-  if (call->state == CALL_DONE)
-    return call->result;
-  if (conn->io_busy)
-    return HIPD_ETIMEDOUT;
+  if (call->state == CALL_DONE || conn->io_busy) {
+    /* A reader that let go for us may wait for the senders to be done:
+     * without this it would sleep with nobody at the socket. */
+    pthread_cond_broadcast(&conn->cond);
+    return 0;
+  }
   conn->io_busy = 1;
-  return 0;
+  return 1;
 }
 
 /*
@@ -234,12 +240,16 @@ int conn_obuf_flush_locked(hipd_conn_t *conn, int64_t deadline)
     while (conn->io_busy && !conn->broken && err == 0)
       err = conn_cond_wait_until(conn, deadline);
     conn->send_waiters--;
-    if (conn->broken)
-      return conn->broken;
-    if (err != 0 || conn->io_busy)
-      return HIPD_ETIMEDOUT;
-    if (conn->olen == 0)
+    if (conn->broken || err != 0 || conn->io_busy || conn->olen == 0) {
+      /* Not taking the socket: a reader that let go for us may wait for
+       * the senders to be done (as in io_take_socket()). */
+      pthread_cond_broadcast(&conn->cond);
+      if (conn->broken)
+        return conn->broken;
+      if (err != 0 || conn->io_busy)
+        return HIPD_ETIMEDOUT;
       break; /* another thread wrote them meanwhile */
+    }
     conn->io_busy = 1;
     buf = conn->obuf;
     len = conn->olen;
@@ -372,13 +382,16 @@ int conn_call_send(hipd_call_t *call, conn_decode_fn decode, conn_outs_t outs,
     /* On the ring: published; the daemon is told only if it stopped
      * polling (an io owner that waits tells it otherwise). */
     if (conn_ring_kick_wanted(conn->ring) &&
-        io_acquire_send(conn, call, conn_deadline_after(timeout_ms)) == 0) {
+        io_take_socket(conn, call, conn_deadline_after(timeout_ms))) {
       conn_ring_kick(conn);
       conn->io_busy = 0;
       pthread_cond_broadcast(&conn->cond);
     }
     goto sent;
   }
+  /* Its answer comes on the socket: a waiting io owner watches it. */
+  call->on_socket = 1;
+  conn->sock_calls++;
   if (conn->corked > 0 && call->send_fd < 0 &&
       head.len + body_len <= CORK_FLUSH) {
     /* Corked: keep it with the others; write them when enough are here. */
@@ -396,9 +409,10 @@ int conn_call_send(hipd_call_t *call, conn_decode_fn decode, conn_outs_t outs,
   /* Whatever was corked goes first, to keep the order of requests. */
   if (conn->olen > 0)
     err = conn_obuf_flush_locked(conn, conn_deadline_after(timeout_ms));
-  if (err == 0)
-    err = io_acquire_send(conn, call, conn_deadline_after(timeout_ms));
-  if (err == 0) {
+  if (err == 0 && !io_take_socket(conn, call, conn_deadline_after(timeout_ms)))
+    /* Not sent: a call done meanwhile goes to hipd_wait with its result. */
+    err = call->state == CALL_DONE ? call->result : HIPD_ETIMEDOUT;
+  else if (err == 0) {
     pthread_mutex_unlock(&conn->lock);
     err = io_send(conn, iov, nvec + 1, call->send_fd,
                   conn_deadline_after(timeout_ms), &sent);

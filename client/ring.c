@@ -116,16 +116,24 @@ void conn_ring_pop(conn_ring_t *r)
   atomic_store_explicit(&r->hdr->cq_head, r->cq_head, memory_order_seq_cst);
 }
 
-int conn_ring_sleep(conn_ring_t *r)
+int conn_ring_sleep(conn_ring_t *r, int on_socket)
 {
-  atomic_store_explicit(&r->hdr->cq_wait, 1, memory_order_seq_cst);
+  atomic_store_explicit(&r->hdr->cq_wait,
+                        on_socket ? RING_ASLEEP_SOCKET : RING_ASLEEP,
+                        memory_order_seq_cst);
   if (conn_ring_peek(r) == NULL)
     return 1;
-  atomic_store_explicit(&r->hdr->cq_wait, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->hdr->cq_wait, RING_AWAKE, memory_order_relaxed);
   return 0;
 }
 
 void conn_ring_awake(conn_ring_t *r)
 {
-  atomic_store_explicit(&r->hdr->cq_wait, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->hdr->cq_wait, RING_AWAKE, memory_order_relaxed);
+}
+
+void conn_ring_nudge(conn_ring_t *r)
+{
+  if (r != NULL && r->futex)
+    proto_ring_wake_futex(&r->hdr->cq_wait);
 }

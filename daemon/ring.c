@@ -28,6 +28,7 @@ struct ring {
   ring_sqe_t *sq;  /* its queues */
   ring_cqe_t *cq;
   uint32_t entries;    /* slots per queue, a power of two */
+  int futex;           /* the client sleeps on the futex doorbell */
   uint32_t sq_head;    /* ours: submissions taken (copied out) */
   uint32_t cq_tail;    /* ours: completions published */
   uint32_t cq_res;     /* ours: completions owed (answers on the ring) */
@@ -39,7 +40,8 @@ struct ring {
   char why[160];       /* why the client broke the ring */
 };
 
-int ring_open(session_t *s, int fd, uint64_t entries, hipd_err_t *err)
+int ring_open(session_t *s, int fd, uint64_t entries, int futex,
+              hipd_err_t *err)
 {
   ring_t *r = NULL;
   shm_t *m = NULL;
@@ -77,6 +79,7 @@ int ring_open(session_t *s, int fd, uint64_t entries, hipd_err_t *err)
   r->m = m;
   r->hdr = m->addr;
   r->entries = (uint32_t)entries;
+  r->futex = futex;
   r->sq = proto_ring_sq(m->addr);
   r->cq = proto_ring_cq(m->addr, r->entries);
   /* The client starts its indices at 0; ours start there whatever it
@@ -135,18 +138,21 @@ int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out,
                     "of %llu bytes",
                     r->sq_head - 1, r->pend.len);
   }
-  if (r->pend.after > sock_requests)
-    return RING_WAIT_SOCKET;
-  if (s->inflight >= s->d->cfg.max_inflight)
-    return RING_WAIT_INFLIGHT;
-  /* Room for its answer: completions owed and not yet read by the client
-   * stay under a ring's worth; beyond, the answer takes the socket. */
+  /* The client's cq_head is looked at each time, before anything waits:
+   * a submission held back (its `after`, --max-inflight) must not keep an
+   * impossible head from being seen. */
   head = atomic_load_explicit(&r->hdr->cq_head, memory_order_acquire);
   if (r->cq_tail - head > r->entries)
     return broken(r,
                   "protocol violation: ring completion head %llu is not "
                   "among the %llu completions published",
                   head, r->cq_tail);
+  if (r->pend.after > sock_requests)
+    return RING_WAIT_SOCKET;
+  if (s->inflight >= s->d->cfg.max_inflight)
+    return RING_WAIT_INFLIGHT;
+  /* Room for its answer: completions owed and not yet read by the client
+   * stay under a ring's worth; beyond, the answer takes the socket. */
   if (r->cq_res - head < r->entries) {
     r->cq_res++;
     *on_cq = 1;
@@ -216,7 +222,6 @@ void ring_reply(session_t *s, uint32_t msgid, char *data, size_t len,
 {
   ring_t *r = s->ring;
   ring_cqe_t *e;
-  uint32_t one = 1;
 
   if (r == NULL || r->hdr == NULL || s->closing)
     goto out;
@@ -255,11 +260,19 @@ void ring_reply(session_t *s, uint32_t msgid, char *data, size_t len,
   r->cq_tail++;
   r->completed++;
   atomic_store_explicit(&r->hdr->cq_tail, r->cq_tail, memory_order_seq_cst);
-  if (atomic_compare_exchange_strong(&r->hdr->cq_wait, &one, 2))
+  if (proto_ring_wake_sleeper(&r->hdr->cq_wait, r->futex))
     wake_client(s);
 out:
   free(data);
   free(tail);
+}
+
+void ring_nudge(session_t *s)
+{
+  ring_t *r = s->ring;
+
+  if (r != NULL && r->futex && r->hdr != NULL)
+    proto_ring_wake_futex(&r->hdr->cq_wait);
 }
 
 void ring_counts(const session_t *s, uint64_t *entries, uint64_t *taken,
@@ -279,6 +292,7 @@ void ring_close(session_t *s)
 
   if (r == NULL)
     return;
+  ring_nudge(s); /* a client asleep looks at its socket, which closes */
   s->ring = NULL;
   shm_unref_now(r->m);
   free(r);

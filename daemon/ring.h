@@ -33,8 +33,11 @@ typedef struct ring ring_t;
 /* ring.open: take @p fd (closed on failure too), a memfd of the peer's
  * sealed against shrinking and at least proto_ring_size(@p entries) bytes,
  * map it, fault it in and write the header; attach it to @p s (one ring
- * per session). @return 0, or a code with the reason in @p err. */
-int ring_open(session_t *s, int fd, uint64_t entries, hipd_err_t *err);
+ * per session). @p futex: its client sleeps on the futex doorbell, not on
+ * the socket (ring_layout.h). @return 0, or a code with the reason in
+ * @p err. */
+int ring_open(session_t *s, int fd, uint64_t entries, int futex,
+              hipd_err_t *err);
 
 /* Take the next submission of @p s's ring, if the client's indices allow
  * it, the session has fewer than --max-inflight calls running and its
@@ -68,9 +71,13 @@ void ring_wake(session_t *s);
  * malloc'd) and its @p tail (NULL or malloc'd), both freed here, become
  * one completion; an answer larger than a slot becomes the error
  * HIPD_EMSGSIZE for @p msgid. A ring already closed (the session went)
- * drops the answer. Sends `ring.wake` when the client sleeps. */
+ * drops the answer. Wakes the client when it sleeps, by its doorbell. */
 void ring_reply(session_t *s, uint32_t msgid, char *data, size_t len,
                 void *tail, size_t tail_len);
+
+/* The daemon is writing to @p s's socket: a client asleep on the futex
+ * doorbell is woken to read it (nothing for a socket doorbell). */
+void ring_nudge(session_t *s);
 
 /* Counters for session.info: submissions taken, completions published,
  * submissions answered on the socket for want of room. */

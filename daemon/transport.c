@@ -309,6 +309,8 @@ static void session_flush(session_t *s)
   rc = uv_write(&w->req, (uv_stream_t *)&s->pipe, w->bufs, w->nbufs, write_cb);
   if (rc < 0) {
     write_cb(&w->req, rc); /* frees, closes the session */
+  } else {
+    ring_nudge(s); /* a client asleep on its ring's futex reads it */
   }
 }
 

@@ -29,9 +29,22 @@
  * Doorbells, only when the other side sleeps: the daemon sets sq_kick
  * before it stops polling the SQ, and a client that then publishes a
  * submission sends the notification `ring.kick` on the socket. A client
- * about to sleep on the socket sets cq_wait to 1; the daemon that then
- * publishes a completion moves it to 2 and sends the notification
- * `ring.wake`. Both re-check their queue after setting the flag.
+ * about to sleep sets cq_wait to 1; the daemon that then publishes a
+ * completion moves it to 2 and wakes it, by the ring's doorbell:
+ * - "socket" (the default): the notification `ring.wake` on the socket,
+ *   for a client that sleeps in poll() on it;
+ * - "futex" (`ring.open [entries, "futex"]`): FUTEX_WAKE on cq_wait, for a
+ *   client that sleeps in FUTEX_WAIT on it. No message is written, nothing
+ *   is read: one system call on each side instead of a write and a read
+ *   of the socket. As such a client does not see its socket while it
+ *   sleeps, the daemon also wakes it so (1 to 2) whenever it writes to
+ *   the socket, and the client bounds each sleep (RING_FUTEX_SLEEP_MS) to
+ *   notice a daemon that went away without a word.
+ * A client that must watch its socket while it sleeps (an answer is due
+ * there: the rest of a long reply comes without a wake) sets cq_wait to
+ * RING_ASLEEP_SOCKET instead, and a completion wakes it with ring.wake
+ * whatever the doorbell.
+ * Both re-check their queue after setting the flag.
  *
  * This header is linked by the daemon and the client library alike.
  */
@@ -58,6 +71,16 @@
  * holds the response around it). */
 #define RING_MSG_MAX 400u
 
+/* What cq_wait holds. The client sets it to one of the two ASLEEP values
+ * before it sleeps and to RING_AWAKE after; the daemon moves an ASLEEP
+ * value to RING_WOKEN when it wakes it. Any other value wakes nothing. */
+enum {
+  RING_AWAKE = 0,
+  RING_ASLEEP = 1,        /* asleep on the ring's doorbell */
+  RING_WOKEN = 2,         /* the daemon woke it */
+  RING_ASLEEP_SOCKET = 3, /* asleep on the socket, whatever the doorbell */
+};
+
 /* The header page. Each index sits in a cache line of its own. */
 typedef struct {
   uint32_t magic; /* the daemon writes these four at ring.open */
@@ -69,7 +92,7 @@ typedef struct {
   alignas(64) _Atomic uint32_t cq_tail; /* daemon: completions published */
   alignas(64) _Atomic uint32_t cq_head; /* client: completions read */
   alignas(64) _Atomic uint32_t sq_kick; /* daemon: 1 = not polling; kick */
-  alignas(64) _Atomic uint32_t cq_wait; /* client: 1 = asleep, 2 = woken */
+  alignas(64) _Atomic uint32_t cq_wait; /* client: RING_ASLEEP*, RING_WOKEN */
 } ring_hdr_t;
 
 /* One submission. */
@@ -141,5 +164,30 @@ int proto_ring_method(const char *method);
 /* The notifications of the doorbells. */
 #define RING_KICK "ring.kick"
 #define RING_WAKE "ring.wake"
+
+/* The completion doorbells ring.open takes (param 1, `doorbell`) and
+ * answers (key `doorbell`). */
+#define RING_DOORBELL_SOCKET "socket"
+#define RING_DOORBELL_FUTEX "futex"
+/* The longest a client sleeps on a futex doorbell before it looks at its
+ * socket. */
+#define RING_FUTEX_SLEEP_MS 50
+
+/* A completion was published: wake the client asleep on @p cq_wait (the
+ * ring's), if it is, moving it to RING_WOKEN. RING_ASLEEP with @p futex
+ * (the futex doorbell) gets FUTEX_WAKE; RING_ASLEEP without, and
+ * RING_ASLEEP_SOCKET with either, need ring.wake on the socket. Never
+ * blocks, whatever the other side wrote there. @return 1 when the caller
+ * must send ring.wake, else 0. */
+int proto_ring_wake_sleeper(_Atomic uint32_t *cq_wait, int futex);
+/* Wake a client asleep on the futex doorbell (RING_ASLEEP), for something
+ * other than a completion: a write to its socket, the end of its session,
+ * another of its threads. Nothing for any other value of @p cq_wait. */
+void proto_ring_wake_futex(_Atomic uint32_t *cq_wait);
+/* FUTEX_WAIT on @p word while it holds @p val, for @p timeout_ms at most;
+ * it returns when woken, when the word no longer held val, on a timeout or
+ * on a signal: the caller looks again in every case. */
+void proto_ring_futex_wait(_Atomic uint32_t *word, uint32_t val,
+                           int timeout_ms);
 
 #endif

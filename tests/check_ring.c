@@ -11,7 +11,8 @@
  *     that breaks every rule a ring has: garbage slots, impossible indices,
  *     lengths, methods that may not come from a ring, slots rewritten after
  *     publishing, the order of the paths at --max-inflight, a flood, one
- *     killed in the middle of its submissions, bad ring.open requests;
+ *     killed in the middle of its submissions, bad ring.open requests,
+ *     both completion doorbells (futex and socket);
  *   - rings at their limit: a full completion queue (answers move to the
  *     socket), a client that never reads its completions, or nothing at all
  *     (--output-cap);
@@ -356,6 +357,172 @@ END_TEST
 START_TEST(test_transparent_off)
 {
   transparent(0);
+}
+END_TEST
+
+/* libhipd with the socket doorbell (HIPD_RING_DOORBELL=socket), as a
+ * client of the protocol's default does. */
+START_TEST(test_transparent_socket_bell)
+{
+  setenv("HIPD_RING_DOORBELL", RING_DOORBELL_SOCKET, 1);
+  transparent(1);
+  unsetenv("HIPD_RING_DOORBELL");
+}
+END_TEST
+
+/* The session's id. */
+static uint64_t conn_session_id(hipd_conn_t *conn)
+{
+  hipd_info_t *info = NULL;
+  int64_t id;
+  int dev = 0; /* for OK() */
+
+  OK(conn, hipd_session_info(conn, &info));
+  id = info_int(info, "id");
+  hipd_info_free(info);
+  return (uint64_t)id;
+}
+
+/* A thread of libhipd asleep on its ring's futex doorbell (it waits for a
+ * long memset, without spinning) is woken for everything, not only for
+ * its completion: another thread's request on the socket and its reply,
+ * and the end of its session (session.kill from another connection), which
+ * fails its call. The connections' timeouts turn a missed wake into a
+ * failure. */
+START_TEST(test_futex_sleepers)
+{
+  hipd_conn_t *conn = connect_ring("futex-sleeper");
+  hipd_conn_t *other = connect_ring("futex-killer");
+  uint64_t id = conn_session_id(conn);
+  busy_t b;
+  int rc, dev = 0; /* for OK() */
+
+  hipd_set_busy_poll(conn, 0);
+  busy_start(&b, conn, BUSY_BYTES);
+  /* The memset's thread sleeps; a ping on the socket goes out and back. */
+  for (int i = 0; i < 20; i++)
+    ping_ok(conn);
+  OK(other, hipd_session_kill(other, id));
+  rc = busy_join(&b);
+  ck_assert_msg(rc == 0 || rc == HIPD_EDISCONNECTED, "memset: %s",
+                hipd_err_name(rc));
+  rc = hipd_ping(conn, "x", 1, NULL, 0, NULL);
+  ck_assert_msg(rc == HIPD_EDISCONNECTED, "ping after the kill: %s",
+                hipd_err_name(rc));
+  hipd_close(conn);
+  hipd_close(other);
+}
+END_TEST
+
+/* A long reply on the socket (a 64 MiB mem.read) to a client whose ring
+ * has the futex doorbell and that does not spin: it comes in many pieces,
+ * as the client reads, and the daemon writes each without a word, so the
+ * client must watch its socket, not sleep on the futex, while the reply is
+ * due. The connection's timeout (10 s; the read takes well under one here)
+ * turns sleeping through the pieces (50 ms each) into a failure. */
+START_TEST(test_futex_long_reply)
+{
+  enum { LEN = 64 << 20 };
+  hipd_conn_t *conn = connect_ring("futex-long-reply");
+  hipd_buffer_t b = HIPD_BUFFER_NULL;
+  uint8_t *back = xmalloc(LEN);
+  int dev = 0; /* for OK() */
+
+  hipd_set_busy_poll(conn, 0);
+  hipd_set_timeout(conn, 10000);
+  OK(conn, hipd_mem_alloc(conn, 0, LEN, "byte", &b));
+  OK(conn, hipd_mem_memset(conn, b, 0, LEN, 0x3c));
+  for (int i = 0; i < 2; i++) {
+    memset(back, 0, LEN);
+    OK(conn, hipd_mem_read(conn, b, 0, back, LEN));
+    ck_assert_uint_eq(back[0], 0x3c);
+    ck_assert_uint_eq(back[LEN - 1], 0x3c);
+  }
+  OK(conn, hipd_mem_free(conn, b));
+  hipd_close(conn);
+  free(back);
+}
+END_TEST
+
+/* With the futex doorbell, a thread whose answer is due on the socket (a
+ * mem.read behind a long memset on the default stream) sleeps on the
+ * socket, not on the futex: another thread's ring calls (stream.query of
+ * a stream with work queued, answered at once) must still be answered
+ * meanwhile, their completions rung with ring.wake
+ * (RING_ASLEEP_SOCKET). They once waited for the read: the daemon rang
+ * the futex nobody slept on. A loaded machine could delay the ring calls
+ * past the memset, so this tries up to 3 times. */
+typedef struct {
+  hipd_conn_t *conn;
+  hipd_stream_t st;
+  hipd_buffer_t small;
+  atomic_int read_done;
+  int during, rc; /* calls answered while the read was due */
+} socket_sleeper_t;
+
+static void *socket_sleeper_ring_main(void *arg)
+{
+  socket_sleeper_t *t = arg;
+
+  hipd_call_t *queued = NULL;
+  int rc;
+
+  /* Queued behind the memset (the CPU device runs one op at a time, and
+   * answers it when done: not waited for here), so that each
+   * stream.query below is answered at once, without asking the device. */
+  t->rc = hipd_mem_memset_async_begin(t->conn, t->small, 0, 64, 1, t->st,
+                                      &queued);
+  while (t->rc == 0 && !atomic_load(&t->read_done)) {
+    int idle = -1;
+    t->rc = hipd_stream_query(t->conn, t->st, &idle);
+    if (t->rc == 0 && !atomic_load(&t->read_done))
+      t->during++;
+  }
+  if (queued != NULL && (rc = hipd_wait(queued)) != 0 && t->rc == 0)
+    t->rc = rc;
+  return NULL;
+}
+
+START_TEST(test_futex_socket_sleeper)
+{
+  hipd_conn_t *conn = connect_ring("futex-socket-sleeper");
+  hipd_buffer_t b = HIPD_BUFFER_NULL;
+  hipd_stream_t def = HIPD_STREAM_NULL;
+  socket_sleeper_t t = {.conn = conn};
+  int dev = 0, tries = 0; /* for OK() */
+
+  hipd_set_busy_poll(conn, 0);
+  OK(conn, hipd_mem_alloc(conn, 0, BUSY_BYTES, "byte", &b));
+  OK(conn, hipd_stream_default(conn, 0, &def));
+  OK(conn, hipd_stream_create(conn, 0, &t.st));
+  OK(conn, hipd_mem_alloc(conn, 0, 64, "byte", &t.small));
+  while (tries++ < 3 && t.during < 3) {
+    pthread_t th;
+    uint8_t back[4];
+
+    t.during = 0;
+    atomic_store(&t.read_done, 0);
+    hipd_call_t *memset = NULL;
+
+    OK(conn, hipd_mem_memset_async_begin(conn, b, 0, BUSY_BYTES, tries, def,
+                                         &memset));
+    ck_assert_int_eq(pthread_create(&th, NULL, socket_sleeper_ring_main, &t),
+                     0);
+    OK(conn, hipd_mem_read(conn, b, 0, back, sizeof(back)));
+    atomic_store(&t.read_done, 1);
+    pthread_join(th, NULL);
+    OK(conn, hipd_wait(memset));
+    ck_assert_msg(t.rc == 0, "ring calls: %s (%s)", hipd_err_name(t.rc),
+                  hipd_last_error(conn));
+    ck_assert_uint_eq(back[0], (uint8_t)tries);
+  }
+  ck_assert_msg(t.during >= 3,
+                "%d ring calls answered while a mem.read was due, %d times",
+                t.during, tries - 1);
+  OK(conn, hipd_stream_destroy(conn, t.st));
+  OK(conn, hipd_mem_free(conn, t.small));
+  OK(conn, hipd_mem_free(conn, b));
+  hipd_close(conn);
 }
 END_TEST
 
@@ -751,8 +918,21 @@ static int rr_ring_open_fd(rr_t *rr, int fd, uint32_t nparams, uint64_t entries,
   return raw_response(rr->r, 9005, msg, size);
 }
 
-/* Make, seal, map and open a ring of @p entries, as libhipd does. */
-static void rr_ring(rr_t *rr, uint32_t entries)
+/* ring.open [entries, @p bell] with descriptor @p fd. @return the
+ * answer's code; the result is rr->r->msg. */
+static int rr_ring_open_bell(rr_t *rr, int fd, uint64_t entries,
+                             const char *bell, char *msg, size_t size)
+{
+  raw_request(rr->r, 9006, "ring.open", 2);
+  msgpack_pack_uint64(&rr->r->pk, entries);
+  proto_pack_cstr(&rr->r->pk, bell);
+  rr_sock_send(rr, fd);
+  return raw_response(rr->r, 9006, msg, size);
+}
+
+/* Make, seal, map and open a ring of @p entries with doorbell @p bell
+ * (NULL: ring.open without the param, whose default is "socket"). */
+static void rr_ring_bell(rr_t *rr, uint32_t entries, const char *bell)
 {
   size_t size = proto_ring_size(entries);
   int fd = ring_memfd(size, F_SEAL_SHRINK | F_SEAL_GROW);
@@ -770,9 +950,20 @@ static void rr_ring(rr_t *rr, uint32_t entries)
   /* Whatever is there before, the daemon's indices start at 0. */
   atomic_store(&rr->hdr->sq_head, 1234);
   atomic_store(&rr->hdr->cq_tail, 777);
-  rc = rr_ring_open_fd(rr, fd, 1, entries, msg, sizeof(msg));
+  rc = bell != NULL ? rr_ring_open_bell(rr, fd, entries, bell, msg, sizeof(msg))
+                    : rr_ring_open_fd(rr, fd, 1, entries, msg, sizeof(msg));
   close(fd); /* the mapping is all we need */
   ck_assert_msg(rc == 0, "ring.open: %s (%s)", hipd_err_name(rc), msg);
+  {
+    const msgpack_object *o = proto_map_get(rr->r->msg.result, "doorbell");
+    const char *want = bell != NULL ? bell : RING_DOORBELL_SOCKET;
+
+    ck_assert(o != NULL && o->type == MSGPACK_OBJECT_STR);
+    ck_assert_msg(o->via.str.size == strlen(want) &&
+                      memcmp(o->via.str.ptr, want, o->via.str.size) == 0,
+                  "ring.open answered doorbell '%.*s', not '%s'",
+                  (int)o->via.str.size, o->via.str.ptr, want);
+  }
   ck_assert_int_eq(proto_obj_uint(proto_map_get(rr->r->msg.result, "entries"),
                                   UINT32_MAX, &v),
                    0);
@@ -792,6 +983,13 @@ static void rr_ring(rr_t *rr, uint32_t entries)
   ck_assert_uint_eq(atomic_load(&rr->hdr->sq_head), 0);
   ck_assert_uint_eq(atomic_load(&rr->hdr->cq_tail), 0);
   ck_assert_uint_eq(atomic_load(&rr->hdr->sq_kick), 1);
+}
+
+/* Make, seal, map and open a ring of @p entries, as libhipd did before
+ * the futex doorbell (ring.open [entries]). */
+static void rr_ring(rr_t *rr, uint32_t entries)
+{
+  rr_ring_bell(rr, entries, NULL);
 }
 
 /* Start packing a submission. */
@@ -2497,6 +2695,131 @@ static void limits_setup(void)
 }
 
 /* After every test above on this daemon: nothing of theirs is left. */
+/* Is something to read on @p rr's socket within @p ms? */
+static int rr_sock_readable(rr_t *rr, int ms)
+{
+  struct pollfd pfd = {.fd = rr->r->fd, .events = POLLIN};
+
+  return rr->r->len > rr->r->used || poll(&pfd, 1, ms) == 1;
+}
+
+/* Sleep on the futex doorbell as libhipd does, until the daemon moves
+ * cq_wait off 1 (10 s at most). @return the value it left. */
+static uint32_t rr_futex_sleep(rr_t *rr)
+{
+  long long deadline = harness_now_ms() + 10000;
+  uint32_t v;
+
+  while ((v = atomic_load(&rr->hdr->cq_wait)) == 1 &&
+         harness_now_ms() < deadline)
+    proto_ring_futex_wait(&rr->hdr->cq_wait, 1, 100);
+  return v;
+}
+
+/* Open @p rr's ring of 8 with doorbell @p bell, make a buffer and check the
+ * ring with one memset; then, asleep (cq_wait @p asleep), submit another
+ * (msgid 2), whose completion must wake us. */
+static void rr_asleep_memset(rr_t *rr, const char *bell, uint32_t asleep)
+{
+  uint64_t buf;
+
+  rr_ring_bell(rr, 8, bell);
+  buf = rr_alloc(rr, 4096);
+  rr_memset_ok(rr, 1, buf, 0, 4096, 0x11);
+  atomic_store(&rr->hdr->cq_wait, asleep);
+  rr_pack_memset(rr, 2, buf, 0, 4096, 0x22);
+  rr_submit(rr);
+}
+
+/* The next message on @p rr's socket is ring.wake (10 s at most), and the
+ * daemon left cq_wait at RING_WOKEN. */
+static void rr_ring_wake_ok(rr_t *rr)
+{
+  ck_assert_msg(rr_sock_readable(rr, 10000), "no ring.wake");
+  ck_assert(raw_next(rr->r));
+  ck_assert_int_eq(rr->r->msg.type, PROTO_NOTIFY);
+  ck_assert(rr->r->msg.method_len == sizeof(RING_WAKE) - 1 &&
+            memcmp(rr->r->msg.method, RING_WAKE, rr->r->msg.method_len) == 0);
+  ck_assert_uint_eq(atomic_load(&rr->hdr->cq_wait), RING_WOKEN);
+}
+
+/* (k) The completion doorbells: ring.open's `doorbell` and its errors;
+ * with "futex", a client asleep on cq_wait is woken by the daemon (cq_wait
+ * 1 to 2) for a completion, without a word on the socket, and for a reply
+ * on its socket; asleep on its socket (cq_wait 3), by ring.wake; with
+ * "socket", by the notification ring.wake. */
+START_TEST(test_doorbells)
+{
+  static const struct {
+    const char *bell;
+    uint32_t asleep;
+  } by_wake[] = {{RING_DOORBELL_FUTEX, RING_ASLEEP_SOCKET},
+                 {RING_DOORBELL_SOCKET, RING_ASLEEP},
+                 {RING_DOORBELL_SOCKET, RING_ASLEEP_SOCKET}};
+  const int seals = F_SEAL_SHRINK | F_SEAL_GROW;
+  rr_t *rr = rr_open(shared);
+  char msg[512];
+  int fd, rc;
+
+  fd = ring_memfd(proto_ring_size(8), seals);
+  rc = rr_ring_open_bell(rr, fd, 8, "bell", msg, sizeof(msg));
+  ck_assert_msg(rc == HIPD_EINVAL &&
+                    strstr(msg, "doorbell 'bell' is not one of socket, "
+                                "futex") != NULL,
+                "%s (%s)", hipd_err_name(rc), msg);
+  close(fd);
+  fd = ring_memfd(proto_ring_size(8), seals);
+  raw_request(rr->r, 9007, "ring.open", 2);
+  msgpack_pack_uint64(&rr->r->pk, 8);
+  msgpack_pack_uint64(&rr->r->pk, 1);
+  rr_sock_send(rr, fd);
+  rc = raw_response(rr->r, 9007, msg, sizeof(msg));
+  ck_assert_msg(rc == HIPD_EPARAMS && strstr(msg, "param 1 (doorbell)") != NULL,
+                "%s (%s)", hipd_err_name(rc), msg);
+  close(fd);
+
+  /* The session goes on, and takes a futex ring. Asleep: a completion
+   * wakes us, and nothing comes on the socket. */
+  rr_asleep_memset(rr, RING_DOORBELL_FUTEX, RING_ASLEEP);
+  ck_assert_uint_eq(rr_futex_sleep(rr), 2);
+  atomic_store(&rr->hdr->cq_wait, 0);
+  ck_assert_int_eq(rr_answer(rr, 2), 0);
+  ck_assert_msg(!rr_sock_readable(rr, 100),
+                "the futex doorbell also wrote to the socket");
+  /* Asleep: a reply on the socket wakes us too. */
+  atomic_store(&rr->hdr->cq_wait, 1);
+  raw_request(rr->r, 9008, "ping", 0);
+  rr_sock_send(rr, -1);
+  ck_assert_uint_eq(rr_futex_sleep(rr), 2);
+  atomic_store(&rr->hdr->cq_wait, 0);
+  ck_assert_int_eq(raw_response(rr->r, 9008, msg, sizeof(msg)), 0);
+  rr_close(rr);
+
+  /* The futex doorbell, asleep on the socket (RING_ASLEEP_SOCKET): a reply
+   * on the socket leaves cq_wait alone (the reply itself wakes such a
+   * sleeper); a completion comes with ring.wake (below). */
+  rr = rr_open(shared);
+  rr_ring_bell(rr, 8, RING_DOORBELL_FUTEX);
+  atomic_store(&rr->hdr->cq_wait, RING_ASLEEP_SOCKET);
+  raw_request(rr->r, 9009, "ping", 0);
+  rr_sock_send(rr, -1);
+  ck_assert_int_eq(raw_response(rr->r, 9009, msg, sizeof(msg)), 0);
+  ck_assert_uint_eq(atomic_load(&rr->hdr->cq_wait), RING_ASLEEP_SOCKET);
+  rr_close(rr);
+  /* ring.wake, once per sleep: the futex doorbell asleep on the socket,
+   * and the socket doorbell with either value. */
+  for (size_t i = 0; i < sizeof(by_wake) / sizeof(by_wake[0]); i++) {
+    rr = rr_open(shared);
+    rr_asleep_memset(rr, by_wake[i].bell, by_wake[i].asleep);
+    rr_ring_wake_ok(rr);
+    atomic_store(&rr->hdr->cq_wait, RING_AWAKE);
+    ck_assert_int_eq(rr_answer(rr, 2), 0);
+    rr_close(rr);
+  }
+  other_client_ok("after the doorbells");
+}
+END_TEST
+
 START_TEST(test_no_leaks)
 {
   int64_t sessions = -1, bytes = -1, bufs = -1;
@@ -2548,6 +2871,10 @@ static Suite *ring_suite(void)
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_transparent);
   tcase_add_test(tc, test_transparent_off);
+  tcase_add_test(tc, test_transparent_socket_bell);
+  tcase_add_test(tc, test_futex_sleepers);
+  tcase_add_test(tc, test_futex_long_reply);
+  tcase_add_test(tc, test_futex_socket_sleeper);
   tcase_add_test(tc, test_order);
   tcase_add_test(tc, test_pipeline_deep);
   suite_add_tcase(s, tc);
@@ -2582,6 +2909,7 @@ static Suite *ring_suite(void)
   tcase_add_loop_test(tc, test_flood_is_fair, 0, 2);
   tcase_add_test(tc, test_killed_client);
   tcase_add_test(tc, test_ring_open_errors);
+  tcase_add_test(tc, test_doorbells);
   tcase_add_test(tc, test_no_leaks);
   suite_add_tcase(s, tc);
 

@@ -67,7 +67,8 @@
   R(buffer, BUF) R(offset, U64) R(shm, SHM) R(shm_offset, U64) R(length, U64)
 #define PARAMS_mem_shm_async(R, O) PARAMS_mem_shm(R, O) R(stream, STREAM)
 #define PARAMS_shm_create(R, O) R(size, U64)
-#define PARAMS_ring_open(R, O) O(entries, UINT(RING_MAX_ENTRIES))
+#define PARAMS_ring_open(R, O)                                                 \
+  O(entries, UINT(RING_MAX_ENTRIES)) O(doorbell, STR(15))
 #define PARAMS_kernel_compile(R, O)                                            \
   R(source, BYTES)                                                             \
   R(name, STR(SYMBOL_MAX))                                                     \

@@ -73,9 +73,10 @@
  *    never be among the completions published, left at the drain, end in
  *    the session's close (socket EOF); the daemon never closes the session
  *    without such a cause (or a socket protocol violation the client sent);
- *  - cq_wait: the daemon moves it from 1 to 2 when it publishes a
- *    completion, touches no other value, and sends `ring.wake` exactly once
- *    per such move (the only notification it may send);
+ *  - cq_wait: the daemon moves it from 1 or 3 (asleep; the ring has the
+ *    socket doorbell) to 2 when it publishes a completion, touches no
+ *    other value, and sends `ring.wake` exactly once per such move (the
+ *    only notification it may send);
  *  - order: a request the daemon answers at dispatch (a method no ring takes,
  *    or an unknown one: "markers") published on the ring before the client
  *    wrote socket request k, with every `after` up to it at most k - 1, is
@@ -600,7 +601,7 @@ static void socket_message(client_t *c, const uint8_t *p, size_t n)
                m.method);
     c->wakes_got++;
     FUZZ_CHECK(c->wakes_got <= c->wakes_owed,
-               "ring.wake %llu, but cq_wait went from 1 to 2 %llu times",
+               "ring.wake %llu, but cq_wait went from asleep to 2 %llu times",
                (unsigned long long)c->wakes_got,
                (unsigned long long)c->wakes_owed);
     msgpack_zone_destroy(&zone);
@@ -1037,12 +1038,14 @@ static void observe(client_t *c)
       from = ncqt - c->E;
     for (uint32_t i = from; i != ncqt; i++)
       completion(c, i);
-    /* cq_wait: 1 becomes 2 at the first completion. */
+    /* cq_wait: asleep (either value: the socket doorbell) becomes woken
+     * at the first completion. */
     v = atomic_load_explicit(&c->hdr->cq_wait, memory_order_acquire);
-    if (c->cq_wait == 1) {
-      FUZZ_CHECK(v == 2, "completions published with cq_wait 1, which is %u",
-                 v);
-      c->cq_wait = 2;
+    if (c->cq_wait == RING_ASLEEP || c->cq_wait == RING_ASLEEP_SOCKET) {
+      FUZZ_CHECK(v == RING_WOKEN,
+                 "completions published with cq_wait %u, which is %u",
+                 c->cq_wait, v);
+      c->cq_wait = RING_WOKEN;
       c->wakes_owed++;
     }
     c->d_cqt = ncqt;
@@ -1556,7 +1559,10 @@ static void op(client_t *c, input_t *in)
     break;
   case OP_CQWAIT:
     m = in_u8(in);
-    c->cq_wait = m < 0x80 ? 1 : m < 0xf0 ? 0 : in_u32(in);
+    c->cq_wait = m < 0x60   ? RING_ASLEEP
+                 : m < 0x80 ? RING_ASLEEP_SOCKET
+                 : m < 0xf0 ? RING_AWAKE
+                            : in_u32(in);
     atomic_store(&c->hdr->cq_wait, c->cq_wait);
     break;
   case OP_SCRIBBLE:
