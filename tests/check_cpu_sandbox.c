@@ -163,6 +163,39 @@ static const char CTOR_SRC[] =
     "}\n"
     "extern \"C\" __global__ void ctor_k(int *out) { out[0] = 5; }\n";
 
+/* A kernel that goes for the device's buffers under the worker: the
+ * runner's largest regular file is the arena's memfd (the module's is a
+ * few KiB, the test's buffer a MiB); it tries to cut it to one page, which
+ * would fault the worker's next access to a buffer, and to grow it. */
+static const char SHRINK_SRC[] =
+    "#include <hip/hip_runtime.h>\n"
+    "#include <errno.h>\n"
+    "#include <sys/stat.h>\n"
+    "#include <unistd.h>\n"
+    "extern \"C\" __global__ void shrink(long long *out)\n"
+    "{\n"
+    "  struct stat st;\n"
+    "  long long size = 0;\n"
+    "  int best = -1;\n"
+    "  if (blockIdx.x != 0 || threadIdx.x != 0)\n"
+    "    return;\n"
+    "  for (int fd = 3; fd < 1024; fd++)\n"
+    "    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&\n"
+    "        st.st_size > size) {\n"
+    "      size = st.st_size;\n"
+    "      best = fd;\n"
+    "    }\n"
+    "  long long r1, e1, r2, e2;\n"
+    "  errno = 0;\n"
+    "  r1 = ftruncate(best, 4096);\n"
+    "  e1 = errno;\n"
+    "  errno = 0;\n"
+    "  r2 = ftruncate(best, size + 4096);\n"
+    "  e2 = errno;\n"
+    "  out[0] = best; out[1] = size;\n"
+    "  out[2] = r1; out[3] = e1; out[4] = r2; out[5] = e2;\n"
+    "}\n";
+
 static const char *probe_name(int i)
 {
   static const char *const names[NPROBES] = {"open /etc/shadow",
@@ -278,6 +311,51 @@ START_TEST(test_probes)
     ck_assert_int_eq(out[2 * P_UID], (long long)geteuid());
   /* The same session still computes. */
   vecadd_run(conn, first_cpu_device(conn), kv, 1000, HIPD_STREAM_NULL);
+  hipd_close(conn);
+  stop_daemon(d);
+}
+END_TEST
+
+/* The arena's memfd is sealed: a kernel cannot shrink it (which would
+ * fault the worker when it next touches a buffer) nor grow it; the worker
+ * reads the buffers, the session computes. */
+START_TEST(test_arena_sealed)
+{
+  harness_daemon_t *d = start_secret_daemon();
+  hipd_conn_t *conn = connect_to(d);
+  int dev = first_cpu_device(conn);
+  hipd_kernel_t ks = cpu_kernel(conn, SHRINK_SRC, "shrink");
+  hipd_kernel_t kv = cpu_kernel(conn, VECADD_SRC, "vecadd");
+  hipd_buffer_t b = HIPD_BUFFER_NULL, big = HIPD_BUFFER_NULL;
+  hipd_args_t *args = args_new();
+  long long out[6];
+  uint8_t back[4096];
+
+  OK(conn, hipd_mem_alloc(conn, dev, 1 << 20, "byte", &big));
+  OK(conn, hipd_mem_memset(conn, big, 0, 1 << 20, 0x6b));
+  OK(conn, hipd_mem_alloc(conn, dev, 6, "int64", &b));
+  hipd_args_buffer(args, b, 0);
+  OK(conn, hipd_kernel_launch(conn, ks, ONE, ONE, 0, HIPD_STREAM_NULL, args));
+  OK(conn, hipd_mem_read(conn, b, 0, out, sizeof(out)));
+  ck_assert_msg(out[0] >= 3 && out[1] >= (1 << 20),
+                "the kernel found no arena (fd %lld, %lld bytes)", out[0],
+                out[1]);
+  ck_assert_msg(out[2] == -1 && out[3] == EPERM,
+                "shrinking the arena (fd %lld, %lld bytes): returned %lld, "
+                "errno %lld (%s)",
+                out[0], out[1], out[2], out[3], strerror((int)out[3]));
+  ck_assert_msg(out[4] == -1 && out[5] == EPERM,
+                "growing the arena: returned %lld, errno %lld (%s)", out[4],
+                out[5], strerror((int)out[5]));
+  /* The worker still reads the buffer far into the arena. */
+  OK(conn, hipd_mem_read(conn, big, (1 << 20) - sizeof(back), back,
+                         sizeof(back)));
+  for (size_t i = 0; i < sizeof(back); i++)
+    ck_assert_uint_eq(back[i], 0x6b);
+  vecadd_run(conn, dev, kv, 1000, HIPD_STREAM_NULL);
+  hipd_args_free(args);
+  OK(conn, hipd_mem_free(conn, b));
+  OK(conn, hipd_mem_free(conn, big));
   hipd_close(conn);
   stop_daemon(d);
 }
@@ -529,6 +607,7 @@ static Suite *cpu_sandbox_suite(void)
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_probes);
   tcase_add_test(tc, test_ptrace_killed);
+  tcase_add_test(tc, test_arena_sealed);
   tcase_add_test(tc, test_constructor);
   tcase_add_test(tc, test_runner_process);
   suite_add_tcase(s, tc);

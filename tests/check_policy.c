@@ -13,12 +13,16 @@
 #include "config.h"
 
 #include <check.h>
+#include <errno.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -171,24 +175,43 @@ static int max_sessions_a(void *arg, char *msg, size_t msglen)
   return 0;
 }
 
-START_TEST(test_tenant_max_sessions)
+/* max_sessions_a() as uid A on @p d, and the closing logged. */
+static void max_sessions_run(harness_daemon_t *d)
 {
-  harness_daemon_t *d = users_start_shared("--tenant-max-sessions", "2", NULL);
   ctx_t a = {d->socket, uid_a};
-  hipd_conn_t *r1 = NULL, *r2 = NULL;
   char want[128];
 
-  /* root's two sessions do not count against uid A's. */
-  ck_assert_int_eq(connect_as(d->socket, &r1), 0);
-  ck_assert_int_eq(connect_as(d->socket, &r2), 0);
   users_as(USER_A, max_sessions_a, &a);
   snprintf(want, sizeof(want),
            "session closed: too many sessions for uid %u "
            "(limit 2)",
            (unsigned)uid_a);
   ck_assert_msg(harness_log_wait(d, want, 5000), "the log lacks '%s'", want);
+}
+
+START_TEST(test_tenant_max_sessions)
+{
+  harness_daemon_t *d = users_start_shared("--tenant-max-sessions", "2", NULL);
+  hipd_conn_t *r1 = NULL, *r2 = NULL;
+
+  /* root's two sessions do not count against uid A's. */
+  ck_assert_int_eq(connect_as(d->socket, &r1), 0);
+  ck_assert_int_eq(connect_as(d->socket, &r2), 0);
+  max_sessions_run(d);
   hipd_close(r1);
   hipd_close(r2);
+  harness_free(d);
+}
+END_TEST
+
+/* The same with --isolation session: each session has a worker of its
+ * own, which sees only it, so the listener counts the uid's sessions. */
+START_TEST(test_tenant_max_sessions_session_workers)
+{
+  harness_daemon_t *d = users_start_shared("--tenant-max-sessions", "2",
+                                           "--isolation", "session", NULL);
+
+  max_sessions_run(d);
   harness_free(d);
 }
 END_TEST
@@ -300,6 +323,77 @@ START_TEST(test_allow_users)
   /* root is listed here; hipd's own uid (root) would be allowed anyway. */
   ck_assert_int_eq(connect_as(d->socket, &c), 0);
   hipd_close(c);
+  harness_free(d);
+}
+END_TEST
+
+/* A connection to @p path that says nothing, or -1. */
+static int silent_connect(const char *path)
+{
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
+
+/* As a refused uid, with --hello-timeout 0 (nobody is timed out): 8
+ * silent connections wait for their first request; the 9th is closed at
+ * once (EOF, with nothing read); once they close, a connection is refused
+ * with the rule again. */
+enum { REFUSALS_PER_UID = 8 };
+
+static int refusals_bounded_b(void *arg, char *msg, size_t msglen)
+{
+  refused_t *x = arg;
+  int fds[REFUSALS_PER_UID], extra, n, rc = -1;
+  struct pollfd p;
+  char c;
+
+  for (int i = 0; i < REFUSALS_PER_UID; i++) {
+    fds[i] = silent_connect(x->socket);
+    REQUIRE(fds[i] >= 0, "silent connection %d: %s", i, strerror(errno));
+  }
+  extra = silent_connect(x->socket);
+  REQUIRE(extra >= 0, "the extra connection: %s", strerror(errno));
+  /* Accepted in order: the listener has the 8 by then. Without the bound
+   * it would wait for a request for ever. */
+  p = (struct pollfd){.fd = extra, .events = POLLIN};
+  n = poll(&p, 1, 20000);
+  REQUIRE(n == 1, "the extra refused connection stayed open (poll %d)", n);
+  REQUIRE(read(extra, &c, 1) == 0, "the extra connection was answered");
+  close(extra);
+  for (int i = 0; i < REFUSALS_PER_UID; i++)
+    close(fds[i]);
+  /* The listener sees the closes at its next reads: retry briefly. */
+  for (int i = 0; i < 100 && rc != 0; i++) {
+    hipd_conn_t *conn = NULL;
+    rc = connect_as(x->socket, &conn);
+    if (rc == HIPD_EPERM && strstr(hipd_last_error(NULL), x->want) != NULL)
+      rc = 0;
+    else
+      harness_sleep_ms(20);
+  }
+  REQUIRE(rc == 0, "no refusal with the rule after the closes: %s (%s)",
+          hipd_err_name(rc), hipd_last_error(NULL));
+  return 0;
+}
+
+START_TEST(test_refusals_bounded)
+{
+  harness_daemon_t *d = users_start_shared(
+      "--allow-users", USER_A ",0", "--hello-timeout", "0", NULL);
+  ctx_t a = {d->socket, uid_a};
+  refused_t r = {d->socket, ""};
+
+  snprintf(r.want, sizeof(r.want), "is not allowed by --allow-users");
+  users_as(USER_B, refusals_bounded_b, &r);
+  /* An admitted uid was never kept out. */
+  users_as(USER_A, connect_ok, &a);
   harness_free(d);
 }
 END_TEST
@@ -453,11 +547,13 @@ int main(void)
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_tenant_mem_quota);
   tcase_add_test(tc, test_tenant_max_sessions);
+  tcase_add_test(tc, test_tenant_max_sessions_session_workers);
   tcase_add_test(tc, test_tenant_streams_handles);
   suite_add_tcase(s, tc);
   tc = tcase_create("access");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_allow_users);
+  tcase_add_test(tc, test_refusals_bounded);
   tcase_add_test(tc, test_allow_groups);
   tcase_add_test(tc, test_device_allow);
   tcase_add_test(tc, test_bad_rules);

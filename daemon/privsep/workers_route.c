@@ -17,8 +17,13 @@
 #include "privsep/workers.h"
 #include "privsep/workers_pool.h"
 
-/* A refused peer has this long to send its first request. */
-#define REFUSAL_MAX_MESSAGE 65536
+/* A refused peer's first request may be this long (a hello is far
+ * shorter); a longer one is not answered. */
+#define REFUSAL_MAX_MESSAGE 4096
+/* Refused peers of one uid waiting for their answer at once; one more is
+ * closed at once, so that refused connections cannot fill the listener's
+ * descriptors and keep admitted users out. */
+#define REFUSALS_PER_UID 8
 
 /* A peer refused by the policy: it reads the rule in the answer to its
  * first request, then the connection closes. */
@@ -26,6 +31,7 @@ typedef struct refusal {
   list_node_t node;
   uv_pipe_t pipe; /* pipe.data = this */
   uint64_t id;
+  uid_t uid; /* the peer's */
   uint64_t opened_ms;
   hipd_err_t why;
   uint8_t buf[REFUSAL_MAX_MESSAGE];
@@ -121,10 +127,32 @@ static void refusal_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     refusal_close(r);
 }
 
-static void refuse(daemon_t *d, uv_pipe_t *c, uint64_t id, const hipd_err_t *e)
+/* Refused peers of @p uid still waiting for their answer. */
+static unsigned uid_refusals(uid_t uid)
 {
-  refusal_t *r = calloc(1, sizeof(*r));
+  unsigned n = 0;
 
+  for (const list_node_t *p = workers_pool.refusals.next;
+       p != &workers_pool.refusals; p = p->next)
+    if (list_entry(p, refusal_t, node)->uid == uid)
+      n++;
+  return n;
+}
+
+static void refuse(daemon_t *d, uv_pipe_t *c, uint64_t id, uid_t uid,
+                   const hipd_err_t *e)
+{
+  refusal_t *r;
+
+  if (uid_refusals(uid) >= REFUSALS_PER_UID) {
+    /* Debug only: the peer could otherwise write the log at will. */
+    log_debug(id, "refused and closed at once: uid %u has %u refused "
+                  "connections waiting",
+              (unsigned)uid, (unsigned)REFUSALS_PER_UID);
+    uv_close((uv_handle_t *)c, (uv_close_cb)free);
+    return;
+  }
+  r = calloc(1, sizeof(*r));
   if (r == NULL) {
     uv_close((uv_handle_t *)c, (uv_close_cb)free);
     return;
@@ -146,6 +174,7 @@ static void refuse(daemon_t *d, uv_pipe_t *c, uint64_t id, const hipd_err_t *e)
     }
   }
   r->id = id;
+  r->uid = uid;
   r->why = *e;
   r->opened_ms = uv_now(d->loop);
   msgpack_sbuffer_init(&r->out);
@@ -155,6 +184,25 @@ static void refuse(daemon_t *d, uv_pipe_t *c, uint64_t id, const hipd_err_t *e)
 }
 
 /* ----------------------------------------------------------------- routing */
+
+/* The connections of @p uid that workers hold (those not yet past hello
+ * included): its sessions, whatever the isolation mode. Each worker
+ * counts only its own, so with --isolation session (a worker per session)
+ * only the listener sees them all. */
+static uint32_t uid_sessions(uid_t uid)
+{
+  const list_node_t *const lists[] = {&workers_pool.live,
+                                      &workers_pool.leaving};
+  uint32_t n = 0;
+
+  for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+    for (const list_node_t *p = lists[i]->next; p != lists[i]; p = p->next) {
+      const worker_t *x = list_entry(p, worker_t, node);
+      if (x->uid == uid)
+        n += x->sessions;
+    }
+  return n;
+}
 
 void workers_accept(daemon_t *d, uv_stream_t *server)
 {
@@ -189,7 +237,17 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   }
   if (policy_check_peer(d, cred.uid, cred.gid, who, sizeof(who), &devmask,
                         &err) != 0) {
-    refuse(d, c, id, &err);
+    refuse(d, c, id, cred.uid, &err);
+    return;
+  }
+  /* After the policy: a refused peer learns why (its own bound is
+   * REFUSALS_PER_UID), and is no session. */
+  if (d->cfg.tenant_max_sessions != 0 &&
+      uid_sessions(cred.uid) >= d->cfg.tenant_max_sessions) {
+    /* As a worker closes a session over the limit (transport.c). */
+    log_info(id, "session closed: too many sessions for uid %u (limit %u)",
+             (unsigned)cred.uid, d->cfg.tenant_max_sessions);
+    uv_close((uv_handle_t *)c, (uv_close_cb)free);
     return;
   }
   if (d->cfg.isolation == ISOLATION_UID) {

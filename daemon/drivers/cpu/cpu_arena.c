@@ -106,9 +106,21 @@ int cpu_arena_create(size_t span, cpu_arena_t **out, hipd_err_t *err)
             a->span, strerror(errno));
     goto fail;
   }
-  a->fd = memfd_create("hipd-cpu-buffers", MFD_CLOEXEC);
+  a->fd = memfd_create("hipd-cpu-buffers", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (a->fd < 0) {
     err_set(err, HIPD_ENOMEM, "memfd_create: %s", strerror(errno));
+    goto fail;
+  }
+  /* Its whole size at once (sparse: pages come with fallocate), sealed so
+   * that no holder, the runner's kernels included, can shrink it under a
+   * mapping: a SIGBUS in whoever touches a buffer next. */
+  if (ftruncate(a->fd, (off_t)a->span) != 0 ||
+      fcntl(a->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) !=
+          0) {
+    err_set(err, HIPD_ENOMEM,
+            "cannot size and seal the CPU device's %zu "
+            "bytes of buffers: %s",
+            a->span, strerror(errno));
     goto fail;
   }
   a->cap = 64;

@@ -6,7 +6,10 @@
  * and writable, and everything in the range that no buffer maps stays
  * PROT_NONE. The file is sparse: it holds pages only where buffers are, so
  * the whole device needs one descriptor (and the kernel runner one, for the
- * same file) however many buffers there are.
+ * same file) however many buffers there are. It is sized to the whole
+ * arena at creation and sealed (F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_SEAL),
+ * so that no process holding it, a kernel in the runner included, can cut
+ * it under another's mappings.
  *
  * Layout: every buffer's mapping (whole pages) is followed by
  * CPU_ARENA_GUARD bytes that nothing maps, and the arena starts with such a
