@@ -47,6 +47,29 @@ hipd_die()
   exit 1
 }
 
+# Print the logs of the tests that failed in the build tree $1 (automake's
+# parallel harness writes tests/NAME.log and tests/NAME.trs next to each
+# test program), or its test-suite.log when no test says it failed.
+hipd_print_failed_tests()
+{
+  local build=$1 trs logf found=0
+
+  shopt -s nullglob
+  for trs in "$build"/tests/*.trs "$build"/tests/*/*.trs; do
+    if grep -Eq '^:test-result: (FAIL|ERROR|XPASS)' "$trs"; then
+      logf=${trs%.trs}.log
+      found=1
+      printf '\n---- %s ----\n' "$logf" >&2
+      cat "$logf" >&2 || true
+    fi
+  done
+  shopt -u nullglob
+  if [ "$found" -eq 0 ] && [ -f "$build/test-suite.log" ]; then
+    printf '\n---- %s ----\n' "$build/test-suite.log" >&2
+    cat "$build/test-suite.log" >&2
+  fi
+}
+
 # Is Debian package $1 installed (not merely known, or removed with its
 # configuration files left)?
 hipd_pkg_installed()

@@ -60,21 +60,6 @@ esac
 SRCDIR=$(pwd)
 REPORTS=$SRCDIR/$BUILD/sanitizer-reports
 
-# Print the logs of the tests that failed (as scripts/test.sh does).
-print_failed_tests()
-{
-  local trs
-
-  shopt -s nullglob
-  for trs in "$BUILD"/tests/*.trs "$BUILD"/tests/*/*.trs; do
-    if grep -Eq '^:test-result: (FAIL|ERROR|XPASS)' "$trs"; then
-      printf '\n---- %s ----\n' "${trs%.trs}.log" >&2
-      cat "${trs%.trs}.log" >&2 || true
-    fi
-  done
-  shopt -u nullglob
-}
-
 # Print every report file; return 1 if there was one.
 print_reports()
 {
@@ -149,7 +134,7 @@ rm -f "$BUILD"/test-suite.log "$BUILD"/tests/*.log "$BUILD"/tests/*.trs \
 check_ok=1
 make -C "$BUILD" -j"$JOBS" check "${check_args[@]}" || check_ok=0
 if [ "$check_ok" -eq 0 ]; then
-  print_failed_tests
+  hipd_print_failed_tests "$BUILD"
 fi
 
 # The protocol fuzzer against the instrumented daemon (its reports land

@@ -20,28 +20,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 JOBS=${JOBS:-$(nproc)}
 BUILD=_build
 
-# Print the logs of the tests that failed (automake's parallel harness writes
-# tests/NAME.log and tests/NAME.trs next to each test program).
-print_failed_tests()
-{
-  local trs logf found=0
-
-  shopt -s nullglob
-  for trs in "$BUILD"/tests/*.trs "$BUILD"/tests/*/*.trs; do
-    if grep -Eq '^:test-result: (FAIL|ERROR|XPASS)' "$trs"; then
-      logf=${trs%.trs}.log
-      found=1
-      printf '\n---- %s ----\n' "$logf" >&2
-      cat "$logf" >&2 || true
-    fi
-  done
-  shopt -u nullglob
-  if [ "$found" -eq 0 ] && [ -f "$BUILD/test-suite.log" ]; then
-    printf '\n---- %s ----\n' "$BUILD/test-suite.log" >&2
-    cat "$BUILD/test-suite.log" >&2
-  fi
-}
-
 hipd_step "dependencies"
 hipd_install_deps
 
@@ -55,7 +33,7 @@ make -C "$BUILD" -j"$JOBS" || hipd_die "the build failed"
 
 hipd_step "make check"
 if ! make -C "$BUILD" -j"$JOBS" check; then
-  print_failed_tests
+  hipd_print_failed_tests "$BUILD"
   hipd_die "make check failed (logs above)"
 fi
 
@@ -70,8 +48,13 @@ distcheck_args=()
 if [ -n "${DISTCHECK_CONFIGURE_FLAGS+set}" ]; then
   distcheck_args+=("DISTCHECK_CONFIGURE_FLAGS=$DISTCHECK_CONFIGURE_FLAGS")
 fi
-make -C "$BUILD" -j"$JOBS" distcheck "${distcheck_args[@]}" ||
-  hipd_die "make distcheck failed"
+if ! make -C "$BUILD" -j"$JOBS" distcheck "${distcheck_args[@]}"; then
+  # Its tests ran in the unpacked tarball's build tree.
+  for sub in "$BUILD"/hipd-*/_build/sub; do
+    [ -d "$sub" ] && hipd_print_failed_tests "$sub"
+  done
+  hipd_die "make distcheck failed (logs above)"
+fi
 
 # The Debian packages (debian/): built without their test suite (make check
 # ran above), lintian clean at error level, installed, the examples run

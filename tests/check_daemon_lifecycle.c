@@ -13,6 +13,22 @@
 
 /* ------------------------------------------------------------- lifecycle */
 
+/* Wait until the daemon has read the synchronize @p call sent on @p conn
+ * after busy_start(): it counts three requests in flight (the memset, the
+ * synchronize and the session.info asking), or the call is already done.
+ * A request still in the socket when SIGTERM comes is refused with
+ * ESHUTDOWN, which is not what these tests are about. */
+static void wait_sync_read(hipd_conn_t *conn, hipd_call_t *call)
+{
+  long long deadline = harness_now_ms() + 10000;
+
+  while (!hipd_call_done(call) && session_inflight(conn) < 3) {
+    ck_assert_msg(harness_now_ms() < deadline,
+                  "the daemon never read the synchronize");
+    harness_sleep_ms(1);
+  }
+}
+
 /* SIGTERM with clients connected: work in flight finishes or fails with
  * EDISCONNECTED, later calls fail with EDISCONNECTED, nothing hangs, the
  * daemon exits 0 and removes its socket. */
@@ -31,6 +47,7 @@ START_TEST(test_shutdown_with_clients)
   ping_ok(idle);
   busy_start(&b, busy, BUSY_BYTES);
   ck_assert_int_eq(hipd_stream_synchronize_begin(busy, b.st, &sync_call), 0);
+  wait_sync_read(busy, sync_call);
   ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
   ck_assert_int_eq(harness_wait_exit(d, 20000), 0);
   ck_assert_msg(stat(d->socket, &st) != 0 && errno == ENOENT,
@@ -72,6 +89,7 @@ START_TEST(test_shutdown_abandons_work)
   conn = connect_to(d);
   busy_start(&b, conn, BUSY_BYTES);
   ck_assert_int_eq(hipd_stream_synchronize_begin(conn, b.st, &sync_call), 0);
+  wait_sync_read(conn, sync_call);
   ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
   rc = hipd_wait(sync_call);
   ck_assert_msg(rc == HIPD_EDISCONNECTED, "synchronize: %s", hipd_err_name(rc));

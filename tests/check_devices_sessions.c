@@ -238,6 +238,13 @@ START_TEST(test_sessions_on_two_devices)
 }
 END_TEST
 
+/* The tests below show that a request is not held up by a stream's work:
+ * answered while that work is still pending. A loaded machine (CI runs
+ * tests side by side on 2 cores) can delay the answer past even a long
+ * memset, so each tries up to BUSY_TRIES times: a request that waits for
+ * the work fails every try. */
+enum { BUSY_TRIES = 3 };
+
 /* Client A waits in stream.synchronize behind large memsets while client B
  * pings and reads device records: B is served before A's wait returns. */
 START_TEST(test_concurrent_sessions)
@@ -246,24 +253,31 @@ START_TEST(test_concurrent_sessions)
   int n = device_count(b), dev;
 
   for (dev = 0; dev < n; dev++) {
-    hipd_info_t *info = NULL;
-    busy_t busy;
+    int served = 0;
 
-    busy_start(&busy, a, dev);
-    for (int i = 0; i < 10; i++) {
-      char out[8];
-      size_t len = 0;
-      OK(b, hipd_ping(b, "B", 1, out, sizeof(out), &len));
-    }
-    for (int other = 0; other < n; other++) {
-      OK(b, hipd_device_get(b, other, &info));
+    for (int try = 0; try < BUSY_TRIES && !served; try++) {
+      hipd_info_t *info = NULL;
+      busy_t busy;
+
+      busy_start(&busy, a, dev);
+      for (int i = 0; i < 10; i++) {
+        char out[8];
+        size_t len = 0;
+        OK(b, hipd_ping(b, "B", 1, out, sizeof(out), &len));
+      }
+      for (int other = 0; other < n; other++) {
+        OK(b, hipd_device_get(b, other, &info));
+        hipd_info_free(info);
+      }
+      OK(b, hipd_session_info(b, &info));
       hipd_info_free(info);
+      served = busy_pending(&busy);
+      busy_finish(&busy, dev);
     }
-    OK(b, hipd_session_info(b, &info));
-    hipd_info_free(info);
-    ck_assert_msg(busy_pending(&busy),
-                  "device %d: A's work finished before B was served", dev);
-    busy_finish(&busy, dev);
+    ck_assert_msg(served,
+                  "device %d: A's work finished before B was served, %d "
+                  "times",
+                  dev, BUSY_TRIES);
   }
   hipd_close(a);
   hipd_close(b);
@@ -278,15 +292,24 @@ START_TEST(test_stream_query_busy)
   int n = device_count(conn), dev;
 
   for (dev = 0; dev < n; dev++) {
-    int idle = -1;
-    busy_t busy;
+    int answered = 0;
 
-    busy_start(&busy, conn, dev);
-    OK(conn, hipd_stream_query(conn, busy.st, &idle));
-    ck_assert_msg(busy_pending(&busy),
-                  "device %d: stream.query waited for the stream's work", dev);
-    ck_assert_int_eq(idle, 0);
-    busy_finish(&busy, dev);
+    for (int try = 0; try < BUSY_TRIES && !answered; try++) {
+      int idle = -1;
+      busy_t busy;
+
+      busy_start(&busy, conn, dev);
+      OK(conn, hipd_stream_query(conn, busy.st, &idle));
+      answered = busy_pending(&busy);
+      /* Busy, unless the work was done by the time the query ran. */
+      if (answered)
+        ck_assert_int_eq(idle, 0);
+      busy_finish(&busy, dev);
+    }
+    ck_assert_msg(answered,
+                  "device %d: stream.query waited for the stream's work, %d "
+                  "times",
+                  dev, BUSY_TRIES);
   }
   hipd_close(conn);
 }
