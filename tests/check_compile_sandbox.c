@@ -14,6 +14,11 @@
  * - a compile that runs past --compile-timeout fails alone, with a message
  *   that says so, and the next compile works;
  * - the helpers run as the compile user, never root (as root);
+ * - a compiler that includes its own standard output or error does not
+ *   wait on it (they are files of the compile's own, not pipes);
+ * - what a compile leaves in the helper's scratch directory is removed
+ *   before its answer, and a helper that cannot remove it is replaced
+ *   (as root, in both views);
  * - hipd's own CPU device header still resolves (kernels compile and run),
  *   in both views (HIPD_COMPILE_FSVIEW=landlock forces the fallback).
  */
@@ -437,6 +442,232 @@ static int descends_from(pid_t pid, pid_t ancestor)
   return 0;
 }
 
+/* -------------------------------------------------- the compiler's output */
+
+/* A compiler that includes its own standard output or error once found a
+ * pipe there and waited on it, holding its compile slot until the timeout
+ * (and `as` did the same with `.include`). They are files of the compile's
+ * own now: the include reads what was written so far and the compile ends
+ * at once, whatever it makes of it. */
+START_TEST(test_output_readback)
+{
+  harness_daemon_t *d = start_daemon("60", "1");
+  hipd_conn_t *conn = connect_to(d);
+  int dev = first_cpu_device(conn);
+  static const char *const srcs[] = {
+      "#include \"/proc/self/fd/1\"\n",
+      "#include \"/proc/self/fd/2\"\n",
+      "#include \"/dev/stdout\"\n",
+      "asm(\".include \\\"/proc/self/fd/1\\\"\");\n",
+  };
+  char src[512];
+
+  for (size_t i = 0; i < sizeof(srcs) / sizeof(srcs[0]); i++) {
+    hipd_kernel_t k = HIPD_KERNEL_NULL;
+    int rc;
+
+    snprintf(src, sizeof(src), "// readback %d %zu\n%s%s", (int)getpid(), i,
+             srcs[i], MARK_KERNEL);
+    rc = hipd_kernel_compile(conn, dev, src, "k", NULL, &k, NULL);
+    ck_assert_msg(rc == 0 || rc == HIPD_ECOMPILE, "source %zu: %s (%s)", i,
+                  hipd_err_name(rc), hipd_last_error(conn));
+    if (rc == 0)
+      OK(conn, hipd_kernel_destroy(conn, k));
+    else
+      ck_assert_msg(strstr(hipd_last_error(conn), "timed out") == NULL,
+                    "source %zu waited on its own output: %s", i,
+                    hipd_last_error(conn));
+  }
+  /* And the one slot is free for the next compile. */
+  {
+    hipd_kernel_t k = compile(conn, dev, VECADD_SRC, "vecadd", NULL);
+    vecadd_run(conn, dev, k, 100, HIPD_STREAM_NULL);
+    OK(conn, hipd_kernel_destroy(conn, k));
+  }
+  hipd_close(conn);
+  stop_checked(&d);
+}
+END_TEST
+
+/* ------------------------------------------------------- the scratch space */
+
+/* The scratch directory of @p d's one compile helper as this process sees
+ * it: the helper proper's /tmp (a tmpfs in its mount namespace, reached
+ * through /proc/PID/root) or its --tmp directory (Landlock). */
+static void helper_scratch(const harness_daemon_t *d, int mountns, char *out,
+                           size_t n)
+{
+  DIR *dir = opendir("/proc");
+  struct dirent *e;
+
+  out[0] = '\0';
+  ck_assert_ptr_nonnull(dir);
+  while ((e = readdir(dir)) != NULL && out[0] == '\0') {
+    pid_t pid = (pid_t)atoi(e->d_name), ppid, pp;
+    char comm[64], pcomm[64], path[64], args[4096];
+    FILE *f;
+    size_t len;
+
+    if (pid <= 0 || proc_stat(pid, &ppid, comm, sizeof(comm)) != 0 ||
+        strcmp(comm, "hipd-compile") != 0 || !descends_from(pid, d->pid) ||
+        proc_stat(ppid, &pp, pcomm, sizeof(pcomm)) != 0)
+      continue;
+    if (mountns) {
+      /* The helper proper, below its outer process. */
+      if (strcmp(pcomm, "hipd-compile") == 0)
+        snprintf(out, n, "/proc/%d/root/tmp", (int)pid);
+      continue;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+      continue;
+    len = fread(args, 1, sizeof(args) - 1, f);
+    fclose(f);
+    args[len] = '\0';
+    for (size_t at = 0; at < len; at += strlen(args + at) + 1)
+      if (strncmp(args + at, "--tmp=", 6) == 0)
+        snprintf(out, n, "%s", args + at + 6);
+  }
+  closedir(dir);
+  ck_assert_msg(out[0] != '\0', "no compile helper of hipd %d found",
+                (int)d->pid);
+}
+
+static void write_junk(const char *path, size_t bytes, uid_t uid)
+{
+  FILE *f = fopen(path, "w");
+  static char chunk[65536];
+
+  ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+  for (size_t i = 0; i < bytes; i += sizeof(chunk))
+    ck_assert_uint_eq(fwrite(chunk, 1, sizeof(chunk), f), sizeof(chunk));
+  fclose(f);
+  ck_assert_int_eq(chown(path, uid, (gid_t)-1), 0);
+}
+
+static int exists(const char *dir, const char *name)
+{
+  char path[PATH_MAX];
+  struct stat st;
+
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  return lstat(path, &st) == 0;
+}
+
+static int64_t restarts_of(hipd_conn_t *conn)
+{
+  hipd_info_t *info = NULL;
+  int64_t n;
+  int dev = -1; /* info_int()'s message names it */
+
+  OK(conn, hipd_daemon_info(conn, &info));
+  n = info_int(info, "compile.restarts");
+  hipd_info_free(info);
+  return n;
+}
+
+/* What a compile leaves in the helper's scratch directory (the files of a
+ * compiler killed mid-way, here planted by the test as the compile user)
+ * is removed before its answer; what the helper cannot remove makes it
+ * leave, and a fresh helper with a fresh directory serves the next
+ * compile. Once for each view. */
+static void check_scratch(int mountns)
+{
+  harness_daemon_t *d;
+  hipd_conn_t *conn;
+  hipd_info_t *info = NULL;
+  hipd_kernel_t k;
+  char scratch[PATH_MAX], path[PATH_MAX + 32], src[4096], fsview[64];
+  uid_t cuid;
+  int dev;
+  int64_t restarts;
+
+  if (geteuid() != 0) {
+    fprintf(stderr, "check_scratch: skipped (needs root: to plant files as "
+                    "the compile user, and to see into the helper)\n");
+    return;
+  }
+  if (!mountns)
+    setenv("HIPD_COMPILE_FSVIEW", "landlock", 1);
+  d = start_daemon("60", "1");
+  unsetenv("HIPD_COMPILE_FSVIEW");
+  conn = connect_to(d);
+  dev = first_cpu_device(conn);
+  fsview_of(conn, fsview, sizeof(fsview));
+  if (mountns && strcmp(fsview, "mount namespace") != 0) {
+    fprintf(stderr,
+            "check_scratch: no mount namespace here (%s): that view "
+            "not tested\n",
+            fsview);
+    hipd_close(conn);
+    stop_checked(&d);
+    return;
+  }
+  OK(conn, hipd_daemon_info(conn, &info));
+  cuid = (uid_t)info_int(info, "compile.uid");
+  hipd_info_free(info);
+  /* The helper starts with the first compile. */
+  snprintf(src, sizeof(src), "// scratch %d %d a\n%s", (int)getpid(), mountns,
+           VECADD_SRC);
+  k = compile(conn, dev, src, "vecadd", NULL);
+  OK(conn, hipd_kernel_destroy(conn, k));
+  helper_scratch(d, mountns, scratch, sizeof(scratch));
+  restarts = restarts_of(conn);
+
+  /* Leftovers the helper can remove: gone after the next compile. */
+  snprintf(path, sizeof(path), "%s/ccJunk.s", scratch);
+  write_junk(path, 8 << 20, cuid);
+  snprintf(path, sizeof(path), "%s/hipd-cpu-junk", scratch);
+  ck_assert_int_eq(mkdir(path, 0700), 0);
+  ck_assert_int_eq(chown(path, cuid, (gid_t)-1), 0);
+  snprintf(path, sizeof(path), "%s/hipd-cpu-junk/kernel.s", scratch);
+  write_junk(path, 1 << 20, cuid);
+  snprintf(src, sizeof(src), "// scratch %d %d b\n%s", (int)getpid(), mountns,
+           VECADD_SRC);
+  k = compile(conn, dev, src, "vecadd", NULL);
+  OK(conn, hipd_kernel_destroy(conn, k));
+  ck_assert_msg(!exists(scratch, "ccJunk.s") &&
+                    !exists(scratch, "hipd-cpu-junk"),
+                "%s: the leftovers in %s are still there after a compile",
+                fsview, scratch);
+  ck_assert_int_eq(restarts_of(conn), restarts);
+
+  /* A leftover it cannot remove (root's): the helper leaves, the next
+   * compile gets a fresh one. */
+  snprintf(path, sizeof(path), "%s/stuck", scratch);
+  ck_assert_int_eq(mkdir(path, 0755), 0);
+  snprintf(path, sizeof(path), "%s/stuck/file", scratch);
+  write_junk(path, 65536, 0);
+  snprintf(src, sizeof(src), "// scratch %d %d c\n%s", (int)getpid(), mountns,
+           VECADD_SRC);
+  k = compile(conn, dev, src, "vecadd", NULL);
+  OK(conn, hipd_kernel_destroy(conn, k));
+  if (!mountns)
+    ck_assert_msg(access(scratch, F_OK) != 0,
+                  "the replaced helper's directory %s is still there", scratch);
+  snprintf(src, sizeof(src), "// scratch %d %d d\n%s", (int)getpid(), mountns,
+           VECADD_SRC);
+  k = compile(conn, dev, src, "vecadd", NULL);
+  vecadd_run(conn, dev, k, 100, HIPD_STREAM_NULL);
+  OK(conn, hipd_kernel_destroy(conn, k));
+  /* Counted when the fresh one starts. */
+  ck_assert_int_eq(restarts_of(conn), restarts + 1);
+  hipd_close(conn);
+  stop_checked(&d);
+}
+
+START_TEST(test_scratch_emptied)
+{
+  check_scratch(1);
+}
+END_TEST
+
+START_TEST(test_scratch_emptied_landlock)
+{
+  check_scratch(0);
+}
+END_TEST
+
 START_TEST(test_helper_identity)
 {
   harness_daemon_t *d;
@@ -503,6 +734,9 @@ static Suite *compile_sandbox_suite(void)
   tcase_add_test(tc, test_fifo);
   tcase_add_test(tc, test_timeout);
   tcase_add_test(tc, test_helper_identity);
+  tcase_add_test(tc, test_output_readback);
+  tcase_add_test(tc, test_scratch_emptied);
+  tcase_add_test(tc, test_scratch_emptied_landlock);
   suite_add_tcase(s, tc);
   return s;
 }

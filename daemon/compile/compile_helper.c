@@ -42,6 +42,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <glob.h>
 #include <limits.h>
 #include <pthread.h>
@@ -55,6 +56,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -522,6 +524,112 @@ static int self_cpu_s(void)
   return (int)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec);
 }
 
+/* ------------------------------------------------------------- scratch */
+
+/* The compiles' private directory: /tmp in the mount namespace (a tmpfs of
+ * its own), else --tmp. What is in it at start (in the mount namespace,
+ * the folders that lead to the CPU device header's bind when it lives
+ * under /tmp; root's, not the compile user's) is kept; everything else is
+ * removed after every compile. */
+#define SCRATCH_KEEP_MAX 8
+#define SCRATCH_SLACK (1u << 20) /* bytes a tmpfs may still hold */
+static struct {
+  const char *dir;
+  int own_fs; /* a tmpfs of its own: its usage is the compiles' */
+  char keep[SCRATCH_KEEP_MAX][256];
+  unsigned nkeep;
+} scratch;
+
+static int scratch_kept(const char *name)
+{
+  for (unsigned i = 0; i < scratch.nkeep; i++)
+    if (strcmp(scratch.keep[i], name) == 0)
+      return 1;
+  return 0;
+}
+
+/* Call @p fn for each entry of the scratch directory but "." and "..";
+ * @return how many, or -1 if it cannot be read. */
+static int scratch_each(void (*fn)(const char *name))
+{
+  DIR *d = opendir(scratch.dir);
+  struct dirent *e;
+  int n = 0;
+
+  if (d == NULL)
+    return -1;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    n++;
+    if (fn != NULL)
+      fn(e->d_name);
+  }
+  closedir(d);
+  return n;
+}
+
+static void keep_add(const char *name)
+{
+  if (scratch.nkeep < SCRATCH_KEEP_MAX)
+    snprintf(scratch.keep[scratch.nkeep++], sizeof(scratch.keep[0]), "%s",
+             name);
+}
+
+/* Before any compile: note what the directory holds already. */
+static void scratch_init(const char *dir, int own_fs)
+{
+  scratch.dir = dir;
+  scratch.own_fs = own_fs;
+  if (scratch_each(keep_add) > SCRATCH_KEEP_MAX)
+    die("%s holds more than %d entries before any compile", dir,
+        SCRATCH_KEEP_MAX);
+}
+
+static int rm_cb(const char *path, const struct stat *st, int flag,
+                 struct FTW *ftw)
+{
+  (void)st;
+  (void)flag;
+  if (ftw->level > 0)
+    remove(path);
+  return 0;
+}
+
+static void remove_entry(const char *name)
+{
+  char path[PATH_MAX];
+
+  if (scratch_kept(name) || snprintf(path, sizeof(path), "%s/%s", scratch.dir,
+                                     name) >= (int)sizeof(path))
+    return;
+  /* The entry itself last (depth first); never across a mount. */
+  if (nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) == 0)
+    remove(path);
+}
+
+/* After a compile: remove whatever it left in the scratch directory (the
+ * files of a compiler killed mid-way, or made on purpose to fill it), so
+ * that no compile can take space from the next ones. @return 0, or -1
+ * when something could not be reclaimed (left behind, or space a tmpfs of
+ * its own still holds): the helper then leaves, and the pool starts a
+ * fresh one with a fresh directory. */
+static int scratch_reset(void)
+{
+  struct statfs sf;
+
+  if (scratch_each(remove_entry) < 0 ||
+      scratch_each(NULL) != (int)scratch.nkeep)
+    return -1;
+  if (scratch.own_fs && statfs(scratch.dir, &sf) == 0 &&
+      (uint64_t)(sf.f_blocks - sf.f_bfree) * (uint64_t)sf.f_bsize >
+          SCRATCH_SLACK)
+    return -1;
+  return 0;
+}
+
+/* ------------------------------------------------------------- serving */
+
 /* Answer one COMPILE payload. @return 1 to go on, 0 to leave after the
  * answer (the compile was stopped: compilers can no longer start). */
 static int serve_compile(int fd, const unsigned char *p, size_t len,
@@ -537,7 +645,7 @@ static int serve_compile(int fd, const unsigned char *p, size_t len,
   size_t image_len = 0;
   strbuf_t out = {0};
   driver_t *drv;
-  int rc, fired, go_on = 1;
+  int rc, fired, go_on = 1, clean;
 
   if (log == NULL)
     die("out of memory");
@@ -601,9 +709,14 @@ static int serve_compile(int fd, const unsigned char *p, size_t len,
   }
   cp_put_str(&out, log);
   cp_put_blob(&out, rc == 0 ? image : NULL, rc == 0 ? image_len : 0);
-  cp_put_u32(&out,
-             (!go_on || self_cpu_s() > SELF_CPU_MAX_S ? CP_RESULT_LEAVING : 0) |
-                 (!go_on ? CP_RESULT_TIMED_OUT : 0));
+  /* Before the answer: a compile whose leftovers cannot be reclaimed
+   * makes this helper leave, and the daemon knows it at once. */
+  clean = scratch_reset() == 0;
+  cp_put_u32(&out, (!go_on || !clean || self_cpu_s() > SELF_CPU_MAX_S
+                        ? CP_RESULT_LEAVING
+                        : 0) |
+                       (!go_on ? CP_RESULT_TIMED_OUT : 0) |
+                       (!clean ? CP_RESULT_SCRATCH : 0));
   if (strbuf_failed(&out))
     die("out of memory for the answer");
   if (cp_send(fd, CP_OP_RESULT, rc, out.p, out.len) != 0)
@@ -618,7 +731,7 @@ static int serve_compile(int fd, const unsigned char *p, size_t len,
   for (uint32_t i = 0; i < nopts; i++)
     free(opts[i]);
   free(opts);
-  return go_on;
+  return go_on && clean;
 }
 
 /* Reap whatever was left to this process (pid 1 of its namespace adopts
@@ -659,7 +772,7 @@ int main(int argc, char **argv)
   uid_t uid = getuid();
   gid_t gid = getgid();
   uint32_t fsview = CP_FSVIEW_NONE;
-  int root = geteuid() == 0;
+  int root = geteuid() == 0, devnull;
 
   parse_args(argc, argv, &o);
   fcntl(o.fd, F_SETFD, FD_CLOEXEC); /* never inherited by a compiler */
@@ -735,6 +848,7 @@ int main(int argc, char **argv)
   }
   if (chdir(fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp) != 0)
     die("chdir: %s", strerror(errno));
+  devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (sandbox_enter(&spec, &err) < 0)
     die("sandbox: %s", err.msg);
   /* The id change cleared the parent-death signal: set it again (in the
@@ -763,8 +877,19 @@ int main(int argc, char **argv)
   (void)cxx;
   if (watchdog_start() != 0)
     die("cannot start the watchdog thread");
+  scratch_init(fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp,
+               fsview == CP_FSVIEW_MOUNTNS);
 
   send_hello(o.fd, fsview, note);
+  /* From here on nothing of this process writes to hipd's log: an
+   * in-process compiler (hiprtc) that is made to open /proc/self/fd/2
+   * must find nothing of it to read, nor write it. The compilers have
+   * files of their own (cpu_compile.c); the daemon says when this helper
+   * ends and why. */
+  if (devnull < 0 || dup2(devnull, STDOUT_FILENO) < 0 ||
+      dup2(devnull, STDERR_FILENO) < 0)
+    die("cannot put /dev/null on its standard output and error");
+  close(devnull);
   for (;;) {
     cp_hdr_t h;
     unsigned char *payload;

@@ -498,7 +498,8 @@ int compile_run(const compile_req_t *req, compile_out_t *out)
         cp_get_str(&r, CP_MAX_LOG, &log, &log_len) != 0 ||
         cp_get_blob(&r, CP_MAX_IMAGE, &image, &image_len) != 0 ||
         cp_get_u32(&r, &flags) != 0 || cp_rd_end(&r) != 0 ||
-        (flags & ~(uint32_t)(CP_RESULT_LEAVING | CP_RESULT_TIMED_OUT)) != 0 ||
+        (flags & ~(uint32_t)(CP_RESULT_LEAVING | CP_RESULT_TIMED_OUT |
+                             CP_RESULT_SCRATCH)) != 0 ||
         (hdr.status == 0) != (image_len > 0)) {
       free(payload);
       return helper_failed(h, out, 0, "sent a malformed answer");
@@ -527,10 +528,14 @@ int compile_run(const compile_req_t *req, compile_out_t *out)
       log_warn(0, "compile helper: a compile timed out after %u s: stopped",
                pool_state.timeout_s);
     }
-    if (flags & (CP_RESULT_LEAVING | CP_RESULT_TIMED_OUT)) {
+    if (flags & CP_RESULT_SCRATCH)
+      log_warn(0, "compile helper: what a compile left in its scratch "
+                  "directory could not be removed: replaced");
+    if (flags & (CP_RESULT_LEAVING | CP_RESULT_TIMED_OUT | CP_RESULT_SCRATCH)) {
       helper_reap(h, 0);
-      /* A planned exit is no restart; one after a timeout is. */
-      h->died = (flags & CP_RESULT_TIMED_OUT) != 0;
+      /* A planned exit is no restart; one after a timeout or with its
+       * scratch space lost is. */
+      h->died = (flags & (CP_RESULT_TIMED_OUT | CP_RESULT_SCRATCH)) != 0;
     }
   }
   return out->status;

@@ -33,7 +33,9 @@
  *            answer: its own CPU time is nearly used up, or a compile was
  *            stopped; the daemon reaps it and starts another for the next
  *            compile), CP_RESULT_TIMED_OUT (this compile was stopped at
- *            the timeout)
+ *            the timeout), CP_RESULT_SCRATCH (what the compile left in
+ *            the helper's scratch directory could not be removed: it
+ *            leaves, with CP_RESULT_LEAVING)
  *
  * One COMPILE at a time: the daemon sends the next only after the RESULT.
  * When the daemon closes its end the helper exits.
@@ -65,7 +67,11 @@
 enum { CP_OP_HELLO = 1, CP_OP_COMPILE, CP_OP_RESULT };
 
 /* RESULT flags. */
-enum { CP_RESULT_LEAVING = 1u << 0, CP_RESULT_TIMED_OUT = 1u << 1 };
+enum {
+  CP_RESULT_LEAVING = 1u << 0,
+  CP_RESULT_TIMED_OUT = 1u << 1,
+  CP_RESULT_SCRATCH = 1u << 2, /* its scratch space could not be emptied */
+};
 
 /* How the helper's file-system view is limited. */
 enum {

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -322,37 +321,65 @@ unsigned cpu_compile_stop_all(void)
   return n;
 }
 
+/* Read what the compiler wrote into @p fd (from its start) into @p outbuf,
+ * MAX_CAPTURE bytes at most. */
+static void read_output(int fd, strbuf_t *outbuf)
+{
+  char buf[4096];
+  off_t at = 0;
+
+  while (outbuf->len < MAX_CAPTURE) {
+    ssize_t n = pread(fd, buf, sizeof(buf), at);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    strbuf_addn(outbuf, buf, (size_t)n);
+    at += n;
+  }
+}
+
 /*
- * Run @p argv with stdout and stderr into @p outbuf, for at most
- * @p timeout_s seconds (then its whole process group is killed).
+ * Run @p argv with stdout and stderr into a file of its own in @p dir (the
+ * compile's private directory), for at most @p timeout_s seconds (then its
+ * whole process group is killed); what it wrote goes into @p outbuf. A
+ * file, not a pipe: a source that includes /proc/self/fd/1 or 2 reads back
+ * what the compiler wrote so far and goes on, where with a pipe it would
+ * wait on its own output, holding the compile slot until the timeout. The
+ * file is unlinked at once, so nothing of it outlives the compile.
  * @return 0 and the wait status in *status, 1 if it timed out, or a
  *         negative code if it could not be started (@p log says why).
  */
-static int run_compiler(char *const *argv, unsigned timeout_s, strbuf_t *outbuf,
-                        int *status, char *log, size_t logsz)
+static int run_compiler(char *const *argv, const char *dir, unsigned timeout_s,
+                        strbuf_t *outbuf, int *status, char *log, size_t logsz)
 {
   sandbox_fd_t fds[2];
   sandbox_spawn_t so;
   hipd_err_t serr;
-  int pfd[2], e, timed_out = 0;
+  char path[PATH_MAX];
+  int ofd, e, timed_out = 0;
   char **env;
   pid_t pid;
   int64_t deadline = (int64_t)util_now_ms() + (int64_t)timeout_s * 1000;
 
-  if (pipe2(pfd, O_CLOEXEC) != 0) {
-    cpu_log_set(log, logsz, "cannot run the C++ compiler: pipe: %s",
+  ofd = -1;
+  errno = ENAMETOOLONG;
+  if (snprintf(path, sizeof(path), "%s/output-XXXXXX", dir) < (int)sizeof(path))
+    ofd = mkostemp(path, O_CLOEXEC);
+  if (ofd < 0) {
+    cpu_log_set(log, logsz, "cannot run the C++ compiler: %s: %s", path,
                 strerror(errno));
     return HIPD_EIO;
   }
+  unlink(path);
   env = child_env();
   if (env == NULL) {
-    close(pfd[0]);
-    close(pfd[1]);
+    close(ofd);
     cpu_log_set(log, logsz, "out of memory");
     return HIPD_ENOMEM;
   }
-  fds[0] = (sandbox_fd_t){pfd[1], STDOUT_FILENO};
-  fds[1] = (sandbox_fd_t){pfd[1], STDERR_FILENO};
+  fds[0] = (sandbox_fd_t){ofd, STDOUT_FILENO};
+  fds[1] = (sandbox_fd_t){ofd, STDERR_FILENO};
   so = (sandbox_spawn_t){.path = argv[0],
                          .argv = argv,
                          .envp = env,
@@ -362,15 +389,14 @@ static int run_compiler(char *const *argv, unsigned timeout_s, strbuf_t *outbuf,
                          .own_group = true}; /* to kill cc1plus, as, ld too */
   e = sandbox_spawn(&so, &pid, &serr);
   free(env);
-  close(pfd[1]);
   if (e != 0) {
-    close(pfd[0]);
+    close(ofd);
     cpu_log_set(log, logsz, "cannot run the C++ compiler %s: %s", argv[0],
                 serr.msg);
     return HIPD_EIO;
   }
   if ((e = running_add(pid)) != 0) {
-    close(pfd[0]);
+    close(ofd);
     while (waitpid(pid, status, 0) < 0 && errno == EINTR)
       ;
     cpu_log_set(log, logsz, "%s",
@@ -378,35 +404,12 @@ static int run_compiler(char *const *argv, unsigned timeout_s, strbuf_t *outbuf,
     return e;
   }
 
-  /* Read its output until every process of the group has closed it. */
-  for (;;) {
-    char buf[4096];
-    int64_t left = deadline - (int64_t)util_now_ms();
-    struct pollfd p = {.fd = pfd[0], .events = POLLIN};
-    if (left <= 0) {
-      timed_out = 1;
-      break;
-    }
-    int pr = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
-    if (pr < 0 && errno == EINTR)
-      continue;
-    if (pr <= 0)
-      continue;
-    ssize_t n = read(pfd[0], buf, sizeof(buf));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    if (outbuf->len < MAX_CAPTURE)
-      strbuf_addn(outbuf, buf, (size_t)n);
-  }
-  close(pfd[0]);
-  if (timed_out)
-    kill(-pid, SIGKILL);
   /* Wait for it without reaping it (WNOWAIT): until it is reaped its pid
    * cannot name another process group, so cpu_compile_stop_all() may kill
-   * it meanwhile; it leaves the registry before the reap. */
-  for (;;) {
+   * it meanwhile; it leaves the registry before the reap. The look is
+   * 1 ms after the start, doubling to 20 ms: a short compile is seen
+   * soon, a long one costs few wake-ups. */
+  for (long nap_us = 1000;;) {
     siginfo_t si = {0};
     int w = waitid(P_PID, (id_t)pid, &si,
                    WEXITED | WNOWAIT | (timed_out ? 0 : WNOHANG));
@@ -418,13 +421,21 @@ static int run_compiler(char *const *argv, unsigned timeout_s, strbuf_t *outbuf,
         kill(-pid, SIGKILL);
         continue;
       }
-      struct timespec ts = {0, 5000000};
+      struct timespec ts = {0, nap_us * 1000};
       nanosleep(&ts, NULL);
+      if (nap_us < 20000)
+        nap_us *= 2;
     }
   }
+  /* Any process of its group still running (one that left the compiler's
+   * wait) writes no more of it: killed while the unreaped leader still
+   * holds the group's id. */
+  kill(-pid, SIGKILL);
   running_remove(pid);
   while (waitpid(pid, status, 0) < 0 && errno == EINTR)
     ;
+  read_output(ofd, outbuf);
+  close(ofd);
   return timed_out ? 1 : 0;
 }
 
@@ -593,7 +604,7 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
   argv[argc++] = sopath;
   argv[argc] = NULL;
 
-  rc = run_compiler((char *const *)argv, timeout_s, &out, &st, log, logsz);
+  rc = run_compiler((char *const *)argv, dir, timeout_s, &out, &st, log, logsz);
   if (rc < 0)
     goto fail;
   log_output(&out, dir, log, logsz);
