@@ -83,6 +83,8 @@ typedef struct daemon_config {
   uint32_t compile_timeout_s;     /* per compile, 0: 120 */
   char *compile_user;             /* helpers' account, NULL: default */
   uint64_t compile_mem;           /* helpers' address space, 0: 4 GiB */
+  uint32_t tenant_max_compiles;   /* one uid's compiles outstanding, 0: 8 */
+  uint64_t compile_queue_bytes;   /* sources they hold, 0: 256 MiB */
   int busy_poll_us; /* spin before sleeping (loop, workers); -1: auto */
   uint32_t spin_cpus; /* spinners at once, all processes; 0: auto */
   int gpu_wait;     /* hip_driver_set_wait() mode */

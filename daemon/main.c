@@ -621,6 +621,8 @@ int main(int argc, char **argv)
                                .timeout_s = d->cfg.compile_timeout_s,
                                .user = d->cfg.compile_user,
                                .mem_limit = d->cfg.compile_mem,
+                               .tenant_max = d->cfg.tenant_max_compiles,
+                               .queue_bytes = d->cfg.compile_queue_bytes,
                                .probe = 1};
     compile_pool_stats_t cst;
     if (compile_pool_init(&ccfg, d->loop, &err) != 0) {

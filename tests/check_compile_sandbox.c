@@ -19,6 +19,10 @@
  * - what a compile leaves in the helper's scratch directory is removed
  *   before its answer, and a helper that cannot remove it is replaced
  *   (as root, in both views);
+ * - tenants take turns for the helpers: another uid's slow compiles hold
+ *   one helper at most while root compiles, and requests over
+ *   --tenant-max-compiles or a uid's half of --compile-queue-bytes get
+ *   EBUSY at once;
  * - hipd's own CPU device header still resolves (kernels compile and run),
  *   in both views (HIPD_COMPILE_FSVIEW=landlock forces the fallback).
  */
@@ -27,7 +31,14 @@
 #include "kernels_util.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "users.h"
+
+/* The other tenant of the fairness test (tests/README.md). */
+#define USER_B "hipd_cs_b"
 
 static const char MARK_KERNEL[] =
     "extern \"C\" __global__ void k(int *p) { p[0] = 1; }\n";
@@ -402,6 +413,147 @@ START_TEST(test_timeout)
 }
 END_TEST
 
+/* ----------------------------------------------------- the compile queue */
+
+/* What one of tenant B's compiles ended with, sent through a pipe. */
+typedef struct {
+  int index, rc;
+  char msg[200];
+} b_result_t;
+
+typedef struct {
+  const char *socket;
+  int index, fd;
+} b_job_t;
+
+static void *b_compile_main(void *arg)
+{
+  b_job_t *j = arg;
+  hipd_conn_t *c = NULL;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
+  b_result_t r = {.index = j->index};
+  char src[sizeof(SLOW_SRC) + 64];
+
+  r.rc = hipd_connect2(j->socket, "tenant-b", &c);
+  if (r.rc == 0) {
+    hipd_set_timeout(c, 120000);
+    snprintf(src, sizeof(src), "// tenant b %d %d\n%s", (int)getpid(), j->index,
+             SLOW_SRC);
+    r.rc = hipd_kernel_compile(c, 0, src, "k", NULL, &k, NULL);
+    snprintf(r.msg, sizeof(r.msg), "%s", hipd_last_error(c));
+  }
+  if (write(j->fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+    _exit(3);
+  /* The connection stays open: the parent ends this process. */
+  pause();
+  return NULL;
+}
+
+/* Tenant B (another uid) asks for more slow compiles than it may: the one
+ * over --tenant-max-compiles gets EBUSY at once; of the others one runs
+ * and the rest wait, while the second helper stays free for another
+ * tenant. Root's trivial compile then runs beside B's, answered before any
+ * of B's has reached its timeout (first come, first served had it wait
+ * for two of them). A source over a tenant's half of
+ * --compile-queue-bytes gets EBUSY too. */
+START_TEST(test_compile_turns)
+{
+  enum { B_JOBS = 4, B_MAX = 3 };
+  harness_daemon_t *d;
+  hipd_conn_t *conn;
+  hipd_info_t *info = NULL;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
+  b_result_t r;
+  int fds[2], dev = -1, busy = 0, queued = 0;
+  long long deadline;
+  pid_t pid;
+  char *big;
+
+  if (geteuid() != 0) {
+    fprintf(stderr, "test_compile_turns: skipped (needs root: a second "
+                    "uid)\n");
+    return;
+  }
+  ck_assert_int_eq(users_make(USER_B, NULL, NULL), 0);
+  d = users_start_shared("--cpu-devices", "2", "--cache-dir", "",
+                         "--compile-jobs", "2", "--compile-timeout", "8",
+                         "--tenant-max-compiles", "3", "--compile-queue-bytes",
+                         "1M", NULL);
+  ck_assert_int_eq(pipe(fds), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    static b_job_t jobs[B_JOBS];
+    pthread_t t;
+
+    close(fds[0]);
+    if (harness_become(USER_B) != 0)
+      _exit(2);
+    for (int i = 0; i < B_JOBS; i++) {
+      jobs[i] = (b_job_t){.socket = d->socket, .index = i, .fd = fds[1]};
+      if (pthread_create(&t, NULL, b_compile_main, &jobs[i]) != 0)
+        _exit(2);
+    }
+    pause();
+    _exit(0);
+  }
+  close(fds[1]);
+  /* The one over the limit is answered at once. */
+  ck_assert_int_eq(read(fds[0], &r, sizeof(r)), (ssize_t)sizeof(r));
+  ck_assert_msg(r.rc == HIPD_EBUSY &&
+                    strstr(r.msg, "--tenant-max-compiles 3") != NULL,
+                "tenant B's compile %d over the limit: %s (%s)", r.index,
+                hipd_err_name(r.rc), r.msg);
+  /* B's three: one running, two waiting, the second helper free. */
+  conn = connect_to(d);
+  dev = first_cpu_device(conn);
+  deadline = harness_now_ms() + 60000;
+  while (busy != 1 || queued != 2) {
+    ck_assert_msg(harness_now_ms() < deadline,
+                  "tenant B's compiles: %d running and %d waiting, not 1 "
+                  "and 2",
+                  busy, queued);
+    OK(conn, hipd_daemon_info(conn, &info));
+    busy = (int)info_int(info, "compile.busy");
+    queued = (int)info_int(info, "compile.queued");
+    ck_assert_int_eq(info_int(info, "compile.timeouts"), 0);
+    hipd_info_free(info);
+    harness_sleep_ms(20);
+  }
+  /* Root's compile takes the free helper. */
+  k = compile(conn, dev, VECADD_SRC, "vecadd", NULL);
+  vecadd_run(conn, dev, k, 100, HIPD_STREAM_NULL);
+  OK(conn, hipd_kernel_destroy(conn, k));
+  OK(conn, hipd_daemon_info(conn, &info));
+  ck_assert_msg(info_int(info, "compile.timeouts") == 0,
+                "root's compile was answered after %lld of tenant B's "
+                "compiles timed out: it waited for them",
+                (long long)info_int(info, "compile.timeouts"));
+  ck_assert_int_ge(info_int(info, "compile.refused"), 1);
+  ck_assert_int_eq(info_int(info, "compile.tenant_max"), 3);
+  ck_assert_int_eq(info_int(info, "compile.queue_bytes"), 1 << 20);
+  ck_assert_int_gt(info_int(info, "compile.held_bytes"), 0);
+  hipd_info_free(info);
+  /* A source over root's half of the 1 MiB is refused, not held. */
+  big = malloc(600 << 10);
+  ck_assert_ptr_nonnull(big);
+  memset(big, ' ', 600 << 10);
+  memcpy(big, "// big\n", 7);
+  snprintf(big + (600 << 10) - sizeof(MARK_KERNEL), sizeof(MARK_KERNEL), "%s",
+           MARK_KERNEL);
+  EXPECT(conn, hipd_kernel_compile(conn, dev, big, "k", NULL, &k, NULL),
+         HIPD_EBUSY);
+  ck_assert_msg(strstr(hipd_last_error(conn), "--compile-queue-bytes") != NULL,
+                "%s", hipd_last_error(conn));
+  free(big);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  close(fds[0]);
+  hipd_close(conn);
+  stop_checked(&d);
+}
+END_TEST
+
 /* -------------------------------------------------------- the identity */
 
 /* The parent pid of @p pid, and its name (comm). */
@@ -737,6 +889,7 @@ static Suite *compile_sandbox_suite(void)
   tcase_add_test(tc, test_output_readback);
   tcase_add_test(tc, test_scratch_emptied);
   tcase_add_test(tc, test_scratch_emptied_landlock);
+  tcase_add_test(tc, test_compile_turns);
   suite_add_tcase(s, tc);
   return s;
 }

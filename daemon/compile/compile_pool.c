@@ -24,6 +24,7 @@
 #include "hipd.h"
 #include "log.h"
 #include "sandbox/sandbox_spawn.h"
+#include "util/array.h"
 #include "util/clock.h"
 
 #ifndef LIBEXECDIR
@@ -56,6 +57,20 @@ typedef struct {
   char id[256];
 } drv_id_t;
 
+/* A tenant's queue (pool_state.mu). */
+typedef struct {
+  uint32_t tenant;
+  compile_job_t *head, *last; /* waiting for a thread, oldest first */
+  unsigned running;           /* its jobs on a thread now */
+} tenant_queue_t;
+
+/* A tenant's admitted requests (loop thread). */
+typedef struct {
+  uint32_t tenant;
+  unsigned requests;
+  uint64_t bytes;
+} tenant_admit_t;
+
 static struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -68,9 +83,16 @@ static struct {
   char user[64];
   uv_loop_t *loop;
   uv_async_t async;
-  unsigned inflight;                  /* loop thread only */
-  compile_job_t *queue, **queue_tail; /* waiting for a thread */
-  compile_job_t *done, **done_tail;   /* run, done not called yet */
+  unsigned inflight;      /* loop thread only */
+  tenant_queue_t *queues; /* tenants with jobs waiting or running */
+  size_t nqueues, queues_cap;
+  size_t turn; /* the tenant whose turn is next */
+  /* Admission (loop thread). */
+  tenant_admit_t *admits;
+  size_t nadmits, admits_cap;
+  unsigned tenant_max;
+  uint64_t queue_bytes, held_bytes, refused;
+  compile_job_t *done, **done_tail; /* run, done not called yet */
   pthread_t *threads;
   helper_t *helpers;
   unsigned nthreads;
@@ -553,6 +575,143 @@ const char *compile_pool_compiler_id(const char *driver)
   return id;
 }
 
+/* ---------------------------------------------------------------- queue */
+
+/* The queue of @p tenant, made when @p make; NULL if none (or no memory).
+ * pool_state.mu held. */
+static tenant_queue_t *queue_of(uint32_t tenant, int make)
+{
+  tenant_queue_t *q;
+
+  for (size_t i = 0; i < pool_state.nqueues; i++)
+    if (pool_state.queues[i].tenant == tenant)
+      return &pool_state.queues[i];
+  if (!make || ARRAY_GROW(pool_state.queues, pool_state.nqueues,
+                          pool_state.queues_cap, 8) != 0)
+    return NULL;
+  q = &pool_state.queues[pool_state.nqueues++];
+  *q = (tenant_queue_t){.tenant = tenant};
+  return q;
+}
+
+/* Forget @p q once it has nothing waiting nor running. mu held. */
+static void queue_drop_if_idle(tenant_queue_t *q)
+{
+  size_t i = (size_t)(q - pool_state.queues), last = pool_state.nqueues - 1;
+
+  if (q->head != NULL || q->running > 0)
+    return;
+  if (i != last)
+    *q = pool_state.queues[last];
+  pool_state.nqueues--;
+  if (pool_state.turn > i && pool_state.turn > 0)
+    pool_state.turn--;
+}
+
+/* The next job a free thread runs: the oldest of the next tenant in turn
+ * that may take a helper: one with none running, or any while more than
+ * one helper is free. NULL if none may. mu held. */
+static compile_job_t *queue_take(void)
+{
+  size_t n = pool_state.nqueues;
+  int spare = pool_state.st.busy + 1 < pool_state.jobs;
+
+  for (size_t k = 0; k < n; k++) {
+    size_t i = (pool_state.turn + k) % n;
+    tenant_queue_t *q = &pool_state.queues[i];
+    compile_job_t *job = q->head;
+
+    if (job == NULL || (q->running > 0 && !spare))
+      continue;
+    q->head = job->next;
+    if (q->head == NULL)
+      q->last = NULL;
+    q->running++;
+    pool_state.turn = (i + 1) % n;
+    return job;
+  }
+  return NULL;
+}
+
+/* A job of @p tenant has run. mu held. */
+static void queue_finished(uint32_t tenant)
+{
+  tenant_queue_t *q = queue_of(tenant, 0);
+
+  if (q != NULL) {
+    q->running--;
+    queue_drop_if_idle(q);
+  }
+}
+
+/* ------------------------------------------------------------ admission */
+
+static tenant_admit_t *admit_of(uint32_t tenant)
+{
+  for (size_t i = 0; i < pool_state.nadmits; i++)
+    if (pool_state.admits[i].tenant == tenant)
+      return &pool_state.admits[i];
+  return NULL;
+}
+
+int compile_pool_admit(uint32_t tenant, uint64_t bytes, hipd_err_t *err)
+{
+  tenant_admit_t *a = admit_of(tenant);
+  uint64_t share = pool_state.queue_bytes / 2;
+  int rc = 0;
+
+  if (a != NULL && a->requests >= pool_state.tenant_max)
+    rc = err_set(err, HIPD_EBUSY,
+                 "uid %u has %u compiles waiting or running, the most one "
+                 "uid may (--tenant-max-compiles %u): try again when one is "
+                 "done",
+                 (unsigned)tenant, a->requests, pool_state.tenant_max);
+  else if ((a != NULL ? a->bytes : 0) + bytes > share)
+    rc = err_set(err, HIPD_EBUSY,
+                 "uid %u's compiles would hold %llu bytes of source, more "
+                 "than its half of --compile-queue-bytes %llu",
+                 (unsigned)tenant,
+                 (unsigned long long)((a != NULL ? a->bytes : 0) + bytes),
+                 (unsigned long long)pool_state.queue_bytes);
+  else if (pool_state.held_bytes + bytes > pool_state.queue_bytes)
+    rc = err_set(err, HIPD_EBUSY,
+                 "the compiles waiting and running hold %llu bytes of "
+                 "source: %llu more would pass --compile-queue-bytes %llu; "
+                 "try again when some are done",
+                 (unsigned long long)pool_state.held_bytes,
+                 (unsigned long long)bytes,
+                 (unsigned long long)pool_state.queue_bytes);
+  else if (a == NULL) {
+    if (ARRAY_GROW(pool_state.admits, pool_state.nadmits, pool_state.admits_cap,
+                   8) != 0)
+      return err_set(err, HIPD_ENOMEM, "out of memory");
+    a = &pool_state.admits[pool_state.nadmits++];
+    *a = (tenant_admit_t){.tenant = tenant};
+  }
+  if (rc != 0) {
+    pool_state.refused++;
+    return rc;
+  }
+  a->requests++;
+  a->bytes += bytes;
+  pool_state.held_bytes += bytes;
+  return 0;
+}
+
+void compile_pool_release(uint32_t tenant, uint64_t bytes)
+{
+  tenant_admit_t *a = admit_of(tenant);
+
+  if (a == NULL)
+    return;
+  a->requests--;
+  a->bytes -= bytes < a->bytes ? bytes : a->bytes;
+  pool_state.held_bytes -=
+      bytes < pool_state.held_bytes ? bytes : pool_state.held_bytes;
+  if (a->requests == 0)
+    *a = pool_state.admits[--pool_state.nadmits];
+}
+
 /* -------------------------------------------------------------- threads */
 
 static void *thread_main(void *arg)
@@ -564,14 +723,10 @@ static void *thread_main(void *arg)
   for (;;) {
     compile_job_t *job;
 
-    while (pool_state.queue == NULL && !pool_state.quit)
+    while ((job = queue_take()) == NULL && !pool_state.quit)
       pthread_cond_wait(&pool_state.cv, &pool_state.mu);
-    if (pool_state.queue == NULL)
+    if (job == NULL)
       break;
-    job = pool_state.queue;
-    pool_state.queue = job->next;
-    if (pool_state.queue == NULL)
-      pool_state.queue_tail = &pool_state.queue;
     pool_state.st.queued--;
     pool_state.st.busy++;
     pthread_mutex_unlock(&pool_state.mu);
@@ -580,6 +735,10 @@ static void *thread_main(void *arg)
 
     pthread_mutex_lock(&pool_state.mu);
     pool_state.st.busy--;
+    queue_finished(job->tenant);
+    /* A tenant held back (its last-helper rule) may go now. */
+    if (pool_state.st.queued > 0)
+      pthread_cond_broadcast(&pool_state.cv);
     job->next = NULL;
     *pool_state.done_tail = job;
     pool_state.done_tail = &job->next;
@@ -614,6 +773,8 @@ static void async_cb(uv_async_t *a)
 
 int compile_pool_submit(compile_job_t *job)
 {
+  tenant_queue_t *q;
+
   if (!pool_state.running)
     return HIPD_ESHUTDOWN;
   pthread_mutex_lock(&pool_state.mu);
@@ -621,11 +782,20 @@ int compile_pool_submit(compile_job_t *job)
     pthread_mutex_unlock(&pool_state.mu);
     return HIPD_ESHUTDOWN;
   }
+  q = queue_of(job->tenant, 1);
+  if (q == NULL) {
+    pthread_mutex_unlock(&pool_state.mu);
+    return HIPD_ENOMEM;
+  }
   job->next = NULL;
-  *pool_state.queue_tail = job;
-  pool_state.queue_tail = &job->next;
+  if (q->last != NULL)
+    q->last->next = job;
+  else
+    q->head = job;
+  q->last = job;
   pool_state.st.queued++;
-  pthread_cond_signal(&pool_state.cv);
+  /* Any thread may be the one free to take it. */
+  pthread_cond_broadcast(&pool_state.cv);
   pthread_mutex_unlock(&pool_state.mu);
   /* Work in flight keeps the loop alive, as libuv's own work does. */
   if (pool_state.inflight++ == 0)
@@ -688,8 +858,12 @@ int compile_pool_init(const compile_pool_cfg_t *cfg, uv_loop_t *loop,
   snprintf(pool_state.user, sizeof(pool_state.user), "%s",
            cfg->user ? cfg->user : "");
   pool_state.loop = loop;
-  pool_state.queue = pool_state.done = NULL;
-  pool_state.queue_tail = &pool_state.queue;
+  pool_state.tenant_max = cfg->tenant_max ? cfg->tenant_max : 8;
+  pool_state.queue_bytes =
+      cfg->queue_bytes ? cfg->queue_bytes : (uint64_t)256 << 20;
+  pool_state.held_bytes = pool_state.refused = 0;
+  pool_state.nqueues = pool_state.nadmits = pool_state.turn = 0;
+  pool_state.done = NULL;
   pool_state.done_tail = &pool_state.done;
   pool_state.inflight = 0;
   pool_state.stopping = pool_state.quit = 0;
@@ -766,8 +940,9 @@ void compile_pool_shutdown(void)
   pthread_mutex_lock(&pool_state.mu);
   pool_state.quit = 1;
   /* Jobs not started are dropped with the pool. */
-  pool_state.queue = NULL;
-  pool_state.queue_tail = &pool_state.queue;
+  free(pool_state.queues);
+  pool_state.queues = NULL;
+  pool_state.nqueues = pool_state.queues_cap = 0;
   pthread_cond_broadcast(&pool_state.cv);
   pthread_mutex_unlock(&pool_state.mu);
   for (unsigned i = 0; i < pool_state.nthreads; i++)
@@ -789,4 +964,9 @@ void compile_pool_get_stats(compile_pool_stats_t *st)
   pthread_mutex_unlock(&pool_state.mu);
   st->jobs = pool_state.jobs;
   st->timeout_s = pool_state.timeout_s;
+  /* The loop thread's own (admission). */
+  st->tenant_max = pool_state.tenant_max;
+  st->queue_bytes = pool_state.queue_bytes;
+  st->held_bytes = pool_state.held_bytes;
+  st->refused = pool_state.refused;
 }

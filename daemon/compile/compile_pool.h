@@ -37,6 +37,11 @@ typedef struct {
   const char *user;
   uint64_t mem_limit; /* address space of a helper and of each compiler
                        * process (RLIMIT_AS); 0: 4 GiB */
+  /* Admission (compile_pool_admit): requests of one tenant outstanding at
+   * once (0: 8), and bytes of source all requests may hold (0: 256 MiB),
+   * of which one tenant at most half. */
+  unsigned tenant_max;
+  uint64_t queue_bytes;
   /* Ask the first helper for its hello now (blocking; at start-up, before
    * the loop runs), so that compile_pool_compiler_id() knows the ids and
    * a helper that cannot start stops hipd at once. */
@@ -49,6 +54,7 @@ typedef struct compile_job compile_job_t;
 struct compile_job {
   void (*run)(compile_job_t *job);  /* a pool thread; may block */
   void (*done)(compile_job_t *job); /* then the loop thread */
+  uint32_t tenant;                  /* whose (a uid): tenants take turns */
   compile_job_t *next;              /* the pool's */
 };
 
@@ -82,6 +88,10 @@ typedef struct {
   uint64_t started;  /* helper processes started */
   uint64_t restarts; /* of those, started after one had died */
   uint64_t compiles, timeouts, crashes;
+  unsigned tenant_max;  /* compile_pool_cfg_t's, as in force */
+  uint64_t queue_bytes; /* ditto */
+  uint64_t held_bytes;  /* source bytes admitted requests hold now */
+  uint64_t refused;     /* requests refused at admission (HIPD_EBUSY) */
   /* The protections of the last helper that said hello: */
   uint32_t fsview; /* CP_FSVIEW_* (compile_proto.h) */
   const char *fsview_name;
@@ -104,8 +114,22 @@ unsigned compile_pool_stop_all(void);
  * or be closed right after). Jobs not done are dropped. */
 void compile_pool_shutdown(void);
 
-/* Queue @p job. Loop thread. @return 0, or HIPD_ESHUTDOWN (the pool is
- * stopping or was never started: job->done will not run). */
+/* Admit a compile request of tenant @p tenant (a uid) that holds @p bytes
+ * of source until compile_pool_release(), so that no tenant can queue
+ * without bound nor fill the daemon's memory with sources: HIPD_EBUSY
+ * with @p err naming the limit when the tenant has tenant_max requests
+ * outstanding, its bytes would pass half of queue_bytes, or everyone's
+ * would pass queue_bytes. Loop thread. @return 0 or HIPD_EBUSY. */
+int compile_pool_admit(uint32_t tenant, uint64_t bytes, hipd_err_t *err);
+/* The request admitted for @p tenant with @p bytes is over. Loop thread. */
+void compile_pool_release(uint32_t tenant, uint64_t bytes);
+
+/* Queue @p job (job->tenant set). Tenants take turns: a free thread takes
+ * the next tenant's oldest job, and a tenant takes the last free helper
+ * only when it has no compile running, so that with two or more helpers
+ * no tenant can keep another's compile waiting for one. Loop thread.
+ * @return 0, or HIPD_ESHUTDOWN (the pool is stopping or was never
+ * started: job->done will not run). */
 int compile_pool_submit(compile_job_t *job);
 /* Jobs submitted whose done has not run yet (loop thread). */
 unsigned compile_pool_inflight(void);

@@ -250,6 +250,16 @@ const option_spec_t options_table[] = {
            RESTART, "BYTES",
            "address space of a compile helper and of\n"
            "each compiler process (4G)"),
+    /* Defaults 0: 8, 256 MiB (compile_pool.c). */
+    NUMBER("tenant-max-compiles", tenant_max_compiles, 1, 65536, 0, RESTART,
+           "N",
+           "compile requests of one uid waiting or\n"
+           "running at once; more get EBUSY (8)"),
+    NUMBER("compile-queue-bytes", compile_queue_bytes, (uint64_t)1 << 20,
+           (uint64_t)1 << 40, 0, RESTART, "BYTES",
+           "kernel source all waiting and running\n"
+           "compiles may hold, one uid at most half;\n"
+           "more gets EBUSY (256M)"),
     ENUM("gpu-wait", gpu_wait, gpu_wait_names, 0, RESTART, "MODE",
          "how device workers wait for a GPU: auto\n"
          "(the runtime's choice, default), spin,\n"

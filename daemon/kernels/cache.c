@@ -392,11 +392,12 @@ static void load_after(uv_work_t *w, int status)
 void cache_get(const cache_key_t *key, cache_compile_fn fn, void *arg,
                cache_done_fn done, void *ctx)
 {
-  cache_get_flags(key, 0, fn, arg, done, ctx);
+  cache_get_flags(key, 0, 0, fn, arg, done, ctx);
 }
 
-void cache_get_flags(const cache_key_t *key, int flags, cache_compile_fn fn,
-                     void *arg, cache_done_fn done, void *ctx)
+void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
+                     cache_compile_fn fn, void *arg, cache_done_fn done,
+                     void *ctx)
 {
   mem_entry_t *e = mem_find(key);
   inflight_t *p;
@@ -440,6 +441,7 @@ void cache_get_flags(const cache_key_t *key, int flags, cache_compile_fn fn,
   p->key = *key;
   p->fn = fn;
   p->arg = arg;
+  p->job.tenant = tenant; /* the first requester's turn compiles it */
   /* Only entries the index knows are read from disk: one cache_clear()
    * forgot may not be unlinked yet. */
   p->refresh = (flags & CACHE_REFRESH) != 0 || !cache_disk_known(key);

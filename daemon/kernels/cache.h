@@ -107,8 +107,11 @@ void cache_get(const cache_key_t *key, cache_compile_fn fn, void *arg,
  * replace the entry (a compile already running for the key is waited for
  * instead: its result is fresh). */
 enum { CACHE_REFRESH = 1 };
-void cache_get_flags(const cache_key_t *key, int flags, cache_compile_fn fn,
-                     void *arg, cache_done_fn done, void *ctx);
+/* @p tenant (a uid) is whose compile it is, should it need one: tenants
+ * take turns on the compile pool (compile_pool_submit). */
+void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
+                     cache_compile_fn fn, void *arg, cache_done_fn done,
+                     void *ctx);
 /* Compiles and disk loads running on the pool now (loop thread). */
 unsigned cache_pending(void);
 /* Whether the request for @p key would be a memory hit (no side effects). */

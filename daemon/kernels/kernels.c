@@ -64,6 +64,7 @@ typedef struct build {
   drv_sig_t known;      /* the generator's signature ... */
   int has_known;        /* ... if the request gave one */
   uint32_t max_threads; /* the request's launch bound */
+  uint32_t tenant;      /* the request's */
   struct build *next_waiter;
   /* The message of a failed build. A compiler's log can fill it, so it is
    * a buffer of its own, not a hipd_err_t (util/err.h). */
@@ -430,11 +431,50 @@ static int compile_cb(void *arg, void **out, size_t *len, char *log,
                          logsz);
 }
 
-/* The default fetch: this process's cache. */
+/* A request of this process's admitted to the compile pool: released when
+ * the cache answers it. */
+typedef struct {
+  cache_done_fn done;
+  void *ctx;
+  uint32_t tenant;
+  uint64_t bytes;
+} admitted_t;
+
+static void admitted_done_cb(void *ctx, int status, cache_blob_t *blob,
+                             cache_source_t source, const char *log)
+{
+  admitted_t a = *(admitted_t *)ctx;
+
+  free(ctx);
+  compile_pool_release(a.tenant, a.bytes);
+  a.done(a.ctx, status, blob, source, log);
+}
+
+/* The default fetch: this process's cache, admitted as the listener admits
+ * its workers' requests (privsep/workers_compile.c). */
 static void fetch_local(const kernels_fetch_t *f, cache_done_fn done, void *ctx)
 {
-  cache_get_flags(f->key, f->refresh ? CACHE_REFRESH : 0, compile_cb, ctx, done,
-                  ctx);
+  admitted_t *a;
+  hipd_err_t err;
+  int rc;
+
+  /* A memory hit holds nothing and is answered at once: never refused. */
+  if (!f->refresh && cache_has(f->key)) {
+    cache_get_flags(f->key, 0, f->tenant, compile_cb, ctx, done, ctx);
+    return;
+  }
+  if ((a = malloc(sizeof(*a))) == NULL) {
+    done(ctx, HIPD_ENOMEM, NULL, CACHE_MISS, "out of memory");
+    return;
+  }
+  *a = (admitted_t){done, ctx, f->tenant, f->source_len};
+  if ((rc = compile_pool_admit(f->tenant, f->source_len, &err)) != 0) {
+    free(a);
+    done(ctx, rc, NULL, CACHE_MISS, err.msg);
+    return;
+  }
+  cache_get_flags(f->key, f->refresh ? CACHE_REFRESH : 0, f->tenant, compile_cb,
+                  ctx, admitted_done_cb, a);
 }
 
 static kernels_fetch_fn fetch = fetch_local;
@@ -558,6 +598,7 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
     b->has_known = 1;
   }
   b->max_threads = req->max_threads;
+  b->tenant = req->tenant;
   b->drv = req->dev ? req->dev->drv : kernels_driver_for_arch(req->arch);
   snprintf(b->arch, sizeof(b->arch), "%s",
            req->dev ? req->dev->caps.arch : req->arch);
@@ -643,6 +684,7 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
         .name = b->name,
         .opts = (const char *const *)b->opts,
         .nopts = b->nopts,
+        .tenant = b->tenant,
     };
     fetch(&f, compiled_cb, b);
   }

@@ -47,6 +47,8 @@ typedef struct {
    * the driver also knows the declaration, the two must agree. */
   const drv_sig_t *sig;
   uint32_t max_threads;
+  uint32_t tenant; /* the session's uid: admission and turns on the
+                    * compile pool, where this process has it */
 } kernel_request_t;
 
 typedef struct {
@@ -115,6 +117,8 @@ typedef struct {
   const char *name;
   const char *const *opts;
   size_t nopts;
+  uint32_t tenant; /* kernel_request_t's; a worker's listener uses the
+                    * worker's uid instead */
 } kernels_fetch_t;
 typedef void (*kernels_fetch_fn)(const kernels_fetch_t *req,
                                  cache_done_fn done, void *ctx);

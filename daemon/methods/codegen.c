@@ -252,6 +252,7 @@ static int job_finish(call_t *c, cg_job_t *j)
   req.sig = &j->sig;
   req.max_threads = j->res.max_threads;
   j->call = c;
+  req.tenant = (uint32_t)c->s->peer_uid;
   kernel_build(&req, compiled_done, j);
   return 0;
 }

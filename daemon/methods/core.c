@@ -119,6 +119,10 @@ static void pack_compile(msgpack_packer *pk, const compile_pool_stats_t *st)
   pack_kv_u64(&m, "compiles", st->compiles);
   pack_kv_u64(&m, "timeouts", st->timeouts);
   pack_kv_u64(&m, "crashes", st->crashes);
+  pack_kv_u64(&m, "tenant_max", st->tenant_max);
+  pack_kv_u64(&m, "queue_bytes", st->queue_bytes);
+  pack_kv_u64(&m, "held_bytes", st->held_bytes);
+  pack_kv_u64(&m, "refused", st->refused);
   pack_kv_str(&m, "fsview", st->fsview_name ? st->fsview_name : "none");
   pack_kv_i64(&m, "uid", st->uid);
   pack_kv_str(&m, "not_applied", st->sandbox);

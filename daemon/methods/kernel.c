@@ -367,6 +367,7 @@ static int compile_common(call_t *c, const kernel_compile_args_t *a,
   req.name = a->name.s;
   req.opts = opts;
   req.refresh = refresh;
+  req.tenant = (uint32_t)c->s->peer_uid;
   kernel_build(&req, compile_done, cc);
   return 0;
 }
@@ -520,6 +521,7 @@ int m_run_source(call_t *c, const run_source_args_t *a)
   req.name = a->kernel_name.s;
   req.dev = dev;
   req.lang = lang;
+  req.tenant = (uint32_t)c->s->peer_uid;
   kernel_build(&req, compile_done, cc);
   return 0;
 }

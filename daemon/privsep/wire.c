@@ -84,7 +84,7 @@ static const wire_msg_t rows[WIRE_NMSG] = {
 /* clang-format on */
 
 /* The largest struct of named values. */
-#define MAX_FIELDS 16
+#define MAX_FIELDS 24
 #define FITS_(T)                                                               \
   _Static_assert(sizeof(T) <= MAX_FIELDS * sizeof(wire_val_t), #T);
 FITS_(wire_compile_t)

@@ -123,7 +123,11 @@ typedef struct wire_val {
   X(T, restarts, WIRE_UINT, 0, UINT64_MAX)                                     \
   X(T, compiles, WIRE_UINT, 0, UINT64_MAX)                                     \
   X(T, timeouts, WIRE_UINT, 0, UINT64_MAX)                                     \
-  X(T, crashes, WIRE_UINT, 0, UINT64_MAX)
+  X(T, crashes, WIRE_UINT, 0, UINT64_MAX)                                      \
+  X(T, tenant_max, WIRE_UINT, 0, UINT64_MAX)                                   \
+  X(T, queue_bytes, WIRE_UINT, 0, UINT64_MAX)                                  \
+  X(T, held_bytes, WIRE_UINT, 0, UINT64_MAX)                                   \
+  X(T, refused, WIRE_UINT, 0, UINT64_MAX)
 #define WIRE_COMPILE_STATS_RESULT(X, T)                                        \
   WIRE_COMPILE_STATS_COUNTERS(X, T)                                            \
   X(T, fsview_name, WIRE_BYTES, 0, SIZE_MAX)                                   \

@@ -27,6 +27,7 @@ typedef struct {
   char **opts;
   size_t nopts;
   cache_key_t key;
+  int admitted; /* compile_pool_admit()ted: released when answered */
 } cjob_t;
 
 static void cjob_free(cjob_t *j)
@@ -80,6 +81,8 @@ static void cjob_done_cb(void *ctx, int status, cache_blob_t *blob,
     ipc_send(&w->ch, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
   }
+  if (j->admitted)
+    compile_pool_release((uint32_t)w->uid, j->source_len);
   cjob_free(j);
   workers_unref(w);
 }
@@ -171,10 +174,22 @@ void workers_on_compile(void *ctx, const proto_msg_t *m, const void *args)
       return;
     }
   }
+  /* Held from here until answered, bounded per uid (compile_pool.h); a
+   * memory hit holds nothing and is answered at once: never refused. */
+  if (a->refresh.u || !cache_has(&j->key)) {
+    hipd_err_t err;
+    int rc = compile_pool_admit((uint32_t)w->uid, j->source_len, &err);
+    if (rc != 0) {
+      cjob_free(j);
+      workers_reply_error(w, m->msgid, rc, err.msg);
+      return;
+    }
+    j->admitted = 1;
+  }
   j->w = w;
   w->refs++;
-  cache_get_flags(&j->key, a->refresh.u ? CACHE_REFRESH : 0, cjob_compile_cb, j,
-                  cjob_done_cb, j);
+  cache_get_flags(&j->key, a->refresh.u ? CACHE_REFRESH : 0, (uint32_t)w->uid,
+                  cjob_compile_cb, j, cjob_done_cb, j);
 }
 
 /* cache.stats []: the shared cache's counters, as an array (see
