@@ -90,6 +90,8 @@ typedef struct daemon_config {
   int gpu_wait;     /* hip_driver_set_wait() mode */
   /* Per tenant (one uid, all its sessions together); 0: no limit. */
   uint64_t tenant_mem_quota;    /* device bytes */
+  uint64_t host_mem_reserve;    /* CPU device: host memory kept free; 0:
+                                 * cpu_driver_default_reserve() */
   uint32_t tenant_max_sessions; /* sessions at once */
   uint32_t tenant_max_handles;  /* handles */
   uint32_t tenant_max_streams;  /* streams made with stream.create */

@@ -415,6 +415,13 @@ static int worker_setup(daemon_t *d, worker_role_t *role, hipd_err_t *err)
   d->tenant_mode = role->mode;
   d->tenant_uid = role->uid;
   d->daemon_uid = geteuid();
+  /* Before the launcher starts: it and the runners inherit it. */
+  if (role->mode != WORKER_PROBE) {
+    hipd_err_t oerr;
+    if (sandbox_oom_adj(SANDBOX_TENANT_OOM_ADJ, &oerr) != 0)
+      log_warn(0, "the OOM killer does not pick this worker first: %s",
+               oerr.msg);
+  }
   if (role->mode != WORKER_PROBE) {
     /* The tenant's CPU kernels run as the tenant: its runners are started
      * by a launcher that becomes the tenant now, while this process may
@@ -548,6 +555,9 @@ int main(int argc, char **argv)
                                                      : "none");
   cpu_driver_set_count(d->cfg.cpu_devices);
   cpu_driver_set_launch_timeout(d->cfg.cpu_kernel_timeout_ms);
+  if (d->cfg.host_mem_reserve == 0)
+    d->cfg.host_mem_reserve = cpu_driver_default_reserve();
+  cpu_driver_set_host_reserve(d->cfg.host_mem_reserve);
   if (d->cfg.busy_poll_us < 0)
     d->cfg.busy_poll_us = sysconf(_SC_NPROCESSORS_ONLN) >= 8 ? 50 : 0;
   exec_set_busy_poll((uint32_t)d->cfg.busy_poll_us);

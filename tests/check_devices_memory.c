@@ -515,6 +515,78 @@ START_TEST(test_alloc_errors)
 }
 END_TEST
 
+/* The host's MemAvailable in bytes, 0 if unknown. */
+static uint64_t mem_available(void)
+{
+  char line[256];
+  unsigned long long kib = 0;
+  FILE *f = fopen("/proc/meminfo", "r");
+
+  if (f == NULL)
+    return 0;
+  while (fgets(line, sizeof(line), f) != NULL)
+    if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+      break;
+  fclose(f);
+  return (uint64_t)kib << 10;
+}
+
+/* The CPU device's buffers are memfd pages in no process's RSS: filling
+ * the host with them once woke the OOM killer against other processes.
+ * An allocation that would leave the host less than --host-mem-reserve
+ * fails with ENOMEM instead; set here 2 GiB under what is available now,
+ * so that 4 GiB is refused and 64 MiB is not, without ever nearing the
+ * host's limit. */
+START_TEST(test_host_reserve)
+{
+  uint64_t avail = mem_available(), reserve;
+  char arg[32];
+  harness_daemon_t *d;
+  hipd_conn_t *conn;
+  hipd_info_t *info = NULL;
+  hipd_buffer_t buf = HIPD_BUFFER_NULL;
+  int dev = 0;
+
+  if (avail < ((uint64_t)6 << 30)) {
+    fprintf(stderr,
+            "test_host_reserve: skipped (%llu MiB available, it "
+            "wants 6 GiB)\n",
+            (unsigned long long)(avail >> 20));
+    return;
+  }
+  reserve = avail - ((uint64_t)2 << 30);
+  snprintf(arg, sizeof(arg), "%llu", (unsigned long long)reserve);
+  d = harness_start("--devices", "cpu", "--host-mem-reserve", arg, NULL);
+  ck_assert_ptr_nonnull(d);
+  conn = connect_to(d);
+  OK(conn, hipd_daemon_info(conn, &info));
+  ck_assert_uint_eq(info_uint(info, "limits.host_mem_reserve"), reserve);
+  hipd_info_free(info);
+  EXPECT(conn, hipd_mem_alloc(conn, dev, (uint64_t)4 << 30, "byte", &buf),
+         HIPD_ENOMEM);
+  ck_assert_msg(strstr(hipd_last_error(conn), "--host-mem-reserve") != NULL,
+                "%s", hipd_last_error(conn));
+  OK(conn, hipd_mem_alloc(conn, dev, (uint64_t)64 << 20, "byte", &buf));
+  OK(conn, hipd_mem_memset(conn, buf, 0, (size_t)64 << 20, 1));
+  OK(conn, hipd_mem_free(conn, buf));
+  hipd_close(conn);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+  /* Without the option: a sixteenth of the host's, 256 MiB to 8 GiB. */
+  d = harness_start("--devices", "cpu", NULL);
+  ck_assert_ptr_nonnull(d);
+  conn = connect_to(d);
+  OK(conn, hipd_daemon_info(conn, &info));
+  reserve = info_uint(info, "limits.host_mem_reserve");
+  ck_assert_uint_ge(reserve, (uint64_t)256 << 20);
+  ck_assert_uint_le(reserve, (uint64_t)8 << 30);
+  hipd_info_free(info);
+  hipd_close(conn);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
 /* A stream of another device cannot carry a transfer of this one's. */
 START_TEST(test_stream_device_mismatch)
 {
@@ -586,6 +658,11 @@ static Suite *devices_memory_suite(void)
   tcase_add_test(tc, test_range_errors);
   tcase_add_test(tc, test_alloc_errors);
   tcase_add_test(tc, test_stream_device_mismatch);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("host");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_host_reserve);
   suite_add_tcase(s, tc);
   return s;
 }

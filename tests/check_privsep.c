@@ -161,6 +161,22 @@ static void probe_as(const char *user, probe_t *x)
   }
 }
 
+/* /proc/PID/oom_score_adj, or -10000 if it cannot be read. */
+static int oom_adj_of(pid_t pid)
+{
+  char path[64];
+  int v = -10000;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)pid);
+  if ((f = fopen(path, "r")) != NULL) {
+    if (fscanf(f, "%d", &v) != 1)
+      v = -10000;
+    fclose(f);
+  }
+  return v;
+}
+
 /* ------------------------------------------------------------------ tests */
 
 START_TEST(test_worker_per_uid)
@@ -184,6 +200,10 @@ START_TEST(test_worker_per_uid)
   ck_assert_int_eq(b.served[0].uid, uid_hipd);
   ck_assert_int_eq(a.served[0].tenant, uid_a);
   ck_assert_int_eq(b.served[0].tenant, uid_b);
+  /* The OOM killer picks a tenant's worker before the listener. */
+  ck_assert_int_lt(oom_adj_of(d->pid), 500);
+  ck_assert_int_eq(oom_adj_of((pid_t)a.served[0].pid), 500);
+  ck_assert_int_eq(oom_adj_of((pid_t)b.served[0].pid), 500);
   ck_assert_int_eq(harness_stop(d), 0);
   harness_free(d);
 }

@@ -775,6 +775,9 @@ int main(int argc, char **argv)
   int root = geteuid() == 0, devnull;
 
   parse_args(argc, argv, &o);
+  /* Before any compiler starts: they inherit it. */
+  if (sandbox_oom_adj(SANDBOX_TENANT_OOM_ADJ, &err) != 0)
+    fprintf(stderr, "hipd-compile: %s\n", err.msg);
   fcntl(o.fd, F_SETFD, FD_CLOEXEC); /* never inherited by a compiler */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   o.ppid = getppid();

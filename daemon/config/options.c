@@ -183,6 +183,13 @@ const option_spec_t options_table[] = {
            "BYTES",
            "device memory of all the sessions of\n"
            "one uid together (default: unlimited)"),
+    /* Default 0: cpu_driver_default_reserve() (main.c). */
+    NUMBER("host-mem-reserve", host_mem_reserve, (uint64_t)1 << 20,
+           UINT64_MAX >> 1, 0, RESTART, "BYTES",
+           "host memory the CPU device leaves free:\n"
+           "an allocation that would leave less fails\n"
+           "with ENOMEM (default: a sixteenth of the\n"
+           "host's, 256M to 8G)"),
     NUMBER("tenant-max-sessions", tenant_max_sessions, 0, UINT32_MAX, 0, RELOAD,
            "N",
            "sessions of one uid at once (0: no\n"

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <sched.h>
@@ -108,6 +109,22 @@ int sandbox_support_format(const sandbox_support_t *s, char *buf, size_t n)
 }
 
 /* ----------------------------------------------------------- identities */
+
+int sandbox_oom_adj(int adj, hipd_err_t *err)
+{
+  char buf[16];
+  int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC), n, ok;
+
+  if (fd < 0)
+    return err_set(err, HIPD_EIO, "/proc/self/oom_score_adj: %s",
+                   strerror(errno));
+  n = snprintf(buf, sizeof(buf), "%d", adj);
+  ok = write(fd, buf, (size_t)n) == n;
+  if (!ok)
+    err_set(err, HIPD_EIO, "oom_score_adj %d: %s", adj, strerror(errno));
+  close(fd);
+  return ok ? 0 : HIPD_EIO;
+}
 
 int sandbox_user_lookup(const char *name, uid_t *uid, gid_t *gid,
                         hipd_err_t *err)

@@ -64,6 +64,15 @@ void sandbox_probe(sandbox_support_t *out);
  * mountns". @return the length snprintf would write (truncated to @p n). */
 int sandbox_support_format(const sandbox_support_t *s, char *buf, size_t n);
 
+/* The oom_score_adj of a tenant's processes (workers, their launchers and
+ * runners, compile helpers and compilers): the kernel's OOM killer picks
+ * them before the listener (0) and before the host's other processes
+ * (0 by default), as they hold what tenants allocate. */
+#define SANDBOX_TENANT_OOM_ADJ 500
+/* Raise this process's oom_score_adj to @p adj (children inherit it; no
+ * privilege is needed to raise it). @return 0 or HIPD_EIO with @p err. */
+int sandbox_oom_adj(int adj, hipd_err_t *err);
+
 /* Look up account @p name with getpwnam_r: its uid and primary gid.
  * @return 0, or HIPD_ENOENT with "no account 'NAME'" (HIPD_EIO on a lookup
  * error, naming the account and the errno). */

@@ -12,6 +12,17 @@ void cpu_driver_set_count(int n);
  * HIPD_ETIMEDOUT and the device goes on. */
 void cpu_driver_set_launch_timeout(unsigned ms);
 
+#include <stdint.h>
+
+/* Host memory the CPU device leaves free: an allocation that would leave
+ * the host less available memory (MemAvailable) than @p bytes fails with
+ * HIPD_ENOMEM, so that buffers (memfd pages, in no process's RSS) cannot
+ * push the host into its OOM killer. 0: cpu_driver_default_reserve(). */
+void cpu_driver_set_host_reserve(uint64_t bytes);
+/* The default reserve: a sixteenth of the host's memory, at least 256 MiB
+ * and at most 8 GiB. */
+uint64_t cpu_driver_default_reserve(void);
+
 #include <sys/types.h>
 
 /* The account a CPU runner runs client kernels as when hipd is root and

@@ -171,6 +171,13 @@ void cpu_driver_set_launch_timeout(unsigned ms)
   launch_timeout_ms = ms;
 }
 
+static uint64_t host_reserve; /* cpu_driver_set_host_reserve() */
+
+void cpu_driver_set_host_reserve(uint64_t bytes)
+{
+  host_reserve = bytes;
+}
+
 /* A "key: value" line of a /proc file, as a number (first one found).
  * @return 0, or HIPD_ENOENT (no such file or line). */
 static int proc_value(const char *file, const char *key, double *out)
@@ -284,6 +291,37 @@ static uint64_t total_memory(void)
   long psize = sysconf(_SC_PAGESIZE);
 
   return pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
+}
+
+uint64_t cpu_driver_default_reserve(void)
+{
+  uint64_t r = total_memory() / 16;
+
+  if (r < (uint64_t)256 << 20)
+    r = (uint64_t)256 << 20;
+  return r > (uint64_t)8 << 30 ? (uint64_t)8 << 30 : r;
+}
+
+/* Whether the host can give @p size more bytes of buffers and keep its
+ * reserve. @return 0, or HIPD_ENOMEM with the driver's error set. A host
+ * that does not say (no MemAvailable) is not refused. */
+static int host_room(size_t size)
+{
+  uint64_t reserve = host_reserve ? host_reserve : cpu_driver_default_reserve();
+  double kib;
+  uint64_t avail;
+
+  if (proc_value("/proc/meminfo", "MemAvailable", &kib) != 0 || kib < 0)
+    return 0;
+  avail = (uint64_t)kib * 1024;
+  if (avail >= reserve && avail - reserve >= size)
+    return 0;
+  drv_set_error("the host has %llu MiB of memory available: %zu bytes of "
+                "buffers would leave it less than the %llu MiB hipd keeps "
+                "free (--host-mem-reserve)",
+                (unsigned long long)(avail >> 20), size,
+                (unsigned long long)(reserve >> 20));
+  return HIPD_ENOMEM;
 }
 
 static int cpu_get_caps(driver_t *drv, int dev, dev_caps_t *c)
@@ -461,6 +499,8 @@ static int cpu_mem_alloc(driver_t *drv, int dev, size_t size, drv_mem_t *out)
                   (unsigned long long)total);
     return HIPD_ENOMEM;
   }
+  if ((rc = host_room(size)) != 0)
+    return rc;
   pthread_mutex_lock(&cpu_state.mu);
   if ((rc = arena_ensure()) != 0)
     goto out;
