@@ -59,9 +59,17 @@ static int good_session(rng_t *gr, int rounds)
 
   GOOD(NULL, hipd_connect2(daemon_->socket, "protofuzz-good", &conn));
   hipd_set_timeout(conn, 120000);
-  for (int d = 0; d < NDEV; d++)
-    GOOD(conn, hipd_kernel_compile_cached(conn, d, GOOD_SRC, "good", NULL,
-                                          &k[d], NULL));
+  for (int d = 0; d < NDEV; d++) {
+    /* The fuzzer is the same uid: its compiles can fill the uid's share
+     * of the compile queue (--tenant-max-compiles), which answers EBUSY,
+     * and a well-behaved client tries again a little later. */
+    int crc, tries = 0;
+    while ((crc = hipd_kernel_compile_cached(conn, d, GOOD_SRC, "good", NULL,
+                                             &k[d], NULL)) == HIPD_EBUSY &&
+           tries++ < 1200)
+      usleep(50000);
+    GOOD(conn, crc);
+  }
   GOOD(conn, hipd_shm_create(conn, 65536, &shm));
   for (int round = 0; round < rounds && !good_stop; round++, good_rounds++) {
     int dev = (int)(rng_next(gr) % NDEV);
