@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -495,6 +496,15 @@ int main(int argc, char **argv)
   if (d->cfg.worker_user == NULL)
     d->cfg.worker_user = strdup("hipd");
   d->daemon_uid = geteuid();
+  /* Every session is a descriptor (a refused peer's, the listener's): as
+   * many as the hard limit allows, not the soft limit's usual 1024. */
+  {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+  }
   if (d->cfg.worker_arg != NULL && strcmp(d->cfg.worker_arg, "metrics") == 0) {
 #ifdef HAVE_MICROHTTPD
     /* The metrics process (metrics/http.h): nothing else of hipd runs.

@@ -15,14 +15,16 @@
 #include <check.h>
 #include <errno.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -141,7 +143,7 @@ START_TEST(test_tenant_mem_quota)
   ck_assert_int_eq(connect_as(d->socket, &c), 0);
   ck_assert_int_eq(hipd_daemon_info(c, &info), 0);
   ck_assert_int_eq(info_get(info, "limits.tenant_mem_quota"), 1 << 20);
-  ck_assert_int_eq(info_get(info, "limits.tenant_max_sessions"), 0);
+  ck_assert_int_eq(info_get(info, "limits.tenant_max_sessions"), 512);
   ck_assert_int_eq(info_get(info, "limits.tenant_max_handles"), 0);
   ck_assert_int_eq(info_get(info, "limits.tenant_max_streams"), 0);
   hipd_info_free(info);
@@ -385,8 +387,8 @@ static int refusals_bounded_b(void *arg, char *msg, size_t msglen)
 
 START_TEST(test_refusals_bounded)
 {
-  harness_daemon_t *d = users_start_shared(
-      "--allow-users", USER_A ",0", "--hello-timeout", "0", NULL);
+  harness_daemon_t *d = users_start_shared("--allow-users", USER_A ",0",
+                                           "--hello-timeout", "0", NULL);
   ctx_t a = {d->socket, uid_a};
   refused_t r = {d->socket, ""};
 
@@ -394,6 +396,67 @@ START_TEST(test_refusals_bounded)
   users_as(USER_B, refusals_bounded_b, &r);
   /* An admitted uid was never kept out. */
   users_as(USER_A, connect_ok, &a);
+  harness_free(d);
+}
+END_TEST
+
+/* With the defaults no uid can take every session: uid A's 512 silent
+ * connections (--tenant-max-sessions' default, half of --max-sessions)
+ * are held, its 513th is closed at once, and root still connects. */
+enum { DEFAULT_TENANT_SESSIONS = 512 };
+
+START_TEST(test_tenant_sessions_default)
+{
+  harness_daemon_t *d = users_start_shared("--hello-timeout", "0", NULL);
+  hipd_conn_t *c = NULL;
+  hipd_info_t *info = NULL;
+  int fds[2], rc;
+  char verdict[256] = "";
+  pid_t pid;
+
+  ck_assert_int_eq(pipe(fds), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    static int held[DEFAULT_TENANT_SESSIONS];
+    struct pollfd p;
+    char ch;
+    int extra;
+
+    close(fds[0]);
+    if (harness_become(USER_A) != 0)
+      _exit(2);
+    for (int i = 0; i < DEFAULT_TENANT_SESSIONS; i++)
+      if ((held[i] = silent_connect(d->socket)) < 0) {
+        dprintf(fds[1], "silent connection %d: %s", i, strerror(errno));
+        _exit(1);
+      }
+    extra = silent_connect(d->socket);
+    p = (struct pollfd){.fd = extra, .events = POLLIN};
+    if (extra < 0 || poll(&p, 1, 20000) != 1 || read(extra, &ch, 1) != 0)
+      dprintf(fds[1], "connection %d of uid A was not closed at once",
+              DEFAULT_TENANT_SESSIONS + 1);
+    else
+      dprintf(fds[1], "ok");
+    close(fds[1]);
+    pause(); /* holding the 512 */
+    _exit(0);
+  }
+  close(fds[1]);
+  ck_assert_int_ge(read(fds[0], verdict, sizeof(verdict) - 1), 1);
+  ck_assert_msg(strcmp(verdict, "ok") == 0, "%s", verdict);
+  /* Another uid is not kept out. */
+  rc = connect_as(d->socket, &c);
+  ck_assert_msg(rc == 0, "root's connect while uid A holds its 512: %s (%s)",
+                hipd_err_name(rc), hipd_last_error(NULL));
+  ck_assert_int_eq(hipd_daemon_info(c, &info), 0);
+  ck_assert_int_eq(info_get(info, "limits.tenant_max_sessions"),
+                   DEFAULT_TENANT_SESSIONS);
+  hipd_info_free(info);
+  hipd_close(c);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  close(fds[0]);
   harness_free(d);
 }
 END_TEST
@@ -548,6 +611,7 @@ int main(void)
   tcase_add_test(tc, test_tenant_mem_quota);
   tcase_add_test(tc, test_tenant_max_sessions);
   tcase_add_test(tc, test_tenant_max_sessions_session_workers);
+  tcase_add_test(tc, test_tenant_sessions_default);
   tcase_add_test(tc, test_tenant_streams_handles);
   suite_add_tcase(s, tc);
   tc = tcase_create("access");

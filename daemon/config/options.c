@@ -190,10 +190,11 @@ const option_spec_t options_table[] = {
            "an allocation that would leave less fails\n"
            "with ENOMEM (default: a sixteenth of the\n"
            "host's, 256M to 8G)"),
-    NUMBER("tenant-max-sessions", tenant_max_sessions, 0, UINT32_MAX, 0, RELOAD,
-           "N",
-           "sessions of one uid at once (0: no\n"
-           "limit, the default)"),
+    NUMBER("tenant-max-sessions", tenant_max_sessions, 0, UINT32_MAX, 512,
+           RELOAD, "N",
+           "sessions of one uid at once, connections\n"
+           "before their hello included (512; 0: no\n"
+           "limit)"),
     NUMBER("tenant-max-handles", tenant_max_handles, 0, UINT32_MAX, 0, RELOAD,
            "N",
            "handles of all the sessions of one uid\n"
