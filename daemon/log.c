@@ -184,12 +184,116 @@ static void log_vemit(int level, const log_ctx_t *ctx, const char *fmt,
   write_line(level, ctx->sid, text);
 }
 
+/* ------------------------------------------------- tenants' rate limit */
+
+#define TENANT_SLOTS 64
+#define BURST_S 5 /* the burst: this many seconds' worth */
+
+static unsigned tenant_rate = 20; /* log_set_tenant_rate() */
+
+void log_set_tenant_rate(unsigned per_s)
+{
+  __atomic_store_n(&tenant_rate, per_s, __ATOMIC_RELAXED);
+}
+
+/* A token bucket per uid; the least recently used slot goes to a new uid. */
+static struct {
+  pthread_mutex_t mu;
+  struct {
+    long long uid;       /* -1: free */
+    double tokens;       /* lines it may write now */
+    uint64_t last_ns;    /* of the last refill */
+    uint64_t suppressed; /* lines dropped since its last line */
+  } b[TENANT_SLOTS];
+  int ready;
+} tenants = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t mono_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* May a line about @p uid be written now? @return 1 with the lines
+ * suppressed before it in *@p suppressed, or 0 (counted). */
+static int tenant_may_log(long long uid, uint64_t *suppressed)
+{
+  uint64_t now = mono_ns();
+  unsigned rate = __atomic_load_n(&tenant_rate, __ATOMIC_RELAXED);
+  double burst = (double)rate * BURST_S;
+  int slot = 0, ok;
+
+  *suppressed = 0;
+  if (rate == 0)
+    return 1;
+  pthread_mutex_lock(&tenants.mu);
+  if (!tenants.ready) {
+    for (int i = 0; i < TENANT_SLOTS; i++)
+      tenants.b[i].uid = -1;
+    tenants.ready = 1;
+  }
+  for (int i = 0; i < TENANT_SLOTS; i++) {
+    if (tenants.b[i].uid == uid) {
+      slot = i;
+      break;
+    }
+    if (tenants.b[i].last_ns < tenants.b[slot].last_ns)
+      slot = i; /* free slots have 0: taken first */
+  }
+  if (tenants.b[slot].uid != uid) {
+    tenants.b[slot].uid = uid;
+    tenants.b[slot].tokens = burst;
+    tenants.b[slot].suppressed = 0;
+  } else {
+    tenants.b[slot].tokens +=
+        (double)(now - tenants.b[slot].last_ns) / 1e9 * rate;
+    if (tenants.b[slot].tokens > burst)
+      tenants.b[slot].tokens = burst;
+  }
+  tenants.b[slot].last_ns = now;
+  ok = tenants.b[slot].tokens >= 1;
+  if (ok) {
+    tenants.b[slot].tokens -= 1;
+    *suppressed = tenants.b[slot].suppressed;
+    tenants.b[slot].suppressed = 0;
+  } else {
+    tenants.b[slot].suppressed++;
+  }
+  pthread_mutex_unlock(&tenants.mu);
+  return ok;
+}
+
+static void log_vemit_ctx(int level, const log_ctx_t *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 void log_emit(int level, const log_ctx_t *ctx, const char *fmt, ...)
 {
+  uint64_t suppressed = 0;
   va_list ap;
 
   if (level > threshold)
     return;
+  if (ctx->uid >= 0) {
+    if (!tenant_may_log(ctx->uid, &suppressed))
+      return;
+    if (suppressed > 0)
+      log_vemit_ctx(HLOG_WARN, &(log_ctx_t){.uid = ctx->uid, .device = -1},
+                    "uid %lld: %llu log lines about it suppressed (more "
+                    "than %u a second, --log-tenant-rate)",
+                    ctx->uid, (unsigned long long)suppressed,
+                    __atomic_load_n(&tenant_rate, __ATOMIC_RELAXED));
+  }
+  va_start(ap, fmt);
+  log_vemit(level, ctx, fmt, ap);
+  va_end(ap);
+}
+
+static void log_vemit_ctx(int level, const log_ctx_t *ctx, const char *fmt, ...)
+{
+  va_list ap;
+
   va_start(ap, fmt);
   log_vemit(level, ctx, fmt, ap);
   va_end(ap);

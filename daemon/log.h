@@ -41,6 +41,13 @@ typedef struct {
   int device;
 } log_ctx_t;
 
+/* Lines about a tenant (log_ctx_t's uid known) are rate-limited per uid in
+ * each process, so that no tenant can write the log at will: a burst of
+ * five seconds' worth, then @p per_s lines a second (default 20; 0: no
+ * limit); the lines over it are counted, and the uid's next line that
+ * passes is preceded by one saying how many were suppressed. Any thread. */
+void log_set_tenant_rate(unsigned per_s);
+
 /* log_msg() with @p ctx: under the journal (stderr is the socket
  * $JOURNAL_STREAM names; built with libsystemd) the line is sent with
  * sd_journal_sendv() as structured fields: PRIORITY, SYSLOG_IDENTIFIER=hipd,
@@ -63,6 +70,14 @@ void log_emit(int level, const log_ctx_t *ctx, const char *fmt, ...)
 size_t log_journal_fields(int level, const log_ctx_t *ctx, const char *msg,
                           char *line, size_t linelen, char *buf, size_t buflen,
                           struct iovec *iov);
+
+/* A line about tenant @p uid (and session @p sid, 0: none): rate-limited
+ * per uid (above). */
+#define log_tenant(level, sid_, uid_, ...)                                     \
+  log_emit(                                                                    \
+      (level),                                                                 \
+      &(log_ctx_t){.sid = (sid_), .uid = (long long)(uid_), .device = -1},     \
+      __VA_ARGS__)
 
 #define log_error(sid, ...) log_msg(HLOG_ERROR, (sid), __VA_ARGS__)
 #define log_warn(sid, ...) log_msg(HLOG_WARN, (sid), __VA_ARGS__)

@@ -489,6 +489,7 @@ int main(int argc, char **argv)
   if (options_load(argc, argv, 0, &d->cfg, &worker_args) != 0)
     return 2;
   log_set_level(d->cfg.log_level);
+  log_set_tenant_rate(d->cfg.log_tenant_rate);
   if (reload_init(&d->cfg, argc, argv, worker_args) != 0) {
     log_error(0, "not started: out of memory");
     return 1;

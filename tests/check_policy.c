@@ -461,6 +461,72 @@ START_TEST(test_tenant_sessions_default)
 }
 END_TEST
 
+/* The log is hipd's: a uid that opens and closes sessions in a loop (3
+ * lines each: opened, hello, closed) gets a burst of lines, then a few a
+ * second, and one line says how many were suppressed. */
+enum { FLOOD_SESSIONS = 300 };
+
+static int log_flood_a(void *arg, char *msg, size_t msglen)
+{
+  ctx_t *x = arg;
+  hipd_conn_t *c = NULL;
+  int rc;
+
+  for (int i = 0; i < FLOOD_SESSIONS; i++) {
+    rc = hipd_connect2(x->socket, "log-flood", &c);
+    REQUIRE(rc == 0, "session %d: %s (%s)", i, hipd_err_name(rc),
+            hipd_last_error(NULL));
+    hipd_close(c);
+  }
+  /* A line after a pause: the one that says what was suppressed. */
+  harness_sleep_ms(300);
+  rc = hipd_connect2(x->socket, "log-after", &c);
+  REQUIRE(rc == 0, "the last session: %s", hipd_err_name(rc));
+  hipd_close(c);
+  return 0;
+}
+
+/* Lines of @p path that contain @p what. */
+static int count_lines(const char *path, const char *what)
+{
+  char line[4096];
+  int n = 0;
+  FILE *f = fopen(path, "r");
+
+  ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+  while (fgets(line, sizeof(line), f) != NULL)
+    n += strstr(line, what) != NULL;
+  fclose(f);
+  return n;
+}
+
+START_TEST(test_log_rate)
+{
+  harness_daemon_t *d = users_start_shared(NULL);
+  ctx_t a = {d->socket, uid_a};
+  char supp[64];
+  int hellos, after;
+  long long deadline;
+
+  users_as(USER_A, log_flood_a, &a);
+  snprintf(supp, sizeof(supp), "uid %u: ", (unsigned)uid_a);
+  /* The worker writes the last lines when it reads the close. */
+  deadline = harness_now_ms() + 10000;
+  while ((after = count_lines(d->log, "hello from 'log-after'")) == 0 &&
+         harness_now_ms() < deadline)
+    harness_sleep_ms(50);
+  hellos = count_lines(d->log, "hello from 'log-flood'");
+  ck_assert_msg(hellos > 0 && hellos < FLOOD_SESSIONS,
+                "%d of uid A's %d hello lines were written", hellos,
+                FLOOD_SESSIONS);
+  ck_assert_msg(after == 1, "the line after the pause: %d", after);
+  ck_assert_msg(count_lines(d->log, supp) >= 1 &&
+                    count_lines(d->log, "log lines about it suppressed") >= 1,
+                "no line says how many of uid A's lines were suppressed");
+  harness_free(d);
+}
+END_TEST
+
 START_TEST(test_allow_groups)
 {
   /* B is a supplementary member of G; A is not. */
@@ -612,6 +678,7 @@ int main(void)
   tcase_add_test(tc, test_tenant_max_sessions);
   tcase_add_test(tc, test_tenant_max_sessions_session_workers);
   tcase_add_test(tc, test_tenant_sessions_default);
+  tcase_add_test(tc, test_log_rate);
   tcase_add_test(tc, test_tenant_streams_handles);
   suite_add_tcase(s, tc);
   tc = tcase_create("access");

@@ -136,6 +136,10 @@ const option_spec_t options_table[] = {
      .parse = parse_log_level,
      .arg = "LEVEL",
      .help = "error, warn, info (default) or debug"},
+    NUMBER("log-tenant-rate", log_tenant_rate, 0, 1000000, 20, RELOAD, "N",
+           "lines a second about one uid's sessions,\n"
+           "after a burst of five seconds' worth;\n"
+           "the rest are counted (20; 0: no limit)"),
     NUMBER("max-message", limits.max_message, 1024, (uint64_t)4 << 30,
            PROTO_DEFAULT_MAX_MESSAGE, RELOAD, "BYTES",
            "largest request accepted (512M)"),

@@ -76,6 +76,7 @@ static int config_apply(daemon_t *d, daemon_config_t *nc)
   d->policy = probe.policy;
   options_apply(&d->cfg, nc);
   log_set_level(d->cfg.log_level);
+  log_set_tenant_rate(d->cfg.log_tenant_rate);
   if (d->role != ROLE_LISTENER)
     cpu_driver_set_launch_timeout(d->cfg.cpu_kernel_timeout_ms);
   return 0;

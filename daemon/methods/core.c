@@ -41,7 +41,7 @@ int m_hello(call_t *c, const hello_args_t *a)
       if ((unsigned char)*p < 0x20 || *p == 0x7f)
         *p = '?';
   }
-  log_info(s->id, "hello from '%s' (pid %d), protocol %d", s->client,
+  sess_log(HLOG_INFO, s, "hello from '%s' (pid %d), protocol %d", s->client,
            (int)s->peer_pid, s->protocol);
 
   pack_map_begin(&m, call_result(c));

@@ -66,7 +66,8 @@ static void refusal_written_cb(uv_write_t *req, int status)
   (void)status;
   /* The reason a session would give (PROTOCOL.md, "Why a session is
    * closed"). */
-  log_info(r->id, "session closed: not allowed: %s (1 requests)", r->why.msg);
+  log_tenant(HLOG_INFO, r->id, r->uid,
+             "session closed: not allowed: %s (1 requests)", r->why.msg);
   refusal_close(r);
 }
 
@@ -146,8 +147,9 @@ static void refuse(daemon_t *d, uv_pipe_t *c, uint64_t id, uid_t uid,
 
   if (uid_refusals(uid) >= REFUSALS_PER_UID) {
     /* Debug only: the peer could otherwise write the log at will. */
-    log_debug(id, "refused and closed at once: uid %u has %u refused "
-                  "connections waiting",
+    log_debug(id,
+              "refused and closed at once: uid %u has %u refused "
+              "connections waiting",
               (unsigned)uid, (unsigned)REFUSALS_PER_UID);
     uv_close((uv_handle_t *)c, (uv_close_cb)free);
     return;
@@ -157,7 +159,7 @@ static void refuse(daemon_t *d, uv_pipe_t *c, uint64_t id, uid_t uid,
     uv_close((uv_handle_t *)c, (uv_close_cb)free);
     return;
   }
-  log_info(id, "refused: %s", e->msg);
+  log_tenant(HLOG_INFO, id, uid, "refused: %s", e->msg);
   /* The accepted handle cannot move: open a new one on its descriptor. */
   {
     uv_os_fd_t fd;
@@ -230,8 +232,9 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   id = ++d->next_session_id;
   d->sessions_total++;
   if (d->stopping || workers_pool.sessions >= d->cfg.max_sessions) {
-    log_info(id, "connection of uid %u closed: %s", (unsigned)cred.uid,
-             d->stopping ? "daemon is shutting down" : "too many sessions");
+    log_tenant(HLOG_INFO, id, cred.uid, "connection of uid %u closed: %s",
+               (unsigned)cred.uid,
+               d->stopping ? "daemon is shutting down" : "too many sessions");
     uv_close((uv_handle_t *)c, (uv_close_cb)free);
     return;
   }
@@ -245,8 +248,9 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   if (d->cfg.tenant_max_sessions != 0 &&
       uid_sessions(cred.uid) >= d->cfg.tenant_max_sessions) {
     /* As a worker closes a session over the limit (transport.c). */
-    log_info(id, "session closed: too many sessions for uid %u (limit %u)",
-             (unsigned)cred.uid, d->cfg.tenant_max_sessions);
+    log_tenant(HLOG_INFO, id, cred.uid,
+               "session closed: too many sessions for uid %u (limit %u)",
+               (unsigned)cred.uid, d->cfg.tenant_max_sessions);
     uv_close((uv_handle_t *)c, (uv_close_cb)free);
     return;
   }

@@ -226,7 +226,7 @@ int main(int argc, char **argv)
       "16", "--max-handles", "128", "--max-streams", "8", "--output-cap", "64M",
       "--write-timeout", "5000", "--cpu-kernel-timeout", "3000",
       "--shutdown-timeout", "3000", "--hello-timeout", "3000",
-      "--request-timeout", "3000", NULL);
+      "--request-timeout", "3000", "--log-tenant-rate", "0", NULL);
   if (daemon_ == NULL)
     goto done;
 
