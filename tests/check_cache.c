@@ -303,6 +303,57 @@ START_TEST(test_eviction_lru)
 }
 END_TEST
 
+/* Memory holds the entries of tenants fairly: tenant 1002 compiling many
+ * kernels evicts its own least recently used entries, never tenant 1001's
+ * few, which are older (plain LRU took those first). */
+static result_t get_for(const char *src, uint32_t tenant)
+{
+  result_t r = {0};
+  cache_key_t key;
+
+  key_of(src, &key);
+  cache_get_flags(&key, 0, tenant, compile_cb, (void *)src, done_cb, &r);
+  while (!r.done)
+    uv_run(&loop, UV_RUN_ONCE);
+  return r;
+}
+
+static int in_memory(const char *src)
+{
+  cache_key_t key;
+
+  key_of(src, &key);
+  return cache_has(&key);
+}
+
+START_TEST(test_eviction_fair)
+{
+  cache_stats_t st;
+  char src[32];
+
+  /* About 15 bytes an entry in memory: 40 of them do not fit in 300. */
+  start(300);
+  for (int i = 0; i < 4; i++) {
+    snprintf(src, sizeof(src), "a-kern-%02d", i);
+    ck_assert_int_eq(get_for(src, 1001).status, 0);
+  }
+  for (int i = 0; i < 40; i++) {
+    snprintf(src, sizeof(src), "b-kern-%02d", i);
+    ck_assert_int_eq(get_for(src, 1002).status, 0);
+  }
+  cache_get_stats(&st);
+  ck_assert_uint_le(st.bytes, 300);
+  ck_assert_uint_gt(st.evictions, 0);
+  for (int i = 0; i < 4; i++) {
+    snprintf(src, sizeof(src), "a-kern-%02d", i);
+    ck_assert_msg(in_memory(src), "tenant 1001's %s was evicted by 1002's",
+                  src);
+  }
+  ck_assert(in_memory("b-kern-39"));
+  ck_assert(!in_memory("b-kern-00"));
+}
+END_TEST
+
 START_TEST(test_clear)
 {
   cache_stats_t st;
@@ -629,6 +680,7 @@ static Suite *cache_suite(void)
   tcase_add_test(tc, test_compile_error_not_cached);
   tcase_add_test(tc, test_concurrent_single_compile);
   tcase_add_test(tc, test_eviction_lru);
+  tcase_add_test(tc, test_eviction_fair);
   tcase_add_test(tc, test_clear);
   suite_add_tcase(s, tc);
 

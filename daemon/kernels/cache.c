@@ -17,15 +17,24 @@
 #include "compile/compile_pool.h"
 #include "hipd.h"
 #include "log.h"
+#include "util/array.h"
 
 #define LOG_SIZE 16384
 
 typedef struct mem_entry {
   cache_key_t key;
   cache_blob_t *blob;
+  uint32_t tenant; /* whose compile made it: its bytes count against it */
   struct mem_entry *hnext;
   struct mem_entry *older, *newer; /* LRU list */
 } mem_entry_t;
+
+/* The bytes each tenant's entries hold in memory. */
+typedef struct {
+  uint32_t tenant;
+  uint32_t entries;
+  uint64_t bytes;
+} tenant_bytes_t;
 
 typedef struct waiter {
   cache_done_fn done;
@@ -66,6 +75,8 @@ static struct {
   inflight_t *inflight[CACHE_NBUCKETS];
   unsigned ninflight; /* entries of inflight[] */
   cache_stats_t st;
+  tenant_bytes_t *tenants; /* the memory tier's bytes per tenant */
+  size_t ntenants, tenants_cap;
 } cache = {0};
 
 /* ------------------------------------------------------------------- keys */
@@ -203,6 +214,36 @@ static void lru_push(mem_entry_t *e)
   cache.newest = e;
 }
 
+static tenant_bytes_t *tenant_bytes(uint32_t tenant, int make)
+{
+  for (size_t i = 0; i < cache.ntenants; i++)
+    if (cache.tenants[i].tenant == tenant)
+      return &cache.tenants[i];
+  if (!make ||
+      ARRAY_GROW(cache.tenants, cache.ntenants, cache.tenants_cap, 8) != 0)
+    return NULL;
+  cache.tenants[cache.ntenants] = (tenant_bytes_t){.tenant = tenant};
+  return &cache.tenants[cache.ntenants++];
+}
+
+/* @p e's bytes count for its tenant (@p sign 1) or no longer (-1). */
+static void tenant_count(const mem_entry_t *e, int sign)
+{
+  tenant_bytes_t *t = tenant_bytes(e->tenant, sign > 0);
+
+  if (t == NULL)
+    return; /* no memory for the record: the entry counts for nobody */
+  if (sign > 0) {
+    t->entries++;
+    t->bytes += e->blob->len;
+    return;
+  }
+  t->entries--;
+  t->bytes -= e->blob->len < t->bytes ? e->blob->len : t->bytes;
+  if (t->entries == 0)
+    *t = cache.tenants[--cache.ntenants];
+}
+
 static void mem_remove(mem_entry_t *e)
 {
   mem_entry_t **pp = &cache.mem[cache_key_bucket(&e->key)];
@@ -211,29 +252,58 @@ static void mem_remove(mem_entry_t *e)
     pp = &(*pp)->hnext;
   *pp = e->hnext;
   lru_unlink(e);
+  tenant_count(e, -1);
   cache.st.entries--;
   cache.st.bytes -= e->blob->len;
   cache_blob_unref(e->blob);
   free(e);
 }
 
-static void mem_insert(const cache_key_t *key, cache_blob_t *blob)
+/* The entry to evict for room: the least recently used of the tenant that
+ * holds the most bytes in memory, so that one tenant's large kernels push
+ * out its own entries before anyone else's; never @p keep (the entry just
+ * made). NULL if only @p keep is left. */
+static mem_entry_t *mem_victim(const mem_entry_t *keep)
 {
-  mem_entry_t *e = calloc(1, sizeof(*e));
+  const tenant_bytes_t *most = NULL;
+
+  for (size_t i = 0; i < cache.ntenants; i++) {
+    const tenant_bytes_t *t = &cache.tenants[i];
+    /* keep's own tenant counts without it */
+    uint64_t b = t->bytes - (t->tenant == keep->tenant ? keep->blob->len : 0);
+    uint64_t mb =
+        most == NULL ? 0
+                     : most->bytes -
+                           (most->tenant == keep->tenant ? keep->blob->len : 0);
+    if (b > 0 && (most == NULL || b > mb))
+      most = t;
+  }
+  for (mem_entry_t *e = cache.oldest; most != NULL && e != NULL; e = e->newer)
+    if (e != keep && e->tenant == most->tenant)
+      return e;
+  /* Entries of a tenant without a record (out of memory): plain LRU. */
+  return cache.oldest != keep ? cache.oldest : NULL;
+}
+
+static void mem_insert(const cache_key_t *key, cache_blob_t *blob,
+                       uint32_t tenant)
+{
+  mem_entry_t *e = calloc(1, sizeof(*e)), *victim;
 
   if (e == NULL)
     return; /* the cache is an optimisation: carry on without the entry */
   e->key = *key;
   e->blob = blob;
+  e->tenant = tenant;
   cache_blob_ref(blob);
   e->hnext = cache.mem[cache_key_bucket(key)];
   cache.mem[cache_key_bucket(key)] = e;
   lru_push(e);
+  tenant_count(e, 1);
   cache.st.entries++;
   cache.st.bytes += blob->len;
-  while (cache.st.bytes > cache.max_bytes && cache.oldest != NULL &&
-         cache.oldest != e) {
-    mem_remove(cache.oldest);
+  while (cache.st.bytes > cache.max_bytes && (victim = mem_victim(e)) != NULL) {
+    mem_remove(victim);
     cache.st.evictions++;
   }
 }
@@ -319,7 +389,7 @@ static void inflight_finish(inflight_t *p)
       blob->refs = 1;
       blob->len = p->len;
       memcpy(blob->data, p->data, p->len);
-      mem_insert(&p->key, blob);
+      mem_insert(&p->key, blob, p->job.tenant);
     }
   }
   free(p->data);
@@ -508,5 +578,8 @@ void cache_shutdown(void)
 {
   while (cache.oldest != NULL)
     mem_remove(cache.oldest);
+  free(cache.tenants);
+  cache.tenants = NULL;
+  cache.ntenants = cache.tenants_cap = 0;
   cache_disk_close();
 }
