@@ -79,16 +79,23 @@ static void key_of(const char *src, cache_key_t *key)
   cache_keyer_finish(k, key);
 }
 
-static result_t get(const char *src)
+/* Ask the cache for @p src as tenant @p tenant and run the loop until it
+ * answers. */
+static result_t get_for(const char *src, uint32_t tenant)
 {
   result_t r = {0};
   cache_key_t key;
 
   key_of(src, &key);
-  cache_get(&key, compile_cb, (void *)src, done_cb, &r);
+  cache_get_flags(&key, 0, tenant, compile_cb, (void *)src, done_cb, &r);
   while (!r.done)
     uv_run(&loop, UV_RUN_ONCE);
   return r;
+}
+
+static result_t get(const char *src)
+{
+  return get_for(src, 0);
 }
 
 static void start(uint64_t cap)
@@ -303,21 +310,7 @@ START_TEST(test_eviction_lru)
 }
 END_TEST
 
-/* Memory holds the entries of tenants fairly: tenant 1002 compiling many
- * kernels evicts its own least recently used entries, never tenant 1001's
- * few, which are older (plain LRU took those first). */
-static result_t get_for(const char *src, uint32_t tenant)
-{
-  result_t r = {0};
-  cache_key_t key;
-
-  key_of(src, &key);
-  cache_get_flags(&key, 0, tenant, compile_cb, (void *)src, done_cb, &r);
-  while (!r.done)
-    uv_run(&loop, UV_RUN_ONCE);
-  return r;
-}
-
+/* Is @p src in the memory tier? */
 static int in_memory(const char *src)
 {
   cache_key_t key;
@@ -326,6 +319,9 @@ static int in_memory(const char *src)
   return cache_has(&key);
 }
 
+/* Memory holds the entries of tenants fairly: tenant 1002 compiling many
+ * kernels evicts its own least recently used entries, never tenant 1001's
+ * few, which are older (plain LRU took those first). */
 START_TEST(test_eviction_fair)
 {
   cache_stats_t st;

@@ -527,6 +527,16 @@ START_TEST(test_spin_bounded)
 }
 END_TEST
 
+/* A budget of 2 with none taken: two places, then none; given back. */
+static void spin_two_places(void)
+{
+  ck_assert_int_eq(spin_enter(), 1);
+  ck_assert_int_eq(spin_enter(), 1);
+  ck_assert_int_eq(spin_enter(), 0);
+  spin_leave();
+  spin_leave();
+}
+
 /* The budget is counted across processes: a second process that maps it
  * takes places this one then cannot take; when that process dies holding
  * them, they stay taken until its slot is released, and then come back. */
@@ -573,11 +583,7 @@ START_TEST(test_spin_shared_and_reclaimed)
   spin_slot_release(slot);
   spin_get_stats(&st);
   ck_assert_uint_eq(st.taken, 0);
-  ck_assert_int_eq(spin_enter(), 1);
-  ck_assert_int_eq(spin_enter(), 1);
-  ck_assert_int_eq(spin_enter(), 0);
-  spin_leave();
-  spin_leave();
+  spin_two_places();
   /* Tuning never allows more than the cap; without sessions, the whole
    * cap again. */
   spin_budget_tune();
@@ -629,11 +635,7 @@ START_TEST(test_spin_page_distrusted)
   spin_tune_set(loop, 0);
   spin_get_stats(&st);
   ck_assert_uint_eq(st.limit, 2);
-  ck_assert_int_eq(spin_enter(), 1);
-  ck_assert_int_eq(spin_enter(), 1);
-  ck_assert_int_eq(spin_enter(), 0);
-  spin_leave();
-  spin_leave();
+  spin_two_places();
   spin_tune_close();
   uv_run(loop, UV_RUN_DEFAULT);
   munmap(page, 4096);
