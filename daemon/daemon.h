@@ -85,17 +85,18 @@ typedef struct daemon_config {
   uint64_t compile_mem;           /* helpers' address space, 0: 4 GiB */
   uint32_t tenant_max_compiles;   /* one uid's compiles outstanding, 0: 8 */
   uint64_t compile_queue_bytes;   /* sources they hold, 0: 256 MiB */
-  int busy_poll_us; /* spin before sleeping (loop, workers); -1: auto */
+  int busy_poll_us;         /* spin before sleeping (loop, workers); -1: auto */
   uint32_t log_tenant_rate; /* lines a second about one uid; 0: no limit */
-  uint32_t spin_cpus; /* spinners at once, all processes; 0: auto */
-  int gpu_wait;     /* hip_driver_set_wait() mode */
+  uint32_t spin_cpus;       /* spinners at once, all processes; 0: auto */
+  int gpu_wait;             /* hip_driver_set_wait() mode */
   /* Per tenant (one uid, all its sessions together); 0: no limit. */
-  uint64_t tenant_mem_quota;    /* device bytes */
-  uint64_t host_mem_reserve;    /* CPU device: host memory kept free; 0:
-                                 * cpu_driver_default_reserve() */
-  uint32_t tenant_max_sessions; /* sessions at once */
-  uint32_t tenant_max_handles;  /* handles */
-  uint32_t tenant_max_streams;  /* streams made with stream.create */
+  uint64_t tenant_mem_quota;      /* device bytes */
+  uint64_t host_mem_reserve;      /* CPU device: host memory kept free; 0:
+                                   * cpu_driver_default_reserve() */
+  uint32_t tenant_max_sessions;   /* sessions at once */
+  uint32_t tenant_max_connecting; /* of them, before their hello */
+  uint32_t tenant_max_handles;    /* handles */
+  uint32_t tenant_max_streams;    /* streams made with stream.create */
   /* Who may connect and use which device (policy.c); NULL: no rule. */
   char *allow_users;   /* --allow-users, as given */
   char *allow_groups;  /* --allow-groups, as given */
@@ -171,6 +172,9 @@ typedef struct hipd_daemon {
   pid_t daemon_pid;        /* hipd's pid (a worker: its listener's) */
   const char *gpu_sharing; /* how tenants share the GPU (privsep/mps.h) */
   void (*session_ended)(struct hipd_daemon *d, uint64_t id);
+  /* A session said hello (a worker tells its listener, which bounds the
+   * connections of a uid not yet past it). */
+  void (*session_hello)(struct hipd_daemon *d, uint64_t id);
 
   /* The global bound on buffered input (transport.c): the room that all
    * sessions' input buffers hold beyond their floor, at most

@@ -688,6 +688,7 @@ int main(int argc, char **argv)
   if (d->role == ROLE_WORKER) {
     hipd_err_t err;
     d->session_ended = worker_session_closed;
+    d->session_hello = worker_session_hello;
     worker_on_reload(reload_worker);
     if (worker_start(d, &role, 3, worker_stop_cb, &err) != 0) {
       log_error(0, "worker not started: %s", err.msg);

@@ -407,7 +407,10 @@ enum { DEFAULT_TENANT_SESSIONS = 512 };
 
 START_TEST(test_tenant_sessions_default)
 {
-  harness_daemon_t *d = users_start_shared("--hello-timeout", "0", NULL);
+  /* Silent connections past --tenant-max-connecting would be closed
+   * first: that bound has a test of its own. */
+  harness_daemon_t *d = users_start_shared(
+      "--hello-timeout", "0", "--tenant-max-connecting", "0", NULL);
   hipd_conn_t *c = NULL;
   hipd_info_t *info = NULL;
   int fds[2], rc;
@@ -457,6 +460,65 @@ START_TEST(test_tenant_sessions_default)
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
   close(fds[0]);
+  harness_free(d);
+}
+END_TEST
+
+/* A uid's connections that say nothing are bounded on their own: once
+ * 32 of them (--tenant-max-connecting' default) have gone a second
+ * without a hello, its next connection is closed at once, while a burst
+ * of connections that do say hello is not refused, and root connects. */
+enum { CONNECTING_MAX = 32 };
+
+static int connecting_a(void *arg, char *msg, size_t msglen)
+{
+  ctx_t *x = arg;
+  int fds[CONNECTING_MAX], extra, n;
+  hipd_conn_t *burst[CONNECTING_MAX + 8];
+  struct pollfd p;
+  char c;
+
+  /* A burst of clients that say hello: all served. */
+  for (int i = 0; i < CONNECTING_MAX + 8; i++) {
+    int rc = connect_as(x->socket, &burst[i]);
+    REQUIRE(rc == 0, "burst connection %d: %s (%s)", i, hipd_err_name(rc),
+            hipd_last_error(NULL));
+  }
+  for (int i = 0; i < CONNECTING_MAX + 8; i++)
+    hipd_close(burst[i]);
+  for (int i = 0; i < CONNECTING_MAX; i++) {
+    fds[i] = silent_connect(x->socket);
+    REQUIRE(fds[i] >= 0, "silent connection %d: %s", i, strerror(errno));
+  }
+  harness_sleep_ms(1500);
+  extra = silent_connect(x->socket);
+  REQUIRE(extra >= 0, "the extra connection: %s", strerror(errno));
+  p = (struct pollfd){.fd = extra, .events = POLLIN};
+  n = poll(&p, 1, 20000);
+  REQUIRE(n == 1 && read(extra, &c, 1) == 0,
+          "connection %d of uid A, after %d silent ones, was not closed at "
+          "once",
+          CONNECTING_MAX + 1, CONNECTING_MAX);
+  close(extra);
+  for (int i = 0; i < CONNECTING_MAX; i++)
+    close(fds[i]);
+  return 0;
+}
+
+START_TEST(test_tenant_connecting)
+{
+  harness_daemon_t *d = users_start_shared("--hello-timeout", "0", NULL);
+  ctx_t a = {d->socket, uid_a};
+  hipd_conn_t *c = NULL;
+  hipd_info_t *info = NULL;
+
+  users_as(USER_A, connecting_a, &a);
+  ck_assert_int_eq(connect_as(d->socket, &c), 0);
+  ck_assert_int_eq(hipd_daemon_info(c, &info), 0);
+  ck_assert_int_eq(info_get(info, "limits.tenant_max_connecting"),
+                   CONNECTING_MAX);
+  hipd_info_free(info);
+  hipd_close(c);
   harness_free(d);
 }
 END_TEST
@@ -679,6 +741,7 @@ int main(void)
   tcase_add_test(tc, test_tenant_max_sessions_session_workers);
   tcase_add_test(tc, test_tenant_sessions_default);
   tcase_add_test(tc, test_log_rate);
+  tcase_add_test(tc, test_tenant_connecting);
   tcase_add_test(tc, test_tenant_streams_handles);
   suite_add_tcase(s, tc);
   tc = tcase_create("access");

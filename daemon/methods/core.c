@@ -25,6 +25,8 @@ int m_hello(call_t *c, const hello_args_t *a)
   const arg_t *name = &a->client_name; /* at most 63 bytes (the row says) */
   pack_map_t m;
 
+  int first = s->protocol == 0;
+
   if (proto < MIN_PROTOCOL)
     return call_fail(c, HIPD_EVERSION,
                      "client speaks protocol %lld; this daemon speaks %d to "
@@ -43,6 +45,8 @@ int m_hello(call_t *c, const hello_args_t *a)
   }
   sess_log(HLOG_INFO, s, "hello from '%s' (pid %d), protocol %d", s->client,
            (int)s->peer_pid, s->protocol);
+  if (first && s->d->session_hello != NULL)
+    s->d->session_hello(s->d, s->id);
 
   pack_map_begin(&m, call_result(c));
   pack_kv_str(&m, "name", PACKAGE_NAME);
@@ -150,6 +154,7 @@ static void pack_limits(msgpack_packer *pk, const daemon_t *d)
   pack_kv_u64(&m, "shutdown_timeout_ms", d->cfg.shutdown_ms);
   pack_kv_u64(&m, "tenant_mem_quota", d->cfg.tenant_mem_quota);
   pack_kv_u64(&m, "tenant_max_sessions", d->cfg.tenant_max_sessions);
+  pack_kv_u64(&m, "tenant_max_connecting", d->cfg.tenant_max_connecting);
   pack_kv_u64(&m, "tenant_max_handles", d->cfg.tenant_max_handles);
   pack_kv_u64(&m, "tenant_max_streams", d->cfg.tenant_max_streams);
   pack_kv_u64(&m, "host_mem_reserve", d->cfg.host_mem_reserve);

@@ -48,6 +48,8 @@ static const wire_msg_t rows[WIRE_NMSG] = {
                     PARAMS(wire_ready, WIRE_READY_PARAMS)},
     [WIRE_CLOSED] = {"closed", PROTO_NOTIFY, WIRE_FROM_WORKER, 0,
                      PARAMS(wire_closed, WIRE_CLOSED_PARAMS)},
+    [WIRE_HELLO] = {"hello", PROTO_NOTIFY, WIRE_FROM_WORKER, 0,
+                    PARAMS(wire_hello, WIRE_HELLO_PARAMS)},
     [WIRE_COMPILE] = {"compile", PROTO_REQUEST, WIRE_FROM_WORKER, 0,
                       PARAMS(wire_compile, WIRE_COMPILE_PARAMS),
                       RESULT(wire_compile_result, WIRE_COMPILE_RESULT)},

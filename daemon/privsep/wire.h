@@ -76,6 +76,9 @@ typedef struct wire_val {
 #define WIRE_READY_PARAMS(X, T) X(T, pid, WIRE_INT, INT32_MIN, INT32_MAX)
 /* closed [session id]: a session of the worker was torn down. */
 #define WIRE_CLOSED_PARAMS(X, T) X(T, id, WIRE_UINT, 0, UINT64_MAX)
+/* hello [id]: the connection said hello (the listener counts those that
+ * have not, per uid: --tenant-max-connecting). */
+#define WIRE_HELLO_PARAMS(X, T) X(T, id, WIRE_UINT, 0, UINT64_MAX)
 /* compile [driver, arch, source, kernel, [options], refresh]: the
  * listener keys and compiles (or finds) it. */
 #define WIRE_COMPILE_PARAMS(X, T)                                              \
@@ -183,6 +186,7 @@ WIRE_STRUCT(wire_conn, WIRE_CONN_PARAMS);
 WIRE_STRUCT(wire_reload, WIRE_RELOAD_PARAMS);
 WIRE_STRUCT(wire_log_level, WIRE_LOG_LEVEL_PARAMS);
 WIRE_STRUCT(wire_kill, WIRE_KILL_PARAMS);
+WIRE_STRUCT(wire_hello, WIRE_HELLO_PARAMS);
 
 /* ------------------------------------------------------------- the rows */
 
@@ -190,6 +194,7 @@ typedef enum {
   /* worker to listener */
   WIRE_READY,         /* notify ready [pid] */
   WIRE_CLOSED,        /* notify closed [id] */
+  WIRE_HELLO,         /* notify hello [id] */
   WIRE_COMPILE,       /* request compile [...] -> [status, ...] */
   WIRE_CACHE_STATS,   /* request cache.stats [] -> [counters..., dir] */
   WIRE_COMPILE_STATS, /* request compile.stats [] -> [counters..., ...] */

@@ -588,24 +588,36 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
   return 0;
 }
 
-void worker_session_closed(daemon_t *d, uint64_t id)
+/* Notify the listener: @p row [@p id]. */
+static void tell_listener(int row, uint64_t id)
 {
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
+  if (!this_worker.open || this_worker.ch.broken)
+    return;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  wire_pack_head(&pk, row, 0);
+  msgpack_pack_uint64(&pk, id);
+  ipc_send(&this_worker.ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+}
+
+void worker_session_hello(daemon_t *d, uint64_t id)
+{
+  (void)d;
+  tell_listener(WIRE_HELLO, id);
+}
+
+void worker_session_closed(daemon_t *d, uint64_t id)
+{
   /* The tenant has no session left: whatever CPU kernel still runs was
    * launched for nobody. */
   if (d->nsessions == 0 && cpu_driver_abort_launches())
     log_info(id, "the tenant's last session closed: its running CPU kernels "
                  "were stopped");
-  if (!this_worker.open || this_worker.ch.broken)
-    return;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  wire_pack_head(&pk, WIRE_CLOSED, 0);
-  msgpack_pack_uint64(&pk, id);
-  ipc_send(&this_worker.ch, sb.data, sb.size);
-  msgpack_sbuffer_destroy(&sb);
+  tell_listener(WIRE_CLOSED, id);
 }
 
 void worker_close(daemon_t *d)

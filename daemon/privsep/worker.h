@@ -57,6 +57,8 @@ void worker_on_reload(void (*reload)(daemon_t *d, int argc, char **argv));
 
 /* A session of this worker was torn down (transport): tell the listener. */
 void worker_session_closed(daemon_t *d, uint64_t id);
+/* A session of this worker said hello: tell the listener. */
+void worker_session_hello(daemon_t *d, uint64_t id);
 
 /* The shared cache's counters, from the listener: @p done(ctx, status,
  * stats) on the loop thread (stats NULL on failure). */

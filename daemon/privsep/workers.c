@@ -143,7 +143,8 @@ void workers_reload(daemon_t *d)
 
 static void worker_free_mem(worker_t *w)
 {
-  free(w->ids);
+  free(w->ids.v);
+  free(w->connecting.v);
   free(w);
 }
 
@@ -160,26 +161,27 @@ static void handle_closed(worker_t *w)
 }
 
 /* The sessions a worker holds, by the listener's routing. */
-void workers_ids_add(worker_t *w, uint64_t id)
+void workers_ids_add(workers_ids_t *l, uint64_t id, uint64_t at_ms)
 {
-  if (ARRAY_GROW(w->ids, w->nids, w->capids, 8) != 0)
+  if (ARRAY_GROW(l->v, l->n, l->cap, 8) != 0)
     return; /* its session is then not listed, nor killed by id */
-  w->ids[w->nids++] = id;
+  l->v[l->n].id = id;
+  l->v[l->n++].at_ms = at_ms;
 }
 
-int workers_ids_has(const worker_t *w, uint64_t id)
+int workers_ids_has(const workers_ids_t *l, uint64_t id)
 {
-  for (uint32_t i = 0; i < w->nids; i++)
-    if (w->ids[i] == id)
+  for (uint32_t i = 0; i < l->n; i++)
+    if (l->v[i].id == id)
       return 1;
   return 0;
 }
 
-void workers_ids_remove(worker_t *w, uint64_t id)
+void workers_ids_remove(workers_ids_t *l, uint64_t id)
 {
-  for (uint32_t i = 0; i < w->nids; i++)
-    if (w->ids[i] == id) {
-      w->ids[i] = w->ids[--w->nids];
+  for (uint32_t i = 0; i < l->n; i++)
+    if (l->v[i].id == id) {
+      l->v[i] = l->v[--l->n];
       return;
     }
 }
@@ -315,8 +317,10 @@ static void on_closed(void *ctx, const proto_msg_t *m, const void *args)
   const wire_closed_t *a = args;
 
   (void)m;
-  if (a != NULL)
-    workers_ids_remove(w, a->id.u);
+  if (a != NULL) {
+    workers_ids_remove(&w->ids, a->id.u);
+    workers_ids_remove(&w->connecting, a->id.u);
+  }
   w->last_ms = 0; /* its sessions changed: its next view asks again */
   if (w->sessions > 0) {
     w->sessions--;
@@ -324,6 +328,18 @@ static void on_closed(void *ctx, const proto_msg_t *m, const void *args)
   }
   if (w->sessions == 0)
     w->idle_since = uv_now(w->d->loop);
+}
+
+/* hello [id]: one of its connections is past hello. Only its own ids
+ * count: a worker can say nothing of another's. */
+static void on_hello(void *ctx, const proto_msg_t *m, const void *args)
+{
+  worker_t *w = ctx;
+  const wire_hello_t *a = args;
+
+  (void)m;
+  if (a != NULL)
+    workers_ids_remove(&w->connecting, a->id.u);
 }
 
 /* ready [pid]: logged (the pid the listener knows is its own record). */
@@ -342,6 +358,7 @@ static void on_ready(void *ctx, const proto_msg_t *m, const void *args)
 static const wire_handler_fn from_worker[WIRE_NMSG] = {
     [WIRE_READY] = on_ready,
     [WIRE_CLOSED] = on_closed,
+    [WIRE_HELLO] = on_hello,
     [WIRE_COMPILE] = workers_on_compile,
     [WIRE_CACHE_STATS] = workers_on_cache_stats,
     [WIRE_COMPILE_STATS] = workers_on_compile_stats,

@@ -201,7 +201,8 @@ void workers_forget(worker_t *w)
     report_free(w->last);
     w->last = NULL;
   }
-  w->nids = 0;
+  w->ids.n = 0;
+  w->connecting.n = 0;
 }
 
 static ask_t *ask_send(worker_t *w, int kind, msgpack_sbuffer *sb,
@@ -312,7 +313,7 @@ static uint32_t keep_own_sessions(const worker_t *w, report_t *r)
 
   for (uint32_t i = 0; i < r->nsess; i++) {
     report_sess_t *s = &r->sess[i];
-    if (workers_ids_has(w, s->id) &&
+    if (workers_ids_has(&w->ids, s->id) &&
         (w->mode != ISOLATION_SESSION || s->id == w->seq)) {
       r->sess[k++] = *s;
     } else {
@@ -416,7 +417,7 @@ static void kill_session(daemon_t *d, uint64_t owner, uint64_t id,
   for (int i = 0; i < 3 && w == NULL; i++)
     for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next) {
       worker_t *x = list_entry(n, worker_t, node);
-      if (x->serial == owner && workers_ids_has(x, id)) {
+      if (x->serial == owner && workers_ids_has(&x->ids, id)) {
         w = x;
         break;
       }

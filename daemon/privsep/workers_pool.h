@@ -32,14 +32,23 @@
 struct ask;
 struct gather;
 
+/* A set of connection ids (few: a worker's sessions), each with when it
+ * was handed over (uv_now). */
+typedef struct {
+  struct {
+    uint64_t id, at_ms;
+  } * v;
+  uint32_t n, cap;
+} workers_ids_t;
+
 typedef struct worker {
   list_node_t node; /* workers_pool.live while it takes connections, else
                        workers_pool.leaving */
   daemon_t *d;
-  int mode;     /* ISOLATION_UID or ISOLATION_SESSION */
-  uid_t uid;    /* the tenant's uid (the peer's) */
-  gid_t gid;    /* the first peer's primary gid */
-  uint64_t seq; /* session mode: the one connection's id */
+  int mode;      /* ISOLATION_UID or ISOLATION_SESSION */
+  uid_t uid;     /* the tenant's uid (the peer's) */
+  gid_t gid;     /* the first peer's primary gid */
+  uint64_t seq;  /* session mode: the one connection's id */
   int spin_slot; /* its slot of the spin budget (spin.h), or -1 */
   pid_t pid;
   uv_process_t proc; /* proc.data = this */
@@ -63,9 +72,10 @@ typedef struct worker {
   int rep_again;       /* rep is housekeeping's: a view asks after it */
   int lied;            /* a report with records not its own was logged */
   uint32_t admin_busy; /* its clients' admin requests in flight */
-  uint64_t *ids;       /* the connections handed over, not reported closed
-                          (the listener's routing: who holds which session) */
-  uint32_t nids, capids;
+  /* The connections handed over, not reported closed (the listener's
+   * routing: who holds which session), and of them those not yet reported
+   * past hello (--tenant-max-connecting). */
+  workers_ids_t ids, connecting;
 } worker_t;
 
 typedef struct workers_pool {
@@ -96,9 +106,9 @@ extern workers_pool_t workers_pool;
 /* workers.c */
 void workers_unref(worker_t *w);
 /* The sessions a worker holds, by the listener's routing. */
-void workers_ids_add(worker_t *w, uint64_t id);
-int workers_ids_has(const worker_t *w, uint64_t id);
-void workers_ids_remove(worker_t *w, uint64_t id);
+void workers_ids_add(workers_ids_t *l, uint64_t id, uint64_t at_ms);
+int workers_ids_has(const workers_ids_t *l, uint64_t id);
+void workers_ids_remove(workers_ids_t *l, uint64_t id);
 /* "uid 1001", "session 7 (uid 1001)" into @p buf. @return buf. */
 const char *workers_tenant_name(const worker_t *w, char *buf, size_t len);
 /* Take @p w out of the routing table: no connection goes to it again. */

@@ -187,11 +187,19 @@ static void refuse(daemon_t *d, uv_pipe_t *c, uint64_t id, uid_t uid,
 
 /* ----------------------------------------------------------------- routing */
 
+/* A connection counts against --tenant-max-connecting once it has gone
+ * this long without a hello: a burst of clients that all connect at once
+ * (a job's ranks) says hello well within it; connections that stay silent
+ * accumulate. */
+#define CONNECTING_GRACE_MS 1000
+
 /* The connections of @p uid that workers hold (those not yet past hello
- * included): its sessions, whatever the isolation mode. Each worker
- * counts only its own, so with --isolation session (a worker per session)
- * only the listener sees them all. */
-static uint32_t uid_sessions(uid_t uid)
+ * included): its sessions, whatever the isolation mode; or, with
+ * @p connecting, those of them that have gone CONNECTING_GRACE_MS without
+ * a hello by @p now_ms. Each worker counts only its own, so with
+ * --isolation session (a worker per session) only the listener sees them
+ * all. */
+static uint32_t uid_count(uid_t uid, int connecting, uint64_t now_ms)
 {
   const list_node_t *const lists[] = {&workers_pool.live,
                                       &workers_pool.leaving};
@@ -200,8 +208,14 @@ static uint32_t uid_sessions(uid_t uid)
   for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
     for (const list_node_t *p = lists[i]->next; p != lists[i]; p = p->next) {
       const worker_t *x = list_entry(p, worker_t, node);
-      if (x->uid == uid)
+      if (x->uid != uid)
+        continue;
+      if (!connecting) {
         n += x->sessions;
+        continue;
+      }
+      for (uint32_t k = 0; k < x->connecting.n; k++)
+        n += now_ms - x->connecting.v[k].at_ms >= CONNECTING_GRACE_MS;
     }
   return n;
 }
@@ -246,11 +260,22 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   /* After the policy: a refused peer learns why (its own bound is
    * REFUSALS_PER_UID), and is no session. */
   if (d->cfg.tenant_max_sessions != 0 &&
-      uid_sessions(cred.uid) >= d->cfg.tenant_max_sessions) {
+      uid_count(cred.uid, 0, 0) >= d->cfg.tenant_max_sessions) {
     /* As a worker closes a session over the limit (transport.c). */
     log_tenant(HLOG_INFO, id, cred.uid,
                "session closed: too many sessions for uid %u (limit %u)",
                (unsigned)cred.uid, d->cfg.tenant_max_sessions);
+    uv_close((uv_handle_t *)c, (uv_close_cb)free);
+    return;
+  }
+  /* Connections not yet past hello hold a descriptor and a buffer each
+   * for up to --hello-timeout: a few silent ones per uid. */
+  if (d->cfg.tenant_max_connecting != 0 &&
+      uid_count(cred.uid, 1, uv_now(d->loop)) >= d->cfg.tenant_max_connecting) {
+    log_tenant(HLOG_INFO, id, cred.uid,
+               "session closed: uid %u has %u connections without a hello "
+               "for 1 s or more (--tenant-max-connecting)",
+               (unsigned)cred.uid, d->cfg.tenant_max_connecting);
     uv_close((uv_handle_t *)c, (uv_close_cb)free);
     return;
   }
@@ -289,7 +314,8 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   }
   w->sessions++;
   workers_pool.sessions++;
-  workers_ids_add(w, id);
+  workers_ids_add(&w->ids, id, uv_now(d->loop));
+  workers_ids_add(&w->connecting, id, uv_now(d->loop));
   w->last_ms = 0; /* its sessions changed: its next view asks again */
 }
 
