@@ -59,6 +59,13 @@ enum {
 
 /* What the options set: config/options.c's table says which option sets
  * which field, its bounds, its default and whether a reload applies it. */
+/* --cache-scope: who may hit whose entries of the kernel cache. */
+enum {
+  CACHE_SCOPE_SHARED = 0, /* everyone's (a hit tells that a source was
+                           * compiled before: SECURITY.md) */
+  CACHE_SCOPE_TENANT = 1, /* each uid its own (the uid is in the key) */
+};
+
 typedef struct daemon_config {
   char *socket_path;           /* where to listen */
   unsigned socket_mode;        /* permission bits of the socket file */
@@ -78,6 +85,7 @@ typedef struct daemon_config {
   int cpu_devices;             /* CPU devices to serve */
   char *cache_dir;             /* kernel cache directory, "" for none */
   uint64_t cache_size;         /* its cap in bytes */
+  int cache_scope;             /* CACHE_SCOPE_* */
   uint32_t cpu_kernel_timeout_ms; /* CPU-device launch limit, 0: none */
   uint32_t compile_jobs;          /* compile helpers, 0: min(4, CPUs) */
   uint32_t compile_timeout_s;     /* per compile, 0: 120 */

@@ -628,6 +628,7 @@ int main(int argc, char **argv)
     hipd_err_t err;
     /* A worker's kernels come from its listener's cache: it keeps none on
      * disk (and could not write the listener's). */
+    kernels_set_cache_per_tenant(d->cfg.cache_scope == CACHE_SCOPE_TENANT);
     if (cache_init(d->loop, d->role == ROLE_WORKER ? "" : d->cfg.cache_dir,
                    d->cfg.cache_size, &err) != 0) {
       log_error(0, "not started: %s", err.msg);

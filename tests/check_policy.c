@@ -589,6 +589,79 @@ START_TEST(test_log_rate)
 }
 END_TEST
 
+/* --cache-scope: a kernel uid A compiled is a memory hit for uid B with
+ * the default (shared: its timing tells B that A compiled it), a miss with
+ * "tenant" (B's entry is its own), and a hit for B's second request. */
+static const char SCOPE_SRC[] =
+    "extern \"C\" __global__ void scoped(int *p) { p[0] = 1234567; }\n";
+
+typedef struct {
+  const char *socket;
+  int n; /* compiles to make, 1 or 2 */
+} scope_t;
+
+/* In the child: where the compiles' binaries came from go back in msg,
+ * "miss memory". */
+static int scope_compile(void *arg, char *msg, size_t msglen)
+{
+  scope_t *x = arg;
+  hipd_conn_t *c = NULL;
+  char got[64] = "";
+
+  REQUIRE(connect_as(x->socket, &c) == 0, "connect: %s", hipd_last_error(NULL));
+  for (int i = 0; i < x->n; i++) {
+    hipd_kernel_t k = HIPD_KERNEL_NULL;
+    hipd_info_t *info = NULL;
+    const char *s;
+    size_t len;
+    int rc =
+        hipd_kernel_compile_cached(c, 0, SCOPE_SRC, "scoped", NULL, &k, &info);
+    REQUIRE(rc == 0, "compile %d: %s (%s)", i, hipd_err_name(rc),
+            hipd_last_error(c));
+    REQUIRE(hipd_info_str(info, "cache", &s, &len) == 0 && s != NULL,
+            "compile %d: no cache in its info", i);
+    snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%.*s",
+             i > 0 ? " " : "", (int)len, s);
+    hipd_info_free(info);
+  }
+  hipd_close(c);
+  snprintf(msg, msglen, "%s", got);
+  return 0;
+}
+
+/* Run scope_compile() as @p user; what it saw into @p out. */
+static void scope_as(const char *user, scope_t *x, char *out, size_t n)
+{
+  int rc = harness_run_as(user, scope_compile, x, out, n);
+
+  ck_assert_msg(rc == 0, "as %s: %s", user, out);
+}
+
+static void check_scope(const char *scope, const char *b_first)
+{
+  harness_daemon_t *d =
+      users_start_shared("--cache-dir", "", "--cache-scope", scope, NULL);
+  scope_t a = {.socket = d->socket, .n = 1}, b = {.socket = d->socket, .n = 2};
+  char got_a[256], got_b[256], want_b[64];
+
+  scope_as(USER_A, &a, got_a, sizeof(got_a));
+  scope_as(USER_B, &b, got_b, sizeof(got_b));
+  ck_assert_str_eq(got_a, "miss");
+  snprintf(want_b, sizeof(want_b), "%s memory", b_first);
+  ck_assert_msg(strcmp(got_b, want_b) == 0,
+                "--cache-scope %s: uid B's two compiles of uid A's kernel: "
+                "'%s', not '%s'",
+                scope, got_b, want_b);
+  harness_free(d);
+}
+
+START_TEST(test_cache_scope)
+{
+  check_scope("shared", "memory");
+  check_scope("tenant", "miss");
+}
+END_TEST
+
 START_TEST(test_allow_groups)
 {
   /* B is a supplementary member of G; A is not. */
@@ -742,6 +815,7 @@ int main(void)
   tcase_add_test(tc, test_tenant_sessions_default);
   tcase_add_test(tc, test_log_rate);
   tcase_add_test(tc, test_tenant_connecting);
+  tcase_add_test(tc, test_cache_scope);
   tcase_add_test(tc, test_tenant_streams_handles);
   suite_add_tcase(s, tc);
   tc = tcase_create("access");

@@ -50,6 +50,7 @@
 static const char *const gpu_wait_names[] = {"auto", "spin", "yield", "block",
                                              NULL};
 static const char *const isolation_names[] = {"uid", "session", "none", NULL};
+static const char *const cache_scope_names[] = {"shared", "tenant", NULL};
 static const char *const mps_names[] = {"auto", "on", "off", NULL};
 _Static_assert(ISOLATION_UID == 0 && ISOLATION_SESSION == 1 &&
                    ISOLATION_NONE == 2,
@@ -247,6 +248,11 @@ const option_spec_t options_table[] = {
            "compiled-kernel cache (default:\n"
            "/var/cache/hipd as root, else\n"
            "$XDG_CACHE_HOME/hipd); '' for memory only"),
+    ENUM("cache-scope", cache_scope, cache_scope_names, CACHE_SCOPE_SHARED,
+         RESTART, "SCOPE",
+         "shared (default: a kernel one uid compiled\n"
+         "is a hit for all, and its timing tells so)\n"
+         "or tenant (each uid has entries of its own)"),
     NUMBER("cache-size", cache_size, 4096, UINT64_MAX >> 1, (int64_t)1 << 30,
            RESTART, "BYTES", "cache cap, on disk and in memory (1G)"),
     NUMBER("cpu-kernel-timeout", cpu_kernel_timeout_ms, 0, UINT32_MAX, 600000,

@@ -478,6 +478,12 @@ static void fetch_local(const kernels_fetch_t *f, cache_done_fn done, void *ctx)
 }
 
 static kernels_fetch_fn fetch = fetch_local;
+static int per_tenant; /* kernels_set_cache_per_tenant() */
+
+void kernels_set_cache_per_tenant(int on)
+{
+  per_tenant = on;
+}
 
 void kernels_set_fetch(kernels_fetch_fn fn)
 {
@@ -554,6 +560,11 @@ int kernels_key(const kernels_key_in_t *in, cache_key_t *out)
   compiler = compile_pool_compiler_id(in->drv->name);
   cache_keyer_add_str(k, "compiler", compiler != NULL ? compiler : "");
   cache_keyer_add_str(k, "prelude", KERNELS_PRELUDE_VERSION);
+  /* Only when scoped: the shared keys stay those of earlier releases. */
+  if (in->owner >= 0) {
+    uint32_t uid = (uint32_t)in->owner;
+    cache_keyer_add(k, "tenant", &uid, sizeof(uid));
+  }
   cache_keyer_finish(k, out);
   return 0;
 }
@@ -662,6 +673,7 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
         .nopts = b->nopts,
         .arch = b->arch,
         .drv = b->drv,
+        .owner = per_tenant ? (int64_t)b->tenant : -1,
     };
     rc = kernels_key(&in, &b->res.key);
   }

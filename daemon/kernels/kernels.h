@@ -11,8 +11,8 @@
 #ifndef HIPD_KERNELS_H
 #define HIPD_KERNELS_H
 
-#include "device.h"
 #include "compile/compile_pool.h"
+#include "device.h"
 #include "kernels/cache.h"
 
 typedef struct module_ref module_ref_t;
@@ -86,6 +86,8 @@ typedef struct {
   size_t nopts;
   const char *arch;
   const driver_t *drv;
+  int64_t owner; /* -1: an entry for everyone; else the uid whose entry it
+                  * is (--cache-scope tenant), which is then in the key */
 } kernels_key_in_t;
 
 /* The cache key of @p in (SHA-256 over every field, the driver's platform
@@ -94,8 +96,8 @@ typedef struct {
 int kernels_key(const kernels_key_in_t *in, cache_key_t *out);
 
 /* Compile for @p arch with @p drv's compiler (blocking: a pool thread).
- * The cache_compile_fn contract: 0 with *out and *len set, or a negative code with
- * the compiler's log in @p log. */
+ * The cache_compile_fn contract: 0 with *out and *len set, or a negative code
+ * with the compiler's log in @p log. */
 int kernels_compile(const driver_t *drv, const char *arch, const char *src,
                     size_t len, const char *const *names, size_t nnames,
                     const char *const *opts, size_t nopts, void **out,
@@ -120,9 +122,12 @@ typedef struct {
   uint32_t tenant; /* kernel_request_t's; a worker's listener uses the
                     * worker's uid instead */
 } kernels_fetch_t;
-typedef void (*kernels_fetch_fn)(const kernels_fetch_t *req,
-                                 cache_done_fn done, void *ctx);
+typedef void (*kernels_fetch_fn)(const kernels_fetch_t *req, cache_done_fn done,
+                                 void *ctx);
 void kernels_set_fetch(kernels_fetch_fn fn);
+/* --cache-scope tenant: this process keys a request's entry with its
+ * tenant (kernel_request_t.tenant); 0: shared entries. */
+void kernels_set_cache_per_tenant(int on);
 
 /* The shared cache's counters and its clearing, where the cache is: here,
  * or (a worker) in the listener. @p done runs on the loop thread, at once

@@ -87,6 +87,8 @@ static void pack_isolation(msgpack_packer *pk, const daemon_t *d)
   else
     pack_kv_nil(&m, "tenant");
   pack_kv_str(&m, "mps", d->gpu_sharing != NULL ? d->gpu_sharing : "");
+  pack_kv_str(&m, "cache_scope",
+              d->cfg.cache_scope == CACHE_SCOPE_TENANT ? "tenant" : "shared");
   pack_map_end(&m);
 }
 

@@ -165,6 +165,9 @@ void workers_on_compile(void *ctx, const proto_msg_t *m, const void *args)
         .nopts = j->nopts,
         .arch = j->arch,
         .drv = j->drv,
+        /* The worker's uid, never one it names. */
+        .owner =
+            w->d->cfg.cache_scope == CACHE_SCOPE_TENANT ? (int64_t)w->uid : -1,
     };
     int rc = kernels_key(&in, &j->key);
     if (rc != 0) {
