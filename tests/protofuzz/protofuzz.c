@@ -219,14 +219,18 @@ int main(int argc, char **argv)
    * address as a `ptr` argument, and a GPU fault costs every session of the
    * device its context (until tenants are isolated in processes), which
    * would fail the well-behaved session for a reason this fuzzer does not
-   * test. */
+   * test. The fuzzer and the well-behaved session are one uid: the
+   * per-uid bounds on silent connections and on log lines (each with a
+   * test of its own in check_policy) are off, as they would refuse the
+   * good session and drop the session lines this program counts. */
   daemon_ = harness_start(
       "--devices", "cpu", "--cpu-devices", "2", "--cache-dir", "",
       "--mem-quota", "64M", "--max-message", MAX_MESSAGE, "--max-inflight",
       "16", "--max-handles", "128", "--max-streams", "8", "--output-cap", "64M",
       "--write-timeout", "5000", "--cpu-kernel-timeout", "3000",
       "--shutdown-timeout", "3000", "--hello-timeout", "3000",
-      "--request-timeout", "3000", "--log-tenant-rate", "0", NULL);
+      "--request-timeout", "3000", "--log-tenant-rate", "0",
+      "--tenant-max-connecting", "0", NULL);
   if (daemon_ == NULL)
     goto done;
 
