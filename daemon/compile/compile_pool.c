@@ -943,6 +943,9 @@ void compile_pool_shutdown(void)
   free(pool_state.queues);
   pool_state.queues = NULL;
   pool_state.nqueues = pool_state.queues_cap = 0;
+  free(pool_state.admits);
+  pool_state.admits = NULL;
+  pool_state.nadmits = pool_state.admits_cap = 0;
   pthread_cond_broadcast(&pool_state.cv);
   pthread_mutex_unlock(&pool_state.mu);
   for (unsigned i = 0; i < pool_state.nthreads; i++)
