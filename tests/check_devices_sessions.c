@@ -242,8 +242,9 @@ END_TEST
  * answered while that work is still pending. A loaded machine (CI runs
  * tests side by side on 2 cores) can delay the answer past even a long
  * memset, so each tries up to BUSY_TRIES times: a request that waits for
- * the work fails every try. */
-enum { BUSY_TRIES = 3 };
+ * the work fails every try. On the CPU device a try is often inconclusive
+ * (the memset ends before the request is read), hence 8. */
+enum { BUSY_TRIES = 8 };
 
 /* Client A waits in stream.synchronize behind large memsets while client B
  * pings and reads device records: B is served before A's wait returns. */
@@ -300,10 +301,12 @@ START_TEST(test_stream_query_busy)
 
       busy_start(&busy, conn, dev);
       OK(conn, hipd_stream_query(conn, busy.st, &idle));
-      answered = busy_pending(&busy);
-      /* Busy, unless the work was done by the time the query ran. */
-      if (answered)
-        ck_assert_int_eq(idle, 0);
+      /* Answered while the work was still pending, and busy. "Idle" with
+       * the work's own answer not yet here is inconclusive, not a
+       * failure: the stream is idle as soon as the device is done, and
+       * that answer comes after. */
+      ck_assert_int_ge(idle, 0);
+      answered = busy_pending(&busy) && idle == 0;
       busy_finish(&busy, dev);
     }
     ck_assert_msg(answered,
