@@ -66,6 +66,12 @@ enum {
   CACHE_SCOPE_TENANT = 1, /* each uid its own (the uid is in the key) */
 };
 
+/* --cgroups: whether tenants and compile helpers get cgroups. */
+enum {
+  CGROUPS_AUTO = 0, /* where hipd may make them (sandbox/cgroup.h) */
+  CGROUPS_OFF = 1,
+};
+
 typedef struct daemon_config {
   char *socket_path;           /* where to listen */
   unsigned socket_mode;        /* permission bits of the socket file */
@@ -101,6 +107,10 @@ typedef struct daemon_config {
   uint64_t tenant_mem_quota;      /* device bytes */
   uint64_t host_mem_reserve;      /* CPU device: host memory kept free; 0:
                                    * cpu_driver_default_reserve() */
+  uint64_t tenant_host_mem;       /* cgroup memory of a uid's workers; 0:
+                                   * half of the host's (main.c) */
+  uint32_t tenant_max_pids;       /* cgroup pids of a uid's workers */
+  int cgroups;                    /* CGROUPS_* */
   uint32_t tenant_max_sessions;   /* sessions at once */
   uint32_t tenant_max_connecting; /* of them, before their hello */
   uint32_t tenant_max_handles;    /* handles */

@@ -40,6 +40,7 @@
 #include "privsep/mps.h"
 #include "privsep/worker.h"
 #include "privsep/workers.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sanitize.h"
 #include "server.h"
@@ -416,6 +417,14 @@ static int worker_setup(daemon_t *d, worker_role_t *role, hipd_err_t *err)
   d->tenant_mode = role->mode;
   d->tenant_uid = role->uid;
   d->daemon_uid = geteuid();
+  /* First, while root: the tenant's cgroup, which the launcher and the
+   * runners inherit, and which its CPU-device allocations stay within. */
+  if (role->mode != WORKER_PROBE) {
+    int usage_fd, limit_fd;
+    if ((rc = cgroup_join("worker", &usage_fd, &limit_fd, err)) != 0)
+      return rc;
+    cpu_driver_set_tenant_memory(usage_fd, limit_fd);
+  }
   /* Before the launcher starts: it and the runners inherit it. */
   if (role->mode != WORKER_PROBE) {
     hipd_err_t oerr;
@@ -564,6 +573,14 @@ int main(int argc, char **argv)
              d->cfg.isolation == ISOLATION_UID       ? "uid"
              : d->cfg.isolation == ISOLATION_SESSION ? "session"
                                                      : "none");
+  if (d->cfg.tenant_host_mem == 0)
+    d->cfg.tenant_host_mem = cgroup_default_tenant_mem();
+  if (d->role != ROLE_WORKER) {
+    /* Before any process is started: they inherit where we are. */
+    cgroup_setup(d->cfg.cgroups == CGROUPS_AUTO);
+    cgroup_set_tenant_limits(d->cfg.tenant_host_mem, d->cfg.tenant_max_pids);
+    log_info(0, "cgroups: %s", cgroup_state());
+  }
   cpu_driver_set_count(d->cfg.cpu_devices);
   cpu_driver_set_launch_timeout(d->cfg.cpu_kernel_timeout_ms);
   if (d->cfg.host_mem_reserve == 0)
@@ -760,6 +777,8 @@ int main(int argc, char **argv)
              "%u device tasks did not finish in time; exiting without "
              "waiting for them",
              exec_outstanding());
+  if (d->role != ROLE_WORKER)
+    cgroup_teardown();
   cache_shutdown();
   admin_free();
   policy_free(d);

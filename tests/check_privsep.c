@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -295,6 +296,318 @@ START_TEST(test_worker_linger)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- cgroups */
+
+/* The path of @p pid's group in the v1 hierarchy @p ctl ("memory",
+ * "pids"), or in cgroup2 for NULL, into @p out; 0, or -1 without one. */
+static int cgroup_of(pid_t pid, const char *ctl, char *out, size_t cap)
+{
+  char path[64], line[4096];
+  int rc = -1;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+  if ((f = fopen(path, "r")) == NULL)
+    return -1;
+  while (rc != 0 && fgets(line, sizeof(line), f) != NULL) {
+    char *c = strchr(line, ':'), *p;
+    if (c == NULL || (p = strchr(++c, ':')) == NULL)
+      continue;
+    *p++ = '\0';
+    p[strcspn(p, "\n")] = '\0';
+    if (ctl == NULL ? *c == '\0' : strstr(c, ctl) != NULL) {
+      snprintf(out, cap, "/sys/fs/cgroup%s%s%s", ctl ? "/" : "", ctl ? ctl : "",
+               p);
+      rc = 0;
+    }
+  }
+  fclose(f);
+  return rc;
+}
+
+/* Whether this host gives hipd groups to make: the v1 memory controller
+ * as here on the CI machines (a cgroup2-only host needs a delegated
+ * subtree, which a test cannot give a daemon it starts). */
+static int have_v1_memory(void)
+{
+  char p[4096];
+
+  return cgroup_of(getpid(), "memory", p, sizeof(p)) == 0;
+}
+
+/* The number in file @p name of directory @p dir, or -1. */
+static long long file_num(const char *dir, const char *name)
+{
+  char path[4200];
+  long long v = -1;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  if ((f = fopen(path, "r")) != NULL) {
+    if (fscanf(f, "%lld", &v) != 1)
+      v = -1;
+    fclose(f);
+  }
+  return v;
+}
+
+/* The group of @p pid in hierarchy @p ctl ends in /@p leaf. */
+static void assert_group(pid_t pid, const char *ctl, const char *leaf,
+                         char *dir, size_t cap)
+{
+  size_t n, l = strlen(leaf);
+
+  ck_assert_msg(cgroup_of(pid, ctl, dir, cap) == 0, "pid %d: no %s cgroup",
+                (int)pid, ctl);
+  n = strlen(dir);
+  ck_assert_msg(
+      n > l && strcmp(dir + n - l, leaf) == 0 && dir[n - l - 1] == '/',
+      "pid %d is in the %s cgroup %s, not .../%s", (int)pid, ctl, dir, leaf);
+}
+
+/* A compile helper of listener @p listener (its first one found). */
+static pid_t compile_helper_of(pid_t listener)
+{
+  DIR *proc = opendir("/proc");
+  struct dirent *de;
+  pid_t found = -1;
+
+  while (proc != NULL && found < 0 && (de = readdir(proc)) != NULL) {
+    char path[300], stat[512], comm[64];
+    int ppid;
+    FILE *f;
+    if (de->d_name[0] < '0' || de->d_name[0] > '9')
+      continue;
+    snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+    if ((f = fopen(path, "r")) == NULL)
+      continue;
+    if (fgets(stat, sizeof(stat), f) != NULL &&
+        sscanf(stat, "%*d (%63[^)]) %*c %d", comm, &ppid) == 2 &&
+        ppid == (int)listener && strcmp(comm, "hipd-compile") == 0)
+      found = (pid_t)atoi(de->d_name);
+    fclose(f);
+  }
+  if (proc != NULL)
+    closedir(proc);
+  return found;
+}
+
+/* Each uid's worker is in a group of its tenant's with the configured
+ * limits, each compile helper in one of its own; the groups go with the
+ * daemon. */
+START_TEST(test_cgroup_per_tenant)
+{
+  harness_daemon_t *d;
+  probe_t a = {.nconn = 1}, r = {.nconn = 1};
+  char dir[4096], base[4096], leaf[64];
+  hipd_conn_t *c;
+  hipd_info_t *info = NULL;
+  const char *st = NULL;
+  size_t stlen = 0;
+  pid_t helper;
+
+  if (!have_v1_memory()) {
+    fprintf(stderr, "test_cgroup_per_tenant: skipped (no v1 memory "
+                    "controller here)\n");
+    return;
+  }
+  d = users_start_shared("--tenant-host-mem", "300M", "--tenant-max-pids",
+                         "321", "--worker-linger", "60000", NULL);
+  a.socket = r.socket = d->socket;
+  probe_as(USER_A, &a);
+  probe_as(NULL, &r);
+  ck_assert_int_eq(hipd_connect2(d->socket, "check_privsep", &c), 0);
+  ck_assert_int_eq(hipd_daemon_info(c, &info), 0);
+  ck_assert_int_eq(hipd_info_str(info, "isolation.cgroups", &st, &stlen), 0);
+  ck_assert_msg(stlen > 3 && strncmp(st, "v1 ", 3) == 0,
+                "isolation.cgroups: %.*s", (int)stlen, st);
+  ck_assert_int_eq(info_get(info, "limits.tenant_host_mem"), 300 << 20);
+  ck_assert_int_eq(info_get(info, "limits.tenant_max_pids"), 321);
+  hipd_info_free(info);
+  hipd_close(c);
+
+  /* The tenant's group holds the limits; its workers are in its leaf
+   * "worker", its runners' launcher in "runners" (a pids.max of its own,
+   * below the tenant's: the worker keeps room for its threads). */
+  snprintf(leaf, sizeof(leaf), "tenant-%u/worker", (unsigned)uid_a);
+  assert_group((pid_t)a.served[0].pid, "memory", leaf, dir, sizeof(dir));
+  ck_assert_int_eq(file_num(dir, "../memory.limit_in_bytes"), 300 << 20);
+  assert_group((pid_t)a.served[0].pid, "pids", leaf, dir, sizeof(dir));
+  ck_assert_int_eq(file_num(dir, "../pids.max"), 321);
+  ck_assert_int_lt(file_num(dir, "../runners/pids.max"), 321);
+  ck_assert_int_gt(file_num(dir, "../runners/pids.max"), 200);
+  ck_assert_int_gt(file_num(dir, "../runners/cgroup.procs"), 1);
+  assert_group((pid_t)r.served[0].pid, "memory", "tenant-0/worker", dir,
+               sizeof(dir));
+  *strrchr(dir, '/') = '\0';
+  /* The listener stays where it was: above the groups it made. */
+  ck_assert_int_eq(cgroup_of(d->pid, "memory", base, sizeof(base)), 0);
+  ck_assert_msg(strncmp(dir, base, strlen(base)) == 0 &&
+                    strlen(dir) > strlen(base),
+                "%s is not under the listener's %s", dir, base);
+  helper = compile_helper_of(d->pid);
+  ck_assert_int_gt(helper, 0);
+  assert_group(helper, "memory", "compile-0", dir, sizeof(dir));
+  ck_assert_int_gt(file_num(dir, "memory.limit_in_bytes"), 1LL << 30);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+  /* Removed with the daemon: its base was the tenants' groups' parent. */
+  *strrchr(dir, '/') = '\0';
+  ck_assert_msg(access(dir, F_OK) != 0, "%s is still there", dir);
+}
+END_TEST
+
+/* A tenant's CPU-device buffers stop at its host memory limit with ENOMEM
+ * (not the OOM killer), and its worker goes on; another uid allocates in
+ * its own group. */
+static int fill_fn(void *arg, char *msg, size_t msglen)
+{
+  const char *socket = arg;
+  hipd_buffer_t b[64];
+  hipd_conn_t *c = NULL;
+  int n = 0, rc = 0;
+
+  REQUIRE(hipd_connect2(socket, "check_privsep", &c) == 0, "connect: %s",
+          hipd_last_error(NULL));
+  hipd_set_timeout(c, 30000);
+  while (n < 64 &&
+         (rc = hipd_mem_alloc(c, 0, (size_t)16 << 20, "byte", &b[n])) == 0) {
+    rc = hipd_mem_memset(c, b[n], 0, (size_t)16 << 20, 7);
+    REQUIRE(rc == 0, "memset: %s (%s)", hipd_err_name(rc), hipd_last_error(c));
+    n++;
+  }
+  REQUIRE(rc == HIPD_ENOMEM, "%d x 16 MiB allocated, then %s (%s)", n,
+          hipd_err_name(rc), hipd_last_error(c));
+  REQUIRE(strstr(hipd_last_error(c), "--tenant-host-mem") != NULL, "%s",
+          hipd_last_error(c));
+  /* Room again once a buffer is freed; the worker still serves. */
+  REQUIRE(n > 0, "not even one buffer: %s", hipd_last_error(c));
+  REQUIRE(hipd_mem_free(c, b[n - 1]) == 0, "free: %s", hipd_last_error(c));
+  rc = workload(c, 3, msg, msglen);
+  hipd_close(c);
+  if (rc == 0)
+    snprintf(msg, msglen, "%d", n - 1);
+  return rc;
+}
+
+START_TEST(test_cgroup_memory_limit)
+{
+  harness_daemon_t *d;
+  hipd_conn_t *c;
+  hipd_buffer_t big;
+  char msg[1024] = "", want[128];
+  int n;
+
+  if (!have_v1_memory()) {
+    fprintf(stderr, "test_cgroup_memory_limit: skipped (no v1 memory "
+                    "controller here)\n");
+    return;
+  }
+  d = users_start_shared("--tenant-host-mem", "192M", NULL);
+  ck_assert_msg(harness_run_as(USER_A, fill_fn, d->socket, msg, sizeof(msg)) ==
+                    0,
+                "as " USER_A ": %s", msg);
+  n = atoi(msg);
+  /* 192 MiB less the slack and the processes' own memory. */
+  ck_assert_msg(n >= 1 && n < 12, "%d buffers of 16 MiB", n);
+  snprintf(want, sizeof(want), "worker of uid %u", (unsigned)uid_a);
+  ck_assert_msg(!harness_log_contains(d, "OOM killer"),
+                "the OOM killer ended a process");
+  /* Root's tenant has a group of its own. */
+  ck_assert_int_eq(hipd_connect2(d->socket, "check_privsep", &c), 0);
+  hipd_set_timeout(c, 30000);
+  ck_assert_int_eq(hipd_mem_alloc(c, 0, (size_t)128 << 20, "byte", &big), 0);
+  ck_assert_int_eq(hipd_mem_memset(c, big, 0, (size_t)128 << 20, 1), 0);
+  ck_assert_int_eq(hipd_mem_free(c, big), 0);
+  hipd_close(c);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+/* A CPU kernel that makes threads without end stops at the tenant's
+ * --tenant-max-pids; the tenant's worker and another uid go on. */
+#define THREADS_SRC                                                            \
+  "#include <pthread.h>\n"                                                     \
+  "#include <unistd.h>\n"                                                      \
+  "static void *nap(void *a) { (void)a; usleep(1500000); return 0; }\n"        \
+  "extern \"C\" __global__ void spawn(int *out, int n)\n"                      \
+  "{\n"                                                                        \
+  "  static pthread_t t[1024];\n"                                              \
+  "  pthread_attr_t at;\n"                                                     \
+  "  int made = 0;\n"                                                          \
+  "  if (blockIdx.x != 0 || threadIdx.x != 0)\n"                               \
+  "    return;\n"                                                              \
+  "  pthread_attr_init(&at);\n"                                                \
+  "  pthread_attr_setstacksize(&at, 65536);\n"                                 \
+  "  while (made < n && made < 1024 &&\n"                                      \
+  "         pthread_create(&t[made], &at, nap, 0) == 0)\n"                     \
+  "    made++;\n"                                                              \
+  "  out[0] = made;\n"                                                         \
+  "  for (int i = 0; i < made; i++)\n"                                         \
+  "    pthread_join(t[i], 0);\n"                                               \
+  "}\n"
+
+static int threads_fn(void *arg, char *msg, size_t msglen)
+{
+  const char *socket = arg;
+  const uint32_t one[3] = {1, 1, 1};
+  hipd_conn_t *c = NULL;
+  hipd_kernel_t k;
+  hipd_buffer_t b;
+  hipd_args_t *args;
+  int32_t made = -1;
+  int rc;
+
+  REQUIRE(hipd_connect2(socket, "check_privsep", &c) == 0, "connect: %s",
+          hipd_last_error(NULL));
+  hipd_set_timeout(c, 60000);
+  rc = hipd_kernel_compile(c, 0, THREADS_SRC, "spawn", NULL, &k, NULL);
+  REQUIRE(rc == 0, "compile: %s (%s)", hipd_err_name(rc), hipd_last_error(c));
+  REQUIRE(hipd_mem_alloc(c, 0, sizeof(made), "int32", &b) == 0, "alloc: %s",
+          hipd_last_error(c));
+  args = hipd_args_new();
+  hipd_args_buffer(args, b, 0);
+  hipd_args_i32(args, 400);
+  rc = hipd_kernel_run(c, k, one, one, 0, HIPD_STREAM_NULL, args);
+  hipd_args_free(args);
+  REQUIRE(rc == 0, "run: %s (%s)", hipd_err_name(rc), hipd_last_error(c));
+  REQUIRE(hipd_mem_read(c, b, 0, &made, sizeof(made)) == 0, "read: %s",
+          hipd_last_error(c));
+  /* The tenant's worker still serves, and its runner still runs. */
+  rc = workload(c, 5, msg, msglen);
+  hipd_close(c);
+  if (rc == 0)
+    snprintf(msg, msglen, "%d", (int)made);
+  return rc;
+}
+
+START_TEST(test_cgroup_pids_limit)
+{
+  harness_daemon_t *d;
+  probe_t r = {.nconn = 1};
+  char msg[1024] = "";
+  int made;
+
+  if (!have_v1_memory()) {
+    fprintf(stderr, "test_cgroup_pids_limit: skipped (no v1 pids "
+                    "controller here)\n");
+    return;
+  }
+  d = users_start_shared("--tenant-max-pids", "100", NULL);
+  r.socket = d->socket;
+  ck_assert_msg(
+      harness_run_as(USER_A, threads_fn, d->socket, msg, sizeof(msg)) == 0,
+      "as " USER_A ": %s", msg);
+  made = atoi(msg);
+  ck_assert_msg(made >= 1 && made < 100,
+                "the kernel made %d threads with --tenant-max-pids 100", made);
+  probe_as(NULL, &r);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
 /* A worker's account that does not exist stops hipd at start, naming it. */
 START_TEST(test_bad_worker_account)
 {
@@ -339,6 +652,12 @@ int main(void)
   tcase_add_test(tc, test_worker_death_contained);
   tcase_add_test(tc, test_worker_linger);
   tcase_add_test(tc, test_bad_worker_account);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("cgroups");
+  tcase_set_timeout(tc, 90);
+  tcase_add_test(tc, test_cgroup_per_tenant);
+  tcase_add_test(tc, test_cgroup_memory_limit);
+  tcase_add_test(tc, test_cgroup_pids_limit);
   suite_add_tcase(s, tc);
   failed = test_run(s);
   harness_fini();

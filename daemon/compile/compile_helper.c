@@ -67,6 +67,7 @@
 #include "drivers/cpu/cpu_compile.h"
 #include "drivers/driver.h"
 #include "hipd.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sanitize.h"
 #include "util/clock.h"
@@ -775,7 +776,17 @@ int main(int argc, char **argv)
   int root = geteuid() == 0, devnull;
 
   parse_args(argc, argv, &o);
-  /* Before any compiler starts: they inherit it. */
+  /* Its cgroup (sandbox/cgroup.h), and before any compiler starts: they
+   * inherit both. */
+  {
+    int ufd, lfd;
+    if (cgroup_join(NULL, &ufd, &lfd, &err) != 0)
+      fprintf(stderr, "hipd-compile: %s\n", err.msg);
+    if (ufd >= 0)
+      close(ufd);
+    if (lfd >= 0)
+      close(lfd);
+  }
   if (sandbox_oom_adj(SANDBOX_TENANT_OOM_ADJ, &err) != 0)
     fprintf(stderr, "hipd-compile: %s\n", err.msg);
   fcntl(o.fd, F_SETFD, FD_CLOEXEC); /* never inherited by a compiler */

@@ -23,6 +23,7 @@
 #include "compile/compile_proto.h"
 #include "hipd.h"
 #include "log.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/sandbox_spawn.h"
 #include "util/array.h"
 #include "util/clock.h"
@@ -36,6 +37,10 @@
 /* How long a helper may take to say hello (AMD: hiprtc loads comgr and
  * LLVM first). */
 #define HELLO_TIMEOUT_MS 30000
+/* A helper's cgroup: its compiles' memory (--compile-mem) and its 1 GiB
+ * scratch tmpfs; the compiler driver's processes and threads. */
+#define HELPER_CGROUP_SLACK ((uint64_t)1 << 30)
+#define HELPER_CGROUP_PIDS 128
 /* After --compile-timeout the helper stops the compile itself and
  * answers; this much later the daemon kills it regardless. */
 #define KILL_GRACE_MS 3000
@@ -245,6 +250,7 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
   char *argv[10], *envp[16];
   const char *tmpdir = getenv("TMPDIR"), *view = getenv("HIPD_COMPILE_FSVIEW");
   char envbuf[8][PATH_MAX + 32];
+  char cgenv[1024];
   int argc = 0, envc = 0, sv[2], e, st, rc, child_fd;
   cp_hdr_t hdr;
   unsigned char *payload = NULL;
@@ -298,6 +304,20 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
     envc++;
   }
   envp[envc++] = "LC_ALL=C";
+  /* Its memory (its scratch tmpfs's pages included) and processes counted
+   * apart from the listener's and the tenants': it joins this group
+   * before it starts anything. Under the pool's lock: helpers start from
+   * several threads. */
+  pthread_mutex_lock(&pool_state.mu);
+  e = cgroup_helper_prepare((unsigned)(h - pool_state.helpers),
+                            pool_state.mem + HELPER_CGROUP_SLACK,
+                            HELPER_CGROUP_PIDS, cgenv, sizeof(cgenv), &serr);
+  pthread_mutex_unlock(&pool_state.mu);
+  if (e != 0)
+    log_warn(0, "compile helper %u has no cgroup: %s",
+             (unsigned)(h - pool_state.helpers), serr.msg);
+  else if (cgenv[0] != '\0')
+    envp[envc++] = cgenv;
   envp[envc] = NULL;
 
   fds[0] = (sandbox_fd_t){sv[1], child_fd};

@@ -52,6 +52,7 @@ static const char *const gpu_wait_names[] = {"auto", "spin", "yield", "block",
 static const char *const isolation_names[] = {"uid", "session", "none", NULL};
 static const char *const cache_scope_names[] = {"shared", "tenant", NULL};
 static const char *const mps_names[] = {"auto", "on", "off", NULL};
+static const char *const cgroups_names[] = {"auto", "off", NULL};
 _Static_assert(ISOLATION_UID == 0 && ISOLATION_SESSION == 1 &&
                    ISOLATION_NONE == 2,
                "isolation_names[] follows ISOLATION_*");
@@ -195,6 +196,21 @@ const option_spec_t options_table[] = {
            "an allocation that would leave less fails\n"
            "with ENOMEM (default: a sixteenth of the\n"
            "host's, 256M to 8G)"),
+    /* Default 0: half of the host's memory (main.c). */
+    NUMBER("tenant-host-mem", tenant_host_mem, (uint64_t)16 << 20,
+           UINT64_MAX >> 1, 0, RELOAD, "BYTES",
+           "host memory of one uid's workers and\n"
+           "CPU runners together, in their cgroup\n"
+           "(default: half of the host's)"),
+    NUMBER("tenant-max-pids", tenant_max_pids, 0, 1 << 22, 4096, RELOAD, "N",
+           "processes and threads of one uid's workers\n"
+           "and runners, in their cgroup (4096; 0: no\n"
+           "limit)"),
+    ENUM("cgroups", cgroups, cgroups_names, CGROUPS_AUTO, RESTART, "MODE",
+         "auto: each uid's workers, and each compile\n"
+         "helper, in a cgroup of its own (cgroup2\n"
+         "delegated to hipd, or v1), as root;\n"
+         "off: none"),
     NUMBER("tenant-max-sessions", tenant_max_sessions, 0, UINT32_MAX, 512,
            RELOAD, "N",
            "sessions of one uid at once, connections\n"

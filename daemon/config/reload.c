@@ -16,6 +16,7 @@
 #include "policy.h"
 #include "privsep/workers.h"
 #include "reload.h"
+#include "sandbox/cgroup.h"
 #include "util/clock.h"
 
 /* What reload_init() kept, and a reload waiting for its worker check
@@ -77,6 +78,10 @@ static int config_apply(daemon_t *d, daemon_config_t *nc)
   options_apply(&d->cfg, nc);
   log_set_level(d->cfg.log_level);
   log_set_tenant_rate(d->cfg.log_tenant_rate);
+  if (d->cfg.tenant_host_mem == 0)
+    d->cfg.tenant_host_mem = cgroup_default_tenant_mem();
+  if (d->role != ROLE_WORKER)
+    cgroup_set_tenant_limits(d->cfg.tenant_host_mem, d->cfg.tenant_max_pids);
   if (d->role != ROLE_LISTENER)
     cpu_driver_set_launch_timeout(d->cfg.cpu_kernel_timeout_ms);
   return 0;

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "methods.h"
 #include "ring.h"
+#include "sandbox/cgroup.h"
 #include "spin.h"
 #include "tenants.h"
 
@@ -89,6 +90,7 @@ static void pack_isolation(msgpack_packer *pk, const daemon_t *d)
   pack_kv_str(&m, "mps", d->gpu_sharing != NULL ? d->gpu_sharing : "");
   pack_kv_str(&m, "cache_scope",
               d->cfg.cache_scope == CACHE_SCOPE_TENANT ? "tenant" : "shared");
+  pack_kv_str(&m, "cgroups", cgroup_state());
   pack_map_end(&m);
 }
 
@@ -160,6 +162,8 @@ static void pack_limits(msgpack_packer *pk, const daemon_t *d)
   pack_kv_u64(&m, "tenant_max_handles", d->cfg.tenant_max_handles);
   pack_kv_u64(&m, "tenant_max_streams", d->cfg.tenant_max_streams);
   pack_kv_u64(&m, "host_mem_reserve", d->cfg.host_mem_reserve);
+  pack_kv_u64(&m, "tenant_host_mem", d->cfg.tenant_host_mem);
+  pack_kv_u64(&m, "tenant_max_pids", d->cfg.tenant_max_pids);
   pack_map_end(&m);
 }
 

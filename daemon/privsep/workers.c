@@ -17,6 +17,7 @@
 #include "privsep/wire.h"
 #include "privsep/workers.h"
 #include "privsep/workers_pool.h"
+#include "sandbox/cgroup.h"
 #include "spin.h"
 #include "util/account.h"
 #include "util/array.h"
@@ -219,10 +220,20 @@ const char *workers_tenant_name(const worker_t *w, char *buf, size_t len)
 static void exit_cb(uv_process_t *p, int64_t status, int sig)
 {
   worker_t *w = p->data;
+  cgroup_usage_t cu;
   char t[64];
 
   workers_tenant_name(w, t, sizeof(t));
-  if (sig != 0)
+  if (sig == SIGKILL && cgroup_tenant_usage(w->uid, &cu) == 0 &&
+      cu.oom_kills > w->oom_kills)
+    log_error(0,
+              "worker of %s (pid %d) was "
+              "ended by the OOM killer: the tenant's processes reached "
+              "their memory limit of %llu MiB (--tenant-host-mem); its %u "
+              "sessions are gone, other tenants are not affected",
+              t, (int)w->pid, (unsigned long long)(cu.mem_max >> 20),
+              w->sessions);
+  else if (sig != 0)
     log_error(0,
               "worker of %s (pid %d) was killed by signal %d (%s); its %u "
               "sessions are gone, other tenants are not affected",
@@ -389,7 +400,8 @@ int workers_exec_args(char *role, char ***args_out, char ***env_out)
 
   for (char **e = environ; *e != NULL; e++)
     nenv++;
-  env = calloc(nenv + 4, sizeof(char *));
+  /* Room for mps_worker_env's 3 and workers_spawn's cgroup. */
+  env = calloc(nenv + 5, sizeof(char *));
   if (args == NULL || env == NULL) {
     free(args);
     free(env);
@@ -446,6 +458,21 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
              w->spin_slot);
   if (workers_exec_args(role, &args, &env) != 0)
     goto fail;
+  {
+    hipd_err_t cerr;
+    size_t ne = 0;
+    if (cgroup_tenant_prepare(uid, w->cgroup_env, sizeof(w->cgroup_env),
+                              &cerr) != 0)
+      log_warn(0, "the worker for uid %u has no cgroup: %s", (unsigned)uid,
+               cerr.msg);
+    cgroup_usage_t cu;
+    while (env[ne] != NULL)
+      ne++;
+    if (w->cgroup_env[0] != '\0')
+      env[ne] = w->cgroup_env;
+    if (cgroup_tenant_usage(uid, &cu) == 0)
+      w->oom_kills = cu.oom_kills;
+  }
   io[0].flags = UV_IGNORE;
   io[1].flags = UV_INHERIT_FD;
   io[1].data.fd = 1;

@@ -76,6 +76,8 @@ typedef struct worker {
    * routing: who holds which session), and of them those not yet reported
    * past hello (--tenant-max-connecting). */
   workers_ids_t ids, connecting;
+  char cgroup_env[1024]; /* HIPD_CGROUP=... in its environment, or "" */
+  uint64_t oom_kills;    /* its tenant's cgroup's OOM kills at its start */
 } worker_t;
 
 typedef struct workers_pool {

@@ -19,6 +19,11 @@ void cpu_driver_set_launch_timeout(unsigned ms);
  * HIPD_ENOMEM, so that buffers (memfd pages, in no process's RSS) cannot
  * push the host into its OOM killer. 0: cpu_driver_default_reserve(). */
 void cpu_driver_set_host_reserve(uint64_t bytes);
+/* The tenant's cgroup (sandbox/cgroup.h): open descriptors of its memory
+ * in use and its limit, or -1. An allocation that would bring its use
+ * near the limit fails with HIPD_ENOMEM, before the kernel's OOM killer
+ * would end one of the tenant's processes. The driver keeps them. */
+void cpu_driver_set_tenant_memory(int usage_fd, int limit_fd);
 /* The default reserve: a sixteenth of the host's memory, at least 256 MiB
  * and at most 8 GiB. */
 uint64_t cpu_driver_default_reserve(void);

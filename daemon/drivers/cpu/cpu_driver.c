@@ -31,6 +31,7 @@
 #include "cpu_runner_client.h"
 #include "drivers/driver.h"
 #include "hipd.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sanitize.h"
 #include "util/clock.h"
@@ -324,6 +325,37 @@ static int host_room(size_t size)
   return HIPD_ENOMEM;
 }
 
+static int tenant_usage_fd = -1, tenant_limit_fd = -1;
+
+void cpu_driver_set_tenant_memory(int usage_fd, int limit_fd)
+{
+  tenant_usage_fd = usage_fd;
+  tenant_limit_fd = limit_fd;
+}
+
+/* Whether the tenant's cgroup can take @p size more bytes: past its limit
+ * the kernel's OOM killer would end a process of the tenant's (this one,
+ * likely) instead of the allocation failing. Kept short of the limit by a
+ * sixteenth of it (at least 32 MiB) for the processes' own memory.
+ * @return 0, or HIPD_ENOMEM with the driver's error set. */
+static int tenant_room(size_t size)
+{
+  uint64_t used, limit, slack;
+
+  if (cgroup_read_u64(tenant_usage_fd, &used) != 0 ||
+      cgroup_read_u64(tenant_limit_fd, &limit) != 0 || limit == UINT64_MAX)
+    return 0;
+  slack = limit / 16 > ((uint64_t)32 << 20) ? limit / 16 : (uint64_t)32 << 20;
+  if (used < limit && limit - used > slack && limit - used - slack >= size)
+    return 0;
+  drv_set_error("%zu bytes of buffers would exceed this tenant's host "
+                "memory limit of %llu MiB (--tenant-host-mem): its processes "
+                "use %llu MiB",
+                size, (unsigned long long)(limit >> 20),
+                (unsigned long long)(used >> 20));
+  return HIPD_ENOMEM;
+}
+
 static int cpu_get_caps(driver_t *drv, int dev, dev_caps_t *c)
 {
   double mhz = 0;
@@ -499,7 +531,7 @@ static int cpu_mem_alloc(driver_t *drv, int dev, size_t size, drv_mem_t *out)
                   (unsigned long long)total);
     return HIPD_ENOMEM;
   }
-  if ((rc = host_room(size)) != 0)
+  if ((rc = host_room(size)) != 0 || (rc = tenant_room(size)) != 0)
     return rc;
   pthread_mutex_lock(&cpu_state.mu);
   if ((rc = arena_ensure()) != 0)
@@ -998,7 +1030,8 @@ static int cpu_launch(driver_t *drv, void *stream, void *fn,
   }
   /* The runner serializes requests itself; cpu_state.mu is not held across the
    * launch so that allocations on other threads go on meanwhile. */
-  rc = cpu_runner_launch(r, k->id, grid, block, shared, cargs, nargs, &err);
+  rc =
+      cpu_runner_launch(r, k->id, grid, block, shared, cargs, nargs, out, &err);
   if (rc != 0)
     drv_set_error("%s", err.msg);
   return rc;

@@ -30,6 +30,7 @@
 #include "cpu_launcher.h"
 #include "hipd.h"
 #include "rpc.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/sandbox_spawn.h"
 #include "sanitize.h"
@@ -346,6 +347,14 @@ static void launcher_main(void *arg)
 
   if (a->peer < 3)
     close(a->peer); /* above 3: closed already */
+  /* While root: the tenant's runners' share of its processes (its worker
+   * keeps the rest). */
+  if (cgroup_enter_runners() != 0) {
+    memset(&r, 0, sizeof(r));
+    resp_error(&r, HIPD_EIO, "launcher: cannot join the runners' cgroup");
+    resp_send(3, &r, -1);
+    _exit(1);
+  }
   fcntl(3, F_SETFD, FD_CLOEXEC);
   /* Opened now, as the caller: after the id change the launcher may not
    * be able to reach the runner's directory (a build tree under /root),
