@@ -646,6 +646,14 @@ HIPD_EXTERN int hipd_kernel_compile_for(hipd_conn_t *conn, const char *arch,
 HIPD_EXTERN int hipd_kernel_info(hipd_conn_t *conn, hipd_kernel_t kernel,
                                  hipd_info_t **out);
 HIPD_EXTERN int hipd_kernel_destroy(hipd_conn_t *conn, hipd_kernel_t kernel);
+/** `kernel.output`: what this session's kernels printed (their `printf`,
+ *  standard output and error), the oldest first, and taken: at most
+ *  @p max bytes (0: all the daemon keeps, up to 1 MiB). @p out gets
+ *  {output (bytes: hipd_info_str()), dropped (bytes lost since the last
+ *  call, past the daemon's 1 MiB per session or a launch's 32 KiB on the
+ *  CPU device)}. Kernel output never goes to the daemon's log. */
+HIPD_EXTERN int hipd_kernel_output(hipd_conn_t *conn, uint32_t max,
+                                   hipd_info_t **out);
 /** `kernel.launch`: queue @p kernel over @p grid blocks of @p block threads
  *  (3-D) with @p shared bytes of dynamic shared memory on @p stream
  *  (HIPD_STREAM_NULL: the default stream of the kernel's device). Returns

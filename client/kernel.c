@@ -335,6 +335,23 @@ int hipd_kernel_info(hipd_conn_t *conn, hipd_kernel_t kernel, hipd_info_t **out)
                    &call);
 }
 
+int hipd_kernel_output(hipd_conn_t *conn, uint32_t max, hipd_info_t **out)
+{
+  hipd_call_t *c, *call;
+  int err;
+
+  if (out == NULL)
+    return conn_fail(conn, HIPD_EINVAL, "kernel.output: out is NULL");
+  *out = NULL;
+  err = conn_call_begin(conn, "kernel.output", max != 0 ? 1 : 0, &c);
+  if (err < 0)
+    return err;
+  if (max != 0)
+    msgpack_pack_uint32(&c->pk, max);
+  err = conn_call_send(c, info_decode, CONN_OUTS(0, out), &call);
+  return conn_sync(err, &call);
+}
+
 int hipd_kernel_destroy(hipd_conn_t *conn, hipd_kernel_t kernel)
 {
   hipd_call_t *call;

@@ -92,6 +92,7 @@
     0, 1)                                                                      \
   T("kernel.info", kernel_info, kernel, 0, 1)                                  \
   T("kernel.launch", kernel_launch, kernel_launch, 0, 1)                       \
+  T("kernel.output", kernel_output, kernel_output, 0, 1)                       \
   T("log.level", log_level, log_level, 0, 1)                                   \
   T("mem.alloc", mem_alloc, mem_alloc, 0, 1)                                   \
   T("mem.alloc_custom", mem_alloc_custom, mem_alloc_custom, 0, 1)              \

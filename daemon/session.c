@@ -44,6 +44,7 @@ void session_decref(session_t *s)
   intr_set_unref(s->intrinsics);
   tenant_put(s);
   free(s->stats); /* stats_session_end() did, unless never torn down */
+  drv_output_unref(s->kernel_out);
   bufpool_put(s->in);
   free(s);
 }

@@ -35,6 +35,7 @@
 #include <uv.h>
 
 #include "daemon.h"
+#include "drivers/driver_output.h"
 #include "handles.h"
 #include "log.h"
 #include "resources.h"
@@ -112,6 +113,9 @@ typedef struct session {
   hipd_err_t refusal;          /* why it was refused (HIPD_EPERM) */
   char peer_who[64];           /* "uid 1001 (bob)", for the policy's messages */
   struct stats_sess *stats;    /* its counters (stats.h), NULL: none yet */
+  drv_output_t *kernel_out;    /* what its kernels printed, for
+                                  kernel.output (a reference; NULL until
+                                  its first launch) */
   char kill_why[96]; /* session.kill of itself: the close reason once its
                         replies are written (close_flushed) */
 

@@ -369,7 +369,8 @@ static int launch(uint32_t k, uint32_t gx, uint32_t gy, uint32_t gz,
                   const cpu_arg_t *args, uint32_t nargs)
 {
   uint32_t grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-  int rc = cpu_runner_launch(runner, k, grid, block, shared, args, nargs, &err);
+  int rc = cpu_runner_launch(runner, k, grid, block, shared, args, nargs, NULL,
+                             &err);
   if (rc != 0)
     fprintf(stderr, "launch: %d %s\n", rc, err.msg);
   return rc;
@@ -722,7 +723,7 @@ static void *vadd_thread(void *arg)
     for (int i = 0; i < j->n; i++)
       j->a[i] = (float)(r + i);
     cpu_arg_t args[] = {P(j->a), P(j->b), P(j->c), I(j->n)};
-    if (cpu_runner_launch(runner, j->k, grid, block, 0, args, 4, &e) != 0)
+    if (cpu_runner_launch(runner, j->k, grid, block, 0, args, 4, NULL, &e) != 0)
       j->failures++;
     for (int i = 0; i < j->n; i++)
       if (j->c[i] != (float)(r + i) + j->b[i])
@@ -1088,14 +1089,15 @@ START_TEST(test_unload_reload)
   ck_assert_int_eq(cpu_runner_unload(runner, module_id, &err), HIPD_ENOENT);
   uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
   cpu_arg_t args[4] = {P(NULL), P(NULL), P(NULL), I(0)};
-  ck_assert_int_eq(cpu_runner_launch(runner, k, grid, block, 0, args, 4, &err),
-                   HIPD_ENOKERNEL);
+  ck_assert_int_eq(
+      cpu_runner_launch(runner, k, grid, block, 0, args, 4, NULL, &err),
+      HIPD_ENOKERNEL);
   ck_assert_int_eq(cpu_runner_load(runner, module_path, &m2, &err), 0);
   ck_assert_uint_ne(m2, module_id);
   module_id = m2;
   k = kernel("vadd", NULL);
-  ck_assert_int_eq(cpu_runner_launch(runner, k, grid, block, 0, args, 4, &err),
-                   0);
+  ck_assert_int_eq(
+      cpu_runner_launch(runner, k, grid, block, 0, args, 4, NULL, &err), 0);
 }
 END_TEST
 

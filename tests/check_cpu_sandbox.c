@@ -348,8 +348,8 @@ START_TEST(test_arena_sealed)
                 "growing the arena: returned %lld, errno %lld (%s)", out[4],
                 out[5], strerror((int)out[5]));
   /* The worker still reads the buffer far into the arena. */
-  OK(conn, hipd_mem_read(conn, big, (1 << 20) - sizeof(back), back,
-                         sizeof(back)));
+  OK(conn,
+     hipd_mem_read(conn, big, (1 << 20) - sizeof(back), back, sizeof(back)));
   for (size_t i = 0; i < sizeof(back); i++)
     ck_assert_uint_eq(back[i], 0x6b);
   vecadd_run(conn, dev, kv, 1000, HIPD_STREAM_NULL);
@@ -562,7 +562,7 @@ START_TEST(test_launcher_tenant)
   buf_map(r, 4096, &fd, &p);
   out = p;
   arg.ptr = (uint64_t)(uintptr_t)p;
-  rc = cpu_runner_launch(r, kid, ONE, ONE, 0, &arg, 1, &err);
+  rc = cpu_runner_launch(r, kid, ONE, ONE, 0, &arg, 1, NULL, &err);
   ck_assert_msg(rc == 0, "launch: %s", err.msg);
   ck_assert_int_eq(out[0], (long long)test_uid);
   ck_assert_int_eq(out[1], (long long)test_gid);
@@ -573,18 +573,19 @@ START_TEST(test_launcher_tenant)
   ck_assert_int_eq(cpu_launcher_wait(getpid(), 0, &st, &err), HIPD_ENOENT);
   /* A crash and a seccomp kill are still named by their signals. */
   arg.ptr = (uint64_t)(uintptr_t)p;
-  rc = cpu_runner_launch(r, ksegv, ONE, ONE, 0, &arg, 1, &err);
+  rc = cpu_runner_launch(r, ksegv, ONE, ONE, 0, &arg, 1, NULL, &err);
   ck_assert_int_eq(rc, HIPD_ELAUNCH);
   ck_assert_msg(strstr(err.msg, "SIGSEGV") != NULL, "%s", err.msg);
   arg.i = getpid();
-  rc = cpu_runner_launch(r, katt, ONE, ONE, 0, &arg, 1, &err);
+  rc = cpu_runner_launch(r, katt, ONE, ONE, 0, &arg, 1, NULL, &err);
   ck_assert_int_eq(rc, HIPD_ELAUNCH);
   ck_assert_msg(strstr(err.msg, "SIGSYS") != NULL, "%s", err.msg);
   /* The restarted runner is the test user's again. */
   ck_assert_int_ne(cpu_runner_pid(r), rpid);
   memset(out, 0, 32);
   arg.ptr = (uint64_t)(uintptr_t)p;
-  ck_assert_int_eq(cpu_runner_launch(r, kid, ONE, ONE, 0, &arg, 1, &err), 0);
+  ck_assert_int_eq(cpu_runner_launch(r, kid, ONE, ONE, 0, &arg, 1, NULL, &err),
+                   0);
   ck_assert_int_eq(out[0], (long long)test_uid);
   cpu_runner_stop(r);
   cpu_launcher_stop();

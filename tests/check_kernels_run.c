@@ -544,6 +544,102 @@ START_TEST(test_run_source)
 }
 END_TEST
 
+/* A kernel's printf comes back to its session through kernel.output, not
+ * to the daemon's log; each call takes what it returns; another session
+ * sees none of it. On the CPU device a launch keeps at most 32 KiB and
+ * counts the rest as dropped. */
+static const char SAY_SRC[] =
+    "extern \"C\" __global__ void say(int tag)\n"
+    "{\n"
+    "  if (threadIdx.x == 0)\n"
+    "    printf(\"kernel %d says hello from block %d\\n\", tag,\n"
+    "           (int)blockIdx.x);\n"
+    "}\n"
+    "extern \"C\" __global__ void flood(int lines)\n"
+    "{\n"
+    "  if (threadIdx.x == 0 && blockIdx.x == 0)\n"
+    "    for (int i = 0; i < lines; i++)\n"
+    "      printf(\"%063d\\n\", i);\n"
+    "}\n";
+
+/* kernel.output of @p conn: its bytes into @p buf (NUL-terminated),
+ * @return their count; *@p dropped. */
+static size_t take_output(hipd_conn_t *conn, uint32_t max, char *buf,
+                          size_t cap, uint64_t *dropped)
+{
+  hipd_info_t *info = NULL;
+  const char *p = NULL;
+  size_t len = 0;
+  const int dev = -1; /* OK() names it */
+
+  OK(conn, hipd_kernel_output(conn, max, &info));
+  ck_assert_int_eq(hipd_info_str(info, "output", &p, &len), 0);
+  ck_assert_int_eq(hipd_info_uint(info, "dropped", dropped), 0);
+  ck_assert_uint_lt(len, cap);
+  memcpy(buf, p, len);
+  buf[len] = '\0';
+  hipd_info_free(info);
+  return len;
+}
+
+START_TEST(test_kernel_output)
+{
+  hipd_conn_t *conn = connect_to(shared), *other = connect_to(shared);
+  int n = device_count(conn), dev;
+  const uint32_t grid[3] = {3, 1, 1}, block[3] = {32, 1, 1};
+  static char buf[80 * 1024];
+  uint64_t dropped;
+
+  for (dev = 0; dev < n; dev++) {
+    hipd_kernel_t say = compile(conn, dev, SAY_SRC, "say", NULL);
+    hipd_args_t *args = args_new();
+    char want[64];
+    size_t len;
+
+    hipd_args_i32(args, 7 + dev);
+    OK(conn,
+       hipd_kernel_run(conn, say, grid, block, 0, HIPD_STREAM_NULL, args));
+    len = take_output(conn, 0, buf, sizeof(buf), &dropped);
+    for (int b = 0; b < 3; b++) {
+      snprintf(want, sizeof(want), "kernel %d says hello from block %d\n",
+               7 + dev, b);
+      ck_assert_msg(strstr(buf, want) != NULL,
+                    "device %d: \"%s\" not in the %zu bytes of output: %s", dev,
+                    want, len, buf);
+    }
+    ck_assert_uint_eq(dropped, 0);
+    /* Taken: nothing is left, and the other session never had any. */
+    ck_assert_uint_eq(take_output(conn, 0, buf, sizeof(buf), &dropped), 0);
+    ck_assert_uint_eq(take_output(other, 0, buf, sizeof(buf), &dropped), 0);
+    /* max: the first bytes, then the rest. */
+    OK(conn, hipd_kernel_run(conn, say, ONE, block, 0, HIPD_STREAM_NULL, args));
+    ck_assert_uint_eq(take_output(conn, 7, buf, sizeof(buf), &dropped), 7);
+    ck_assert_str_eq(buf, "kernel ");
+    len = take_output(conn, 0, buf, sizeof(buf), &dropped);
+    snprintf(want, sizeof(want), "%d says hello from block 0\n", 7 + dev);
+    ck_assert_str_eq(buf, want);
+    if (device_is_cpu(conn, dev)) {
+      hipd_kernel_t flood = compile(conn, dev, SAY_SRC, "flood", NULL);
+      hipd_args_clear(args);
+      hipd_args_i32(args, 1000); /* 64000 bytes */
+      OK(conn,
+         hipd_kernel_run(conn, flood, ONE, ONE, 0, HIPD_STREAM_NULL, args));
+      len = take_output(conn, 0, buf, sizeof(buf), &dropped);
+      ck_assert_uint_eq(len, 32768);
+      ck_assert_uint_eq(dropped, 64000 - 32768);
+      ck_assert(strncmp(buf, "000000", 6) == 0);
+      OK(conn, hipd_kernel_destroy(conn, flood));
+    }
+    hipd_args_free(args);
+    OK(conn, hipd_kernel_destroy(conn, say));
+  }
+  ck_assert_msg(!harness_log_contains(shared, "says hello from block"),
+                "a kernel's printf reached the daemon's log");
+  hipd_close(other);
+  hipd_close(conn);
+}
+END_TEST
+
 static Suite *kernels_run_suite(void)
 {
   Suite *s = suite_create("kernels_run");
@@ -562,6 +658,7 @@ static Suite *kernels_run_suite(void)
   tcase_add_test(tc, test_scalar_args);
   tcase_add_test(tc, test_cxx_names);
   tcase_add_test(tc, test_run_source);
+  tcase_add_test(tc, test_kernel_output);
   suite_add_tcase(s, tc);
   return s;
 }

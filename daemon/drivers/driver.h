@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "driver_error.h"
+#include "driver_output.h"
 
 /* The capabilities record of a device (the Backend API's, plus identity). */
 typedef struct dev_caps {
@@ -188,10 +189,12 @@ struct driver {
                     drv_sig_t *sig);
   /* Enqueue a launch on @p stream. Limits were checked by the caller;
    * argument values follow their kinds (a KARG_PTR is a device address).
-   * On the CPU device it runs to completion before returning. */
+   * On the CPU device it runs to completion before returning. What the
+   * kernel prints goes to @p out (driver_output.h; NULL: dropped), as
+   * soon as the driver has it: on the CPU device before this returns. */
   int (*launch)(driver_t *drv, void *stream, void *fn, const uint32_t grid[3],
                 const uint32_t block[3], uint32_t shared, const drv_arg_t *args,
-                uint32_t nargs);
+                uint32_t nargs, drv_output_t *out);
 
   /* ---- host memory shared with clients (a sealed memfd the daemon mapped
    * at @p addr) ---- */

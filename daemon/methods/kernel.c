@@ -260,6 +260,12 @@ static void launch_submit(call_t *d, kernel_t *k, stream_t *st, uint64_t sh,
   op->bufs = a->bufs;
   op->nbufs = a->nbufs;
   op->wait = wait;
+  /* What it prints, for kernel.output: the session's sink, made at its
+   * first launch. */
+  if (d->s->kernel_out == NULL)
+    d->s->kernel_out = drv_output_new(KERNEL_OUTPUT_CAP);
+  op->out = d->s->kernel_out;
+  drv_output_ref(op->out);
   memset(a, 0, sizeof(*a));
   meth_op_start(op);
 }
@@ -409,6 +415,27 @@ int m_kernel_info(call_t *c, const kernel_args_t *a)
   pack_kv_i64(&m, "device", k->dev->id);
   pack_params(pack_key(&m, "params"), k);
   pack_map_end(&m);
+  return 0;
+}
+
+/* kernel.output [max?] -> {output, dropped}: what this session's kernels
+ * printed (driver_output.h), the oldest first, at most max bytes, taken. */
+int m_kernel_output(call_t *c, const kernel_output_args_t *a)
+{
+  size_t max = a->max.present ? (size_t)a->max.u : KERNEL_OUTPUT_CAP;
+  uint64_t dropped = 0;
+  char *buf = max > 0 ? malloc(max) : NULL;
+  size_t n;
+  pack_map_t m;
+
+  if (max > 0 && buf == NULL)
+    return call_fail(c, HIPD_ENOMEM, "out of memory for %zu bytes", max);
+  n = drv_output_take(c->s->kernel_out, buf, max, &dropped);
+  pack_map_begin(&m, call_result(c));
+  pack_kv_bin(&m, "output", buf, n);
+  pack_kv_u64(&m, "dropped", dropped);
+  pack_map_end(&m);
+  free(buf);
   return 0;
 }
 

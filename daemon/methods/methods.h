@@ -18,7 +18,10 @@
 #define MAX_OPTIONS 64         /* compiler options of a compile */
 #define MAX_SOA 256            /* soa_params of a code generation */
 #define MAX_BLOCK_THREADS 1024 /* a code generation's block */
-#define ARCH_MAX 63    /* an architecture name's bytes ("gfx90a", "sm_90") */
+#define ARCH_MAX 63 /* an architecture name's bytes ("gfx90a", "sm_90") */
+/* What a session's kernels printed, kept for kernel.output: past this,
+ * bytes are counted as dropped. */
+#define KERNEL_OUTPUT_CAP (1u << 20)
 #define SYMBOL_MAX 255 /* a kernel or intrinsic name's bytes */
 #define CLIENT_NAME_MAX (sizeof(((session_t *)0)->client) - 1)
 
@@ -47,6 +50,7 @@
 #define PARAMS_log_level(R, O) O(level, STR(15))
 #define PARAMS_session_kill(R, O) R(id, U64)
 #define PARAMS_session_profile(R, O) O(clear, BOOL)
+#define PARAMS_kernel_output(R, O) O(max, UINT(KERNEL_OUTPUT_CAP))
 #define PARAMS_event_elapsed(R, O) R(start, EVENT) R(stop, EVENT)
 #define PARAMS_event_record(R, O) R(event, EVENT) O(stream, STREAM)
 #define PARAMS_mem_alloc(R, O) R(count, U64) R(kind, STR(15)) O(device, DEVICE)
@@ -77,14 +81,15 @@
   R(kernel, KERNEL)                                                            \
   R(grid, DIMS)                                                                \
   R(block, DIMS)                                                               \
-  O(shared_mem, UINT(UINT32_MAX)) O(stream, STREAM) R(args, LAUNCH_ARGS)       \
-      O(wait, BOOL)
+  O(shared_mem, UINT(UINT32_MAX))                                              \
+  O(stream, STREAM) R(args, LAUNCH_ARGS) O(wait, BOOL)
 #define PARAMS_run_source(R, O)                                                \
   R(source, BYTES)                                                             \
   R(lang, STR(ARCH_MAX))                                                       \
   R(kernel_name, STR(SYMBOL_MAX))                                              \
-  R(block, DIMS) R(grid, DIMS) O(shared_mem, UINT(UINT32_MAX))                 \
-      R(args, LAUNCH_ARGS) O(wait, BOOL)
+  R(block, DIMS)                                                               \
+  R(grid, DIMS)                                                                \
+  O(shared_mem, UINT(UINT32_MAX)) R(args, LAUNCH_ARGS) O(wait, BOOL)
 #define PARAMS_kernel_generate_source(R, O)                                    \
   R(ir, IR)                                                                    \
   O(block, BLOCK(MAX_BLOCK_THREADS))                                           \
@@ -110,17 +115,18 @@
   X(device)                                                                    \
   X(set_device)                                                                \
   X(target)                                                                    \
-  X(buffer) X(stream) X(event) X(kernel) X(shm) X(rest) X(hello) X(ping)       \
-      X(log_level) X(session_kill) X(session_profile) X(event_elapsed)         \
-          X(event_record) X(mem_alloc) X(mem_alloc_custom)                     \
-              X(mem_alloc_zero_copy) X(mem_write) X(mem_write_async)           \
-                  X(mem_read) X(mem_read_async) X(mem_copy) X(mem_copy_async)  \
-                      X(mem_memset) X(mem_memset_async) X(mem_shm)             \
-                          X(mem_shm_async) X(shm_create) X(ring_open)          \
-                              X(kernel_compile) X(kernel_launch) X(run_source) \
-                                  X(kernel_generate_source)                    \
-                                      X(kernel_compile_ir) X(intrinsics_find)  \
-                                          X(intrinsics_register)
+  X(buffer)                                                                    \
+  X(stream)                                                                    \
+  X(event) X(kernel) X(shm) X(rest) X(hello) X(ping) X(log_level)              \
+      X(session_kill) X(session_profile) X(event_elapsed) X(event_record)      \
+          X(mem_alloc) X(mem_alloc_custom) X(mem_alloc_zero_copy) X(mem_write) \
+              X(mem_write_async) X(mem_read) X(mem_read_async) X(mem_copy)     \
+                  X(mem_copy_async) X(mem_memset) X(mem_memset_async)          \
+                      X(mem_shm) X(mem_shm_async) X(shm_create) X(ring_open)   \
+                          X(kernel_compile) X(kernel_launch) X(kernel_output)  \
+                              X(run_source) X(kernel_generate_source)          \
+                                  X(kernel_compile_ir) X(intrinsics_find)      \
+                                      X(intrinsics_register)
 METH_SIGNATURES(METH_ARGS)
 
 /* ---- handlers ----
@@ -206,6 +212,7 @@ int m_kernel_compile_cached(call_t *c, const kernel_compile_args_t *a);
 int m_kernel_destroy(call_t *c, const kernel_args_t *a);
 int m_kernel_info(call_t *c, const kernel_args_t *a);
 int m_kernel_launch(call_t *c, const kernel_launch_args_t *a);
+int m_kernel_output(call_t *c, const kernel_output_args_t *a);
 int m_run_source(call_t *c, const run_source_args_t *a);
 int m_supported_source_langs(call_t *c, const device_args_t *a);
 int m_execute_direct(call_t *c);

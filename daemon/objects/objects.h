@@ -215,6 +215,7 @@ typedef struct op {
   uint32_t nargs;
   buffer_t **bufs; /* buffers passed, each holding a reference */
   uint32_t nbufs;
+  drv_output_t *out; /* what the kernel prints: its session's, a reference */
 } op_t;
 
 /* A new op of @p kind on @p st reporting to @p done (taking a stream

@@ -175,7 +175,7 @@ static void op_run(task_t *t)
     break;
   case OP_LAUNCH:
     rc = drv->launch(drv, st->drv, op->kernel->fn, op->grid, op->block,
-                     op->shared, op->args, op->nargs);
+                     op->shared, op->args, op->nargs, op->out);
     break;
   case OP_RECORD: {
     obj_task_t *mark = op->mark;
@@ -230,6 +230,7 @@ void op_discard(op_t *op)
     buffer_unref(op->bufs[i]);
   free(op->bufs);
   free(op->args);
+  drv_output_unref(op->out);
   stream_unref(op->st);
   if (op->shm != NULL)
     shm_unref(op->shm);

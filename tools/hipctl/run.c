@@ -715,6 +715,31 @@ int run_launch(hipctl_t *h, run_spec_t *s, hipd_kernel_t kernel)
   hipd_args_free(args);
   if (rc != 0)
     return rc;
+  /* What the kernel printed: the daemon keeps it for this session. */
+  {
+    hipd_info_t *out = NULL;
+    const char *text = NULL;
+    size_t len = 0;
+    uint64_t dropped = 0;
+    if ((err = hipd_kernel_output(h->conn, 0, &out)) < 0)
+      return hipctl_fail(h, "kernel.output", err);
+    (void)hipd_info_str(out, "output", &text, &len);
+    (void)hipd_info_uint(out, "dropped", &dropped);
+    if (h->json) {
+      js_key("printed");
+      js_strn(text != NULL ? text : "", len);
+      js_key("printed_dropped");
+      js_uint(dropped);
+    } else if (len > 0 || dropped > 0) {
+      fwrite(text, 1, len, stdout);
+      if (len > 0 && text[len - 1] != '\n')
+        putchar('\n');
+      if (dropped > 0)
+        printf("(%llu more bytes printed by the kernel were dropped)\n",
+               (unsigned long long)dropped);
+    }
+    hipd_info_free(out);
+  }
   if (h->json) {
     js_key("grid");
     js_arr_begin();

@@ -989,7 +989,8 @@ static int cpu_kernel_get(driver_t *drv, void *module, const char *name,
 
 static int cpu_launch(driver_t *drv, void *stream, void *fn,
                       const uint32_t grid[3], const uint32_t block[3],
-                      uint32_t shared, const drv_arg_t *args, uint32_t nargs)
+                      uint32_t shared, const drv_arg_t *args, uint32_t nargs,
+                      drv_output_t *out)
 {
   cpu_kernel_t *k = fn;
   cpu_arg_t cargs[DRV_MAX_ARGS];

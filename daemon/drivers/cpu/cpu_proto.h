@@ -33,7 +33,8 @@
  *   KERNEL  req  cpu_kernel_req_t + name bytes   resp cpu_kernel_resp_t +
  *                                                     nargs type codes
  *   LAUNCH  req  cpu_launch_req_t + nargs x 8-byte cpu_arg_t
- *                                                resp (empty)
+ *                                                resp cpu_launch_resp_t +
+ *                                                     len bytes printed
  *
  * MAP gives the runner one buffer with a descriptor of its own (host
  * memory a client shares, zero-copy). The CPU device's own buffers live in
@@ -180,6 +181,16 @@ typedef struct {
   uint32_t pad_;
   /* followed by nargs cpu_arg_t */
 } cpu_launch_req_t;
+
+/* LAUNCH's answer: what the kernel wrote to its standard output and
+ * error (a file of the runner's, never the daemon's), at most
+ * CPU_LAUNCH_OUTPUT_MAX bytes; what did not fit is counted in dropped. */
+typedef struct {
+  uint64_t dropped;
+  uint32_t len; /* bytes after this header */
+  uint32_t pad_;
+} cpu_launch_resp_t;
+#define CPU_LAUNCH_OUTPUT_MAX 32768u
 
 /* One argument value. The member that holds it follows the declared type:
  * signed integers in .i, unsigned ones and bool (0 or 1) in .u, float in

@@ -137,6 +137,7 @@ typedef struct {
 
 static struct {
   int fd;
+  int out_fd; /* what kernels print: a memfd on fds 1 and 2 */
   unsigned workers;
   uint64_t reserve_addr, reserve_size;
   char reserve_error[256]; /* reported by HELLO */
@@ -155,7 +156,7 @@ static struct {
   size_t nkerns, capkerns;
   uint8_t in_buf[CPU_PROTO_MAX_MSG + 1];
   uint8_t out_buf[CPU_PROTO_MAX_MSG];
-} runner_state = {.fd = -1};
+} runner_state = {.fd = -1, .out_fd = -1};
 
 static void reply_error(reply_t *rep, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -852,6 +853,34 @@ static void arg_convert(unsigned type, const cpu_arg_t *a, slot_t *s)
   }
 }
 
+/* The answer to a launch: what the kernel printed since the last one
+ * (out_fd's contents, which are then emptied). */
+static void launch_output(reply_t *rep)
+{
+  cpu_launch_resp_t h = {0};
+  uint8_t *data = runner_state.out_buf + sizeof(h);
+  struct stat st;
+
+  fflush(stdout);
+  fflush(stderr);
+  if (runner_state.out_fd >= 0 && fstat(runner_state.out_fd, &st) == 0 &&
+      st.st_size > 0) {
+    size_t want = (uint64_t)st.st_size < CPU_LAUNCH_OUTPUT_MAX
+                      ? (size_t)st.st_size
+                      : CPU_LAUNCH_OUTPUT_MAX;
+    ssize_t n = pread(runner_state.out_fd, data, want, 0);
+    h.len = n > 0 ? (uint32_t)n : 0;
+    h.dropped = (uint64_t)st.st_size - h.len;
+    /* Emptied, and written from its start again (fds 1 and 2 share the
+     * offset). */
+    (void)!ftruncate(runner_state.out_fd, 0);
+    (void)lseek(runner_state.out_fd, 0, SEEK_SET);
+  }
+  memcpy(runner_state.out_buf, &h, sizeof(h));
+  rep->payload = runner_state.out_buf;
+  rep->len = (uint32_t)(sizeof(h) + h.len);
+}
+
 static void do_launch(const uint8_t *p, size_t len, reply_t *rep)
 {
   static slot_t slots[CPU_MAX_ARGS];
@@ -909,9 +938,10 @@ static void do_launch(const uint8_t *p, size_t len, reply_t *rep)
   memcpy(l.block, req.block, sizeof(l.block));
   l.shared = req.shared;
   rc = sched_run(runner_state.sched, &l, runner_state.fd, msg, sizeof(msg));
-  fflush(stdout); /* what the kernel printed */
   if (rc != 0)
     reply_error(rep, rc, "%s", msg);
+  else
+    launch_output(rep);
 }
 
 /* --------------------------------------------------------------- main */
@@ -1175,7 +1205,22 @@ int main(int argc, char **argv)
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (runner_state.reserve_size != 0)
     reserve();
-  runner_sandbox();
+  /* Kernels' standard output and error: a file of its own, returned with
+   * each launch's answer, never the daemon's log (SECURITY.md). */
+  {
+    int out = memfd_create("hipd-kernel-output", MFD_CLOEXEC);
+    if (out < 0) /* then nowhere: still not the log */
+      out = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    runner_sandbox();
+    fflush(stdout);
+    fflush(stderr);
+    if (out < 0 || dup2(out, STDOUT_FILENO) < 0 ||
+        dup2(out, STDERR_FILENO) < 0) {
+      fprintf(stderr, "hipd-cpu-runner: cannot redirect kernels' output\n");
+      _exit(1);
+    }
+    runner_state.out_fd = out;
+  }
   serve();
   /* The daemon is gone or closed us: leave without unloading modules,
    * whose destructors are client code. */

@@ -1032,7 +1032,8 @@ out:
 
 int cpu_runner_launch(cpu_runner_t *r, uint32_t kernel, const uint32_t grid[3],
                       const uint32_t block[3], uint32_t shared,
-                      const cpu_arg_t *args, uint32_t nargs, hipd_err_t *err)
+                      const cpu_arg_t *args, uint32_t nargs, drv_output_t *out,
+                      hipd_err_t *err)
 {
   cpu_launch_req_t req = {.kernel = kernel, .nargs = nargs, .shared = shared};
   char msg[256];
@@ -1067,6 +1068,12 @@ int cpu_runner_launch(cpu_runner_t *r, uint32_t kernel, const uint32_t grid[3],
   pthread_mutex_unlock(&r->abort_lock);
   rc = request(r, CPU_OP_LAUNCH, &req, sizeof(req), args,
                (size_t)nargs * sizeof(cpu_arg_t), -1, NULL, &p, &plen, err);
+  if (rc == 0 && plen >= sizeof(cpu_launch_resp_t)) {
+    cpu_launch_resp_t h;
+    memcpy(&h, p, sizeof(h));
+    if (h.len <= plen - sizeof(h))
+      drv_output_append(out, p + sizeof(h), h.len, h.dropped);
+  }
   pthread_mutex_lock(&r->abort_lock);
   r->launch_pid = -1;
   pthread_mutex_unlock(&r->abort_lock);

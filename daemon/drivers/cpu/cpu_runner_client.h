@@ -27,6 +27,7 @@
 #include <sys/types.h>
 
 #include "cpu_proto.h"
+#include "drivers/driver_output.h"
 #include "util/err.h"
 
 typedef struct cpu_runner cpu_runner_t;
@@ -164,10 +165,12 @@ int cpu_runner_kernel(cpu_runner_t *r, uint32_t module, const char *name,
  *         ("kernel crashed on the CPU device: SIGSEGV (segmentation
  *         fault)") or ended it; HIPD_ETIMEDOUT past the configured timeout.
  *         After HIPD_ELAUNCH/HIPD_ETIMEDOUT a new runner is in place.
+ * What the kernel printed is appended to @p out (NULL: dropped).
  */
 int cpu_runner_launch(cpu_runner_t *r, uint32_t kernel, const uint32_t grid[3],
                       const uint32_t block[3], uint32_t shared,
-                      const cpu_arg_t *args, uint32_t nargs, hipd_err_t *err);
+                      const cpu_arg_t *args, uint32_t nargs, drv_output_t *out,
+                      hipd_err_t *err);
 
 /** The runner's process id (-1 when none is running). */
 int cpu_runner_pid(cpu_runner_t *r);

@@ -79,7 +79,7 @@
 #define MAX_NAME_LEN 1024 /* bytes in a kernel name */
 /* Options per compile: the client's 64, and compile_ir's --fmad=false. */
 #define MAX_OPTS 65
-#define MAX_PARAMS 65536  /* parameters of a kernel, in an image */
+#define MAX_PARAMS 65536 /* parameters of a kernel, in an image */
 
 /* One kernel of a compile: names and parameter sizes. */
 typedef struct {
@@ -96,6 +96,7 @@ typedef struct {
   uint32_t nparams;    /* PARAMS_UNKNOWN when not known */
   uint32_t *sizes;     /* parameter sizes in bytes (DRV_MAX_ARGS at most) */
   hipFunction_t fn;    /* NULL until the first kernel_get */
+  int prints;          /* its module's code calls printf (hip_output.c) */
 } hip_kernel_t;
 
 /* ------------------------------------------------------ shared helpers */
@@ -125,7 +126,14 @@ int hip_kernel_get(driver_t *drv, void *module, const char *name, void **fn,
                    drv_sig_t *sig);
 int hip_launch(driver_t *drv, void *stream, void *fn, const uint32_t grid[3],
                const uint32_t block[3], uint32_t shared, const drv_arg_t *args,
-               uint32_t nargs);
+               uint32_t nargs, drv_output_t *out);
+
+/* hip_output.c: kernels' printf to their sessions, not to stdout */
+void hip_output_init(void);
+/* After a launch (of a kernel that @p prints into @p out, or not). */
+void hip_output_launched(int prints, drv_output_t *out);
+/* After a synchronisation. */
+void hip_output_synced(void);
 
 /* hip_shm.c */
 int hip_host_register(driver_t *drv, void *addr, size_t size);

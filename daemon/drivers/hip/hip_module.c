@@ -215,6 +215,9 @@ int hip_module_load(driver_t *drv, int dev, const void *image, size_t len,
     hip_kernel_t *k = &m->kernels[i];
 
     (void)record_next(&p, end, k, &sizes);
+    /* A code object whose kernels call printf names it (NVIDIA's vprintf,
+     * AMD's __ockl_printf_begin): hip_output.c follows their launches. */
+    k->prints = memmem(v.code, v.code_len, "printf", 6) != NULL;
     /* A kernel of more than DRV_MAX_ARGS parameters keeps its count (no
      * launch can match it) but not its sizes. */
     k->sizes = m->sizes + (size_t)i * DRV_MAX_ARGS;
@@ -367,7 +370,7 @@ static uint32_t arg_width(uint8_t kind)
  * little-endian ABI; an int for a pointer is not). */
 int hip_launch(driver_t *drv, void *stream, void *fn, const uint32_t grid[3],
                const uint32_t block[3], uint32_t shared, const drv_arg_t *args,
-               uint32_t nargs)
+               uint32_t nargs, drv_output_t *out)
 {
   const hip_kernel_t *k = fn;
   void *params[DRV_MAX_ARGS];
@@ -404,6 +407,7 @@ int hip_launch(driver_t *drv, void *stream, void *fn, const uint32_t grid[3],
   err = hipModuleLaunchKernel(k->fn, grid[0], grid[1], grid[2], block[0],
                               block[1], block[2], shared, (hipStream_t)stream,
                               nargs > 0 ? params : NULL, NULL);
+  hip_output_launched(k->prints, out);
   if (err == hipSuccess)
     return 0;
   rc = hip_report_error("hipModuleLaunchKernel", err);

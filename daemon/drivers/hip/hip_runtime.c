@@ -157,6 +157,8 @@ static int hip_init(driver_t *drv, int *count)
   /* The compiler works without a device; setting it up here keeps its
    * one-time cost (AMD: loading comgr and LLVM) off the loop thread. */
   hip_rtc_setup();
+  /* Before the runtime starts: its printf output goes to stdout. */
+  hip_output_init();
   /* Without a GPU either call may fail; the device count decides whether
    * that is an error. */
   init_err = hipInit(0);
@@ -446,6 +448,7 @@ static int hip_stream_sync(driver_t *drv, void *stream)
 
   (void)drv;
   err = hipStreamSynchronize((hipStream_t)stream);
+  hip_output_synced(); /* what its kernels printed is flushed now */
   if (err != hipSuccess)
     return hip_report_error("hipStreamSynchronize", err);
   return 0;
