@@ -14,6 +14,9 @@
 #   our own), without capabilities, with no_new_privs and a seccomp filter;
 # - killed, it is logged and restarted, and scraping works again;
 # - with the listener stopped (SIGSTOP), a scrape is a 503, not a hang;
+# - (uid only) 8 connections from 127.0.0.1 that send a header a byte a
+#   second hold every slot of that address until the header deadline
+#   (5 s), and a scrape gets through again soon after;
 # - a port in use, or a bad address, refuses the start with a message.
 # Skipped (77) without curl or promtool, or in a build without
 # libmicrohttpd. Run by make check from the build directory.
@@ -29,8 +32,13 @@ for tool in curl promtool; do
 done
 tmp=$(mktemp -d "${HIPD_TEST_TMP:-/tmp}/check_metrics.XXXXXX") || exit 1
 pid=
+slow=
 cleanup()
 {
+  if [ -n "$slow" ]; then
+    # shellcheck disable=SC2086 # a list of pids
+    kill $slow 2>/dev/null
+  fi
   if [ -n "$pid" ]; then
     kill -KILL "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
@@ -178,6 +186,53 @@ for mode in uid none; do
   curl -fsS -D "$tmp/headers" -o /dev/null "$url"
   grep -qi '^Content-Type: text/plain; version=0.0.4; charset=utf-8' "$tmp/headers" ||
     fail "the Content-Type is not Prometheus's text format: $(grep -i content-type "$tmp/headers")"
+
+  # Slow headers: as many connections as one address may hold (8,
+  # MAX_PER_ADDRESS of metrics/http.c), each sending a request's header a
+  # byte a second and never finishing it. The idle timeout (10 s) restarts
+  # with every byte; the header deadline (5 s from the accept) does not: the
+  # 8 are closed, and a scrape from the same address gets through again
+  # within a few seconds. Once: the metrics process is the same in both
+  # modes.
+  if [ "$mode" = uid ]; then
+    for i in 1 2 3 4 5 6 7 8; do
+      bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+        : >"$2"
+        for c in G E T " " / m e t r i c s " " H T T P / 1 . 1 x x x x x x; do
+          printf %s "$c" >&3 2>/dev/null || exit 0
+          sleep 1
+        done' slow "$port" "$tmp/slow.$i" 2>/dev/null &
+      slow="$slow $!"
+    done
+    n=0
+    while [ "$n" -lt 50 ] && [ "$(find "$tmp" -name 'slow.*' | wc -l)" -lt 8 ]; do
+      sleep 0.1
+      n=$((n + 1))
+    done
+    sleep 0.5
+    t0=$(date +%s)
+    if curl -fsS -m 2 -o /dev/null "$url" 2>/dev/null; then
+      fail "a scrape got through while 8 slow connections held the address's slots (the test proves nothing)"
+    fi
+    ok=
+    while [ $(($(date +%s) - t0)) -lt 12 ]; do
+      if curl -fsS -m 2 -o /dev/null "$url" 2>/dev/null; then
+        ok=$(($(date +%s) - t0))
+        break
+      fi
+      sleep 0.5
+    done
+    if [ -n "$ok" ]; then
+      echo "check_metrics: $mode: a scrape got through ${ok} s after 8 slow-header connections took the address's slots"
+    else
+      fail "8 connections sending a header a byte a second still keep scrapes out after 12 s"
+    fi
+    # shellcheck disable=SC2086 # a list of pids
+    kill $slow 2>/dev/null
+    # shellcheck disable=SC2086
+    wait $slow 2>/dev/null
+    slow=
+  fi
 
   # Who the metrics process is.
   mp=$(metrics_pid)

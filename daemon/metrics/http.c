@@ -22,6 +22,7 @@
 #include "privsep/metrics.h"
 #include "privsep/wire.h"
 #include "sandbox/sandbox.h"
+#include "util/clock.h"
 
 /* How long a scrape waits for the listener's text before it is a 503. */
 #define SCRAPE_TIMEOUT_MS 5000
@@ -31,6 +32,12 @@
 #define MAX_PER_ADDRESS 8
 /* An idle connection is closed after this many seconds. */
 #define IDLE_TIMEOUT_S 10
+/* A connection's request headers must all be in within this many seconds
+ * of its accept (or of the answer to its previous request); timer_cb shuts
+ * down one that is late, within a second more. The idle timeout alone
+ * restarts with every byte: clients that send a header a byte a second
+ * would hold every slot for ever. */
+#define HEADER_DEADLINE_S 5
 /* A request's header block (the response is not counted). */
 #define REQUEST_MEMORY (16 * 1024)
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -51,6 +58,16 @@ typedef struct scrape {
   uint64_t deadline; /* (loop) uv_now() */
 } scrape_t;
 
+/* One HTTP connection, for the header deadline: made when libmicrohttpd
+ * accepts it (notify_cb, its socket context), gone when it is closed,
+ * before its descriptor is (libmicrohttpd's order). Fields under http.mu. */
+typedef struct conn_slot {
+  int fd;            /* -1: free */
+  uint64_t since_ms; /* util_now_ms() at the accept or the last answer */
+  int headers;       /* the current request's headers are in */
+  int cut;           /* shut down for being late */
+} conn_slot_t;
+
 static struct {
   daemon_t *d;
   uv_loop_t *loop;
@@ -59,10 +76,11 @@ static struct {
   uv_timer_t timer; /* gives up on scrapes the listener does not answer */
   struct MHD_Daemon *mhd;
   pthread_mutex_t mu;
-  scrape_t *queue;   /* (mu) new scrapes, for the loop */
-  int closed;        /* (mu) the listener is gone: no more scrapes */
-  scrape_t *pending; /* (loop) asked, not yet answered */
-  int stopping;      /* (loop) */
+  scrape_t *queue; /* (mu) new scrapes, for the loop */
+  int closed;      /* (mu) the listener is gone: no more scrapes */
+  conn_slot_t conns[MAX_CONNECTIONS]; /* (mu) */
+  scrape_t *pending;                  /* (loop) asked, not yet answered */
+  int stopping;                       /* (loop) */
 } http = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* The request handler's mark of a request whose headers were seen. */
@@ -147,11 +165,36 @@ static void async_cb(uv_async_t *a)
   }
 }
 
+/* Shut down the connections whose request headers are late
+ * (HEADER_DEADLINE_S): the connection's thread sees the end of its input
+ * and closes it. A slot is freed before its descriptor is closed, so
+ * under http.mu the descriptor is still the connection's. */
+static void cut_late_headers(void)
+{
+  uint64_t now = util_now_ms();
+
+  pthread_mutex_lock(&http.mu);
+  for (size_t i = 0; i < MAX_CONNECTIONS; i++) {
+    conn_slot_t *k = &http.conns[i];
+    if (k->fd < 0 || k->headers || k->cut ||
+        now - k->since_ms < HEADER_DEADLINE_S * 1000u)
+      continue;
+    k->cut = 1;
+    shutdown(k->fd, SHUT_RDWR);
+    log_debug(0,
+              "metrics http: a connection closed: no complete request "
+              "headers within %d s",
+              HEADER_DEADLINE_S);
+  }
+  pthread_mutex_unlock(&http.mu);
+}
+
 static void timer_cb(uv_timer_t *t)
 {
   uint64_t now = uv_now(http.loop);
 
   (void)t;
+  cut_late_headers();
   for (scrape_t **pp = &http.pending; *pp != NULL;) {
     scrape_t *s = *pp;
     if (now >= s->deadline) {
@@ -337,6 +380,61 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c)
                  MHD_RESPMEM_MUST_FREE);
 }
 
+/* libmicrohttpd accepted or closed a connection (its polling thread): a
+ * slot for the header deadline, or none if the table is full (then only
+ * the idle timeout applies). */
+static void notify_cb(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                      enum MHD_ConnectionNotificationCode toe)
+{
+  const union MHD_ConnectionInfo *info;
+  conn_slot_t *k = *socket_ctx;
+
+  (void)cls;
+  pthread_mutex_lock(&http.mu);
+  if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+    if (k != NULL)
+      k->fd = -1;
+    *socket_ctx = NULL;
+  } else if ((info = MHD_get_connection_info(
+                  c, MHD_CONNECTION_INFO_CONNECTION_FD)) != NULL) {
+    for (size_t i = 0; i < MAX_CONNECTIONS; i++)
+      if (http.conns[i].fd < 0) {
+        k = &http.conns[i];
+        *k = (conn_slot_t){.fd = info->connect_fd, .since_ms = util_now_ms()};
+        *socket_ctx = k;
+        break;
+      }
+  }
+  pthread_mutex_unlock(&http.mu);
+}
+
+/* The slot of connection @p c, or NULL. */
+static conn_slot_t *conn_slot(struct MHD_Connection *c)
+{
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+  return info != NULL ? info->socket_context : NULL;
+}
+
+/* A request of @p c is answered (or given up): the deadline starts again
+ * for its next one. */
+static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+  conn_slot_t *k = conn_slot(c);
+
+  (void)cls;
+  (void)con_cls;
+  (void)toe;
+  if (k == NULL)
+    return;
+  pthread_mutex_lock(&http.mu);
+  k->headers = 0;
+  k->since_ms = util_now_ms();
+  pthread_mutex_unlock(&http.mu);
+}
+
 static enum MHD_Result request_cb(void *cls, struct MHD_Connection *c,
                                   const char *url, const char *method,
                                   const char *version, const char *upload,
@@ -347,6 +445,12 @@ static enum MHD_Result request_cb(void *cls, struct MHD_Connection *c,
   (void)upload;
   if (*con_cls == NULL) {
     /* The headers: answer once a body (if any) has been read. */
+    conn_slot_t *k = conn_slot(c);
+    if (k != NULL) {
+      pthread_mutex_lock(&http.mu);
+      k->headers = 1;
+      pthread_mutex_unlock(&http.mu);
+    }
     *con_cls = &seen_mark;
     return MHD_YES;
   }
@@ -446,6 +550,8 @@ int metrics_http_main(daemon_t *d)
     return 1;
   }
   http.ch.no_handles = 1;
+  for (size_t i = 0; i < MAX_CONNECTIONS; i++)
+    http.conns[i].fd = -1;
   uv_async_init(http.loop, &http.async, async_cb);
   uv_timer_init(http.loop, &http.timer);
   if (confine(d, &err) != 0) {
@@ -466,7 +572,8 @@ int metrics_http_main(daemon_t *d)
       (unsigned)MAX_PER_ADDRESS, MHD_OPTION_CONNECTION_TIMEOUT,
       (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
       (size_t)REQUEST_MEMORY, MHD_OPTION_THREAD_STACK_SIZE,
-      (size_t)(256 * 1024), MHD_OPTION_END);
+      (size_t)(256 * 1024), MHD_OPTION_NOTIFY_CONNECTION, notify_cb, NULL,
+      MHD_OPTION_NOTIFY_COMPLETED, completed_cb, NULL, MHD_OPTION_END);
   if (http.mhd == NULL) {
     log_error(0, "metrics process: libmicrohttpd did not start on the "
                  "socket of --metrics-listen (its reason is above)");
