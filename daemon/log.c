@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "util/clock.h"
+#include "util/ratelimit.h"
 
 #ifdef HAVE_SYSTEMD
 /* No CODE_FILE/CODE_LINE/CODE_FUNC: they would all name this file. */
@@ -186,7 +188,6 @@ static void log_vemit(int level, const log_ctx_t *ctx, const char *fmt,
 
 /* ------------------------------------------------- tenants' rate limit */
 
-#define TENANT_SLOTS 64
 #define BURST_S 5 /* the burst: this many seconds' worth */
 
 static unsigned tenant_rate = 20; /* log_set_tenant_rate() */
@@ -196,71 +197,25 @@ void log_set_tenant_rate(unsigned per_s)
   __atomic_store_n(&tenant_rate, per_s, __ATOMIC_RELAXED);
 }
 
-/* A token bucket per uid; the least recently used slot goes to a new uid. */
+/* A token bucket per uid. */
 static struct {
   pthread_mutex_t mu;
-  struct {
-    long long uid;       /* -1: free */
-    double tokens;       /* lines it may write now */
-    uint64_t last_ns;    /* of the last refill */
-    uint64_t suppressed; /* lines dropped since its last line */
-  } b[TENANT_SLOTS];
-  int ready;
+  ratelimit_t rl;
 } tenants = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static uint64_t mono_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* May a line about @p uid be written now? @return 1 with the lines
  * suppressed before it in *@p suppressed, or 0 (counted). */
 static int tenant_may_log(long long uid, uint64_t *suppressed)
 {
-  uint64_t now = mono_ns();
   unsigned rate = __atomic_load_n(&tenant_rate, __ATOMIC_RELAXED);
-  double burst = (double)rate * BURST_S;
-  int slot = 0, ok;
+  int ok;
 
   *suppressed = 0;
   if (rate == 0)
     return 1;
   pthread_mutex_lock(&tenants.mu);
-  if (!tenants.ready) {
-    for (int i = 0; i < TENANT_SLOTS; i++)
-      tenants.b[i].uid = -1;
-    tenants.ready = 1;
-  }
-  for (int i = 0; i < TENANT_SLOTS; i++) {
-    if (tenants.b[i].uid == uid) {
-      slot = i;
-      break;
-    }
-    if (tenants.b[i].last_ns < tenants.b[slot].last_ns)
-      slot = i; /* free slots have 0: taken first */
-  }
-  if (tenants.b[slot].uid != uid) {
-    tenants.b[slot].uid = uid;
-    tenants.b[slot].tokens = burst;
-    tenants.b[slot].suppressed = 0;
-  } else {
-    tenants.b[slot].tokens +=
-        (double)(now - tenants.b[slot].last_ns) / 1e9 * rate;
-    if (tenants.b[slot].tokens > burst)
-      tenants.b[slot].tokens = burst;
-  }
-  tenants.b[slot].last_ns = now;
-  ok = tenants.b[slot].tokens >= 1;
-  if (ok) {
-    tenants.b[slot].tokens -= 1;
-    *suppressed = tenants.b[slot].suppressed;
-    tenants.b[slot].suppressed = 0;
-  } else {
-    tenants.b[slot].suppressed++;
-  }
+  ok = ratelimit_take(&tenants.rl, uid, util_now_ns(), rate,
+                      (double)rate * BURST_S, suppressed);
   pthread_mutex_unlock(&tenants.mu);
   return ok;
 }

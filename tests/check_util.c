@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/check_util.c: the utilities of daemon/util/ (one of each): option
  * sizes (parse.c), the string builder (strbuf.c), the growable-array
- * macro (array.h), the clock (clock.h) and the error carrier (err.h). */
+ * macro (array.h), the clock (clock.h), the error carrier (err.h) and the
+ * rate limiter (ratelimit.c). */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/parse.h"
+#include "util/ratelimit.h"
 #include "util/strbuf.h"
 
 /* ------------------------------------------------------------ parse_size */
@@ -209,6 +211,41 @@ START_TEST(test_err)
 }
 END_TEST
 
+/* A burst, then the rate; keys apart; the least recently used slot goes
+ * to a new key, full. */
+START_TEST(test_ratelimit)
+{
+  static ratelimit_t rl; /* zeroed: empty */
+  const uint64_t s = 1000000000u;
+  uint64_t denied = 99;
+  int n = 0;
+
+  for (int i = 0; i < 20; i++)
+    n += ratelimit_take(&rl, 7, 10 * s, 4, 8, NULL);
+  ck_assert_int_eq(n, 8);
+  /* Another key has its own bucket. */
+  ck_assert_int_eq(ratelimit_take(&rl, 8, 10 * s, 4, 8, &denied), 1);
+  ck_assert_uint_eq(denied, 0);
+  /* A quarter of a second later, one more for key 7, with the 12 it was
+   * refused. */
+  ck_assert_int_eq(ratelimit_take(&rl, 7, 10 * s + s / 4, 4, 8, &denied), 1);
+  ck_assert_uint_eq(denied, 12);
+  ck_assert_int_eq(ratelimit_take(&rl, 7, 10 * s + s / 4, 4, 8, NULL), 0);
+  /* Refilled up to the burst, not beyond. */
+  n = 0;
+  for (int i = 0; i < 20; i++)
+    n += ratelimit_take(&rl, 7, 100 * s, 4, 8, NULL);
+  ck_assert_int_eq(n, 8);
+  /* RATELIMIT_SLOTS other keys later, key 7's slot was reused: full again. */
+  for (int k = 0; k < RATELIMIT_SLOTS; k++)
+    ratelimit_take(&rl, 1000 + k, 101 * s, 4, 8, NULL);
+  n = 0;
+  for (int i = 0; i < 20; i++)
+    n += ratelimit_take(&rl, 7, 101 * s, 4, 8, NULL);
+  ck_assert_int_eq(n, 8);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- main */
 
 /* The account lookup: root by name and by uid, its groups, a missing
@@ -268,6 +305,7 @@ static Suite *util_suite(void)
   tcase_add_test(tc, test_clock);
   tcase_add_test(tc, test_err);
   tcase_add_test(tc, test_account);
+  tcase_add_test(tc, test_ratelimit);
   suite_add_tcase(s, tc);
   return s;
 }
