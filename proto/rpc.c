@@ -390,6 +390,25 @@ int proto_error_decode(const msgpack_object *o, int *code, const char **msg,
   return 0;
 }
 
+void proto_pack_refused(msgpack_packer *pk, int code, const char *message)
+{
+  proto_pack_notify(pk, PROTO_SESSION_REFUSED, 1);
+  proto_pack_error(pk, code, message);
+}
+
+int proto_refused_decode(const proto_msg_t *m, int *code, const char **msg,
+                         size_t *len)
+{
+  if (m->type != PROTO_NOTIFY ||
+      m->method_len != sizeof(PROTO_SESSION_REFUSED) - 1 ||
+      memcmp(m->method, PROTO_SESSION_REFUSED, m->method_len) != 0)
+    return 0;
+  if (m->params->via.array.size < 1 ||
+      proto_error_decode(&m->params->via.array.ptr[0], code, msg, len) != 0)
+    return HIPD_EPROTO;
+  return 1;
+}
+
 /* ------------------------------------------------------------- reading */
 
 int proto_obj_streq(const msgpack_object *o, const char *s)

@@ -110,6 +110,21 @@ void proto_pack_cstr(msgpack_packer *pk, const char *s);
 int proto_error_decode(const msgpack_object *o, int *code, const char **msg,
                        size_t *len);
 
+/* ---- the daemon's notifications (PROTOCOL.md, "Messages") ---- */
+
+/* The one message a peer that the access policy refuses reads, at once and
+ * without asking, before the daemon closes its connection:
+ * [2, "session.refused", [error]], the error object as in a response. */
+#define PROTO_SESSION_REFUSED "session.refused"
+
+/* Pack session.refused with @p code and @p message. */
+void proto_pack_refused(msgpack_packer *pk, int code, const char *message);
+/* Is @p m session.refused? @return 1 with its code and message (not
+ * NUL-terminated; *len bytes), 0 if it is another message, or HIPD_EPROTO
+ * if it is session.refused without an error object. */
+int proto_refused_decode(const proto_msg_t *m, int *code, const char **msg,
+                         size_t *len);
+
 /* ---- reading decoded objects ---- */
 
 /* Value of key @p key (NUL-terminated) in map @p o, or NULL. */
