@@ -231,22 +231,34 @@ void conn_wake_drain(hipd_conn_t *conn)
   (void)n;
 }
 
+/* Fail a call of a broken connection with its reason (lock held): as
+ * "METHOD: reason" if @p named. */
+static void call_fail_broken(hipd_conn_t *conn, hipd_call_t *c, int named)
+{
+  if (named)
+    conn_call_fail(c, conn->broken, "%s: %s", c->method, conn->broken_msg);
+  else
+    conn_call_fail(c, conn->broken, "%s", conn->broken_msg);
+  c->state = CALL_DONE;
+}
+
 /*
  * Break the connection (lock held): the first reason sticks. Every pending
- * call completes with @p code and the printf-style message; abandoned calls
+ * call completes with @p code and the printf-style message (after
+ * "METHOD: " if @p named); abandoned calls
  * are freed; the socket is shut down so that the daemon sees the end and any
  * thread blocked on it wakes. Later calls fail with HIPD_EDISCONNECTED.
  */
-void conn_break(hipd_conn_t *conn, int code, const char *fmt, ...)
-{
-  va_list ap;
+static void conn_breakv(hipd_conn_t *conn, int code, int named, const char *fmt,
+                        va_list ap) __attribute__((format(printf, 4, 0)));
 
+static void conn_breakv(hipd_conn_t *conn, int code, int named, const char *fmt,
+                        va_list ap)
+{
   if (conn->broken)
     return;
   conn->broken = code;
-  va_start(ap, fmt);
   vsnprintf(conn->broken_msg, sizeof(conn->broken_msg), fmt, ap);
-  va_end(ap);
   shutdown(conn->fd, SHUT_RDWR);
   for (size_t i = 0; i < conn->table_size; i++) {
     hipd_call_t *c = conn->table[i], *next;
@@ -259,8 +271,7 @@ void conn_break(hipd_conn_t *conn, int code, const char *fmt, ...)
         conn_call_destroy(c);
         continue;
       }
-      conn_call_fail(c, code, "%s", conn->broken_msg);
-      c->state = CALL_DONE;
+      call_fail_broken(conn, c, named);
     }
   }
   conn->npending = 0;
@@ -268,15 +279,31 @@ void conn_break(hipd_conn_t *conn, int code, const char *fmt, ...)
   if (conn->dcall != NULL) {
     hipd_call_t *c = conn->dcall;
     conn->dcall = NULL;
-    if (c->state == CALL_ABANDONED) {
+    if (c->state == CALL_ABANDONED)
       conn_call_destroy(c);
-    } else {
-      conn_call_fail(c, code, "%s", conn->broken_msg);
-      c->state = CALL_DONE;
-    }
+    else
+      call_fail_broken(conn, c, named);
   }
   conn_wake_owner(conn);
   pthread_cond_broadcast(&conn->cond);
+}
+
+void conn_break(hipd_conn_t *conn, int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  conn_breakv(conn, code, 0, fmt, ap);
+  va_end(ap);
+}
+
+void conn_break_answered(hipd_conn_t *conn, int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  conn_breakv(conn, code, 1, fmt, ap);
+  va_end(ap);
 }
 
 /* The message for a call made after the connection broke (lock held). */

@@ -125,6 +125,11 @@ void conn_wake_drain(hipd_conn_t *conn);
  * call completes with @p code and the printf-style message. */
 void conn_break(hipd_conn_t *conn, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* As conn_break(), for a reason the daemon gave (session.refused): each
+ * pending call's message is "METHOD: " and the reason, as if the daemon had
+ * answered it so. */
+void conn_break_answered(hipd_conn_t *conn, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* The message for a call made after the connection broke (lock held). */
 void conn_broken_message(const hipd_conn_t *conn, char *buf, size_t size);
 

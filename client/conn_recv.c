@@ -69,8 +69,9 @@ static void call_complete_error(hipd_call_t *call, const msgpack_object *err)
 /*
  * Dispatch one complete message buf[0, len) (lock held): complete the call
  * it answers, running its decoder. Notifications are ignored (ring.wake
- * only ends a sleep, which reading it did). @return 0, or a negative code after
- * breaking the connection on a protocol violation.
+ * only ends a sleep, which reading it did), but for session.refused, which
+ * breaks the connection with the daemon's reason. @return 0, or a negative code
+ * after breaking the connection on a protocol violation.
  */
 static int conn_dispatch(hipd_conn_t *conn, const uint8_t *buf, size_t len)
 {
@@ -88,8 +89,25 @@ static int conn_dispatch(hipd_conn_t *conn, const uint8_t *buf, size_t len)
     conn_break(conn, err, "protocol error from hipd: %s", reason);
     return err;
   }
-  if (msg.type == PROTO_NOTIFY)
-    return 0;
+  if (msg.type == PROTO_NOTIFY) {
+    const char *why;
+    size_t wlen;
+    int code;
+    err = proto_refused_decode(&msg, &code, &why, &wlen);
+    if (err == 0)
+      return 0;
+    if (err < 0 || code >= 0) {
+      conn_break(conn, HIPD_EPROTO,
+                 "protocol error from hipd: a malformed session.refused");
+      return HIPD_EPROTO;
+    }
+    /* The access rules refused us at connect: every call fails as the
+     * daemon used to answer each request, "METHOD: why". */
+    if (wlen > ERROR_MAX)
+      wlen = ERROR_MAX;
+    conn_break_answered(conn, code, "%.*s", (int)wlen, why);
+    return code;
+  }
   if (msg.type != PROTO_RESPONSE) {
     conn_break(conn, HIPD_EPROTO,
                "protocol error from hipd: the daemon sent a request (%.*s)",
