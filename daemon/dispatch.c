@@ -315,11 +315,7 @@ static void request_run(session_t *s, msgpack_zone *zone, int via_ring,
   c.nparams = params->via.array.size;
   c.m = m;
   c.name = m != NULL ? m->name : NULL;
-  if (s->refused) {
-    /* The policy refused the peer at connect: say why, then close. */
-    call_fail(&c, s->refusal.code, "%s", s->refusal.msg);
-    s->close_flushed = 1;
-  } else if (s->d->stopping) {
+  if (s->d->stopping) {
     call_fail(&c, HIPD_ESHUTDOWN, "the daemon is shutting down");
   } else if (m == NULL) {
     call_fail(&c, HIPD_ENOMETHOD, "unknown method '%.*s'",

@@ -4,17 +4,22 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "device.h"
 #include "drivers/driver.h"
 #include "hipd.h"
 #include "policy.h"
+#include "rpc.h"
 #include "util/account.h"
 #include "util/array.h"
+#include "util/clock.h"
+#include "util/ratelimit.h"
 
 #define POLICY_MAX_DEVICES 64
 #define POLICY_MAX_GROUPS 1024
@@ -40,6 +45,7 @@ struct policy {
     list_t who; /* the union of its rules' lists */
     char *text; /* its rules, for messages */
   } dev[POLICY_MAX_DEVICES];
+  ratelimit_t answered; /* refusals told, per uid (policy_refuse) */
 };
 
 static int numeric(const char *s, uint32_t *out)
@@ -281,6 +287,44 @@ int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
         !list_match(&p->dev[i].who, uid, gids, ngids))
       *devmask &= ~((uint64_t)1 << i);
   return 0;
+}
+
+int policy_refuse(daemon_t *d, int fd, uid_t uid, const hipd_err_t *err,
+                  char *why, size_t whylen)
+{
+  struct policy *p = d->policy;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  ssize_t n = -1;
+
+  if (p != NULL && !ratelimit_take(&p->answered, uid, util_now_ns(),
+                                   REFUSAL_RATE, REFUSAL_BURST, NULL)) {
+    snprintf(why, whylen,
+             "not allowed: %s (not told: uid %u is past its refusals told, "
+             "%d at once and %d a second)",
+             err->msg, (unsigned)uid, REFUSAL_BURST, REFUSAL_RATE);
+    return 0;
+  }
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_refused(&pk, err->code, err->msg);
+  if (sb.data == NULL)
+    errno = ENOMEM;
+  else
+    do
+      n = send(fd, sb.data, sb.size, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+  if (n == (ssize_t)sb.size) {
+    snprintf(why, whylen, "not allowed: %s", err->msg);
+  } else {
+    /* A fresh socket takes a few hundred bytes: this is a peer gone
+     * already, or a partial message the client takes for the end. */
+    snprintf(why, whylen, "not allowed: %s (not told: %s)", err->msg,
+             n < 0 ? strerror(errno) : "the socket took part of it");
+    n = -1;
+  }
+  msgpack_sbuffer_destroy(&sb);
+  return n >= 0;
 }
 
 void policy_device_refusal(const daemon_t *d, const char *who,

@@ -11,11 +11,12 @@
  * start; a name that does not exist stops hipd.
  *
  * Who calls it: main.c (policy_init, at start, after the devices are
- * known), the transport's accept (policy_check_peer) and every place a
+ * known), the listener's and the transport's accept (policy_check_peer,
+ * policy_refuse) and every place a
  * device is addressed (dispatch's device params, methods/device.c),
  * through session_may_use_device() and policy_device_refusal(). Same
  * layer as sessions and resources; calls only the devices and the user
- * database. Loop thread.
+ * database, and writes a refused peer its one message. Loop thread.
  */
 #ifndef HIPD_POLICY_H
 #define HIPD_POLICY_H
@@ -42,6 +43,24 @@ void policy_free(daemon_t *d);
  * --allow-users alice,1002"). May read the user database (NSS). */
 int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
                       size_t wholen, uint64_t *devmask, hipd_err_t *err);
+
+/* Answered refusals: a uid's refused connections are told why
+ * (session.refused) REFUSAL_BURST at once, then REFUSAL_RATE a second;
+ * those beyond are closed without a word. */
+#define REFUSAL_BURST 8
+#define REFUSAL_RATE 4
+
+/* Tell the peer on connected socket @p fd, of @p uid, that
+ * policy_check_peer() refused it: session.refused with @p err, in one
+ * non-blocking send (nothing is kept: a socket that cannot take it at once
+ * gets nothing), unless @p uid is past its answered refusals. The caller
+ * closes the connection at once; @p why gets its close reason, "not
+ * allowed: " and the rule (PROTOCOL.md, "Why a session is closed"), with
+ * "(not told: ...)" when the peer was not. @return 1 if the peer was told,
+ * else 0. The rate limit of each uid lives in d->policy (a reload starts
+ * it afresh). */
+int policy_refuse(daemon_t *d, int fd, uid_t uid, const hipd_err_t *err,
+                  char *why, size_t whylen);
 
 /* HIPD_EPERM in @p err with the message for a device the peer @p who may
  * not use: "device 1 (cpu:1) is not allowed for uid 1001 (bob) by

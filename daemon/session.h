@@ -106,11 +106,8 @@ typedef struct session {
   int tenant_open;             /* counted in tenant->sessions */
   uint64_t devmask;            /* devices the policy lets it use (bit =
                                   global id) */
-  int refused;                 /* the policy refused the peer: every request is
-                                  answered HIPD_EPERM with refusal, then it closes */
   int close_flushed;           /* close once the replies queued so far are
                                   written (the transport checks it) */
-  hipd_err_t refusal;          /* why it was refused (HIPD_EPERM) */
   char peer_who[64];           /* "uid 1001 (bob)", for the policy's messages */
   struct stats_sess *stats;    /* its counters (stats.h), NULL: none yet */
   drv_output_t *kernel_out;    /* what its kernels printed, for

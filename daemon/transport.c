@@ -258,15 +258,9 @@ static void write_cb(uv_write_t *req, int status)
     snprintf(why, sizeof(why), "write failed: %s", uv_strerror(status));
     session_close(s, why);
   }
-  if (s->close_flushed && !s->closing && s->out_queued == 0) {
-    /* A refused peer's answers are out: now it goes. */
-    char why[sizeof(s->refusal.msg) + 16];
-    if (s->kill_why[0] != '\0') /* session.kill of itself (admin.h) */
-      snprintf(why, sizeof(why), "%s", s->kill_why);
-    else
-      snprintf(why, sizeof(why), "not allowed: %s", s->refusal.msg);
-    session_close(s, why);
-  }
+  if (s->close_flushed && !s->closing && s->out_queued == 0)
+    /* session.kill of itself (admin.h): its answer is out, now it goes. */
+    session_close(s, s->kill_why);
   session_decref(s);
 }
 
@@ -735,6 +729,7 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
   session_t *s;
   struct ucred cred;
   socklen_t clen = sizeof(cred);
+  hipd_err_t refusal;
   uv_os_fd_t fd;
   int rc;
 
@@ -805,15 +800,20 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
     session_close(s, why);
     return;
   }
+  /* The policy: a refused peer is told why at once (policy_refuse) and
+   * closed, never read. */
+  if (policy_check_peer(d, s->peer_uid, s->peer_gid, s->peer_who,
+                        sizeof(s->peer_who), &s->devmask, &refusal) != 0) {
+    char why[HIPD_ERR_MSG_MAX + 96];
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0)
+      policy_refuse(d, fd, s->peer_uid, &refusal, why, sizeof(why));
+    else
+      snprintf(why, sizeof(why), "not allowed: %s", refusal.msg);
+    session_close(s, why);
+    return;
+  }
   sess_log(HLOG_INFO, s, "session opened: peer pid %d uid %d gid %d",
            (int)s->peer_pid, (int)s->peer_uid, (int)s->peer_gid);
-  /* The policy: a refused peer reads the rule in the answer to its first
-   * request (dispatch), then the session closes. */
-  if (policy_check_peer(d, s->peer_uid, s->peer_gid, s->peer_who,
-                        sizeof(s->peer_who), &s->devmask, &s->refusal) != 0) {
-    s->refused = 1;
-    sess_log(HLOG_INFO, s, "refused: %s", s->refusal.msg);
-  }
   /* The current device is the first the peer may use. */
   s->device = s->devmask != 0 ? __builtin_ctzll(s->devmask) : 0;
   rc = uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);

@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <grp.h>
 #include <poll.h>
@@ -29,6 +30,7 @@
 
 #include "harness.h"
 #include "hipd.h"
+#include "rpc.h"
 #include "testutil.h"
 #include "users.h"
 
@@ -343,60 +345,223 @@ static int silent_connect(const char *path)
   return fd;
 }
 
-/* As a refused uid, with --hello-timeout 0 (nobody is timed out): 8
- * silent connections wait for their first request; the 9th is closed at
- * once (EOF, with nothing read); once they close, a connection is refused
- * with the rule again. */
-enum { REFUSALS_PER_UID = 8 };
+/* The descriptors process @p pid has open, or -1. */
+static int open_fds(pid_t pid)
+{
+  char path[64];
+  struct dirent *e;
+  DIR *dh;
+  int n = 0;
 
-static int refusals_bounded_b(void *arg, char *msg, size_t msglen)
+  snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+  if ((dh = opendir(path)) == NULL)
+    return -1;
+  while ((e = readdir(dh)) != NULL)
+    if (e->d_name[0] != '.')
+      n++;
+  closedir(dh);
+  return n;
+}
+
+/* What a refused peer reads without sending anything: the bytes until the
+ * daemon closes (EOF or reset), at most @p cap, within @p timeout_ms.
+ * @return the count, or -1 if the connection is still open then. */
+static long read_until_closed(int fd, char *buf, size_t cap, int timeout_ms)
+{
+  long long deadline = harness_now_ms() + timeout_ms;
+  size_t len = 0;
+
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    long long left = deadline - harness_now_ms();
+    char sink[256];
+    ssize_t n;
+
+    if (left <= 0 || poll(&p, 1, (int)left) != 1)
+      return -1;
+    if (len < cap)
+      n = read(fd, buf + len, cap - len);
+    else
+      n = read(fd, sink, sizeof(sink));
+    if (n == 0 || (n < 0 && errno == ECONNRESET))
+      return (long)len;
+    if (n < 0 && errno != EINTR && errno != EAGAIN)
+      return -1;
+    if (n > 0 && len < cap)
+      len += (size_t)n;
+  }
+}
+
+/* Is buf[0, len) exactly the notification [2, "session.refused", [error]]
+ * with EPERM and a message that says @p want? @return 1, or 0 with @p why
+ * saying what it is instead. */
+static int is_refusal(const char *buf, size_t len, const char *want, char *why,
+                      size_t whylen)
+{
+  proto_limits_t lim;
+  msgpack_zone zone;
+  proto_msg_t m;
+  const char *reason = "", *text;
+  size_t need, tlen;
+  long long n;
+  int code, ok = 0;
+
+  proto_limits_default(&lim);
+  n = proto_frame_scan(&lim, (const uint8_t *)buf, len, &need, &reason);
+  if (n <= 0 || (size_t)n != len) {
+    snprintf(why, whylen, "%zu bytes that are not one message (%s)", len,
+             n == 0 ? "incomplete" : reason);
+    return 0;
+  }
+  msgpack_zone_init(&zone, 1024);
+  if (proto_msg_decode((const uint8_t *)buf, len, &zone, &m, &reason) != 0)
+    snprintf(why, whylen, "not msgpack-rpc: %s", reason);
+  else if (proto_refused_decode(&m, &code, &text, &tlen) != 1)
+    snprintf(why, whylen, "a message of type %d (%.*s), not session.refused",
+             m.type, m.type == PROTO_RESPONSE ? 0 : (int)m.method_len,
+             m.type == PROTO_RESPONSE ? "" : m.method);
+  else if (code != HIPD_EPERM || memmem(text, tlen, want, strlen(want)) == NULL)
+    snprintf(why, whylen, "session.refused with %s '%.*s', not EPERM '%s'",
+             hipd_err_name(code), (int)tlen, text, want);
+  else
+    ok = 1;
+  msgpack_zone_destroy(&zone);
+  return ok;
+}
+
+/* Refused connections a uid makes at once in test_refusals_at_once; the
+ * daemon answers REFUSAL_BURST of a uid at once, then REFUSAL_RATE a
+ * second (policy.c). */
+enum { BURST_CONNECTIONS = 64, REFUSAL_BURST = 8, REFUSAL_RATE = 4 };
+
+/* As the refused uid B: a connection that sends nothing reads the refusal
+ * within 2 s, then the end; a burst of connections, all held open by this
+ * side, are each closed within a few seconds, some answered (the burst),
+ * the others past the rate closed without a word. Holds the burst's
+ * descriptors until killed. */
+static int refusals_b(void *arg, char *msg, size_t msglen)
 {
   refused_t *x = arg;
-  int fds[REFUSALS_PER_UID], extra, n, rc = -1;
-  struct pollfd p;
-  char c;
+  static int fds[BURST_CONNECTIONS];
+  char buf[1024], why[300];
+  long long t0;
+  long n;
+  int fd, answered = 0;
 
-  for (int i = 0; i < REFUSALS_PER_UID; i++) {
+  fd = silent_connect(x->socket);
+  REQUIRE(fd >= 0, "connect: %s", strerror(errno));
+  n = read_until_closed(fd, buf, sizeof(buf), 2000);
+  REQUIRE(n >= 0, "a refused peer that sent nothing was neither answered "
+                  "nor closed within 2 s");
+  REQUIRE(n > 0, "a refused peer that sent nothing was closed without an "
+                 "answer");
+  REQUIRE(is_refusal(buf, (size_t)n, x->want, why, sizeof(why)),
+          "a refused peer read %s", why);
+  close(fd);
+
+  t0 = harness_now_ms();
+  for (int i = 0; i < BURST_CONNECTIONS; i++) {
     fds[i] = silent_connect(x->socket);
-    REQUIRE(fds[i] >= 0, "silent connection %d: %s", i, strerror(errno));
+    REQUIRE(fds[i] >= 0, "burst connection %d: %s", i, strerror(errno));
   }
-  extra = silent_connect(x->socket);
-  REQUIRE(extra >= 0, "the extra connection: %s", strerror(errno));
-  /* Accepted in order: the listener has the 8 by then. Without the bound
-   * it would wait for a request for ever. */
-  p = (struct pollfd){.fd = extra, .events = POLLIN};
-  n = poll(&p, 1, 20000);
-  REQUIRE(n == 1, "the extra refused connection stayed open (poll %d)", n);
-  REQUIRE(read(extra, &c, 1) == 0, "the extra connection was answered");
-  close(extra);
-  for (int i = 0; i < REFUSALS_PER_UID; i++)
-    close(fds[i]);
-  /* The listener sees the closes at its next reads: retry briefly. */
-  for (int i = 0; i < 100 && rc != 0; i++) {
-    hipd_conn_t *conn = NULL;
-    rc = connect_as(x->socket, &conn);
-    if (rc == HIPD_EPERM && strstr(hipd_last_error(NULL), x->want) != NULL)
-      rc = 0;
-    else
-      harness_sleep_ms(20);
+  for (int i = 0; i < BURST_CONNECTIONS; i++) {
+    n = read_until_closed(fds[i], buf, sizeof(buf), 3000);
+    REQUIRE(n >= 0, "burst connection %d is still open after 3 s", i);
+    if (n > 0) {
+      REQUIRE(is_refusal(buf, (size_t)n, x->want, why, sizeof(why)),
+              "burst connection %d read %s", i, why);
+      answered++;
+    }
   }
-  REQUIRE(rc == 0, "no refusal with the rule after the closes: %s (%s)",
-          hipd_err_name(rc), hipd_last_error(NULL));
+  /* The one before the burst took a token: at most the rest of the burst
+   * and what the rate gave meanwhile. */
+  REQUIRE(answered >= 1 &&
+              answered <=
+                  REFUSAL_BURST +
+                      REFUSAL_RATE * (int)((harness_now_ms() - t0) / 1000 + 1),
+          "%d of %d refused connections in a burst were answered (a burst "
+          "of %d, then %d a second)",
+          answered, BURST_CONNECTIONS, REFUSAL_BURST, REFUSAL_RATE);
+  snprintf(msg, msglen, "%d of %d answered", answered, BURST_CONNECTIONS);
   return 0;
 }
 
-START_TEST(test_refusals_bounded)
+/* With --isolation @p isolation: a refused peer is answered and closed at
+ * once, without sending anything (with --hello-timeout 0 nothing else
+ * would close it). A burst of refused connections, held open by the peer,
+ * holds no descriptor of the process that accepts (the listener, or the
+ * one process), and an admitted uid connects meanwhile; once the rate has
+ * given tokens again, libhipd is refused with the rule as before. */
+static void check_refusals(const char *isolation)
 {
-  harness_daemon_t *d = users_start_shared("--allow-users", USER_A ",0",
-                                           "--hello-timeout", "0", NULL);
+  harness_daemon_t *d =
+      users_start_shared("--allow-users", USER_A ",0", "--hello-timeout", "0",
+                         "--isolation", isolation, NULL);
   ctx_t a = {d->socket, uid_a};
   refused_t r = {d->socket, ""};
+  char verdict[512] = "";
+  int p[2], before, after, rc = -1;
+  ssize_t n;
+  pid_t pid;
 
   snprintf(r.want, sizeof(r.want), "is not allowed by --allow-users");
-  users_as(USER_B, refusals_bounded_b, &r);
-  /* An admitted uid was never kept out. */
+  before = open_fds(d->pid);
+  ck_assert_int_gt(before, 0);
+  ck_assert_int_eq(pipe(p), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    char m[400] = "";
+    close(p[0]);
+    if (harness_become(USER_B) != 0)
+      _exit(2);
+    rc = refusals_b(&r, m, sizeof(m));
+    dprintf(p[1], "%s%s", rc == 0 ? "ok: " : "", m);
+    close(p[1]);
+    pause(); /* holding the burst's connections */
+    _exit(0);
+  }
+  close(p[1]);
+  n = read(p[0], verdict, sizeof(verdict) - 1);
+  close(p[0]);
+  if (n < 4 || strncmp(verdict, "ok: ", 4) != 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ck_abort_msg("--isolation %s: uid B: %s", isolation,
+                 n > 0 ? verdict : "the child died");
+  }
+  /* The child still holds its end of every connection. */
+  after = open_fds(d->pid);
+  ck_assert_msg(after <= before + 2,
+                "--isolation %s: hipd has %d descriptors after a burst of %d "
+                "refused connections (held open by the peer), %d before",
+                isolation, after, BURST_CONNECTIONS, before);
+  /* An admitted uid is not kept out meanwhile. */
   users_as(USER_A, connect_ok, &a);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  /* libhipd's refusal, once the rate gives tokens again. */
+  snprintf(r.want, sizeof(r.want),
+           "hello: uid %u (" USER_B ") is not allowed by --allow-users " USER_A
+           ",0",
+           (unsigned)uid_b);
+  for (int i = 0; i < 30 && rc != 0; i++) {
+    char m[400];
+    rc = harness_run_as(USER_B, connect_refused, &r, m, sizeof(m));
+    if (rc != 0)
+      harness_sleep_ms(100);
+  }
+  ck_assert_msg(rc == 0,
+                "--isolation %s: libhipd was not refused with the rule (%s) "
+                "again",
+                isolation, r.want);
   harness_free(d);
+}
+
+START_TEST(test_refusals_at_once)
+{
+  check_refusals("uid");
+  check_refusals("none");
 }
 END_TEST
 
@@ -829,7 +994,7 @@ int main(void)
   tc = tcase_create("access");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_allow_users);
-  tcase_add_test(tc, test_refusals_bounded);
+  tcase_add_test(tc, test_refusals_at_once);
   tcase_add_test(tc, test_allow_groups);
   tcase_add_test(tc, test_device_allow);
   tcase_add_test(tc, test_bad_rules);

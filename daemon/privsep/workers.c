@@ -28,7 +28,6 @@ workers_pool_t workers_pool = {
     /* Empty lists before workers_init() (workers_adopt() needs none). */
     .live = {&workers_pool.live, &workers_pool.live},
     .leaving = {&workers_pool.leaving, &workers_pool.leaving},
-    .refusals = {&workers_pool.refusals, &workers_pool.refusals},
     .dead = {&workers_pool.dead, &workers_pool.dead},
     .adopted = {&workers_pool.adopted, &workers_pool.adopted},
     .asks = {&workers_pool.asks, &workers_pool.asks},
@@ -40,7 +39,6 @@ int workers_init(daemon_t *d, char **argv, hipd_err_t *err)
 
   list_init(&workers_pool.live);
   list_init(&workers_pool.leaving);
-  list_init(&workers_pool.refusals);
   list_init(&workers_pool.dead);
   list_init(&workers_pool.adopted);
   list_init(&workers_pool.asks);
@@ -637,7 +635,6 @@ void workers_housekeeping(daemon_t *d)
       w->exit_sent = now; /* once per period */
     }
   }
-  workers_refusals_expire(d, now);
 }
 
 uint32_t workers_stop(daemon_t *d, int force)
@@ -657,7 +654,6 @@ uint32_t workers_stop(daemon_t *d, int force)
   }
   workers_pool.stop_sent = 1;
   workers_probe_cancel(); /* a reload's check: no reload */
-  workers_refusals_close();
   return workers_pool.n;
 }
 

@@ -86,7 +86,6 @@ typedef struct workers_pool {
   char exe[PATH_MAX];  /* this program */
   list_node_t live;    /* worker_t.node: those taking connections */
   list_node_t leaving; /* told to exit, not yet reaped */
-  list_node_t refusals;
   list_node_t dead;    /* exited, their channel still open to read its end */
   list_node_t adopted; /* workers_adopt()'s channels (no process) */
   uint32_t n;          /* in both lists */
@@ -123,10 +122,6 @@ int workers_exec_args(char *role, char ***args_out, char ***env_out);
 /* Start a worker for a tenant. @return it, or NULL (logged). */
 worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
                         uint64_t seq);
-
-/* workers_route.c */
-void workers_refusals_expire(daemon_t *d, uint64_t now);
-void workers_refusals_close(void);
 
 /* workers_probe.c */
 void workers_probe_cancel(void);

@@ -17,172 +17,24 @@
 #include "privsep/workers.h"
 #include "privsep/workers_pool.h"
 
-/* A refused peer's first request may be this long (a hello is far
- * shorter); a longer one is not answered. */
-#define REFUSAL_MAX_MESSAGE 4096
-/* Refused peers of one uid waiting for their answer at once; one more is
- * closed at once, so that refused connections cannot fill the listener's
- * descriptors and keep admitted users out. */
-#define REFUSALS_PER_UID 8
-
-/* A peer refused by the policy: it reads the rule in the answer to its
- * first request, then the connection closes. */
-typedef struct refusal {
-  list_node_t node;
-  uv_pipe_t pipe; /* pipe.data = this */
-  uint64_t id;
-  uid_t uid; /* the peer's */
-  uint64_t opened_ms;
-  hipd_err_t why;
-  uint8_t buf[REFUSAL_MAX_MESSAGE];
-  size_t len;
-  int answered;
-  uv_write_t wreq;
-  msgpack_sbuffer out;
-} refusal_t;
-
 /* --------------------------------------------------------------- refusals */
 
-static void refusal_closed_cb(uv_handle_t *h)
-{
-  refusal_t *r = h->data;
-
-  msgpack_sbuffer_destroy(&r->out);
-  free(r);
-}
-
-static void refusal_close(refusal_t *r)
-{
-  if (uv_is_closing((uv_handle_t *)&r->pipe))
-    return;
-  list_remove(&r->node);
-  uv_close((uv_handle_t *)&r->pipe, refusal_closed_cb);
-}
-
-static void refusal_written_cb(uv_write_t *req, int status)
-{
-  refusal_t *r = req->data;
-
-  (void)status;
-  /* The reason a session would give (PROTOCOL.md, "Why a session is
-   * closed"). */
-  log_tenant(HLOG_INFO, r->id, r->uid,
-             "session closed: not allowed: %s (1 requests)", r->why.msg);
-  refusal_close(r);
-}
-
-static void refusal_alloc_cb(uv_handle_t *h, size_t sz, uv_buf_t *buf)
-{
-  refusal_t *r = h->data;
-
-  (void)sz;
-  buf->base = (char *)r->buf + r->len;
-  buf->len = sizeof(r->buf) - r->len;
-}
-
-/* Answer the first request with the rule, as a session would. */
-static void refusal_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
-{
-  refusal_t *r = s->data;
-  proto_limits_t lim;
-  msgpack_zone zone;
-  proto_msg_t msg;
-  const char *reason;
-  size_t need;
-  long long len;
-  msgpack_packer pk;
-  uv_buf_t b;
-
-  (void)buf;
-  if (n < 0 || r->answered) {
-    refusal_close(r);
-    return;
-  }
-  r->len += (size_t)n;
-  proto_limits_default(&lim);
-  lim.max_message = sizeof(r->buf);
-  len = proto_frame_scan(&lim, r->buf, r->len, &need, &reason);
-  if (len == 0 && r->len < sizeof(r->buf))
-    return;
-  if (len <= 0 || !msgpack_zone_init(&zone, 1024)) {
-    refusal_close(r);
-    return;
-  }
-  if (proto_msg_decode(r->buf, (size_t)len, &zone, &msg, &reason) != 0 ||
-      msg.type != PROTO_REQUEST) {
-    msgpack_zone_destroy(&zone);
-    refusal_close(r);
-    return;
-  }
-  r->answered = 1;
-  uv_read_stop(s);
-  msgpack_packer_init(&pk, &r->out, msgpack_sbuffer_write);
-  /* As a session answers: "METHOD: why". */
-  proto_pack_error_response(&pk, msg.msgid, r->why.code, "%.*s: %s",
-                            (int)(msg.method_len > 64 ? 64 : msg.method_len),
-                            msg.method, r->why.msg);
-  msgpack_zone_destroy(&zone);
-  b = uv_buf_init(r->out.data, (unsigned)r->out.size);
-  r->wreq.data = r;
-  if (uv_write(&r->wreq, s, &b, 1, refusal_written_cb) != 0)
-    refusal_close(r);
-}
-
-/* Refused peers of @p uid still waiting for their answer. */
-static unsigned uid_refusals(uid_t uid)
-{
-  unsigned n = 0;
-
-  for (const list_node_t *p = workers_pool.refusals.next;
-       p != &workers_pool.refusals; p = p->next)
-    if (list_entry(p, refusal_t, node)->uid == uid)
-      n++;
-  return n;
-}
-
+/* A peer the policy refused: told why at once (unless its uid is past its
+ * rate, policy.h), then closed; it holds nothing of the listener's. */
 static void refuse(daemon_t *d, uv_pipe_t *c, uint64_t id, uid_t uid,
                    const hipd_err_t *e)
 {
-  refusal_t *r;
+  char why[HIPD_ERR_MSG_MAX + 96];
+  uv_os_fd_t fd;
 
-  if (uid_refusals(uid) >= REFUSALS_PER_UID) {
-    /* Debug only: the peer could otherwise write the log at will. */
-    log_debug(id,
-              "refused and closed at once: uid %u has %u refused "
-              "connections waiting",
-              (unsigned)uid, (unsigned)REFUSALS_PER_UID);
-    uv_close((uv_handle_t *)c, (uv_close_cb)free);
-    return;
-  }
-  r = calloc(1, sizeof(*r));
-  if (r == NULL) {
-    uv_close((uv_handle_t *)c, (uv_close_cb)free);
-    return;
-  }
-  log_tenant(HLOG_INFO, id, uid, "refused: %s", e->msg);
-  /* The accepted handle cannot move: open a new one on its descriptor. */
-  {
-    uv_os_fd_t fd;
-    int nfd = uv_fileno((uv_handle_t *)c, &fd) == 0 ? dup(fd) : -1;
-    uv_close((uv_handle_t *)c, (uv_close_cb)free);
-    uv_pipe_init(d->loop, &r->pipe, 0);
-    r->pipe.data = r;
-    list_insert_tail(&workers_pool.refusals, &r->node);
-    if (nfd < 0 || uv_pipe_open(&r->pipe, nfd) != 0) {
-      if (nfd >= 0)
-        close(nfd);
-      refusal_close(r);
-      return;
-    }
-  }
-  r->id = id;
-  r->uid = uid;
-  r->why = *e;
-  r->opened_ms = uv_now(d->loop);
-  msgpack_sbuffer_init(&r->out);
-  if (uv_read_start((uv_stream_t *)&r->pipe, refusal_alloc_cb,
-                    refusal_read_cb) != 0)
-    refusal_close(r);
+  if (uv_fileno((uv_handle_t *)c, &fd) == 0)
+    policy_refuse(d, fd, uid, e, why, sizeof(why));
+  else
+    snprintf(why, sizeof(why), "not allowed: %s", e->msg);
+  /* As a session's close is logged (PROTOCOL.md, "Why a session is
+   * closed"), and limited per uid as those are. */
+  log_tenant(HLOG_INFO, id, uid, "session closed: %s (0 requests)", why);
+  uv_close((uv_handle_t *)c, (uv_close_cb)free);
 }
 
 /* ----------------------------------------------------------------- routing */
@@ -257,8 +109,8 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
     refuse(d, c, id, cred.uid, &err);
     return;
   }
-  /* After the policy: a refused peer learns why (its own bound is
-   * REFUSALS_PER_UID), and is no session. */
+  /* After the policy: a refused peer learns why (its own bound is the
+   * rate of answered refusals), and is no session. */
   if (d->cfg.tenant_max_sessions != 0 &&
       uid_count(cred.uid, 0, 0) >= d->cfg.tenant_max_sessions) {
     /* As a worker closes a session over the limit (transport.c). */
@@ -317,30 +169,4 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   workers_ids_add(&w->ids, id, uv_now(d->loop));
   workers_ids_add(&w->connecting, id, uv_now(d->loop));
   w->last_ms = 0; /* its sessions changed: its next view asks again */
-}
-
-/* Housekeeping: give up on refused peers that said nothing for
- * --hello-timeout. */
-void workers_refusals_expire(daemon_t *d, uint64_t now)
-{
-  list_node_t *n, *next;
-
-  for (n = workers_pool.refusals.next; n != &workers_pool.refusals; n = next) {
-    refusal_t *r = list_entry(n, refusal_t, node);
-    next = n->next;
-    if (!r->answered && d->cfg.hello_timeout_ms != 0 &&
-        now - r->opened_ms >= d->cfg.hello_timeout_ms)
-      refusal_close(r);
-  }
-}
-
-/* Shutdown: close every refused peer's connection. */
-void workers_refusals_close(void)
-{
-  list_node_t *n, *next;
-
-  for (n = workers_pool.refusals.next; n != &workers_pool.refusals; n = next) {
-    next = n->next;
-    refusal_close(list_entry(n, refusal_t, node));
-  }
 }
