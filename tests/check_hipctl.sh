@@ -131,6 +131,18 @@ hc run-check 5 run "$dir/vecadd.hip" vecadd buf:f32:16=iota buf:f32:16=iota \
 hc run-nokernel 1 run "$dir/vecadd.hip" nosuch buf:f32:4 && has_err run-nokernel "run nosuch: E"
 hc run-int 0 run "$dir/vecadd.hip" vecadd buf:f32:3=1,2,3 buf:f32:3=10 buf:f32:3 \
   i32:3 --expect 3=11,12,13
+# What the kernel prints comes back with the run (kernel.output).
+cat >"$dir/say.hip" <<'HIP'
+extern "C" __global__ void say(int n)
+{
+  if (threadIdx.x == 0)
+    printf("block %d of %d says hi\n", (int)blockIdx.x, n);
+}
+HIP
+hc run-printf 0 run "$dir/say.hip" say i32:2 --grid 2 &&
+  has run-printf "block 0 of 2 says hi" && has run-printf "block 1 of 2 says hi"
+hc run-printf-json 0 --json run "$dir/say.hip" say i32:1 &&
+  js run-printf-json 'd["printed"] == "block 0 of 1 says hi\n" and d["printed_dropped"] == 0'
 
 # ir: a fixture of tests/codegen/, generated and run.
 hc ir 0 ir "$src/tests/codegen/vec_add.ir.json" && has ir "__global__ void vec_add"

@@ -668,6 +668,18 @@ static void t_session_profile(conn_t *c, req_t *r)
     P(r, 1)[0] = v_bool((int)rnd(2));
 }
 
+/* kernel.output: no max, a small one, 0, the largest, or one too large. */
+static void t_kernel_output(conn_t *c, req_t *r)
+{
+  static const uint64_t max[] = {1, 64, 0, 1u << 20, (1u << 20) + 1};
+
+  (void)c;
+  if (chance(3))
+    P(r, 0);
+  else
+    P(r, 1)[0] = v_uint(max[rnd(5)]);
+}
+
 /* ring.open: mostly a good ring, sometimes sizes and descriptors it must
  * refuse (the ring itself is exercised by tests/fuzz/fuzz_ring.c). */
 static void t_ring_open(conn_t *c, req_t *r)
@@ -770,6 +782,7 @@ static const tmpl_t templates[] = {
     {"kernel.generate_source", t_generate_source, 3},
     {"kernel.info", t_kernel, 4},
     {"kernel.launch", t_launch, 10},
+    {"kernel.output", t_kernel_output, 2},
     {"log.level", t_log_level, 1},
     {"mem.alloc", t_mem_alloc, 10},
     {"mem.alloc_custom", t_mem_alloc_custom, 5},

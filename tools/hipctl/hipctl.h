@@ -94,6 +94,8 @@ void js_obj_end(void);
 void js_arr_begin(void);
 void js_arr_end(void);
 void js_key(const char *key); /* in an object, before each value */
+/* A string value of @p n bytes (which may hold NULs, escaped). */
+void js_bytes(const char *s, size_t n);
 void js_str(const char *s);
 void js_strn(const char *s, size_t n);
 void js_int(int64_t v);

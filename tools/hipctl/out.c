@@ -213,6 +213,12 @@ void js_strn(const char *s, size_t n)
   putchar('"');
 }
 
+void js_bytes(const char *s, size_t n)
+{
+  js_sep();
+  js_strn(s, n);
+}
+
 void js_str(const char *s)
 {
   js_sep();

@@ -727,7 +727,7 @@ int run_launch(hipctl_t *h, run_spec_t *s, hipd_kernel_t kernel)
     (void)hipd_info_uint(out, "dropped", &dropped);
     if (h->json) {
       js_key("printed");
-      js_strn(text != NULL ? text : "", len);
+      js_bytes(text != NULL ? text : "", len);
       js_key("printed_dropped");
       js_uint(dropped);
     } else if (len > 0 || dropped > 0) {
