@@ -16,6 +16,7 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -326,13 +328,88 @@ static int cgroup_of(pid_t pid, const char *ctl, char *out, size_t cap)
 }
 
 /* Whether this host gives hipd groups to make: the v1 memory controller
- * as here on the CI machines (a cgroup2-only host needs a delegated
- * subtree, which a test cannot give a daemon it starts). */
+ * as here on the CI machines. */
 static int have_v1_memory(void)
 {
   char p[4096];
 
   return cgroup_of(getpid(), "memory", p, sizeof(p)) == 0;
+}
+
+/* How the cgroup tests run here: CG_V1 (the hierarchies, where hipd makes
+ * hipd-PID under its own group), CG_V2 (cgroup2 only: a group made for the
+ * daemon alone, as systemd's Delegate= would, given to the harness in
+ * HIPD_TEST_CGROUP), or CG_NONE (skipped, and said why). */
+enum { CG_NONE, CG_V1, CG_V2 };
+static char cg_v2_dir[4096];
+
+static int cg_words(const char *path, const char *a, const char *b)
+{
+  char buf[512] = "";
+  FILE *f = fopen(path, "r");
+
+  if (f == NULL)
+    return 0;
+  if (fgets(buf, sizeof(buf), f) == NULL)
+    buf[0] = '\0';
+  fclose(f);
+  return strstr(buf, a) != NULL && strstr(buf, b) != NULL;
+}
+
+static int cg_begin(const char *test)
+{
+  char own[4096], path[4300];
+  FILE *f;
+
+  if (have_v1_memory())
+    return CG_V1;
+  if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) != 0 ||
+      cgroup_of(getpid(), NULL, own, sizeof(own)) != 0) {
+    fprintf(stderr, "%s: skipped (neither v1 memory nor cgroup2 here)\n", test);
+    return CG_NONE;
+  }
+  if (own[strlen(own) - 1] == '/')
+    own[strlen(own) - 1] = '\0';
+  snprintf(cg_v2_dir, sizeof(cg_v2_dir), "%s/hipd-test-%d", own, (int)getpid());
+  snprintf(path, sizeof(path), "%s/cgroup.controllers", cg_v2_dir);
+  if (mkdir(cg_v2_dir, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "%s: skipped (cannot make %s: %s)\n", test, cg_v2_dir,
+            strerror(errno));
+    return CG_NONE;
+  }
+  if (!cg_words(path, "memory", "pids")) {
+    /* Our group's children get the controllers only if it offers them. */
+    char sub[4300];
+    snprintf(sub, sizeof(sub), "%s/cgroup.subtree_control", own);
+    if ((f = fopen(sub, "w")) != NULL) {
+      fputs("+memory +pids", f);
+      fclose(f);
+    }
+  }
+  if (!cg_words(path, "memory", "pids")) {
+    fprintf(stderr,
+            "%s: skipped (%s has no memory and pids controllers: this "
+            "process's group %s does not delegate them)\n",
+            test, cg_v2_dir, own);
+    rmdir(cg_v2_dir);
+    return CG_NONE;
+  }
+  setenv("HIPD_TEST_CGROUP", cg_v2_dir, 1);
+  return CG_V2;
+}
+
+/* After the daemon started (the variable is for it alone), and after it
+ * stopped (with @p stopped: the group it was given goes). */
+static void cg_end(int mode, int stopped)
+{
+  char leaf[4200];
+
+  unsetenv("HIPD_TEST_CGROUP");
+  if (mode != CG_V2 || !stopped)
+    return;
+  snprintf(leaf, sizeof(leaf), "%s/hipd-listener", cg_v2_dir);
+  rmdir(leaf);
+  rmdir(cg_v2_dir);
 }
 
 /* The number in file @p name of directory @p dir, or -1. */
@@ -405,21 +482,24 @@ START_TEST(test_cgroup_per_tenant)
   const char *st = NULL;
   size_t stlen = 0;
   pid_t helper;
+  int mode = cg_begin("test_cgroup_per_tenant");
+  const char *mem = mode == CG_V1 ? "memory" : NULL;
+  const char *pids = mode == CG_V1 ? "pids" : NULL;
+  const char *mem_max = mode == CG_V1 ? "memory.limit_in_bytes" : "memory.max";
+  char max_rel[64];
 
-  if (!have_v1_memory()) {
-    fprintf(stderr, "test_cgroup_per_tenant: skipped (no v1 memory "
-                    "controller here)\n");
+  if (mode == CG_NONE)
     return;
-  }
   d = users_start_shared("--tenant-host-mem", "300M", "--tenant-max-pids",
                          "321", "--worker-linger", "60000", NULL);
+  cg_end(mode, 0);
   a.socket = r.socket = d->socket;
   probe_as(USER_A, &a);
   probe_as(NULL, &r);
   ck_assert_int_eq(hipd_connect2(d->socket, "check_privsep", &c), 0);
   ck_assert_int_eq(hipd_daemon_info(c, &info), 0);
   ck_assert_int_eq(hipd_info_str(info, "isolation.cgroups", &st, &stlen), 0);
-  ck_assert_msg(stlen > 3 && strncmp(st, "v1 ", 3) == 0,
+  ck_assert_msg(stlen > 3 && strncmp(st, mode == CG_V1 ? "v1 " : "v2 ", 3) == 0,
                 "isolation.cgroups: %.*s", (int)stlen, st);
   ck_assert_int_eq(info_get(info, "limits.tenant_host_mem"), 300 << 20);
   ck_assert_int_eq(info_get(info, "limits.tenant_max_pids"), 321);
@@ -429,31 +509,37 @@ START_TEST(test_cgroup_per_tenant)
   /* The tenant's group holds the limits; its workers are in its leaf
    * "worker", its runners' launcher in "runners" (a pids.max of its own,
    * below the tenant's: the worker keeps room for its threads). */
+  snprintf(max_rel, sizeof(max_rel), "../%s", mem_max);
   snprintf(leaf, sizeof(leaf), "tenant-%u/worker", (unsigned)uid_a);
-  assert_group((pid_t)a.served[0].pid, "memory", leaf, dir, sizeof(dir));
-  ck_assert_int_eq(file_num(dir, "../memory.limit_in_bytes"), 300 << 20);
-  assert_group((pid_t)a.served[0].pid, "pids", leaf, dir, sizeof(dir));
+  assert_group((pid_t)a.served[0].pid, mem, leaf, dir, sizeof(dir));
+  ck_assert_int_eq(file_num(dir, max_rel), 300 << 20);
+  assert_group((pid_t)a.served[0].pid, pids, leaf, dir, sizeof(dir));
   ck_assert_int_eq(file_num(dir, "../pids.max"), 321);
   ck_assert_int_lt(file_num(dir, "../runners/pids.max"), 321);
   ck_assert_int_gt(file_num(dir, "../runners/pids.max"), 200);
   ck_assert_int_gt(file_num(dir, "../runners/cgroup.procs"), 1);
-  assert_group((pid_t)r.served[0].pid, "memory", "tenant-0/worker", dir,
+  assert_group((pid_t)r.served[0].pid, mem, "tenant-0/worker", dir,
                sizeof(dir));
   *strrchr(dir, '/') = '\0';
-  /* The listener stays where it was: above the groups it made. */
-  ck_assert_int_eq(cgroup_of(d->pid, "memory", base, sizeof(base)), 0);
+  /* The listener: v1, where it was, above the groups it made; v2, in the
+   * leaf hipd-listener of the group it was given, beside them. */
+  ck_assert_int_eq(cgroup_of(d->pid, mem, base, sizeof(base)), 0);
+  if (mode == CG_V2) {
+    assert_group(d->pid, NULL, "hipd-listener", base, sizeof(base));
+    snprintf(base, sizeof(base), "%s", cg_v2_dir);
+  }
   ck_assert_msg(strncmp(dir, base, strlen(base)) == 0 &&
                     strlen(dir) > strlen(base),
                 "%s is not under the listener's %s", dir, base);
   helper = compile_helper_of(d->pid);
   ck_assert_int_gt(helper, 0);
-  assert_group(helper, "memory", "compile-0", dir, sizeof(dir));
-  ck_assert_int_gt(file_num(dir, "memory.limit_in_bytes"), 1LL << 30);
+  assert_group(helper, mem, "compile-0", base, sizeof(base));
+  ck_assert_int_gt(file_num(base, mem_max), 1LL << 30);
   ck_assert_int_eq(harness_stop(d), 0);
   harness_free(d);
-  /* Removed with the daemon: its base was the tenants' groups' parent. */
-  *strrchr(dir, '/') = '\0';
+  /* Removed with the daemon. */
   ck_assert_msg(access(dir, F_OK) != 0, "%s is still there", dir);
+  cg_end(mode, 1);
 }
 END_TEST
 
@@ -498,12 +584,12 @@ START_TEST(test_cgroup_memory_limit)
   char msg[1024] = "", want[128];
   int n;
 
-  if (!have_v1_memory()) {
-    fprintf(stderr, "test_cgroup_memory_limit: skipped (no v1 memory "
-                    "controller here)\n");
+  int mode = cg_begin("test_cgroup_memory_limit");
+
+  if (mode == CG_NONE)
     return;
-  }
   d = users_start_shared("--tenant-host-mem", "192M", NULL);
+  cg_end(mode, 0);
   ck_assert_msg(harness_run_as(USER_A, fill_fn, d->socket, msg, sizeof(msg)) ==
                     0,
                 "as " USER_A ": %s", msg);
@@ -522,6 +608,7 @@ START_TEST(test_cgroup_memory_limit)
   hipd_close(c);
   ck_assert_int_eq(harness_stop(d), 0);
   harness_free(d);
+  cg_end(mode, 1);
 }
 END_TEST
 
@@ -589,12 +676,12 @@ START_TEST(test_cgroup_pids_limit)
   char msg[1024] = "";
   int made;
 
-  if (!have_v1_memory()) {
-    fprintf(stderr, "test_cgroup_pids_limit: skipped (no v1 pids "
-                    "controller here)\n");
+  int mode = cg_begin("test_cgroup_pids_limit");
+
+  if (mode == CG_NONE)
     return;
-  }
   d = users_start_shared("--tenant-max-pids", "100", NULL);
+  cg_end(mode, 0);
   r.socket = d->socket;
   ck_assert_msg(
       harness_run_as(USER_A, threads_fn, d->socket, msg, sizeof(msg)) == 0,
@@ -605,6 +692,7 @@ START_TEST(test_cgroup_pids_limit)
   probe_as(NULL, &r);
   ck_assert_int_eq(harness_stop(d), 0);
   harness_free(d);
+  cg_end(mode, 1);
 }
 END_TEST
 

@@ -243,6 +243,20 @@ static void child_exec(const harness_daemon_t *d, pid_t parent,
       setenv("JOURNAL_STREAM", v, 1);
     }
   }
+  /* HIPD_TEST_CGROUP=DIR: start the daemon alone in that cgroup2 group,
+   * as systemd's Delegate= would (check_privsep's cgroup tests). */
+  {
+    const char *cg = getenv("HIPD_TEST_CGROUP");
+    char procs[4200];
+    if (cg != NULL && cg[0] != '\0' &&
+        snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg) <
+            (int)sizeof(procs) &&
+        (fd = open(procs, O_WRONLY)) >= 0) {
+      if (write(fd, "0", 1) != 1)
+        _exit(126);
+      close(fd);
+    }
+  }
   for (int i = 3; i < 1024; i++)
     close(i);
   signal(SIGPIPE, SIG_DFL);
