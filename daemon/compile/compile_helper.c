@@ -24,7 +24,8 @@
  *   "/etc/shadow"` then fails as "No such file or directory". Without root
  *   (or where namespaces are refused), Landlock allows the same paths
  *   read-only and the daemon's private --tmp directory read-write; other
- *   files fail as "Permission denied".
+ *   files fail as "Permission denied". In either view the C++ compiler
+ *   ($HIPD_CXX) is visible too where it lies elsewhere (a test's).
  * - identity (as root): --user (default hipd-compile, else nobody), never
  *   root; no capabilities; NO_NEW_PRIVS; not dumpable.
  * - seccomp: the COMPILER profile (sandbox.h): fork/exec of the tools,
@@ -118,6 +119,7 @@ typedef struct {
   const char *tmp;
   const char *fsview; /* auto, mountns, landlock */
   const char *header; /* the CPU device header (resolved) */
+  const char *cxx;    /* the C++ compiler, NULL if none */
   pid_t ppid;         /* the daemon */
 } opts_t;
 
@@ -287,6 +289,29 @@ static int view_add(const char *root, const char *src, int writable)
   return 0;
 }
 
+/* Bind the file open at @p fd (O_PATH, opened before /tmp was hidden) at
+ * @p path under @p root, read-only. @return 0 or -1 with errno. */
+static int view_bind_fd(const char *root, int fd, const char *path)
+{
+  char dst[PATH_MAX], src[64];
+  int f;
+
+  if (snprintf(dst, sizeof(dst), "%s%s", root, path) >= (int)sizeof(dst)) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  if (mkdirs(dst, 0) != 0 ||
+      (f = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) < 0)
+    return -1;
+  close(f);
+  snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+  if (mount(src, dst, NULL, MS_BIND, NULL) != 0 ||
+      mount(NULL, dst, NULL,
+            MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) != 0)
+    return -1;
+  return 0;
+}
+
 /*
  * Enter the namespaces and build the view (as root). This process forks:
  * the parent stays outside, waits for the child and exits with its status
@@ -301,7 +326,7 @@ static int view_enter(const opts_t *o, uid_t uid, gid_t gid, char *why,
   static const char root[] = "/tmp";
   char tmpopts[96];
   pid_t pid;
-  int status;
+  int status, hfd = -1, cfd = -1;
 
   if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
               CLONE_NEWUTS) != 0) {
@@ -343,42 +368,31 @@ static int view_enter(const opts_t *o, uid_t uid, gid_t gid, char *why,
 
   /* Nothing mounted here propagates out. The new root is a tmpfs mounted
    * on /tmp (of this namespace only); binds are made before it hides
-   * anything they need: the sources are all outside /tmp but the header,
-   * which is bound first, through a descriptor. */
+   * anything they need: the sources are all outside /tmp but the header
+   * and the compiler, which are opened first and bound through
+   * descriptors. */
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
     goto fail;
-  {
-    int hfd = open(o->header, O_PATH | O_CLOEXEC);
-    char hsrc[64];
-
-    if (mount("hipd-compile", root, "tmpfs", MS_NOSUID | MS_NODEV,
-              "size=16m,mode=0755") != 0)
+  /* The header, and the compiler when it is an absolute path. */
+  hfd = open(o->header, O_PATH | O_CLOEXEC);
+  if (o->cxx != NULL && o->cxx[0] == '/')
+    cfd = open(o->cxx, O_PATH | O_CLOEXEC);
+  if (mount("hipd-compile", root, "tmpfs", MS_NOSUID | MS_NODEV,
+            "size=16m,mode=0755") != 0)
+    goto fail;
+  /* The private /tmp first: the header may live under /tmp (a build tree
+   * there), and is then bound inside it. */
+  snprintf(tmpopts, sizeof(tmpopts), "size=1g,mode=0700,uid=%u,gid=%u",
+           (unsigned)uid, (unsigned)gid);
+  if (mkdir("/tmp/tmp", 0700) != 0 ||
+      mount("hipd-compile-tmp", "/tmp/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+            tmpopts) != 0)
+    goto fail;
+  if (hfd >= 0) {
+    if (view_bind_fd(root, hfd, o->header) != 0)
       goto fail;
-    /* The private /tmp first: the header may live under /tmp (a build
-     * tree there), and is then bound inside it. */
-    snprintf(tmpopts, sizeof(tmpopts), "size=1g,mode=0700,uid=%u,gid=%u",
-             (unsigned)uid, (unsigned)gid);
-    if (mkdir("/tmp/tmp", 0700) != 0 ||
-        mount("hipd-compile-tmp", "/tmp/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-              tmpopts) != 0)
-      goto fail;
-    if (hfd >= 0) {
-      char dst[PATH_MAX];
-      int f;
-      snprintf(hsrc, sizeof(hsrc), "/proc/self/fd/%d", hfd);
-      if (snprintf(dst, sizeof(dst), "%s%s", root, o->header) >=
-              (int)sizeof(dst) ||
-          mkdirs(dst, 0) != 0 ||
-          (f = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) < 0)
-        goto fail;
-      close(f);
-      if (mount(hsrc, dst, NULL, MS_BIND, NULL) != 0 ||
-          mount(NULL, dst, NULL,
-                MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
-                NULL) != 0)
-        goto fail;
-      close(hfd);
-    }
+    close(hfd);
+    hfd = -1;
   }
   for (const char *const *p = view_paths; *p != NULL; p++)
     if (view_add(root, *p, 0) != 0) {
@@ -395,6 +409,20 @@ static int view_enter(const opts_t *o, uid_t uid, gid_t gid, char *why,
           return -1;
         }
     globfree(&gl);
+  }
+  /* A compiler outside the toolchain's folders ($HIPD_CXX elsewhere, a
+   * test's) is bound alone, read-only: whatever else it needs must be in
+   * the view already. */
+  if (cfd >= 0) {
+    char dst[PATH_MAX];
+    struct stat st;
+    snprintf(dst, sizeof(dst), "%s%s", root, o->cxx);
+    if (lstat(dst, &st) != 0 && view_bind_fd(root, cfd, o->cxx) != 0) {
+      snprintf(why, whysz, "bind %s: %s", o->cxx, strerror(errno));
+      return -1;
+    }
+    close(cfd);
+    cfd = -1;
   }
   if (mkdir("/tmp/dev", 0755) != 0)
     goto fail;
@@ -447,6 +475,8 @@ static size_t landlock_paths(const opts_t *o, sandbox_path_t *out, size_t max)
     out[n++] = (sandbox_path_t){*p, SANDBOX_FS_READ | SANDBOX_FS_WRITE};
   if (n < max)
     out[n++] = (sandbox_path_t){o->header, SANDBOX_FS_READ};
+  if (o->cxx != NULL && o->cxx[0] == '/' && n < max)
+    out[n++] = (sandbox_path_t){o->cxx, SANDBOX_FS_READ | SANDBOX_FS_EXEC};
   if (o->tmp != NULL && n < max)
     out[n++] = (sandbox_path_t){o->tmp, SANDBOX_FS_READ | SANDBOX_FS_WRITE};
   return n;
@@ -807,6 +837,7 @@ int main(int argc, char **argv)
   }
   drivers_setup();
   cxx = cpu_compile_compiler();
+  o.cxx = cxx;
 
   if (root) {
     const char *name = o.user;
@@ -888,7 +919,6 @@ int main(int argc, char **argv)
       die("out of memory");
     environ = env;
   }
-  (void)cxx;
   if (watchdog_start() != 0)
     die("cannot start the watchdog thread");
   scratch_init(fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp,
