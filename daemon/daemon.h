@@ -95,6 +95,7 @@ typedef struct daemon_config {
   uint32_t cpu_kernel_timeout_ms; /* CPU-device launch limit, 0: none */
   uint32_t compile_jobs;          /* compile helpers, 0: min(4, CPUs) */
   uint32_t compile_timeout_s;     /* per compile, 0: 120 */
+  uint32_t compile_idle_s;        /* no CPU that long ends one, 0: never */
   char *compile_user;             /* helpers' account, NULL: default */
   uint64_t compile_mem;           /* helpers' address space, 0: 4 GiB */
   uint32_t tenant_max_compiles;   /* one uid's compiles outstanding, 0: 8 */

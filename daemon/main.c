@@ -658,6 +658,7 @@ int main(int argc, char **argv)
     hipd_err_t err;
     compile_pool_cfg_t ccfg = {.jobs = d->cfg.compile_jobs,
                                .timeout_s = d->cfg.compile_timeout_s,
+                               .idle_timeout_s = d->cfg.compile_idle_s,
                                .user = d->cfg.compile_user,
                                .mem_limit = d->cfg.compile_mem,
                                .tenant_max = d->cfg.tenant_max_compiles,

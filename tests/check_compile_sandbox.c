@@ -13,6 +13,10 @@
  *   time stop neither an ordinary compile nor an allocation;
  * - a compile that runs past --compile-timeout fails alone, with a message
  *   that says so, and the next compile works;
+ * - a compile whose compiler uses no CPU time (a $HIPD_CXX that sleeps)
+ *   is ended after --compile-idle-timeout, with a message that says so,
+ *   while other compiles go on, and a compile that keeps the CPU busy for
+ *   longer is not, in both views;
  * - the helpers run as the compile user, never root (as root);
  * - a compiler that includes its own standard output or error does not
  *   wait on it (they are files of the compile's own, not pipes);
@@ -407,6 +411,168 @@ START_TEST(test_timeout)
   OK(conn, hipd_daemon_info(conn, &info));
   ck_assert_int_ge(info_int(info, "compile.timeouts"), 1);
   ck_assert_int_ge(info_int(info, "compile.restarts"), 1);
+  hipd_info_free(info);
+  hipd_close(conn);
+  stop_checked(&d);
+}
+END_TEST
+
+/* ------------------------------------------------------- no progress */
+
+/* Compiles while its compiler works: four constants that each keep GCC's
+ * constexpr evaluator busy for most of a second (under its operation
+ * limit), longer together than the idle timeout of the test below. */
+static const char BUSY_SRC[] =
+    "constexpr long spin(long n, long s)\n"
+    "{\n"
+    "  long x = s;\n"
+    "  for (long i = 0; i < n; i++)\n"
+    "    for (long j = 0; j < n; j++)\n"
+    "      for (long k = 0; k < n; k++)\n"
+    "        x += i ^ j ^ k;\n"
+    "  return x;\n"
+    "}\n"
+    "constexpr long v1 = spin(100, 1), v2 = spin(100, 2);\n"
+    "constexpr long v3 = spin(100, 3), v4 = spin(100, 4);\n"
+    "extern \"C\" __global__ void k(long *p) { p[0] = v1 + v2 + v3 + v4; }\n";
+
+/* The compiler of the idle test ($HIPD_CXX): on a source that defines
+ * HIPD_TEST_SLEEPS it sleeps, using no CPU time, as a compiler blocked on
+ * something that never comes would; anything else it hands to the host's
+ * compiler. In a folder of its own under /tmp that the compile user can
+ * reach (the helper makes it visible in its view), made and removed by
+ * the idle TCase's unchecked fixture (in the runner's process, so that a
+ * failed test leaves nothing). */
+static char idle_dir[64], idle_cxx[96];
+
+static void idle_cxx_make(void)
+{
+  static const char *const cands[] = {"/usr/bin/c++", "/usr/bin/g++",
+                                      "/usr/bin/clang++"};
+  const char *real = getenv("HIPD_CXX");
+  FILE *f;
+
+  for (size_t i = 0;
+       (real == NULL || real[0] != '/') && i < sizeof(cands) / sizeof(cands[0]);
+       i++)
+    if (access(cands[i], X_OK) == 0)
+      real = cands[i];
+  ck_assert_msg(real != NULL && real[0] == '/', "no host C++ compiler");
+  snprintf(idle_dir, sizeof(idle_dir), "/tmp/hipd-idle-cxx-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(idle_dir));
+  ck_assert_int_eq(chmod(idle_dir, 0755), 0);
+  snprintf(idle_cxx, sizeof(idle_cxx), "%s/cxx", idle_dir);
+  f = fopen(idle_cxx, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f,
+          "#!/bin/sh\n"
+          "for a in \"$@\"; do\n"
+          "  case \"$a\" in\n"
+          "  *.hip) if grep -q HIPD_TEST_SLEEPS \"$a\"; then exec sleep 300; "
+          "fi ;;\n"
+          "  esac\n"
+          "done\n"
+          "exec '%s' \"$@\"\n",
+          real);
+  ck_assert_int_eq(fclose(f), 0);
+  ck_assert_int_eq(chmod(idle_cxx, 0755), 0);
+}
+
+static void idle_cxx_remove(void)
+{
+  unlink(idle_cxx);
+  rmdir(idle_dir);
+}
+
+typedef struct {
+  const harness_daemon_t *d;
+  int dev, rc;
+  int64_t ms; /* how long it took */
+  char msg[1024];
+} idle_job_t;
+
+static void *idle_compile(void *arg)
+{
+  idle_job_t *j = arg;
+  hipd_conn_t *conn = NULL;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
+  char src[512];
+  int64_t t0 = harness_now_ms();
+
+  j->rc = hipd_connect2(j->d->socket, "idle", &conn);
+  if (j->rc != 0)
+    return NULL;
+  hipd_set_timeout(conn, 120000);
+  snprintf(src, sizeof(src), "#define HIPD_TEST_SLEEPS %d\n%s", (int)getpid(),
+           MARK_KERNEL);
+  j->rc = hipd_kernel_compile(conn, j->dev, src, "k", NULL, &k, NULL);
+  j->ms = harness_now_ms() - t0;
+  snprintf(j->msg, sizeof(j->msg), "%s", hipd_last_error(conn));
+  hipd_close(conn);
+  return NULL;
+}
+
+/* A compile whose compiler makes no progress (it sleeps: no CPU time) is
+ * ended after --compile-idle-timeout (2 s), not --compile-timeout (30 s),
+ * and says why; meanwhile another compile is served, and after it the
+ * same helper compiles again. A compile that keeps the compiler busy for
+ * longer than 2 s is not ended. _i 1: the Landlock view. */
+START_TEST(test_idle_ended)
+{
+  harness_daemon_t *d;
+  hipd_conn_t *conn;
+  hipd_info_t *info = NULL;
+  hipd_kernel_t k;
+  idle_job_t job;
+  pthread_t t;
+  char fsview[64], src[sizeof(BUSY_SRC) + 64];
+  int dev;
+
+  setenv("HIPD_CXX", idle_cxx, 1);
+  if (_i == 1)
+    setenv("HIPD_COMPILE_FSVIEW", "landlock", 1);
+  d = harness_start("--cpu-devices", "2", "--cache-dir", "",
+                    "--compile-timeout", "30", "--compile-jobs", "2",
+                    "--compile-idle-timeout", "2", NULL);
+  unsetenv("HIPD_COMPILE_FSVIEW");
+  unsetenv("HIPD_CXX");
+  ck_assert_msg(d != NULL, "hipd did not start");
+  conn = connect_to(d);
+  dev = first_cpu_device(conn);
+  fsview_of(conn, fsview, sizeof(fsview));
+  if (_i == 1)
+    ck_assert_str_eq(fsview, "landlock");
+  OK(conn, hipd_daemon_info(conn, &info));
+  ck_assert_int_eq(info_int(info, "compile.idle_timeout_s"), 2);
+  ck_assert_msg(strstr(info_str(info, "compile.not_applied"), "idle") == NULL,
+                "%s", info_str(info, "compile.not_applied"));
+  hipd_info_free(info);
+
+  job = (idle_job_t){.d = d, .dev = dev};
+  ck_assert_int_eq(pthread_create(&t, NULL, idle_compile, &job), 0);
+  /* Meanwhile the other helper compiles. */
+  snprintf(src, sizeof(src), "// idle test %d\n%s", (int)getpid(), VECADD_SRC);
+  k = compile(conn, dev, src, "vecadd", NULL);
+  vecadd_run(conn, dev, k, 256, HIPD_STREAM_NULL);
+  OK(conn, hipd_kernel_destroy(conn, k));
+  pthread_join(t, NULL);
+  ck_assert_msg(job.rc == HIPD_ECOMPILE, "%s: a compiler that sleeps: %s (%s)",
+                fsview, hipd_err_name(job.rc), job.msg);
+  ck_assert_msg(strstr(job.msg, "compile made no progress for 2 s (no CPU "
+                                "time used): ended") != NULL,
+                "%s: a compiler that sleeps: %s", fsview, job.msg);
+  ck_assert_msg(job.ms >= 1900 && job.ms < 15000,
+                "%s: a compiler that sleeps was ended after %lld ms, not "
+                "about 2 s",
+                fsview, (long long)job.ms);
+  /* A compiler busy for longer than 2 s goes on to the end. */
+  snprintf(src, sizeof(src), "// busy %d\n%s", (int)getpid(), BUSY_SRC);
+  k = compile(conn, dev, src, "k", NULL);
+  OK(conn, hipd_kernel_destroy(conn, k));
+  /* The helpers went on: no restart, no timeout. */
+  OK(conn, hipd_daemon_info(conn, &info));
+  ck_assert_int_eq(info_int(info, "compile.timeouts"), 0);
+  ck_assert_int_eq(info_int(info, "compile.restarts"), 0);
   hipd_info_free(info);
   hipd_close(conn);
   stop_checked(&d);
@@ -890,6 +1056,11 @@ static Suite *compile_sandbox_suite(void)
   tcase_add_test(tc, test_scratch_emptied);
   tcase_add_test(tc, test_scratch_emptied_landlock);
   tcase_add_test(tc, test_compile_turns);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("idle");
+  tcase_set_timeout(tc, 120);
+  tcase_add_unchecked_fixture(tc, idle_cxx_make, idle_cxx_remove);
+  tcase_add_loop_test(tc, test_idle_ended, 0, 2);
   suite_add_tcase(s, tc);
   return s;
 }

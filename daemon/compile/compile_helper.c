@@ -3,8 +3,8 @@
  * which hipd compiles kernel source (hiprtc/NVRTC in this process, the
  * host C++ compiler as its children).
  *
- *   hipd-compile --fd=N [--user=NAME] [--timeout=S] [--mem=BYTES]
- *                [--tmp=DIR] [--fsview=auto|mountns|landlock]
+ *   hipd-compile --fd=N [--user=NAME] [--timeout=S] [--idle-timeout=S]
+ *                [--mem=BYTES] [--tmp=DIR] [--fsview=auto|mountns|landlock]
  *
  * The daemon's compile pool (compile_pool.c) starts one per pool thread
  * and talks to it over the stream socket at fd N (compile_proto.h): one
@@ -36,7 +36,10 @@
  * A watchdog thread stops a compile after --timeout seconds: it kills the
  * compilers running (cpu_compile_stop_all), and ends this process if an
  * in-process compile (hiprtc) does not return; the daemon kills the whole
- * process group a little later if this process does not answer.
+ * process group a little later if this process does not answer. A host
+ * compiler whose processes use no CPU time for --idle-timeout seconds is
+ * ended sooner (cpu_compile_set_idle_timeout: /proc is opened for it
+ * before the sandbox closes); an in-process compile has only --timeout.
  */
 #include "config.h"
 
@@ -115,6 +118,7 @@ typedef struct {
   int fd;
   const char *user;
   unsigned timeout_s;
+  unsigned idle_s; /* --idle-timeout, 0: none */
   uint64_t mem;
   const char *tmp;
   const char *fsview; /* auto, mountns, landlock */
@@ -154,6 +158,8 @@ static void parse_args(int argc, char **argv, opts_t *o)
       o->user = v;
     else if ((v = opt_value(argv[i], "--timeout")) != NULL)
       o->timeout_s = (unsigned)parse_u64(v, "--timeout");
+    else if ((v = opt_value(argv[i], "--idle-timeout")) != NULL)
+      o->idle_s = (unsigned)parse_u64(v, "--idle-timeout");
     else if ((v = opt_value(argv[i], "--mem")) != NULL)
       o->mem = parse_u64(v, "--mem");
     else if ((v = opt_value(argv[i], "--tmp")) != NULL)
@@ -168,6 +174,8 @@ static void parse_args(int argc, char **argv, opts_t *o)
         "by hipd)");
   if (o->timeout_s == 0 || o->timeout_s > 86400)
     die("--timeout must be 1..86400 seconds");
+  if (o->idle_s > 86400)
+    die("--idle-timeout must be 0..86400 seconds");
   if (strcmp(o->fsview, "auto") != 0 && strcmp(o->fsview, "mountns") != 0 &&
       strcmp(o->fsview, "landlock") != 0)
     die("--fsview must be auto, mountns or landlock");
@@ -796,7 +804,7 @@ int main(int argc, char **argv)
   opts_t o;
   sandbox_spec_t spec;
   sandbox_path_t paths[48];
-  hipd_err_t err;
+  hipd_err_t err, idle_err;
   char header[PATH_MAX], why[256] = "", note[HIPD_ERR_MSG_MAX + 300] = "";
   char env_header[PATH_MAX + 32], env_tmp[PATH_MAX + 16];
   const char *cxx;
@@ -894,6 +902,11 @@ int main(int argc, char **argv)
   if (chdir(fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp) != 0)
     die("chdir: %s", strerror(errno));
   devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  /* /proc, to find a compiler's processes, is opened before Landlock
+   * would refuse it (in the mount namespace: the pid namespace's own). */
+  err_clear(&idle_err);
+  if (o.idle_s > 0)
+    cpu_compile_set_idle_timeout(o.idle_s, &idle_err);
   if (sandbox_enter(&spec, &err) < 0)
     die("sandbox: %s", err.msg);
   /* The id change cleared the parent-death signal: set it again (in the
@@ -905,6 +918,11 @@ int main(int argc, char **argv)
     snprintf(note, sizeof(note), "no mount namespace (%s); %s", why, err.msg);
   else
     snprintf(note, sizeof(note), "%s", err.msg);
+  if (idle_err.msg[0] != '\0') {
+    size_t used = strlen(note);
+    snprintf(note + used, sizeof(note) - used, "%s%s", used ? "; " : "",
+             idle_err.msg);
+  }
 
   /* A clean environment for the tools: what cpu_compile() reads, the
    * private temporary directory, and nothing of the daemon's. */

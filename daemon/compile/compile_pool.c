@@ -83,6 +83,7 @@ static struct {
   int stopping; /* compile_pool_stop_all(): no helper starts */
   int quit;     /* the threads leave */
   unsigned jobs, timeout_s;
+  unsigned idle_s; /* --compile-idle-timeout, 0: none */
   uint64_t mem;
   char helper[PATH_MAX];
   char user[64];
@@ -245,8 +246,8 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
   sandbox_fd_t fds[1];
   sandbox_spawn_t so;
   hipd_err_t serr;
-  char fdarg[32], toarg[32], memarg[48], tmparg[PATH_MAX + 8], userarg[80],
-      viewarg[48], why[128];
+  char fdarg[32], toarg[32], idlearg[40], memarg[48], tmparg[PATH_MAX + 8],
+      userarg[80], viewarg[48], why[128];
   char *argv[10], *envp[16];
   const char *tmpdir = getenv("TMPDIR"), *view = getenv("HIPD_COMPILE_FSVIEW");
   char envbuf[8][PATH_MAX + 32];
@@ -282,6 +283,10 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
   argv[argc++] = pool_state.helper;
   argv[argc++] = fdarg;
   argv[argc++] = toarg;
+  if (pool_state.idle_s > 0) {
+    snprintf(idlearg, sizeof(idlearg), "--idle-timeout=%u", pool_state.idle_s);
+    argv[argc++] = idlearg;
+  }
   argv[argc++] = memarg;
   argv[argc++] = tmparg;
   if (pool_state.user[0] != '\0') {
@@ -873,6 +878,7 @@ int compile_pool_init(const compile_pool_cfg_t *cfg, uv_loop_t *loop,
   if (pool_state.jobs > MAX_JOBS)
     pool_state.jobs = MAX_JOBS;
   pool_state.timeout_s = cfg->timeout_s ? cfg->timeout_s : DEFAULT_TIMEOUT_S;
+  pool_state.idle_s = cfg->idle_timeout_s;
   pool_state.mem = cfg->mem_limit ? cfg->mem_limit : DEFAULT_MEM;
   helper_path(cfg->helper, pool_state.helper, sizeof(pool_state.helper));
   snprintf(pool_state.user, sizeof(pool_state.user), "%s",
@@ -987,6 +993,7 @@ void compile_pool_get_stats(compile_pool_stats_t *st)
   pthread_mutex_unlock(&pool_state.mu);
   st->jobs = pool_state.jobs;
   st->timeout_s = pool_state.timeout_s;
+  st->idle_timeout_s = pool_state.idle_s;
   /* The loop thread's own (admission). */
   st->tenant_max = pool_state.tenant_max;
   st->queue_bytes = pool_state.queue_bytes;

@@ -8,6 +8,8 @@
  * after it dies. A compile that passes --compile-timeout kills its helper
  * (and with it every compiler it started); only that compile fails, with a
  * message that says so, and the thread starts a fresh helper for the next.
+ * A host compiler (the CPU device's) whose processes use no CPU time for
+ * --compile-idle-timeout seconds is ended by its helper, which goes on.
  *
  * The pool runs jobs (compile_pool_submit): job->run on a pool thread,
  * where it may block and call compile_run(), then job->done on the loop
@@ -28,6 +30,10 @@
 typedef struct {
   unsigned jobs;      /* threads (and helpers); 0: min(4, CPUs) */
   unsigned timeout_s; /* per compile; 0: 120 */
+  /* A host compiler whose processes use no CPU time this long is ended
+   * (cpu_compile_set_idle_timeout); 0: never. In-process compilers
+   * (hiprtc, NVRTC) have only timeout_s. */
+  unsigned idle_timeout_s;
   /* The helper program: NULL for $HIPD_COMPILE_HELPER, else hipd-compile
    * next to the daemon's executable if there is one, else the installed
    * $(libexecdir)/hipd-compile. */
@@ -81,7 +87,7 @@ typedef struct {
 } compile_out_t;
 
 typedef struct {
-  unsigned jobs, timeout_s;
+  unsigned jobs, timeout_s, idle_timeout_s;
   unsigned busy;     /* threads running a job now */
   unsigned queued;   /* jobs waiting for a thread */
   unsigned helpers;  /* helper processes alive now */

@@ -281,6 +281,10 @@ const option_spec_t options_table[] = {
            "hipd-compile helper (default: min(4, CPUs))"),
     NUMBER("compile-timeout", compile_timeout_s, 1, 86400, 0, RESTART, "S",
            "stop a compile running longer (120)"),
+    NUMBER("compile-idle-timeout", compile_idle_s, 0, 86400, 10, RESTART, "S",
+           "stop a compile whose compiler uses no CPU\n"
+           "time for S seconds (10; 0: never; host\n"
+           "compilers only, not hiprtc)"),
     STRING("compile-user", compile_user, 1, check_compile_user, RESTART, "NAME",
            "the account compile helpers run as when\n"
            "hipd is root (default: hipd-compile, else\n"

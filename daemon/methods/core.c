@@ -119,6 +119,7 @@ static void pack_compile(msgpack_packer *pk, const compile_pool_stats_t *st)
   pack_map_begin(&m, pk);
   pack_kv_u64(&m, "jobs", st->jobs);
   pack_kv_u64(&m, "timeout_s", st->timeout_s);
+  pack_kv_u64(&m, "idle_timeout_s", st->idle_timeout_s);
   pack_kv_u64(&m, "busy", st->busy);
   pack_kv_u64(&m, "queued", st->queued);
   pack_kv_u64(&m, "helpers", st->helpers);

@@ -119,6 +119,7 @@ typedef struct wire_val {
 #define WIRE_COMPILE_STATS_COUNTERS(X, T)                                      \
   X(T, jobs, WIRE_UINT, 0, UINT64_MAX)                                         \
   X(T, timeout_s, WIRE_UINT, 0, UINT64_MAX)                                    \
+  X(T, idle_timeout_s, WIRE_UINT, 0, UINT64_MAX)                               \
   X(T, busy, WIRE_UINT, 0, UINT64_MAX)                                         \
   X(T, queued, WIRE_UINT, 0, UINT64_MAX)                                       \
   X(T, helpers, WIRE_UINT, 0, UINT64_MAX)                                      \

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -37,6 +38,8 @@
 /* Diagnostics kept from the compiler (the rest is read and dropped). */
 #define MAX_CAPTURE (256 * 1024)
 #define SO_NAME "kernel.so"
+/* How often a compiler's CPU time is looked at (--compile-idle-timeout). */
+#define IDLE_LOOK_MS 500
 
 extern char **environ;
 
@@ -321,6 +324,81 @@ unsigned cpu_compile_stop_all(void)
   return n;
 }
 
+/* ------------------------------------------------------------ progress */
+
+/* cpu_compile_set_idle_timeout(): /proc, listed to find a compiler's
+ * processes, and the seconds without CPU time after which it is ended. */
+static struct {
+  pthread_mutex_t lock; /* proc's position is shared by the compiles */
+  DIR *proc;
+  unsigned idle_s; /* 0: never */
+} idle = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+int cpu_compile_set_idle_timeout(unsigned idle_s, hipd_err_t *err)
+{
+  int fd = -1, e, rc = 0;
+
+  if (err != NULL)
+    err_clear(err);
+  pthread_mutex_lock(&idle.lock);
+  idle.idle_s = 0;
+  if (idle_s > 0 && idle.proc == NULL) {
+    fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    idle.proc = fd >= 0 ? fdopendir(fd) : NULL;
+    if (idle.proc == NULL) {
+      e = errno;
+      if (fd >= 0)
+        close(fd);
+      rc = err_set(err, HIPD_EIO,
+                   "no compile idle timeout: cannot open /proc: %s",
+                   strerror(e));
+    }
+  }
+  if (rc == 0)
+    idle.idle_s = idle_s;
+  pthread_mutex_unlock(&idle.lock);
+  return rc;
+}
+
+/*
+ * The CPU time the processes of group @p pgid have used, in nanoseconds,
+ * and in *n how many they are (0 when /proc could not be read: the group's
+ * leader, not reaped yet, is always one of them). Each process's own clock
+ * (clock_getcpuclockid) is read, not /proc/PID/stat: it needs no file
+ * opened, so Landlock does not stand in the way, and it counts in
+ * nanoseconds. A process that ends takes its time out of the sum: any
+ * change, not only growth, is progress.
+ */
+static uint64_t group_cpu_ns(pid_t pgid, unsigned *n)
+{
+  struct dirent *de;
+  uint64_t sum = 0;
+
+  *n = 0;
+  pthread_mutex_lock(&idle.lock);
+  if (idle.proc != NULL) {
+    rewinddir(idle.proc);
+    while ((de = readdir(idle.proc)) != NULL) {
+      char *end;
+      long v;
+      clockid_t clk;
+      struct timespec ts;
+
+      if (de->d_name[0] < '1' || de->d_name[0] > '9')
+        continue;
+      v = strtol(de->d_name, &end, 10);
+      if (*end != '\0' || v > INT_MAX || getpgid((pid_t)v) != pgid)
+        continue;
+      (*n)++;
+      if (clock_getcpuclockid((pid_t)v, &clk) == 0 &&
+          clock_gettime(clk, &ts) == 0)
+        sum += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    }
+  }
+  pthread_mutex_unlock(&idle.lock);
+  return sum;
+}
+
 /* Read what the compiler wrote into @p fd (from its start) into @p outbuf,
  * MAX_CAPTURE bytes at most. */
 static void read_output(int fd, strbuf_t *outbuf)
@@ -341,26 +419,35 @@ static void read_output(int fd, strbuf_t *outbuf)
 
 /*
  * Run @p argv with stdout and stderr into a file of its own in @p dir (the
- * compile's private directory), for at most @p timeout_s seconds (then its
- * whole process group is killed); what it wrote goes into @p outbuf. A
- * file, not a pipe: a source that includes /proc/self/fd/1 or 2 reads back
- * what the compiler wrote so far and goes on, where with a pipe it would
- * wait on its own output, holding the compile slot until the timeout. The
- * file is unlinked at once, so nothing of it outlives the compile.
- * @return 0 and the wait status in *status, 1 if it timed out, or a
- *         negative code if it could not be started (@p log says why).
+ * compile's private directory), for at most @p timeout_s seconds, and
+ * while its processes use CPU time (@p idle_s seconds without any: 0 for
+ * no such limit); then its whole process group is killed. What it wrote
+ * goes into @p outbuf. A file, not a pipe: a source that includes
+ * /proc/self/fd/1 or 2 reads back what the compiler wrote so far and goes
+ * on, where with a pipe it would wait on its own output, holding the
+ * compile slot until the timeout. The file is unlinked at once, so
+ * nothing of it outlives the compile.
+ * @return 0 and the wait status in *status, 1 if it timed out, 2 if it
+ *         was ended for making no progress, or a negative code if it could
+ *         not be started (@p log says why).
  */
 static int run_compiler(char *const *argv, const char *dir, unsigned timeout_s,
-                        strbuf_t *outbuf, int *status, char *log, size_t logsz)
+                        unsigned idle_s, strbuf_t *outbuf, int *status,
+                        char *log, size_t logsz)
 {
   sandbox_fd_t fds[2];
   sandbox_spawn_t so;
   hipd_err_t serr;
   char path[PATH_MAX];
-  int ofd, e, timed_out = 0;
+  int ofd, e, stopped = 0; /* 1: timed out, 2: no progress */
   char **env;
   pid_t pid;
-  int64_t deadline = (int64_t)util_now_ms() + (int64_t)timeout_s * 1000;
+  int64_t start = (int64_t)util_now_ms();
+  int64_t deadline = start + (int64_t)timeout_s * 1000;
+  /* The group's CPU time at the last look, and since when it is so. */
+  int64_t next_look = start + IDLE_LOOK_MS, still_since = start;
+  uint64_t cpu_ns = 0;
+  unsigned nprocs = 0;
 
   ofd = -1;
   errno = ENAMETOOLONG;
@@ -408,18 +495,37 @@ static int run_compiler(char *const *argv, const char *dir, unsigned timeout_s,
    * cannot name another process group, so cpu_compile_stop_all() may kill
    * it meanwhile; it leaves the registry before the reap. The look is
    * 1 ms after the start, doubling to 20 ms: a short compile is seen
-   * soon, a long one costs few wake-ups. */
+   * soon, a long one costs few wake-ups. Every IDLE_LOOK_MS its group's
+   * CPU time is looked at: a group whose time has not changed for idle_s
+   * seconds waits on something that does not come (a sleep, a read that
+   * blocks), and is ended rather than hold its compile slot until the
+   * timeout. */
   for (long nap_us = 1000;;) {
     siginfo_t si = {0};
     int w = waitid(P_PID, (id_t)pid, &si,
-                   WEXITED | WNOWAIT | (timed_out ? 0 : WNOHANG));
+                   WEXITED | WNOWAIT | (stopped ? 0 : WNOHANG));
     if ((w == 0 && si.si_pid == pid) || (w < 0 && errno != EINTR))
       break;
     if (w == 0) {
-      if ((int64_t)util_now_ms() >= deadline) {
-        timed_out = 1;
+      int64_t now = (int64_t)util_now_ms();
+      if (now >= deadline) {
+        stopped = 1;
         kill(-pid, SIGKILL);
         continue;
+      }
+      if (idle_s > 0 && now >= next_look) {
+        unsigned n;
+        uint64_t ns = group_cpu_ns(pid, &n);
+        next_look = now + IDLE_LOOK_MS;
+        if (n == 0 || ns != cpu_ns || n != nprocs) {
+          cpu_ns = ns; /* progress, or nothing known */
+          nprocs = n;
+          still_since = now;
+        } else if (now - still_since >= (int64_t)idle_s * 1000) {
+          stopped = 2;
+          kill(-pid, SIGKILL);
+          continue;
+        }
       }
       struct timespec ts = {0, nap_us * 1000};
       nanosleep(&ts, NULL);
@@ -436,7 +542,7 @@ static int run_compiler(char *const *argv, const char *dir, unsigned timeout_s,
     ;
   read_output(ofd, outbuf);
   close(ofd);
-  return timed_out ? 1 : 0;
+  return stopped;
 }
 
 /* Copy the compiler's output to @p log without the private directory's
@@ -484,7 +590,7 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
   const char **argv = NULL;
   size_t argc = 0;
   int rc, st = 0, have_dir = 0;
-  unsigned timeout_s;
+  unsigned timeout_s, idle_s;
 
   if (log != NULL && logsz > 0)
     log[0] = '\0';
@@ -604,15 +710,25 @@ int cpu_compile(const cpu_compile_cfg_t *cfg, const char *source, size_t len,
   argv[argc++] = sopath;
   argv[argc] = NULL;
 
-  rc = run_compiler((char *const *)argv, dir, timeout_s, &out, &st, log, logsz);
+  pthread_mutex_lock(&idle.lock);
+  idle_s = idle.idle_s;
+  pthread_mutex_unlock(&idle.lock);
+  rc = run_compiler((char *const *)argv, dir, timeout_s, idle_s, &out, &st, log,
+                    logsz);
   if (rc < 0)
     goto fail;
   log_output(&out, dir, log, logsz);
-  if (rc == 1) {
+  if (rc > 0) {
     size_t used = log ? strlen(log) : 0;
-    if (log != NULL && used + 1 < logsz)
+    const char *nl = used && log[used - 1] != '\n' ? "\n" : "";
+    if (log != NULL && used + 1 < logsz && rc == 1)
       snprintf(log + used, logsz - used, "%scompilation timed out after %u s\n",
-               used && log[used - 1] != '\n' ? "\n" : "", timeout_s);
+               nl, timeout_s);
+    else if (log != NULL && used + 1 < logsz)
+      snprintf(log + used, logsz - used,
+               "%scompile made no progress for %u s (no CPU time used): "
+               "ended (--compile-idle-timeout)\n",
+               nl, idle_s);
     rc = HIPD_ECOMPILE;
     goto fail;
   }

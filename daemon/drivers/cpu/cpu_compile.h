@@ -20,6 +20,8 @@
 
 #include <stddef.h>
 
+#include "util/err.h"
+
 typedef struct {
   /* The C++ compiler: NULL for the one found once at first use
    * ($HIPD_CXX, else c++, g++, clang++ on $PATH). */
@@ -58,7 +60,8 @@ typedef struct {
  *        error: ..."; on success any warnings, else "". Truncated to
  *        @p logsz.
  * @return 0; HIPD_EINVAL (bad name, bad option, NUL in the source);
- *         HIPD_ECOMPILE (the compiler failed or timed out, an unsupported
+ *         HIPD_ECOMPILE (the compiler failed, timed out or made no
+ *         progress: cpu_compile_set_idle_timeout(), an unsupported
  *         dynamic shared memory declaration: see @p log); HIPD_ENOTSUP (no
  *         C++ compiler: kernels cannot be compiled for the CPU device);
  *         HIPD_ENOENT (the device header is missing); HIPD_EIO, HIPD_ENOMEM.
@@ -76,6 +79,20 @@ void cpu_compile_free(char *so_path);
  *  and refuse to start more (HIPD_ESHUTDOWN). Any thread. @return how many
  *  were killed. */
 unsigned cpu_compile_stop_all(void);
+
+/**
+ * End a compile whose compiler makes no progress: when the processes of
+ * its group (the driver, cc1plus, as, ld) together use no CPU time for
+ * @p idle_s seconds, they are killed and the compile fails (HIPD_ECOMPILE,
+ * with a log that says so). Process-wide; 0 (the default) turns it off.
+ * The processes are found through /proc, opened here and kept open: call
+ * it before a sandbox hides /proc (Landlock checks only opens, not the
+ * reading of a directory already open), and after a pid namespace's own
+ * /proc is in place. Not thread-safe against compiles running.
+ * @return 0, or HIPD_EIO with @p err when /proc cannot be opened (then
+ *         no compile is ended for that reason).
+ */
+int cpu_compile_set_idle_timeout(unsigned idle_s, hipd_err_t *err);
 
 /** The C++ compiler found at first use ($HIPD_CXX, else c++, g++, clang++
  *  on $PATH), or NULL if there is none; the daemon may log it at start. */
