@@ -350,6 +350,46 @@ START_TEST(test_eviction_fair)
 }
 END_TEST
 
+/* The disk holds the entries of tenants fairly too, across a restart:
+ * tenant 1002 compiling many kernels evicts its own least recently used
+ * entries from the disk, never tenant 1001's few, which are older (plain
+ * LRU took those first). After the restart (memory empty, the index
+ * rebuilt from the files: each one's owner from its header) 1001's are
+ * disk hits, and the eviction at start is fair as well. */
+START_TEST(test_disk_eviction_fair)
+{
+  cache_stats_t st;
+  char src[32];
+
+  /* About 100 bytes an entry on disk (the header and the payload): 44 of
+   * them do not fit in 1500; in memory (15 bytes each) they all do. */
+  start(1500);
+  for (int i = 0; i < 4; i++) {
+    snprintf(src, sizeof(src), "a-kern-%02d", i);
+    ck_assert_int_eq(get_for(src, 1001).status, 0);
+  }
+  for (int i = 0; i < 40; i++) {
+    snprintf(src, sizeof(src), "b-kern-%02d", i);
+    ck_assert_int_eq(get_for(src, 1002).status, 0);
+  }
+  cache_get_stats(&st);
+  ck_assert_uint_le(st.disk_bytes, 1500);
+  ck_assert_uint_gt(st.evictions, 0);
+  cache_shutdown();
+  /* A smaller cap at start: room is made from 1002 again. */
+  start(1000);
+  cache_get_stats(&st);
+  ck_assert_uint_le(st.disk_bytes, 1000);
+  for (int i = 0; i < 4; i++) {
+    snprintf(src, sizeof(src), "a-kern-%02d", i);
+    ck_assert_msg(get_for(src, 1001).source == CACHE_HIT_DISK,
+                  "tenant 1001's %s was evicted from the disk by 1002's", src);
+  }
+  ck_assert_int_eq(get_for("b-kern-39", 1002).source, CACHE_HIT_DISK);
+  ck_assert_int_eq(get_for("b-kern-00", 1002).source, CACHE_MISS);
+}
+END_TEST
+
 START_TEST(test_clear)
 {
   cache_stats_t st;
@@ -411,12 +451,13 @@ static unsigned char *read_file(const char *path, size_t *len)
  * entry for @p src: a binary of their own behind a well-formed header,
  * version 1 (with a valid SHA-256 of the payload where version 2 has its
  * MAC) or version 2 (with that SHA-256 as a guessed MAC). The layout is
- * the documented one: magic, header size, reserved, key, payload length,
- * 32 bytes of checksum or MAC. */
+ * the documented one: magic, header size, owner (0, as in entries of
+ * versions that left it reserved), key, payload length, 32 bytes of
+ * checksum or MAC. */
 static void plant(const char *src, int version, const char *payload)
 {
   unsigned char file[512];
-  uint32_t hsize = 88, reserved = 0;
+  uint32_t hsize = 88, owner = 0;
   uint64_t plen = strlen(payload);
   cache_key_t key;
   char path[512];
@@ -425,7 +466,7 @@ static void plant(const char *src, int version, const char *payload)
   key_of(src, &key);
   memcpy(file, version == 1 ? "HIPDKC\0\1" : "HIPDKC\0\2", 8);
   memcpy(file + 8, &hsize, 4);
-  memcpy(file + 12, &reserved, 4);
+  memcpy(file + 12, &owner, 4);
   memcpy(file + 16, key.b, CACHE_KEY_SIZE);
   memcpy(file + 48, &plen, 8);
   EVP_Digest(payload, plen, file + 56, &n, EVP_sha256(), NULL);
@@ -677,6 +718,7 @@ static Suite *cache_suite(void)
   tcase_add_test(tc, test_concurrent_single_compile);
   tcase_add_test(tc, test_eviction_lru);
   tcase_add_test(tc, test_eviction_fair);
+  tcase_add_test(tc, test_disk_eviction_fair);
   tcase_add_test(tc, test_clear);
   suite_add_tcase(s, tc);
 

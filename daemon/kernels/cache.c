@@ -59,7 +59,8 @@ typedef struct inflight {
   size_t len;
   cache_source_t source;
   int corrupt; /* CACHE_DISK_CORRUPT or _UNAUTHENTICATED: an entry removed */
-  int stored;  /* written to disk */
+  uint32_t disk_owner; /* a disk hit's owner, as its header says */
+  int stored;          /* written to disk */
   char log[LOG_SIZE];
 } inflight_t;
 
@@ -342,7 +343,7 @@ static void load_work(uv_work_t *w)
   int why = CACHE_DISK_OK;
 
   p->log[0] = '\0';
-  if (cache_disk_load(&p->key, &p->data, &p->len, &why) == 0) {
+  if (cache_disk_load(&p->key, &p->data, &p->len, &p->disk_owner, &why) == 0) {
     p->source = CACHE_HIT_DISK;
     return;
   }
@@ -359,7 +360,7 @@ static void compile_job_run(compile_job_t *job)
   p->source = CACHE_MISS;
   p->status = p->fn(p->arg, &p->data, &p->len, p->log, sizeof(p->log));
   if (p->status == 0 && cache_disk_dir() != NULL &&
-      cache_disk_store(&p->key, p->data, p->len) == 0)
+      cache_disk_store(&p->key, p->data, p->len, p->job.tenant) == 0)
     p->stored = 1;
 }
 
@@ -400,10 +401,11 @@ static void inflight_finish(inflight_t *p)
   else
     cache.st.compile_failures++;
   if (p->source == CACHE_HIT_DISK)
-    cache_disk_add(&p->key, p->len);
+    cache_disk_add(&p->key, p->len, p->disk_owner);
   if (p->stored) {
-    cache_disk_add(&p->key, p->len);
-    cache_disk_evict();
+    /* On disk too, the compile's tenant holds its bytes. */
+    cache_disk_add(&p->key, p->len, p->job.tenant);
+    cache_disk_evict(&p->key);
   }
   while (p->waiters != NULL) {
     waiter_t *wt = p->waiters;

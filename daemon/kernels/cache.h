@@ -11,10 +11,12 @@
  * authenticate (planted, changed, another key, an older format) is deleted
  * and compiled again, never loaded. cache_init() refuses a directory, key
  * or entry that is a symbolic link, not hipd's euid's, or writable by
- * group or others. A size cap evicts the least recently used
- * entries. Concurrent requests for one key cause one compilation: the
- * others wait for it. Disk loads run on libuv's thread pool, compiles (and
- * the disk writes of their results) on the compile pool's threads
+ * group or others. A size cap evicts entries, in memory and on disk
+ * alike, from the uid whose compiles hold the most bytes there (the
+ * tenant of the request that compiled an entry; on disk recorded in its
+ * header), least recently used first. Concurrent requests for one key cause one
+ * compilation: the others wait for it. Disk loads run on libuv's thread pool,
+ * compiles (and the disk writes of their results) on the compile pool's threads
  * (compile/compile_pool.h), never on the loop thread nor in libuv's pool;
  * everything else here is loop-thread only.
  */

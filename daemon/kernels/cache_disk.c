@@ -23,6 +23,7 @@
 #include "cache_disk.h"
 #include "hipd.h"
 #include "log.h"
+#include "util/array.h"
 
 /* Version 2 of the format: entries carry an HMAC instead of version 1's
  * bare SHA-256, so that an entry hipd did not write is never loaded. */
@@ -34,11 +35,15 @@
 
 /* On-disk entry: this header, then the payload. The MAC is HMAC-SHA-256,
  * with the key of KEY_FILE, over the header up to the MAC (magic, sizes,
- * the entry's key, the payload length) and then the payload. */
+ * the owner, the entry's key, the payload length) and then the payload.
+ * The owner is the uid whose compile wrote the entry, which its bytes
+ * count against (eviction); entries of hipd versions that did not record
+ * it have 0 there (a field that was reserved, and zero): they count as
+ * root's. */
 typedef struct {
   char magic[8];
   uint32_t header_size;
-  uint32_t reserved;
+  uint32_t owner;
   uint8_t key[CACHE_KEY_SIZE];
   uint64_t payload_len;
   uint8_t mac[MAC_SIZE]; /* HMAC-SHA-256 of all of the above + payload */
@@ -52,8 +57,18 @@ typedef struct disk_entry {
   cache_key_t key;
   uint64_t size;
   uint64_t last_use; /* ns since the epoch (file mtime across restarts) */
+  uint32_t owner;    /* whose compile wrote it (disk_header_t) */
   struct disk_entry *hnext;
+  struct disk_entry *older, *newer; /* its owner's entries, by last use */
 } disk_entry_t;
+
+/* The entries one uid owns, least recently used first, and their bytes:
+ * eviction takes from the owner that holds the most. */
+typedef struct {
+  uint32_t owner;
+  uint64_t bytes;
+  disk_entry_t *oldest, *newest;
+} disk_owner_t;
 
 static struct {
   uv_loop_t *loop;
@@ -64,6 +79,9 @@ static struct {
   uint64_t max_bytes;
   disk_entry_t *index[CACHE_NBUCKETS];
   uint64_t entries, bytes, evictions;
+  disk_owner_t *owners; /* each uid with entries on disk */
+  size_t nowners, owners_cap;
+  uint64_t last_stamp; /* the latest last_use given (use_stamp) or read */
 } disk = {.dfd = -1};
 
 static int key_from_hex(const char *s, cache_key_t *key)
@@ -77,18 +95,18 @@ static int key_from_hex(const char *s, cache_key_t *key)
   return 0;
 }
 
-/* Strictly increasing wall-clock nanoseconds: entries made within one clock
- * tick still have an order. */
+/* Strictly increasing wall-clock nanoseconds, past every entry's last use
+ * so far (mtimes read at start included): entries made within one clock
+ * tick still have an order, and an entry used now is its owner's newest. */
 static uint64_t use_stamp(void)
 {
-  static uint64_t last;
   struct timespec ts;
   uint64_t now;
 
   clock_gettime(CLOCK_REALTIME, &ts);
   now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-  last = now > last ? now : last + 1;
-  return last;
+  disk.last_stamp = now > disk.last_stamp ? now : disk.last_stamp + 1;
+  return disk.last_stamp;
 }
 
 /* The authenticator of an entry: HMAC-SHA-256 with disk.mac_key over @p h
@@ -141,11 +159,101 @@ static disk_entry_t *disk_find(const cache_key_t *key)
   return NULL;
 }
 
-static void disk_add(const cache_key_t *key, uint64_t size, uint64_t when)
+/* The record of @p owner, made when @p make; NULL if none (or no memory).
+ * The pointer is good until the next owner is made or dropped. */
+static disk_owner_t *owner_of(uint32_t owner, int make)
+{
+  for (size_t i = 0; i < disk.nowners; i++)
+    if (disk.owners[i].owner == owner)
+      return &disk.owners[i];
+  if (!make || ARRAY_GROW(disk.owners, disk.nowners, disk.owners_cap, 8) != 0)
+    return NULL;
+  disk.owners[disk.nowners] = (disk_owner_t){.owner = owner};
+  return &disk.owners[disk.nowners++];
+}
+
+/* Put @p e in @p o's list, in order of last use: from the newest end, so
+ * at once for an entry used now (and dir_scan() adds them oldest first). */
+static void list_insert(disk_owner_t *o, disk_entry_t *e)
+{
+  disk_entry_t *after = o->newest;
+
+  while (after != NULL && after->last_use > e->last_use)
+    after = after->older;
+  e->older = after;
+  e->newer = after != NULL ? after->newer : o->oldest;
+  if (e->newer != NULL)
+    e->newer->older = e;
+  else
+    o->newest = e;
+  if (after != NULL)
+    after->newer = e;
+  else
+    o->oldest = e;
+}
+
+static void list_remove(disk_owner_t *o, disk_entry_t *e)
+{
+  if (e->older != NULL)
+    e->older->newer = e->newer;
+  else
+    o->oldest = e->newer;
+  if (e->newer != NULL)
+    e->newer->older = e->older;
+  else
+    o->newest = e->older;
+  e->older = e->newer = NULL;
+}
+
+/* Put @p e in its owner's list and count its bytes there. @return 0, or
+ * HIPD_ENOMEM (no record for the owner: @p e is in no list). */
+static int owner_link(disk_entry_t *e)
+{
+  disk_owner_t *o = owner_of(e->owner, 1);
+
+  if (o == NULL)
+    return HIPD_ENOMEM;
+  list_insert(o, e);
+  o->bytes += e->size;
+  return 0;
+}
+
+/* Take @p e out of its owner's list and bytes; an owner left with no
+ * entry is dropped. */
+static void owner_unlink(disk_entry_t *e)
+{
+  disk_owner_t *o = owner_of(e->owner, 0);
+
+  if (o == NULL)
+    return;
+  list_remove(o, e);
+  o->bytes -= e->size < o->bytes ? e->size : o->bytes;
+  if (o->oldest == NULL)
+    *o = disk.owners[--disk.nowners];
+}
+
+/* Remove @p e from the hash index (not from its owner's list). */
+static void index_remove(disk_entry_t *e)
+{
+  disk_entry_t **pp = &disk.index[cache_key_bucket(&e->key)];
+
+  while (*pp != e)
+    pp = &(*pp)->hnext;
+  *pp = e->hnext;
+  disk.entries--;
+  disk.bytes -= e->size;
+}
+
+/* Index @p key as on disk, @p size bytes, last used at @p when, written
+ * by @p owner's compile. Without memory for it the entry stays unindexed
+ * (its file is not read, and is replaced at its next compile). */
+static void disk_add(const cache_key_t *key, uint64_t size, uint64_t when,
+                     uint32_t owner)
 {
   disk_entry_t *e = disk_find(key);
 
   if (e != NULL) {
+    owner_unlink(e);
     disk.bytes -= e->size;
   } else {
     e = calloc(1, sizeof(*e));
@@ -158,18 +266,20 @@ static void disk_add(const cache_key_t *key, uint64_t size, uint64_t when)
   }
   e->size = size;
   e->last_use = when;
+  e->owner = owner;
   disk.bytes += size;
+  if (when > disk.last_stamp)
+    disk.last_stamp = when;
+  if (owner_link(e) != 0) {
+    index_remove(e);
+    free(e);
+  }
 }
 
 static void disk_forget(disk_entry_t *e)
 {
-  disk_entry_t **pp = &disk.index[cache_key_bucket(&e->key)];
-
-  while (*pp != e)
-    pp = &(*pp)->hnext;
-  *pp = e->hnext;
-  disk.entries--;
-  disk.bytes -= e->size;
+  owner_unlink(e);
+  index_remove(e);
   free(e);
 }
 
@@ -212,18 +322,43 @@ static void unlink_async(const cache_key_t *key)
   uv_queue_work(disk.loop, &j->work, unlink_work, unlink_after);
 }
 
-void cache_disk_evict(void)
+/* The entry to evict for room: the least recently used of the owner that
+ * holds the most bytes on disk, so that one tenant's large kernels push
+ * its own entries off the disk before anyone else's; never @p keep (the
+ * entry just written: its owner's bytes count without it). NULL if only
+ * @p keep is left. O(owners). */
+static disk_entry_t *disk_victim(const disk_entry_t *keep)
 {
+  const disk_owner_t *most = NULL;
+  uint64_t most_bytes = 0;
+  disk_entry_t *e;
+
+  for (size_t i = 0; i < disk.nowners; i++) {
+    const disk_owner_t *o = &disk.owners[i];
+    uint64_t b = o->bytes;
+    if (keep != NULL && keep->owner == o->owner)
+      b -= keep->size < b ? keep->size : b;
+    if (b > 0 && (most == NULL || b > most_bytes)) {
+      most = o;
+      most_bytes = b;
+    }
+  }
+  if (most == NULL)
+    return NULL;
+  e = most->oldest;
+  return e != keep ? e : e->newer;
+}
+
+void cache_disk_evict(const cache_key_t *keep)
+{
+  const disk_entry_t *k = keep != NULL ? disk_find(keep) : NULL;
+
   while (disk.bytes > disk.max_bytes && disk.entries > 1) {
-    disk_entry_t *oldest = NULL;
-    for (int b = 0; b < CACHE_NBUCKETS; b++)
-      for (disk_entry_t *e = disk.index[b]; e != NULL; e = e->hnext)
-        if (oldest == NULL || e->last_use < oldest->last_use)
-          oldest = e;
-    if (oldest == NULL)
+    disk_entry_t *victim = disk_victim(k);
+    if (victim == NULL)
       break;
-    unlink_async(&oldest->key);
-    disk_forget(oldest);
+    unlink_async(&victim->key);
+    disk_forget(victim);
     disk.evictions++;
   }
 }
@@ -262,7 +397,8 @@ static int read_all(int fd, void *p, size_t n)
 
 /* Pool thread: write an authenticated entry atomically (a 0600 temporary
  * file, synced, renamed into place). @return 0 or HIPD_EIO. */
-int cache_disk_store(const cache_key_t *key, const void *data, size_t len)
+int cache_disk_store(const cache_key_t *key, const void *data, size_t len,
+                     uint32_t owner)
 {
   entry_name_t name = entry_name(key);
   char tmp[64];
@@ -273,6 +409,7 @@ int cache_disk_store(const cache_key_t *key, const void *data, size_t len)
            (unsigned long)(uintptr_t)data ^ (unsigned long)time(NULL));
   memcpy(h.magic, MAGIC, 8);
   h.header_size = sizeof(h);
+  h.owner = owner;
   memcpy(h.key, key->b, CACHE_KEY_SIZE);
   h.payload_len = len;
   if (entry_mac(&h, data, len, h.mac) != 0)
@@ -303,7 +440,7 @@ int cache_disk_store(const cache_key_t *key, const void *data, size_t len)
  * version, another key in the header, or a MAC that does not verify:
  * planted, changed, or written with another key). */
 int cache_disk_load(const cache_key_t *key, void **data, size_t *len,
-                    int *why_out)
+                    uint32_t *owner, int *why_out)
 {
   entry_name_t name = entry_name(key);
   disk_header_t h;
@@ -345,6 +482,7 @@ int cache_disk_load(const cache_key_t *key, void **data, size_t *len,
   close(fd);
   *data = buf;
   *len = h.payload_len;
+  *owner = h.owner;
   return 0;
 
 bad:
@@ -509,7 +647,42 @@ static int dir_open(const char *dir, hipd_err_t *err)
   return 0;
 }
 
-/* Index the entries on disk. An entry file that is a symbolic link, not a
+/* The owner the header of entry file @p name names, or 0 when it cannot
+ * be read. Not authenticated here (that would read every payload): it
+ * only orders eviction, and the entry's load checks it with the rest. */
+static uint32_t header_owner(const char *name)
+{
+  disk_header_t h;
+  uint32_t owner = 0;
+  int fd =
+      openat(disk.dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+  if (fd < 0)
+    return 0;
+  if (read_all(fd, &h, sizeof(h)) == 0 && memcmp(h.magic, MAGIC, 8) == 0 &&
+      h.header_size == sizeof(h))
+    owner = h.owner;
+  close(fd);
+  return owner;
+}
+
+/* An entry found by dir_scan(), indexed once all are known. */
+typedef struct {
+  cache_key_t key;
+  uint64_t size, when;
+  uint32_t owner;
+} scanned_t;
+
+static int scanned_cmp(const void *a, const void *b)
+{
+  uint64_t x = ((const scanned_t *)a)->when, y = ((const scanned_t *)b)->when;
+
+  return x < y ? -1 : x > y;
+}
+
+/* Index the entries on disk, each with its owner (from its header) and
+ * its last use (its mtime), oldest first: each owner's list is then built
+ * in order, in O(n log n). An entry file that is a symbolic link, not a
  * regular file, not hipd's, or writable by others stops the start: it
  * means someone else has had the directory. */
 static int dir_scan(hipd_err_t *err)
@@ -517,6 +690,8 @@ static int dir_scan(hipd_err_t *err)
   int fd = fcntl(disk.dfd, F_DUPFD_CLOEXEC, 0);
   DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
   struct dirent *de;
+  scanned_t *found = NULL;
+  size_t nfound = 0, cap = 0;
   int rc = 0;
 
   if (d == NULL) {
@@ -548,13 +723,22 @@ static int dir_scan(hipd_err_t *err)
                    path);
     } else if (check_owner("cache entry", path, &st, 022, err) != 0) {
       rc = HIPD_EPERM;
-    } else {
-      disk_add(&key, (uint64_t)st.st_size,
-               (uint64_t)st.st_mtim.tv_sec * 1000000000u +
-                   (uint64_t)st.st_mtim.tv_nsec);
-    }
+    } else if (ARRAY_GROW(found, nfound, cap, 64) == 0) {
+      found[nfound++] =
+          (scanned_t){.key = key,
+                      .size = (uint64_t)st.st_size,
+                      .when = (uint64_t)st.st_mtim.tv_sec * 1000000000u +
+                              (uint64_t)st.st_mtim.tv_nsec,
+                      .owner = header_owner(de->d_name)};
+    } /* else no memory: that entry stays unindexed */
   }
   closedir(d);
+  if (rc == 0 && nfound > 0) {
+    qsort(found, nfound, sizeof(*found), scanned_cmp);
+    for (size_t i = 0; i < nfound; i++)
+      disk_add(&found[i].key, found[i].size, found[i].when, found[i].owner);
+  }
+  free(found);
   return rc;
 }
 
@@ -588,7 +772,7 @@ int cache_disk_open(uv_loop_t *loop, const char *dir, uint64_t max_bytes,
   }
   if ((rc = key_load(err)) != 0 || (rc = dir_scan(err)) != 0)
     return rc;
-  cache_disk_evict();
+  cache_disk_evict(NULL);
   log_info(0, "kernel cache: %s (%llu entries, %llu bytes, cap %llu)", disk.dir,
            (unsigned long long)disk.entries, (unsigned long long)disk.bytes,
            (unsigned long long)max_bytes);
@@ -600,6 +784,10 @@ void cache_disk_close(void)
   for (int b = 0; b < CACHE_NBUCKETS; b++)
     while (disk.index[b] != NULL)
       disk_forget(disk.index[b]);
+  free(disk.owners);
+  disk.owners = NULL;
+  disk.nowners = disk.owners_cap = 0;
+  disk.last_stamp = 0;
   free(disk.dir);
   disk.dir = NULL;
   if (disk.dfd >= 0)
@@ -632,14 +820,19 @@ bool cache_disk_known(const cache_key_t *key)
 void cache_disk_touch(const cache_key_t *key)
 {
   disk_entry_t *d = disk_find(key);
+  disk_owner_t *o = d != NULL ? owner_of(d->owner, 0) : NULL;
 
-  if (d != NULL)
-    d->last_use = use_stamp();
+  if (o == NULL)
+    return;
+  /* Now its owner's newest. */
+  list_remove(o, d);
+  d->last_use = use_stamp();
+  list_insert(o, d);
 }
 
-void cache_disk_add(const cache_key_t *key, size_t len)
+void cache_disk_add(const cache_key_t *key, size_t len, uint32_t owner)
 {
-  disk_add(key, len + sizeof(disk_header_t), use_stamp());
+  disk_add(key, len + sizeof(disk_header_t), use_stamp(), owner);
 }
 
 void cache_disk_forget(const cache_key_t *key)

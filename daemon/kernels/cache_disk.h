@@ -4,8 +4,9 @@
  * a whole is in cache.h).
  *
  * It holds the directory (opened and checked once), the authentication
- * key, the index of the entries on disk with their sizes and last uses,
- * and the entry format (a header with an HMAC-SHA-256, then the payload).
+ * key, the index of the entries on disk with their sizes, last uses and
+ * owners (the uid whose compile wrote each, recorded in its header), and
+ * the entry format (a header with an HMAC-SHA-256, then the payload).
  * cache_disk_store() and cache_disk_load() run on pool threads; everything
  * else runs on the loop thread. Without cache_disk_open() (a memory-only
  * cache) the index is empty and nothing touches a disk.
@@ -26,7 +27,8 @@
 enum { CACHE_DISK_OK = 0, CACHE_DISK_CORRUPT, CACHE_DISK_UNAUTHENTICATED };
 
 /* Create @p dir if need be (0700), open and check it, load or make its
- * key, index its entries and evict down to @p max_bytes; removals run on
+ * key, index its entries (reading each one's owner from its header) and
+ * evict down to @p max_bytes (cache_disk_evict()); removals run on
  * @p loop's pool. @return 0, or HIPD_EPERM / HIPD_EIO / HIPD_ENOMEM /
  * HIPD_EINTERNAL with @p err (see cache_init); cache_disk_close() then
  * releases what was opened. */
@@ -43,12 +45,16 @@ void cache_disk_stats(uint64_t *entries, uint64_t *bytes, uint64_t *evictions);
 bool cache_disk_known(const cache_key_t *key);
 /* Mark @p key used now (a memory hit), for the LRU order. */
 void cache_disk_touch(const cache_key_t *key);
-/* Index @p key as on disk with its payload of @p len bytes, used now. */
-void cache_disk_add(const cache_key_t *key, size_t len);
+/* Index @p key as on disk with its payload of @p len bytes, used now,
+ * written by @p owner's compile (a uid: its bytes count against it). */
+void cache_disk_add(const cache_key_t *key, size_t len, uint32_t owner);
 /* Drop @p key from the index (its file was removed already). */
 void cache_disk_forget(const cache_key_t *key);
-/* Remove least recently used entries until under the cap. */
-void cache_disk_evict(void);
+/* Remove entries until under the cap: each time the least recently used
+ * of the owner that holds the most bytes on disk, so that one tenant's
+ * kernels push out its own entries before the others'; never @p keep
+ * (the entry just written; NULL for none), nor the last entry. */
+void cache_disk_evict(const cache_key_t *keep);
 /* Remove every entry (the files on the pool). */
 void cache_disk_clear(void);
 /* Call @p fn for each entry on disk, with its size and last use. */
@@ -56,13 +62,16 @@ void cache_disk_list(void (*fn)(void *ctx, const cache_key_t *key,
                                 uint64_t bytes, uint64_t atime_s),
                      void *ctx);
 
-/* Pool thread: write an authenticated entry atomically. @return 0 or
+/* Pool thread: write an authenticated entry atomically, recording
+ * @p owner (the uid whose compile made it) in its header. @return 0 or
  * HIPD_EIO (nothing was stored). */
-int cache_disk_store(const cache_key_t *key, const void *data, size_t len);
-/* Pool thread: load and verify an entry. @return 0 with *data (malloc'd)
- * and *len; HIPD_ENOENT when there is none; HIPD_EIO when it was bad and
- * is now removed, with *why CACHE_DISK_CORRUPT or
- * CACHE_DISK_UNAUTHENTICATED. */
-int cache_disk_load(const cache_key_t *key, void **data, size_t *len, int *why);
+int cache_disk_store(const cache_key_t *key, const void *data, size_t len,
+                     uint32_t owner);
+/* Pool thread: load and verify an entry. @return 0 with *data (malloc'd),
+ * *len and *owner (0 for entries that did not record one); HIPD_ENOENT
+ * when there is none; HIPD_EIO when it was bad and is now removed, with
+ * *why CACHE_DISK_CORRUPT or CACHE_DISK_UNAUTHENTICATED. */
+int cache_disk_load(const cache_key_t *key, void **data, size_t *len,
+                    uint32_t *owner, int *why);
 
 #endif
