@@ -359,7 +359,6 @@ static int cg_words(const char *path, const char *a, const char *b)
 static int cg_begin(const char *test)
 {
   char own[4096], path[4300];
-  FILE *f;
 
   if (have_v1_memory())
     return CG_V1;
@@ -370,6 +369,22 @@ static int cg_begin(const char *test)
   }
   if (own[strlen(own) - 1] == '/')
     own[strlen(own) - 1] = '\0';
+  /* The nearest group, ours or an ancestor, that gives its children the
+   * memory and pids controllers (ours cannot once it holds processes: the
+   * "no internal processes" rule); the daemon's group goes under it. */
+  for (;;) {
+    snprintf(path, sizeof(path), "%s/cgroup.subtree_control", own);
+    if (cg_words(path, "memory", "pids"))
+      break;
+    if (strcmp(own, "/sys/fs/cgroup") == 0 || strrchr(own, '/') == NULL) {
+      fprintf(stderr,
+              "%s: skipped (no group above this process gives its children "
+              "the memory and pids controllers)\n",
+              test);
+      return CG_NONE;
+    }
+    *strrchr(own, '/') = '\0';
+  }
   snprintf(cg_v2_dir, sizeof(cg_v2_dir), "%s/hipd-test-%d", own, (int)getpid());
   snprintf(path, sizeof(path), "%s/cgroup.controllers", cg_v2_dir);
   if (mkdir(cg_v2_dir, 0755) != 0 && errno != EEXIST) {
@@ -378,19 +393,8 @@ static int cg_begin(const char *test)
     return CG_NONE;
   }
   if (!cg_words(path, "memory", "pids")) {
-    /* Our group's children get the controllers only if it offers them. */
-    char sub[4300];
-    snprintf(sub, sizeof(sub), "%s/cgroup.subtree_control", own);
-    if ((f = fopen(sub, "w")) != NULL) {
-      fputs("+memory +pids", f);
-      fclose(f);
-    }
-  }
-  if (!cg_words(path, "memory", "pids")) {
-    fprintf(stderr,
-            "%s: skipped (%s has no memory and pids controllers: this "
-            "process's group %s does not delegate them)\n",
-            test, cg_v2_dir, own);
+    fprintf(stderr, "%s: skipped (%s has no memory and pids controllers)\n",
+            test, cg_v2_dir);
     rmdir(cg_v2_dir);
     return CG_NONE;
   }
