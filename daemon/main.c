@@ -38,6 +38,7 @@
 #include "policy.h"
 #include "privsep/metrics.h"
 #include "privsep/mps.h"
+#include "privsep/tenant_pages.h"
 #include "privsep/worker.h"
 #include "privsep/workers.h"
 #include "sandbox/cgroup.h"
@@ -45,6 +46,7 @@
 #include "sanitize.h"
 #include "server.h"
 #include "spin.h"
+#include "tenants.h"
 #include "transport.h"
 #include "transport_ring.h"
 #include "util/account.h"
@@ -424,6 +426,9 @@ static int worker_setup(daemon_t *d, worker_role_t *role, hipd_err_t *err)
     if ((rc = cgroup_join("worker", &usage_fd, &limit_fd, err)) != 0)
       return rc;
     cpu_driver_set_tenant_memory(usage_fd, limit_fd);
+    /* A session's worker: its uid's totals are on the tenant page. */
+    if ((rc = tenant_page_attach(err)) != 0)
+      return rc;
   }
   /* Before the launcher starts: it and the runners inherit it. */
   if (role->mode != WORKER_PROBE) {
@@ -780,6 +785,8 @@ int main(int argc, char **argv)
              exec_outstanding());
   if (d->role != ROLE_WORKER)
     cgroup_teardown();
+  if (d->role == ROLE_LISTENER)
+    tenant_pages_free();
   cache_shutdown();
   admin_free();
   policy_free(d);

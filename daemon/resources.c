@@ -34,21 +34,25 @@ int res_mem_reserve(session_t *s, uint64_t bytes, hipd_err_t *err)
                    (unsigned long long)bytes, (unsigned long long)quota,
                    (unsigned long long)used);
   }
-  /* All the uid's sessions together (--tenant-mem-quota). */
+  /* All the uid's sessions together (--tenant-mem-quota), in every worker
+   * of the uid (tenants.h): reserved first, then checked, so that two
+   * workers reserving at once cannot both pass. */
   quota = s->d->cfg.tenant_mem_quota;
-  if (t != NULL && quota != 0 &&
-      bytes > quota - (t->mem_used < quota ? t->mem_used : quota)) {
-    return err_set(
-        err, HIPD_EQUOTA,
-        "%llu bytes would exceed tenant uid %u's quota of %llu bytes "
-        "(%llu in use by its %u session%s)",
-        (unsigned long long)bytes, (unsigned)t->uid, (unsigned long long)quota,
-        (unsigned long long)t->mem_used, t->sessions,
-        t->sessions == 1 ? "" : "s");
+  if (t != NULL) {
+    uint64_t total = tenant_count_add(t, TC_MEM, (int64_t)bytes);
+    if (quota != 0 && total > quota) {
+      tenant_count_add(t, TC_MEM, -(int64_t)bytes);
+      return err_set(
+          err, HIPD_EQUOTA,
+          "%llu bytes would exceed tenant uid %u's quota of %llu bytes "
+          "(%llu in use by its %llu session%s)",
+          (unsigned long long)bytes, (unsigned)t->uid,
+          (unsigned long long)quota, (unsigned long long)(total - bytes),
+          (unsigned long long)tenant_count(t, TC_SESSIONS),
+          tenant_count(t, TC_SESSIONS) == 1 ? "" : "s");
+    }
   }
   s->res.mem_used += bytes;
-  if (t != NULL)
-    t->mem_used += bytes;
   return 0;
 }
 
@@ -56,7 +60,7 @@ void res_mem_release(session_t *s, uint64_t bytes)
 {
   s->res.mem_used -= bytes;
   if (s->tenant != NULL)
-    s->tenant->mem_used -= bytes;
+    tenant_count_add(s->tenant, TC_MEM, -(int64_t)bytes);
 }
 
 /* ---------------------------------------------------------------- handles */
@@ -69,11 +73,13 @@ static int handle_add(session_t *s, handle_type_t type, void *obj, uint64_t *h)
   uint32_t max = s->d->cfg.tenant_max_handles;
   int rc;
 
-  if (t != NULL && max != 0 && t->handles >= max)
+  if (t != NULL && tenant_count_add(t, TC_HANDLES, 1) > max && max != 0) {
+    tenant_count_add(t, TC_HANDLES, -1);
     return HIPD_ETOOMANY;
+  }
   rc = handles_add(&s->handles, type, obj, h);
-  if (rc == 0 && t != NULL)
-    t->handles++;
+  if (rc != 0 && t != NULL)
+    tenant_count_add(t, TC_HANDLES, -1);
   return rc;
 }
 
@@ -83,7 +89,7 @@ static int handle_remove(session_t *s, uint64_t h, handle_type_t type,
   int rc = handles_remove(&s->handles, h, type, obj);
 
   if (rc == 0 && s->tenant != NULL)
-    s->tenant->handles--;
+    tenant_count_add(s->tenant, TC_HANDLES, -1);
   return rc;
 }
 
@@ -148,7 +154,7 @@ int res_stream_add(session_t *s, stream_t *st, uint64_t *h)
   int rc = handle_add(s, HANDLE_STREAM, st, h);
 
   if (rc == 0 && s->tenant != NULL)
-    s->tenant->streams++;
+    tenant_count_add(s->tenant, TC_STREAMS, 1);
   return rc;
 }
 
@@ -160,7 +166,7 @@ int res_event_add(session_t *s, event_t *ev, uint64_t *h)
 void res_stream_free(session_t *s, uint64_t h, stream_t *st)
 {
   if (!res_stream_is_default(s, st) && s->tenant != NULL)
-    s->tenant->streams--;
+    tenant_count_add(s->tenant, TC_STREAMS, -1);
   handle_remove(s, h, HANDLE_STREAM, NULL);
   /* Queued work finishes first; the driver stream goes after it. */
   stream_unref(st);
@@ -178,7 +184,7 @@ void res_stream_forget(session_t *s, uint64_t h)
 
   if (!s->closing && handle_remove(s, h, HANDLE_STREAM, &obj) == 0) {
     if (s->tenant != NULL)
-      s->tenant->streams--;
+      tenant_count_add(s->tenant, TC_STREAMS, -1);
     stream_unref(obj);
   }
 }
@@ -209,12 +215,14 @@ int res_stream_admit(const session_t *s, hipd_err_t *err)
                    "this session already has %u streams (the limit)",
                    res_streams_created(s));
   }
-  if (t != NULL && max != 0 && t->streams >= max) {
+  if (t != NULL && max != 0 && tenant_count(t, TC_STREAMS) >= max) {
     return err_set(err, HIPD_ETOOMANY,
-                   "tenant uid %u already has %u streams in its %u session%s "
-                   "(the tenant limit)",
-                   (unsigned)t->uid, t->streams, t->sessions,
-                   t->sessions == 1 ? "" : "s");
+                   "tenant uid %u already has %llu streams in its %llu "
+                   "session%s (the tenant limit)",
+                   (unsigned)t->uid,
+                   (unsigned long long)tenant_count(t, TC_STREAMS),
+                   (unsigned long long)tenant_count(t, TC_SESSIONS),
+                   tenant_count(t, TC_SESSIONS) == 1 ? "" : "s");
   }
   return 0;
 }

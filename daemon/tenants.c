@@ -3,7 +3,13 @@
  * hold (tenants.h). Same layer as resources.c, which does the counting. */
 #include "config.h"
 
+#include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hipd.h"
 #include "session.h"
@@ -19,6 +25,54 @@ tenant_t *tenant_find(daemon_t *d, uid_t uid)
   return NULL;
 }
 
+/* This worker's place on its uid's page (tenant_page_attach). */
+static tenant_page_t *page;
+static uint32_t page_slot;
+
+int tenant_page_attach(hipd_err_t *err)
+{
+  const char *v = getenv(TENANT_SLOT_ENV);
+  struct stat st;
+  char *end;
+  unsigned long slot;
+  void *map;
+
+  err_clear(err);
+  if (v == NULL)
+    return 0;
+  slot = strtoul(v, &end, 10);
+  unsetenv(TENANT_SLOT_ENV);
+  if (*end != '\0' || slot > UINT32_MAX / 2 ||
+      fstat(TENANT_PAGE_FD, &st) != 0 ||
+      (uint64_t)st.st_size < TENANT_PAGE_SIZE(slot + 1))
+    return err_set(err, HIPD_EINVAL,
+                   "the tenant page (fd %d, slot %s) is not usable",
+                   TENANT_PAGE_FD, v);
+  map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+             TENANT_PAGE_FD, 0);
+  close(TENANT_PAGE_FD);
+  if (map == MAP_FAILED)
+    return err_set(err, HIPD_EIO, "cannot map the tenant page: %s",
+                   strerror(errno));
+  page = map;
+  page_slot = (uint32_t)slot;
+  return 0;
+}
+
+uint64_t tenant_count_add(tenant_t *t, tenant_counter_t c, int64_t delta)
+{
+  t->here[c] += (uint64_t)delta;
+  if (t->total == NULL)
+    return t->here[c];
+  atomic_fetch_add(&t->mine->v[c], (uint64_t)delta);
+  return atomic_fetch_add(&t->total->v[c], (uint64_t)delta) + (uint64_t)delta;
+}
+
+uint64_t tenant_count(const tenant_t *t, tenant_counter_t c)
+{
+  return t->total != NULL ? atomic_load(&t->total->v[c]) : t->here[c];
+}
+
 int tenant_attach(session_t *s)
 {
   daemon_t *d = s->d;
@@ -28,10 +82,15 @@ int tenant_attach(session_t *s)
     if ((t = calloc(1, sizeof(*t))) == NULL)
       return HIPD_ENOMEM;
     t->uid = s->peer_uid;
+    /* A session-mode worker serves one uid: the page is that uid's. */
+    if (page != NULL && d->tenant_uid == s->peer_uid) {
+      t->total = &page->total;
+      t->mine = &page->slot[page_slot];
+    }
     list_insert_tail(&d->tenants, &t->node);
   }
   t->refs++;
-  t->sessions++;
+  tenant_count_add(t, TC_SESSIONS, 1);
   s->tenant = t;
   s->tenant_open = 1;
   return 0;
@@ -41,7 +100,7 @@ void tenant_session_closed(session_t *s)
 {
   if (s->tenant != NULL && s->tenant_open) {
     s->tenant_open = 0;
-    s->tenant->sessions--;
+    tenant_count_add(s->tenant, TC_SESSIONS, -1);
   }
 }
 

@@ -13,7 +13,11 @@
  * an allocation that completes after its session closed still releases
  * its reservation here). `sessions` counts the sessions not yet torn
  * down, `refs` the session structures that point to the record.
- * Loop thread only. Same layer as resources.c: it calls nothing above.
+ * With --isolation session each session has a worker of its own, so a
+ * record alone would count one session: there the totals are the tenant
+ * page's (below), which all of the uid's workers share.
+ * Loop thread only (the page's counters are atomic: other processes').
+ * Same layer as resources.c: it calls nothing above.
  */
 #ifndef HIPD_TENANTS_H
 #define HIPD_TENANTS_H
@@ -22,16 +26,57 @@
 #include <sys/types.h>
 
 #include "daemon.h"
+#include "util/err.h"
+
+/* What the limits count (tenant_count_add). */
+typedef enum {
+  TC_MEM = 0,  /* bytes counted against --tenant-mem-quota */
+  TC_STREAMS,  /* streams made with stream.create, held now */
+  TC_HANDLES,  /* handles of every type, default streams included */
+  TC_SESSIONS, /* sessions open (not yet torn down) */
+  TC_COUNT
+} tenant_counter_t;
+
+/* The tenant page (--isolation session): one uid's counts across all its
+ * workers, a memfd the listener makes per uid and maps into each of the
+ * uid's workers. `total` is what the limits are checked against; each
+ * worker adds its own changes to it and to its `slot`, so that when a
+ * worker dies the listener takes its slot's counts back off the total
+ * (privsep/tenant_pages.c). Only counts, no pointers: a worker that
+ * writes nonsense there misleads its own uid's limits, nothing else. */
+typedef struct {
+  _Atomic uint64_t v[TC_COUNT];
+} tenant_counts_t;
+typedef struct {
+  tenant_counts_t total;
+  tenant_counts_t slot[]; /* one per worker of the uid */
+} tenant_page_t;
+#define TENANT_PAGE_SIZE(nslots)                                               \
+  (sizeof(tenant_page_t) + (size_t)(nslots) * sizeof(tenant_counts_t))
+/* Where a session-mode worker finds its uid's page, and its slot. */
+#define TENANT_PAGE_FD 5
+#define TENANT_SLOT_ENV "HIPD_TENANT_SLOT"
 
 typedef struct tenant {
-  list_node_t node;  /* in d->tenants */
-  uid_t uid;         /* the tenant */
-  uint32_t refs;     /* sessions pointing here, torn down or not */
-  uint32_t sessions; /* sessions open (not yet torn down) */
-  uint64_t mem_used; /* bytes counted against --tenant-mem-quota */
-  uint32_t streams;  /* streams made with stream.create, held now */
-  uint32_t handles;  /* handles of every type, default streams included */
+  list_node_t node;        /* in d->tenants */
+  uid_t uid;               /* the tenant */
+  uint32_t refs;           /* sessions pointing here, torn down or not */
+  uint64_t here[TC_COUNT]; /* this process's counts (tenant_counter_t) */
+  tenant_counts_t *total;  /* the page's totals, NULL: here are the totals */
+  tenant_counts_t *mine;   /* this worker's slot of the page */
 } tenant_t;
+
+/* Add @p delta to counter @p c of @p t (here, and on its page with one);
+ * @return the uid's total after it: across all its workers with a page,
+ * else this process's. */
+uint64_t tenant_count_add(tenant_t *t, tenant_counter_t c, int64_t delta);
+/* The uid's total of counter @p c (as tenant_count_add). */
+uint64_t tenant_count(const tenant_t *t, tenant_counter_t c);
+
+/* In a session-mode worker, before its session: map the tenant page the
+ * listener gave it (TENANT_PAGE_FD, slot in TENANT_SLOT_ENV), if any.
+ * @return 0 (no page: counts stay this process's), or an error. */
+int tenant_page_attach(hipd_err_t *err);
 
 struct session;
 

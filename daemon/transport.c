@@ -793,7 +793,7 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
     return;
   }
   if (d->cfg.tenant_max_sessions != 0 &&
-      s->tenant->sessions > d->cfg.tenant_max_sessions) {
+      tenant_count(s->tenant, TC_SESSIONS) > d->cfg.tenant_max_sessions) {
     char why[96];
     snprintf(why, sizeof(why), "too many sessions for uid %u (limit %u)",
              (unsigned)s->peer_uid, d->cfg.tenant_max_sessions);

@@ -268,6 +268,65 @@ START_TEST(test_tenant_streams_handles)
 }
 END_TEST
 
+/* The tenant limits with --isolation session: each session has a worker
+ * of its own, and the uid's totals are on the tenant page all of them
+ * share (tenants.h), so the same two-session checks hold. */
+START_TEST(test_tenant_limits_session_workers)
+{
+  harness_daemon_t *d =
+      users_start_shared("--isolation", "session", "--mem-quota", "1M",
+                         "--tenant-mem-quota", "1M", NULL);
+  ctx_t a = {d->socket, uid_a}, b = {d->socket, uid_b};
+
+  users_as(USER_A, tenant_quota_a, &a);
+  users_as(USER_B, tenant_quota_b, &b);
+  harness_free(d);
+  d = users_start_shared("--isolation", "session", "--tenant-max-streams", "2",
+                         "--tenant-max-handles", "4", NULL);
+  a.socket = d->socket;
+  users_as(USER_A, tenant_objects_a, &a);
+  users_as(USER_B, tenant_objects_a, &a);
+  harness_free(d);
+}
+END_TEST
+
+/* A session worker that dies holding memory leaves no count behind: the
+ * listener takes its slot's counts off its uid's totals. */
+START_TEST(test_tenant_page_worker_death)
+{
+  harness_daemon_t *d = users_start_shared("--isolation", "session",
+                                           "--tenant-mem-quota", "1M", NULL);
+  hipd_conn_t *c1 = NULL, *c2 = NULL;
+  hipd_buffer_t b1, b2;
+  hipd_info_t *info = NULL;
+  char want[96];
+  int64_t pid;
+
+  ck_assert_int_eq(connect_as(d->socket, &c1), 0);
+  ck_assert_int_eq(connect_as(d->socket, &c2), 0);
+  ck_assert_int_eq(hipd_mem_alloc(c1, 0, 600 * 1024, "byte", &b1), 0);
+  ck_assert_int_eq(hipd_mem_alloc(c2, 0, 600 * 1024, "byte", &b2), HIPD_EQUOTA);
+  ck_assert_int_eq(hipd_daemon_info(c1, &info), 0);
+  pid = info_get(info, "isolation.pid");
+  hipd_info_free(info);
+  ck_assert_int_gt(pid, 1);
+  ck_assert_int_ne(pid, d->pid);
+  ck_assert_int_eq(kill((pid_t)pid, SIGKILL), 0);
+  snprintf(want, sizeof(want), "(pid %lld) was killed by signal 9",
+           (long long)pid);
+  ck_assert_int_eq(harness_log_wait(d, want, 10000), 1);
+  /* The listener gave the slot back in the same callback that logged. */
+  ck_assert_int_eq(hipd_mem_alloc(c2, 0, 600 * 1024, "byte", &b2), 0);
+  ck_assert_int_eq(hipd_session_info(c2, &info), 0);
+  ck_assert_int_eq(info_get(info, "tenant.mem_used"), 600 * 1024);
+  ck_assert_int_eq(info_get(info, "tenant.sessions"), 1);
+  hipd_info_free(info);
+  hipd_close(c1);
+  hipd_close(c2);
+  harness_free(d);
+}
+END_TEST
+
 /* --------------------------------------------------------------- policy */
 
 /* Connects and pings. */
@@ -990,6 +1049,8 @@ int main(void)
   tcase_add_test(tc, test_tenant_connecting);
   tcase_add_test(tc, test_cache_scope);
   tcase_add_test(tc, test_tenant_streams_handles);
+  tcase_add_test(tc, test_tenant_limits_session_workers);
+  tcase_add_test(tc, test_tenant_page_worker_death);
   suite_add_tcase(s, tc);
   tc = tcase_create("access");
   tcase_set_timeout(tc, 60);

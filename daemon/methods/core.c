@@ -250,10 +250,10 @@ int m_session_info(call_t *c)
   /* What all the sessions of its uid hold (the tenant's limits). */
   pack_map_begin(&sub, pack_key(&m, "tenant"));
   pack_kv_i64(&sub, "uid", (int64_t)(int)s->peer_uid);
-  pack_kv_u64(&sub, "sessions", t != NULL ? t->sessions : 0);
-  pack_kv_u64(&sub, "mem_used", t != NULL ? t->mem_used : 0);
-  pack_kv_u64(&sub, "streams", t != NULL ? t->streams : 0);
-  pack_kv_u64(&sub, "handles", t != NULL ? t->handles : 0);
+  pack_kv_u64(&sub, "sessions", t != NULL ? tenant_count(t, TC_SESSIONS) : 0);
+  pack_kv_u64(&sub, "mem_used", t != NULL ? tenant_count(t, TC_MEM) : 0);
+  pack_kv_u64(&sub, "streams", t != NULL ? tenant_count(t, TC_STREAMS) : 0);
+  pack_kv_u64(&sub, "handles", t != NULL ? tenant_count(t, TC_HANDLES) : 0);
   pack_map_end(&sub);
   pack_map_end(&m);
   return 0;

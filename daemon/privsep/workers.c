@@ -14,11 +14,13 @@
 #include "log.h"
 #include "privsep/ipc.h"
 #include "privsep/mps.h"
+#include "privsep/tenant_pages.h"
 #include "privsep/wire.h"
 #include "privsep/workers.h"
 #include "privsep/workers_pool.h"
 #include "sandbox/cgroup.h"
 #include "spin.h"
+#include "tenants.h"
 #include "util/account.h"
 #include "util/array.h"
 
@@ -215,6 +217,13 @@ const char *workers_tenant_name(const worker_t *w, char *buf, size_t len)
   return buf;
 }
 
+static void release_tslot(worker_t *w)
+{
+  if (w->tslot >= 0)
+    tenant_pages_give(w->uid, (uint32_t)w->tslot);
+  w->tslot = -1;
+}
+
 static void exit_cb(uv_process_t *p, int64_t status, int sig)
 {
   worker_t *w = p->data;
@@ -245,6 +254,7 @@ static void exit_cb(uv_process_t *p, int64_t status, int sig)
     log_info(0, "worker of %s (pid %d) exited", t, (int)w->pid);
   w->exited = 1;
   spin_slot_release(w->spin_slot); /* it may have died spinning */
+  release_tslot(w); /* what it held no longer counts for its uid */
   w->spin_slot = -1;
   workers_pool.sessions -=
       w->sessions < workers_pool.sessions ? w->sessions : workers_pool.sessions;
@@ -398,8 +408,9 @@ int workers_exec_args(char *role, char ***args_out, char ***env_out)
 
   for (char **e = environ; *e != NULL; e++)
     nenv++;
-  /* Room for mps_worker_env's 3 and workers_spawn's cgroup. */
-  env = calloc(nenv + 5, sizeof(char *));
+  /* Room for mps_worker_env's 3 and workers_spawn's cgroup and tenant
+   * slot. */
+  env = calloc(nenv + 6, sizeof(char *));
   if (args == NULL || env == NULL) {
     free(args);
     free(env);
@@ -428,7 +439,7 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
 {
   worker_t *w = calloc(1, sizeof(*w));
   uv_process_options_t o = {0};
-  uv_stdio_container_t io[5];
+  uv_stdio_container_t io[6];
   char role[112], **args = NULL, **env = NULL;
   int rc;
 
@@ -448,6 +459,7 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
   w->ch.no_handles = 1;
   /* Its spinners count against the budget of all hipd's processes. */
   w->spin_slot = spin_budget_fd() >= 0 ? spin_slot_take() : -1;
+  w->tslot = -1;
   snprintf(role, sizeof(role), "--worker=%s:%u:%u:%llu",
            mode == ISOLATION_SESSION ? "session" : "uid", (unsigned)uid,
            (unsigned)gid, (unsigned long long)seq);
@@ -470,6 +482,20 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
       env[ne] = w->cgroup_env;
     if (cgroup_tenant_usage(uid, &cu) == 0)
       w->oom_kills = cu.oom_kills;
+    /* A session's worker counts against its uid's totals on the uid's
+     * tenant page (tenant_pages.h). */
+    if (mode == ISOLATION_SESSION) {
+      uint32_t slot;
+      if (tenant_pages_take(uid, d->cfg.max_sessions + 64, &w->tpage_fd, &slot,
+                            &cerr) != 0) {
+        log_error(0, "cannot start a worker for uid %u: %s", (unsigned)uid,
+                  cerr.msg);
+        goto fail;
+      }
+      w->tslot = (int)slot;
+      snprintf(w->tslot_env, sizeof(w->tslot_env), TENANT_SLOT_ENV "=%u", slot);
+      env[ne + (env[ne] != NULL)] = w->tslot_env;
+    }
   }
   io[0].flags = UV_IGNORE;
   io[1].flags = UV_INHERIT_FD;
@@ -483,8 +509,12 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
   o.env = env;
   io[4].flags = UV_INHERIT_FD; /* WORKER_SPIN_FD */
   io[4].data.fd = spin_budget_fd();
+  if (w->spin_slot < 0)
+    io[4].flags = UV_IGNORE;
+  io[5].flags = UV_INHERIT_FD; /* TENANT_PAGE_FD */
+  io[5].data.fd = w->tpage_fd;
   o.stdio = io;
-  o.stdio_count = w->spin_slot >= 0 ? 5 : 4;
+  o.stdio_count = w->tslot >= 0 ? 6 : w->spin_slot >= 0 ? 5 : 4;
   o.exit_cb = exit_cb;
   rc = uv_spawn(d->loop, &w->proc, &o);
   w->handles = 2; /* the process and the channel */
@@ -494,6 +524,7 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
               uv_strerror(rc));
     spin_slot_release(w->spin_slot);
     w->spin_slot = -1;
+    release_tslot(w);
     uv_close((uv_handle_t *)&w->proc, proc_closed_cb);
     ipc_close(&w->ch, ch_closed);
     w = NULL; /* freed by the close callbacks */
@@ -519,6 +550,7 @@ fail:
   free(args);
   free(env);
   spin_slot_release(w->spin_slot);
+  release_tslot(w);
   /* Freed by the close callback, once libuv lets go of the pipe. */
   w->handles = 1;
   w->refs = 0;

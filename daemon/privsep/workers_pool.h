@@ -78,6 +78,10 @@ typedef struct worker {
   workers_ids_t ids, connecting;
   char cgroup_env[1024]; /* HIPD_CGROUP=... in its environment, or "" */
   uint64_t oom_kills;    /* its tenant's cgroup's OOM kills at its start */
+  int tslot;             /* session mode: its slot of its uid's tenant page
+                            (tenant_pages.h), or -1 */
+  int tpage_fd;          /* that page's memfd (the page's, not its own) */
+  char tslot_env[48];    /* TENANT_SLOT_ENV=N in its environment */
 } worker_t;
 
 typedef struct workers_pool {
