@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -94,6 +95,18 @@ int tenant_attach(session_t *s)
   s->tenant = t;
   s->tenant_open = 1;
   return 0;
+}
+
+int tenant_connecting_check(const daemon_config_t *cfg, uid_t uid,
+                            uint32_t silent, char *why, size_t whylen)
+{
+  if (cfg->tenant_max_connecting == 0 || silent < cfg->tenant_max_connecting)
+    return 0;
+  snprintf(why, whylen,
+           "uid %u has %u connections without a hello for 1 s or more "
+           "(--tenant-max-connecting)",
+           (unsigned)uid, cfg->tenant_max_connecting);
+  return HIPD_ETOOMANY;
 }
 
 void tenant_session_closed(session_t *s)

@@ -80,6 +80,12 @@ int tenant_page_attach(hipd_err_t *err);
 
 struct session;
 
+/* --tenant-max-connecting: a connection counts against it once it has
+ * gone this long without a successful hello. A burst of clients that all
+ * connect at once (a job's ranks) says hello well within it; connections
+ * that stay silent accumulate. */
+#define TENANT_CONNECTING_GRACE_MS 1000
+
 /* Attach session @p s to the tenant of s->peer_uid, making the record on
  * its first session. @return 0, or HIPD_ENOMEM (s->tenant stays NULL). */
 int tenant_attach(struct session *s);
@@ -90,5 +96,14 @@ void tenant_session_closed(struct session *s);
 void tenant_put(struct session *s);
 /* The record of @p uid, or NULL when it has no session. */
 tenant_t *tenant_find(daemon_t *d, uid_t uid);
+
+/* The policy of --tenant-max-connecting, for whoever counts a uid's
+ * connections (the listener, across its workers): may uid @p uid, which
+ * has @p silent connections past the grace, take another one? @return 0,
+ * or HIPD_ETOOMANY with the reason to close the new connection with in
+ * @p why ("uid 1001 has 32 connections without..."). Never refuses with
+ * --tenant-max-connecting 0. */
+int tenant_connecting_check(const daemon_config_t *cfg, uid_t uid,
+                            uint32_t silent, char *why, size_t whylen);
 
 #endif

@@ -16,6 +16,7 @@
 #include "privsep/wire.h"
 #include "privsep/workers.h"
 #include "privsep/workers_pool.h"
+#include "tenants.h"
 
 /* --------------------------------------------------------------- refusals */
 
@@ -39,18 +40,12 @@ static void refuse(daemon_t *d, uv_pipe_t *c, uint64_t id, uid_t uid,
 
 /* ----------------------------------------------------------------- routing */
 
-/* A connection counts against --tenant-max-connecting once it has gone
- * this long without a hello: a burst of clients that all connect at once
- * (a job's ranks) says hello well within it; connections that stay silent
- * accumulate. */
-#define CONNECTING_GRACE_MS 1000
-
 /* The connections of @p uid that workers hold (those not yet past hello
  * included): its sessions, whatever the isolation mode; or, with
- * @p connecting, those of them that have gone CONNECTING_GRACE_MS without
- * a hello by @p now_ms. Each worker counts only its own, so with
- * --isolation session (a worker per session) only the listener sees them
- * all. */
+ * @p connecting, those of them that have gone TENANT_CONNECTING_GRACE_MS
+ * (tenants.h) without a hello by @p now_ms. Each worker counts only its
+ * own, so with --isolation session (a worker per session) only the
+ * listener sees them all. */
 static uint32_t uid_count(uid_t uid, int connecting, uint64_t now_ms)
 {
   const list_node_t *const lists[] = {&workers_pool.live,
@@ -67,7 +62,7 @@ static uint32_t uid_count(uid_t uid, int connecting, uint64_t now_ms)
         continue;
       }
       for (uint32_t k = 0; k < x->connecting.n; k++)
-        n += now_ms - x->connecting.v[k].at_ms >= CONNECTING_GRACE_MS;
+        n += now_ms - x->connecting.v[k].at_ms >= TENANT_CONNECTING_GRACE_MS;
     }
   return n;
 }
@@ -80,7 +75,7 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   worker_t *w = NULL;
   hipd_err_t err;
   uint64_t devmask, id;
-  char who[96];
+  char who[96], why[160];
   uv_os_fd_t fd;
   msgpack_sbuffer sb;
   msgpack_packer pk;
@@ -121,13 +116,13 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
     return;
   }
   /* Connections not yet past hello hold a descriptor and a buffer each
-   * for up to --hello-timeout: a few silent ones per uid. */
+   * for up to --hello-timeout: a few silent ones per uid (the policy is
+   * tenants.c's). */
   if (d->cfg.tenant_max_connecting != 0 &&
-      uid_count(cred.uid, 1, uv_now(d->loop)) >= d->cfg.tenant_max_connecting) {
-    log_tenant(HLOG_INFO, id, cred.uid,
-               "session closed: uid %u has %u connections without a hello "
-               "for 1 s or more (--tenant-max-connecting)",
-               (unsigned)cred.uid, d->cfg.tenant_max_connecting);
+      tenant_connecting_check(&d->cfg, cred.uid,
+                              uid_count(cred.uid, 1, uv_now(d->loop)), why,
+                              sizeof(why)) != 0) {
+    log_tenant(HLOG_INFO, id, cred.uid, "session closed: %s", why);
     uv_close((uv_handle_t *)c, (uv_close_cb)free);
     return;
   }
