@@ -56,6 +56,8 @@ void session_close(session_t *s, const char *reason)
   s->closing = 1;
   sess_log(HLOG_INFO, s, "session closed: %s (%llu requests)", reason,
            (unsigned long long)s->requests);
+  /* Its teardown comes later: it stops counting as connecting now. */
+  tenant_connecting_done(s);
   list_remove(&s->node);
   s->d->nsessions--;
   if (s->d->session_ended != NULL)

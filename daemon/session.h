@@ -104,6 +104,8 @@ typedef struct session {
   struct tenant *tenant;       /* its uid's record (tenants.h), NULL
                                   before accept attached it */
   int tenant_open;             /* counted in tenant->sessions */
+  list_node_t connecting_node; /* in tenant->connecting until a hello
+                                  succeeds or it closes (tenants.h) */
   uint64_t devmask;            /* devices the policy lets it use (bit =
                                   global id) */
   int close_flushed;           /* close once the replies queued so far are

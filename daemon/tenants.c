@@ -88,13 +88,38 @@ int tenant_attach(session_t *s)
       t->total = &page->total;
       t->mine = &page->slot[page_slot];
     }
+    list_init(&t->connecting);
     list_insert_tail(&d->tenants, &t->node);
   }
   t->refs++;
   tenant_count_add(t, TC_SESSIONS, 1);
   s->tenant = t;
   s->tenant_open = 1;
+  list_insert_tail(&t->connecting, &s->connecting_node);
   return 0;
+}
+
+void tenant_connecting_done(session_t *s)
+{
+  /* Linked by tenant_attach(), which set s->tenant; list_remove() leaves
+   * the node linked to itself, so a second removal is none. */
+  if (s->tenant != NULL)
+    list_remove(&s->connecting_node);
+}
+
+uint32_t tenant_connecting_count(const tenant_t *t, uint64_t now_ms)
+{
+  uint32_t n = 0;
+
+  /* Oldest first: the first one within the grace ends the count. */
+  for (const list_node_t *p = t->connecting.next; p != &t->connecting;
+       p = p->next) {
+    const session_t *s = list_entry(p, session_t, connecting_node);
+    if (now_ms - s->opened_ms < TENANT_CONNECTING_GRACE_MS)
+      break;
+    n++;
+  }
+  return n;
 }
 
 int tenant_connecting_check(const daemon_config_t *cfg, uid_t uid,
@@ -111,6 +136,7 @@ int tenant_connecting_check(const daemon_config_t *cfg, uid_t uid,
 
 void tenant_session_closed(session_t *s)
 {
+  tenant_connecting_done(s);
   if (s->tenant != NULL && s->tenant_open) {
     s->tenant_open = 0;
     tenant_count_add(s->tenant, TC_SESSIONS, -1);

@@ -3,16 +3,20 @@
  *
  * A tenant is one peer uid (SO_PEERCRED at accept). Its record sums what
  * all of its sessions hold: sessions open, bytes of buffers counted
- * against the quotas, streams made with stream.create, and handles; the
- * per-tenant limits (--tenant-mem-quota, --tenant-max-sessions,
- * --tenant-max-handles, --tenant-max-streams) are checked against it by
- * resources.c and the transport's accept.
+ * against the quotas, streams made with stream.create, handles, and the
+ * sessions not yet past hello; the per-tenant limits (--tenant-mem-quota,
+ * --tenant-max-sessions, --tenant-max-connecting, --tenant-max-handles,
+ * --tenant-max-streams) are checked against it by resources.c and the
+ * transport's accept.
  *
  * Lifetime: the record is made with the uid's first session and freed
  * when the last session that points to it is freed (not merely closed:
  * an allocation that completes after its session closed still releases
  * its reservation here). `sessions` counts the sessions not yet torn
  * down, `refs` the session structures that point to the record.
+ * `connecting` lists the sessions not yet past a successful hello, from
+ * accept (tenant_attach) until that hello or their close, whichever comes
+ * first (--tenant-max-connecting).
  * With --isolation session each session has a worker of its own, so a
  * record alone would count one session: there the totals are the tenant
  * page's (below), which all of the uid's workers share.
@@ -64,6 +68,9 @@ typedef struct tenant {
   uint64_t here[TC_COUNT]; /* this process's counts (tenant_counter_t) */
   tenant_counts_t *total;  /* the page's totals, NULL: here are the totals */
   tenant_counts_t *mine;   /* this worker's slot of the page */
+  /* Its sessions not yet past hello, oldest first (their
+   * session_t.connecting_node). */
+  list_node_t connecting;
 } tenant_t;
 
 /* Add @p delta to counter @p c of @p t (here, and on its page with one);
@@ -97,12 +104,18 @@ void tenant_put(struct session *s);
 /* The record of @p uid, or NULL when it has no session. */
 tenant_t *tenant_find(daemon_t *d, uid_t uid);
 
+/* Session @p s said a successful hello, or is closing: it no longer counts
+ * as connecting. Any number of times; NULL tenant: nothing. */
+void tenant_connecting_done(struct session *s);
+/* The sessions of @p t that have gone TENANT_CONNECTING_GRACE_MS without
+ * a successful hello by @p now_ms. */
+uint32_t tenant_connecting_count(const tenant_t *t, uint64_t now_ms);
 /* The policy of --tenant-max-connecting, for whoever counts a uid's
- * connections (the listener, across its workers): may uid @p uid, which
- * has @p silent connections past the grace, take another one? @return 0,
- * or HIPD_ETOOMANY with the reason to close the new connection with in
- * @p why ("uid 1001 has 32 connections without..."). Never refuses with
- * --tenant-max-connecting 0. */
+ * connections (this process's sessions, or the listener's workers): may
+ * uid @p uid, which has @p silent connections past the grace, take another
+ * one? @return 0, or HIPD_ETOOMANY with the reason to close the new
+ * connection with in @p why ("uid 1001 has 32 connections without...").
+ * Never refuses with --tenant-max-connecting 0. */
 int tenant_connecting_check(const daemon_config_t *cfg, uid_t uid,
                             uint32_t silent, char *why, size_t whylen);
 

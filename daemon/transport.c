@@ -745,6 +745,7 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
   list_init(&s->run_node);
   list_init(&s->in_wait_node);
   list_init(&s->ring_node);
+  list_init(&s->connecting_node);
   /* An IPC pipe receives descriptors (shared host buffers, SCM_RIGHTS). */
   uv_pipe_init(d->loop, &s->pipe, 1);
   s->pipe.data = s;
@@ -811,6 +812,20 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
       snprintf(why, sizeof(why), "not allowed: %s", refusal.msg);
     session_close(s, why);
     return;
+  }
+  /* Connections not yet past hello hold a descriptor and a buffer each
+   * for up to --hello-timeout: a few silent ones per uid. With workers the
+   * listener bounds them (privsep/workers_route.c), with the same policy;
+   * this one is not counted, being within the grace. */
+  if (d->role == ROLE_SINGLE) {
+    char why[160];
+    if (tenant_connecting_check(
+            &d->cfg, s->peer_uid,
+            tenant_connecting_count(s->tenant, s->opened_ms), why,
+            sizeof(why)) != 0) {
+      session_close(s, why);
+      return;
+    }
   }
   sess_log(HLOG_INFO, s, "session opened: peer pid %d uid %d gid %d",
            (int)s->peer_pid, (int)s->peer_uid, (int)s->peer_gid);

@@ -689,69 +689,242 @@ START_TEST(test_tenant_sessions_default)
 END_TEST
 
 /* A uid's connections that say nothing are bounded on their own: once
- * 32 of them (--tenant-max-connecting' default) have gone a second
- * without a hello, its next connection is closed at once, while a burst
- * of connections that do say hello is not refused, and root connects. */
-enum { CONNECTING_MAX = 32 };
+ * --tenant-max-connecting of them (32 by default) have gone a second
+ * without a successful hello, its next connection is closed at once,
+ * while a burst of connections that do say hello is not refused, and
+ * root and another uid connect; in every --isolation mode. */
+enum { CONNECTING_DEFAULT = 32, CONNECTING_LOW = 4 };
 
+typedef struct {
+  const char *socket;
+  int max;                      /* the daemon's --tenant-max-connecting */
+  hipd_conn_t *keeper;          /* uid A's session held throughout */
+  int held[CONNECTING_DEFAULT]; /* its connections without a hello */
+} connecting_t;
+
+/* A connection to @p path whose hello failed: it asked for protocol 0,
+ * and read the error. @return its descriptor, or -1 (@p why says why). */
+static int failed_hello_connect(const char *path, char *why, size_t whylen)
+{
+  int fd = silent_connect(path), code = 0, rc;
+  proto_limits_t lim;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  msgpack_zone zone;
+  proto_msg_t m;
+  const char *reason = "", *text;
+  char buf[1024];
+  size_t len = 0, need, tlen;
+  struct pollfd p;
+  long long n = 0;
+  ssize_t w;
+
+  if (fd < 0) {
+    snprintf(why, whylen, "connect: %s", strerror(errno));
+    return -1;
+  }
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_request(&pk, 1, "hello", 1);
+  msgpack_pack_int(&pk, 0);
+  w = write(fd, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+  proto_limits_default(&lim);
+  while (w > 0 && n == 0 && len < sizeof(buf)) {
+    p = (struct pollfd){.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 5000) != 1 ||
+        (w = read(fd, buf + len, sizeof(buf) - len)) <= 0)
+      break;
+    len += (size_t)w;
+    n = proto_frame_scan(&lim, (const uint8_t *)buf, len, &need, &reason);
+  }
+  if (n <= 0) {
+    snprintf(why, whylen, "no answer to a hello of protocol 0 (%zu bytes)",
+             len);
+    close(fd);
+    return -1;
+  }
+  msgpack_zone_init(&zone, 1024);
+  rc = proto_msg_decode((const uint8_t *)buf, (size_t)n, &zone, &m, &reason);
+  if (rc == 0 && m.type == PROTO_RESPONSE && m.error != NULL)
+    (void)proto_error_decode(m.error, &code, &text, &tlen);
+  if (code != HIPD_EVERSION) {
+    snprintf(why, whylen, "a hello of protocol 0 was answered %s, not EVERSION",
+             hipd_err_name(code));
+    close(fd);
+    fd = -1;
+  }
+  msgpack_zone_destroy(&zone);
+  return fd;
+}
+
+/* As uid A: a burst of max + 8 connections that say hello, all served,
+ * and held a second: they are past hello, and a new one is served too.
+ * Then max - 1 silent connections and one whose hello failed: a second
+ * after the daemon took them, A's next connection is closed at once
+ * (extras that were not, the daemon being late, are closed by this side).
+ * Keeps the burst's first session (so the daemon keeps A's records) and
+ * the max. */
 static int connecting_a(void *arg, char *msg, size_t msglen)
 {
-  ctx_t *x = arg;
-  int fds[CONNECTING_MAX], extra[10], nextra = 0, closed = 0, n;
-  hipd_conn_t *burst[CONNECTING_MAX + 8];
+  connecting_t *x = arg;
+  hipd_conn_t *burst[CONNECTING_DEFAULT + 9];
+  int closed = 0, tries = 0, extra, n, rc;
   struct pollfd p;
-  char c;
+  char c, why[256];
 
-  /* A burst of clients that say hello: all served. */
-  for (int i = 0; i < CONNECTING_MAX + 8; i++) {
-    int rc = connect_as(x->socket, &burst[i]);
+  for (int i = 0; i < x->max + 8; i++) {
+    rc = connect_as(x->socket, &burst[i]);
     REQUIRE(rc == 0, "burst connection %d: %s (%s)", i, hipd_err_name(rc),
             hipd_last_error(NULL));
   }
-  for (int i = 0; i < CONNECTING_MAX + 8; i++)
+  harness_sleep_ms(1200);
+  rc = connect_as(x->socket, &burst[x->max + 8]);
+  REQUIRE(rc == 0,
+          "a connection after %d that said hello a second ago: %s (%s)",
+          x->max + 8, hipd_err_name(rc), hipd_last_error(NULL));
+  x->keeper = burst[0];
+  for (int i = 1; i < x->max + 9; i++)
     hipd_close(burst[i]);
-  for (int i = 0; i < CONNECTING_MAX; i++) {
-    fds[i] = silent_connect(x->socket);
-    REQUIRE(fds[i] >= 0, "silent connection %d: %s", i, strerror(errno));
+  for (int i = 0; i < x->max - 1; i++) {
+    x->held[i] = silent_connect(x->socket);
+    REQUIRE(x->held[i] >= 0, "silent connection %d: %s", i, strerror(errno));
   }
-  /* A second after the listener took them (a loaded machine may take
-   * them late): try a few times, each extra one silent too. */
-  for (int tries = 0; tries < 10 && !closed; tries++) {
+  x->held[x->max - 1] = failed_hello_connect(x->socket, why, sizeof(why));
+  REQUIRE(x->held[x->max - 1] >= 0, "%s", why);
+  /* A second after the daemon took them (a loaded machine may take them
+   * late): try a few times. */
+  for (; tries < 10 && !closed; tries++) {
     harness_sleep_ms(1200);
-    extra[tries] = silent_connect(x->socket);
-    REQUIRE(extra[tries] >= 0, "extra connection %d: %s", tries,
-            strerror(errno));
-    p = (struct pollfd){.fd = extra[tries], .events = POLLIN};
+    extra = silent_connect(x->socket);
+    REQUIRE(extra >= 0, "extra connection %d: %s", tries, strerror(errno));
+    p = (struct pollfd){.fd = extra, .events = POLLIN};
     n = poll(&p, 1, 2000);
-    closed = n == 1 && read(extra[tries], &c, 1) == 0;
-    nextra = tries + 1;
+    closed = n == 1 && read(extra, &c, 1) == 0;
+    close(extra);
   }
   REQUIRE(closed,
-          "uid A's connections after %d silent ones were not closed at "
-          "once (%d tried)",
-          CONNECTING_MAX, nextra);
-  for (int i = 0; i < nextra; i++)
-    close(extra[i]);
-  for (int i = 0; i < CONNECTING_MAX; i++)
-    close(fds[i]);
+          "uid A's connections after %d without a hello (one of them "
+          "failed) were not closed at once (%d tried)",
+          x->max, tries);
   return 0;
+}
+
+/* As uid A, after connecting_a(): its connections without a hello are
+ * closed, its session kept. None of them is still counted (those closed
+ * before hello, the one refused, the failed hello), so max - 1 new silent
+ * ones held a second leave room for one that says hello. */
+static int connecting_again_a(void *arg, char *msg, size_t msglen)
+{
+  connecting_t *x = arg;
+  hipd_conn_t *c = NULL;
+  int rc;
+
+  for (int i = 0; i < x->max; i++)
+    close(x->held[i]);
+  for (int i = 0; i < x->max - 1; i++) {
+    x->held[i] = silent_connect(x->socket);
+    REQUIRE(x->held[i] >= 0, "silent connection %d: %s", i, strerror(errno));
+  }
+  harness_sleep_ms(1200);
+  rc = connect_as(x->socket, &c);
+  REQUIRE(rc == 0,
+          "uid A's connection after %d silent ones, its earlier ones "
+          "closed: %s (%s)",
+          x->max - 1, hipd_err_name(rc), hipd_last_error(NULL));
+  hipd_close(c);
+  for (int i = 0; i < x->max - 1; i++)
+    close(x->held[i]);
+  hipd_close(x->keeper);
+  return 0;
+}
+
+/* With --isolation @p isolation and --tenant-max-connecting @p max (0:
+ * the default): uid A, in a child, runs connecting_a(); root and uid B
+ * connect while it holds its connections; then it runs
+ * connecting_again_a(). */
+static void check_connecting(const char *isolation, int max)
+{
+  char maxarg[16];
+  harness_daemon_t *d;
+  connecting_t x = {0};
+  ctx_t b;
+  hipd_conn_t *c = NULL;
+  hipd_info_t *info = NULL;
+  char verdict[512] = "", logline[160];
+  int up[2], down[2], rc;
+  ssize_t n;
+  pid_t pid;
+
+  /* Every line of uid A's sessions is logged: the test looks for one. */
+  snprintf(maxarg, sizeof(maxarg), "%d", max);
+  d = max == 0 ? users_start_shared("--hello-timeout", "0", "--isolation",
+                                    isolation, "--log-tenant-rate", "0", NULL)
+               : users_start_shared("--hello-timeout", "0", "--isolation",
+                                    isolation, "--log-tenant-rate", "0",
+                                    "--tenant-max-connecting", maxarg, NULL);
+  x.socket = d->socket;
+  x.max = max == 0 ? CONNECTING_DEFAULT : max;
+  b = (ctx_t){d->socket, uid_b};
+  ck_assert_int_eq(pipe(up), 0);
+  ck_assert_int_eq(pipe(down), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    char m[400] = "", go;
+    close(up[0]);
+    close(down[1]);
+    if (harness_become(USER_A) != 0)
+      _exit(2);
+    rc = connecting_a(&x, m, sizeof(m));
+    dprintf(up[1], "%s%s", rc == 0 ? "ok" : "", m);
+    /* Holding its connections until the parent says go. */
+    if (rc != 0 || read(down[0], &go, 1) != 1)
+      _exit(1);
+    rc = connecting_again_a(&x, m, sizeof(m));
+    dprintf(up[1], "%s%s", rc == 0 ? "ok" : "", m);
+    _exit(0);
+  }
+  close(up[1]);
+  close(down[0]);
+  n = read(up[0], verdict, sizeof(verdict) - 1);
+  if (n < 2 || strcmp(verdict, "ok") != 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ck_abort_msg("--isolation %s: uid A: %s", isolation,
+                 n > 0 ? verdict : "the child died");
+  }
+  snprintf(logline, sizeof(logline),
+           "session closed: uid %u has %d connections without a hello for "
+           "1 s or more (--tenant-max-connecting)",
+           (unsigned)uid_a, x.max);
+  ck_assert_msg(harness_log_wait(d, logline, 5000),
+                "--isolation %s: the log lacks '%s'", isolation, logline);
+  /* Root and another uid are not kept out while A holds them. */
+  rc = connect_as(d->socket, &c);
+  ck_assert_msg(rc == 0, "--isolation %s: root's connect: %s (%s)", isolation,
+                hipd_err_name(rc), hipd_last_error(NULL));
+  ck_assert_int_eq(hipd_daemon_info(c, &info), 0);
+  ck_assert_int_eq(info_get(info, "limits.tenant_max_connecting"), x.max);
+  hipd_info_free(info);
+  hipd_close(c);
+  users_as(USER_B, connect_ok, &b);
+  ck_assert_int_eq(write(down[1], "g", 1), 1);
+  memset(verdict, 0, sizeof(verdict));
+  n = read(up[0], verdict, sizeof(verdict) - 1);
+  close(up[0]);
+  close(down[1]);
+  waitpid(pid, NULL, 0);
+  ck_assert_msg(n >= 2 && strcmp(verdict, "ok") == 0,
+                "--isolation %s: uid A, once its connections were closed: %s",
+                isolation, n > 0 ? verdict : "the child died");
+  harness_free(d);
 }
 
 START_TEST(test_tenant_connecting)
 {
-  harness_daemon_t *d = users_start_shared("--hello-timeout", "0", NULL);
-  ctx_t a = {d->socket, uid_a};
-  hipd_conn_t *c = NULL;
-  hipd_info_t *info = NULL;
-
-  users_as(USER_A, connecting_a, &a);
-  ck_assert_int_eq(connect_as(d->socket, &c), 0);
-  ck_assert_int_eq(hipd_daemon_info(c, &info), 0);
-  ck_assert_int_eq(info_get(info, "limits.tenant_max_connecting"),
-                   CONNECTING_MAX);
-  hipd_info_free(info);
-  hipd_close(c);
-  harness_free(d);
+  check_connecting("uid", 0);
+  check_connecting("none", CONNECTING_LOW);
 }
 END_TEST
 

@@ -219,7 +219,7 @@ const option_spec_t options_table[] = {
     NUMBER("tenant-max-connecting", tenant_max_connecting, 0, UINT32_MAX, 32,
            RELOAD, "N",
            "connections of one uid that have gone 1 s\n"
-           "without a hello, with workers (32; 0: no\n"
+           "without a successful hello (32; 0: no\n"
            "limit)"),
     NUMBER("tenant-max-handles", tenant_max_handles, 0, UINT32_MAX, 0, RELOAD,
            "N",

@@ -46,6 +46,7 @@ int m_hello(call_t *c, const hello_args_t *a)
   }
   sess_log(HLOG_INFO, s, "hello from '%s' (pid %d), protocol %d", s->client,
            (int)s->peer_pid, s->protocol);
+  tenant_connecting_done(s); /* --tenant-max-connecting */
   if (first && s->d->session_hello != NULL)
     s->d->session_hello(s->d, s->id);
 

@@ -117,7 +117,7 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   }
   /* Connections not yet past hello hold a descriptor and a buffer each
    * for up to --hello-timeout: a few silent ones per uid (the policy is
-   * tenants.c's). */
+   * tenants.c's; with --isolation none the transport applies it). */
   if (d->cfg.tenant_max_connecting != 0 &&
       tenant_connecting_check(&d->cfg, cred.uid,
                               uid_count(cred.uid, 1, uv_now(d->loop)), why,
