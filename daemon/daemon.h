@@ -108,6 +108,7 @@ typedef struct daemon_config {
   uint64_t tenant_mem_quota;      /* device bytes */
   uint64_t host_mem_reserve;      /* CPU device: host memory kept free; 0:
                                    * cpu_driver_default_reserve() */
+  uint32_t tenant_device_share;   /* percent of a device's memory */
   uint64_t tenant_host_mem;       /* cgroup memory of a uid's workers; 0:
                                    * half of the host's (main.c) */
   uint32_t tenant_max_pids;       /* cgroup pids of a uid's workers */

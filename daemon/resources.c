@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "device.h"
 #include "kernels/kernels.h"
 #include "objects/objects.h"
 #include "profile.h"
@@ -21,7 +22,8 @@
 
 /* ------------------------------------------------------------------ quota */
 
-int res_mem_reserve(session_t *s, uint64_t bytes, hipd_err_t *err)
+int res_mem_reserve(session_t *s, const device_t *dev, uint64_t bytes,
+                    hipd_err_t *err)
 {
   uint64_t quota = s->d->cfg.mem_quota, used = s->res.mem_used;
   tenant_t *t = s->tenant;
@@ -51,16 +53,36 @@ int res_mem_reserve(session_t *s, uint64_t bytes, hipd_err_t *err)
           (unsigned long long)tenant_count(t, TC_SESSIONS),
           tenant_count(t, TC_SESSIONS) == 1 ? "" : "s");
     }
+    /* And of one device, at most --tenant-device-share of its memory. */
+    if (dev != NULL && dev->id >= 0 && dev->id < TENANT_DEVICES) {
+      uint32_t share = s->d->cfg.tenant_device_share;
+      uint64_t cap = dev->caps.total_global_mem / 100 * share;
+      uint64_t on = tenant_count_add(t, TC_DEV0 + dev->id, (int64_t)bytes);
+      if (share != 0 && on > cap) {
+        tenant_count_add(t, TC_DEV0 + dev->id, -(int64_t)bytes);
+        tenant_count_add(t, TC_MEM, -(int64_t)bytes);
+        return err_set(err, HIPD_EQUOTA,
+                       "%llu bytes would bring tenant uid %u's buffers on "
+                       "device %d to %llu bytes, more than its share of "
+                       "%u%% of the device's %llu (--tenant-device-share)",
+                       (unsigned long long)bytes, (unsigned)t->uid, dev->id,
+                       (unsigned long long)on, share,
+                       (unsigned long long)dev->caps.total_global_mem);
+      }
+    }
   }
   s->res.mem_used += bytes;
   return 0;
 }
 
-void res_mem_release(session_t *s, uint64_t bytes)
+void res_mem_release(session_t *s, int dev, uint64_t bytes)
 {
   s->res.mem_used -= bytes;
-  if (s->tenant != NULL)
-    tenant_count_add(s->tenant, TC_MEM, -(int64_t)bytes);
+  if (s->tenant == NULL)
+    return;
+  tenant_count_add(s->tenant, TC_MEM, -(int64_t)bytes);
+  if (dev >= 0 && dev < TENANT_DEVICES)
+    tenant_count_add(s->tenant, TC_DEV0 + dev, -(int64_t)bytes);
 }
 
 /* ---------------------------------------------------------------- handles */
@@ -103,7 +125,7 @@ int res_buffer_add(session_t *s, buffer_t *b, uint64_t reserved, uint64_t *h)
   int rc = keep(s, HANDLE_BUFFER, b, h);
 
   if (rc != 0) {
-    res_mem_release(s, reserved);
+    res_mem_release(s, b->dev->id, reserved);
     buffer_unref(b); /* frees on the service worker */
   }
   return rc;
@@ -112,7 +134,7 @@ int res_buffer_add(session_t *s, buffer_t *b, uint64_t reserved, uint64_t *h)
 void res_buffer_free(session_t *s, uint64_t h, buffer_t *b)
 {
   handle_remove(s, h, HANDLE_BUFFER, NULL);
-  res_mem_release(s, buffer_quota_bytes(b));
+  res_mem_release(s, b->dev->id, buffer_quota_bytes(b));
   buffer_unref(b);
 }
 
@@ -121,7 +143,7 @@ int res_shm_add(session_t *s, shm_t *m, uint64_t *h)
   int rc = keep(s, HANDLE_SHM, m, h);
 
   if (rc != 0) {
-    res_mem_release(s, m->size);
+    res_mem_release(s, -1, m->size);
     shm_unref(m);
   }
   return rc;
@@ -130,7 +152,7 @@ int res_shm_add(session_t *s, shm_t *m, uint64_t *h)
 void res_shm_free(session_t *s, uint64_t h, shm_t *m)
 {
   handle_remove(s, h, HANDLE_SHM, NULL);
-  res_mem_release(s, m->size);
+  res_mem_release(s, -1, m->size);
   shm_unref(m);
 }
 

@@ -49,8 +49,9 @@ typedef struct res {
  * sessions)").
  * Every reservation is released once: by res_mem_release() when what it
  * was for is not made, else with the buffer or shared buffer it became. */
-int res_mem_reserve(struct session *s, uint64_t bytes, hipd_err_t *err);
-void res_mem_release(struct session *s, uint64_t bytes);
+int res_mem_reserve(struct session *s, const struct device *dev, uint64_t bytes,
+                    hipd_err_t *err);
+void res_mem_release(struct session *s, int dev, uint64_t bytes);
 
 /* ---- objects under handles ---- */
 /* Keep new buffer @p b (its reference passes to the handle) with the

@@ -32,13 +32,19 @@
 #include "daemon.h"
 #include "util/err.h"
 
+/* Devices whose bytes are counted per tenant (device.c has at most as
+ * many). */
+#define TENANT_DEVICES 64
+
 /* What the limits count (tenant_count_add). */
 typedef enum {
   TC_MEM = 0,  /* bytes counted against --tenant-mem-quota */
   TC_STREAMS,  /* streams made with stream.create, held now */
   TC_HANDLES,  /* handles of every type, default streams included */
   TC_SESSIONS, /* sessions open (not yet torn down) */
-  TC_COUNT
+  TC_DEV0,     /* + a device's global id: its bytes of the uid's buffers
+                  (--tenant-device-share) */
+  TC_COUNT = TC_DEV0 + TENANT_DEVICES
 } tenant_counter_t;
 
 /* The tenant page (--isolation session): one uid's counts across all its

@@ -749,7 +749,7 @@ static void good_session_works(raw_t *good, uint32_t id, uint64_t bound)
           memcmp(k->via.str.ptr, "limits", 6) != 0)
         continue;
       ck_assert_int_eq(v->type, MSGPACK_OBJECT_MAP);
-      ck_assert_uint_eq(v->via.map.size, 21);
+      ck_assert_uint_eq(v->via.map.size, 22);
       for (uint32_t j = 0; j < v->via.map.size; j++) {
         const msgpack_object *lk = &v->via.map.ptr[j].key;
         if (lk->via.str.size == 15 &&

@@ -268,6 +268,76 @@ START_TEST(test_tenant_streams_handles)
 }
 END_TEST
 
+/* --tenant-device-share: one uid's buffers on one device stop at the
+ * share (here 1% of the CPU device's memory), counted across its sessions;
+ * another uid has a share of its own. */
+typedef struct {
+  const char *socket;
+  uid_t uid;
+  uint64_t share; /* bytes: 1% of device 0 */
+} share_ctx_t;
+
+static int device_share_fn(void *arg, char *msg, size_t msglen)
+{
+  share_ctx_t *x = arg;
+  hipd_conn_t *c1 = NULL, *c2 = NULL;
+  hipd_buffer_t b1, b2;
+  uint64_t part = x->share / 4 * 3;
+  int rc;
+
+  REQUIRE(connect_as(x->socket, &c1) == 0, "connect 1: %s",
+          hipd_last_error(NULL));
+  REQUIRE(connect_as(x->socket, &c2) == 0, "connect 2: %s",
+          hipd_last_error(NULL));
+  rc = hipd_mem_alloc(c1, 0, part, "byte", &b1);
+  REQUIRE(rc == 0, "alloc of 3/4 of the share: %s (%s)", hipd_err_name(rc),
+          hipd_last_error(c1));
+  rc = hipd_mem_alloc(c2, 0, part, "byte", &b2);
+  REQUIRE(rc == HIPD_EQUOTA &&
+              strstr(hipd_last_error(c2), "--tenant-device-share") != NULL,
+          "a second 3/4 in another session: %s (%s), not EQUOTA",
+          hipd_err_name(rc), hipd_last_error(c2));
+  rc = hipd_mem_alloc(c2, 0, x->share / 8, "byte", &b2);
+  REQUIRE(rc == 0, "an eighth more: %s (%s)", hipd_err_name(rc),
+          hipd_last_error(c2));
+  /* Freed: room again. */
+  REQUIRE(hipd_mem_free(c1, b1) == 0, "free: %s", hipd_last_error(c1));
+  rc = hipd_mem_alloc(c2, 0, part, "byte", &b1);
+  REQUIRE(rc == 0, "3/4 after the free: %s (%s)", hipd_err_name(rc),
+          hipd_last_error(c2));
+  hipd_close(c1);
+  hipd_close(c2);
+  return 0;
+}
+
+START_TEST(test_tenant_device_share)
+{
+  harness_daemon_t *d;
+  share_ctx_t a, b;
+  hipd_conn_t *c = NULL;
+  hipd_info_t *info = NULL;
+  uint64_t total;
+
+  for (int mode = 0; mode < 2; mode++) {
+    d = users_start_shared("--tenant-device-share", "1", "--isolation",
+                           mode == 0 ? "uid" : "session", NULL);
+    ck_assert_int_eq(connect_as(d->socket, &c), 0);
+    ck_assert_int_eq(hipd_daemon_info(c, &info), 0);
+    ck_assert_int_eq(info_get(info, "limits.tenant_device_share"), 1);
+    hipd_info_free(info);
+    ck_assert_int_eq(hipd_device_get(c, 0, &info), 0);
+    total = (uint64_t)info_get(info, "capabilities.total_global_mem");
+    hipd_info_free(info);
+    hipd_close(c);
+    a = (share_ctx_t){d->socket, uid_a, total / 100};
+    b = (share_ctx_t){d->socket, uid_b, total / 100};
+    users_as(USER_A, device_share_fn, &a);
+    users_as(USER_B, device_share_fn, &b);
+    harness_free(d);
+  }
+}
+END_TEST
+
 /* The tenant limits with --isolation session: each session has a worker
  * of its own, and the uid's totals are on the tenant page all of them
  * share (tenants.h), so the same two-session checks hold. */
@@ -1224,6 +1294,7 @@ int main(void)
   tcase_add_test(tc, test_tenant_streams_handles);
   tcase_add_test(tc, test_tenant_limits_session_workers);
   tcase_add_test(tc, test_tenant_page_worker_death);
+  tcase_add_test(tc, test_tenant_device_share);
   suite_add_tcase(s, tc);
   tc = tcase_create("access");
   tcase_set_timeout(tc, 60);

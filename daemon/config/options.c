@@ -196,6 +196,10 @@ const option_spec_t options_table[] = {
            "an allocation that would leave less fails\n"
            "with ENOMEM (default: a sixteenth of the\n"
            "host's, 256M to 8G)"),
+    NUMBER("tenant-device-share", tenant_device_share, 0, 100, 50, RELOAD,
+           "PERCENT",
+           "the most of one device's memory that one\n"
+           "uid's buffers may hold (50; 0: no limit)"),
     /* Default 0: half of the host's memory (main.c). */
     NUMBER("tenant-host-mem", tenant_host_mem, (uint64_t)16 << 20,
            UINT64_MAX >> 1, 0, RELOAD, "BYTES",

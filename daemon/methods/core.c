@@ -164,6 +164,7 @@ static void pack_limits(msgpack_packer *pk, const daemon_t *d)
   pack_kv_u64(&m, "tenant_max_handles", d->cfg.tenant_max_handles);
   pack_kv_u64(&m, "tenant_max_streams", d->cfg.tenant_max_streams);
   pack_kv_u64(&m, "host_mem_reserve", d->cfg.host_mem_reserve);
+  pack_kv_u64(&m, "tenant_device_share", d->cfg.tenant_device_share);
   pack_kv_u64(&m, "tenant_host_mem", d->cfg.tenant_host_mem);
   pack_kv_u64(&m, "tenant_max_pids", d->cfg.tenant_max_pids);
   pack_map_end(&m);

@@ -44,7 +44,7 @@ static void allocated(void *ctx, obj_result_t *r)
   int rc;
 
   if (r->status != 0) {
-    res_mem_release(c->s, p->bytes);
+    res_mem_release(c->s, p->dev, p->bytes);
     call_fail(c, r->status, "%s", r->err);
   } else if ((rc = res_buffer_add(c->s, r->buffer, p->bytes, &h)) != 0) {
     call_fail(c, rc, "cannot keep the allocation: %s", hipd_strerror(rc));
@@ -75,16 +75,17 @@ static int alloc_common(call_t *c, device_t *dev, uint64_t count,
                      (unsigned long long)size, dev->id,
                      (unsigned long long)dev->caps.total_global_mem);
   /* Reserved now so that concurrent allocations cannot pass the quota. */
-  if ((rc = res_mem_reserve(c->s, size, &err)) != 0)
+  if ((rc = res_mem_reserve(c->s, dev, size, &err)) != 0)
     return call_fail(c, rc, "%s", err.msg);
   if ((p = meth_pending_new(c)) == NULL) {
-    res_mem_release(c->s, size);
+    res_mem_release(c->s, dev->id, size);
     return HIPD_ENOMEM;
   }
   p->bytes = size;
+  p->dev = dev->id;
   if (buffer_alloc(dev, (size_t)size, (size_t)elem_size,
                    (obj_done_t){allocated, p}) != 0) {
-    res_mem_release(c->s, size);
+    res_mem_release(c->s, dev->id, size);
     meth_pending_fail(p, HIPD_ENOMEM, "out of memory");
   }
   return 0;

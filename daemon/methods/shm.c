@@ -55,19 +55,19 @@ int m_shm_create(call_t *c, const shm_create_args_t *a)
     return call_fail(c, HIPD_EINVAL,
                      "no file descriptor came with the request "
                      "(send the memfd with SCM_RIGHTS on its bytes)");
-  if ((rc = res_mem_reserve(s, size, &err)) != 0) {
+  if ((rc = res_mem_reserve(s, NULL, size, &err)) != 0) {
     close(fd);
     return call_fail(c, rc, "%s", err.msg);
   }
   if ((rc = shm_open_fd(fd, size, s->peer_uid, &m, &err)) != 0) {
-    res_mem_release(s, size);
+    res_mem_release(s, -1, size);
     return call_fail(c, rc, "%s", err.msg);
   }
   if ((r = calloc(1, sizeof(*r))) == NULL ||
       (r->call = call_defer(c)) == NULL) {
     free(r);
     shm_unref(m);
-    res_mem_release(s, size);
+    res_mem_release(s, -1, size);
     return r == NULL ? call_fail(c, HIPD_ENOMEM, "out of memory") : HIPD_ENOMEM;
   }
   r->m = m; /* of size bytes, reserved above */
