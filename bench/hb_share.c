@@ -161,6 +161,64 @@ static uint64_t pool_cpu_ns(const proc_t *w, int n, long root, long *threads)
   return ns;
 }
 
+/* --profile: the threads of the clients @p w and of @p root's tree, by
+ * name, into @p out (at most @p max). @return how many. */
+static int pool_threads(const proc_t *w, int n, long root, tprof_t *out,
+                        int max)
+{
+  pinfo_t *ps = malloc(sizeof(*ps) * PROCS_MAX);
+  pid_t *pids = malloc(sizeof(*pids) * (size_t)n);
+  int nt = 0;
+
+  if (ps != NULL && pids != NULL) {
+    int np = procs_survey(ps, PROCS_MAX);
+    for (int i = 0; i < n; i++)
+      pids[i] = w[i].pid;
+    nt = procs_thread_profile(ps, np, root, pids, n, out, max);
+  }
+  free(ps);
+  free(pids);
+  return nt;
+}
+
+#define PROFILE_MAX 64
+
+/* --profile: print what each group of threads cost per kernel between
+ * @p a and @p b. */
+static void pool_profile_print(int n, double kernels, const tprof_t *a, int na,
+                               const tprof_t *b, int nb)
+{
+  double cpu = 0, v = 0, iv = 0;
+
+  if (!(kernels > 0))
+    return;
+  printf("\nprofile: %d client%s, %.0f kernels (per kernel: CPU time, "
+         "voluntary and involuntary context switches)\n",
+         n, n == 1 ? "" : "s", kernels);
+  printf("  %-34s %7s %10s %8s %8s\n", "process/thread", "threads", "cpu_us",
+         "vcsw", "ivcsw");
+  for (int j = 0; j < nb; j++) {
+    tprof_t d = b[j];
+    for (int i = 0; i < na; i++)
+      if (strcmp(a[i].name, b[j].name) == 0) {
+        d.cpu_ns -= a[i].cpu_ns < d.cpu_ns ? a[i].cpu_ns : d.cpu_ns;
+        d.vcsw -= a[i].vcsw < d.vcsw ? a[i].vcsw : d.vcsw;
+        d.ivcsw -= a[i].ivcsw < d.ivcsw ? a[i].ivcsw : d.ivcsw;
+        break;
+      }
+    if (d.cpu_ns == 0 && d.vcsw == 0 && d.ivcsw == 0)
+      continue;
+    printf("  %-34s %7d %10.2f %8.3f %8.3f\n", d.name, d.threads,
+           (double)d.cpu_ns / 1e3 / kernels, (double)d.vcsw / kernels,
+           (double)d.ivcsw / kernels);
+    cpu += (double)d.cpu_ns / 1e3 / kernels;
+    v += (double)d.vcsw / kernels;
+    iv += (double)d.ivcsw / kernels;
+  }
+  printf("  %-34s %7s %10.2f %8.3f %8.3f\n", "total", "", cpu, v, iv);
+  fflush(stdout);
+}
+
 static int pool_run(proc_t *w, int n, long root, double *agg, double *min_rate,
                     hb_cost_t *cost, long *pids, void (*during)(void *),
                     void *arg, char *err, size_t errsz)
@@ -169,6 +227,8 @@ static int pool_run(proc_t *w, int n, long root, double *agg, double *min_rate,
   double deadline = bu_now() + READY_TIMEOUT, sum = 0, lo = INFINITY;
   double kernels = 0;
   uint64_t cpu0;
+  static tprof_t prof0[PROFILE_MAX], prof1[PROFILE_MAX];
+  int nprof0 = 0;
 
   for (int i = 0; i < n; i++) {
     int r = proc_readline(&w[i], line, sizeof(line), deadline);
@@ -189,6 +249,8 @@ static int pool_run(proc_t *w, int n, long root, double *agg, double *min_rate,
       pids[i] = bu_json_get_num(line, "worker_pid", &pid) == 0 ? (long)pid : -1;
   }
   cpu0 = pool_cpu_ns(w, n, root, cost != NULL ? &cost->threads : NULL);
+  if (hb.profile)
+    nprof0 = pool_threads(w, n, root, prof0, PROFILE_MAX);
   for (int i = 0; i < n; i++)
     if (proc_write(&w[i], "go\n") != 0) {
       snprintf(err, errsz, "client %d of %d went away", i, n);
@@ -221,6 +283,10 @@ static int pool_run(proc_t *w, int n, long root, double *agg, double *min_rate,
   }
   *agg = sum;
   *min_rate = lo;
+  if (hb.profile) {
+    int nprof1 = pool_threads(w, n, root, prof1, PROFILE_MAX);
+    pool_profile_print(n, kernels, prof0, nprof0, prof1, nprof1);
+  }
   /* Read before the clients are reaped: their times stay with them. */
   if (cost != NULL)
     cost->cpu_us =

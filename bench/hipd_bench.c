@@ -114,6 +114,8 @@ static void usage(FILE *f)
       "  --elems N          sharing: floats per small kernel (65536; smoke "
       "1024)\n"
       "  --no-mps           skip the MPS baseline\n"
+      "  --profile          sharing: where hipd's and the clients' CPU time\n"
+      "                     and context switches go, per kernel, by thread\n"
       "  --isolation-compare  measure the rtt, launch and share figures\n"
       "                     again on a second hipd with --isolation none\n"
       "                     and report each figure's ratio to it\n"
@@ -142,6 +144,7 @@ static int parse_args(int argc, char **argv)
     OPT_SECONDS,
     OPT_ELEMS,
     OPT_NO_MPS,
+    OPT_PROFILE,
     OPT_ISOLATION_COMPARE,
     OPT_SYNC,
     OPT_TIMEOUT,
@@ -160,6 +163,7 @@ static int parse_args(int argc, char **argv)
       {"seconds", required_argument, NULL, OPT_SECONDS},
       {"elems", required_argument, NULL, OPT_ELEMS},
       {"no-mps", no_argument, NULL, OPT_NO_MPS},
+      {"profile", no_argument, NULL, OPT_PROFILE},
       {"isolation-compare", no_argument, NULL, OPT_ISOLATION_COMPARE},
       {"sync", required_argument, NULL, OPT_SYNC},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -259,6 +263,9 @@ static int parse_args(int argc, char **argv)
         note("--elems: 1 to 2^28");
         return -1;
       }
+      break;
+    case OPT_PROFILE:
+      hb.profile = 1;
       break;
     case OPT_NO_MPS:
       hb.no_mps = 1;

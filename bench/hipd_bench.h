@@ -99,6 +99,7 @@ struct hb_state {
   int sync_mode;         /* SYNC_* */
   int isolation_compare; /* --isolation-compare */
   int hipd_only;         /* sections measure hipd alone, no baselines */
+  int profile;           /* --profile: sharing runs print their threads */
   /* iteration counts, from --smoke */
   int rtt_iters, rtt_warmup, launch_iters, compile_variants, compile_hits;
   double bw_budget;

@@ -539,3 +539,94 @@ void procs_total(const pinfo_t *ps, int n, long root, const pid_t *pids,
   if (threads != NULL)
     *threads = nthreads;
 }
+
+/* One thread's figures from /proc/PID/task/TID. @return 0, or -1. */
+static int thread_read(long pid, const char *tid, char *comm, size_t commsz,
+                       uint64_t *cpu_ns, uint64_t *vcsw, uint64_t *ivcsw)
+{
+  char path[128], buf[4096];
+  FILE *f;
+  size_t len;
+
+  snprintf(path, sizeof(path), "/proc/%ld/task/%s/comm", pid, tid);
+  if ((f = fopen(path, "r")) == NULL)
+    return -1;
+  if (fgets(comm, (int)commsz, f) == NULL)
+    comm[0] = '\0';
+  fclose(f);
+  comm[strcspn(comm, "\n")] = '\0';
+  *cpu_ns = 0;
+  snprintf(path, sizeof(path), "/proc/%ld/task/%s/schedstat", pid, tid);
+  if ((f = fopen(path, "r")) != NULL) {
+    unsigned long long ns = 0;
+    if (fscanf(f, "%llu", &ns) == 1)
+      *cpu_ns = ns;
+    fclose(f);
+  }
+  *vcsw = *ivcsw = 0;
+  snprintf(path, sizeof(path), "/proc/%ld/task/%s/status", pid, tid);
+  if ((f = fopen(path, "r")) == NULL)
+    return -1;
+  len = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[len] = '\0';
+  {
+    const char *v = strstr(buf, "voluntary_ctxt_switches:");
+    const char *iv = strstr(buf, "nonvoluntary_ctxt_switches:");
+    /* "voluntary" is also the tail of "nonvoluntary": take the first. */
+    if (v != NULL && (iv == NULL || v < iv))
+      *vcsw = strtoull(v + 24, NULL, 10);
+    if (iv != NULL)
+      *ivcsw = strtoull(iv + 27, NULL, 10);
+  }
+  return 0;
+}
+
+/* See procs.h. */
+int procs_thread_profile(const pinfo_t *ps, int n, long root, const pid_t *pids,
+                         int npids, tprof_t *out, int max)
+{
+  int nout = 0;
+
+  for (int i = 0; i < n; i++) {
+    int mine = root > 0 && procs_under(ps, n, ps[i].pid, root);
+    char path[64];
+    DIR *d;
+    struct dirent *e;
+
+    for (int k = 0; !mine && k < npids; k++)
+      mine = ps[i].pid == pids[k];
+    if (!mine)
+      continue;
+    snprintf(path, sizeof(path), "/proc/%ld/task", ps[i].pid);
+    if ((d = opendir(path)) == NULL)
+      continue;
+    while ((e = readdir(d)) != NULL) {
+      char comm[32], name[56];
+      uint64_t ns, v, iv;
+      int j;
+
+      if (!isdigit((unsigned char)e->d_name[0]) ||
+          thread_read(ps[i].pid, e->d_name, comm, sizeof(comm), &ns, &v, &iv) !=
+              0)
+        continue;
+      snprintf(name, sizeof(name), "%s/%s",
+               ps[i].pid == root ? "listener" : ps[i].comm, comm);
+      for (j = 0; j < nout && strcmp(out[j].name, name) != 0; j++)
+        ;
+      if (j == nout) {
+        if (nout == max)
+          continue;
+        memset(&out[nout], 0, sizeof(out[nout]));
+        snprintf(out[nout].name, sizeof(out[nout].name), "%s", name);
+        nout++;
+      }
+      out[j].threads++;
+      out[j].cpu_ns += ns;
+      out[j].vcsw += v;
+      out[j].ivcsw += iv;
+    }
+    closedir(d);
+  }
+  return nout;
+}

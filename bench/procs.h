@@ -101,4 +101,19 @@ int procs_under(const pinfo_t *ps, int n, long pid, long root);
 void procs_total(const pinfo_t *ps, int n, long root, const pid_t *pids,
                  int npids, uint64_t *cpu_ns, long *threads);
 
+/* CPU time and context switches of a group of threads: those of one name
+ * ("PROCESS/THREAD", their comms; the root process is "listener"). */
+typedef struct {
+  char name[56];
+  int threads;
+  uint64_t cpu_ns; /* run time (schedstat, else utime + stime) */
+  uint64_t vcsw;   /* voluntary context switches (it slept) */
+  uint64_t ivcsw;  /* involuntary ones (it was preempted) */
+} tprof_t;
+
+/* Every thread of @p root's tree (root > 0) and of the processes @p pids,
+ * summed by name into @p out (at most @p max names). @return how many. */
+int procs_thread_profile(const pinfo_t *ps, int n, long root, const pid_t *pids,
+                         int npids, tprof_t *out, int max);
+
 #endif

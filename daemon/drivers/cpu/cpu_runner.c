@@ -57,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1201,6 +1202,8 @@ int main(int argc, char **argv)
       (runner_state.drop_ids != 0 && runner_state.drop_ids != 3))
     usage();
   setrlimit(RLIMIT_CORE, &nocore); /* crashes are reported, not dumped */
+  /* Started as /proc/self/fd/4 by the launcher: its name would be "4". */
+  prctl(PR_SET_NAME, "hipd-cpu-runner", 0, 0, 0);
   signal(SIGPIPE, SIG_IGN);
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (runner_state.reserve_size != 0)
