@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +44,10 @@ uint32_t exec_outstanding(void)
 static struct {
   uv_async_t async;
   pthread_mutex_t mu;
-  task_t *head, *tail;
-  int ready;
+  task_t *head, *tail; /* (mu) */
+  int ready;           /* (mu) */
+  int watched;         /* (mu) the loop looks at head itself: no wake-up */
+  atomic_int queued;   /* head != NULL, for exec_bridge_pending() */
 } bridge = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void bridge_cb(uv_async_t *a)
@@ -55,6 +58,7 @@ static void bridge_cb(uv_async_t *a)
   pthread_mutex_lock(&bridge.mu);
   list = bridge.head;
   bridge.head = bridge.tail = NULL;
+  atomic_store_explicit(&bridge.queued, 0, memory_order_relaxed);
   pthread_mutex_unlock(&bridge.mu);
   while (list != NULL) {
     task_t *t = list;
@@ -63,6 +67,28 @@ static void bridge_cb(uv_async_t *a)
     outstanding--;
     t->done(t);
   }
+}
+
+int exec_bridge_watch(int on)
+{
+  int waiting;
+
+  pthread_mutex_lock(&bridge.mu);
+  bridge.watched = on;
+  waiting = bridge.head != NULL;
+  pthread_mutex_unlock(&bridge.mu);
+  return waiting;
+}
+
+int exec_bridge_pending(void)
+{
+  return atomic_load_explicit(&bridge.queued, memory_order_acquire);
+}
+
+void exec_bridge_run(void)
+{
+  if (exec_bridge_pending())
+    bridge_cb(NULL);
 }
 
 int exec_bridge_init(uv_loop_t *loop)
@@ -110,9 +136,12 @@ void task_complete(task_t *t)
   else
     bridge.head = t;
   bridge.tail = t;
+  atomic_store_explicit(&bridge.queued, 1, memory_order_release);
   /* Under the lock, so that exec_bridge_close() cannot close the handle
-   * between the check above and the wake-up. */
-  uv_async_send(&bridge.async);
+   * between the check above and the wake-up, and so that a loop that
+   * stops watching (exec_bridge_watch(0)) sees this task or was woken. */
+  if (!bridge.watched)
+    uv_async_send(&bridge.async);
   pthread_mutex_unlock(&bridge.mu);
 }
 

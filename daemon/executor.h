@@ -47,6 +47,17 @@ void exec_set_busy_poll(uint32_t us);
 int exec_bridge_init(uv_loop_t *loop);
 /* Close the bridge's async handle (at shutdown). */
 void exec_bridge_close(void);
+/* While the loop thread busy-polls (main.c's run_loop) it watches the
+ * bridge itself: completions then come without the async handle's
+ * wake-up (a write to an eventfd, and its read on the loop: two system
+ * calls a completion). exec_bridge_watch(1) starts that;
+ * exec_bridge_watch(0) ends it, and @return whether completions wait
+ * (from then on they wake the loop again). Loop thread. */
+int exec_bridge_watch(int on);
+/* Whether completions wait for the loop (a hint: one atomic load). */
+int exec_bridge_pending(void);
+/* Run the completions that wait. Loop thread. */
+void exec_bridge_run(void);
 
 /* Create an executor whose worker first calls @p bind(bind_arg) (for
  * example to make a device current on the thread). @p name names the
