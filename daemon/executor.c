@@ -213,8 +213,13 @@ static void spin_for_work(executor_t *ex)
 static void *worker_main(void *arg)
 {
   executor_t *ex = arg;
-  int bound = ex->bind ? ex->bind(ex->bind_arg) : 0;
+  int bound;
 
+  /* By the thread itself: prctl(PR_SET_NAME), which the sandboxed
+   * worker's filter allows; another thread's name is a file write in
+   * /proc, which Landlock refuses. */
+  pthread_setname_np(pthread_self(), ex->name);
+  bound = ex->bind ? ex->bind(ex->bind_arg) : 0;
   if (bound != 0)
     log_error(0, "executor %s: cannot bind its device (%d)", ex->name, bound);
   for (;;) {
@@ -290,7 +295,6 @@ executor_t *exec_create(const char *name, int (*bind)(void *), void *bind_arg)
     free(ex);
     return NULL;
   }
-  pthread_setname_np(ex->thread, ex->name);
   return ex;
 }
 
