@@ -127,6 +127,7 @@ typedef struct daemon_config {
   int isolation;     /* ISOLATION_* */
   char *worker_user; /* --user: the workers' account (when root) */
   uint32_t worker_linger_ms; /* an idle worker lives this long */
+  uint32_t tenant_workers;   /* --isolation uid: workers one uid may have */
   int mps;                   /* MPS_* (privsep/mps.h) */
   char *worker_arg;          /* --worker=MODE:UID:GID:ID, internal */
   char *metrics_listen;      /* --metrics-listen ADDR:PORT, NULL: off */

@@ -212,6 +212,37 @@ START_TEST(test_worker_per_uid)
 }
 END_TEST
 
+/* --tenant-workers 2: a uid's second session gets a worker of its own,
+ * its third the one with fewer sessions; the tenant's limits still count
+ * both (the tenant page): two sessions at 600 KiB of a 1 MiB quota. */
+START_TEST(test_tenant_workers)
+{
+  harness_daemon_t *d = users_start_shared("--tenant-workers", "2",
+                                           "--tenant-mem-quota", "1M", NULL);
+  hipd_conn_t *c[3] = {NULL, NULL, NULL};
+  served_t sv[3];
+  hipd_buffer_t b;
+
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(hipd_connect2(d->socket, "check_privsep", &c[i]), 0);
+    hipd_set_timeout(c[i], 30000);
+    ck_assert_int_eq(served_by(c[i], &sv[i]), 0);
+    ck_assert_str_eq(sv[i].process, "worker");
+  }
+  ck_assert_int_ne(sv[0].pid, sv[1].pid);
+  ck_assert_msg(sv[2].pid == sv[0].pid || sv[2].pid == sv[1].pid,
+                "a third worker (pid %lld) for a uid with --tenant-workers 2",
+                (long long)sv[2].pid);
+  ck_assert_int_eq(hipd_mem_alloc(c[0], 0, 600 * 1024, "byte", &b), 0);
+  ck_assert_int_eq(hipd_mem_alloc(c[1], 0, 600 * 1024, "byte", &b),
+                   HIPD_EQUOTA);
+  for (int i = 0; i < 3; i++)
+    hipd_close(c[i]);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
 START_TEST(test_worker_per_session)
 {
   harness_daemon_t *d =
@@ -740,6 +771,7 @@ int main(void)
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_worker_per_uid);
   tcase_add_test(tc, test_worker_per_session);
+  tcase_add_test(tc, test_tenant_workers);
   tcase_add_test(tc, test_isolation_none);
   tcase_add_test(tc, test_worker_death_contained);
   tcase_add_test(tc, test_worker_linger);

@@ -335,6 +335,9 @@ const option_spec_t options_table[] = {
     STRING("user", worker_user, 1, NULL, RESTART, "NAME",
            "the workers' account when hipd runs as root\n"
            "(hipd)"),
+    NUMBER("tenant-workers", tenant_workers, 1, 1024, 1, RESTART, "N",
+           "with --isolation uid, spread one uid's\n"
+           "sessions over up to N workers (1)"),
     NUMBER("worker-linger", worker_linger_ms, 0, UINT32_MAX, 10000, RELOAD,
            "MS",
            "how long a worker with no session stays\n"

@@ -482,9 +482,9 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
       env[ne] = w->cgroup_env;
     if (cgroup_tenant_usage(uid, &cu) == 0)
       w->oom_kills = cu.oom_kills;
-    /* A session's worker counts against its uid's totals on the uid's
-     * tenant page (tenant_pages.h). */
-    if (mode == ISOLATION_SESSION) {
+    /* A session's worker, or one of several of a uid, counts against its
+     * uid's totals on the uid's tenant page (tenant_pages.h). */
+    if (mode == ISOLATION_SESSION || d->cfg.tenant_workers > 1) {
       uint32_t slot;
       if (tenant_pages_take(uid, d->cfg.max_sessions + 64, &w->tpage_fd, &slot,
                             &cerr) != 0) {

@@ -127,14 +127,21 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
     return;
   }
   if (d->cfg.isolation == ISOLATION_UID) {
+    /* The uid's worker with the fewest sessions; with --tenant-workers,
+     * a new one instead while that one has a session and the uid has
+     * fewer workers than that: its sessions spread over their loops. */
+    uint32_t nw = 0;
     for (list_node_t *n = workers_pool.live.next; n != &workers_pool.live;
          n = n->next) {
       worker_t *x = list_entry(n, worker_t, node);
-      if (x->uid == cred.uid) {
+      if (x->uid != cred.uid)
+        continue;
+      nw++;
+      if (w == NULL || x->sessions < w->sessions)
         w = x;
-        break;
-      }
     }
+    if (w != NULL && w->sessions > 0 && nw < d->cfg.tenant_workers)
+      w = NULL;
   }
   if (w == NULL)
     w = workers_spawn(d, d->cfg.isolation, cred.uid, cred.gid, id);
