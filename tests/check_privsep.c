@@ -578,6 +578,55 @@ START_TEST(test_cgroup_per_tenant)
 }
 END_TEST
 
+/* The tenants' limits follow a reload (SIGHUP): memory.max and pids.max
+ * of the groups that exist, the runners' leaf's share with them. */
+static void conf_put(const char *path, const char *text)
+{
+  FILE *f = fopen(path, "w");
+
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_ge(fputs(text, f), 0);
+  ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(test_cgroup_reload)
+{
+  int mode = cg_begin("test_cgroup_reload");
+  const char *mem = mode == CG_V1 ? "memory" : NULL;
+  const char *pids = mode == CG_V1 ? "pids" : NULL;
+  const char *max =
+      mode == CG_V1 ? "../memory.limit_in_bytes" : "../memory.max";
+  const char *conf = harness_temp_path("privsep-hipd.conf");
+  harness_daemon_t *d;
+  hipd_conn_t *c = NULL;
+  served_t sv;
+  char dir[4096];
+
+  if (mode == CG_NONE)
+    return;
+  ck_assert_ptr_nonnull(conf);
+  conf_put(conf, "tenant-host-mem = 300M\ntenant-max-pids = 321\n");
+  d = users_start_shared("--config", conf, "--worker-linger", "60000", NULL);
+  cg_end(mode, 0);
+  ck_assert_int_eq(hipd_connect2(d->socket, "check_privsep", &c), 0);
+  ck_assert_int_eq(served_by(c, &sv), 0);
+  assert_group((pid_t)sv.pid, mem, "tenant-0/worker", dir, sizeof(dir));
+  ck_assert_int_eq(file_num(dir, max), 300 << 20);
+  conf_put(conf, "tenant-host-mem = 400M\ntenant-max-pids = 500\n");
+  ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+  ck_assert_int_eq(harness_log_wait(d, "configuration reloaded", 10000), 1);
+  ck_assert_int_eq(file_num(dir, max), 400 << 20);
+  assert_group((pid_t)sv.pid, pids, "tenant-0/worker", dir, sizeof(dir));
+  ck_assert_int_eq(file_num(dir, "../pids.max"), 500);
+  /* All but an eighth (62) for the runners. */
+  ck_assert_int_eq(file_num(dir, "../runners/pids.max"), 500 - 62);
+  hipd_close(c);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+  cg_end(mode, 1);
+}
+END_TEST
+
 /* A tenant's CPU-device buffers stop at its host memory limit with ENOMEM
  * (not the OOM killer), and its worker goes on; another uid allocates in
  * its own group. */
@@ -780,6 +829,7 @@ int main(void)
   tc = tcase_create("cgroups");
   tcase_set_timeout(tc, 90);
   tcase_add_test(tc, test_cgroup_per_tenant);
+  tcase_add_test(tc, test_cgroup_reload);
   tcase_add_test(tc, test_cgroup_memory_limit);
   tcase_add_test(tc, test_cgroup_pids_limit);
   suite_add_tcase(s, tc);
