@@ -209,6 +209,43 @@ START_TEST(test_cache_concurrent)
 }
 END_TEST
 
+/* Twelve sessions of one uid compile one new source at once with
+ * --tenant-max-compiles 2: those that wait for the compile in flight hold
+ * no helper and are not refused; it is compiled once. (Sixteen clients of
+ * a program starting together met EBUSY before.) */
+START_TEST(test_cache_concurrent_many)
+{
+  enum { N = 12 };
+  char dir[256];
+  char *src = fresh_source(VECADD_SRC, "many");
+  harness_daemon_t *d;
+  pthread_barrier_t go;
+  racer_t r[N];
+  pthread_t t[N];
+  int miss = 0;
+
+  cache_dir_make(dir, sizeof(dir));
+  d = harness_start("--cache-dir", dir, "--tenant-max-compiles", "2", NULL);
+  ck_assert_ptr_nonnull(d);
+  pthread_barrier_init(&go, NULL, N);
+  for (int i = 0; i < N; i++) {
+    r[i] = (racer_t){.socket = d->socket, .src = src, .go = &go};
+    ck_assert_int_eq(pthread_create(&t[i], NULL, racer_main, &r[i]), 0);
+  }
+  for (int i = 0; i < N; i++) {
+    ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+    ck_assert_msg(r[i].rc == 0, "racer %d: %s: %s", i, hipd_err_name(r[i].rc),
+                  r[i].error);
+    miss += strcmp(r[i].cache, "miss") == 0;
+  }
+  pthread_barrier_destroy(&go);
+  ck_assert_int_eq(miss, 1);
+  stop_daemon(d);
+  cache_dir_remove(dir);
+  free(src);
+}
+END_TEST
+
 /* ------------------------------------------------- cache authentication */
 
 /* A kernel an attacker would like to see run as vecadd: it subtracts. */
@@ -502,6 +539,7 @@ static Suite *kernels_cache_suite(void)
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_cache_persistence);
   tcase_add_test(tc, test_cache_concurrent);
+  tcase_add_test(tc, test_cache_concurrent_many);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("cache_authentication");

@@ -532,6 +532,11 @@ int cache_has(const cache_key_t *key)
   return mem_find(key) != NULL;
 }
 
+int cache_inflight(const cache_key_t *key)
+{
+  return inflight_find(key) != NULL;
+}
+
 void cache_get_stats(cache_stats_t *st)
 {
   uint64_t evictions;

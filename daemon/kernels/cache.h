@@ -118,6 +118,10 @@ void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
 unsigned cache_pending(void);
 /* Whether the request for @p key would be a memory hit (no side effects). */
 int cache_has(const cache_key_t *key);
+/* Is a load or compile of @p key in flight (a cache_get_flags() without
+ * CACHE_REFRESH then waits for it, compiling nothing of its own)? Loop
+ * thread. */
+int cache_inflight(const cache_key_t *key);
 void cache_get_stats(cache_stats_t *st);
 /* Forget every entry, in memory and on disk (files removed on a pool
  * thread). Kernels holding blobs keep them. */

@@ -458,8 +458,10 @@ static void fetch_local(const kernels_fetch_t *f, cache_done_fn done, void *ctx)
   hipd_err_t err;
   int rc;
 
-  /* A memory hit holds nothing and is answered at once: never refused. */
-  if (!f->refresh && cache_has(f->key)) {
+  /* A memory hit holds nothing and is answered at once, and a request that
+   * waits for a compile of the same key in flight holds no helper: never
+   * refused. */
+  if (!f->refresh && (cache_has(f->key) || cache_inflight(f->key))) {
     cache_get_flags(f->key, 0, f->tenant, compile_cb, ctx, done, ctx);
     return;
   }

@@ -46,6 +46,10 @@ static int cjob_compile_cb(void *arg, void **out, size_t *len, char *log,
   cjob_t *j = arg;
   const char *names[1] = {j->name};
 
+  if (j->source == NULL) { /* a waiter's: it never compiles */
+    snprintf(log, logsz, "no source to compile");
+    return HIPD_EINVAL;
+  }
   return kernels_compile(j->drv, j->arch, j->source, j->source_len, names, 1,
                          (const char *const *)j->opts, j->nopts, out, len, log,
                          logsz);
@@ -178,8 +182,16 @@ void workers_on_compile(void *ctx, const proto_msg_t *m, const void *args)
     }
   }
   /* Held from here until answered, bounded per uid (compile_pool.h); a
-   * memory hit holds nothing and is answered at once: never refused. */
-  if (a->refresh.u || !cache_has(&j->key)) {
+   * memory hit holds nothing and is answered at once, and a request for a
+   * key already being loaded or compiled waits for that one, holding no
+   * helper and (its source dropped) no bytes: never refused. Sixteen
+   * processes of one uid starting the same program at once all get its
+   * kernel. */
+  if (!a->refresh.u && !cache_has(&j->key) && cache_inflight(&j->key)) {
+    free(j->source);
+    j->source = NULL;
+    j->source_len = 0;
+  } else if (a->refresh.u || !cache_has(&j->key)) {
     hipd_err_t err;
     int rc = compile_pool_admit((uint32_t)w->uid, j->source_len, &err);
     if (rc != 0) {
