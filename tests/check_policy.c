@@ -474,24 +474,6 @@ static int silent_connect(const char *path)
   return fd;
 }
 
-/* The descriptors process @p pid has open, or -1. */
-static int open_fds(pid_t pid)
-{
-  char path[64];
-  struct dirent *e;
-  DIR *dh;
-  int n = 0;
-
-  snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-  if ((dh = opendir(path)) == NULL)
-    return -1;
-  while ((e = readdir(dh)) != NULL)
-    if (e->d_name[0] != '.')
-      n++;
-  closedir(dh);
-  return n;
-}
-
 /* What a refused peer reads without sending anything: the bytes until the
  * daemon closes (EOF or reset), at most @p cap, within @p timeout_ms.
  * @return the count, or -1 if the connection is still open then. */
@@ -634,7 +616,7 @@ static void check_refusals(const char *isolation)
   pid_t pid;
 
   snprintf(r.want, sizeof(r.want), "is not allowed by --allow-users");
-  before = open_fds(d->pid);
+  before = proc_open_fds(d->pid);
   ck_assert_int_gt(before, 0);
   ck_assert_int_eq(pipe(p), 0);
   pid = fork();
@@ -660,7 +642,7 @@ static void check_refusals(const char *isolation)
                  n > 0 ? verdict : "the child died");
   }
   /* The child still holds its end of every connection. */
-  after = open_fds(d->pid);
+  after = proc_open_fds(d->pid);
   ck_assert_msg(after <= before + 2,
                 "--isolation %s: hipd has %d descriptors after a burst of %d "
                 "refused connections (held open by the peer), %d before",

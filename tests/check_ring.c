@@ -470,8 +470,8 @@ static void *socket_sleeper_ring_main(void *arg)
   /* Queued behind the memset (the CPU device runs one op at a time, and
    * answers it when done: not waited for here), so that each
    * stream.query below is answered at once, without asking the device. */
-  t->rc = hipd_mem_memset_async_begin(t->conn, t->small, 0, 64, 1, t->st,
-                                      &queued);
+  t->rc =
+      hipd_mem_memset_async_begin(t->conn, t->small, 0, 64, 1, t->st, &queued);
   while (t->rc == 0 && !atomic_load(&t->read_done)) {
     int idle = -1;
     t->rc = hipd_stream_query(t->conn, t->st, &idle);
@@ -1197,24 +1197,6 @@ static void rr_expect_closed(rr_t *rr, const char *why)
   ck_assert_msg(harness_raw_wait_closed(rr->r->fd, 10000),
                 "the session was not closed (%s)", why);
   ck_assert_msg(harness_log_wait(shared, why, 5000), "no '%s' in the log", why);
-}
-
-/* The entries of /proc/@p pid/fd. */
-static int proc_fds(pid_t pid)
-{
-  char path[64];
-  struct dirent *e;
-  DIR *dh;
-  int n = 0;
-
-  snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-  if ((dh = opendir(path)) == NULL)
-    return -1;
-  while ((e = readdir(dh)) != NULL)
-    if (e->d_name[0] != '.')
-      n++;
-  closedir(dh);
-  return n;
 }
 
 /* A number of /proc/@p pid/status ("Threads"). */
@@ -2650,7 +2632,7 @@ static void settle(int *fds, long *threads)
 
   for (int i = 0; i < 50; i++) {
     harness_sleep_ms(20);
-    int f2 = proc_fds(shared->pid);
+    int f2 = proc_open_fds(shared->pid);
     long t2 = proc_status(shared->pid, "Threads");
     if (f2 == f && t2 == t && i >= 5)
       break;

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <stdint.h>
@@ -273,4 +274,21 @@ int testutil_main_cached(const char *name, const char *prefix, char *cache,
   testutil_rmtree(cache);
   harness_fini();
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+int proc_open_fds(pid_t pid)
+{
+  char path[64];
+  struct dirent *e;
+  DIR *dh;
+  int n = 0;
+
+  snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+  if ((dh = opendir(path)) == NULL)
+    return -1;
+  while ((e = readdir(dh)) != NULL)
+    if (e->d_name[0] != '.')
+      n++;
+  closedir(dh);
+  return n;
 }

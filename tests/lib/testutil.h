@@ -133,4 +133,7 @@ harness_daemon_t *testutil_start_cached(const char *cache_dir);
 int testutil_main_cached(const char *name, const char *prefix, char *cache,
                          size_t size, Suite *(*make_suite)(void));
 
+/* How many descriptors process @p pid has open (/proc/PID/fd), or -1. */
+int proc_open_fds(pid_t pid);
+
 #endif
