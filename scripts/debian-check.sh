@@ -133,7 +133,7 @@ for f in /usr/share/hipd/hipd_cpu_device.h /lib/systemd/system/hipd.service \
   [ -e "$f" ] || hipd_die "$f is missing"
 done
 # The sample configuration is a conffile: an admin's edits survive upgrades.
-dpkg-query -W -f='${Conffiles}\n' hipd | grep -q '^ */etc/hipd/hipd.conf ' ||
+dpkg-query -W -f='${Conffiles}\n' hipd | grep '^ */etc/hipd/hipd.conf ' >/dev/null ||
   hipd_die "/etc/hipd/hipd.conf is not a conffile of hipd"
 grep -q '^ExecStart=/usr/bin/hipd ' /lib/systemd/system/hipd.service ||
   hipd_die "hipd.service does not start /usr/bin/hipd"

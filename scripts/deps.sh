@@ -71,10 +71,16 @@ hipd_print_failed_tests()
 }
 
 # Is Debian package $1 installed (not merely known, or removed with its
-# configuration files left)?
+# configuration files left)? dpkg-query prints the one field, so nothing
+# stops reading early: `dpkg -s | grep -q` did, and under pipefail a
+# package whose status is longer than one stdio buffer (prometheus: 6 KiB)
+# then read as missing whenever grep exited before dpkg's second write
+# (SIGPIPE).
 hipd_pkg_installed()
 {
-  dpkg -s "$1" 2>/dev/null | grep -qx 'Status: install ok installed'
+  local status
+  status=$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) || return 1
+  [ "$status" = "install ok installed" ]
 }
 
 # Install the packages of HIPD_DEPS that are not installed yet. apt-get update
