@@ -196,6 +196,14 @@ static const char kernels_src[] =
     "    p[0] = 42;\n"
     "}\n"
     "\n"
+    "extern \"C\" __global__ void wait_flag(volatile int *flag, int *out)\n"
+    "{\n"
+    "  out[0] = 1;\n"
+    "  while (flag[0] == 0)\n"
+    "    __nanosleep(100000);\n"
+    "  out[0] = 2;\n"
+    "}\n"
+    "\n"
     "extern \"C\" __global__ void end_runner(int how)\n"
     "{\n"
     "  if (threadIdx.x == 1) {\n"
@@ -248,11 +256,12 @@ static const char kernels_src[] =
     "}\n";
 
 static const char *const kernel_names[] = {
-    "vadd",           "reduce_sum",      "histogram",     "atomics_misc",
-    "grid2d",         "grid3d",          "reverse_dyn",   "global_dyn",
-    "sum_dyn<float>", "sum_dyn<double>", "hip_dyn",       "mixed",
-    "small_ints",     "scale",           "ns::fill",      "axpy<double>",
-    "write_at",       "end_runner",      "barrier_heavy", "early_exit"};
+    "vadd",           "reduce_sum",      "histogram",   "atomics_misc",
+    "grid2d",         "grid3d",          "reverse_dyn", "global_dyn",
+    "sum_dyn<float>", "sum_dyn<double>", "hip_dyn",     "mixed",
+    "small_ints",     "scale",           "ns::fill",    "axpy<double>",
+    "write_at",       "wait_flag",       "end_runner",  "barrier_heavy",
+    "early_exit"};
 #define NKERNELS (sizeof(kernel_names) / sizeof(kernel_names[0]))
 
 static char *module_path; /* compiled once per test case */
@@ -970,6 +979,105 @@ START_TEST(test_reserved_range)
 }
 END_TEST
 
+/* A launch that runs on (here until the test lets it end) holds one runner
+ * process and nothing else: meanwhile a buffer is mapped, a kernel looked
+ * up and launched (on a second process), and a buffer unmapped; that one's
+ * range comes back only once the long launch ended, and the process that
+ * ran it then has the changes it missed (it faults on the unmapped buffer,
+ * reaches the new one). */
+typedef struct {
+  uint32_t k;
+  void *flag, *out;
+  int rc;
+} wait_job_t;
+
+static void *wait_thread(void *arg)
+{
+  wait_job_t *j = arg;
+  uint32_t one[3] = {1, 1, 1};
+  cpu_arg_t args[] = {P(j->flag), P(j->out)};
+  hipd_err_t e;
+
+  j->rc = cpu_runner_launch(runner, j->k, one, one, 0, args, 2, NULL, &e);
+  return NULL;
+}
+
+START_TEST(test_long_launch_blocks_nothing)
+{
+  const size_t len = 4096;
+  cpu_arena_t *a = NULL;
+  cpu_arena_buf_t b[3];
+  cpu_runner_cfg_t cfg;
+  volatile int *flag, *out;
+  uint64_t offs[4];
+  wait_job_t job;
+  pthread_t th;
+  uint32_t wr, vadd;
+  int rc, released = -1;
+
+  rc = cpu_arena_create((size_t)64 << 20, &a, &err);
+  ck_assert_msg(rc == 0, "arena: %s", err.msg);
+  cfg = (cpu_runner_cfg_t){.reserve_addr = cpu_arena_base(a),
+                           .reserve_size = cpu_arena_span(a)};
+  start_runner_cfg(&cfg);
+  rc = cpu_runner_chunk(runner, 1, cpu_arena_fd(a), cpu_arena_base(a),
+                        cpu_arena_span(a), &err);
+  ck_assert_msg(rc == 0, "chunk: %s", err.msg);
+  for (int i = 0; i < 2; i++) {
+    cpu_bmap_ent_t e;
+    ck_assert_int_eq(cpu_arena_alloc(a, len, &b[i], &err), 0);
+    e = (cpu_bmap_ent_t){b[i].offset, b[i].map_size};
+    ck_assert_int_eq(cpu_runner_bmap(runner, 1, &e, 1, &err), 0);
+  }
+  flag = b[0].ptr;
+  out = (int *)b[0].ptr + 16;
+  job = (wait_job_t){kernel("wait_flag", NULL), (void *)flag, (void *)out, -1};
+  ck_assert_int_eq(pthread_create(&th, NULL, wait_thread, &job), 0);
+  while (*out != 1)
+    usleep(1000);
+
+  /* It runs. A new buffer, a kernel looked up, a launch writing it. */
+  {
+    cpu_bmap_ent_t e;
+    ck_assert_int_eq(cpu_arena_alloc(a, len, &b[2], &err), 0);
+    e = (cpu_bmap_ent_t){b[2].offset, b[2].map_size};
+    ck_assert_int_eq(cpu_runner_bmap(runner, 1, &e, 1, &err), 0);
+  }
+  wr = kernel("write_at", NULL);
+  vadd = kernel("vadd", NULL);
+  ck_assert_uint_gt(vadd, 0);
+  cpu_arg_t w2[] = {P(b[2].ptr), I(0)};
+  ck_assert_int_eq(launch(wr, 1, 1, 1, 1, 1, 1, 0, w2, 2), 0);
+  ck_assert_int_eq(*(int *)b[2].ptr, 42);
+  ck_assert_uint_eq(cpu_runner_procs(runner), 2);
+  /* Unmapped while the first process still maps it: held back. */
+  ck_assert_int_eq(cpu_runner_bunmap(runner, 1, b[1].offset, &released, &err),
+                   0);
+  ck_assert_int_eq(released, 0);
+  ck_assert_uint_eq(cpu_runner_reclaim(runner, 1, offs, 4), 0);
+  ck_assert_int_eq(*out, 1); /* still running */
+
+  *flag = 1;
+  pthread_join(th, NULL);
+  ck_assert_int_eq(job.rc, 0);
+  ck_assert_int_eq(*out, 2);
+  ck_assert_uint_eq(cpu_runner_reclaim(runner, 1, offs, 4), 1);
+  ck_assert_uint_eq(offs[0], b[1].offset);
+  ck_assert_uint_eq(cpu_runner_reclaim(runner, 1, offs, 4), 0);
+
+  /* The first process (taken first again) caught up: it reaches the new
+   * buffer and faults on the unmapped one. */
+  memset(b[2].ptr, 0, len);
+  ck_assert_int_eq(launch(wr, 1, 1, 1, 1, 1, 1, 0, w2, 2), 0);
+  ck_assert_int_eq(*(int *)b[2].ptr, 42);
+  cpu_arg_t w1[] = {P(b[1].ptr), I(0)};
+  ck_assert_int_eq(launch(wr, 1, 1, 1, 1, 1, 1, 0, w1, 2), HIPD_ELAUNCH);
+  ck_assert_ptr_nonnull(strstr(err.msg, "SIGSEGV"));
+  stop_runner();
+  cpu_arena_destroy(a);
+}
+END_TEST
+
 /* The CPU device's arena in the runner: its file given once as a chunk,
  * buffers mapped into it with BMAP between guard gaps. A write just past
  * a buffer's end, or a page past it, crashes the launch and leaves the
@@ -1021,8 +1129,11 @@ START_TEST(test_arena_guards)
   ck_assert_int_eq(launch(wr, 1, 1, 1, 1, 1, 1, 0, ok, 2), 0);
   ck_assert_int_eq(*(int *)b[1].ptr, 42);
   /* Unmapped in the runner, a buffer is out of a kernel's reach. */
-  ck_assert_int_eq(cpu_runner_bunmap(runner, 1, b[2].offset, &err), 0);
-  ck_assert_int_eq(cpu_runner_bunmap(runner, 1, b[2].offset, &err),
+  int released = 0;
+  ck_assert_int_eq(cpu_runner_bunmap(runner, 1, b[2].offset, &released, &err),
+                   0);
+  ck_assert_int_eq(released, 1); /* no launch is running */
+  ck_assert_int_eq(cpu_runner_bunmap(runner, 1, b[2].offset, &released, &err),
                    HIPD_ENOENT);
   cpu_arg_t gone[] = {P(b[2].ptr), I(0)};
   ck_assert_int_eq(launch(wr, 1, 1, 1, 1, 1, 1, 0, gone, 2), HIPD_ELAUNCH);
@@ -1282,6 +1393,7 @@ static Suite *cpu_kernels_suite(void)
   tcase_add_unchecked_fixture(tc, compile_module, free_module);
   tcase_add_test(tc, test_reserved_range);
   tcase_add_test(tc, test_arena_guards);
+  tcase_add_test(tc, test_long_launch_blocks_nothing);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("timeout");

@@ -307,6 +307,89 @@ START_TEST(test_cpu_kernel_timeout)
 }
 END_TEST
 
+/* Within one tenant (every connection here is the test's uid, so one
+ * worker), a kernel that runs on stops none of the tenant's other sessions:
+ * while it spins until its session lets it end (its flag is that client's
+ * own memory, a zero-copy buffer), another session compiles, allocates,
+ * writes, launches and reads back, and a new session's first allocation is
+ * answered; the spinning kernel is still running after all of that. */
+static const char *SPIN_FLAG_SRC =
+    "extern \"C\" __global__ void spin_flag(volatile int *flag, int *out)\n"
+    "{\n"
+    "  long long n = 0;\n"
+    "  flag[1] = 1;\n"
+    "  while (flag[0])\n"
+    "    n++;\n"
+    "  out[0] = n > 0 ? 1 : 2;\n"
+    "}\n";
+
+START_TEST(test_long_kernel_blocks_nothing)
+{
+  char dir[256];
+  harness_daemon_t *d;
+  hipd_conn_t *conn, *late;
+  hipd_shm_t *shm;
+  hipd_buffer_t flag, out, late_buf;
+  hipd_stream_t st;
+  hipd_kernel_t k;
+  hipd_call_t *call;
+  hipd_args_t *args = args_new();
+  uint32_t one[3] = {1, 1, 1};
+  volatile int *fp;
+  int dev, idle = 1, result = 0;
+  int64_t deadline;
+  bystander_t by;
+
+  cache_dir_make(dir, sizeof(dir));
+  d = harness_start("--cpu-devices", "2", "--cache-dir", dir, NULL);
+  ck_assert_ptr_nonnull(d);
+  conn = connect_to(d);
+  dev = first_cpu_device(conn);
+  k = compile(conn, dev, SPIN_FLAG_SRC, "spin_flag", NULL);
+  OK(conn, hipd_shm_create(conn, 4096, &shm));
+  fp = hipd_shm_ptr(shm);
+  fp[0] = 1;
+  OK(conn, hipd_mem_alloc_zero_copy(conn, dev, shm, &flag));
+  OK(conn, hipd_mem_alloc(conn, dev, 1, "int32", &out));
+  OK(conn, hipd_stream_create(conn, dev, &st));
+  hipd_args_buffer(args, flag, 0);
+  hipd_args_buffer(args, out, 0);
+  /* Pipelined: a CPU-device launch is answered once the driver's launch
+   * call returns, which is when the kernel has run. */
+  OK(conn, hipd_kernel_launch_begin(conn, k, one, one, 0, st, args, &call));
+  deadline = harness_now_ms() + 60000;
+  while (fp[1] != 1 && harness_now_ms() < deadline)
+    harness_sleep_ms(1);
+  ck_assert_msg(fp[1] == 1, "the spinning kernel did not start");
+
+  /* Another session's whole round trip, three times. */
+  by = (bystander_t){.socket = d->socket, .dev = dev};
+  atomic_store(&by.stop, 1);
+  bystander_main(&by);
+  ck_assert_msg(by.failures == 0, "the other session: %s", by.error);
+  ck_assert_int_ge(by.rounds, 3);
+  /* A new session's first allocation. */
+  late = connect_to(d);
+  OK(late, hipd_mem_alloc(late, dev, 1024, "float32", &late_buf));
+  OK(late, hipd_mem_free(late, late_buf));
+  hipd_close(late);
+
+  OK(conn, hipd_stream_query(conn, st, &idle));
+  ck_assert_msg(idle == 0, "the spinning kernel ended before it was let go");
+  fp[0] = 0;
+  OK(conn, hipd_wait(call));
+  OK(conn, hipd_stream_synchronize(conn, st));
+  OK(conn, hipd_mem_read(conn, out, 0, &result, sizeof(result)));
+  ck_assert_int_eq(result, 1);
+  hipd_args_free(args);
+  OK(conn, hipd_mem_free(conn, flag));
+  OK(conn, hipd_shm_free(conn, shm));
+  hipd_close(conn);
+  stop_daemon(d);
+  cache_dir_remove(dir);
+}
+END_TEST
+
 static Suite *kernels_crashes_suite(void)
 {
   Suite *s = suite_create("kernels_crashes");
@@ -318,6 +401,7 @@ static Suite *kernels_crashes_suite(void)
   tcase_add_test(tc, test_crash_cpu);
   tcase_add_test(tc, test_killed_session);
   tcase_add_test(tc, test_cpu_kernel_timeout);
+  tcase_add_test(tc, test_long_kernel_blocks_nothing);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -513,6 +513,23 @@ static int arena_ensure(void)
   return rc;
 }
 
+/* Free the arena ranges the runner held back (cpu_runner_bunmap) and no
+ * longer maps. Under cpu_state.mu. */
+static void arena_reclaim(void)
+{
+  uint64_t offs[64];
+  size_t n;
+
+  if (cpu_state.runner == NULL || cpu_state.arena == NULL)
+    return;
+  do {
+    n = cpu_runner_reclaim(cpu_state.runner, ARENA_CHUNK, offs, 64);
+    for (size_t i = 0; i < n; i++)
+      cpu_arena_free(cpu_state.arena,
+                     (char *)cpu_arena_base(cpu_state.arena) + offs[i]);
+  } while (n == 64);
+}
+
 static int cpu_mem_alloc(driver_t *drv, int dev, size_t size, drv_mem_t *out)
 {
   uint64_t total = total_memory();
@@ -536,6 +553,7 @@ static int cpu_mem_alloc(driver_t *drv, int dev, size_t size, drv_mem_t *out)
   pthread_mutex_lock(&cpu_state.mu);
   if ((rc = arena_ensure()) != 0)
     goto out;
+  arena_reclaim();
   if ((rc = cpu_arena_alloc(cpu_state.arena, size, &b, &err)) != 0) {
     drv_set_error("%s", err.msg);
     goto out;
@@ -562,17 +580,23 @@ static int cpu_mem_free(driver_t *drv, int dev, drv_mem_t *mem)
 {
   cpu_arena_buf_t b;
   hipd_err_t err;
+  int released = 1;
 
   (void)drv;
   (void)dev;
   pthread_mutex_lock(&cpu_state.mu);
   if (cpu_state.arena != NULL &&
       cpu_arena_find(cpu_state.arena, mem->ptr, &b) == 0) {
-    /* Out of the runner first: a kernel must never reach freed pages. */
+    /* Out of the runner first: a kernel must never reach freed pages. A
+     * runner process running a launch keeps them until it ends, so the
+     * range is reused only after that (arena_reclaim). */
     if (cpu_state.runner != NULL)
-      cpu_runner_bunmap(cpu_state.runner, ARENA_CHUNK, b.offset, &err);
-    cpu_arena_free(cpu_state.arena, mem->ptr);
+      cpu_runner_bunmap(cpu_state.runner, ARENA_CHUNK, b.offset, &released,
+                        &err);
+    if (released)
+      cpu_arena_free(cpu_state.arena, mem->ptr);
   }
+  arena_reclaim();
   pthread_mutex_unlock(&cpu_state.mu);
   mem->ptr = NULL;
   mem->fd = -1;

@@ -12,9 +12,18 @@
  * kernel again, with the same ids; buffers survive because the daemon
  * holds their memfds. If that restart fails, the next request tries again.
  *
- * Thread safety: every function may be called from any thread; requests
- * are serialized on the runner (one at a time, under a mutex), so a launch
- * blocks the other callers until it completes.
+ * Thread safety: every function may be called from any thread. A launch
+ * holds one runner process for as long as it runs, and nothing else waits
+ * for it: a second launch meanwhile starts a second process (up to four,
+ * each given the whole record), and a change to the record (a mapping, a
+ * module, a kernel) is made at once in the processes that are not running
+ * a launch and, in one that is, before its next request (a log of the
+ * changes it missed). So a long or endless kernel on one stream stops
+ * neither allocations nor launches on others. A buffer unmapped while a
+ * launch still runs keeps its pages in that process until the launch
+ * ends; cpu_runner_bunmap() says so, and its range is handed back by
+ * cpu_runner_reclaim() only then, so that a kernel never reaches memory
+ * given to another buffer.
  *
  * Errors: 0 or a negative HIPD_E* code, which @p err (not NULL) also
  * holds, with a message that names the problem (cleared on success).
@@ -122,11 +131,23 @@ int cpu_runner_chunk(cpu_runner_t *r, uint32_t id, int fd, void *addr,
 int cpu_runner_bmap(cpu_runner_t *r, uint32_t chunk, const cpu_bmap_ent_t *ents,
                     size_t n, hipd_err_t *err);
 
-/** Unmap the buffer of @p chunk mapped at @p offset (its range is
- *  PROT_NONE in the runner again). Linear in the number of buffers on
- *  record. @return 0 or HIPD_ENOENT. */
+/**
+ * Unmap the buffer of @p chunk mapped at @p offset (its range is PROT_NONE
+ * in the runner again). Linear in the number of buffers on record.
+ * @param released set to 1 when no runner process maps it any more, so its
+ *        range may be reused now; 0 when a process running a launch still
+ *        does until that launch ends: cpu_runner_reclaim() gives the offset
+ *        back then, and the range must not be reused before.
+ * @return 0 or HIPD_ENOENT.
+ */
 int cpu_runner_bunmap(cpu_runner_t *r, uint32_t chunk, uint64_t offset,
-                      hipd_err_t *err);
+                      int *released, hipd_err_t *err);
+
+/** Offsets of @p chunk (at most @p max, into @p offsets) that
+ *  cpu_runner_bunmap() held back and that no process maps any more; each
+ *  is given once. @return how many. */
+size_t cpu_runner_reclaim(cpu_runner_t *r, uint32_t chunk, uint64_t *offsets,
+                          size_t max);
 
 /**
  * Load the kernel module (a shared object from cpu_compile()) at
@@ -172,10 +193,12 @@ int cpu_runner_launch(cpu_runner_t *r, uint32_t kernel, const uint32_t grid[3],
                       const cpu_arg_t *args, uint32_t nargs, drv_output_t *out,
                       hipd_err_t *err);
 
-/** The runner's process id (-1 when none is running). */
+/** The first runner process's id (-1 when none is running). */
 int cpu_runner_pid(cpu_runner_t *r);
-/* Kill the runner if a launch is running in it now (that launch fails as
- * killed; the next request starts a new runner). Any thread, without the
+/** How many runner processes are running (1 unless launches overlapped). */
+unsigned cpu_runner_procs(cpu_runner_t *r);
+/* Kill every runner process running a launch now (those launches fail as
+ * killed; new processes take their place). Any thread, without the
  * runner's lock. @return 1 if it was killed, else 0. */
 int cpu_runner_abort(cpu_runner_t *r);
 /** How many times the runner was restarted after it died. */
