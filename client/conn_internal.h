@@ -54,6 +54,7 @@ struct hipd_conn {
   int busy_poll_us;      /* spin this long for a reply before sleeping */
   int broken;            /* 0, or the code the pending calls failed with */
   char broken_msg[512];  /* and their message */
+  int told;              /* session.closed's code (its reason is broken_msg) */
   int io_busy;           /* a thread owns the socket */
   unsigned send_waiters; /* threads waiting for the socket to send */
   uint32_t next_msgid;   /* wraps; ids still pending are skipped */

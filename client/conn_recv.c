@@ -93,6 +93,26 @@ static int conn_dispatch(hipd_conn_t *conn, const uint8_t *buf, size_t len)
     const char *why;
     size_t wlen;
     int code;
+    err = proto_closed_decode(&msg, &code, &why, &wlen);
+    if (err != 0) {
+      /* The daemon closed the session for a reason of its own, its last
+       * message: the pending calls fail with it, and
+       * hipd_conn_lost_reason() reports it. */
+      if (err < 0 || code >= 0) {
+        conn_break(conn, HIPD_EPROTO,
+                   "protocol error from hipd: a malformed session.closed");
+        return HIPD_EPROTO;
+      }
+      if (wlen > ERROR_MAX)
+        wlen = ERROR_MAX;
+      /* The calls fail as at any connection end (EDISCONNECTED), with
+       * hipd's reason; its code is for hipd_conn_lost_reason(). */
+      if (conn->broken == 0)
+        conn->told = code;
+      conn_break(conn, HIPD_EDISCONNECTED, "hipd closed this session: %.*s",
+                 (int)wlen, why);
+      return HIPD_EDISCONNECTED;
+    }
     err = proto_refused_decode(&msg, &code, &why, &wlen);
     if (err == 0)
       return 0;

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <string.h>
 
 #include "conn_internal.h"
 
@@ -92,6 +93,34 @@ int hipd_call_done(hipd_call_t *call)
   done = call->state == CALL_DONE;
   pthread_mutex_unlock(&call->conn->lock);
   return done;
+}
+
+const char *hipd_conn_lost_reason(hipd_conn_t *conn, int *code)
+{
+  const char *why = NULL;
+
+  if (conn == NULL)
+    return NULL;
+  pthread_mutex_lock(&conn->lock);
+  if (!conn->broken && !conn->io_busy && conn->send_waiters == 0) {
+    /* Read what has arrived, without waiting: the daemon's last message
+     * may be there already. */
+    hipd_call_t probe;
+    memset(&probe, 0, sizeof(probe));
+    probe.conn = conn;
+    probe.state = CALL_PENDING;
+    conn->io_busy = 1;
+    conn_io_receive(conn, &probe, 0);
+    conn->io_busy = 0;
+    pthread_cond_broadcast(&conn->cond);
+  }
+  if (conn->broken) {
+    why = conn->broken_msg;
+    if (code != NULL)
+      *code = conn->told != 0 ? conn->told : conn->broken;
+  }
+  pthread_mutex_unlock(&conn->lock);
+  return why;
 }
 
 const char *hipd_call_error(hipd_call_t *call)

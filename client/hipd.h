@@ -149,6 +149,20 @@ HIPD_EXTERN void hipd_close(hipd_conn_t *conn);
  *  With @p conn NULL: the message of the calling thread's last failed
  *  hipd_connect(). */
 HIPD_EXTERN const char *hipd_last_error(hipd_conn_t *conn);
+/** Why the connection ended, read without waiting (what has arrived is
+ *  read first): NULL while it is up; else the reason, valid until
+ *  hipd_close(), with its code in *@p code (if not NULL). When hipd closed
+ *  the session for a reason of its own it says so last (`session.closed`),
+ *  and the code is hipd's: HIPD_ECANCELED (an admin's session.kill),
+ *  HIPD_ESHUTDOWN (hipd stops or restarts), HIPD_EDEVLOST (the device
+ *  was lost to a fault, its own or, under MPS, another tenant's),
+ *  HIPD_ETIMEDOUT (a kernel of this uid ran past --gpu-kernel-timeout);
+ *  the reason is "hipd closed this session: " and hipd's words, which the
+ *  calls pending then (and hipd_last_error()) also carry; they fail with
+ *  HIPD_EDISCONNECTED as at any connection end. Otherwise
+ *  HIPD_EDISCONNECTED (it ended without a word) or the error that broke it.
+ *  After any of them a client connects again and resubmits. Thread-safe. */
+HIPD_EXTERN const char *hipd_conn_lost_reason(hipd_conn_t *conn, int *code);
 /** The socket's file descriptor (for poll-based event loops), or -1. */
 HIPD_EXTERN int hipd_fileno(hipd_conn_t *conn);
 /** Per-call timeout in milliseconds for waits on this connection (0: none,

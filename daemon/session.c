@@ -70,6 +70,30 @@ void session_close(session_t *s, const char *reason)
   safe_point_arm(s->d);
 }
 
+void session_close_told(session_t *s, int code, const char *reason)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  if (s->closing)
+    return;
+  if (s->out_queued == 0) {
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_closed(&pk, code, reason);
+    if (sb.data != NULL) {
+      uv_buf_t b = uv_buf_init(sb.data, (unsigned)sb.size);
+      /* All of it or nothing: a part would leave a broken message. */
+      int n = uv_try_write((uv_stream_t *)&s->pipe, &b, 1);
+      if (n > 0 && (size_t)n < sb.size)
+        log_warn(s->id, "session.closed: only %d of %zu bytes written", n,
+                 sb.size);
+    }
+    msgpack_sbuffer_destroy(&sb);
+  }
+  session_close(s, reason);
+}
+
 void session_send(session_t *s, char *data, size_t len, void *tail,
                   size_t tail_len)
 {

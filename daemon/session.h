@@ -136,6 +136,12 @@ typedef struct session {
  * closing the socket) follows at the next safe point. Safe to call more
  * than once, from anywhere on the loop thread. */
 void session_close(session_t *s, const char *reason);
+/* session_close(), after telling the client why with session.closed
+ * (@p code and @p reason) when its socket takes the message at once:
+ * nothing else is waiting to be written to it (else it is not told, and
+ * sees the connection end only). For the daemon's own reasons: an admin's
+ * kill, a shutdown, a lost device. */
+void session_close_told(session_t *s, int code, const char *reason);
 
 void session_incref(session_t *s);
 void session_decref(session_t *s);

@@ -717,8 +717,9 @@ uint32_t transport_idle_close(daemon_t *d, int force)
     next = n->next;
     session_t *s = list_entry(n, session_t, node);
     if (force || (s->inflight == 0 && s->out_queued == 0))
-      session_close(s, force ? "daemon shutdown (in-flight work abandoned)"
-                             : "daemon shutdown");
+      session_close_told(s, HIPD_ESHUTDOWN,
+                         force ? "daemon shutdown (in-flight work abandoned)"
+                               : "daemon shutdown");
   }
   finish_closes(d);
   return d->nsessions;

@@ -396,17 +396,37 @@ void proto_pack_refused(msgpack_packer *pk, int code, const char *message)
   proto_pack_error(pk, code, message);
 }
 
-int proto_refused_decode(const proto_msg_t *m, int *code, const char **msg,
-                         size_t *len)
+void proto_pack_closed(msgpack_packer *pk, int code, const char *message)
 {
-  if (m->type != PROTO_NOTIFY ||
-      m->method_len != sizeof(PROTO_SESSION_REFUSED) - 1 ||
-      memcmp(m->method, PROTO_SESSION_REFUSED, m->method_len) != 0)
+  proto_pack_notify(pk, PROTO_SESSION_CLOSED, 1);
+  proto_pack_error(pk, code, message);
+}
+
+/* Is @p m notification @p name, with an error object first? */
+static int notify_error_decode(const proto_msg_t *m, const char *name,
+                               int *code, const char **msg, size_t *len)
+{
+  size_t n = strlen(name);
+
+  if (m->type != PROTO_NOTIFY || m->method_len != n ||
+      memcmp(m->method, name, n) != 0)
     return 0;
   if (m->params->via.array.size < 1 ||
       proto_error_decode(&m->params->via.array.ptr[0], code, msg, len) != 0)
     return HIPD_EPROTO;
   return 1;
+}
+
+int proto_refused_decode(const proto_msg_t *m, int *code, const char **msg,
+                         size_t *len)
+{
+  return notify_error_decode(m, PROTO_SESSION_REFUSED, code, msg, len);
+}
+
+int proto_closed_decode(const proto_msg_t *m, int *code, const char **msg,
+                        size_t *len)
+{
+  return notify_error_decode(m, PROTO_SESSION_CLOSED, code, msg, len);
 }
 
 /* ------------------------------------------------------------- reading */

@@ -117,13 +117,24 @@ int proto_error_decode(const msgpack_object *o, int *code, const char **msg,
  * [2, "session.refused", [error]], the error object as in a response. */
 #define PROTO_SESSION_REFUSED "session.refused"
 
+/* The message a session the daemon closes for a reason of its own (an
+ * admin's session.kill, a shutdown, a lost device, a kernel past its time
+ * limit) reads last, when its socket takes it at once:
+ * [2, "session.closed", [error]], the error object as in a response. */
+#define PROTO_SESSION_CLOSED "session.closed"
+
 /* Pack session.refused with @p code and @p message. */
 void proto_pack_refused(msgpack_packer *pk, int code, const char *message);
+/* Pack session.closed with @p code and @p message. */
+void proto_pack_closed(msgpack_packer *pk, int code, const char *message);
 /* Is @p m session.refused? @return 1 with its code and message (not
  * NUL-terminated; *len bytes), 0 if it is another message, or HIPD_EPROTO
  * if it is session.refused without an error object. */
 int proto_refused_decode(const proto_msg_t *m, int *code, const char **msg,
                          size_t *len);
+/* The same for session.closed. */
+int proto_closed_decode(const proto_msg_t *m, int *code, const char **msg,
+                        size_t *len);
 
 /* ---- reading decoded objects ---- */
 

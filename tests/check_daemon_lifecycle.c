@@ -73,6 +73,69 @@ START_TEST(test_shutdown_with_clients)
 }
 END_TEST
 
+/* Wait (up to 20 s) until @p c knows why its connection ended. */
+static const char *lost_reason(hipd_conn_t *c, int *code)
+{
+  const char *why = NULL;
+
+  for (int i = 0; i < 2000 && (why = hipd_conn_lost_reason(c, code)) == NULL;
+       i++)
+    harness_sleep_ms(10);
+  return why;
+}
+
+/* A session hipd closes for a reason of its own is told why last
+ * (session.closed), and libhipd reports it in one call: an admin's
+ * session.kill (ECANCELED), then a shutdown (ESHUTDOWN). While the
+ * connection is up there is no reason; calls after the end fail with
+ * EDISCONNECTED and carry the reason. */
+START_TEST(test_closed_sessions_are_told)
+{
+  harness_daemon_t *d = harness_start("--devices", "cpu", NULL);
+  hipd_conn_t *admin, *victim, *idle;
+  hipd_info_t *info;
+  uint64_t id = 0;
+  const char *why;
+  int code = 0, rc;
+
+  ck_assert_ptr_nonnull(d);
+  admin = connect_to(d);
+  victim = connect_to(d);
+  idle = connect_to(d);
+  ping_ok(victim);
+  ck_assert_ptr_null(hipd_conn_lost_reason(victim, &code));
+  ck_assert_int_eq(hipd_session_info(victim, &info), 0);
+  ck_assert_int_eq(hipd_info_uint(info, "id", &id), 0);
+  hipd_info_free(info);
+  ck_assert_int_eq(hipd_session_kill(admin, id), 0);
+  why = lost_reason(victim, &code);
+  ck_assert_msg(why != NULL, "the killed session was not told");
+  ck_assert_msg(code == HIPD_ECANCELED, "code %s (%s)", hipd_err_name(code),
+                why);
+  ck_assert_msg(strcmp(why, "hipd closed this session: killed by uid 0 "
+                            "(root)") == 0,
+                "reason '%s'", why);
+  rc = hipd_ping(victim, "x", 1, NULL, 0, NULL);
+  ck_assert_int_eq(rc, HIPD_EDISCONNECTED);
+  ck_assert_msg(strstr(hipd_last_error(victim), "killed by uid 0") != NULL,
+                "ping after the kill: %s", hipd_last_error(victim));
+  /* The others go on, and are told of the shutdown. */
+  ping_ok(idle);
+  ck_assert_ptr_null(hipd_conn_lost_reason(idle, &code));
+  ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
+  ck_assert_int_eq(harness_wait_exit(d, 20000), 0);
+  why = lost_reason(idle, &code);
+  ck_assert_msg(why != NULL, "the idle session was not told");
+  ck_assert_msg(code == HIPD_ESHUTDOWN, "code %s (%s)", hipd_err_name(code),
+                why);
+  ck_assert_str_eq(why, "hipd closed this session: daemon shutdown");
+  hipd_close(admin);
+  hipd_close(victim);
+  hipd_close(idle);
+  harness_free(d);
+}
+END_TEST
+
 /* With --shutdown-timeout 0, work still in flight at SIGTERM is abandoned:
  * its calls fail with EDISCONNECTED at once and the daemon exits 0. */
 START_TEST(test_shutdown_abandons_work)
@@ -374,6 +437,7 @@ static Suite *daemon_lifecycle_suite(void)
   tc = tcase_create("lifecycle");
   tcase_set_timeout(tc, 180);
   tcase_add_test(tc, test_shutdown_with_clients);
+  tcase_add_test(tc, test_closed_sessions_are_told);
   tcase_add_test(tc, test_shutdown_abandons_work);
   tcase_add_test(tc, test_shutdown_stops_compiles);
   tcase_add_test(tc, test_shutdown_kills_helpers);

@@ -562,7 +562,7 @@ int admin_kill_local(daemon_t *d, uint64_t id, const char *who, uint64_t self)
       snprintf(s->kill_why, sizeof(s->kill_why), "%s", who);
       s->close_flushed = 1;
     } else {
-      session_close(s, who);
+      session_close_told(s, HIPD_ECANCELED, who);
     }
     return 0;
   }

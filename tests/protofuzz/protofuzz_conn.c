@@ -258,9 +258,22 @@ static void check_reply(conn_t *c, const uint8_t *buf, size_t len)
     fail("conn %u: the daemon sent a malformed message: %s", c->serial, reason);
     goto out;
   }
+  if (msg.type == PROTO_NOTIFY) {
+    /* The one notification the daemon sends a session it serves: why it
+     * closes it (a fuzzed session.kill of this connection, a shutdown). */
+    const char *why;
+    size_t wlen;
+    int code;
+    if (proto_closed_decode(&msg, &code, &why, &wlen) != 1 ||
+        (code != HIPD_ECANCELED && code != HIPD_ESHUTDOWN))
+      fail("conn %u: the daemon sent a notification other than a "
+           "well-formed session.closed",
+           c->serial);
+    goto out;
+  }
   if (msg.type != PROTO_RESPONSE) {
-    fail("conn %u: the daemon sent a message of type %d (only responses are "
-         "defined)",
+    fail("conn %u: the daemon sent a message of type %d (only responses and "
+         "session.closed are defined)",
          c->serial, msg.type);
     goto out;
   }
