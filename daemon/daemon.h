@@ -129,8 +129,12 @@ typedef struct daemon_config {
   uint32_t worker_linger_ms; /* an idle worker lives this long */
   uint32_t tenant_workers;   /* --isolation uid: workers one uid may have */
   int mps;                   /* MPS_* (privsep/mps.h) */
-  char *worker_arg;          /* --worker=MODE:UID:GID:ID, internal */
-  char *metrics_listen;      /* --metrics-listen ADDR:PORT, NULL: off */
+  char **mps_threads;        /* --mps-active-threads rules, as given */
+  uint32_t nmps_threads;
+  char **mps_mem; /* --mps-device-mem rules, as given */
+  uint32_t nmps_mem;
+  char *worker_arg;     /* --worker=MODE:UID:GID:ID, internal */
+  char *metrics_listen; /* --metrics-listen ADDR:PORT, NULL: off */
 
   /* --max-input-bytes: the input that all sessions together may have
    * buffered beyond each one's floor (transport.c). */
@@ -192,6 +196,8 @@ typedef struct hipd_daemon {
   uid_t daemon_uid;        /* hipd's own uid (a worker: its listener's) */
   pid_t daemon_pid;        /* hipd's pid (a worker: its listener's) */
   const char *gpu_sharing; /* how tenants share the GPU (privsep/mps.h) */
+  uint32_t mps_threads;    /* this worker's MPS SM share, percent; 0: none */
+  uint64_t mps_mem;        /* and its pinned memory per GPU; 0: no limit */
   void (*session_ended)(struct hipd_daemon *d, uint64_t id);
   /* A session said hello (a worker tells its listener, which bounds the
    * connections of a uid not yet past it). */

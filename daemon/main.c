@@ -738,6 +738,13 @@ int main(int argc, char **argv)
     return 1;
   }
   d->gpu_sharing = mps_state();
+  {
+    mps_limits_t lim;
+    if (mps_limits_here(&lim)) {
+      d->mps_threads = lim.threads;
+      d->mps_mem = lim.mem;
+    }
+  }
   if (d->role != ROLE_WORKER)
     metrics_start(d, argv);
   transport_init(d);

@@ -23,6 +23,7 @@
 #include "daemon_util.h"
 
 #include "config/options.h"
+#include "privsep/mps.h"
 #include "run.h"
 
 #define WAIT_MS 20000
@@ -438,6 +439,10 @@ static const char *table_value(const option_spec_t *o, char *buf, size_t len)
     return o->names[n];
   }
   case OPTION_LIST:
+    if (strcmp(o->name, "mps-active-threads") == 0)
+      return "root=75";
+    if (strcmp(o->name, "mps-device-mem") == 0)
+      return "@0=8G";
     return "cpu:0=root";
   case OPTION_CUSTOM:
     ck_assert_str_eq(o->name, "log-level");
@@ -541,6 +546,91 @@ START_TEST(test_table_cmdline_only)
     ck_assert_int_eq(options_load(3, argv, 0, &cfg, &args), HIPD_EINVAL);
     ck_assert_ptr_null(args);
   }
+}
+END_TEST
+
+/* --mps-active-threads and --mps-device-mem: a rule is PERCENT/BYTES or
+ * WHO=..., checked when given (its value, that its user or group exists);
+ * a worker's share is its user's rule, else its groups', else the plain
+ * one, else 50% and no memory limit; among rules of a kind, the last. */
+static int mps_load(daemon_config_t *cfg, const char *opt, const char *a,
+                    const char *b)
+{
+  char *argv[] = {"hipd",      "--no-config", (char *)opt, (char *)a,
+                  (char *)opt, (char *)b,     NULL};
+  char **args = NULL;
+  int rc = options_load(b != NULL ? 6 : 4, argv, 1, cfg, &args);
+
+  options_args_free(args);
+  return rc;
+}
+
+START_TEST(test_mps_rules)
+{
+  static const char *const bad[] = {
+      "0",   "101", "x", "nosuch-hipd-user=50", "@nosuch-hipd-group=50",
+      "=50", "@=50"};
+  daemon_config_t cfg;
+  mps_limits_t lim;
+  hipd_err_t err;
+
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    ck_assert_msg(mps_rule_check("mps-active-threads", bad[i], 0, &err) ==
+                      HIPD_EINVAL,
+                  "'%s' accepted", bad[i]);
+    ck_assert_msg(strstr(err.msg, "--mps-active-threads") != NULL, "%s",
+                  err.msg);
+    ck_assert_int_eq(mps_load(&cfg, "--mps-active-threads", bad[i], NULL),
+                     HIPD_EINVAL);
+  }
+  ck_assert_int_eq(
+      mps_rule_check("mps-active-threads", "nosuch-hipd-user=5", 0, &err),
+      HIPD_EINVAL);
+  ck_assert_str_eq(err.msg, "--mps-active-threads: no user 'nosuch-hipd-user'");
+  ck_assert_int_eq(
+      mps_rule_check("mps-device-mem", "@nosuch-hipd-group=1G", 1, &err),
+      HIPD_EINVAL);
+  ck_assert_str_eq(err.msg, "--mps-device-mem: no group 'nosuch-hipd-group'");
+  ck_assert_int_eq(mps_rule_check("mps-device-mem", "1G", 1, &err), 0);
+  ck_assert_int_eq(mps_rule_check("mps-device-mem", "0", 1, &err), 0);
+
+  /* No rule: 50%, no memory limit. */
+  ck_assert_int_eq(mps_load(&cfg, "--isolation", "uid", NULL), 0);
+  mps_limits_for(&cfg, 0, 0, &lim);
+  ck_assert_uint_eq(lim.threads, MPS_DEFAULT_THREADS);
+  ck_assert_uint_eq(lim.mem, 0);
+  options_free(&cfg);
+  /* A user's rule, a group's (by gid), the plain one; the last wins. */
+  {
+    char *argv[] = {"hipd",
+                    "--no-config",
+                    "--mps-active-threads",
+                    "20",
+                    "--mps-active-threads",
+                    "30",
+                    "--mps-active-threads",
+                    "@0=60",
+                    "--mps-active-threads",
+                    "root=90",
+                    "--mps-device-mem",
+                    "1G",
+                    "--mps-device-mem",
+                    "0=2G",
+                    NULL};
+    char **args = NULL;
+    ck_assert_int_eq(options_load(14, argv, 1, &cfg, &args), 0);
+    options_args_free(args);
+  }
+  mps_limits_for(&cfg, 0, 0, &lim); /* root: its own rule */
+  ck_assert_uint_eq(lim.threads, 90);
+  ck_assert_uint_eq(lim.mem, (uint64_t)2 << 30);
+  mps_limits_for(&cfg, 65534, 0, &lim); /* in group 0: the group's */
+  ck_assert_uint_eq(lim.threads, 60);
+  ck_assert_uint_eq(lim.mem, (uint64_t)1 << 30);
+  mps_limits_for(&cfg, 65534, 65534, &lim); /* anyone else: the plain */
+  ck_assert_uint_eq(lim.threads, 30);
+  ck_assert_uint_eq(lim.mem, (uint64_t)1 << 30);
+  options_free(&cfg);
 }
 END_TEST
 
@@ -685,6 +775,7 @@ static Suite *config_suite(void)
   tcase_add_test(tc, test_table_file);
   tcase_add_test(tc, test_table_cmdline_only);
   tcase_add_test(tc, test_table_reload);
+  tcase_add_test(tc, test_mps_rules);
   suite_add_tcase(s, tc);
   return s;
 }

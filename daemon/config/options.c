@@ -88,6 +88,19 @@ static int check_config(daemon_config_t *cfg, const char *arg, hipd_err_t *err)
   return 0;
 }
 
+static int check_mps_threads(daemon_config_t *cfg, const char *arg,
+                             hipd_err_t *err)
+{
+  (void)cfg;
+  return mps_rule_check("mps-active-threads", arg, 0, err);
+}
+
+static int check_mps_mem(daemon_config_t *cfg, const char *arg, hipd_err_t *err)
+{
+  (void)cfg;
+  return mps_rule_check("mps-device-mem", arg, 1, err);
+}
+
 static int check_metrics_listen(daemon_config_t *cfg, const char *arg,
                                 hipd_err_t *err)
 {
@@ -346,6 +359,29 @@ const option_spec_t options_table[] = {
          "NVIDIA: start hipd's own MPS control daemon\n"
          "so tenants share the GPU concurrently: auto\n"
          "(default: where installed), on, off"),
+    /* Repeatable, each a rule (mps.h); reloads reach new workers. */
+    {.name = "mps-active-threads",
+     .type = OPTION_LIST,
+     .when = OPTION_RELOAD,
+     FIELD(mps_threads),
+     .count_offset = offsetof(daemon_config_t, nmps_threads),
+     .parse = check_mps_threads,
+     .arg = "[WHO=]PERCENT",
+     .help = "under MPS, the share of a GPU's SMs one\n"
+             "uid's kernels may hold at once (50);\n"
+             "WHO= (a user, uid, @group) for one;\n"
+             "repeatable"},
+    {.name = "mps-device-mem",
+     .type = OPTION_LIST,
+     .when = OPTION_RELOAD,
+     FIELD(mps_mem),
+     .count_offset = offsetof(daemon_config_t, nmps_mem),
+     .parse = check_mps_mem,
+     .arg = "[WHO=]BYTES",
+     .help = "under MPS, the device memory one uid's\n"
+             "contexts may pin on each GPU (default:\n"
+             "no limit beyond --tenant-device-share);\n"
+             "WHO= for one; repeatable"},
     STRING("config", config_path, 0, check_config, CMDLINE, "FILE",
            "read the options of FILE first (default:\n" SYSCONFDIR
            "/hipd/hipd.conf, if it exists;\n"
@@ -761,8 +797,11 @@ static int option_set(daemon_config_t *cfg, const option_spec_t *o,
     return err_set(err, HIPD_EINVAL, "%s: '%s' is not %s", o->name, arg, names);
   }
   case OPTION_LIST: {
-    char ***list = f, *copy = strdup(arg), **grown;
+    char ***list = f, *copy, **grown;
     uint32_t *n = count_of(cfg, o);
+    if (o->parse != NULL && (rc = o->parse(cfg, arg, err)) != 0)
+      return rc;
+    copy = strdup(arg);
     grown = copy != NULL ? realloc(*list, (*n + 1) * sizeof(**list)) : NULL;
     if (grown == NULL) {
       free(copy);

@@ -89,6 +89,15 @@ static void pack_isolation(msgpack_packer *pk, const daemon_t *d)
   else
     pack_kv_nil(&m, "tenant");
   pack_kv_str(&m, "mps", d->gpu_sharing != NULL ? d->gpu_sharing : "");
+  if (d->mps_threads != 0) {
+    pack_map_t l;
+    pack_map_begin(&l, pack_key(&m, "mps_limits"));
+    pack_kv_u64(&l, "active_threads", d->mps_threads);
+    pack_kv_u64(&l, "device_mem", d->mps_mem);
+    pack_map_end(&l);
+  } else {
+    pack_kv_nil(&m, "mps_limits");
+  }
   pack_kv_str(&m, "cache_scope",
               d->cfg.cache_scope == CACHE_SCOPE_TENANT ? "tenant" : "shared");
   pack_kv_str(&m, "cgroups", cgroup_state());

@@ -2,6 +2,7 @@
 /* daemon/privsep/mps.c: hipd's private MPS control daemon (mps.h). */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -18,6 +19,8 @@
 #include "hipd.h"
 #include "log.h"
 #include "privsep/mps.h"
+#include "util/account.h"
+#include "util/parse.h"
 
 #define CONTROL "nvidia-cuda-mps-control"
 
@@ -248,4 +251,213 @@ const char *mps_state(void)
 int mps_active(void)
 {
   return mps.active || getenv("HIPD_MPS") != NULL;
+}
+
+/* ------------------------------------------------------ per-tenant limits */
+
+#define THREADS_ENV "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+#define MEM_ENV "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+
+/* A rule's value: @p is_mem a size (0 allowed), else a percentage. */
+static int rule_value(const char *text, int is_mem, uint64_t *out)
+{
+  if (is_mem)
+    return util_parse_size(text, 0, (uint64_t)1 << 50, out);
+  return util_parse_size(text, 1, 100, out);
+}
+
+/* Is @p s all digits (a uid or gid)? */
+static int all_digits(const char *s, uint32_t *out)
+{
+  char *end;
+  unsigned long v;
+
+  if (*s < '0' || *s > '9')
+    return 0;
+  errno = 0;
+  v = strtoul(s, &end, 10);
+  if (*end != '\0' || errno != 0 || v >= (uint32_t)-1)
+    return 0;
+  *out = (uint32_t)v;
+  return 1;
+}
+
+int mps_rule_check(const char *opt, const char *rule, int is_mem,
+                   hipd_err_t *err)
+{
+  const char *eq = strchr(rule, '='), *value = eq != NULL ? eq + 1 : rule;
+  char who[128];
+  uint64_t v;
+  uint32_t id;
+
+  err_clear(err);
+  if (rule_value(value, is_mem, &v) != 0)
+    return err_set(err, HIPD_EINVAL,
+                   "--%s: '%s' is not %s or WHO=%s (WHO a user, uid, @group "
+                   "or @gid)",
+                   opt, rule, is_mem ? "a size" : "a percentage 1-100",
+                   is_mem ? "SIZE" : "PERCENT");
+  if (eq == NULL)
+    return 0;
+  if (eq == rule || (size_t)(eq - rule) >= sizeof(who) ||
+      (rule[0] == '@' && eq == rule + 1))
+    return err_set(err, HIPD_EINVAL, "--%s: '%s' names nobody before '='", opt,
+                   rule);
+  memcpy(who, rule, (size_t)(eq - rule));
+  who[eq - rule] = '\0';
+  if (who[0] == '@') {
+    gid_t g;
+    if (!all_digits(who + 1, &id) &&
+        account_group_by_name(who + 1, &g, NULL) != 0)
+      return err_set(err, HIPD_EINVAL, "--%s: no group '%s'", opt, who + 1);
+  } else if (!all_digits(who, &id)) {
+    account_t a;
+    if (account_by_name(who, &a, NULL) != 0)
+      return err_set(err, HIPD_EINVAL, "--%s: no user '%s'", opt, who);
+  }
+  return 0;
+}
+
+/* The value the rules @p rules give the tenant (@p uid, groups @p gids),
+ * or @p dflt. */
+static uint64_t rules_pick(char *const *rules, uint32_t n, int is_mem,
+                           uid_t uid, const gid_t *gids, int ngids,
+                           uint64_t dflt)
+{
+  uint64_t plain = dflt, group = 0, user = 0, v;
+  int have_group = 0, have_user = 0;
+
+  for (uint32_t i = 0; i < n; i++) {
+    const char *eq = strchr(rules[i], '=');
+    char who[128];
+    uint32_t id;
+    if (rule_value(eq != NULL ? eq + 1 : rules[i], is_mem, &v) != 0)
+      continue; /* checked when given */
+    if (eq == NULL) {
+      plain = v;
+      continue;
+    }
+    if ((size_t)(eq - rules[i]) >= sizeof(who))
+      continue;
+    memcpy(who, rules[i], (size_t)(eq - rules[i]));
+    who[eq - rules[i]] = '\0';
+    if (who[0] == '@') {
+      gid_t g = 0;
+      if (all_digits(who + 1, &id))
+        g = (gid_t)id;
+      else if (account_group_by_name(who + 1, &g, NULL) != 0)
+        continue;
+      for (int k = 0; k < ngids; k++)
+        if (gids[k] == g) {
+          group = v;
+          have_group = 1;
+        }
+    } else {
+      account_t a;
+      if (all_digits(who, &id))
+        a.uid = (uid_t)id;
+      else if (account_by_name(who, &a, NULL) != 0)
+        continue;
+      if (a.uid == uid) {
+        user = v;
+        have_user = 1;
+      }
+    }
+  }
+  return have_user ? user : have_group ? group : plain;
+}
+
+void mps_limits_for(const daemon_config_t *cfg, uid_t uid, gid_t gid,
+                    mps_limits_t *out)
+{
+  gid_t gids[256];
+  int ngids = 1;
+  account_t a;
+
+  gids[0] = gid;
+  if ((cfg->nmps_threads > 0 || cfg->nmps_mem > 0) &&
+      account_by_uid(uid, &a, NULL) == 0) {
+    gid_t *all;
+    int n;
+    if (account_groups(&a, &all, &n, NULL) == 0) {
+      for (int i = 0; i < n && ngids < 256; i++)
+        gids[ngids++] = all[i];
+      free(all);
+    }
+  }
+  out->threads = (uint32_t)rules_pick(cfg->mps_threads, cfg->nmps_threads, 0,
+                                      uid, gids, ngids, MPS_DEFAULT_THREADS);
+  out->mem = rules_pick(cfg->mps_mem, cfg->nmps_mem, 1, uid, gids, ngids, 0);
+}
+
+/* How many GPUs a worker's CUDA numbers (see mps_limits_env). */
+static unsigned gpus_seen(void)
+{
+  const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+  unsigned n = 0;
+  DIR *dir;
+
+  if (vis != NULL) {
+    if (vis[0] == '\0')
+      return 0;
+    n = 1;
+    for (; *vis != '\0'; vis++)
+      n += *vis == ',';
+    return n;
+  }
+  if ((dir = opendir("/proc/driver/nvidia/gpus")) == NULL)
+    return 0;
+  for (struct dirent *e; (e = readdir(dir)) != NULL;)
+    n += e->d_name[0] != '.';
+  closedir(dir);
+  return n;
+}
+
+size_t mps_limits_env(const mps_limits_t *lim, char *buf0, char *buf1,
+                      size_t size, char **env)
+{
+  unsigned ngpus;
+  size_t n = 0;
+
+  if (!mps.active)
+    return 0;
+  ngpus = lim->mem != 0 ? gpus_seen() : 0;
+  snprintf(buf0, size, THREADS_ENV "=%u", (unsigned)lim->threads);
+  env[n++] = buf0;
+  if (lim->mem != 0 && ngpus > 0) {
+    /* "0=4096M,1=4096M": one entry per GPU ordinal, in MiB. */
+    size_t used = (size_t)snprintf(buf1, size, MEM_ENV "=");
+    for (unsigned i = 0; i < ngpus && used < size; i++)
+      used += (size_t)snprintf(
+          buf1 + used, size - used, "%s%u=%lluM", i ? "," : "", i,
+          (unsigned long long)((lim->mem + (1 << 20) - 1) >> 20));
+    if (used < size)
+      env[n++] = buf1;
+  }
+  return n;
+}
+
+int mps_limits_here(mps_limits_t *out)
+{
+  const char *t = getenv(THREADS_ENV), *m = getenv(MEM_ENV);
+  uint64_t v;
+
+  if (!mps_active() || t == NULL || util_parse_size(t, 1, 100, &v) != 0)
+    return 0;
+  out->threads = (uint32_t)v;
+  out->mem = 0;
+  if (m != NULL) {
+    /* The first GPU's entry: every GPU gets the same. */
+    const char *eq = strchr(m, '=');
+    char num[32];
+    size_t k = 0;
+    if (eq != NULL) {
+      for (eq++; *eq >= '0' && *eq <= '9' && k + 1 < sizeof(num); eq++)
+        num[k++] = *eq;
+      num[k] = '\0';
+      if (k > 0 && (*eq == 'M' || *eq == 'm'))
+        out->mem = strtoull(num, NULL, 10) << 20;
+    }
+  }
+  return 1;
 }

@@ -18,6 +18,7 @@
 #define HIPD_PRIVSEP_MPS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "daemon.h"
@@ -38,6 +39,49 @@ void mps_stop(void);
 /* Add the variables a worker needs to @p env (at most @p max entries,
  * static strings). @return how many were added. */
 size_t mps_worker_env(char **env, size_t max);
+
+/* ---- each tenant's share of the GPU under MPS ----
+ *
+ * A worker that is an MPS client gets, in its environment, CUDA's
+ * per-client limits: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (the share of the
+ * GPU's SMs its kernels may occupy at once, so that one tenant's kernel
+ * over the whole GPU leaves room for the others') and, when set,
+ * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (the device memory its contexts may
+ * pin on each GPU). Both are read by CUDA when the worker makes its
+ * contexts, so a reload changes them for workers started afterwards only.
+ * They come from --mps-active-threads and --mps-device-mem, repeatable:
+ * each rule "VALUE" (every tenant) or "WHO=VALUE" (WHO a user name, uid,
+ * @group name or @gid); a tenant's user rule wins over its groups' rules,
+ * which win over the plain one; among rules of one kind, the last. */
+
+typedef struct {
+  uint32_t threads; /* percent of the SMs, 1..100 */
+  uint64_t mem;     /* bytes per GPU; 0: no limit */
+} mps_limits_t;
+
+/* The share of the SMs a tenant gets without a rule. */
+#define MPS_DEFAULT_THREADS 50
+
+/* Check rule @p rule of option @p opt (--mps-active-threads when
+ * @p is_mem is 0, else --mps-device-mem): its form, its value and that
+ * its user or group exists. @return 0 or HIPD_EINVAL with @p err naming
+ * the problem. */
+int mps_rule_check(const char *opt, const char *rule, int is_mem,
+                   hipd_err_t *err);
+/* The limits for a worker of @p uid (primary group @p gid) under the
+ * rules of @p cfg. May read the user database (NSS). */
+void mps_limits_for(const daemon_config_t *cfg, uid_t uid, gid_t gid,
+                    mps_limits_t *out);
+/* Put the environment entries of @p lim in @p env (at most 2) when the
+ * MPS control daemon runs, formatted into @p buf0 and @p buf1 (@p size
+ * bytes each); the memory limit names each GPU the workers see (the
+ * listener holds no device: /proc/driver/nvidia/gpus, or as many as
+ * CUDA_VISIBLE_DEVICES lists). @return how many. */
+size_t mps_limits_env(const mps_limits_t *lim, char *buf0, char *buf1,
+                      size_t size, char **env);
+/* In a worker: the limits its environment gives it. @return 1 if it is an
+ * MPS client with limits (then *@p out holds them), else 0. */
+int mps_limits_here(mps_limits_t *out);
 
 /* One line for daemon.info and the log: "active (pipe /run/hipd/mps-x)",
  * "off (--mps off)", "unavailable: ...". In a worker, from the

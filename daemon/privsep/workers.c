@@ -408,9 +408,9 @@ int workers_exec_args(char *role, char ***args_out, char ***env_out)
 
   for (char **e = environ; *e != NULL; e++)
     nenv++;
-  /* Room for mps_worker_env's 3 and workers_spawn's cgroup and tenant
-   * slot. */
-  env = calloc(nenv + 6, sizeof(char *));
+  /* Room for mps_worker_env's 3 and workers_spawn's cgroup, tenant slot
+   * and 2 MPS limits. */
+  env = calloc(nenv + 8, sizeof(char *));
   if (args == NULL || env == NULL) {
     free(args);
     free(env);
@@ -476,10 +476,15 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
       log_warn(0, "the worker for uid %u has no cgroup: %s", (unsigned)uid,
                cerr.msg);
     cgroup_usage_t cu;
+    mps_limits_t lim;
     while (env[ne] != NULL)
       ne++;
     if (w->cgroup_env[0] != '\0')
-      env[ne] = w->cgroup_env;
+      env[ne++] = w->cgroup_env;
+    /* Its share of the GPUs under MPS (mps.h), by its uid's rules. */
+    mps_limits_for(&d->cfg, uid, gid, &lim);
+    ne += mps_limits_env(&lim, w->mps_env[0], w->mps_env[1],
+                         sizeof(w->mps_env[0]), env + ne);
     if (cgroup_tenant_usage(uid, &cu) == 0)
       w->oom_kills = cu.oom_kills;
     /* A session's worker, or one of several of a uid, counts against its
@@ -494,7 +499,7 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
       }
       w->tslot = (int)slot;
       snprintf(w->tslot_env, sizeof(w->tslot_env), TENANT_SLOT_ENV "=%u", slot);
-      env[ne + (env[ne] != NULL)] = w->tslot_env;
+      env[ne++] = w->tslot_env;
     }
   }
   io[0].flags = UV_IGNORE;

@@ -82,6 +82,7 @@ typedef struct worker {
                             (tenant_pages.h), or -1 */
   int tpage_fd;          /* that page's memfd (the page's, not its own) */
   char tslot_env[48];    /* TENANT_SLOT_ENV=N in its environment */
+  char mps_env[2][192];  /* its MPS limits (mps_limits_env) */
 } worker_t;
 
 typedef struct workers_pool {
