@@ -129,7 +129,8 @@ typedef struct daemon_config {
   uint32_t worker_linger_ms; /* an idle worker lives this long */
   uint32_t tenant_workers;   /* --isolation uid: workers one uid may have */
   int mps;                   /* MPS_* (privsep/mps.h) */
-  char **mps_threads;        /* --mps-active-threads rules, as given */
+  uint32_t gpu_kernel_timeout_ms; /* objects/watchdog.h; 0: no limit */
+  char **mps_threads;             /* --mps-active-threads rules, as given */
   uint32_t nmps_threads;
   char **mps_mem; /* --mps-device-mem rules, as given */
   uint32_t nmps_mem;
@@ -196,6 +197,8 @@ typedef struct hipd_daemon {
   uid_t daemon_uid;        /* hipd's own uid (a worker: its listener's) */
   pid_t daemon_pid;        /* hipd's pid (a worker: its listener's) */
   const char *gpu_sharing; /* how tenants share the GPU (privsep/mps.h) */
+  int close_code;          /* while stopping, what sessions are told (0: */
+  char close_why[256];     /* ESHUTDOWN, "daemon shutdown") */
   uint32_t mps_threads;    /* this worker's MPS SM share, percent; 0: none */
   uint64_t mps_mem;        /* and its pinned memory per GPU; 0: no limit */
   void (*session_ended)(struct hipd_daemon *d, uint64_t id);

@@ -188,19 +188,30 @@ static void shutdown_tick_cb(uv_timer_t *t)
   }
 }
 
-/* Stop accepting, let in-flight work finish (bounded), end the loop. */
-static void begin_stop(daemon_t *d, const char *why)
+/* How long a process whose GPU context is lost for good waits for work in
+ * flight: work on that device only fails, and its tenants wait for the
+ * fresh process (PROTOCOL.md, "Kernel faults"). */
+#define LOST_DRAIN_MS 300
+
+/* Stop accepting, let in-flight work finish (bounded by @p drain_ms), end
+ * the loop. */
+static void begin_stop_within(daemon_t *d, const char *why, uint32_t drain_ms)
 {
   d->stopping = 1;
   log_info(0, "%s: stopping (%u sessions, up to %u ms for in-flight work)", why,
-           d->nsessions, d->cfg.shutdown_ms);
+           d->nsessions, drain_ms);
   server_stop(d, restart_fd >= 0);
   if (restart_fd < 0)
     notify_send("STOPPING=1");
-  shutdown_deadline = uv_now(d->loop) + d->cfg.shutdown_ms;
+  shutdown_deadline = uv_now(d->loop) + drain_ms;
   uv_timer_init(d->loop, &shutdown_timer);
   shutdown_timer.data = d;
   uv_timer_start(&shutdown_timer, shutdown_tick_cb, 0, 20);
+}
+
+static void begin_stop(daemon_t *d, const char *why)
+{
+  begin_stop_within(d, why, d->cfg.shutdown_ms);
 }
 
 static void signal_cb(uv_signal_t *sig, int signum)
@@ -281,13 +292,23 @@ static void unrecoverable_cb(device_t *dev, void *arg)
 
   if (d->stopping)
     return;
+  /* Its sessions are told why (session.closed). */
+  d->close_code = HIPD_EDEVLOST;
+  snprintf(d->close_why, sizeof(d->close_why),
+           "device %d lost its context after a kernel fault (under MPS, any "
+           "tenant's fault on that GPU) and cannot be reset in this process: "
+           "connect again",
+           dev->id);
   if (d->role == ROLE_WORKER) {
     /* Only this tenant's sessions are lost: the listener starts a fresh
-     * worker, with a fresh runtime, for the tenant's next connection. */
+     * worker, with a fresh runtime, for the tenant's next connection. Its
+     * work in flight on the lost device can only fail: no long drain. */
     snprintf(why, sizeof(why),
              "device %d cannot be reset in this process: this worker exits",
              dev->id);
-    begin_stop(d, why);
+    begin_stop_within(d, why,
+                      d->cfg.shutdown_ms < LOST_DRAIN_MS ? d->cfg.shutdown_ms
+                                                         : LOST_DRAIN_MS);
     return;
   }
   restart_fd = server_dup_listener(d);

@@ -716,7 +716,10 @@ uint32_t transport_idle_close(daemon_t *d, int force)
   for (n = d->sessions.next; n != &d->sessions; n = next) {
     next = n->next;
     session_t *s = list_entry(n, session_t, node);
-    if (force || (s->inflight == 0 && s->out_queued == 0))
+    if (d->close_code != 0 &&
+        (force || (s->inflight == 0 && s->out_queued == 0)))
+      session_close_told(s, d->close_code, d->close_why);
+    else if (force || (s->inflight == 0 && s->out_queued == 0))
       session_close_told(s, HIPD_ESHUTDOWN,
                          force ? "daemon shutdown (in-flight work abandoned)"
                                : "daemon shutdown");

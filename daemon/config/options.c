@@ -292,6 +292,11 @@ const option_spec_t options_table[] = {
            RELOAD, "MS",
            "stop a CPU-device kernel running\n"
            "longer (600000; 0: no limit)"),
+    NUMBER("gpu-kernel-timeout", gpu_kernel_timeout_ms, 0, UINT32_MAX, 600000,
+           RELOAD, "MS",
+           "end the worker of a uid whose GPU work\n"
+           "queued on one stream has not finished MS\n"
+           "later (600000; 0: no limit)"),
     /* Defaults 0: min(4, CPUs), 120 s, 4 GiB (compile_pool.c). */
     NUMBER("compile-jobs", compile_jobs, 1, 256, 0, RESTART, "N",
            "compiles at once, each in its own sandboxed\n"

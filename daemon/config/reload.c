@@ -12,6 +12,7 @@
 #include "hipd.h"
 #include "log.h"
 #include "notify.h"
+#include "objects/watchdog.h"
 #include "options.h"
 #include "policy.h"
 #include "privsep/workers.h"
@@ -82,8 +83,10 @@ static int config_apply(daemon_t *d, daemon_config_t *nc)
     d->cfg.tenant_host_mem = cgroup_default_tenant_mem();
   if (d->role != ROLE_WORKER)
     cgroup_set_tenant_limits(d->cfg.tenant_host_mem, d->cfg.tenant_max_pids);
-  if (d->role != ROLE_LISTENER)
+  if (d->role != ROLE_LISTENER) {
     cpu_driver_set_launch_timeout(d->cfg.cpu_kernel_timeout_ms);
+    watchdog_set_timeout(d->cfg.gpu_kernel_timeout_ms);
+  }
   return 0;
 }
 

@@ -111,9 +111,10 @@ typedef struct stream {
   void *drv;      /* the driver's stream, once created */
   int status;     /* creation result: later ops fail with it */
   int refs;
-  uint32_t epoch;     /* the device context it was made in */
-  obj_task_t create;  /* its first task */
-  obj_task_t destroy; /* its last task */
+  uint32_t epoch;      /* the device context it was made in */
+  struct watch *watch; /* its GPU time limit (watchdog.h), or NULL */
+  obj_task_t create;   /* its first task */
+  obj_task_t destroy;  /* its last task */
 } stream_t;
 
 /* A new stream on @p dev with its own worker, or NULL if no thread could

@@ -16,6 +16,7 @@
 #include "kernels/kernels.h"
 #include "objects/internal.h"
 #include "objects/objects.h"
+#include "objects/watchdog.h"
 #include "util/clock.h"
 
 #define STAGING_CHUNK ((size_t)64 << 20)
@@ -176,6 +177,8 @@ static void op_run(task_t *t)
   case OP_LAUNCH:
     rc = drv->launch(drv, st->drv, op->kernel->fn, op->grid, op->block,
                      op->shared, op->args, op->nargs, op->out);
+    if (rc == 0)
+      watch_launched(st->watch);
     break;
   case OP_RECORD: {
     obj_task_t *mark = op->mark;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "objects/objects.h"
+#include "objects/watchdog.h"
 
 static void task_reset(obj_task_t *t, void *obj, void (*run)(task_t *),
                        void (*done)(task_t *))
@@ -35,6 +36,8 @@ static void create_run(task_t *t)
     st->drv = NULL;
     task_fail(t, st->status, "cannot create a stream on device %d: %s",
               st->dev->id, drv_last_error());
+  } else if (!st->dev->caps.is_cpu) {
+    st->watch = watch_add(st->dev, st->drv);
   }
 }
 
@@ -51,6 +54,8 @@ static void destroy_run(task_t *t)
 {
   stream_t *st = ((obj_task_t *)t)->obj;
 
+  watch_remove(st->watch);
+  st->watch = NULL;
   /* A stream of a reset context is gone already. */
   if (st->drv != NULL && st->epoch == device_epoch(st->dev))
     st->dev->drv->stream_destroy(st->dev->drv, st->dev->local, st->drv);

@@ -10,13 +10,16 @@
 #include <unistd.h>
 
 #include "admin/admin.h"
+#include "device.h"
 #include "drivers/cpu/cpu.h"
 #include "hipd.h"
 #include "kernels/kernels.h"
 #include "log.h"
+#include "objects/watchdog.h"
 #include "privsep/ipc.h"
 #include "privsep/wire.h"
 #include "privsep/worker.h"
+#include "session.h"
 #include "stats.h"
 #include "transport.h"
 
@@ -46,6 +49,9 @@ static struct {
   int stop_called;
   char dir[256]; /* the listener's cache directory, for cache.stats */
   void (*reload)(daemon_t *d, int argc, char **argv);
+  uv_async_t gpu_timeout;  /* the watchdog fired (watchdog.h) */
+  int gpu_dev;             /* the device of the stream past its limit */
+  uint32_t gpu_timeout_ms; /* the limit */
 } this_worker;
 
 int worker_role_parse(const char *arg, worker_role_t *out)
@@ -554,6 +560,56 @@ void worker_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
 
 /* -------------------------------------------------------------- lifetime */
 
+static int gpu_count(void)
+{
+  int n = 0;
+
+  for (int i = 0; i < devices_count(); i++)
+    n += !device_get(i)->caps.is_cpu;
+  return n;
+}
+
+/* On the loop thread, after the watchdog fired: tell every session why and
+ * end this process (the only way to stop a GPU kernel is to end its
+ * context). Nothing is torn down: the GPU calls of a teardown could wait
+ * for the very kernel that does not end. */
+static void gpu_timeout_cb(uv_async_t *a)
+{
+  daemon_t *d = this_worker.d;
+  char why[256];
+  uint32_t n = 0;
+
+  (void)a;
+  snprintf(why, sizeof(why),
+           "a kernel of uid %u ran past --gpu-kernel-timeout (%u ms) on "
+           "device %d; its worker was ended to stop it",
+           (unsigned)this_worker.role.uid, (unsigned)this_worker.gpu_timeout_ms,
+           this_worker.gpu_dev);
+  for (list_node_t *nd = d->sessions.next; nd != &d->sessions;) {
+    session_t *s = list_entry(nd, session_t, node);
+    nd = nd->next;
+    session_close_told(s, HIPD_ETIMEDOUT, why);
+    n++;
+  }
+  log_error(0, "%s: its %u sessions were closed", why, (unsigned)n);
+  _exit(WORKER_EXIT_GPU_TIMEOUT);
+}
+
+/* The watchdog's thread: hand over to the loop; end the process if the
+ * loop does not within 5 s. */
+static void gpu_timeout_fired(int dev, uint32_t timeout_ms)
+{
+  this_worker.gpu_dev = dev;
+  this_worker.gpu_timeout_ms = timeout_ms;
+  uv_async_send(&this_worker.gpu_timeout);
+  sleep(5);
+  log_error(0,
+            "a kernel ran past --gpu-kernel-timeout (%u ms) on device %d "
+            "and the worker's loop did not answer: ending it",
+            (unsigned)timeout_ms, dev);
+  _exit(WORKER_EXIT_GPU_TIMEOUT);
+}
+
 int worker_start(daemon_t *d, const worker_role_t *role, int fd,
                  void (*stop)(daemon_t *d, const char *why), hipd_err_t *err)
 {
@@ -575,6 +631,17 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
   if ((rc = ipc_start(&this_worker.ch, on_msg, on_broken)) != 0)
     return err_set(err, HIPD_EIO, "cannot read the listener's channel: %s",
                    uv_strerror(rc));
+  /* The GPU kernel time limit, where there is a GPU. */
+  if (role->mode != WORKER_PROBE && gpu_count() > 0) {
+    if ((rc = uv_async_init(d->loop, &this_worker.gpu_timeout,
+                            gpu_timeout_cb)) != 0)
+      return err_set(err, HIPD_EIO, "cannot start the GPU kernel watchdog: %s",
+                     uv_strerror(rc));
+    uv_unref((uv_handle_t *)&this_worker.gpu_timeout);
+    if (watchdog_start(d->cfg.gpu_kernel_timeout_ms, gpu_timeout_fired) != 0)
+      return err_set(err, HIPD_EIO,
+                     "cannot start the GPU kernel watchdog's thread");
+  }
   kernels_set_fetch(fetch_remote);
   admin_set_forward(forward_admin);
   kernels_set_cache_remote(worker_cache_stats, worker_cache_clear,

@@ -40,6 +40,10 @@ typedef struct {
  * slot. */
 #define WORKER_SPIN_FD 4
 
+/* A worker's exit status when a GPU kernel ran past --gpu-kernel-timeout
+ * (objects/watchdog.h): it told its sessions and ended. */
+#define WORKER_EXIT_GPU_TIMEOUT 75
+
 /* Parse @p arg ("uid:1001:1001:7" or "uid:1001:1001:7:3"). @return 0 or
  * HIPD_EINVAL. */
 int worker_role_parse(const char *arg, worker_role_t *out);

@@ -16,6 +16,7 @@
 #include "privsep/mps.h"
 #include "privsep/tenant_pages.h"
 #include "privsep/wire.h"
+#include "privsep/worker.h"
 #include "privsep/workers.h"
 #include "privsep/workers_pool.h"
 #include "sandbox/cgroup.h"
@@ -245,6 +246,12 @@ static void exit_cb(uv_process_t *p, int64_t status, int sig)
               "worker of %s (pid %d) was killed by signal %d (%s); its %u "
               "sessions are gone, other tenants are not affected",
               t, (int)w->pid, sig, strsignal(sig), w->sessions);
+  else if (status == WORKER_EXIT_GPU_TIMEOUT)
+    log_error(0,
+              "worker of %s (pid %d) ended itself: a GPU kernel ran past "
+              "--gpu-kernel-timeout; its %u sessions were told why "
+              "(ETIMEDOUT), other tenants are not affected",
+              t, (int)w->pid, w->sessions);
   else if (status != 0)
     log_warn(0,
              "worker of %s (pid %d) exited with status %lld; its %u "
