@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* client/admin.c: the admin methods (`session.list`, `session.kill`,
- * `daemon.stats`, `metrics`, `log.level`, `cache.list`). Same shape as
+ * `daemon.stats`, `metrics`, `log.level`, `cache.list`, `grant.add`,
+ * `grant.revoke`, `grant.list`). Same shape as
  * methods.c: pack the params, name the decoder, let conn.c do the rest.
  * Who may call what is the daemon's business (PROTOCOL.md: admins see
  * every session, others their own uid's).
@@ -138,4 +139,66 @@ int hipd_cache_list(hipd_conn_t *conn, hipd_info_t **out)
     return conn_fail(conn, HIPD_EINVAL, "cache.list: out is NULL");
   *out = NULL;
   return call_plain(conn, "cache.list", out, info_decode_array);
+}
+
+int hipd_grant_add(hipd_conn_t *conn, const char *user, const int *devices,
+                   size_t ndevices, uint64_t quota, const char *label,
+                   hipd_info_t **out)
+{
+  hipd_call_t *c, *call;
+  int err;
+
+  if (out != NULL)
+    *out = NULL;
+  if (user == NULL || (devices == NULL && ndevices > 0))
+    return conn_fail(conn, HIPD_EINVAL, "grant.add: user or devices is NULL");
+  if ((err = conn_call_begin(conn, "grant.add", 4, &c)) < 0)
+    return err;
+  proto_pack_cstr(&c->pk, user);
+  msgpack_pack_array(&c->pk, (uint32_t)ndevices);
+  for (size_t i = 0; i < ndevices; i++)
+    msgpack_pack_int(&c->pk, devices[i]);
+  msgpack_pack_uint64(&c->pk, quota);
+  if (label != NULL && label[0] != '\0')
+    proto_pack_cstr(&c->pk, label);
+  else
+    msgpack_pack_nil(&c->pk);
+  if (out != NULL)
+    err = conn_call_send(c, info_decode, CONN_OUTS(0, out), &call);
+  else
+    err = conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), &call);
+  return conn_sync(err, &call);
+}
+
+int hipd_grant_revoke(hipd_conn_t *conn, const char *label, const char *user,
+                      hipd_info_t **out)
+{
+  hipd_call_t *c, *call;
+  int err;
+
+  if (out != NULL)
+    *out = NULL;
+  if ((err = conn_call_begin(conn, "grant.revoke", 2, &c)) < 0)
+    return err;
+  if (label != NULL && label[0] != '\0')
+    proto_pack_cstr(&c->pk, label);
+  else
+    msgpack_pack_nil(&c->pk);
+  if (user != NULL && user[0] != '\0')
+    proto_pack_cstr(&c->pk, user);
+  else
+    msgpack_pack_nil(&c->pk);
+  if (out != NULL)
+    err = conn_call_send(c, info_decode_array, CONN_OUTS(0, out), &call);
+  else
+    err = conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), &call);
+  return conn_sync(err, &call);
+}
+
+int hipd_grant_list(hipd_conn_t *conn, hipd_info_t **out)
+{
+  if (out == NULL)
+    return conn_fail(conn, HIPD_EINVAL, "grant.list: out is NULL");
+  *out = NULL;
+  return call_plain(conn, "grant.list", out, info_decode_array);
 }

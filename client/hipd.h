@@ -771,6 +771,40 @@ HIPD_EXTERN int hipd_log_level(hipd_conn_t *conn, const char *level, char *out,
  *  bytes, atime} (atime: unix seconds, 0 for an entry in memory only). */
 HIPD_EXTERN int hipd_cache_list(hipd_conn_t *conn, hipd_info_t **out);
 
+/**
+ * Grants (PROTOCOL.md, "Grants"): access to devices given to a user at run
+ * time, on top of the daemon's configured access rules, as a batch
+ * scheduler does for a job. Only admins may add or revoke one; anyone may
+ * list (a non-admin sees its own uid's). A grant record is {label, uid,
+ * user, devices [ids], quota, since (unix seconds), sessions, mem_held,
+ * mem_peak, kernels_launched, busy_ns, bytes_h2d, bytes_d2h}: the usage is
+ * that of the sessions under the grant (a session comes under its uid's
+ * newest grant when it connects).
+ */
+/** `grant.add`: give @p user (a name, or a uid in decimal) the @p ndevices
+ *  devices of global ids @p devices, with a quota of @p quota bytes of
+ *  device memory for the sessions under it (0: none of its own), labelled
+ *  @p label (NULL or "": "grant-N"; 1 to 63 letters, digits or ._:@+-).
+ *  @p out (may be NULL) gets the new grant's record. Errors: HIPD_EPERM
+ *  (not an admin), HIPD_ENOENT (no such user), HIPD_ENODEV (a device this
+ *  daemon does not serve), HIPD_EEXIST (the label is taken), HIPD_EPARAMS.
+ *  Thread safety as every call on @p conn. */
+HIPD_EXTERN int hipd_grant_add(hipd_conn_t *conn, const char *user,
+                               const int *devices, size_t ndevices,
+                               uint64_t quota, const char *label,
+                               hipd_info_t **out);
+/** `grant.revoke`: take back the grant labelled @p label, or (@p label
+ *  NULL) every grant of @p user, or the grant @p label only if it is
+ *  @p user's. The sessions under them are closed (close reason "access
+ *  revoked: "), which frees their memory. @p out (may be NULL) gets an
+ *  array of the revoked grants' records, with their final usage.
+ *  HIPD_ENOENT when nothing matches, HIPD_EPERM for a non-admin. */
+HIPD_EXTERN int hipd_grant_revoke(hipd_conn_t *conn, const char *label,
+                                  const char *user, hipd_info_t **out);
+/** `grant.list`: an array of grant records (an admin sees all, any other
+ *  caller its own uid's), each with its usage so far. */
+HIPD_EXTERN int hipd_grant_list(hipd_conn_t *conn, hipd_info_t **out);
+
 /* -------------------------------------------------------- code generation */
 
 /**

@@ -149,6 +149,15 @@ typedef struct daemon_config {
 
 typedef struct server server_t;
 struct policy;
+struct grant;
+
+/* The grants of this process (grants.h): every grant in the listener or
+ * the one process, a worker's uid's in a worker. */
+typedef struct grants {
+  struct grant *g;
+  uint32_t n, cap;
+  uint64_t next_serial; /* the last serial given (the listener's) */
+} grants_t;
 
 typedef struct hipd_daemon {
   uv_loop_t *loop;
@@ -185,6 +194,9 @@ typedef struct hipd_daemon {
   list_node_t closeq;    /* closed sessions to tear down (session_t.node) */
   list_node_t tenants;   /* tenants with a session (tenants.c) */
   struct policy *policy; /* parsed access rules, NULL: everyone (policy.c) */
+  grants_t grants;       /* access granted at run time (grants.c) */
+  int worker_devices;    /* the listener: the devices its probe worker
+                            found (grant.add checks ids against it) */
   int role;              /* ROLE_* */
   /* How a new connection is taken: into a session here (transport), or
    * handed to a tenant worker (privsep/workers.c). */

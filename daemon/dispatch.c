@@ -40,6 +40,7 @@
 #define LAUNCH_ARGS .kind = P_LAUNCH_ARGS, .max = PARAM_LAUNCH_MAX, \
                     .expect = "an array of [kind, value]"
 #define REST(mx) .kind = P_REST, .optional = 1, .max = (mx)
+#define ANY .kind = P_ANY
 
 /* A signature's rows and count, from its PARAMS_ list. */
 #define SIG_REQ(n, kind) {.name = #n, kind},
@@ -80,6 +81,9 @@
   T("event.record", event_record, event_record, 0, 1)                          \
   T("event.synchronize", event_synchronize, event, 0, 1)                       \
   U("execute_direct", execute_direct, rest, 0, 1)                              \
+  T("grant.add", grant_add, grant_add, 0, 1)                                   \
+  N("grant.list", grant_list, 0, 1)                                            \
+  T("grant.revoke", grant_revoke, grant_revoke, 0, 1)                          \
   T("hello", hello, hello, M_PREHELLO, 1)                                      \
   T("intrinsics.find", intrinsics_find, intrinsics_find, 0, 1)                 \
   T("intrinsics.list", intrinsics_list, target, 0, 1)                          \

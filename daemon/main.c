@@ -667,7 +667,13 @@ int main(int argc, char **argv)
       return 1;
     }
     if (d->role == ROLE_WORKER && role.mode == WORKER_PROBE) {
+      const char *fd = getenv(WORKER_PROBE_FD_ENV);
       log_debug(0, "worker check: the options are valid");
+      if (fd != NULL && strcmp(fd, "3") == 0) {
+        /* The listener learns how many devices a worker serves. */
+        dprintf(3, "%d\n", devices_count());
+        close(3);
+      }
       policy_free(d);
       devices_shutdown();
       return 0;

@@ -13,6 +13,7 @@
 
 #include "device.h"
 #include "drivers/driver.h"
+#include "grants.h"
 #include "hipd.h"
 #include "policy.h"
 #include "rpc.h"
@@ -231,17 +232,22 @@ static int list_match(const list_t *l, uid_t uid, const gid_t *gids, int ngids)
 }
 
 int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
-                      size_t wholen, uint64_t *devmask, hipd_err_t *err)
+                      size_t wholen, uint64_t *devmask, uint64_t *grant,
+                      hipd_err_t *err)
 {
   const struct policy *p = d->policy;
   const daemon_config_t *cfg = &d->cfg;
+  const grant_t *g = grants_newest(d, uid);
   int ndev = devices_count(), ngids = 1, implied;
+  uint64_t every = ndev >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << ndev) - 1;
   gid_t gids[POLICY_MAX_GROUPS];
   account_t a;
   int known;
 
   err_clear(err);
-  *devmask = ndev >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << ndev) - 1;
+  *devmask = every;
+  if (grant != NULL)
+    *grant = g != NULL ? g->serial : 0;
   if (p == NULL) {
     snprintf(who, wholen, "uid %u", (unsigned)uid);
     return 0;
@@ -269,6 +275,11 @@ int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
   if ((p->users_set || p->groups_set) && !implied &&
       !(p->users_set && list_match(&p->users, uid, gids, ngids)) &&
       !(p->groups_set && list_match(&p->groups, uid, gids, ngids))) {
+    if (g != NULL) {
+      /* Not admitted by the rules, but by its grant: its devices alone. */
+      *devmask = g->devmask & every;
+      return 0;
+    }
     if (p->users_set && p->groups_set)
       err_set(err, HIPD_EPERM,
               "%s is not allowed by --allow-users %s nor --allow-groups %s",
@@ -286,6 +297,9 @@ int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
     if (p->dev[i].set && !implied &&
         !list_match(&p->dev[i].who, uid, gids, ngids))
       *devmask &= ~((uint64_t)1 << i);
+  /* A grant adds its devices to what the rules allow. */
+  if (g != NULL)
+    *devmask |= g->devmask & every;
   return 0;
 }
 
@@ -334,9 +348,14 @@ void policy_device_refusal(const daemon_t *d, const char *who,
   const char *rule =
       p != NULL && dev->id < POLICY_MAX_DEVICES ? p->dev[dev->id].text : NULL;
 
-  err_set(err, HIPD_EPERM,
-          "device %d (%s:%d) is not allowed for %s by "
-          "--device-allow %s",
-          dev->id, dev->drv->name, dev->local, who,
-          rule != NULL ? rule : "(none)");
+  if (p == NULL || rule == NULL)
+    err_set(err, HIPD_EPERM,
+            "device %d (%s:%d) is not allowed for %s: it is not among its "
+            "grant's devices",
+            dev->id, dev->drv->name, dev->local, who);
+  else
+    err_set(err, HIPD_EPERM,
+            "device %d (%s:%d) is not allowed for %s by "
+            "--device-allow %s",
+            dev->id, dev->drv->name, dev->local, who, rule);
 }

@@ -10,6 +10,9 @@
  * hipd's own uid are allowed by every rule. Names are resolved once, at
  * start; a name that does not exist stops hipd.
  *
+ * Grants (grants.h) add to these rules at run time: policy_check_peer()
+ * reads them as it reads the rules, in the listener and in the worker.
+ *
  * Who calls it: main.c (policy_init, at start, after the devices are
  * known), the listener's and the transport's accept (policy_check_peer,
  * policy_refuse) and every place a
@@ -37,12 +40,18 @@ int policy_init(daemon_t *d, hipd_err_t *err);
 void policy_free(daemon_t *d);
 
 /* Decide for a peer with @p uid and primary @p gid: fill @p who with
- * "uid 1001 (bob)" (for messages) and @p devmask with the devices it may
- * use (bit = global id). @return 0, or HIPD_EPERM when it may not connect,
- * with @p err naming the rule ("uid 1001 (bob) is not allowed by
- * --allow-users alice,1002"). May read the user database (NSS). */
+ * "uid 1001 (bob)" (for messages), @p devmask with the devices it may
+ * use (bit = global id) and @p grant (may be NULL) with the serial of the
+ * grant it comes under (grants.h: the newest of its uid's; 0: none). The
+ * rules and the grants together: a peer the rules refuse is admitted when
+ * its uid has a grant, to that grant's devices alone; one they admit gets
+ * its grant's devices added to theirs. @return 0, or HIPD_EPERM when it
+ * may not connect, with @p err naming the rule ("uid 1001 (bob) is not
+ * allowed by --allow-users alice,1002"). May read the user database
+ * (NSS). */
 int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
-                      size_t wholen, uint64_t *devmask, hipd_err_t *err);
+                      size_t wholen, uint64_t *devmask, uint64_t *grant,
+                      hipd_err_t *err);
 
 /* Answered refusals: a uid's refused connections are told why
  * (session.refused) REFUSAL_BURST at once, then REFUSAL_RATE a second;

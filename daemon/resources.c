@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "device.h"
+#include "grants.h"
 #include "kernels/kernels.h"
 #include "objects/objects.h"
 #include "profile.h"
@@ -36,6 +37,9 @@ int res_mem_reserve(session_t *s, const device_t *dev, uint64_t bytes,
                    (unsigned long long)bytes, (unsigned long long)quota,
                    (unsigned long long)used);
   }
+  /* The sessions under its grant together (grants.h). */
+  if (grants_mem_reserve(s, bytes, err) != 0)
+    return err->code;
   /* All the uid's sessions together (--tenant-mem-quota), in every worker
    * of the uid (tenants.h): reserved first, then checked, so that two
    * workers reserving at once cannot both pass. */
@@ -44,6 +48,7 @@ int res_mem_reserve(session_t *s, const device_t *dev, uint64_t bytes,
     uint64_t total = tenant_count_add(t, TC_MEM, (int64_t)bytes);
     if (quota != 0 && total > quota) {
       tenant_count_add(t, TC_MEM, -(int64_t)bytes);
+      grants_mem_release(s, bytes);
       return err_set(
           err, HIPD_EQUOTA,
           "%llu bytes would exceed tenant uid %u's quota of %llu bytes "
@@ -61,6 +66,7 @@ int res_mem_reserve(session_t *s, const device_t *dev, uint64_t bytes,
       if (share != 0 && on > cap) {
         tenant_count_add(t, TC_DEV0 + dev->id, -(int64_t)bytes);
         tenant_count_add(t, TC_MEM, -(int64_t)bytes);
+        grants_mem_release(s, bytes);
         return err_set(err, HIPD_EQUOTA,
                        "%llu bytes would bring tenant uid %u's buffers on "
                        "device %d to %llu bytes, more than its share of "
@@ -78,6 +84,7 @@ int res_mem_reserve(session_t *s, const device_t *dev, uint64_t bytes,
 void res_mem_release(session_t *s, int dev, uint64_t bytes)
 {
   s->res.mem_used -= bytes;
+  grants_mem_release(s, bytes);
   if (s->tenant == NULL)
     return;
   tenant_count_add(s->tenant, TC_MEM, -(int64_t)bytes);
@@ -350,4 +357,5 @@ void res_release_all(session_t *s)
   /* Its reservations still in flight go back to the tenant when they
    * complete (the record lives as long as the session's memory). */
   tenant_session_closed(s);
+  grants_session_end(s);
 }

@@ -111,6 +111,9 @@ typedef struct session {
   int close_flushed;           /* close once the replies queued so far are
                                   written (the transport checks it) */
   char peer_who[64];           /* "uid 1001 (bob)", for the policy's messages */
+  uint64_t grant;              /* the grant it came under (grants.h), 0:
+                                  none */
+  int grant_open;              /* counted in its grant's sessions */
   struct stats_sess *stats;    /* its counters (stats.h), NULL: none yet */
   drv_output_t *kernel_out;    /* what its kernels printed, for
                                   kernel.output (a reference; NULL until

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "grants.h"
 #include "hipd.h"
 #include "objects/objects.h"
 #include "session.h"
@@ -122,6 +123,7 @@ void stats_op(session_t *s, int kind, int dev, int status, uint64_t bytes,
               uint64_t t0, int waited)
 {
   stats_sess_t *ss = sess_of(s);
+  grant_usage_t *gu = grants_usage_of(s);
   uid_ctr_t *u;
   dev_ctr_t *dc, *uc;
   uint64_t now;
@@ -142,18 +144,24 @@ void stats_op(session_t *s, int kind, int dev, int status, uint64_t bytes,
     uc->h2d += bytes;
     if (ss != NULL)
       ss->h2d += bytes;
+    if (gu != NULL)
+      gu->h2d += bytes;
     break;
   case OP_READ:
     dc->d2h += bytes;
     uc->d2h += bytes;
     if (ss != NULL)
       ss->d2h += bytes;
+    if (gu != NULL)
+      gu->d2h += bytes;
     break;
   case OP_LAUNCH:
     dc->launches++;
     uc->launches++;
     if (ss != NULL)
       ss->launches++;
+    if (gu != NULL)
+      gu->launches++;
     break;
   default:
     break;
@@ -173,6 +181,8 @@ void stats_op(session_t *s, int kind, int dev, int status, uint64_t bytes,
   busy_add(&dc->busy_ns, &dc->busy_end, t0, now);
   busy_add(&uc->busy_ns, &uc->busy_end, t0, now);
   busy_add(&ss->busy_ns, &ss->busy_end, t0, now);
+  if (gu != NULL)
+    busy_add(&gu->busy_ns, &gu->busy_end, t0, now);
 }
 
 void stats_session_end(session_t *s)
@@ -235,6 +245,7 @@ static uint32_t pack_session(daemon_t *d, session_t *s, msgpack_packer *pk)
       .busy_ns = ss->busy_ns,
       .h2d = ss->h2d,
       .d2h = ss->d2h,
+      .grant = s->grant,
   };
   held_t hd;
   uint32_t n = 0;
@@ -301,6 +312,26 @@ static void pack_uid(msgpack_packer *pk, const uid_ctr_t *u, int ndev)
     pack_dev_ctr(pk, i, &u->dev[i]);
 }
 
+static void pack_grant(msgpack_packer *pk, const grant_t *g)
+{
+  stats_grant_rec_t rec = {
+      .serial = g->serial,
+      .sessions = g->u.sessions,
+      .launches = g->u.launches,
+      .busy_ns = g->u.busy_ns,
+      .h2d = g->u.h2d,
+      .d2h = g->u.d2h,
+      .held = g->u.held,
+      .peak = g->u.peak,
+  };
+
+  _Static_assert(sizeof(rec.label) == sizeof(g->label),
+                 "a grant's label fits its record");
+  memcpy(rec.label, g->label, sizeof(rec.label));
+  msgpack_pack_array(pk, STATS_GRANT_NFIELDS);
+  STATS_GRANT_FIELDS(PACK_FIELD)
+}
+
 static void pack_request(msgpack_packer *pk, const char *method, unsigned c,
                          uint64_t n)
 {
@@ -333,7 +364,8 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
   fixed = 8 + (uint64_t)ndev * (2 + STATS_DEVICE_NFIELDS + STATS_CTR_NFIELDS) +
           nuids * (2 + STATS_UID_NFIELDS +
                    (1 + STATS_CTR_NFIELDS) * (uint64_t)ndev) +
-          (1 + STATS_REQUEST_NFIELDS) * (uint64_t)nreq;
+          (1 + STATS_REQUEST_NFIELDS) * (uint64_t)nreq +
+          (1 + STATS_GRANT_NFIELDS) * (uint64_t)d->grants.n;
   budget = fixed < STATS_REPORT_OBJECTS ? STATS_REPORT_OBJECTS - fixed : 0;
   msgpack_sbuffer_init(&ss);
   msgpack_packer_init(&sp, &ss, msgpack_sbuffer_write);
@@ -375,4 +407,8 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
     msgpack_pack_true(pk);
   else
     msgpack_pack_false(pk);
+  /* grants: the usage of each of this process's */
+  msgpack_pack_array(pk, d->grants.n);
+  for (uint32_t i = 0; i < d->grants.n; i++)
+    pack_grant(pk, &d->grants.g[i]);
 }

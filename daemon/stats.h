@@ -66,7 +66,8 @@
   X(launches, U64, 0, UINT64_MAX)                                              \
   X(busy_ns, U64, 0, UINT64_MAX)                                               \
   X(h2d, U64, 0, UINT64_MAX)                                                   \
-  X(d2h, U64, 0, UINT64_MAX)
+  X(d2h, U64, 0, UINT64_MAX)                                                   \
+  X(grant, U64, 0, UINT64_MAX)
 
 /* The other records of a report, the same way (kind BOOL: true or
  * false, an int in the struct). Each list generates the record's struct
@@ -103,6 +104,18 @@
   X(dev, I64, 0, STATS_MAX_DEVICES - 1)                                        \
   X(buffers, U64, 0, UINT64_MAX)                                               \
   X(bytes, U64, 0, UINT64_MAX)
+/* A grant's usage in this process (grants.h's grant_usage_t), by the
+ * grant's serial; the label is the worker's copy's, for logs only. */
+#define STATS_GRANT_FIELDS(X)                                                  \
+  X(serial, U64, 1, UINT64_MAX)                                                \
+  X(label, STR, 0, 64)                                                         \
+  X(sessions, U64, 0, UINT64_MAX)                                              \
+  X(launches, U64, 0, UINT64_MAX)                                              \
+  X(busy_ns, U64, 0, UINT64_MAX)                                               \
+  X(h2d, U64, 0, UINT64_MAX)                                                   \
+  X(d2h, U64, 0, UINT64_MAX)                                                   \
+  X(held, U64, 0, UINT64_MAX)                                                  \
+  X(peak, U64, 0, UINT64_MAX)
 /* How many requests of a method ended with a code (0: a result). */
 #define STATS_REQUEST_FIELDS(X)                                                \
   X(method, STR, 0, 64)                                                        \
@@ -124,13 +137,15 @@
 #define STATS_HELD_NFIELDS ((uint32_t)(0 STATS_HELD_FIELDS(STATS_FIELD_COUNT)))
 #define STATS_REQUEST_NFIELDS                                                  \
   ((uint32_t)(0 STATS_REQUEST_FIELDS(STATS_FIELD_COUNT)))
+#define STATS_GRANT_NFIELDS                                                    \
+  ((uint32_t)(0 STATS_GRANT_FIELDS(STATS_FIELD_COUNT)))
 
 /* Each field's place in the record; the held list comes last. */
 enum stats_sess_field {
   STATS_SESSION_FIELDS(STATS_FIELD_INDEX) STATS_SESS_HELD
 };
-/* The parts of a report, in this order (admin/report.h); truncated may
- * be absent (a report of an older worker). */
+/* The parts of a report, in this order (admin/report.h); truncated and
+ * grants may be absent (a report of an older worker). */
 enum stats_report_part {
   STATS_REPORT_VERSION, /* 1 */
   STATS_REPORT_PID,
@@ -139,6 +154,7 @@ enum stats_report_part {
   STATS_REPORT_UIDS_LIST,
   STATS_REPORT_REQUESTS_LIST,
   STATS_REPORT_TRUNCATED,
+  STATS_REPORT_GRANTS_LIST,
   STATS_REPORT_PARTS
 };
 /* The uid record's fields' places (the uid is what the listener keeps
@@ -166,6 +182,9 @@ typedef struct stats_held_rec {
 typedef struct stats_req_rec {
   STATS_REQUEST_FIELDS(STATS_FIELD_DECL)
 } stats_req_rec_t;
+typedef struct stats_grant_rec {
+  STATS_GRANT_FIELDS(STATS_FIELD_DECL)
+} stats_grant_rec_t;
 
 struct session;
 

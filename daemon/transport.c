@@ -17,6 +17,7 @@
 
 #include "bufpool.h"
 #include "dispatch.h"
+#include "grants.h"
 #include "log.h"
 #include "policy.h"
 #include "resources.h"
@@ -734,6 +735,7 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
   struct ucred cred;
   socklen_t clen = sizeof(cred);
   hipd_err_t refusal;
+  uint64_t grant = 0;
   uv_os_fd_t fd;
   int rc;
 
@@ -808,7 +810,8 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
   /* The policy: a refused peer is told why at once (policy_refuse) and
    * closed, never read. */
   if (policy_check_peer(d, s->peer_uid, s->peer_gid, s->peer_who,
-                        sizeof(s->peer_who), &s->devmask, &refusal) != 0) {
+                        sizeof(s->peer_who), &s->devmask, &grant,
+                        &refusal) != 0) {
     char why[HIPD_ERR_MSG_MAX + 96];
     if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0)
       policy_refuse(d, fd, s->peer_uid, &refusal, why, sizeof(why));
@@ -831,8 +834,15 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream)
       return;
     }
   }
-  sess_log(HLOG_INFO, s, "session opened: peer pid %d uid %d gid %d",
-           (int)s->peer_pid, (int)s->peer_uid, (int)s->peer_gid);
+  grants_session_begin(s, grant);
+  if (s->grant != 0)
+    sess_log(HLOG_INFO, s,
+             "session opened: peer pid %d uid %d gid %d, under grant '%s'",
+             (int)s->peer_pid, (int)s->peer_uid, (int)s->peer_gid,
+             grants_find(d, s->grant)->label);
+  else
+    sess_log(HLOG_INFO, s, "session opened: peer pid %d uid %d gid %d",
+             (int)s->peer_pid, (int)s->peer_uid, (int)s->peer_gid);
   /* The current device is the first the peer may use. */
   s->device = s->devmask != 0 ? __builtin_ctzll(s->devmask) : 0;
   rc = uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);

@@ -12,6 +12,8 @@
 #include "admin/view.h"
 #include "admin/who.h"
 #include "compile/compile_pool.h"
+#include "device.h"
+#include "grants.h"
 #include "hipd.h"
 #include "kernels/cache.h"
 #include "log.h"
@@ -27,7 +29,10 @@ static const char *const op_names[ADMIN_NOPS] = {
     [ADMIN_DAEMON_STATS] = "daemon.stats",
     [ADMIN_METRICS] = "metrics",
     [ADMIN_LOG_LEVEL] = "log.level",
-    [ADMIN_CACHE_LIST] = "cache.list"};
+    [ADMIN_CACHE_LIST] = "cache.list",
+    [ADMIN_GRANT_ADD] = "grant.add",
+    [ADMIN_GRANT_REVOKE] = "grant.revoke",
+    [ADMIN_GRANT_LIST] = "grant.list"};
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 /* The request being answered. */
@@ -38,7 +43,8 @@ typedef struct job {
   int admin;
   admin_op_t op;
   uint64_t kill_id;
-  int level; /* log.level: the level to set, -1: none */
+  int level;         /* log.level: the level to set, -1: none */
+  admin_args_t args; /* grant.*: the request's values */
   char who[128];
   admin_done_fn done;
   void *ctx;
@@ -117,7 +123,83 @@ int admin_args_check(const admin_args_t *a, const char **msg)
     *msg = LEVEL_MSG;
     return HIPD_EPARAMS;
   }
+  if (memchr(a->user, '\0', sizeof(a->user)) == NULL ||
+      memchr(a->label, '\0', sizeof(a->label)) == NULL) {
+    *msg = "not an admin request";
+    return HIPD_EPARAMS;
+  }
+  if (a->label[0] != '\0' && !grants_label_ok(a->label, strlen(a->label))) {
+    *msg = "the label must be 1 to 63 letters, digits or ._:@+-";
+    return HIPD_EPARAMS;
+  }
+  if (a->op == ADMIN_GRANT_ADD && a->user[0] == '\0') {
+    *msg = "param 0 (user) must name a user or a uid";
+    return HIPD_EPARAMS;
+  }
+  if (a->op == ADMIN_GRANT_ADD && a->devmask == 0) {
+    *msg = "param 1 (devices) must name at least one device";
+    return HIPD_EPARAMS;
+  }
+  if (a->op == ADMIN_GRANT_REVOKE && a->user[0] == '\0' &&
+      a->label[0] == '\0') {
+    *msg = "give param 0 (label) or param 1 (user): which grants to revoke";
+    return HIPD_EPARAMS;
+  }
   return 0;
+}
+
+#define DEVICES_MSG                                                            \
+  "param 1 (devices) must be an array of device ids (unsigned integers "       \
+  "below 64)"
+
+int admin_devices_mask(const msgpack_object *o, uint64_t *mask,
+                       const char **msg)
+{
+  *mask = 0;
+  if (o == NULL || o->type != MSGPACK_OBJECT_ARRAY ||
+      o->via.array.size > GRANT_DEVICES) {
+    *msg = DEVICES_MSG;
+    return HIPD_EPARAMS;
+  }
+  for (uint32_t i = 0; i < o->via.array.size; i++) {
+    uint64_t id;
+    if (proto_obj_uint(&o->via.array.ptr[i], GRANT_DEVICES - 1, &id) != 0) {
+      *msg = DEVICES_MSG;
+      return HIPD_EPARAMS;
+    }
+    *mask |= (uint64_t)1 << id;
+  }
+  return 0;
+}
+
+/* A str param @p o (nil or absent: "") into @p out (@p size bytes). */
+static int str_param(const msgpack_object *o, char *out, size_t size)
+{
+  out[0] = '\0';
+  if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
+    return 0;
+  if (o->type != MSGPACK_OBJECT_STR || o->via.str.size >= size ||
+      memchr(o->via.str.ptr, '\0', o->via.str.size) != NULL)
+    return HIPD_EPARAMS;
+  memcpy(out, o->via.str.ptr, o->via.str.size);
+  out[o->via.str.size] = '\0';
+  return 0;
+}
+
+static void pack_devices(msgpack_packer *pk, uint64_t mask)
+{
+  msgpack_pack_array(pk, (uint32_t)__builtin_popcountll(mask));
+  for (int i = 0; i < GRANT_DEVICES; i++)
+    if ((mask >> i) & 1)
+      msgpack_pack_uint32(pk, (uint32_t)i);
+}
+
+static void pack_str_or_nil(msgpack_packer *pk, const char *s)
+{
+  if (s[0] == '\0')
+    msgpack_pack_nil(pk);
+  else
+    proto_pack_cstr(pk, s);
 }
 
 void admin_args_pack(msgpack_packer *pk, const admin_args_t *a)
@@ -129,6 +211,16 @@ void admin_args_pack(msgpack_packer *pk, const admin_args_t *a)
   } else if (a->op == ADMIN_LOG_LEVEL && a->level >= 0) {
     msgpack_pack_array(pk, 1);
     proto_pack_cstr(pk, level_names[a->level]);
+  } else if (a->op == ADMIN_GRANT_ADD) {
+    msgpack_pack_array(pk, 4);
+    proto_pack_cstr(pk, a->user);
+    pack_devices(pk, a->devmask);
+    msgpack_pack_uint64(pk, a->quota);
+    pack_str_or_nil(pk, a->label);
+  } else if (a->op == ADMIN_GRANT_REVOKE) {
+    msgpack_pack_array(pk, 2);
+    pack_str_or_nil(pk, a->label);
+    pack_str_or_nil(pk, a->user);
   } else {
     msgpack_pack_array(pk, 0);
   }
@@ -152,11 +244,35 @@ int admin_args_unpack(const char *op, size_t oplen,
     return HIPD_EPARAMS;
   }
   out->op = (admin_op_t)o;
-  if (o == ADMIN_SESSION_KILL ? n != 1
-      : o == ADMIN_LOG_LEVEL  ? n > 1
-                              : n != 0) {
-    *msg = o == ADMIN_SESSION_KILL ? "takes 1 params (id)" : "takes no params";
+  if (o == ADMIN_SESSION_KILL   ? n != 1
+      : o == ADMIN_LOG_LEVEL    ? n > 1
+      : o == ADMIN_GRANT_ADD    ? n != 4
+      : o == ADMIN_GRANT_REVOKE ? n != 2
+                                : n != 0) {
+    *msg = o == ADMIN_SESSION_KILL   ? "takes 1 params (id)"
+           : o == ADMIN_GRANT_ADD    ? "takes 4 params (user, devices, quota, "
+                                       "label)"
+           : o == ADMIN_GRANT_REVOKE ? "takes 2 params (label, user)"
+                                     : "takes no params";
     return HIPD_EPARAMS;
+  }
+  if (o == ADMIN_GRANT_ADD) {
+    const msgpack_object *p = params->via.array.ptr;
+    if (str_param(&p[0], out->user, sizeof(out->user)) != 0 ||
+        admin_devices_mask(&p[1], &out->devmask, msg) != 0 ||
+        proto_obj_uint(&p[2], UINT64_MAX, &out->quota) != 0 ||
+        str_param(&p[3], out->label, sizeof(out->label)) != 0) {
+      *msg = "malformed grant.add";
+      return HIPD_EPARAMS;
+    }
+  }
+  if (o == ADMIN_GRANT_REVOKE) {
+    const msgpack_object *p = params->via.array.ptr;
+    if (str_param(&p[0], out->label, sizeof(out->label)) != 0 ||
+        str_param(&p[1], out->user, sizeof(out->user)) != 0) {
+      *msg = "malformed grant.revoke";
+      return HIPD_EPARAMS;
+    }
   }
   if (o == ADMIN_SESSION_KILL &&
       proto_obj_uint(p0, UINT64_MAX, &out->id) != 0) {
@@ -191,10 +307,24 @@ static void fold_req(const report_req_t *q)
   admin_state.fold_req[admin_state.nfold_req++] = *q;
 }
 
-void admin_fold(const report_t *r)
+void admin_fold(daemon_t *d, const report_t *r)
 {
   if (r == NULL)
     return;
+  /* What a worker's sessions did under a grant of its uid stays with the
+   * grant (its held bytes and sessions went with the worker). */
+  for (uint32_t i = 0; i < r->ngrants; i++) {
+    const report_grant_t *q = &r->grants[i];
+    grant_t *g = grants_find(d, q->serial);
+    if (g == NULL || (r->uid >= 0 && (uint64_t)r->uid != g->uid))
+      continue;
+    g->u.launches += q->launches;
+    g->u.busy_ns += q->busy_ns;
+    g->u.h2d += q->h2d;
+    g->u.d2h += q->d2h;
+    if (q->peak > g->u.peak)
+      g->u.peak = q->peak;
+  }
   for (uint32_t i = 0; i < r->ndev; i++) {
     report_ctr_t *f = &admin_state.fold_dev[r->dev[i].id];
     f->launches += r->dev[i].c.launches;
@@ -263,6 +393,52 @@ static void ctr_add(report_ctr_t *a, const report_ctr_t *b)
   a->h2d += b->h2d;
   a->d2h += b->d2h;
   a->faults += b->faults;
+}
+
+/* The grants @p v's caller may see, with their usage: in the listener
+ * what its exited workers left (folded), plus each report's record of
+ * the grant where the report is of the grant's uid (a worker's word counts
+ * only for its own uid's grants); in one process its report alone. */
+static int view_grants(daemon_t *d, const report_set_t *set, view_t *v)
+{
+  const grants_t *t = &d->grants;
+
+  if (t->n > 0 && (v->gr = calloc(t->n, sizeof(*v->gr))) == NULL)
+    return HIPD_ENOMEM;
+  for (uint32_t i = 0; i < t->n; i++) {
+    const grant_t *g = &t->g[i];
+    view_grant_t *vg;
+    uint64_t live_peak = 0;
+    if (!admin_view_visible(v, g->uid))
+      continue;
+    vg = &v->gr[v->ngr++];
+    vg->g = g;
+    if (d->role == ROLE_LISTENER) {
+      vg->u = g->u;
+      vg->u.held = vg->u.sessions = 0;
+    }
+    for (uint32_t r = 0; r < set->n; r++) {
+      const report_t *rp = set->r[r];
+      if (rp->uid >= 0 && (uint64_t)rp->uid != g->uid)
+        continue;
+      for (uint32_t k = 0; k < rp->ngrants; k++) {
+        const report_grant_t *q = &rp->grants[k];
+        if (q->serial != g->serial)
+          continue;
+        vg->u.launches += q->launches;
+        vg->u.busy_ns += q->busy_ns;
+        vg->u.h2d += q->h2d;
+        vg->u.d2h += q->d2h;
+        vg->u.held += q->held;
+        vg->u.sessions += q->sessions;
+        live_peak += q->peak;
+      }
+    }
+    /* Workers' peaks may not have been at once: their sum bounds it. */
+    if (live_peak > vg->u.peak)
+      vg->u.peak = live_peak;
+  }
+  return 0;
 }
 
 static int view_build(const job_t *j, const report_set_t *set, view_t *v)
@@ -356,7 +532,7 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
   }
   for (uint32_t i = 0; i < admin_state.nfold_req; i++)
     view_req_add(v, &admin_state.fold_req[i]);
-  return 0;
+  return view_grants(j->d, set, v);
 }
 
 static void view_free(view_t *v)
@@ -364,6 +540,7 @@ static void view_free(view_t *v)
   free(v->sess);
   free(v->ten);
   free(v->req);
+  free(v->gr);
 }
 
 /* ----------------------------------------------------------------- packing */
@@ -397,6 +574,10 @@ static void pack_list(const view_t *v, msgpack_packer *pk)
     pack_kv_u64(&m, "busy_ns", s->busy_ns);
     pack_kv_u64(&m, "bytes_h2d", s->h2d);
     pack_kv_u64(&m, "bytes_d2h", s->d2h);
+    {
+      const grant_t *g = grants_find(v->d, s->grant);
+      pack_kv_str(&m, "grant", g != NULL && g->uid == s->uid ? g->label : "");
+    }
     devs = pack_key(&m, "devices");
     msgpack_pack_array(devs, s->nheld);
     for (uint32_t h = 0; h < s->nheld; h++) {
@@ -473,6 +654,60 @@ static void pack_stats(const job_t *j, const report_set_t *set, const view_t *v,
   pack_kv_u64(&sub, "queued", ps.queued);
   pack_map_end(&sub);
   pack_map_end(&m);
+}
+
+/* One grant as a map (grant.add, grant.list, grant.revoke). */
+static void pack_grant(daemon_t *d, msgpack_packer *pk, const grant_t *g,
+                       const grant_usage_t *u)
+{
+  pack_map_t m;
+  char user[64];
+
+  admin_user_name(d, g->uid, user, sizeof(user));
+  pack_map_begin(&m, pk);
+  pack_kv_str(&m, "label", g->label);
+  pack_kv_u64(&m, "uid", g->uid);
+  pack_kv_str(&m, "user", user);
+  pack_devices(pack_key(&m, "devices"), g->devmask);
+  pack_kv_u64(&m, "quota", g->quota);
+  pack_kv_u64(&m, "since", g->since);
+  pack_kv_u64(&m, "sessions", u->sessions);
+  pack_kv_u64(&m, "mem_held", u->held);
+  pack_kv_u64(&m, "mem_peak", u->peak);
+  pack_kv_u64(&m, "kernels_launched", u->launches);
+  pack_kv_u64(&m, "busy_ns", u->busy_ns);
+  pack_kv_u64(&m, "bytes_h2d", u->h2d);
+  pack_kv_u64(&m, "bytes_d2h", u->d2h);
+  pack_map_end(&m);
+}
+
+/* Does grant @p g match grant.revoke's selector (label, uid)? */
+static int revoke_selects(const job_t *j, const grant_t *g, int64_t uid)
+{
+  return (j->args.label[0] == '\0' || strcmp(g->label, j->args.label) == 0) &&
+         (uid < 0 || g->uid == (uid_t)uid);
+}
+
+/* grant.*'s user: a uid (digits) or a user name. @return the uid, or -1
+ * with @p msg saying why. */
+static int64_t user_uid(const char *user, char *msg, size_t msglen)
+{
+  account_t a;
+  char *end;
+  unsigned long v;
+
+  if (user[0] >= '0' && user[0] <= '9') {
+    v = strtoul(user, &end, 10);
+    if (*end == '\0' && v < (uint32_t)-1)
+      return (int64_t)v;
+    snprintf(msg, msglen, "'%s' is not a uid", user);
+    return -1;
+  }
+  if (account_by_name(user, &a, NULL) != 0) {
+    snprintf(msg, msglen, "no user '%s'", user);
+    return -1;
+  }
+  return (int64_t)a.uid;
 }
 
 /* -------------------------------------------------------------- answering */
@@ -582,6 +817,62 @@ static void killed_cb(void *ctx, int status)
   answer(j, HIPD_ENOENT, msg, NULL, 0);
 }
 
+/* The grants of @p uid changed (added, or @p old's @p nold removed): the
+ * sessions under those removed are closed, here or by the uid's workers,
+ * with @p why after the reason. */
+static void grants_changed(daemon_t *d, uid_t uid, const grant_t *old,
+                           uint32_t nold, const char *why)
+{
+  if (admin_state.listener && d->role == ROLE_LISTENER) {
+    if (admin_state.l.grants != NULL)
+      admin_state.l.grants(d, uid, why);
+  } else {
+    grants_close_revoked(d, old, nold, why);
+  }
+}
+
+/* grant.revoke, with the view @p v (usage as of now): answer the grants it
+ * selects, with their usage, then remove them and close their sessions. */
+static void revoke_grants(job_t *j, const view_t *v, msgpack_packer *pk)
+{
+  daemon_t *d = j->d;
+  int64_t uid = (int64_t)j->kill_id - 1; /* run_job's: -1 none */
+  grant_t *old;
+  uint32_t n = 0, k = 0;
+  char why[160];
+
+  for (uint32_t i = 0; i < v->ngr; i++)
+    n += revoke_selects(j, v->gr[i].g, uid);
+  old = n > 0 ? calloc(n, sizeof(*old)) : NULL;
+  msgpack_pack_array(pk, n);
+  for (uint32_t i = 0; i < v->ngr; i++)
+    if (revoke_selects(j, v->gr[i].g, uid)) {
+      pack_grant(d, pk, v->gr[i].g, &v->gr[i].u);
+      if (old != NULL) {
+        old[k] = *v->gr[i].g;
+        old[k++].u = v->gr[i].u; /* for the log line */
+      }
+    }
+  /* The view's pointers go stale from here. */
+  snprintf(why, sizeof(why), " (revoked by %s)", j->who);
+  for (uint32_t i = 0; i < k; i++) {
+    log_info(0,
+             "grant.revoke: grant '%s' of uid %u (%u session%s under it) "
+             "revoked by %s",
+             old[i].label, (unsigned)old[i].uid, (unsigned)old[i].u.sessions,
+             old[i].u.sessions == 1 ? "" : "s", j->who);
+    grants_remove(d, old[i].serial);
+  }
+  for (uint32_t i = 0; i < k; i++) {
+    int seen = 0;
+    for (uint32_t x = 0; x < i; x++)
+      seen |= old[x].uid == old[i].uid;
+    if (!seen)
+      grants_changed(d, old[i].uid, old, k, why);
+  }
+  free(old);
+}
+
 static void gathered(void *ctx, report_set_t *set)
 {
   job_t *j = ctx;
@@ -626,6 +917,26 @@ static void gathered(void *ctx, report_set_t *set)
     msgpack_pack_str_body(&pk, text, len);
     free(text);
     break;
+  case ADMIN_GRANT_LIST:
+    msgpack_pack_array(&pk, v.ngr);
+    for (uint32_t i = 0; i < v.ngr; i++)
+      pack_grant(j->d, &pk, v.gr[i].g, &v.gr[i].u);
+    break;
+  case ADMIN_GRANT_REVOKE: {
+    int64_t uid = (int64_t)j->kill_id - 1;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < v.ngr; i++)
+      n += revoke_selects(j, v.gr[i].g, uid);
+    if (n == 0) {
+      /* Revoked by another request meanwhile. */
+      view_free(&v);
+      msgpack_sbuffer_destroy(&sb);
+      answer(j, HIPD_ENOENT, "no such grant (any more)", NULL, 0);
+      return;
+    }
+    revoke_grants(j, &v, &pk);
+    break;
+  }
   case ADMIN_SESSION_KILL: {
     const report_t *owner = NULL;
     int found = 0;
@@ -691,6 +1002,92 @@ static void gather(job_t *j)
     gather_local(j);
 }
 
+/* The devices this hipd serves (the listener: those its probe worker
+ * found). */
+static int served_devices(const daemon_t *d)
+{
+  return d->role == ROLE_LISTENER ? d->worker_devices : devices_count();
+}
+
+static void grant_add(job_t *j)
+{
+  daemon_t *d = j->d;
+  const admin_args_t *a = &j->args;
+  int ndev = served_devices(d);
+  const grant_t *g;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  grant_usage_t none = {0};
+  hipd_err_t err;
+  char msg[192];
+  int64_t uid;
+
+  if (!j->admin) {
+    refuse_non_admin(d, j, "granting access");
+    return;
+  }
+  if ((uid = user_uid(a->user, msg, sizeof(msg))) < 0) {
+    answer(j, HIPD_ENOENT, msg, NULL, 0);
+    return;
+  }
+  if (ndev < GRANT_DEVICES && (a->devmask >> ndev) != 0) {
+    snprintf(msg, sizeof(msg),
+             "device %d: this daemon serves %d device%s (ids 0 to %d)",
+             __builtin_ctzll(a->devmask >> ndev) + ndev, ndev,
+             ndev == 1 ? "" : "s", ndev - 1);
+    answer(j, HIPD_ENODEV, msg, NULL, 0);
+    return;
+  }
+  if (grants_add(d, (uid_t)uid, a->devmask, a->quota, a->label, &g, &err) !=
+      0) {
+    answer(j, err.code, err.msg, NULL, 0);
+    return;
+  }
+  log_info(0,
+           "grant.add: grant '%s' gives uid %u devices 0x%llx, quota %llu "
+           "bytes, by %s",
+           g->label, (unsigned)g->uid, (unsigned long long)g->devmask,
+           (unsigned long long)g->quota, j->who);
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  pack_grant(d, &pk, g, &none);
+  grants_changed(d, g->uid, NULL, 0, NULL);
+  answer_packed(j, &sb);
+}
+
+static void grant_revoke(job_t *j)
+{
+  daemon_t *d = j->d;
+  const admin_args_t *a = &j->args;
+  int64_t uid = -1;
+  uint32_t n = 0;
+  char msg[192];
+
+  if (!j->admin) {
+    refuse_non_admin(d, j, "revoking a grant");
+    return;
+  }
+  if (a->user[0] != '\0' && (uid = user_uid(a->user, msg, sizeof(msg))) < 0) {
+    answer(j, HIPD_ENOENT, msg, NULL, 0);
+    return;
+  }
+  j->kill_id = (uint64_t)(uid + 1);
+  for (uint32_t i = 0; i < d->grants.n; i++)
+    n += revoke_selects(j, &d->grants.g[i], uid);
+  if (n == 0) {
+    if (a->label[0] != '\0' && uid >= 0)
+      snprintf(msg, sizeof(msg), "no grant '%s' of user %s", a->label, a->user);
+    else if (a->label[0] != '\0')
+      snprintf(msg, sizeof(msg), "no grant '%s'", a->label);
+    else
+      snprintf(msg, sizeof(msg), "user %s has no grant", a->user);
+    answer(j, HIPD_ENOENT, msg, NULL, 0);
+    return;
+  }
+  /* The usage first (the reports), then the grants go. */
+  gather(j);
+}
+
 static void run_job(job_t *j)
 {
   daemon_t *d = j->d;
@@ -735,6 +1132,12 @@ static void run_job(job_t *j)
     answer_packed(j, &sb);
     return;
   }
+  case ADMIN_GRANT_ADD:
+    grant_add(j);
+    return;
+  case ADMIN_GRANT_REVOKE:
+    grant_revoke(j);
+    return;
   default:
     gather(j);
   }
@@ -762,6 +1165,7 @@ void admin_request(daemon_t *d, uid_t uid, uint64_t sid, const admin_args_t *a,
   j->op = a->op;
   j->kill_id = a->id;
   j->level = a->op == ADMIN_LOG_LEVEL ? a->level : -1;
+  j->args = *a;
   j->done = done;
   j->ctx = ctx;
   admin_uid_who(d, uid, j->who, sizeof(j->who));

@@ -25,6 +25,7 @@
 
 #include "admin/report.h"
 #include "daemon.h"
+#include "grants.h"
 
 /* An answer: @p status 0 with @p result (@p len bytes of one packed msgpack
  * value, owned by the caller of the callback), or a negative code with
@@ -40,16 +41,33 @@ typedef enum {
   ADMIN_METRICS,
   ADMIN_LOG_LEVEL,
   ADMIN_CACHE_LIST,
+  ADMIN_GRANT_ADD,
+  ADMIN_GRANT_REVOKE,
+  ADMIN_GRANT_LIST,
   ADMIN_NOPS
 } admin_op_t;
+
+/* grant.add's and grant.revoke's user: a name or a uid, this long at
+ * most. */
+#define ADMIN_USER_MAX 64
 
 /* An admin request's values, typed: what the client's method was given
  * (dispatch checked its params; methods/admin.c reads them). */
 typedef struct admin_args {
   admin_op_t op;
-  uint64_t id; /* session.kill: the session to close */
-  int level;   /* log.level: HLOG_* to set, or -1: only ask */
+  uint64_t id;                     /* session.kill: the session to close */
+  int level;                       /* log.level: HLOG_* to set, or -1: only
+                                      ask */
+  char user[ADMIN_USER_MAX + 1];   /* grant.*: a name or a uid, "": none */
+  uint64_t devmask;                /* grant.add: its devices */
+  uint64_t quota;                  /* grant.add: bytes, 0: none */
+  char label[GRANT_LABEL_MAX + 1]; /* grant.*: "": none */
 } admin_args_t;
+
+/* grant.add's devices param (an array of device ids, @p o) as a mask into
+ * *@p mask. @return 0, or HIPD_EPARAMS with *@p msg (static). */
+int admin_devices_mask(const msgpack_object *o, uint64_t *mask,
+                       const char **msg);
 
 /* @return 1 if @p op (@p len bytes) names an op. */
 int admin_is_op(const char *op, size_t len);
@@ -105,6 +123,9 @@ typedef struct admin_listener {
                void (*done)(void *ctx, int status), void *ctx);
   /* Tell every worker (and those started later) the new log level. */
   void (*log_level)(daemon_t *d, int level);
+  /* The grants of @p uid changed: send them to its workers, which close
+   * the sessions under those gone, giving @p why in the reason. */
+  void (*grants)(daemon_t *d, uid_t uid, const char *why);
 } admin_listener_t;
 void admin_set_listener(const admin_listener_t *l);
 
@@ -115,7 +136,7 @@ int admin_kill_local(daemon_t *d, uint64_t id, const char *who, uint64_t self);
 
 /* What a worker that exits leaves: fold its last report's counters into
  * the node-wide totals that admin views add to the live workers'. */
-void admin_fold(const report_t *r);
+void admin_fold(daemon_t *d, const report_t *r);
 
 /* For the HTTP metrics process (branch metricsd), in the listener: the
  * metrics text of an admin view (every series), malloc'd, handed to

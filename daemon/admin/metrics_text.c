@@ -176,6 +176,53 @@ void admin_metrics_render(const view_t *v, const report_set_t *set,
       prom_sample_u64(b, "hipd_tenant_faults_total", &lb, v->ten[t].faults);
     }
 
+    /* Per grant (grants.h), for the grants the caller may see: what the
+     * sessions under each did, labelled by its label (a job's id). */
+#define GRANT_FAMILY(name, type, help, expr)                                   \
+  do {                                                                         \
+    prom_family(b, name, type, help);                                          \
+    for (uint32_t g = 0; g < v->ngr; g++) {                                    \
+      const view_grant_t *vg = &v->gr[g];                                      \
+      prom_label(&lb, "label", vg->g->label);                                  \
+      tenant_labels(v, &lb, vg->g->uid);                                       \
+      prom_sample_u64(b, name, &lb, (expr));                                   \
+    }                                                                          \
+  } while (0)
+  GRANT_FAMILY("hipd_grant_sessions", "gauge",
+               "sessions under the grant (a job's)", vg->u.sessions);
+  GRANT_FAMILY("hipd_grant_devices", "gauge", "devices the grant gives",
+               (uint64_t)__builtin_popcountll(vg->g->devmask));
+  GRANT_FAMILY("hipd_grant_memory_quota_bytes", "gauge",
+               "the grant's quota of device memory (0: none)", vg->g->quota);
+  GRANT_FAMILY("hipd_grant_memory_held_bytes", "gauge",
+               "device memory held by the sessions under the grant",
+               vg->u.held);
+  GRANT_FAMILY("hipd_grant_memory_peak_bytes", "gauge",
+               "the most device memory the sessions under the grant held",
+               vg->u.peak);
+  GRANT_FAMILY("hipd_grant_kernels_launched_total", "counter",
+               "kernel launches under the grant", vg->u.launches);
+#undef GRANT_FAMILY
+  prom_family(b, "hipd_grant_transfer_bytes_total", "counter",
+              "bytes the work under the grant copied between host and "
+              "device");
+  for (uint32_t g = 0; g < v->ngr; g++)
+    for (int k = 0; k < 2; k++) {
+      prom_label(&lb, "label", v->gr[g].g->label);
+      tenant_labels(v, &lb, v->gr[g].g->uid);
+      prom_label(&lb, "direction", k == 0 ? "h2d" : "d2h");
+      prom_sample_u64(b, "hipd_grant_transfer_bytes_total", &lb,
+                      k == 0 ? v->gr[g].u.h2d : v->gr[g].u.d2h);
+    }
+  prom_family(b, "hipd_grant_busy_seconds_total", "counter",
+              "device busy time of the work under the grant");
+  for (uint32_t g = 0; g < v->ngr; g++) {
+    prom_label(&lb, "label", v->gr[g].g->label);
+    tenant_labels(v, &lb, v->gr[g].g->uid);
+    prom_sample_f(b, "hipd_grant_busy_seconds_total", &lb,
+                  (double)v->gr[g].u.busy_ns / 1e9);
+  }
+
   prom_family(b, "hipd_requests_total", "counter",
               "requests answered, by method and code");
   for (uint32_t i = 0; i < v->nreq; i++) {

@@ -151,6 +151,12 @@ static int req(const msgpack_object *o, report_req_t *s)
   return 0;
 }
 
+static int grantrec(const msgpack_object *o, report_grant_t *s)
+{
+  RECORD_READ(o, 0, STATS_GRANT_NFIELDS, STATS_GRANT_FIELDS)
+  return s->serial != 0 ? 0 : HIPD_EINVAL;
+}
+
 /* Allocate @p n elements of @p size for the array @p o at *@p out. */
 static int alloc_of(const msgpack_object *o, size_t size, void **out,
                     uint32_t *n)
@@ -178,17 +184,21 @@ static uint64_t uid_at(const msgpack_object *o, uint32_t at)
 static report_t *decode(const msgpack_object *o, int64_t only)
 {
   report_t *r = calloc(1, sizeof(*r));
-  const msgpack_object *ss, *ds, *us, *rs;
+  const msgpack_object *ss, *ds, *us, *rs, *gs = NULL;
   uint64_t ver;
   uint32_t k;
 
   if (r == NULL)
     return NULL;
   r->refs = 1;
+  r->uid = only;
   if ((o = arr(o, 0, STATS_REPORT_PARTS)) == NULL ||
       o->via.array.size < STATS_REPORT_TRUNCATED ||
-      (o->via.array.size == STATS_REPORT_PARTS &&
+      (o->via.array.size > STATS_REPORT_TRUNCATED &&
        AT(o, STATS_REPORT_TRUNCATED)->type != MSGPACK_OBJECT_BOOLEAN) ||
+      (o->via.array.size > STATS_REPORT_GRANTS_LIST &&
+       (gs = arr(AT(o, STATS_REPORT_GRANTS_LIST), 0, REPORT_MAX_GRANTS)) ==
+           NULL) ||
       proto_obj_uint(AT(o, STATS_REPORT_VERSION), 1, &ver) || ver != 1 ||
       proto_obj_int(AT(o, STATS_REPORT_PID), 0, INT32_MAX, &r->pid) ||
       (ss = arr(AT(o, STATS_REPORT_SESSIONS_LIST), 0, REPORT_MAX_SESSIONS)) ==
@@ -199,7 +209,7 @@ static report_t *decode(const msgpack_object *o, int64_t only)
       (rs = arr(AT(o, STATS_REPORT_REQUESTS_LIST), 0, REPORT_MAX_REQUESTS)) ==
           NULL)
     goto fail;
-  r->truncated = o->via.array.size == STATS_REPORT_PARTS &&
+  r->truncated = o->via.array.size > STATS_REPORT_TRUNCATED &&
                  AT(o, STATS_REPORT_TRUNCATED)->via.boolean;
   if (alloc_of(ss, sizeof(*r->sess), (void **)&r->sess, &r->nsess) ||
       alloc_of(ds, sizeof(*r->dev), (void **)&r->dev, &r->ndev) ||
@@ -239,6 +249,14 @@ static report_t *decode(const msgpack_object *o, int64_t only)
   r->nuids = k;
   for (uint32_t i = 0; i < r->nreq; i++)
     if (req(AT(rs, i), &r->req[i]))
+      goto fail;
+  /* Whose grants they are the listener checks (admin.c): a worker's
+   * records count only for grants of its uid. */
+  if (gs != NULL &&
+      alloc_of(gs, sizeof(*r->grants), (void **)&r->grants, &r->ngrants))
+    goto fail;
+  for (uint32_t i = 0; i < r->ngrants; i++)
+    if (grantrec(AT(gs, i), &r->grants[i]))
       goto fail;
   return r;
 fail:
@@ -286,5 +304,6 @@ void report_free(report_t *r)
   free(r->dev);
   free(r->uids);
   free(r->req);
+  free(r->grants);
   free(r);
 }

@@ -11,6 +11,8 @@
  *   requests: [[STATS_REQUEST_FIELDS...]...]
  *   truncated: optional bool, true when the process left sessions out
  *              to keep the report under the wire's limits (ipc_limits())
+ *   grants:   optional (after truncated), [[STATS_GRANT_FIELDS...]...]:
+ *             the usage of each grant the process holds (grants.h)
  * A report comes from a worker, which the listener does not trust:
  * report_decode() checks every field and bound, report_decode_for() also
  * keeps only what is the worker's uid's.
@@ -67,6 +69,11 @@ typedef struct report_req {
   STATS_REQUEST_FIELDS(STATS_FIELD_DECL)
 } report_req_t;
 
+typedef struct report_grant {
+  STATS_GRANT_FIELDS(STATS_FIELD_DECL)
+} report_grant_t;
+#define REPORT_MAX_GRANTS 1024 /* grants.h's GRANTS_MAX */
+
 typedef struct report {
   int64_t pid;
   char tenant[64];    /* set by the listener: "uid 1001", "none"... */
@@ -84,6 +91,9 @@ typedef struct report {
   uint32_t nuids;
   report_req_t *req;
   uint32_t nreq;
+  report_grant_t *grants;
+  uint32_t ngrants;
+  int64_t uid; /* report_decode_for()'s uid, -1: every uid's */
 } report_t;
 
 /* The reports an admin view is built from. */

@@ -13,6 +13,7 @@
 
 #include "admin/report.h"
 #include "daemon.h"
+#include "grants.h"
 #include "util/strbuf.h"
 
 /* A merged view: what the caller may see. */
@@ -30,6 +31,13 @@ typedef struct view_tenant {
   report_ctr_t c[REPORT_MAX_DEVICES];
   uint32_t ndev;
 } view_tenant_t;
+
+/* A grant the caller may see, with its usage summed over the reports
+ * (and, in the listener, what exited workers left: grants.h). */
+typedef struct view_grant {
+  const grant_t *g; /* in d->grants, while the view lives */
+  grant_usage_t u;
+} view_grant_t;
 
 typedef struct view_sess {
   const report_sess_t *s;
@@ -53,6 +61,8 @@ typedef struct view {
   uint32_t last_ten;  /* tenant_of()'s last answer: a report's sessions
                          mostly share their uid */
   uint32_t truncated; /* reports that left sessions out */
+  view_grant_t *gr;   /* the grants the caller may see, in table order */
+  uint32_t ngr;
 } view_t;
 
 /* May the view's caller see tenant @p uid's records? */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* daemon/methods/admin.c: session.list, session.kill, daemon.stats,
- * metrics, log.level, cache.list (proto/PROTOCOL.md, "Administration").
+ * metrics, log.level, cache.list, grant.add, grant.revoke, grant.list
+ * (proto/PROTOCOL.md, "Administration" and "Grants").
  *
  * Each handler reads its typed params (methods.h) into admin/'s request
  * (admin_args_t), defers its call and hands the request to admin/ with
@@ -8,6 +9,8 @@
  * state; in a worker it forwards the values to the listener, which checks
  * them again and decides. */
 #include "config.h"
+
+#include <string.h>
 
 #include "admin/admin.h"
 #include "methods.h"
@@ -85,4 +88,48 @@ int m_log_level(call_t *c, const log_level_args_t *p)
 int m_cache_list(call_t *c)
 {
   return admin_plain(c, ADMIN_CACHE_LIST);
+}
+
+/* A str param into @p out (absent: ""); dispatch checked its bound. */
+static void str_arg(const arg_t *p, char *out, size_t size)
+{
+  out[0] = '\0';
+  if (p->present && p->len < size) {
+    memcpy(out, p->s, p->len);
+    out[p->len] = '\0';
+  }
+}
+
+int m_grant_add(call_t *c, const grant_add_args_t *p)
+{
+  admin_args_t a = {.op = ADMIN_GRANT_ADD, .level = -1};
+  const char *msg;
+  int rc;
+
+  str_arg(&p->user, a.user, sizeof(a.user));
+  str_arg(&p->label, a.label, sizeof(a.label));
+  a.quota = p->quota.present ? p->quota.u : 0;
+  if ((rc = admin_devices_mask(p->devices.o, &a.devmask, &msg)) != 0)
+    return call_fail(c, rc, "%s", msg);
+  if ((rc = admin_args_check(&a, &msg)) != 0)
+    return call_fail(c, rc, "%s", msg);
+  return admin_call(c, &a);
+}
+
+int m_grant_revoke(call_t *c, const grant_revoke_args_t *p)
+{
+  admin_args_t a = {.op = ADMIN_GRANT_REVOKE, .level = -1};
+  const char *msg;
+  int rc;
+
+  str_arg(&p->label, a.label, sizeof(a.label));
+  str_arg(&p->user, a.user, sizeof(a.user));
+  if ((rc = admin_args_check(&a, &msg)) != 0)
+    return call_fail(c, rc, "%s", msg);
+  return admin_call(c, &a);
+}
+
+int m_grant_list(call_t *c)
+{
+  return admin_plain(c, ADMIN_GRANT_LIST);
 }

@@ -49,6 +49,9 @@
 #define PARAMS_ping(R, O) O(payload, BYTES)
 #define PARAMS_log_level(R, O) O(level, STR(15))
 #define PARAMS_session_kill(R, O) R(id, U64)
+#define PARAMS_grant_add(R, O)                                                 \
+  R(user, STR(64)) R(devices, ANY) O(quota, U64) O(label, STR(63))
+#define PARAMS_grant_revoke(R, O) O(label, STR(63)) O(user, STR(64))
 #define PARAMS_session_profile(R, O) O(clear, BOOL)
 #define PARAMS_kernel_output(R, O) O(max, UINT(KERNEL_OUTPUT_CAP))
 #define PARAMS_event_elapsed(R, O) R(start, EVENT) R(stop, EVENT)
@@ -117,16 +120,17 @@
   X(target)                                                                    \
   X(buffer)                                                                    \
   X(stream)                                                                    \
-  X(event) X(kernel) X(shm) X(rest) X(hello) X(ping) X(log_level)              \
-      X(session_kill) X(session_profile) X(event_elapsed) X(event_record)      \
-          X(mem_alloc) X(mem_alloc_custom) X(mem_alloc_zero_copy) X(mem_write) \
-              X(mem_write_async) X(mem_read) X(mem_read_async) X(mem_copy)     \
-                  X(mem_copy_async) X(mem_memset) X(mem_memset_async)          \
-                      X(mem_shm) X(mem_shm_async) X(shm_create) X(ring_open)   \
-                          X(kernel_compile) X(kernel_launch) X(kernel_output)  \
-                              X(run_source) X(kernel_generate_source)          \
-                                  X(kernel_compile_ir) X(intrinsics_find)      \
-                                      X(intrinsics_register)
+  X(event)                                                                     \
+  X(kernel) X(shm) X(rest) X(hello) X(ping) X(log_level) X(session_kill) X(    \
+      grant_add) X(grant_revoke) X(session_profile) X(event_elapsed)           \
+      X(event_record) X(mem_alloc) X(mem_alloc_custom) X(mem_alloc_zero_copy)  \
+          X(mem_write) X(mem_write_async) X(mem_read) X(mem_read_async)        \
+              X(mem_copy) X(mem_copy_async) X(mem_memset) X(mem_memset_async)  \
+                  X(mem_shm) X(mem_shm_async) X(shm_create) X(ring_open)       \
+                      X(kernel_compile) X(kernel_launch) X(kernel_output)      \
+                          X(run_source) X(kernel_generate_source)              \
+                              X(kernel_compile_ir) X(intrinsics_find)          \
+                                  X(intrinsics_register)
 METH_SIGNATURES(METH_ARGS)
 
 /* ---- handlers ----
@@ -149,6 +153,9 @@ int m_daemon_stats(call_t *c);
 int m_metrics(call_t *c);
 int m_log_level(call_t *c, const log_level_args_t *a);
 int m_cache_list(call_t *c);
+int m_grant_add(call_t *c, const grant_add_args_t *a);
+int m_grant_revoke(call_t *c, const grant_revoke_args_t *a);
+int m_grant_list(call_t *c);
 
 /* device.c: backend identity and devices */
 int m_backend_info(call_t *c);

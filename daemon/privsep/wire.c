@@ -78,6 +78,8 @@ static const wire_msg_t rows[WIRE_NMSG] = {
                      NO_PARAMS},
     [WIRE_KILL] = {"kill", PROTO_REQUEST, WIRE_FROM_LISTENER, 0,
                    PARAMS(wire_kill, WIRE_KILL_PARAMS)},
+    [WIRE_GRANTS] = {"grants", PROTO_NOTIFY, WIRE_FROM_LISTENER, WIRE_EXACT,
+                     PARAMS(wire_grants, WIRE_GRANTS_PARAMS)},
     [WIRE_METRICS_READY] = {"ready", PROTO_NOTIFY, WIRE_FROM_METRICS,
                             WIRE_EXACT, NO_PARAMS},
     [WIRE_METRICS] = {"metrics", PROTO_REQUEST, WIRE_FROM_METRICS, WIRE_EXACT,
@@ -199,4 +201,14 @@ void wire_pack_result(msgpack_packer *pk, wire_msg_id_t id)
 const char *wire_name(wire_msg_id_t id)
 {
   return rows[id].name;
+}
+
+int wire_grant(const msgpack_object *o, wire_grant_t *out)
+{
+  static const wire_param_t spec[] = {WIRE_GRANT_FIELDS(SPEC, wire_grant)};
+  const uint32_t n = sizeof(spec) / sizeof(spec[0]);
+
+  if (o == NULL || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != n)
+    return HIPD_EINVAL;
+  return check_fields(spec, n, o, out);
 }

@@ -40,6 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grants.h"
 #include "kernels/cache.h"
 #include "log.h"
 #include "rpc.h"
@@ -168,6 +169,20 @@ typedef struct wire_val {
   X(T, id, WIRE_UINT, 0, UINT64_MAX)                                           \
   X(T, who, WIRE_BYTES, 0, 127)
 
+/* grants [why, [[serial, label, devices, quota]...]]: the worker's uid's
+ * grants now (grants.h), all of them; the worker closes its sessions under
+ * those it no longer has, with why (" (revoked by uid 0 (root))", or "")
+ * after the reason. */
+#define WIRE_GRANTS_PARAMS(X, T)                                               \
+  X(T, why, WIRE_BYTES, 0, 159)                                                \
+  X(T, grants, WIRE_ARRAY, 0, GRANTS_MAX)
+/* One grant of the list. */
+#define WIRE_GRANT_FIELDS(X, T)                                                \
+  X(T, serial, WIRE_UINT, 1, UINT64_MAX)                                       \
+  X(T, label, WIRE_BYTES, 1, GRANT_LABEL_MAX)                                  \
+  X(T, devices, WIRE_UINT, 0, UINT64_MAX)                                      \
+  X(T, quota, WIRE_UINT, 0, UINT64_MAX)
+
 /* The structs of named values. */
 #define WIRE_FIELD(T, name, kind, min, max) wire_val_t name;
 #define WIRE_STRUCT(T, LIST)                                                   \
@@ -188,6 +203,8 @@ WIRE_STRUCT(wire_reload, WIRE_RELOAD_PARAMS);
 WIRE_STRUCT(wire_log_level, WIRE_LOG_LEVEL_PARAMS);
 WIRE_STRUCT(wire_kill, WIRE_KILL_PARAMS);
 WIRE_STRUCT(wire_hello, WIRE_HELLO_PARAMS);
+WIRE_STRUCT(wire_grants, WIRE_GRANTS_PARAMS);
+WIRE_STRUCT(wire_grant, WIRE_GRANT_FIELDS);
 
 /* ------------------------------------------------------------- the rows */
 
@@ -208,6 +225,7 @@ typedef enum {
   WIRE_LOG_LEVEL, /* notify log.level [level] */
   WIRE_REPORT,    /* request report [] -> a report (admin/report.h) */
   WIRE_KILL,      /* request kill [id, who] -> bool */
+  WIRE_GRANTS,    /* notify grants [why, [[serial, label, devices, quota]]] */
   /* metrics process to listener */
   WIRE_METRICS_READY, /* notify ready [] */
   WIRE_METRICS,       /* request metrics [] -> str */
@@ -242,5 +260,9 @@ void wire_pack_result(msgpack_packer *pk, wire_msg_id_t id);
 
 /* The row's method name (for logs). */
 const char *wire_name(wire_msg_id_t id);
+
+/* Check one element @p o of a grants message's list (WIRE_GRANT_FIELDS)
+ * into @p out. @return 0 or HIPD_EINVAL. */
+int wire_grant(const msgpack_object *o, wire_grant_t *out);
 
 #endif

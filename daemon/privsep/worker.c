@@ -12,6 +12,7 @@
 #include "admin/admin.h"
 #include "device.h"
 #include "drivers/cpu/cpu.h"
+#include "grants.h"
 #include "hipd.h"
 #include "kernels/kernels.h"
 #include "log.h"
@@ -402,6 +403,60 @@ static void on_log_level(void *ctx, const proto_msg_t *m, const void *args)
            (const char *[]){"error", "warn", "info", "debug"}[a->level.u]);
 }
 
+/* grants [why, [[serial, label, devices, quota]...]]: this worker's uid's
+ * grants now; the sessions under those gone are closed (grants.h). */
+static void on_grants(void *ctx, const proto_msg_t *m, const void *args)
+{
+  const wire_grants_t *a = args;
+  daemon_t *d = this_worker.d;
+  grant_t *in = NULL, *old = NULL;
+  uint32_t n = 0, nold = d->grants.n;
+  char why[160];
+
+  (void)ctx;
+  (void)m;
+  if (a == NULL) {
+    stop_once("a malformed grants message from the listener");
+    return;
+  }
+  n = a->grants.o->via.array.size;
+  if ((n > 0 && (in = calloc(n, sizeof(*in))) == NULL) ||
+      (nold > 0 && (old = calloc(nold, sizeof(*old))) == NULL)) {
+    /* Without the new table no session may keep a revoked grant's
+     * devices: the worker stops (its sessions with it). */
+    free(in);
+    stop_once("out of memory for the listener's grants");
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    wire_grant_t g;
+    if (wire_grant(&a->grants.o->via.array.ptr[i], &g) != 0 ||
+        !grants_label_ok(g.label.p, g.label.len)) {
+      free(in);
+      free(old);
+      stop_once("a malformed grants message from the listener");
+      return;
+    }
+    in[i].serial = g.serial.u;
+    in[i].uid = d->tenant_uid;
+    in[i].devmask = g.devices.u;
+    in[i].quota = g.quota.u;
+    memcpy(in[i].label, g.label.p, g.label.len);
+  }
+  if (nold > 0)
+    memcpy(old, d->grants.g, nold * sizeof(*old));
+  if (grants_replace(d, in, n) != 0) {
+    free(in);
+    free(old);
+    stop_once("out of memory for the listener's grants");
+    return;
+  }
+  snprintf(why, sizeof(why), "%.*s", (int)a->why.len, a->why.p);
+  grants_close_revoked(d, old, nold, why);
+  free(in);
+  free(old);
+}
+
 /* exit []: the listener ended this worker (idle). */
 static void on_exit_msg(void *ctx, const proto_msg_t *m, const void *args)
 {
@@ -416,6 +471,7 @@ static const wire_handler_fn from_listener[WIRE_NMSG] = {
     [WIRE_CONN] = on_conn,     [WIRE_EXIT] = on_exit_msg,
     [WIRE_RELOAD] = on_reload, [WIRE_LOG_LEVEL] = on_log_level,
     [WIRE_REPORT] = on_report, [WIRE_KILL] = on_kill,
+    [WIRE_GRANTS] = on_grants,
 };
 
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)

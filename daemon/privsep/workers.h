@@ -36,8 +36,10 @@ int workers_init(daemon_t *d, char **argv, hipd_err_t *err);
 /* Before listening: run a worker once with the listener's options (as
  * the workers' account), so that options only a worker can check (the
  * devices, --device-allow) stop hipd at start, not at a client's first
- * connection. Blocking. @return 0, or HIPD_EINVAL (the worker logged
- * why). */
+ * connection. It tells how many devices it found (d->worker_devices) on
+ * the descriptor WORKER_PROBE_FD_ENV names. Blocking. @return 0, or
+ * HIPD_EINVAL (the worker logged why). */
+#define WORKER_PROBE_FD_ENV "HIPD_PROBE_FD"
 int workers_probe(daemon_t *d, hipd_err_t *err);
 
 /* As workers_probe(), without blocking the loop (a reload): @p done runs

@@ -128,6 +128,14 @@ static void gather_finish_cb(uv_timer_t *t)
     memcpy(c->req, w->last->req, c->nreq * sizeof(*c->req));
     for (uint32_t i = 0; i < c->ndev; i++)
       c->dev[i].buffers = c->dev[i].held = 0;
+    c->uid = w->last->uid;
+    if (w->last->ngrants > 0 &&
+        (c->grants = calloc(w->last->ngrants, sizeof(*c->grants))) != NULL) {
+      c->ngrants = w->last->ngrants;
+      memcpy(c->grants, w->last->grants, c->ngrants * sizeof(*c->grants));
+      for (uint32_t i = 0; i < c->ngrants; i++)
+        c->grants[i].held = c->grants[i].sessions = 0;
+    }
     r[k++] = c;
     extra++;
   }
@@ -197,7 +205,7 @@ void workers_forget(worker_t *w)
   while (!list_empty(&mine))
     ask_lost(list_entry(mine.next, ask_t, node));
   if (w->last != NULL) {
-    admin_fold(w->last);
+    admin_fold(w->d, w->last);
     report_free(w->last);
     w->last = NULL;
   }
@@ -473,6 +481,51 @@ static void set_log_level(daemon_t *d, int level)
     }
 }
 
+void workers_send_grants(worker_t *w, const char *why)
+{
+  daemon_t *d = w->d;
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  uint32_t n = 0;
+
+  if (!workers_askable(w))
+    return;
+  for (uint32_t i = 0; i < d->grants.n; i++)
+    n += d->grants.g[i].uid == w->uid;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  wire_pack_head(&pk, WIRE_GRANTS, 0);
+  proto_pack_cstr(&pk, why != NULL ? why : "");
+  msgpack_pack_array(&pk, n);
+  for (uint32_t i = 0; i < d->grants.n; i++) {
+    const grant_t *g = &d->grants.g[i];
+    if (g->uid != w->uid)
+      continue;
+    msgpack_pack_array(&pk, 4);
+    msgpack_pack_uint64(&pk, g->serial);
+    proto_pack_cstr(&pk, g->label);
+    msgpack_pack_uint64(&pk, g->devmask);
+    msgpack_pack_uint64(&pk, g->quota);
+  }
+  ipc_send(&w->ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+  w->last_ms = 0; /* its sessions may change: its next view asks again */
+}
+
+/* The grants of @p uid changed: every worker of the uid gets them. */
+static void push_grants(daemon_t *d, uid_t uid, const char *why)
+{
+  list_node_t *lists[] = {&workers_pool.live, &workers_pool.leaving};
+
+  (void)d;
+  for (int i = 0; i < 2; i++)
+    for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next) {
+      worker_t *w = list_entry(n, worker_t, node);
+      if (w->uid == uid)
+        workers_send_grants(w, why);
+    }
+}
+
 /* An admin request's answer to its worker: [status, message, result]. */
 typedef struct admin_ask {
   worker_t *w;
@@ -557,6 +610,7 @@ void workers_admin_init(daemon_t *d)
       .gather = workers_gather,
       .kill = kill_session,
       .log_level = set_log_level,
+      .grants = push_grants,
   };
 
   (void)d;

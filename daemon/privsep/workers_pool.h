@@ -151,5 +151,8 @@ struct ask *workers_ask_report(worker_t *w);
 void workers_gather(daemon_t *d, admin_gathered_fn done, void *ctx);
 /* @p w is gone: fold its last report, give up on its answers. */
 void workers_forget(worker_t *w);
+/* Send @p w its uid's grants (grants.h), all of them; @p why (may be NULL)
+ * goes after the close reason of its sessions under grants gone. */
+void workers_send_grants(worker_t *w, const char *why);
 
 #endif

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,24 +19,48 @@
 int workers_probe(daemon_t *d, hipd_err_t *err)
 {
   char role[64] = "--worker=probe:0:0:0", **args, **env;
-  int status;
+  char count[32] = "", fdvar[] = WORKER_PROBE_FD_ENV "=3";
+  int status, pfd[2] = {-1, -1};
+  size_t ne = 0;
+  ssize_t n;
   pid_t pid;
 
-  (void)d;
   if (workers_exec_args(role, &args, &env) != 0)
     return err_set(err, HIPD_ENOMEM, "out of memory");
+  /* The probe writes how many devices it found to descriptor 3 (grant.add
+   * checks device ids against it: the listener opens none). */
+  if (pipe2(pfd, O_CLOEXEC) == 0) {
+    while (env[ne] != NULL)
+      ne++;
+    env[ne] = fdvar;
+  }
   pid = fork();
   if (pid == 0) {
+    if (pfd[1] >= 0 && dup2(pfd[1], 3) < 0)
+      _exit(127);
     execve(workers_pool.exe, args, env);
     _exit(127);
   }
   free(args);
   free(env);
-  if (pid < 0)
+  if (pfd[1] >= 0)
+    close(pfd[1]);
+  if (pid < 0) {
+    if (pfd[0] >= 0)
+      close(pfd[0]);
     return err_set(err, HIPD_EIO, "cannot start a worker: fork: %s",
                    strerror(errno));
+  }
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
+  if (pfd[0] >= 0) {
+    do
+      n = read(pfd[0], count, sizeof(count) - 1);
+    while (n < 0 && errno == EINTR);
+    count[n > 0 ? n : 0] = '\0';
+    close(pfd[0]);
+    d->worker_devices = atoi(count);
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
     return 0;
   return err_set(err, HIPD_EINVAL,

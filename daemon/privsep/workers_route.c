@@ -99,7 +99,7 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
     uv_close((uv_handle_t *)c, (uv_close_cb)free);
     return;
   }
-  if (policy_check_peer(d, cred.uid, cred.gid, who, sizeof(who), &devmask,
+  if (policy_check_peer(d, cred.uid, cred.gid, who, sizeof(who), &devmask, NULL,
                         &err) != 0) {
     refuse(d, c, id, cred.uid, &err);
     return;
@@ -143,8 +143,13 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
     if (w != NULL && w->sessions > 0 && nw < d->cfg.tenant_workers)
       w = NULL;
   }
-  if (w == NULL)
+  if (w == NULL) {
     w = workers_spawn(d, d->cfg.isolation, cred.uid, cred.gid, id);
+    /* Its uid's grants before its first connection (the channel keeps
+     * the order): the worker checks the peer with them. */
+    if (w != NULL)
+      workers_send_grants(w, NULL);
+  }
   if (w == NULL) {
     log_error(id, "connection of uid %u closed: no worker could be started",
               (unsigned)cred.uid);

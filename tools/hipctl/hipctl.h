@@ -3,7 +3,8 @@
  *
  * hipctl is a client of libhipd like any other: main.c parses the global
  * options and calls one command; each command family has its file
- * (status.c: status and devices; sessions.c: sessions and kill; cache.c;
+ * (status.c: status and devices; sessions.c: sessions and kill; grants.c:
+ * grant, revoke, grants; cache.c;
  * daemon.c: metrics and log-level; run.c: run and the argument syntax;
  * ir.c, which launches through run.c). What they share is below them:
  * common.c (connecting, exit statuses, messages) and out.c (tables, sizes,
@@ -49,6 +50,12 @@ int cmd_status(hipctl_t *h, int argc, char **argv);
 int cmd_devices(hipctl_t *h, int argc, char **argv);
 int cmd_sessions(hipctl_t *h, int argc, char **argv);
 int cmd_kill(hipctl_t *h, int argc, char **argv);
+int cmd_grant(hipctl_t *h, int argc, char **argv);
+int cmd_revoke(hipctl_t *h, int argc, char **argv);
+int cmd_grants(hipctl_t *h, int argc, char **argv);
+/* grants.c: `status`'s grants table (nothing when there are none, or the
+ * daemon has no grants). */
+void grants_print_status(hipctl_t *h);
 int cmd_cache(hipctl_t *h, int argc, char **argv);
 int cmd_metrics(hipctl_t *h, int argc, char **argv);
 int cmd_log_level(hipctl_t *h, int argc, char **argv);

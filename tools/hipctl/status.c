@@ -218,7 +218,8 @@ static const char status_help[] =
     "The daemon (version, uptime, isolation, sessions, tenants, compiles,\n"
     "cache) and its devices: memory total, held by hipd's sessions and free,\n"
     "buffers, sessions holding memory, kernels launched and device busy\n"
-    "time (node-wide). --json: {daemon, stats, devices}.\n";
+    "time (node-wide); then the grants you may see, with their usage\n"
+    "(hipctl grants). --json: {daemon, stats, devices, grants}.\n";
 
 int cmd_status(hipctl_t *h, int argc, char **argv)
 {
@@ -243,6 +244,14 @@ int cmd_status(hipctl_t *h, int argc, char **argv)
     for (int i = 0; i < s.ndev; i++)
       dev_json(&s.dev[i], 0);
     js_arr_end();
+    js_key("grants");
+    {
+      hipd_info_t *g = NULL;
+      /* null from a daemon without grants */
+      hipd_grant_list(h->conn, &g);
+      js_info(g);
+      hipd_info_free(g);
+    }
     js_obj_end();
     js_end();
     goto done;
@@ -274,6 +283,7 @@ int cmd_status(hipctl_t *h, int argc, char **argv)
     }
     putchar('\n');
     dev_table(&s, 0);
+    grants_print_status(h);
   }
 done:
   status_free(&s);
