@@ -39,8 +39,10 @@ allowed=(
   # file of those below the platform closes it
   "calls: daemon/drivers/hip/hip_compile daemon/drivers/hip/hip_module daemon/drivers/hip/hip_platform daemon/drivers/hip/hip_runtime daemon/drivers/hip/hip_shm"
   # session_t embeds res_t and the tenant: resources, session, stats and
-  # tenants include each other's headers (the calls point one way now)
-  "includes: daemon/resources daemon/session daemon/stats daemon/tenants"
+  # tenants include each other's headers (the calls point one way now);
+  # grants counts a session's memory and work for its grant as tenants
+  # does for its uid, so it reads session_t too
+  "includes: daemon/grants daemon/resources daemon/session daemon/stats daemon/tenants"
   # the split of workers.c (workers_pool.h); workers_route left it when
   # refusals stopped waiting (nothing of it is called back)
   "calls: daemon/privsep/workers daemon/privsep/workers_admin daemon/privsep/workers_compile daemon/privsep/workers_probe"

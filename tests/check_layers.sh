@@ -24,7 +24,8 @@ layer_of()
   admin/*) echo 5 ;;
   call.c | call.h) echo 6 ;;
   session.c | session.h | resources.c | resources.h | profile.c | profile.h | \
-    tenants.c | tenants.h | policy.c | policy.h | stats.c | stats.h | \
+    tenants.c | tenants.h | policy.c | policy.h | grants.c | grants.h | \
+    stats.c | stats.h | \
     ring.c | ring.h) echo 7 ;;
   objects/*) echo 8 ;;
   kernels/* | compile/*) echo 9 ;;

@@ -739,6 +739,30 @@ static void t_session_kill(conn_t *c, req_t *r)
   r->no_mutate = 1;
 }
 
+/* grant.add for a user that cannot exist (ENOENT as root, EPERM
+ * otherwise): a real grant would change who the fuzzer's connections
+ * are. Kept valid. */
+static void t_grant_add(conn_t *c, req_t *r)
+{
+  val_t *p = P(r, 4), devs = v_arr(1);
+
+  (void)c;
+  devs.kids[0] = v_uint(rnd(2));
+  p[0] = v_str("hipd-protofuzz-no-such-user");
+  p[1] = devs;
+  p[2] = v_uint(rnd(1 << 20));
+  p[3] = chance(2) ? v_nil() : v_str("protofuzz");
+  r->no_mutate = 1;
+}
+
+/* grant.revoke of a label no grant has (ENOENT, or EPERM). Kept valid. */
+static void t_grant_revoke(conn_t *c, req_t *r)
+{
+  (void)c;
+  P(r, 1)[0] = v_str("hipd-protofuzz-none");
+  r->no_mutate = 1;
+}
+
 /* log.level: read, or set to the level the daemon runs at (info), so that
  * the fuzzer's reading of the log does not change. Kept valid. */
 static void t_log_level(conn_t *c, req_t *r)
@@ -771,6 +795,9 @@ static const tmpl_t templates[] = {
     {"event.record", t_event_record, 10},
     {"event.synchronize", t_event, 6},
     {"execute_direct", t_execute_direct, 2},
+    {"grant.add", t_grant_add, 1},
+    {"grant.list", t_none, 1},
+    {"grant.revoke", t_grant_revoke, 1},
     {"hello", t_hello, 2},
     {"intrinsics.find", t_intr_find, 2},
     {"intrinsics.list", t_intr_list, 1},
