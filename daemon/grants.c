@@ -126,7 +126,7 @@ int grants_replace(daemon_t *d, const grant_t *in, uint32_t n)
 }
 
 uint32_t grants_close_revoked(daemon_t *d, const grant_t *old, uint32_t nold,
-                              const char *why)
+                              const char *why, int64_t by)
 {
   uint32_t closed = 0;
 
@@ -142,7 +142,15 @@ uint32_t grants_close_revoked(daemon_t *d, const grant_t *old, uint32_t nold,
         label = old[i].label;
     snprintf(reason, sizeof(reason), "access revoked: grant '%s' ended%s",
              label, why != NULL ? why : "");
-    session_close(s, reason);
+    if (by >= 0 && s->peer_uid == (uid_t)by && s->out_queued > 0) {
+      /* The revoker's own uid (an admin), replies on their way (the
+       * revoke's answer, when its caller came under the grant): written
+       * first, then it closes, as a session that kills itself. */
+      snprintf(s->kill_why, sizeof(s->kill_why), "%s", reason);
+      s->close_flushed = 1;
+    } else {
+      session_close(s, reason);
+    }
     closed++;
   }
   return closed;

@@ -94,9 +94,13 @@ int grants_replace(daemon_t *d, const grant_t *in, uint32_t n);
 /* Close every session of this process whose grant is no longer in the
  * table, with the reason "access revoked: grant 'LABEL' ended" and @p why
  * after it (" (revoked by uid 0 (root))"). @p old, @p nold: the table
- * before the change, for the labels. @return the sessions closed. */
+ * before the change, for the labels. A session of @p by (the revoker's
+ * uid, an admin; -1: none) with replies on their way closes once they are
+ * written, as a session that kills itself: the revoke's own answer, when
+ * an admin revoked a grant its own session came under. Every other one
+ * closes at once. @return the sessions closed. */
 uint32_t grants_close_revoked(daemon_t *d, const grant_t *old, uint32_t nold,
-                              const char *why);
+                              const char *why, int64_t by);
 
 /* Session accounting (resources.c, stats.c). */
 struct session;

@@ -118,8 +118,9 @@ typedef struct session {
   drv_output_t *kernel_out;    /* what its kernels printed, for
                                   kernel.output (a reference; NULL until
                                   its first launch) */
-  char kill_why[96]; /* session.kill of itself: the close reason once its
-                        replies are written (close_flushed) */
+  char kill_why[192];          /* session.kill of itself, or a revoke by its own
+                                  uid: the close reason once its replies are written
+                                  (close_flushed) */
 
   /* The global bound on buffered input (transport.c). in_room: of
    * d->in_room, what this session holds (for its buffer, or for its next

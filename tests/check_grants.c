@@ -632,6 +632,40 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* An admin revokes a grant its own session came under: it gets the
+ * answer, then its session closes with the documented reason. */
+START_TEST(test_self_revoke)
+{
+  const char *modes[] = {"uid", "none"};
+
+  for (int m = 0; m < 2; m++) {
+    harness_daemon_t *d = start(modes[m]);
+    hipd_conn_t *root = admin_open(d), *under;
+    const int dev0 = 0;
+    hipd_info_t *rv = NULL;
+    uint64_t v = 0;
+    char buf[8];
+    size_t got;
+
+    ck_assert_int_eq(hipd_grant_add(root, "root", &dev0, 1, 0, "self", NULL),
+                     0);
+    under = admin_open(d);
+    ck_assert_int_eq(hipd_grant_revoke(under, "self", NULL, &rv), 0);
+    ck_assert_int_eq(hipd_info_uint(rv, "0.sessions", &v), 0);
+    ck_assert_uint_eq(v, 1);
+    hipd_info_free(rv);
+    ck_assert(harness_log_wait(d, "access revoked: grant 'self' ended", 5000));
+    ck_assert_int_eq(hipd_ping(under, "x", 1, buf, sizeof(buf), &got),
+                     HIPD_EDISCONNECTED);
+    ck_assert_int_eq(hipd_ping(root, "x", 1, buf, sizeof(buf), &got), 0);
+    hipd_close(under);
+    hipd_close(root);
+    ck_assert_int_eq(harness_stop(d), 0);
+    harness_free(d);
+  }
+}
+END_TEST
+
 int main(void)
 {
   Suite *s = suite_create("grants");
@@ -659,6 +693,7 @@ int main(void)
   tcase_add_test(tc, test_quota);
   tcase_add_test(tc, test_reload);
   tcase_add_test(tc, test_bad_input);
+  tcase_add_test(tc, test_self_revoke);
   suite_add_tcase(s, tc);
   failed = test_run(s);
   harness_fini();

@@ -821,25 +821,27 @@ static void killed_cb(void *ctx, int status)
  * sessions under those removed are closed, here or by the uid's workers,
  * with @p why after the reason. */
 static void grants_changed(daemon_t *d, uid_t uid, const grant_t *old,
-                           uint32_t nold, const char *why)
+                           uint32_t nold, const char *why, int64_t by)
 {
   if (admin_state.listener && d->role == ROLE_LISTENER) {
     if (admin_state.l.grants != NULL)
-      admin_state.l.grants(d, uid, why);
+      admin_state.l.grants(d, uid, why, by);
   } else {
-    grants_close_revoked(d, old, nold, why);
+    grants_close_revoked(d, old, nold, why, by);
   }
 }
 
-/* grant.revoke, with the view @p v (usage as of now): answer the grants it
- * selects, with their usage, then remove them and close their sessions. */
-static void revoke_grants(job_t *j, const view_t *v, msgpack_packer *pk)
+/* grant.revoke, with the view @p v (usage as of now): pack the grants it
+ * selects, with their usage, and remove them from the table; *@p out
+ * gets them (malloc'd, *@p nout of them) for revoked_close(), once the
+ * answer is on its way. */
+static void revoke_grants(job_t *j, const view_t *v, msgpack_packer *pk,
+                          grant_t **out, uint32_t *nout)
 {
   daemon_t *d = j->d;
   int64_t uid = (int64_t)j->kill_id - 1; /* run_job's: -1 none */
   grant_t *old;
   uint32_t n = 0, k = 0;
-  char why[160];
 
   for (uint32_t i = 0; i < v->ngr; i++)
     n += revoke_selects(j, v->gr[i].g, uid);
@@ -854,7 +856,6 @@ static void revoke_grants(job_t *j, const view_t *v, msgpack_packer *pk)
       }
     }
   /* The view's pointers go stale from here. */
-  snprintf(why, sizeof(why), " (revoked by %s)", j->who);
   for (uint32_t i = 0; i < k; i++) {
     log_info(0,
              "grant.revoke: grant '%s' of uid %u (%u session%s under it) "
@@ -863,12 +864,23 @@ static void revoke_grants(job_t *j, const view_t *v, msgpack_packer *pk)
              old[i].u.sessions == 1 ? "" : "s", j->who);
     grants_remove(d, old[i].serial);
   }
-  for (uint32_t i = 0; i < k; i++) {
+  *out = old;
+  *nout = k;
+}
+
+/* After grant.revoke's answer (so that a caller under a grant it revoked
+ * gets it before its session closes, and in worker mode the answer goes
+ * down the worker's channel before the grants): the sessions under the
+ * @p n grants @p old are closed, @p why after the reason. Frees @p old. */
+static void revoked_close(daemon_t *d, grant_t *old, uint32_t n,
+                          const char *why, int64_t by)
+{
+  for (uint32_t i = 0; i < n; i++) {
     int seen = 0;
     for (uint32_t x = 0; x < i; x++)
       seen |= old[x].uid == old[i].uid;
     if (!seen)
-      grants_changed(d, old[i].uid, old, k, why);
+      grants_changed(d, old[i].uid, old, n, why, by);
   }
   free(old);
 }
@@ -934,8 +946,19 @@ static void gathered(void *ctx, report_set_t *set)
       answer(j, HIPD_ENOENT, "no such grant (any more)", NULL, 0);
       return;
     }
-    revoke_grants(j, &v, &pk);
-    break;
+    {
+      daemon_t *d = j->d;
+      int64_t by = (int64_t)j->uid;
+      grant_t *old = NULL;
+      uint32_t nold = 0;
+      char why[160];
+      snprintf(why, sizeof(why), " (revoked by %s)", j->who);
+      revoke_grants(j, &v, &pk, &old, &nold);
+      view_free(&v);
+      answer_packed(j, &sb); /* frees j */
+      revoked_close(d, old, nold, why, by);
+      return;
+    }
   }
   case ADMIN_SESSION_KILL: {
     const report_t *owner = NULL;
@@ -1051,7 +1074,7 @@ static void grant_add(job_t *j)
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   pack_grant(d, &pk, g, &none);
-  grants_changed(d, g->uid, NULL, 0, NULL);
+  grants_changed(d, g->uid, NULL, 0, NULL, -1);
   answer_packed(j, &sb);
 }
 

@@ -124,8 +124,9 @@ typedef struct admin_listener {
   /* Tell every worker (and those started later) the new log level. */
   void (*log_level)(daemon_t *d, int level);
   /* The grants of @p uid changed: send them to its workers, which close
-   * the sessions under those gone, giving @p why in the reason. */
-  void (*grants)(daemon_t *d, uid_t uid, const char *why);
+   * the sessions under those gone, giving @p why in the reason; @p by: the
+   * revoker's uid, or -1 (grants_close_revoked()). */
+  void (*grants)(daemon_t *d, uid_t uid, const char *why, int64_t by);
 } admin_listener_t;
 void admin_set_listener(const admin_listener_t *l);
 

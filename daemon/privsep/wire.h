@@ -169,12 +169,14 @@ typedef struct wire_val {
   X(T, id, WIRE_UINT, 0, UINT64_MAX)                                           \
   X(T, who, WIRE_BYTES, 0, 127)
 
-/* grants [why, [[serial, label, devices, quota]...]]: the worker's uid's
- * grants now (grants.h), all of them; the worker closes its sessions under
- * those it no longer has, with why (" (revoked by uid 0 (root))", or "")
- * after the reason. */
+/* grants [why, by, [[serial, label, devices, quota]...]]: the worker's
+ * uid's grants now (grants.h), all of them; the worker closes its sessions
+ * under those it no longer has, with why (" (revoked by uid 0 (root))", or
+ * "") after the reason; by: the revoker's uid, -1 none
+ * (grants_close_revoked()). */
 #define WIRE_GRANTS_PARAMS(X, T)                                               \
   X(T, why, WIRE_BYTES, 0, 159)                                                \
+  X(T, by, WIRE_INT, -1, UINT32_MAX)                                           \
   X(T, grants, WIRE_ARRAY, 0, GRANTS_MAX)
 /* One grant of the list. */
 #define WIRE_GRANT_FIELDS(X, T)                                                \
@@ -225,7 +227,8 @@ typedef enum {
   WIRE_LOG_LEVEL, /* notify log.level [level] */
   WIRE_REPORT,    /* request report [] -> a report (admin/report.h) */
   WIRE_KILL,      /* request kill [id, who] -> bool */
-  WIRE_GRANTS,    /* notify grants [why, [[serial, label, devices, quota]]] */
+  WIRE_GRANTS,    /* notify grants [why, by, [[serial, label, devices,
+                     quota]...]] */
   /* metrics process to listener */
   WIRE_METRICS_READY, /* notify ready [] */
   WIRE_METRICS,       /* request metrics [] -> str */

@@ -403,7 +403,7 @@ static void on_log_level(void *ctx, const proto_msg_t *m, const void *args)
            (const char *[]){"error", "warn", "info", "debug"}[a->level.u]);
 }
 
-/* grants [why, [[serial, label, devices, quota]...]]: this worker's uid's
+/* grants [why, by, [[serial, label, devices, quota]...]]: this worker's uid's
  * grants now; the sessions under those gone are closed (grants.h). */
 static void on_grants(void *ctx, const proto_msg_t *m, const void *args)
 {
@@ -452,7 +452,7 @@ static void on_grants(void *ctx, const proto_msg_t *m, const void *args)
     return;
   }
   snprintf(why, sizeof(why), "%.*s", (int)a->why.len, a->why.p);
-  grants_close_revoked(d, old, nold, why);
+  grants_close_revoked(d, old, nold, why, a->by.i);
   free(in);
   free(old);
 }

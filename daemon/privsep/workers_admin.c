@@ -481,7 +481,7 @@ static void set_log_level(daemon_t *d, int level)
     }
 }
 
-void workers_send_grants(worker_t *w, const char *why)
+void workers_send_grants(worker_t *w, const char *why, int64_t by)
 {
   daemon_t *d = w->d;
   msgpack_sbuffer sb;
@@ -496,6 +496,7 @@ void workers_send_grants(worker_t *w, const char *why)
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   wire_pack_head(&pk, WIRE_GRANTS, 0);
   proto_pack_cstr(&pk, why != NULL ? why : "");
+  msgpack_pack_int64(&pk, by);
   msgpack_pack_array(&pk, n);
   for (uint32_t i = 0; i < d->grants.n; i++) {
     const grant_t *g = &d->grants.g[i];
@@ -513,7 +514,7 @@ void workers_send_grants(worker_t *w, const char *why)
 }
 
 /* The grants of @p uid changed: every worker of the uid gets them. */
-static void push_grants(daemon_t *d, uid_t uid, const char *why)
+static void push_grants(daemon_t *d, uid_t uid, const char *why, int64_t by)
 {
   list_node_t *lists[] = {&workers_pool.live, &workers_pool.leaving};
 
@@ -522,7 +523,7 @@ static void push_grants(daemon_t *d, uid_t uid, const char *why)
     for (list_node_t *n = lists[i]->next; n != lists[i]; n = n->next) {
       worker_t *w = list_entry(n, worker_t, node);
       if (w->uid == uid)
-        workers_send_grants(w, why);
+        workers_send_grants(w, why, by);
     }
 }
 

@@ -152,7 +152,8 @@ void workers_gather(daemon_t *d, admin_gathered_fn done, void *ctx);
 /* @p w is gone: fold its last report, give up on its answers. */
 void workers_forget(worker_t *w);
 /* Send @p w its uid's grants (grants.h), all of them; @p why (may be NULL)
- * goes after the close reason of its sessions under grants gone. */
-void workers_send_grants(worker_t *w, const char *why);
+ * goes after the close reason of its sessions under grants gone; @p by:
+ * the revoker's uid, or -1 (grants_close_revoked()). */
+void workers_send_grants(worker_t *w, const char *why, int64_t by);
 
 #endif

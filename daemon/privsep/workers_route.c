@@ -148,7 +148,7 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
     /* Its uid's grants before its first connection (the channel keeps
      * the order): the worker checks the peer with them. */
     if (w != NULL)
-      workers_send_grants(w, NULL);
+      workers_send_grants(w, NULL, -1);
   }
   if (w == NULL) {
     log_error(id, "connection of uid %u closed: no worker could be started",
