@@ -14,12 +14,18 @@
 # libmicrohttpd-dev serves --metrics-listen; curl and prometheus (for
 # promtool: a 19 MB download, 96 MB installed, of which promtool is 48 MB;
 # installed without its recommends) test it (tests/check_metrics.sh).
+# slurm-wlm and munge run a one-node Slurm cluster of the test's own
+# (tests/check_slurm.sh: contrib/slurm's prolog and epilog); installed
+# without recommends, their services are not started by the package (the
+# test starts its own daemons, with their own keys, ports and sockets).
+# python3-yaml reads the Kubernetes manifests (tests/check_kubernetes.sh).
 HIPD_DEPS=(
   build-essential autoconf automake libtool pkg-config
   libuv1-dev libmsgpack-dev check libffi-dev libsystemd-dev libssl-dev
   libseccomp-dev libinih-dev mandoc libmicrohttpd-dev curl prometheus
   libamdhip64-dev clang-14 libclang-rt-14-dev
   debhelper lintian
+  slurm-wlm munge python3-yaml
 )
 
 # Print a step banner so a failure is easy to place in a long log, after
@@ -110,10 +116,14 @@ hipd_install_deps()
   # prometheus-node-exporter, another server. The package itself starts a
   # Prometheus server where systemd runs (not in containers that forbid
   # starting services): `systemctl disable --now prometheus` stops it.
+  # slurm-wlm and munge without theirs (mailutils, a MTA...): the test
+  # runs daemons of its own. Where systemd runs, the packages enable
+  # slurmctld, slurmd and munge (`systemctl disable --now` stops them);
+  # they fail to start without a configuration, which is harmless.
   local plain=() norec=()
   for pkg in "${missing[@]}"; do
     case $pkg in
-    prometheus) norec+=("$pkg") ;;
+    prometheus | slurm-wlm | munge) norec+=("$pkg") ;;
     *) plain+=("$pkg") ;;
     esac
   done
