@@ -149,7 +149,7 @@ uint32_t grants_close_revoked(daemon_t *d, const grant_t *old, uint32_t nold,
       snprintf(s->kill_why, sizeof(s->kill_why), "%s", reason);
       s->close_flushed = 1;
     } else {
-      session_close(s, reason);
+      session_close_told(s, HIPD_EPERM, reason);
     }
     closed++;
   }

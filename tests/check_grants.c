@@ -432,6 +432,10 @@ static void grant_revoke_flow(const char *isolation)
       "no close with the documented reason");
   a = client_do(&b, "ping 0");
   ck_assert_int_eq(a.rc, HIPD_EDISCONNECTED);
+  /* Told why (session.closed, EPERM): libhipd's message carries it. */
+  ck_assert_msg(strstr(a.msg, "hipd closed this session: access revoked: "
+                              "grant 'job-17' ended") != NULL,
+                "the revoked session was not told why: %s", a.msg);
   ck_assert_uint_eq(device_held_wait(root, 1, 0), 0);
   {
     hipd_info_t *list;

@@ -265,7 +265,8 @@ static void check_reply(conn_t *c, const uint8_t *buf, size_t len)
     size_t wlen;
     int code;
     if (proto_closed_decode(&msg, &code, &why, &wlen) != 1 ||
-        (code != HIPD_ECANCELED && code != HIPD_ESHUTDOWN))
+        (code != HIPD_ECANCELED && code != HIPD_ESHUTDOWN &&
+         code != HIPD_EPERM))
       fail("conn %u: the daemon sent a notification other than a "
            "well-formed session.closed",
            c->serial);
