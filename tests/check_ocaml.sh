@@ -69,11 +69,12 @@ HIPD_BUILDDIR=$top_builddir
 DUNE_CACHE=disabled
 export HIPD_SOCKET HIPD_SRCDIR HIPD_BUILDDIR DUNE_CACHE
 bdir=$top_builddir/bindings/ocaml/_dune
+mkdir -p "$bdir/examples" || exit 1
 rc=0
 
 echo "---- dune build and test (bindings/ocaml)"
 if ! dune build --root "$top_srcdir/bindings/ocaml" --build-dir "$bdir" -j 2 \
-  @install @runtest 2>&1; then
+  --force @install @runtest 2>&1; then
   echo "check_ocaml: the binding's build or tests FAILED"
   rc=1
 fi

@@ -10,6 +10,10 @@
 # binary fuzz corpus. Which kinds need which line:
 #   *.c *.h                          line 1: /* SPDX-License-Identifier: MIT */
 #   configure.ac                     line 1: dnl SPDX-License-Identifier: MIT
+#   *.ml *.mli (bindings/ocaml,      line 1: (* SPDX-License-Identifier: MIT *)
+#     examples/ocaml)
+#   dune files (not dune-project,    line 1: ; SPDX-License-Identifier: MIT
+#     whose first line is its lang)
 #   shell scripts, Makefile.am,      line 1, or line 2 after a #! line:
 #   systemd/, tsan.supp, hipd.pc.in    # SPDX-License-Identifier: MIT
 # Generated golden outputs (tests/codegen/*.hip, *.ir.json), JSON, msgpack
@@ -44,6 +48,8 @@ kind() {
   case $1 in
   tests/fuzz/corpus/*) ;;
   *.c | *.h) echo c ;;
+  *.ml | *.mli) echo ml ;;
+  dune | */dune) echo dune ;;
   configure.ac) echo dnl ;;
   *.sh | bootstrap | .ci/run | tests/fuzz/cxx-syntax-only | Makefile.am | \
     systemd/hipd.service.in | systemd/hipd.socket | systemd/hipd.sysusers | \
@@ -67,6 +73,8 @@ for f in $(files | LC_ALL=C sort); do
   case $k in
   c) want="/* $spdx */" got=$first ;;
   dnl) want="dnl $spdx" got=$first ;;
+  ml) want="(* $spdx *)" got=$first ;;
+  dune) want="; $spdx" got=$first ;;
   hash)
     want="# $spdx"
     case $first in

@@ -2,14 +2,14 @@
 (* bindings/ocaml/config/discover.ml: the C flags of the stubs and the
    link flags of libhipd, written as the two sexp files src/dune includes.
 
-   - HIPD_BUILDDIR (and HIPD_SRCDIR, default: three levels above this
-     file's directory): a hipd build tree; the headers come from the
-     source and build trees, libhipd from BUILDDIR/.libs (libtool's
-     directory), with an rpath so that tests run against it, never an
-     installed libhipd.
-   - HIPD_LIBDIR and HIPD_INCLUDEDIR: an installed libhipd (make install
-     sets them to its own libdir and includedir).
-   - neither: pkg-config hipd, else plain -lhipd. *)
+   Headers: HIPD_BUILDDIR (a hipd build tree, whose client/ holds the
+   generated hipd_version.h) with HIPD_SRCDIR (its source tree, default
+   the same), else HIPD_INCLUDEDIR, else pkg-config hipd.
+   Library: HIPD_LIBDIR (an installed libhipd: make install sets it to its
+   libdir), else HIPD_BUILDDIR/.libs (libtool's directory in the build
+   tree, so that tests run against it, never an installed libhipd), else
+   pkg-config hipd, else plain -lhipd. Either directory goes in as an rpath
+   too, so that programs find the libhipd they were linked with. *)
 
 let getenv v = match Sys.getenv_opt v with Some "" | None -> None | s -> s
 
@@ -21,20 +21,21 @@ let pkg_config args =
   | _ -> None
 
 let () =
-  let cflags, libs =
-    match getenv "HIPD_BUILDDIR", getenv "HIPD_LIBDIR" with
-    | Some build, _ ->
-        let src = Option.value (getenv "HIPD_SRCDIR") ~default:build in
-        let lib = Filename.concat build ".libs" in
-        ( [ "-I" ^ Filename.concat src "client"; "-I" ^ Filename.concat build "client" ],
-          [ "-L" ^ lib; "-Wl,-rpath," ^ lib; "-lhipd" ] )
-    | None, Some libdir ->
-        let inc = match getenv "HIPD_INCLUDEDIR" with Some d -> [ "-I" ^ d ] | None -> [] in
-        (inc, [ "-L" ^ libdir; "-Wl,-rpath," ^ libdir; "-lhipd" ])
-    | None, None -> (
-        match pkg_config "--cflags", pkg_config "--libs" with
-        | Some c, Some l -> (c, l)
-        | _ -> ([], [ "-lhipd" ]))
+  let build = getenv "HIPD_BUILDDIR" in
+  let cflags =
+    match build, getenv "HIPD_INCLUDEDIR" with
+    | Some b, _ ->
+        let src = Option.value (getenv "HIPD_SRCDIR") ~default:b in
+        [ "-I" ^ Filename.concat src "client"; "-I" ^ Filename.concat b "client" ]
+    | None, Some d -> [ "-I" ^ d ]
+    | None, None -> Option.value (pkg_config "--cflags") ~default:[]
+  in
+  let libs =
+    let dir d = [ "-L" ^ d; "-Wl,-rpath," ^ d; "-lhipd" ] in
+    match getenv "HIPD_LIBDIR", build with
+    | Some d, _ -> dir d
+    | None, Some b -> dir (Filename.concat b ".libs")
+    | None, None -> Option.value (pkg_config "--libs") ~default:[ "-lhipd" ]
   in
   let write file l =
     let oc = open_out file in
