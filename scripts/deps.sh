@@ -19,6 +19,8 @@
 # without recommends, their services are not started by the package (the
 # test starts its own daemons, with their own keys, ports and sockets).
 # python3-yaml reads the Kubernetes manifests (tests/check_kubernetes.sh).
+# ocaml, ocaml-dune, ocaml-findlib and libalcotest-ocaml-dev build and test
+# the OCaml binding (bindings/ocaml, tests/check_ocaml.sh).
 HIPD_DEPS=(
   build-essential autoconf automake libtool pkg-config
   libuv1-dev libmsgpack-dev check libffi-dev libsystemd-dev libssl-dev
@@ -26,6 +28,7 @@ HIPD_DEPS=(
   libamdhip64-dev clang-14 libclang-rt-14-dev
   debhelper lintian
   slurm-wlm munge python3-yaml
+  ocaml ocaml-dune ocaml-findlib libalcotest-ocaml-dev
 )
 
 # Print a step banner so a failure is easy to place in a long log, after

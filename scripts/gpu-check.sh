@@ -43,6 +43,13 @@ HIPD_TEST_MPS=1 make -j4 check > "$out/check.txt" 2>&1
 rc=$?
 grep -E '^(PASS|FAIL|ERROR|SKIP|# )' "$out/check.txt"
 cp tests/*.log "$out/" 2>/dev/null
+# The OCaml binding's suite and examples again, on every device (device 0 is
+# the GPU): SKIP where OCaml is not there (fetch ocaml ocaml-dune
+# ocaml-findlib libalcotest-ocaml-dev with the other packages).
+HIPD_OCAML_DEVICES=all make check TESTS=tests/check_ocaml.sh \
+  > "$out/check-ocaml-gpu.txt" 2>&1 || rc=1
+grep -E '^(PASS|FAIL|ERROR|SKIP)' "$out/check-ocaml-gpu.txt"
+cp tests/check_ocaml.log "$out/check_ocaml-gpu.log" 2>/dev/null
 # The examples against a daemon serving the GPU and the CPU device, run
 # from the build tree like the tests.
 export HIPD_CPU_RUNNER=$PWD/hipd-cpu-runner

@@ -245,11 +245,17 @@ external mem_transfer_ptr : conn -> buffer -> int -> nativeint -> int -> int -> 
 external bigarray_address : ('a, 'b, 'c) Bigarray.Array1.t -> nativeint
   = "hipd_ml_ba_address"
 
-let mem_write c b ?(offset = 0) ?(pos = 0) ?(len = -1) ba =
-  mem_transfer c b offset ba pos len 0 0
+(* [len] None is -1: to the end of the Bigarray. *)
+let len_arg meth = function
+  | None -> -1
+  | Some n when n < 0 -> raise (Error (EINVAL, Printf.sprintf "%s: len %d is negative" meth n))
+  | Some n -> n
 
-let mem_read c b ?(offset = 0) ?(pos = 0) ?(len = -1) ba =
-  mem_transfer c b offset ba pos len 1 0
+let mem_write c b ?(offset = 0) ?(pos = 0) ?len ba =
+  mem_transfer c b offset ba pos (len_arg "mem.write" len) 0 0
+
+let mem_read c b ?(offset = 0) ?(pos = 0) ?len ba =
+  mem_transfer c b offset ba pos (len_arg "mem.read" len) 1 0
 
 let mem_write_inline c b ?(offset = 0) ba = mem_transfer c b offset ba 0 (-1) 0 1
 let mem_read_inline c b ?(offset = 0) ba = mem_transfer c b offset ba 0 (-1) 1 1

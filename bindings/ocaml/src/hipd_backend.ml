@@ -126,6 +126,21 @@ end
 
 let tuple3 (d : dims) = (d.x, d.y, d.z)
 
+(* A mutex of the C side (the library does not need the threads library). *)
+module Lock = struct
+  type t
+
+  external create : unit -> t = "hipd_ml_lock_create"
+  external acquire : t -> unit = "hipd_ml_lock_acquire"
+  external release : t -> unit = "hipd_ml_lock_release"
+
+  let protect l f =
+    acquire l;
+    match f () with
+    | x -> release l; x
+    | exception e -> release l; raise e
+end
+
 module Make (C : CONNECTION) : S = struct
   let name = "hip"
   let execution_model = JIT
@@ -288,20 +303,29 @@ module Make (C : CONNECTION) : S = struct
     let compile (d : Device.t) ~name ~source =
       { k = Hipd.kernel_compile (connection ()) ~device:d.id ~name source; arguments = [] }
 
+    (* Kernels compiled through the cache, per device, name and source.
+       Guarded: a systhread may be switched out inside a Hashtbl operation
+       (at an allocation), and another may then use the table. *)
     let kept : (int * string * string, t) Hashtbl.t = Hashtbl.create 16
+    let kept_lock = Lock.create ()
+    let with_kept f = Lock.protect kept_lock f
 
     let compile_cached (d : Device.t) ~name ~source =
-      match Hashtbl.find_opt kept (d.id, name, source) with
+      match with_kept (fun () -> Hashtbl.find_opt kept (d.id, name, source)) with
       | Some k -> k
       | None ->
+          (* Compiled outside the lock: other threads go on meanwhile; two
+             threads compiling the same kernel both get a valid one. *)
           let k =
             { k = Hipd.kernel_compile_cached (connection ()) ~device:d.id ~name source; arguments = [] }
           in
-          Hashtbl.replace kept (d.id, name, source) k;
-          k
+          with_kept (fun () ->
+              match Hashtbl.find_opt kept (d.id, name, source) with
+              | Some k' -> k'
+              | None -> Hashtbl.replace kept (d.id, name, source) k; k)
 
     let clear_cache () =
-      Hashtbl.reset kept;
+      with_kept (fun () -> Hashtbl.reset kept);
       match Hipd.cache_clear (connection ()) with
       | () -> ()
       | exception Hipd.Error (Hipd.EPERM, _) -> ()
@@ -431,21 +455,17 @@ end
 
 (* The default connection, opened on first use. *)
 let default_conn : Hipd.conn option ref = ref None
-let default_lock = Mutex.create ()
-
-let set_connection c =
-  Mutex.lock default_lock;
-  default_conn := Some c;
-  Mutex.unlock default_lock
+let default_lock = Lock.create ()
+let set_connection c = Lock.protect default_lock (fun () -> default_conn := Some c)
 
 let default_connection () =
-  Mutex.lock default_lock;
-  match !default_conn with
-  | Some c when not (Hipd.is_closed c) -> Mutex.unlock default_lock; c
-  | _ -> (
-      match Hipd.connect () with
-      | c -> default_conn := Some c; Mutex.unlock default_lock; c
-      | exception e -> Mutex.unlock default_lock; raise e)
+  Lock.protect default_lock (fun () ->
+      match !default_conn with
+      | Some c when not (Hipd.is_closed c) -> c
+      | _ ->
+          let c = Hipd.connect () in
+          default_conn := Some c;
+          c)
 
 include Make (struct
   let connection = default_connection

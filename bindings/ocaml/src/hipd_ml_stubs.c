@@ -1702,3 +1702,64 @@ CAMLprim value hipd_ml_intrinsics_register(value vconn, value vname,
   ml_end(&k);
   CAMLreturn(Val_unit);
 }
+
+/* ------------------------------------------------------------------ locks */
+
+/* A mutex for the OCaml side's own state (Hipd_backend's tables), so that
+ * the library needs no threads library: a thread that must wait for it
+ * waits outside the runtime lock, as the threads library's Mutex does, so
+ * that the holder (which may have been switched out at an allocation) can
+ * run and release it. */
+#define Lock_val(v) (*(pthread_mutex_t **)Data_custom_val(v))
+
+static void lock_finalize(value v)
+{
+  pthread_mutex_t *mu = Lock_val(v);
+
+  if (mu != NULL) {
+    pthread_mutex_destroy(mu);
+    free(mu);
+  }
+}
+
+static struct custom_operations lock_ops = {"hipd.lock",
+                                            lock_finalize,
+                                            custom_compare_default,
+                                            custom_hash_default,
+                                            custom_serialize_default,
+                                            custom_deserialize_default,
+                                            custom_compare_ext_default,
+                                            custom_fixed_length_default};
+
+CAMLprim value hipd_ml_lock_create(value unit)
+{
+  pthread_mutex_t *mu = malloc(sizeof(*mu));
+  value v;
+
+  (void)unit;
+  if (mu == NULL)
+    caml_raise_out_of_memory();
+  pthread_mutex_init(mu, NULL);
+  v = caml_alloc_custom(&lock_ops, sizeof(pthread_mutex_t *), 0, 1);
+  Lock_val(v) = mu;
+  return v;
+}
+
+CAMLprim value hipd_ml_lock_acquire(value vl)
+{
+  CAMLparam1(vl);
+  pthread_mutex_t *mu = Lock_val(vl);
+
+  if (pthread_mutex_trylock(mu) != 0) {
+    caml_enter_blocking_section();
+    pthread_mutex_lock(mu);
+    caml_leave_blocking_section();
+  }
+  CAMLreturn(Val_unit);
+}
+
+CAMLprim value hipd_ml_lock_release(value vl)
+{
+  pthread_mutex_unlock(Lock_val(vl));
+  return Val_unit;
+}

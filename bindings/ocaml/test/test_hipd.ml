@@ -205,6 +205,8 @@ let test_memory () =
   Hipd.mem_read conn (B.Memory.handle a) ~offset:0 z;
   Alcotest.(check (list (float 0.))) "partial" [ 0.; 100.; 121. ] [ z.{0}; z.{1}; z.{2} ];
   check_error Hipd.ERANGE (fun () -> Hipd.mem_write conn (B.Memory.handle a) ~pos:60 ~len:10 x);
+  check_error ~part:"negative" Hipd.EINVAL (fun () -> Hipd.mem_write conn (B.Memory.handle a) ~len:(-3) x);
+  check_error ~part:"negative" Hipd.EINVAL (fun () -> Hipd.mem_read conn (B.Memory.handle a) ~offset:(-8) x);
   (* alloc errors *)
   check_error Hipd.EINVAL (fun () -> B.Memory.alloc d 0 float32);
   check_error Hipd.EINVAL (fun () -> B.Memory.alloc d (-5) float32);
