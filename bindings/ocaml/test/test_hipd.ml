@@ -552,6 +552,99 @@ let test_ir_soa_launch () =
   check_error Hipd.ESIGNATURE (fun () ->
       B.Kernel.launch k ~args:aos ~grid:(dims 4) ~block:(dims 32) ~shared_mem:0 ~stream:None)
 
+(* Variants, a match with binders, a helper whose params SPOC numbers from
+   0 while its body uses other ids, a for loop over a mutable, a native
+   block: encoded, compiled, run and checked. *)
+let shape = I.TVariant ("shape", [ ("Circle", [ I.TFloat32 ]); ("Square", [ I.TFloat32 ]); ("Empty", []) ])
+
+let areas =
+  let s = v "s" 0 (I.TVec shape) and out = v "out" 1 (I.TVec I.TFloat32) in
+  let i = v "i" 2 I.TInt32 and r = v "r" 3 I.TFloat32 and a = v "a" 4 I.TFloat32 in
+  let acc = v ~mutable_:true "acc" 5 I.TFloat32 and k = v "k" 6 I.TInt32 in
+  let x = v "x" 7 I.TFloat32 in
+  let sq =
+    { I.hf_name = "sq"; hf_params = [ v "x" 0 I.TFloat32 ]; hf_ret_type = I.TFloat32;
+      hf_body = I.SReturn (I.EBinop (I.Mul, evar x, evar x)) }
+  in
+  let call e = I.EApp (I.EVar (v "sq" 0 I.TFloat32), [ e ]) in
+  let f32 x = I.EConst (I.CFloat32 x) in
+  let store e = I.SAssign (I.LArrayElem ("out", evar i), e) in
+  I.kernel "areas" ~funcs:[ sq ]
+    [ I.DParam (s, None); I.DParam (out, None) ]
+    (I.SLet
+       ( i, gid,
+         I.SIf
+           ( I.EBinop (I.Lt, evar i, I.EArrayLen "s"),
+             I.SSeq
+               [ I.SMatch
+                   ( I.EArrayRead ("s", evar i),
+                     [ (I.PConstr ("Circle", [ "r" ]), store (I.EBinop (I.Mul, f32 3., call (evar r))));
+                       (I.PConstr ("Square", [ "a" ]),
+                        (* a + a + a + a, by a loop over a mutable *)
+                        I.SLetMut
+                          ( acc, f32 0.,
+                            I.SSeq
+                              [ I.SFor (k, i32 1, i32 4, I.Upto,
+                                  I.SAssign (I.LVar acc, I.EBinop (I.Add, evar acc, evar a)));
+                                store (evar acc) ] ));
+                       (I.PWild, store (f32 (-1.))) ] );
+                 I.SNative
+                   { gpu = (fun ~framework -> if framework = "hip" then "/* native hip */" else failwith "no");
+                     ocaml = { I.run = (fun ~block:_ ~grid:_ _ -> ()) } };
+                 I.SAssign (I.LArrayElem ("s", evar i), I.EVariant ("shape", "Empty", [])) ],
+             None ) ))
+
+let test_ir_variants () =
+  let d = dev () in
+  let src = Option.get (B.generate_source areas) in
+  Alcotest.(check bool) "native code" true (contains src "/* native hip */");
+  Alcotest.(check bool) "helper" true (contains src "sq(");
+  let k = B.Kernel.compile_ir d areas in
+  let n = 30 in
+  (* shape: {int tag; union {float}} = 8 bytes, built as int32 pairs *)
+  let host = Array1.create int32 c_layout (2 * n) in
+  for j = 0 to n - 1 do
+    host.{2 * j} <- Int32.of_int (j mod 3);
+    host.{(2 * j) + 1} <- Int32.bits_of_float (float_of_int j)
+  done;
+  let bs : unit B.Memory.buffer = B.Memory.alloc_custom d ~size:n ~elem_size:8 in
+  let bout = B.Memory.alloc d n float32 in
+  B.Memory.host_ptr_to_device ~src_ptr:(Hipd.bigarray_address host) ~byte_size:(8 * n) ~dst:bs;
+  let args = B.Kernel.create_args () in
+  B.Kernel.set_arg_buffer args 0 bs;
+  B.Kernel.set_arg_int32 args 1 (Int32.of_int n);
+  B.Kernel.set_arg_buffer args 2 bout;
+  B.Kernel.set_arg_int32 args 3 (Int32.of_int n);
+  B.Kernel.launch k ~args ~grid:(dims 1) ~block:(dims 32) ~shared_mem:0 ~stream:None;
+  let out = Array1.create float32 c_layout n in
+  B.Memory.device_to_host ~src:bout ~dst:out;
+  B.Memory.device_to_host_ptr ~src:bs ~dst_ptr:(Hipd.bigarray_address host) ~byte_size:(8 * n);
+  for j = 0 to n - 1 do
+    let x = float_of_int j in
+    let expect = match j mod 3 with 0 -> 3. *. x *. x | 1 -> 4. *. x | _ -> -1. in
+    Alcotest.(check (float 0.)) (Printf.sprintf "area %d" j) expect out.{j};
+    Alcotest.(check int32) "cleared to Empty" 2l host.{2 * j}
+  done
+
+(* IR version 2: f16 and u8 make the document version 2. *)
+let test_ir_v2 () =
+  let h = v "h" 0 (I.TVec I.TFloat16) and o = v "o" 1 (I.TVec I.TUint8) in
+  let i = v "i" 2 I.TInt32 in
+  let k =
+    I.kernel "halves" [ I.DParam (h, None); I.DParam (o, None) ]
+      (I.SLet (i, gid,
+         I.SIf (I.EBinop (I.Lt, evar i, I.EArrayLen "h"),
+           I.SAssign (I.LArrayElem ("o", evar i),
+             I.ECast (I.TUint8, I.ECast (I.TFloat32, I.EArrayRead ("h", evar i)))), None)))
+  in
+  let doc = I.encode k in
+  Alcotest.(check char) "version byte" '\x02' doc.[4];
+  let src = Option.get (B.generate_source k) in
+  Alcotest.(check bool) "__half" true (contains src "__half");
+  Alcotest.(check bool) "unsigned char" true (contains src "unsigned char");
+  Alcotest.check_raises "version 1 refused" (I.Encode_error "the kernel needs IR version 2 (f16 or u8 types)")
+    (fun () -> ignore (I.encode ~version:1 k))
+
 (* ---------------------------------------------------------- intrinsics *)
 
 let test_intrinsics () =
@@ -749,7 +842,9 @@ let () =
       ( "ir",
         [ Alcotest.test_case "msgpack" `Quick test_msgpack;
           Alcotest.test_case "generate_source" `Quick test_generate;
-          Alcotest.test_case "record in SoA, launched" `Quick test_ir_soa_launch ] );
+          Alcotest.test_case "record in SoA, launched" `Quick test_ir_soa_launch;
+          Alcotest.test_case "variants, helpers, native" `Quick test_ir_variants;
+          Alcotest.test_case "version 2" `Quick test_ir_v2 ] );
       ( "connections",
         [ Alcotest.test_case "foreign and stale" `Quick test_foreign_stale;
           Alcotest.test_case "two at once" `Quick test_two_connections;
