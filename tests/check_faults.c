@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -300,9 +301,18 @@ static void other_tenant_fault(const char *mps)
     if (rc == 0) {
       ck_assert_int_eq(y, x);
     } else {
+      const char *why;
+      int code = 0;
+      int64_t t0 = harness_now_ms();
       ck_assert_msg(rc == HIPD_EDEVLOST || rc == HIPD_EDISCONNECTED,
                     "B after A's fault under MPS: %s: %s", hipd_err_name(rc),
                     hipd_last_error(b));
+      /* Its worker told it why before it ended (session.closed). */
+      for (int i = 0;
+           i < 100 && (why = hipd_conn_lost_reason(b, &code)) == NULL; i++)
+        usleep(10 * 1000);
+      printf("check_faults: B's session after A's fault under MPS: %s (%s)\n",
+             why != NULL ? why : "(still up)", hipd_err_name(code));
       hipd_close(b);
       b = NULL;
       for (int tries = 0; tries < 200; tries++) {
@@ -323,6 +333,9 @@ static void other_tenant_fault(const char *mps)
       }
       ck_assert_msg(b2 != NULL, "B cannot work on the GPU again after A's "
                                 "fault under MPS");
+      printf("check_faults: B worked on the GPU again %lld ms after it saw "
+             "A's fault under MPS\n",
+             (long long)(harness_now_ms() - t0));
       fill_and_check(b2, gpu, 700);
       hipd_close(b2);
     }
@@ -343,6 +356,208 @@ END_TEST
 START_TEST(test_other_tenant_fault_mps)
 {
   other_tenant_fault("on");
+}
+END_TEST
+
+/* ------------------------------- another tenant's long and endless kernels */
+
+static const char *spin_src =
+    "extern \"C\" __global__ void spin(volatile int *flag, long long cycles)\n"
+    "{\n"
+    "  long long start = clock64();\n"
+    "  while (flag[0] == 0 && (cycles == 0 || clock64() - start < cycles))\n"
+    "    ;\n"
+    "}\n";
+
+/* In a child that became FAULT_USER: launch spin over the whole of @p gpu
+ * (2 blocks of 1024 threads a multiprocessor) for @p seconds (0: for
+ * ever), and write to @p fd the monotonic ms when its synchronize returned
+ * and the code it returned, then how its connection ended. */
+static void spin_as_other_uid(const char *socket, int gpu, int seconds, int fd)
+{
+  hipd_conn_t *a = NULL;
+  hipd_buffer_t flag;
+  hipd_kernel_t k;
+  hipd_info_t *info;
+  hipd_args_t *args;
+  int64_t khz = 0, sms = 0, out[3];
+  uint32_t grid[3] = {1, 1, 1}, block[3] = {1024, 1, 1};
+  const char *why;
+  int code = 0, rc;
+
+  if (harness_become(FAULT_USER) != 0)
+    _exit(10);
+  if (hipd_connect(socket, &a) != 0)
+    _exit(11);
+  hipd_set_timeout(a, 600000);
+  if (hipd_device_get(a, gpu, &info) != 0)
+    _exit(12);
+  hipd_info_int(info, "clock_rate_khz", &khz);
+  hipd_info_int(info, "multiprocessor_count", &sms);
+  hipd_info_free(info);
+  grid[0] = (uint32_t)(sms > 0 ? 2 * sms : 264);
+  if (hipd_mem_alloc(a, gpu, 1, "int32", &flag) != 0 ||
+      hipd_mem_memset(a, flag, 0, 4, 0) != 0 ||
+      hipd_kernel_compile(a, gpu, spin_src, "spin", NULL, &k, NULL) != 0)
+    _exit(13);
+  args = hipd_args_new();
+  hipd_args_buffer(args, flag, 0);
+  hipd_args_i64(args, (int64_t)seconds * (khz > 0 ? khz : 1000000) * 1000);
+  rc = hipd_kernel_launch(a, k, grid, block, 0, HIPD_STREAM_NULL, args);
+  if (rc == 0)
+    rc = hipd_device_synchronize(a, gpu);
+  out[0] = harness_now_ms();
+  out[1] = rc;
+  why = hipd_conn_lost_reason(a, &code);
+  out[2] = why != NULL ? code : 0;
+  if (write(fd, out, sizeof(out)) != (ssize_t)sizeof(out))
+    _exit(14);
+  _exit(0);
+}
+
+/* A daemon for the tenants' GPU tests with --mps on and @p extra (NULL
+ * ended; at most 4), B's (root's) connection and the GPU; NULL when the
+ * test cannot run here (it says why). */
+static harness_daemon_t *tenants_daemon(const char *const *extra,
+                                        hipd_conn_t **b, int *gpu)
+{
+  const char *args[16] = {"--cache-dir", "",      "--socket-mode",
+                          "0666",        "--mps", "on"};
+  harness_daemon_t *dd;
+  int n = 6;
+
+  for (; extra != NULL && *extra != NULL && n < 14; extra++)
+    args[n++] = *extra;
+  args[n] = NULL;
+  if (geteuid() != 0 || users_make(FAULT_USER, NULL, NULL) != 0) {
+    printf("check_faults: another tenant's kernels: needs root\n");
+    return NULL;
+  }
+  dd = harness_startv(args);
+  ck_assert_ptr_nonnull(dd);
+  ck_assert_int_eq(harness_share_socket(dd), 0);
+  ck_assert_int_eq(hipd_connect(dd->socket, b), 0);
+  hipd_set_timeout(*b, 60000);
+  if ((*gpu = first_gpu(*b)) < 0) {
+    printf("check_faults: no GPU device\n");
+    hipd_close(*b);
+    ck_assert_int_eq(harness_stop(dd), 0);
+    harness_free(dd);
+    return NULL;
+  }
+  return dd;
+}
+
+/* Tenant A (another uid) spins a kernel over the whole GPU for 8 s under
+ * MPS with the default --mps-active-threads: B's one-block kernels still
+ * run meanwhile (the first completes before A's spin ends), and the
+ * latencies are printed (bench/RESULTS.md has the figures). */
+START_TEST(test_other_tenant_spin_mps)
+{
+  hipd_conn_t *b;
+  harness_daemon_t *dd;
+  int gpu, pfd[2], status, n = 0;
+  int64_t res[3], first_done = 0, worst = 0, until;
+  pid_t pid;
+
+  if ((dd = tenants_daemon(NULL, &b, &gpu)) == NULL)
+    return;
+  fill_and_check(b, gpu, 1); /* compiled and loaded before it starts */
+  ck_assert_int_eq(pipe(pfd), 0);
+  pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    close(pfd[0]);
+    spin_as_other_uid(dd->socket, gpu, 8, pfd[1]);
+  }
+  close(pfd[1]);
+  usleep(1500 * 1000); /* its compile and launch */
+  until = harness_now_ms() + 4000;
+  while (harness_now_ms() < until) {
+    int64_t t0 = harness_now_ms(), dt;
+    fill_and_check(b, gpu, 2 + n);
+    dt = harness_now_ms() - t0;
+    if (first_done == 0)
+      first_done = harness_now_ms();
+    if (dt > worst)
+      worst = dt;
+    n++;
+  }
+  ck_assert_int_eq(read(pfd[0], res, sizeof(res)), (ssize_t)sizeof(res));
+  ck_assert(waitpid(pid, &status, 0) == pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "tenant A's spin failed (child status %d)", status);
+  ck_assert_msg(res[1] == 0, "tenant A's spin: %s", hipd_err_name((int)res[1]));
+  printf("check_faults: while another uid spun the whole GPU for 8 s under "
+         "MPS (default shares): %d round trips of a one-block kernel in 4 s, "
+         "worst %lld ms; the first done %lld ms before its spin ended\n",
+         n, (long long)worst, (long long)(res[0] - first_done));
+  ck_assert_msg(first_done < res[0],
+                "B's kernels waited for A's whole-GPU spin to end");
+  close(pfd[0]);
+  hipd_close(b);
+  ck_assert_int_eq(harness_stop(dd), 0);
+  harness_free(dd);
+}
+END_TEST
+
+/* Tenant A's kernel that never ends, with --gpu-kernel-timeout 3000 under
+ * MPS: A's worker ends, A's session is told ETIMEDOUT, and B (root, its
+ * own worker) keeps its buffer and works on throughout and after: ending
+ * one MPS client is no fault for the others. */
+START_TEST(test_other_tenant_endless_mps)
+{
+  static const char *const extra[] = {"--gpu-kernel-timeout", "3000", NULL};
+  hipd_conn_t *b;
+  harness_daemon_t *dd;
+  hipd_buffer_t bb;
+  int gpu, pfd[2], status, x = 777, y = 0, rounds = 0;
+  int64_t res[3];
+  pid_t pid;
+
+  if ((dd = tenants_daemon(extra, &b, &gpu)) == NULL)
+    return;
+  fill_and_check(b, gpu, 1);
+  ck_assert_int_eq(hipd_mem_alloc(b, gpu, 1, "int32", &bb), 0);
+  ck_assert_int_eq(hipd_mem_write(b, bb, 0, &x, sizeof(x)), 0);
+  ck_assert_int_eq(pipe(pfd), 0);
+  pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    close(pfd[0]);
+    spin_as_other_uid(dd->socket, gpu, 0, pfd[1]);
+  }
+  close(pfd[1]);
+  /* B works until A's session ends (its read answers then). */
+  for (;;) {
+    struct timeval tv = {0, 0};
+    fd_set set;
+    FD_ZERO(&set);
+    FD_SET(pfd[0], &set);
+    fill_and_check(b, gpu, 10 + rounds++);
+    if (select(pfd[0] + 1, &set, NULL, NULL, &tv) == 1 || rounds > 20000)
+      break;
+  }
+  ck_assert_int_eq(read(pfd[0], res, sizeof(res)), (ssize_t)sizeof(res));
+  ck_assert(waitpid(pid, &status, 0) == pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "tenant A (child status %d)", status);
+  ck_assert_msg(res[1] == HIPD_EDISCONNECTED && res[2] == HIPD_ETIMEDOUT,
+                "tenant A's endless kernel: %s, told %s",
+                hipd_err_name((int)res[1]), hipd_err_name((int)res[2]));
+  ck_assert(harness_log_contains(dd, "ran past --gpu-kernel-timeout"));
+  /* B lost nothing. */
+  ck_assert_int_eq(hipd_mem_read(b, bb, 0, &y, sizeof(y)), 0);
+  ck_assert_int_eq(y, x);
+  fill_and_check(b, gpu, 5000);
+  printf("check_faults: another uid's endless kernel ended by "
+         "--gpu-kernel-timeout 3000 under MPS; %d round trips of ours "
+         "meanwhile, our context intact\n",
+         rounds);
+  close(pfd[0]);
+  hipd_close(b);
+  ck_assert_int_eq(harness_stop(dd), 0);
+  harness_free(dd);
 }
 END_TEST
 
@@ -372,8 +587,11 @@ int main(void)
   tc = tcase_create("tenants");
   tcase_set_timeout(tc, 180);
   tcase_add_test(tc, test_other_tenant_fault);
-  if (getenv("HIPD_TEST_MPS") != NULL)
+  if (getenv("HIPD_TEST_MPS") != NULL) {
     tcase_add_test(tc, test_other_tenant_fault_mps);
+    tcase_add_test(tc, test_other_tenant_spin_mps);
+    tcase_add_test(tc, test_other_tenant_endless_mps);
+  }
   suite_add_tcase(s, tc);
   failed = test_run(s);
   harness_fini();
