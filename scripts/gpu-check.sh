@@ -44,8 +44,11 @@ rc=$?
 grep -E '^(PASS|FAIL|ERROR|SKIP|# )' "$out/check.txt"
 cp tests/*.log "$out/" 2>/dev/null
 # The OCaml binding's suite and examples again, on every device (device 0 is
-# the GPU): SKIP where OCaml is not there (fetch ocaml ocaml-dune
-# ocaml-findlib libalcotest-ocaml-dev with the other packages).
+# the GPU). The GPU machine has no OCaml: build them where it is (make check
+# there leaves them in _build/bindings/ocaml/_dune: default/test/
+# test_hipd.exe and examples/default/{vector_add,matmul,reduction}.exe),
+# carry them in a folder and name it in HIPD_OCAML_PREBUILT; without it the
+# check says SKIP.
 HIPD_OCAML_DEVICES=all make check TESTS=tests/check_ocaml.sh \
   > "$out/check-ocaml-gpu.txt" 2>&1 || rc=1
 grep -E '^(PASS|FAIL|ERROR|SKIP)' "$out/check-ocaml-gpu.txt"

@@ -14,18 +14,28 @@ devices=${HIPD_OCAML_DEVICES:-cpu}
 top_srcdir=$(cd "${srcdir:-.}" && pwd) || exit 1
 top_builddir=$(pwd)
 
-for tool in ocamlfind dune; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "SKIP: $tool not found (Debian: ocaml-findlib, ocaml-dune)"
-    exit 77
-  fi
-done
-for pkg in alcotest threads; do
-  if ! ocamlfind query "$pkg" >/dev/null 2>&1; then
-    echo "SKIP: the OCaml package $pkg is missing (Debian: libalcotest-ocaml-dev)"
-    exit 77
-  fi
-done
+# HIPD_OCAML_PREBUILT=DIR: run the suite and the examples built elsewhere
+# (DIR holds test_hipd.exe, vector_add.exe, matmul.exe, reduction.exe:
+# native programs, whose only library of ours is libhipd, found through
+# LD_LIBRARY_PATH), where OCaml is not installed: the GPU machine.
+prebuilt=${HIPD_OCAML_PREBUILT:-}
+if [ -z "$prebuilt" ]; then
+  for tool in ocamlfind dune; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+      echo "SKIP: $tool not found (Debian: ocaml-findlib, ocaml-dune)"
+      exit 77
+    fi
+  done
+  for pkg in alcotest threads; do
+    if ! ocamlfind query "$pkg" >/dev/null 2>&1; then
+      echo "SKIP: the OCaml package $pkg is missing (Debian: libalcotest-ocaml-dev)"
+      exit 77
+    fi
+  done
+elif [ ! -x "$prebuilt/test_hipd.exe" ]; then
+  echo "check_ocaml: HIPD_OCAML_PREBUILT=$prebuilt has no test_hipd.exe"
+  exit 1
+fi
 if [ ! -f "$top_builddir/.libs/libhipd.so" ]; then
   echo "check_ocaml: no libhipd in $top_builddir/.libs: run from the build tree"
   exit 1
@@ -68,32 +78,43 @@ HIPD_SRCDIR=$top_srcdir
 HIPD_BUILDDIR=$top_builddir
 DUNE_CACHE=disabled
 export HIPD_SOCKET HIPD_SRCDIR HIPD_BUILDDIR DUNE_CACHE
-bdir=$top_builddir/bindings/ocaml/_dune
-mkdir -p "$bdir/examples" || exit 1
 rc=0
-
-echo "---- dune build and test (bindings/ocaml)"
-if ! dune build --root "$top_srcdir/bindings/ocaml" --build-dir "$bdir" -j 2 \
-  --force @install @runtest 2>&1; then
-  echo "check_ocaml: the binding's build or tests FAILED"
-  rc=1
-fi
-
-if [ $rc -eq 0 ]; then
-  echo "---- examples/ocaml (through findlib: OCAMLPATH=$bdir/install/default/lib)"
-  if ! OCAMLPATH=$bdir/install/default/lib dune build \
-    --root "$top_srcdir/examples/ocaml" --build-dir "$bdir/examples" -j 2 2>&1; then
-    echo "check_ocaml: the OCaml examples did not build"
-    rc=1
-  fi
+if [ -n "$prebuilt" ]; then
+  export LD_LIBRARY_PATH="$top_builddir/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "---- $prebuilt/test_hipd.exe (built elsewhere)"
+  "$prebuilt/test_hipd.exe" || rc=1
   for ex in vector_add matmul reduction; do
     [ $rc -eq 0 ] || break
-    echo "---- examples/ocaml/$ex"
-    if ! "$bdir/examples/default/$ex.exe"; then
-      echo "check_ocaml: examples/ocaml/$ex FAILED"
+    echo "---- examples/ocaml/$ex (built elsewhere)"
+    "$prebuilt/$ex.exe" || { echo "check_ocaml: $ex FAILED"; rc=1; }
+  done
+else
+  bdir=$top_builddir/bindings/ocaml/_dune
+  mkdir -p "$bdir/examples" || exit 1
+
+  echo "---- dune build and test (bindings/ocaml)"
+  if ! dune build --root "$top_srcdir/bindings/ocaml" --build-dir "$bdir" -j 2 \
+    --force @install @runtest 2>&1; then
+    echo "check_ocaml: the binding's build or tests FAILED"
+    rc=1
+  fi
+
+  if [ $rc -eq 0 ]; then
+    echo "---- examples/ocaml (through findlib: OCAMLPATH=$bdir/install/default/lib)"
+    if ! OCAMLPATH=$bdir/install/default/lib dune build \
+      --root "$top_srcdir/examples/ocaml" --build-dir "$bdir/examples" -j 2 2>&1; then
+      echo "check_ocaml: the OCaml examples did not build"
       rc=1
     fi
-  done
+    for ex in vector_add matmul reduction; do
+      [ $rc -eq 0 ] || break
+      echo "---- examples/ocaml/$ex"
+      if ! "$bdir/examples/default/$ex.exe"; then
+        echo "check_ocaml: examples/ocaml/$ex FAILED"
+        rc=1
+      fi
+    done
+  fi
 fi
 if [ $rc -ne 0 ]; then
   echo "---- hipd's log"
