@@ -130,6 +130,7 @@ typedef struct daemon_config {
   uint32_t tenant_workers;   /* --isolation uid: workers one uid may have */
   int mps;                   /* MPS_* (privsep/mps.h) */
   uint32_t gpu_kernel_timeout_ms; /* objects/watchdog.h; 0: no limit */
+  char *mps_tenants;              /* --mps-tenants: auto, all or a list */
   char **mps_threads;             /* --mps-active-threads rules, as given */
   uint32_t nmps_threads;
   char **mps_mem; /* --mps-device-mem rules, as given */

@@ -450,6 +450,8 @@ static const char *table_value(const option_spec_t *o, char *buf, size_t len)
   case OPTION_STRING:
     if (strcmp(o->name, "metrics-listen") == 0)
       return "127.0.0.1:9464";
+    if (strcmp(o->name, "mps-tenants") == 0)
+      return "root";
     return "x";
   case OPTION_INFO:
     break;
@@ -634,6 +636,64 @@ START_TEST(test_mps_rules)
 }
 END_TEST
 
+/* --mps-tenants: auto gives the MPS server to one uid's workers at a time
+ * (a second uid's get contexts of their own until the first's last client
+ * ends), all to everyone, a list to its users and groups; bad values are
+ * refused when given. */
+START_TEST(test_mps_tenants)
+{
+  static const char *const bad[] = {
+      "", "a,,b", ",root", "root,", "nosuch-hipd-user", "@nosuch-hipd-group"};
+  daemon_config_t cfg;
+  hipd_err_t err;
+  int counted;
+
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    ck_assert_msg(mps_tenants_check(bad[i], &err) == HIPD_EINVAL,
+                  "'%s' accepted", bad[i]);
+  ck_assert_int_eq(mps_tenants_check("nosuch-hipd-user", &err), HIPD_EINVAL);
+  ck_assert_str_eq(err.msg, "--mps-tenants: no user 'nosuch-hipd-user'");
+  ck_assert_int_eq(mps_tenants_check("auto", &err), 0);
+  ck_assert_int_eq(mps_tenants_check("all", &err), 0);
+  ck_assert_int_eq(mps_tenants_check("root,@0,65534", &err), 0);
+  ck_assert_int_eq(mps_load(&cfg, "--mps-tenants", "a,,b", NULL), HIPD_EINVAL);
+
+  /* Without a control daemon nobody is a client. */
+  ck_assert_int_eq(mps_load(&cfg, "--mps-tenants", "all", NULL), 0);
+  ck_assert_int_eq(mps_tenant_take(&cfg, 0, 0, &counted), 0);
+  options_free(&cfg);
+  mps_pretend_active(1);
+  /* auto (the default): one uid at a time. */
+  ck_assert_int_eq(mps_load(&cfg, "--isolation", "uid", NULL), 0);
+  ck_assert_int_eq(mps_tenant_take(&cfg, 1000, 1000, &counted), 1);
+  ck_assert_int_eq(counted, 1);
+  ck_assert_int_eq(mps_tenant_take(&cfg, 1000, 1000, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(&cfg, 1001, 1001, &counted), 0);
+  ck_assert_int_eq(counted, 0);
+  mps_tenant_release(1000);
+  ck_assert_int_eq(mps_tenant_take(&cfg, 1001, 1001, &counted), 0);
+  mps_tenant_release(1001); /* not counted: no effect */
+  mps_tenant_release(1000);
+  ck_assert_int_eq(mps_tenant_take(&cfg, 1001, 1001, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(&cfg, 1000, 1000, &counted), 0);
+  mps_tenant_release(1001);
+  options_free(&cfg);
+  /* all: everyone, uncounted. */
+  ck_assert_int_eq(mps_load(&cfg, "--mps-tenants", "all", NULL), 0);
+  ck_assert_int_eq(mps_tenant_take(&cfg, 1000, 1000, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(&cfg, 1001, 1001, &counted), 1);
+  ck_assert_int_eq(counted, 0);
+  options_free(&cfg);
+  /* A list: its users and groups (primary or from the group database). */
+  ck_assert_int_eq(mps_load(&cfg, "--mps-tenants", "root,@100", NULL), 0);
+  ck_assert_int_eq(mps_tenant_take(&cfg, 0, 0, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(&cfg, 65534, 100, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(&cfg, 65534, 65534, &counted), 0);
+  options_free(&cfg);
+  mps_pretend_active(0);
+}
+END_TEST
+
 /* A reload copies exactly the reloadable options, and names exactly the
  * others as needing a restart, in the table's order. */
 START_TEST(test_table_reload)
@@ -776,6 +836,7 @@ static Suite *config_suite(void)
   tcase_add_test(tc, test_table_cmdline_only);
   tcase_add_test(tc, test_table_reload);
   tcase_add_test(tc, test_mps_rules);
+  tcase_add_test(tc, test_mps_tenants);
   suite_add_tcase(s, tc);
   return s;
 }

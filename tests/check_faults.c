@@ -237,12 +237,15 @@ static void fault_as_other_uid(const char *socket, int gpu)
 }
 
 /* Tenant A (another uid) faults the GPU while tenant B (root) has a
- * buffer there and keeps working: B loses nothing. With --mps @p mps. */
-static void other_tenant_fault(const char *mps)
+ * buffer there and keeps working: B loses nothing, unless both are clients
+ * of one MPS server. With --mps @p mps and --mps-tenants @p tenants (auto:
+ * B's uid, first, has the MPS server; A's worker a context of its own). */
+static void other_tenant_fault(const char *mps, const char *tenants)
 {
-  const char *args[] = {"--cache-dir", "",      "--socket-mode",
-                        "0666",        "--mps", mps,
-                        "--log-level", "debug", NULL};
+  const char *args[] = {
+      "--cache-dir",   "",      "--socket-mode", "0666",  "--mps", mps,
+      "--mps-tenants", tenants, "--log-level",   "debug", NULL};
+  int shared = strcmp(mps, "on") == 0 && strcmp(tenants, "all") == 0;
   harness_daemon_t *dd;
   hipd_conn_t *b = NULL;
   hipd_buffer_t bb;
@@ -283,9 +286,9 @@ static void other_tenant_fault(const char *mps)
   ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                 "tenant A's fault was not reported to A (child status %d)",
                 status);
-  if (strcmp(mps, "off") == 0) {
-    /* Separate contexts, time-sliced: B's buffer and context are intact
-     * and B keeps working. */
+  if (!shared) {
+    /* Separate contexts (no MPS, or A outside B's MPS server): B's buffer
+     * and context are intact and B keeps working. */
     ck_assert_int_eq(hipd_mem_read(b, bb, 0, &y, sizeof(y)), 0);
     ck_assert_int_eq(y, x);
     fill_and_check(b, gpu, 500);
@@ -349,13 +352,23 @@ out:
 
 START_TEST(test_other_tenant_fault)
 {
-  other_tenant_fault("off");
+  other_tenant_fault("off", "auto");
 }
 END_TEST
 
+/* One MPS server for both: A's fault reaches B, which is told and works
+ * again in a fresh worker. */
 START_TEST(test_other_tenant_fault_mps)
 {
-  other_tenant_fault("on");
+  other_tenant_fault("on", "all");
+}
+END_TEST
+
+/* The default --mps-tenants auto: B's uid has the MPS server, A's worker a
+ * context of its own, and A's fault does not reach B. */
+START_TEST(test_other_tenant_fault_mps_auto)
+{
+  other_tenant_fault("on", "auto");
 }
 END_TEST
 
@@ -415,16 +428,17 @@ static void spin_as_other_uid(const char *socket, int gpu, int seconds, int fd)
   _exit(0);
 }
 
-/* A daemon for the tenants' GPU tests with --mps on and @p extra (NULL
+/* A daemon for the tenants' GPU tests with --mps on, --mps-tenants all (one
+ * MPS server for both uids: its shares are what is tested) and @p extra (NULL
  * ended; at most 4), B's (root's) connection and the GPU; NULL when the
  * test cannot run here (it says why). */
 static harness_daemon_t *tenants_daemon(const char *const *extra,
                                         hipd_conn_t **b, int *gpu)
 {
-  const char *args[16] = {"--cache-dir", "",      "--socket-mode",
-                          "0666",        "--mps", "on"};
+  const char *args[16] = {"--cache-dir", "",   "--socket-mode", "0666",
+                          "--mps",       "on", "--mps-tenants", "all"};
   harness_daemon_t *dd;
-  int n = 6;
+  int n = 8;
 
   for (; extra != NULL && *extra != NULL && n < 14; extra++)
     args[n++] = *extra;
@@ -589,6 +603,7 @@ int main(void)
   tcase_add_test(tc, test_other_tenant_fault);
   if (getenv("HIPD_TEST_MPS") != NULL) {
     tcase_add_test(tc, test_other_tenant_fault_mps);
+    tcase_add_test(tc, test_other_tenant_fault_mps_auto);
     tcase_add_test(tc, test_other_tenant_spin_mps);
     tcase_add_test(tc, test_other_tenant_endless_mps);
   }

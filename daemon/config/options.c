@@ -88,6 +88,13 @@ static int check_config(daemon_config_t *cfg, const char *arg, hipd_err_t *err)
   return 0;
 }
 
+static int check_mps_tenants(daemon_config_t *cfg, const char *arg,
+                             hipd_err_t *err)
+{
+  (void)cfg;
+  return mps_tenants_check(arg, err);
+}
+
 static int check_mps_threads(daemon_config_t *cfg, const char *arg,
                              hipd_err_t *err)
 {
@@ -364,6 +371,13 @@ const option_spec_t options_table[] = {
          "NVIDIA: start hipd's own MPS control daemon\n"
          "so tenants share the GPU concurrently: auto\n"
          "(default: where installed), on, off"),
+    /* NULL: auto (mps.h). */
+    STRING("mps-tenants", mps_tenants, 1, check_mps_tenants, RELOAD, "WHO",
+           "whose workers are MPS clients: auto\n"
+           "(default: one uid's at a time, so a fault\n"
+           "never crosses uids), all, or a list of\n"
+           "users and @groups; the others get contexts\n"
+           "of their own, time-sliced"),
     /* Repeatable, each a rule (mps.h); reloads reach new workers. */
     {.name = "mps-active-threads",
      .type = OPTION_LIST,

@@ -216,13 +216,17 @@ void mps_stop(void)
     remove_tree(mps.dir);
 }
 
-size_t mps_worker_env(char **env, size_t max)
+size_t mps_worker_env(char **env, size_t max, int client)
 {
-  static char flag[] = "HIPD_MPS=1";
+  static char flag[] = "HIPD_MPS=1", out[] = "HIPD_MPS=0";
   size_t n = 0;
 
   if (!mps.active || max < 3)
     return 0;
+  if (!client) {
+    env[n++] = out;
+    return n;
+  }
   env[n++] = mps.pipe_env;
   env[n++] = mps.log_env;
   env[n++] = flag;
@@ -232,8 +236,14 @@ size_t mps_worker_env(char **env, size_t max)
 const char *mps_state(void)
 {
   if (mps.state[0] == '\0') {
-    const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
-    if (getenv("HIPD_MPS") != NULL && dir != NULL)
+    const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY"),
+               *flag = getenv("HIPD_MPS");
+    if (flag != NULL && strcmp(flag, "0") == 0)
+      snprintf(mps.state, sizeof(mps.state),
+               "not used by this tenant (--mps-tenants): its worker has GPU "
+               "contexts of its own, time-sliced with the MPS server's "
+               "clients; a fault of theirs does not reach it");
+    else if (flag != NULL && dir != NULL)
       snprintf(mps.state, sizeof(mps.state),
                "active (hipd's own control daemon, pipe directory %s): "
                "tenants run concurrently, each in its own GPU address space; "
@@ -250,7 +260,121 @@ const char *mps_state(void)
 
 int mps_active(void)
 {
-  return mps.active || getenv("HIPD_MPS") != NULL;
+  const char *flag = getenv("HIPD_MPS");
+
+  return mps.active || (flag != NULL && strcmp(flag, "1") == 0);
+}
+
+/* ------------------------------------------------- which tenants are in */
+
+static int all_digits(const char *s, uint32_t *out);
+
+static struct {
+  int owned;      /* auto: a uid's workers are the clients */
+  uid_t owner;    /* that uid */
+  unsigned users; /* its client workers alive */
+} in_mps;
+
+/* Does comma list @p list name @p uid or one of @p gids? @return 1/0, or
+ * -1 with @p err naming a word that is no user or group (checking only:
+ * @p uid (uid_t)-1). */
+static int list_names(const char *list, uid_t uid, const gid_t *gids, int ngids,
+                      hipd_err_t *err)
+{
+  char copy[1024], *save = NULL;
+  int hit = 0;
+
+  if (strlen(list) >= sizeof(copy))
+    return err_set(err, HIPD_EINVAL, "--mps-tenants: the list is too long"), -1;
+  snprintf(copy, sizeof(copy), "%s", list);
+  for (char *w = strtok_r(copy, ",", &save); w != NULL;
+       w = strtok_r(NULL, ",", &save)) {
+    uint32_t id;
+    if (w[0] == '@') {
+      gid_t g = 0;
+      if (all_digits(w + 1, &id))
+        g = (gid_t)id;
+      else if (account_group_by_name(w + 1, &g, NULL) != 0) {
+        err_set(err, HIPD_EINVAL, "--mps-tenants: no group '%s'", w + 1);
+        return -1;
+      }
+      for (int k = 0; k < ngids; k++)
+        hit |= gids[k] == g;
+    } else {
+      account_t a;
+      if (all_digits(w, &id))
+        a.uid = (uid_t)id;
+      else if (account_by_name(w, &a, NULL) != 0) {
+        err_set(err, HIPD_EINVAL, "--mps-tenants: no user '%s'", w);
+        return -1;
+      }
+      hit |= a.uid == uid;
+    }
+  }
+  return hit;
+}
+
+int mps_tenants_check(const char *value, hipd_err_t *err)
+{
+  err_clear(err);
+  if (strcmp(value, "auto") == 0 || strcmp(value, "all") == 0)
+    return 0;
+  if (value[0] == '\0' || value[0] == ',' || value[strlen(value) - 1] == ',' ||
+      strstr(value, ",,") != NULL)
+    return err_set(err, HIPD_EINVAL,
+                   "--mps-tenants: '%s' is not auto, all or a comma list of "
+                   "users, uids, @groups and @gids",
+                   value);
+  return list_names(value, (uid_t)-1, NULL, 0, err) < 0 ? HIPD_EINVAL : 0;
+}
+
+int mps_tenant_take(const daemon_config_t *cfg, uid_t uid, gid_t gid,
+                    int *counted)
+{
+  const char *pol = cfg->mps_tenants != NULL ? cfg->mps_tenants : "auto";
+  hipd_err_t err;
+
+  *counted = 0;
+  if (!mps.active)
+    return 0;
+  if (strcmp(pol, "all") == 0)
+    return 1;
+  if (strcmp(pol, "auto") != 0) {
+    gid_t gids[256];
+    int ngids = 1;
+    account_t a;
+    gids[0] = gid;
+    if (account_by_uid(uid, &a, NULL) == 0) {
+      gid_t *all;
+      int n;
+      if (account_groups(&a, &all, &n, NULL) == 0) {
+        for (int i = 0; i < n && ngids < 256; i++)
+          gids[ngids++] = all[i];
+        free(all);
+      }
+    }
+    return list_names(pol, uid, gids, ngids, &err) == 1;
+  }
+  if (in_mps.owned && in_mps.owner != uid)
+    return 0;
+  in_mps.owned = 1;
+  in_mps.owner = uid;
+  in_mps.users++;
+  *counted = 1;
+  return 1;
+}
+
+void mps_pretend_active(int on)
+{
+  mps.active = on;
+}
+
+void mps_tenant_release(uid_t uid)
+{
+  if (!in_mps.owned || in_mps.owner != uid || in_mps.users == 0)
+    return;
+  if (--in_mps.users == 0)
+    in_mps.owned = 0;
 }
 
 /* ------------------------------------------------------ per-tenant limits */

@@ -37,8 +37,38 @@ int mps_start(daemon_t *d, const char *user, uid_t uid, gid_t gid,
 void mps_stop(void);
 
 /* Add the variables a worker needs to @p env (at most @p max entries,
- * static strings). @return how many were added. */
-size_t mps_worker_env(char **env, size_t max);
+ * static strings); with @p client 0, the one that says it was kept out
+ * (mps_state then says so). @return how many were added. */
+size_t mps_worker_env(char **env, size_t max, int client);
+
+/* ---- which tenants are MPS clients (--mps-tenants) ----
+ *
+ * Under MPS a fatal GPU fault of one client ends every client's contexts
+ * on that GPU; outside it, a worker has a context of its own, time-sliced
+ * with the others (the MPS server's included), and a fault costs only its
+ * own. So which workers are MPS clients is a policy:
+ *   auto (the default): the workers of one uid at a time, the first whose
+ *     worker starts while no other uid's worker is a client; the others
+ *     get contexts of their own until the last client of that uid ends.
+ *     One tenant's many processes run concurrently, and a fault never
+ *     crosses from one uid to another: a safe default for a node open to
+ *     several uids.
+ *   all: every worker (tenants run concurrently; a fault costs them all).
+ *   LIST: a comma list of users, uids, @groups and @gids: their workers.
+ */
+
+/* Check the value of --mps-tenants. @return 0 or HIPD_EINVAL with @p err. */
+int mps_tenants_check(const char *value, hipd_err_t *err);
+/* Is a new worker of @p uid (primary group @p gid) to be an MPS client?
+ * Under auto it is then counted (*@p counted 1) until
+ * mps_tenant_release(). Listener, loop thread. */
+int mps_tenant_take(const daemon_config_t *cfg, uid_t uid, gid_t gid,
+                    int *counted);
+/* A worker of @p uid that mps_tenant_take() counted ended. */
+void mps_tenant_release(uid_t uid);
+/* For tests (tests/check_config.c): decide as if the control daemon ran
+ * (@p on 1), or as it does (0). Nothing is started. */
+void mps_pretend_active(int on);
 
 /* ---- each tenant's share of the GPU under MPS ----
  *

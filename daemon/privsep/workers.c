@@ -260,6 +260,9 @@ static void exit_cb(uv_process_t *p, int64_t status, int sig)
   else
     log_info(0, "worker of %s (pid %d) exited", t, (int)w->pid);
   w->exited = 1;
+  if (w->mps_counted)
+    mps_tenant_release(w->uid);
+  w->mps_counted = 0;
   spin_slot_release(w->spin_slot); /* it may have died spinning */
   release_tslot(w); /* what it held no longer counts for its uid */
   w->spin_slot = -1;
@@ -408,7 +411,8 @@ static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
  * the listener's options, its environment without what belongs to it
  * alone (systemd's notify socket and watchdog), with what MPS needs. Both
  * arrays are malloc'd; their strings are not. */
-int workers_exec_args(char *role, char ***args_out, char ***env_out)
+int workers_exec_args(char *role, int mps_client, char ***args_out,
+                      char ***env_out)
 {
   char **args = calloc(workers_pool.argc + 3, sizeof(char *)), **env;
   size_t nenv = 0, ne = 0;
@@ -435,7 +439,7 @@ int workers_exec_args(char *role, char ***args_out, char ***env_out)
         strncmp(*e, "NOTIFY_SOCKET=", 14) != 0 &&
         strncmp(*e, "WATCHDOG_", 9) != 0)
       env[ne++] = *e;
-  mps_worker_env(env + ne, 3);
+  mps_worker_env(env + ne, 3, mps_client);
   *args_out = args;
   *env_out = env;
   return 0;
@@ -473,7 +477,9 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
   if (w->spin_slot >= 0)
     snprintf(role + strlen(role), sizeof(role) - strlen(role), ":%d",
              w->spin_slot);
-  if (workers_exec_args(role, &args, &env) != 0)
+  /* An MPS client or not (--mps-tenants), before its environment. */
+  w->mps = mps_tenant_take(&d->cfg, uid, gid, &w->mps_counted);
+  if (workers_exec_args(role, w->mps, &args, &env) != 0)
     goto fail;
   {
     hipd_err_t cerr;
@@ -490,8 +496,9 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
       env[ne++] = w->cgroup_env;
     /* Its share of the GPUs under MPS (mps.h), by its uid's rules. */
     mps_limits_for(&d->cfg, uid, gid, &lim);
-    ne += mps_limits_env(&lim, w->mps_env[0], w->mps_env[1],
-                         sizeof(w->mps_env[0]), env + ne);
+    if (w->mps)
+      ne += mps_limits_env(&lim, w->mps_env[0], w->mps_env[1],
+                           sizeof(w->mps_env[0]), env + ne);
     if (cgroup_tenant_usage(uid, &cu) == 0)
       w->oom_kills = cu.oom_kills;
     /* A session's worker, or one of several of a uid, counts against its
@@ -534,6 +541,9 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
   if (rc != 0) {
     log_error(0, "cannot start a worker for uid %u: %s", (unsigned)uid,
               uv_strerror(rc));
+    if (w->mps_counted)
+      mps_tenant_release(uid);
+    w->mps_counted = 0;
     spin_slot_release(w->spin_slot);
     w->spin_slot = -1;
     release_tslot(w);
@@ -561,6 +571,8 @@ done:
 fail:
   free(args);
   free(env);
+  if (w->mps_counted)
+    mps_tenant_release(uid);
   spin_slot_release(w->spin_slot);
   release_tslot(w);
   /* Freed by the close callback, once libuv lets go of the pipe. */

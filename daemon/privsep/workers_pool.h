@@ -83,6 +83,8 @@ typedef struct worker {
   int tpage_fd;          /* that page's memfd (the page's, not its own) */
   char tslot_env[48];    /* TENANT_SLOT_ENV=N in its environment */
   char mps_env[2][192];  /* its MPS limits (mps_limits_env) */
+  int mps;               /* an MPS client (--mps-tenants) */
+  int mps_counted;       /* and counted by mps_tenant_take() (auto) */
 } worker_t;
 
 typedef struct workers_pool {
@@ -123,7 +125,8 @@ void workers_leave(worker_t *w);
 void workers_reply_error(worker_t *w, uint32_t msgid, int code,
                          const char *msg);
 /* The command line and environment of a worker with --worker=@p role. */
-int workers_exec_args(char *role, char ***args_out, char ***env_out);
+int workers_exec_args(char *role, int mps_client, char ***args_out,
+                      char ***env_out);
 /* Start a worker for a tenant. @return it, or NULL (logged). */
 worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
                         uint64_t seq);

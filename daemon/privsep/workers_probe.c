@@ -25,7 +25,7 @@ int workers_probe(daemon_t *d, hipd_err_t *err)
   ssize_t n;
   pid_t pid;
 
-  if (workers_exec_args(role, &args, &env) != 0)
+  if (workers_exec_args(role, 1, &args, &env) != 0)
     return err_set(err, HIPD_ENOMEM, "out of memory");
   /* The probe writes how many devices it found to descriptor 3 (grant.add
    * checks device ids against it: the listener opens none). */
@@ -120,7 +120,7 @@ int workers_probe_start(daemon_t *d, workers_probe_fn done, void *ctx,
 
   if (probe_run.running)
     return err_set(err, HIPD_EBUSY, "a worker check is still running");
-  if (workers_exec_args(role, &args, &env) != 0)
+  if (workers_exec_args(role, 1, &args, &env) != 0)
     return err_set(err, HIPD_ENOMEM, "out of memory");
   for (int i = 0; i < 3; i++) {
     io[i].flags = UV_INHERIT_FD;
