@@ -19,6 +19,9 @@
 # without recommends, their services are not started by the package (the
 # test starts its own daemons, with their own keys, ports and sockets).
 # python3-yaml reads the Kubernetes manifests (tests/check_kubernetes.sh).
+# openssh-server and openssh-client forward hipd's socket in
+# tests/check_remote.sh (its own sshd, port and keys; the package's own
+# service is not needed: where systemd runs, `systemctl disable --now ssh`).
 # ocaml, ocaml-dune, ocaml-findlib and libalcotest-ocaml-dev build and test
 # the OCaml binding (bindings/ocaml, tests/check_ocaml.sh).
 HIPD_DEPS=(
@@ -27,7 +30,7 @@ HIPD_DEPS=(
   libseccomp-dev libinih-dev mandoc libmicrohttpd-dev curl prometheus
   libamdhip64-dev clang-14 libclang-rt-14-dev
   debhelper lintian
-  slurm-wlm munge python3-yaml
+  slurm-wlm munge python3-yaml openssh-server openssh-client
   ocaml ocaml-dune ocaml-findlib libalcotest-ocaml-dev
 )
 
@@ -126,7 +129,7 @@ hipd_install_deps()
   local plain=() norec=()
   for pkg in "${missing[@]}"; do
     case $pkg in
-    prometheus | slurm-wlm | munge) norec+=("$pkg") ;;
+    prometheus | slurm-wlm | munge | openssh-server) norec+=("$pkg") ;;
     *) plain+=("$pkg") ;;
     esac
   done
