@@ -7,7 +7,8 @@
 #      the packages into the parent of the tree);
 #   2. lintian on the .changes: any error fails the script (warnings are
 #      printed);
-#   3. dpkg -i of hipd, libhipd0 and libhipd-dev, and a check that their
+#   3. dpkg -i of hipd, libhipd0, libhipd-dev and libhipd-ocaml-dev (the
+#      OCaml binding, found by ocamlfind), and a check that their
 #      files are where they belong;
 #   4. examples/hello, vecadd and the tutorials built against the installed
 #      libhipd-dev (pkg-config hipd), run against the installed daemon
@@ -15,7 +16,7 @@
 #      directory, reading the installed /etc/hipd/hipd.conf): vecadd compiles and runs a kernel, so the installed
 #      helpers in /usr/libexec and the header in /usr/share/hipd are used;
 #      then the installed hipctl: status, and a kernel run from a file;
-#   5. dpkg --purge of the three packages, also when a step failed, and a
+#   5. dpkg --purge of the four packages, also when a step failed, and a
 #      check that nothing of them is left.
 # The daemon started here is stopped whatever happens. The accounts "hipd"
 # and "hipd-compile" stay (Debian keeps system accounts on purge; CI's
@@ -29,7 +30,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/deps.sh
 . scripts/deps.sh
 
-PKGS=(hipd libhipd0 libhipd-dev)
+PKGS=(hipd libhipd0 libhipd-dev libhipd-ocaml-dev)
 
 [ "$(id -u)" -eq 0 ] || hipd_die "debian-check.sh installs packages: run it as root"
 [ -d debian ] || hipd_die "no debian/ directory in $(pwd)"
@@ -142,6 +143,12 @@ for a in hipd hipd-compile; do
 done
 echo "pkg-config hipd: $(pkg-config --modversion hipd)" \
   "$(pkg-config --cflags --libs hipd)"
+# The OCaml binding, where ocamlfind looks.
+loc=$(ocamlfind query hipd 2>&1) || hipd_die "ocamlfind query hipd: $loc"
+[ "$loc" = /usr/lib/ocaml/hipd ] || hipd_die "ocamlfind finds hipd in $loc"
+[ -e /usr/lib/ocaml/stublibs/dllhipd_stubs.so ] ||
+  hipd_die "the OCaml binding's stubs are missing"
+echo "ocamlfind query hipd: $loc"
 
 hipd_step "debian: the examples against the installed daemon"
 # examples/hello.c includes the build's config.h for nothing it needs.

@@ -9,7 +9,8 @@
    libdir), else HIPD_BUILDDIR/.libs (libtool's directory in the build
    tree, so that tests run against it, never an installed libhipd), else
    pkg-config hipd, else plain -lhipd. Either directory goes in as an rpath
-   too, so that programs find the libhipd they were linked with. *)
+   too, so that programs find the libhipd they were linked with, unless
+   the loader searches it anyway. *)
 
 let getenv v = match Sys.getenv_opt v with Some "" | None -> None | s -> s
 
@@ -31,7 +32,24 @@ let () =
     | None, None -> Option.value (pkg_config "--cflags") ~default:[]
   in
   let libs =
-    let dir d = [ "-L" ^ d; "-Wl,-rpath," ^ d; "-lhipd" ] in
+    (* No rpath to a directory the loader searches anyway (/usr/lib and
+       its multiarch directory, where Debian installs libhipd): a needless
+       one is a packaging error (lintian custom-library-search-path). *)
+    let system d =
+      let d = if String.length d > 1 && d.[String.length d - 1] = '/'
+        then String.sub d 0 (String.length d - 1) else d in
+      let under p =
+        let n = String.length p in
+        String.length d > n && String.sub d 0 n = p
+        && not (String.contains (String.sub d n (String.length d - n)) '/')
+      in
+      List.mem d [ "/lib"; "/usr/lib"; "/lib64"; "/usr/lib64" ]
+      || under "/usr/lib/" || under "/lib/"
+    in
+    let dir d =
+      (* Nor a -L, which ocamlmklib turns into an rpath of the stubs. *)
+      if system d then [ "-lhipd" ] else [ "-L" ^ d; "-Wl,-rpath," ^ d; "-lhipd" ]
+    in
     match getenv "HIPD_LIBDIR", build with
     | Some d, _ -> dir d
     | None, Some b -> dir (Filename.concat b ".libs")
