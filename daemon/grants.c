@@ -10,6 +10,7 @@
 #include "grants.h"
 #include "hipd.h"
 #include "session.h"
+#include "tenants.h"
 #include "util/array.h"
 
 int grants_label_ok(const char *label, size_t len)
@@ -68,6 +69,23 @@ int grants_add(daemon_t *d, uid_t uid, uint64_t devmask, uint64_t quota,
   err_clear(err);
   memset(&g, 0, sizeof(g));
   g.serial = t->next_serial + 1;
+  /* A slot of counts of its own among the uid's live grants (tenants.h:
+   * TC_GRANT0), so that its quota is counted across the uid's workers. */
+  {
+    int used[TENANT_GRANT_SLOTS] = {0}, n = 0;
+    for (uint32_t i = 0; i < t->n; i++)
+      if (t->g[i].uid == uid && !used[t->g[i].serial % TENANT_GRANT_SLOTS]) {
+        used[t->g[i].serial % TENANT_GRANT_SLOTS] = 1;
+        n++;
+      }
+    if (n >= TENANT_GRANT_SLOTS)
+      return err_set(err, HIPD_ETOOMANY,
+                     "uid %u has %d grants already (the most one user may "
+                     "hold at once)",
+                     (unsigned)uid, TENANT_GRANT_SLOTS);
+    while (used[g.serial % TENANT_GRANT_SLOTS])
+      g.serial++;
+  }
   if (label != NULL && label[0] != '\0')
     snprintf(g.label, sizeof(g.label), "%s", label);
   else
@@ -188,17 +206,33 @@ void grants_session_end(session_t *s)
 int grants_mem_reserve(session_t *s, uint64_t bytes, hipd_err_t *err)
 {
   grant_t *g = grants_find(s->d, s->grant);
+  tenant_counter_t c = TC_GRANT0 + s->grant % TENANT_GRANT_SLOTS;
+  uint64_t total;
 
   err_clear(err);
+  if (s->grant == 0)
+    return 0;
+  /* The grant's bytes in every worker of the uid (the tenant page's slot
+   * of the grant, tenants.h), else in this process: reserved first, then
+   * checked, so that two workers reserving at once cannot both pass.
+   * Counted by the session's grant, there or not, as grants_mem_release()
+   * takes it back. */
+  if (s->tenant != NULL)
+    total = tenant_count_add(s->tenant, c, (int64_t)bytes);
+  else
+    total = (g != NULL ? g->u.held : 0) + bytes;
   if (g == NULL)
     return 0;
-  if (g->quota != 0 &&
-      bytes > g->quota - (g->u.held < g->quota ? g->u.held : g->quota))
+  if (g->quota != 0 && total > g->quota) {
+    if (s->tenant != NULL)
+      tenant_count_add(s->tenant, c, -(int64_t)bytes);
     return err_set(err, HIPD_EQUOTA,
                    "%llu bytes would exceed grant '%s''s quota of %llu bytes "
                    "(%llu in use by its sessions)",
                    (unsigned long long)bytes, g->label,
-                   (unsigned long long)g->quota, (unsigned long long)g->u.held);
+                   (unsigned long long)g->quota,
+                   (unsigned long long)(total - bytes));
+  }
   g->u.held += bytes;
   if (g->u.held > g->u.peak)
     g->u.peak = g->u.held;
@@ -209,6 +243,11 @@ void grants_mem_release(session_t *s, uint64_t bytes)
 {
   grant_t *g = grants_find(s->d, s->grant);
 
+  /* Its slot's count, also after the grant is gone (a revoked grant's
+   * sessions free their buffers at their teardown). */
+  if (s->grant != 0 && s->tenant != NULL)
+    tenant_count_add(s->tenant, TC_GRANT0 + s->grant % TENANT_GRANT_SLOTS,
+                     -(int64_t)bytes);
   if (g != NULL)
     g->u.held -= bytes < g->u.held ? bytes : g->u.held;
 }

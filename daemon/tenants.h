@@ -36,6 +36,9 @@
  * many). */
 #define TENANT_DEVICES 64
 
+/* Grants one uid may hold at once (a slot of counts each, below). */
+#define TENANT_GRANT_SLOTS 8
+
 /* What the limits count (tenant_count_add). */
 typedef enum {
   TC_MEM = 0,  /* bytes counted against --tenant-mem-quota */
@@ -44,7 +47,11 @@ typedef enum {
   TC_SESSIONS, /* sessions open (not yet torn down) */
   TC_DEV0,     /* + a device's global id: its bytes of the uid's buffers
                   (--tenant-device-share) */
-  TC_COUNT = TC_DEV0 + TENANT_DEVICES
+  /* + a grant's serial % TENANT_GRANT_SLOTS: the bytes of the sessions
+     under that grant of the uid (grants.h: a uid's live grants have
+     different slots), so that its quota holds across the uid's workers */
+  TC_GRANT0 = TC_DEV0 + TENANT_DEVICES,
+  TC_COUNT = TC_GRANT0 + TENANT_GRANT_SLOTS
 } tenant_counter_t;
 
 /* The tenant page (--isolation session): one uid's counts across all its
