@@ -639,6 +639,19 @@ START_TEST(test_bad_input)
   ck_assert_str_eq(hipd_last_error(root), "grant.revoke: no grant 'nothing'");
   ck_assert_int_eq(hipd_grant_revoke(root, "dup", USER_B, NULL), HIPD_ENOENT);
   ck_assert_int_eq(hipd_grant_revoke(root, NULL, NULL, NULL), HIPD_EPARAMS);
+  /* A user holds at most 8 grants at once (a count slot each); one
+   * revoked makes room again. */
+  for (int i = 0; i < 8; i++) {
+    char label[16];
+    snprintf(label, sizeof(label), "b%d", i);
+    ck_assert_int_eq(hipd_grant_add(root, USER_B, &dev0, 1, 0, label, NULL), 0);
+  }
+  ck_assert_int_eq(hipd_grant_add(root, USER_B, &dev0, 1, 0, "b8", NULL),
+                   HIPD_ETOOMANY);
+  ck_assert_msg(strstr(hipd_last_error(root), "has 8 grants already"), "%s",
+                hipd_last_error(root));
+  ck_assert_int_eq(hipd_grant_revoke(root, "b3", NULL, NULL), 0);
+  ck_assert_int_eq(hipd_grant_add(root, USER_B, &dev0, 1, 0, "b8", NULL), 0);
   /* By uid, which needs no account name. */
   {
     char uid[16];
