@@ -348,8 +348,9 @@ static double metric(hipd_conn_t *c, const char *head)
 
 static harness_daemon_t *start(const char *isolation)
 {
-  return users_start_shared("--cpu-devices", "2", "--allow-users", "root",
-                            "--isolation", isolation, NULL);
+  return users_start_shared("--devices", "cpu", "--cpu-devices", "2",
+                            "--allow-users", "root", "--isolation", isolation,
+                            NULL);
 }
 
 /* ------------------------------------------------------------- the tests */
