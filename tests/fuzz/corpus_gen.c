@@ -1480,6 +1480,53 @@ static void gen_ipc_worker(void)
   buf_init(&b);
   ipc_notify(&b, "log.level", "u", (uint64_t)9);
   ipc_save("w-log-level-malformed", IPC_WORKER, &b);
+
+  /* The uid's grants (privsep/wire.h WIRE_GRANTS): a table of two, then
+   * one revoked by uid 0 (its sessions close, "access revoked: "); a
+   * grant without a label, a serial 0, a table of the wrong shape. */
+  buf_init(&b);
+  proto_pack_notify(&b.pk, "grants", 3);
+  pk_str(&b.pk, "");
+  msgpack_pack_int64(&b.pk, -1);
+  msgpack_pack_array(&b.pk, 2);
+  msgpack_pack_array(&b.pk, 4);
+  msgpack_pack_uint64(&b.pk, 1);
+  pk_str(&b.pk, "job-1");
+  msgpack_pack_uint64(&b.pk, 1);
+  msgpack_pack_uint64(&b.pk, 65536);
+  msgpack_pack_array(&b.pk, 4);
+  msgpack_pack_uint64(&b.pk, 2);
+  pk_str(&b.pk, "job-2");
+  msgpack_pack_uint64(&b.pk, 3);
+  msgpack_pack_uint64(&b.pk, 0);
+  proto_pack_notify(&b.pk, "grants", 3);
+  pk_str(&b.pk, " (revoked by uid 0 (root))");
+  msgpack_pack_int64(&b.pk, 0);
+  msgpack_pack_array(&b.pk, 1);
+  msgpack_pack_array(&b.pk, 4);
+  msgpack_pack_uint64(&b.pk, 2);
+  pk_str(&b.pk, "job-2");
+  msgpack_pack_uint64(&b.pk, 3);
+  msgpack_pack_uint64(&b.pk, 0);
+  ipc_save("w-grants-then-revoke", IPC_WORKER, &b);
+  buf_init(&b);
+  proto_pack_notify(&b.pk, "grants", 3);
+  pk_str(&b.pk, "");
+  msgpack_pack_int64(&b.pk, -1);
+  msgpack_pack_array(&b.pk, 2);
+  msgpack_pack_array(&b.pk, 4);
+  msgpack_pack_uint64(&b.pk, 0);
+  pk_str(&b.pk, "x");
+  msgpack_pack_uint64(&b.pk, 1);
+  msgpack_pack_uint64(&b.pk, 0);
+  msgpack_pack_array(&b.pk, 3);
+  msgpack_pack_uint64(&b.pk, 5);
+  pk_str(&b.pk, "");
+  msgpack_pack_uint64(&b.pk, 1);
+  ipc_save("w-grants-malformed", IPC_WORKER, &b);
+  buf_init(&b);
+  ipc_notify(&b, "grants", "s", "no table");
+  ipc_save("w-grants-wrong-shape", IPC_WORKER, &b);
 }
 
 /* What a metrics process sends its listener (privsep/metrics.c): mode
