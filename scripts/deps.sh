@@ -24,11 +24,17 @@
 # service is not needed: where systemd runs, `systemctl disable --now ssh`).
 # ocaml, ocaml-dune, ocaml-findlib and libalcotest-ocaml-dev build and test
 # the OCaml binding (bindings/ocaml, tests/check_ocaml.sh).
-HIPD_DEPS=(
+# HIPD_BUILD_DEPS is the part that building and running hipd need
+# (scripts/quickstart.sh installs only those: none of them starts a
+# service); HIPD_DEPS adds what the tests and the other checks use.
+HIPD_BUILD_DEPS=(
   build-essential autoconf automake libtool pkg-config
   libuv1-dev libmsgpack-dev check libffi-dev libsystemd-dev libssl-dev
-  libseccomp-dev libinih-dev mandoc libmicrohttpd-dev curl prometheus
-  libamdhip64-dev clang-14 libclang-rt-14-dev
+  libseccomp-dev libinih-dev libmicrohttpd-dev libamdhip64-dev
+)
+HIPD_DEPS=(
+  "${HIPD_BUILD_DEPS[@]}"
+  mandoc curl prometheus clang-14 libclang-rt-14-dev
   debhelper lintian
   slurm-wlm munge python3-yaml openssh-server openssh-client
   ocaml ocaml-dune ocaml-findlib libalcotest-ocaml-dev
@@ -95,21 +101,23 @@ hipd_pkg_installed()
   [ "$status" = "install ok installed" ]
 }
 
-# Install the packages of HIPD_DEPS that are not installed yet. apt-get update
-# runs once, and only when something is missing, so a machine that has
-# everything is not touched (and needs neither root nor the network).
+# Install the packages of HIPD_DEPS (with "build": of HIPD_BUILD_DEPS) that
+# are not installed yet. apt-get update runs once, and only when something
+# is missing, so a machine that has everything is not touched (and needs
+# neither root nor the network).
 hipd_install_deps()
 {
-  local missing=() pkg
+  local missing=() pkg want=("${HIPD_DEPS[@]}")
 
+  [ "${1:-}" = build ] && want=("${HIPD_BUILD_DEPS[@]}")
   command -v dpkg >/dev/null 2>&1 ||
     hipd_die "dpkg not found: these scripts expect Debian 12 (install the" \
       "packages listed in scripts/deps.sh by hand elsewhere)"
-  for pkg in "${HIPD_DEPS[@]}"; do
+  for pkg in "${want[@]}"; do
     hipd_pkg_installed "$pkg" || missing+=("$pkg")
   done
   if [ "${#missing[@]}" -eq 0 ]; then
-    echo "all ${#HIPD_DEPS[@]} build dependencies are installed"
+    echo "all ${#want[@]} dependencies are installed"
     return 0
   fi
   echo "missing packages: ${missing[*]}"

@@ -16,7 +16,9 @@ JOBS=${JOBS:-$(nproc)}
 BUILD=_build
 
 hipd_step "dependencies"
-hipd_install_deps
+# What building and running need; scripts/test.sh installs what the tests
+# use besides (Slurm, an sshd, Prometheus...).
+hipd_install_deps build
 
 hipd_step "accounts"
 hipd_create_accounts
