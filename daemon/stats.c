@@ -301,9 +301,16 @@ static void pack_device(msgpack_packer *pk, int i)
   pack_dev_ctr(pk, i, &counters.dev[i]);
 }
 
-static void pack_uid(msgpack_packer *pk, const uid_ctr_t *u, int ndev)
+/* A uid's record; its MPS share is this process's (a worker is one
+ * tenant's: privsep/mps.h), 0 where it is no MPS client. */
+static void pack_uid(msgpack_packer *pk, const daemon_t *d, const uid_ctr_t *u,
+                     int ndev)
 {
-  stats_uid_rec_t rec = {.uid = u->uid, .quota = u->quota, .faults = u->faults};
+  stats_uid_rec_t rec = {.uid = u->uid,
+                         .quota = u->quota,
+                         .faults = u->faults,
+                         .mps_threads = d->mps_threads,
+                         .mps_mem = d->mps_mem};
 
   msgpack_pack_array(pk, STATS_UID_NFIELDS + 1);
   STATS_UID_FIELDS(PACK_FIELD)
@@ -396,7 +403,7 @@ void stats_pack_report(daemon_t *d, msgpack_packer *pk)
     pack_device(pk, i);
   msgpack_pack_array(pk, nuids);
   for (uid_ctr_t *u = counters.uids; u != NULL; u = u->next)
-    pack_uid(pk, u, ndev);
+    pack_uid(pk, d, u, ndev);
   msgpack_pack_array(pk, nreq);
   for (size_t r = 0; r < STATS_REQ_SLOTS; r++)
     for (unsigned c = 0; counters.req[r].used && c < STATS_MAX_CODES; c++)

@@ -98,7 +98,9 @@
 #define STATS_UID_FIELDS(X)                                                    \
   X(uid, U64, 0, UINT32_MAX)                                                   \
   X(quota, U64, 0, UINT64_MAX)                                                 \
-  X(faults, U64, 0, UINT64_MAX)
+  X(faults, U64, 0, UINT64_MAX)                                                \
+  X(mps_threads, U64, 0, 100)                                                  \
+  X(mps_mem, U64, 0, UINT64_MAX)
 /* What a session holds on one device (its record's last field, a list). */
 #define STATS_HELD_FIELDS(X)                                                   \
   X(dev, I64, 0, STATS_MAX_DEVICES - 1)                                        \

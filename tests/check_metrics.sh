@@ -149,7 +149,8 @@ for mode in uid none; do
     hipd_device_transfer_bytes_total hipd_device_faults_total \
     hipd_device_lost hipd_requests_total hipd_compiles_total \
     hipd_cache_hits_total hipd_cache_misses_total hipd_cache_entries \
-    hipd_cache_bytes; do
+    hipd_cache_bytes hipd_tenant_mps_active_threads_percent \
+    hipd_tenant_mps_device_memory_limit_bytes; do
     grep -q "^# TYPE $family " "$tmp/m1" || fail "no family $family in the scrape"
   done
 

@@ -500,6 +500,10 @@ static int view_build(const job_t *j, const report_set_t *set, view_t *v)
         continue;
       t->quota += u->quota;
       t->faults += u->faults;
+      if (u->mps_threads > t->mps_threads)
+        t->mps_threads = u->mps_threads;
+      if (u->mps_mem > t->mps_mem)
+        t->mps_mem = u->mps_mem;
       for (uint32_t x = 0; x < u->ndev; x++)
         ctr_add(&t->c[x], &u->dev[x]);
       if (u->ndev > t->ndev)

@@ -167,6 +167,24 @@ void admin_metrics_render(const view_t *v, const report_set_t *set,
       prom_sample_u64(b, "hipd_tenant_quota_refusals_total", &lb,
                       v->ten[t].quota);
     }
+  prom_family(b, "hipd_tenant_mps_active_threads_percent", "gauge",
+              "under MPS, the share of each GPU's SMs the tenant's kernels "
+              "may hold at once (--mps-active-threads; 0: no MPS client)");
+  for (uint32_t t = 0; t < v->nten; t++)
+    if (admin_view_visible(v, v->ten[t].uid)) {
+      tenant_labels(v, &lb, v->ten[t].uid);
+      prom_sample_u64(b, "hipd_tenant_mps_active_threads_percent", &lb,
+                      v->ten[t].mps_threads);
+    }
+  prom_family(b, "hipd_tenant_mps_device_memory_limit_bytes", "gauge",
+              "under MPS, the device memory the tenant's contexts may pin "
+              "on each GPU (--mps-device-mem; 0: no limit)");
+  for (uint32_t t = 0; t < v->nten; t++)
+    if (admin_view_visible(v, v->ten[t].uid)) {
+      tenant_labels(v, &lb, v->ten[t].uid);
+      prom_sample_u64(b, "hipd_tenant_mps_device_memory_limit_bytes", &lb,
+                      v->ten[t].mps_mem);
+    }
   prom_family(b, "hipd_tenant_faults_total", "counter",
               "requests of the tenant that failed with a lost device or a "
               "device error");

@@ -27,6 +27,7 @@ typedef struct view_dev {
 typedef struct view_tenant {
   uint64_t uid;
   uint64_t sessions, quota, faults;
+  uint64_t mps_threads, mps_mem; /* the largest MPS share of its workers */
   uint64_t buffers[REPORT_MAX_DEVICES], held[REPORT_MAX_DEVICES];
   report_ctr_t c[REPORT_MAX_DEVICES];
   uint32_t ndev;

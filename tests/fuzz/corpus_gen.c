@@ -941,11 +941,14 @@ static void ipc_report(buf_t *b, uint32_t msgid, uint64_t sid, uint64_t uid,
   msgpack_pack_int(pk, 0);
   for (int i = 0; i < 5; i++)
     msgpack_pack_uint64(pk, (uint64_t)i + 1);
-  msgpack_pack_array(pk, 1); /* uids */
-  msgpack_pack_array(pk, 4);
+  msgpack_pack_array(pk, 1); /* uids: uid, quota, faults, mps_threads,
+                                mps_mem, counters */
+  msgpack_pack_array(pk, 6);
   msgpack_pack_uint64(pk, uid);
   msgpack_pack_uint64(pk, 2);
   msgpack_pack_uint64(pk, 1);
+  msgpack_pack_uint64(pk, 50);
+  msgpack_pack_uint64(pk, 0);
   msgpack_pack_array(pk, 1);
   msgpack_pack_array(pk, 6);
   msgpack_pack_int(pk, 0);

@@ -281,6 +281,22 @@ int cmd_status(hipctl_t *h, int argc, char **argv)
              up, info_s(s.info, "isolation.mode"),
              info_u64(s.info, "sessions"));
     }
+    {
+      /* How GPU tenants share (daemon.info's isolation: the caller's own
+       * worker), and the caller's share under MPS. */
+      uint64_t th = 0, mem = 0;
+      const char *mps = info_s(s.info, "isolation.mps");
+      if (mps[0] != '\0')
+        printf("GPU sharing: %s\n", mps);
+      if (hipd_info_uint(s.info, "isolation.mps_limits.active_threads", &th) ==
+          0) {
+        hipd_info_uint(s.info, "isolation.mps_limits.device_mem", &mem);
+        out_size(a, sizeof(a), mem);
+        printf("your share under MPS: %" PRIu64 "%% of each GPU's SMs "
+               "(--mps-active-threads), device memory pinned: %s\n",
+               th, mem != 0 ? a : "no limit (--mps-device-mem)");
+      }
+    }
     putchar('\n');
     dev_table(&s, 0);
     grants_print_status(h);
