@@ -537,6 +537,11 @@ int cache_inflight(const cache_key_t *key)
   return inflight_find(key) != NULL;
 }
 
+int cache_would_compile(const cache_key_t *key, int refresh)
+{
+  return refresh || (!cache_has(key) && !cache_inflight(key));
+}
+
 void cache_get_stats(cache_stats_t *st)
 {
   uint64_t evictions;

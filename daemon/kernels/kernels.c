@@ -461,7 +461,7 @@ static void fetch_local(const kernels_fetch_t *f, cache_done_fn done, void *ctx)
   /* A memory hit holds nothing and is answered at once, and a request that
    * waits for a compile of the same key in flight holds no helper: never
    * refused. */
-  if (!f->refresh && (cache_has(f->key) || cache_inflight(f->key))) {
+  if (!cache_would_compile(f->key, f->refresh)) {
     cache_get_flags(f->key, 0, f->tenant, compile_cb, ctx, done, ctx);
     return;
   }

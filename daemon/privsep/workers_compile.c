@@ -187,11 +187,13 @@ void workers_on_compile(void *ctx, const proto_msg_t *m, const void *args)
    * helper and (its source dropped) no bytes: never refused. Sixteen
    * processes of one uid starting the same program at once all get its
    * kernel. */
-  if (!a->refresh.u && !cache_has(&j->key) && cache_inflight(&j->key)) {
-    free(j->source);
-    j->source = NULL;
-    j->source_len = 0;
-  } else if (a->refresh.u || !cache_has(&j->key)) {
+  if (!cache_would_compile(&j->key, (int)a->refresh.u)) {
+    if (!cache_has(&j->key)) { /* it waits: its source is not needed */
+      free(j->source);
+      j->source = NULL;
+      j->source_len = 0;
+    }
+  } else {
     hipd_err_t err;
     int rc = compile_pool_admit((uint32_t)w->uid, j->source_len, &err);
     if (rc != 0) {
