@@ -908,7 +908,10 @@ static int proc_take(cpu_runner_t *r, proc_t **out, hipd_err_t *err)
         return err_set(err, HIPD_ENOMEM, "out of memory");
       }
       pthread_mutex_init(&p->lock, NULL);
-      pthread_mutex_lock(&p->lock);
+      /* A try, as every process lock taken under r->lock: nothing ever
+       * waits for one while holding r->lock (and it is free: new). */
+      if (pthread_mutex_trylock(&p->lock) != 0)
+        abort();
       p->idx = r->nprocs;
       p->pid = -1;
       p->sock = -1;
