@@ -269,6 +269,29 @@ int mps_active(void)
 
 static int all_digits(const char *s, uint32_t *out);
 
+#define TENANT_GIDS_MAX 256
+
+/* The groups of tenant @p uid for its rules: its primary @p gid, then
+ * those the group database gives its user (the first TENANT_GIDS_MAX
+ * in all). @return how many are in @p gids. */
+static int tenant_gids(uid_t uid, gid_t gid, gid_t gids[TENANT_GIDS_MAX])
+{
+  int ngids = 1;
+  account_t a;
+
+  gids[0] = gid;
+  if (account_by_uid(uid, &a, NULL) == 0) {
+    gid_t *all;
+    int n;
+    if (account_groups(&a, &all, &n, NULL) == 0) {
+      for (int i = 0; i < n && ngids < TENANT_GIDS_MAX; i++)
+        gids[ngids++] = all[i];
+      free(all);
+    }
+  }
+  return ngids;
+}
+
 static struct {
   int owned;      /* auto: a uid's workers are the clients */
   uid_t owner;    /* that uid */
@@ -284,8 +307,10 @@ static int list_names(const char *list, uid_t uid, const gid_t *gids, int ngids,
   char copy[1024], *save = NULL;
   int hit = 0;
 
-  if (strlen(list) >= sizeof(copy))
-    return err_set(err, HIPD_EINVAL, "--mps-tenants: the list is too long"), -1;
+  if (strlen(list) >= sizeof(copy)) {
+    err_set(err, HIPD_EINVAL, "--mps-tenants: the list is too long");
+    return -1;
+  }
   snprintf(copy, sizeof(copy), "%s", list);
   for (char *w = strtok_r(copy, ",", &save); w != NULL;
        w = strtok_r(NULL, ",", &save)) {
@@ -340,19 +365,8 @@ int mps_tenant_take(const daemon_config_t *cfg, uid_t uid, gid_t gid,
   if (strcmp(pol, "all") == 0)
     return 1;
   if (strcmp(pol, "auto") != 0) {
-    gid_t gids[256];
-    int ngids = 1;
-    account_t a;
-    gids[0] = gid;
-    if (account_by_uid(uid, &a, NULL) == 0) {
-      gid_t *all;
-      int n;
-      if (account_groups(&a, &all, &n, NULL) == 0) {
-        for (int i = 0; i < n && ngids < 256; i++)
-          gids[ngids++] = all[i];
-        free(all);
-      }
-    }
+    gid_t gids[TENANT_GIDS_MAX];
+    int ngids = tenant_gids(uid, gid, gids);
     return list_names(pol, uid, gids, ngids, &err) == 1;
   }
   if (in_mps.owned && in_mps.owner != uid)
@@ -494,21 +508,12 @@ static uint64_t rules_pick(char *const *rules, uint32_t n, int is_mem,
 void mps_limits_for(const daemon_config_t *cfg, uid_t uid, gid_t gid,
                     mps_limits_t *out)
 {
-  gid_t gids[256];
+  gid_t gids[TENANT_GIDS_MAX];
   int ngids = 1;
-  account_t a;
 
   gids[0] = gid;
-  if ((cfg->nmps_threads > 0 || cfg->nmps_mem > 0) &&
-      account_by_uid(uid, &a, NULL) == 0) {
-    gid_t *all;
-    int n;
-    if (account_groups(&a, &all, &n, NULL) == 0) {
-      for (int i = 0; i < n && ngids < 256; i++)
-        gids[ngids++] = all[i];
-      free(all);
-    }
-  }
+  if (cfg->nmps_threads > 0 || cfg->nmps_mem > 0)
+    ngids = tenant_gids(uid, gid, gids);
   out->threads = (uint32_t)rules_pick(cfg->mps_threads, cfg->nmps_threads, 0,
                                       uid, gids, ngids, MPS_DEFAULT_THREADS);
   out->mem = rules_pick(cfg->mps_mem, cfg->nmps_mem, 1, uid, gids, ngids, 0);

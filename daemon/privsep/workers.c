@@ -225,6 +225,15 @@ static void release_tslot(worker_t *w)
   w->tslot = -1;
 }
 
+/* Worker @p w (alive or not) no longer counts as its uid's MPS client
+ * (mps_tenant_take()); once only. */
+static void mps_release(worker_t *w)
+{
+  if (w->mps_counted)
+    mps_tenant_release(w->uid);
+  w->mps_counted = 0;
+}
+
 static void exit_cb(uv_process_t *p, int64_t status, int sig)
 {
   worker_t *w = p->data;
@@ -260,9 +269,7 @@ static void exit_cb(uv_process_t *p, int64_t status, int sig)
   else
     log_info(0, "worker of %s (pid %d) exited", t, (int)w->pid);
   w->exited = 1;
-  if (w->mps_counted)
-    mps_tenant_release(w->uid);
-  w->mps_counted = 0;
+  mps_release(w);
   spin_slot_release(w->spin_slot); /* it may have died spinning */
   release_tslot(w); /* what it held no longer counts for its uid */
   w->spin_slot = -1;
@@ -541,9 +548,7 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
   if (rc != 0) {
     log_error(0, "cannot start a worker for uid %u: %s", (unsigned)uid,
               uv_strerror(rc));
-    if (w->mps_counted)
-      mps_tenant_release(uid);
-    w->mps_counted = 0;
+    mps_release(w);
     spin_slot_release(w->spin_slot);
     w->spin_slot = -1;
     release_tslot(w);
@@ -571,8 +576,7 @@ done:
 fail:
   free(args);
   free(env);
-  if (w->mps_counted)
-    mps_tenant_release(uid);
+  mps_release(w);
   spin_slot_release(w->spin_slot);
   release_tslot(w);
   /* Freed by the close callback, once libuv lets go of the pipe. */
