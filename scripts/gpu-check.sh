@@ -7,7 +7,8 @@
 # On the build machine:   make dist && ../shared/offline-deps/fetch .offline libssl-dev libssl3
 # On the GPU machine:     bash scripts/gpu-check.sh hipd-X.Y.Z.tar.gz .offline OUTDIR
 # (with GPU_CHECK_BENCH=1 in the environment it also runs make bench, with
-# GPU_CHECK_ASAN=1 make check in an AddressSanitizer build)
+# GPU_CHECK_ASAN=1 make check in an AddressSanitizer build; GPU_CHECK_JOBS
+# sets make check's parallelism, 4 by default)
 #
 # Writes the configure summary, test logs and example output into OUTDIR.
 set -uo pipefail
@@ -39,7 +40,7 @@ nvidia-smi -L > "$out/gpus.txt" 2>&1
 tail -16 "$out/configure.txt"
 make -j"$(nproc)" > "$out/make.txt" 2>&1 || { tail -40 "$out/make.txt"; exit 1; }
 # The GPU fault test also runs with hipd's own MPS server.
-HIPD_TEST_MPS=1 make -j4 check > "$out/check.txt" 2>&1
+HIPD_TEST_MPS=1 make -j"${GPU_CHECK_JOBS:-4}" check > "$out/check.txt" 2>&1
 rc=$?
 grep -E '^(PASS|FAIL|ERROR|SKIP|# )' "$out/check.txt"
 cp tests/*.log "$out/" 2>/dev/null
