@@ -8,6 +8,9 @@
 #
 #   bindings/ocaml/bench/run.sh BUILD_DIR [SIZES [DEVICES]]
 #   e.g. bindings/ocaml/bench/run.sh _build 1M,256M cpu
+#
+# On a machine without OCaml (the GPU machine), build bench_ocaml.exe
+# where OCaml is and name its folder in HIPD_OCAML_PREBUILT.
 set -eu
 build=$(cd "${1:?usage: run.sh BUILD_DIR [SIZES [DEVICES]]}" && pwd)
 sizes=${2:-1M,256M}
@@ -38,14 +41,20 @@ done
 [ -S "$dir/hipd.sock" ] || { cat "$dir/hipd.log"; exit 1; }
 export HIPD_SOCKET="$dir/hipd.sock" DUNE_CACHE=disabled
 export HIPD_BUILDDIR="$build" HIPD_SRCDIR="$src"
-mkdir -p "$build/bindings/ocaml/_dune"
-dune build --root "$src/bindings/ocaml" --build-dir "$build/bindings/ocaml/_dune" \
-  --profile release ./bench/bench_ocaml.exe 2>&1
+if [ -n "${HIPD_OCAML_PREBUILT:-}" ]; then
+  bench=$HIPD_OCAML_PREBUILT/bench_ocaml.exe
+  export LD_LIBRARY_PATH="$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+  mkdir -p "$build/bindings/ocaml/_dune"
+  dune build --root "$src/bindings/ocaml" --build-dir "$build/bindings/ocaml/_dune" \
+    --profile release ./bench/bench_ocaml.exe 2>&1
+  bench=$build/bindings/ocaml/_dune/default/bench/bench_ocaml.exe
+fi
 
 "$build/bench/hipd_bench" --socket "$dir/hipd.sock" --device 0 --only bw \
   --sizes "$sizes" --no-mps --json "$dir/c.json" >"$dir/c.txt" 2>&1 ||
   { cat "$dir/c.txt"; exit 1; }
-"$build/bindings/ocaml/_dune/default/bench/bench_ocaml.exe" --device 0 \
+"$bench" --device 0 \
   --sizes "$sizes" >"$dir/ocaml.txt"
 cat "$dir/ocaml.txt" | head -n 1
 python3 - "$dir/c.json" "$dir/ocaml.txt" <<'PY'
