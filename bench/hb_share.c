@@ -149,6 +149,13 @@ static uint64_t pool_cpu_ns(const proc_t *w, int n, long root, long *threads)
   if (ps != NULL && pids != NULL) {
     int np = procs_survey(ps, PROCS_MAX);
 
+    int seen = root <= 0;
+
+    for (int i = 0; i < np && !seen; i++)
+      seen = ps[i].pid == root;
+    /* A stale pid would leave hipd's CPU out of every figure silently. */
+    if (!seen)
+      note("the daemon's pid %ld is not running: its CPU is not counted", root);
     for (int i = 0; i < n; i++)
       pids[i] = w[i].pid;
     procs_total(ps, np, root, pids, n, &ns, NULL);
