@@ -43,6 +43,8 @@ uint32_t exec_outstanding(void)
 
 static struct {
   uv_async_t async;
+  uv_idle_t idle;            /* runs the loop's own completions */
+  task_t *local, *local_end; /* completed on the loop thread itself */
   pthread_mutex_t mu;
   task_t *head, *tail; /* (mu) */
   int ready;           /* (mu) */
@@ -50,11 +52,35 @@ static struct {
   atomic_int queued;   /* head != NULL, for exec_bridge_pending() */
 } bridge = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+/* The tasks the loop thread completed itself (task_complete_here), in
+ * order; a done() may add more. Loop thread. */
+static void local_run(void)
+{
+  while (bridge.local != NULL) {
+    task_t *t = bridge.local;
+
+    bridge.local = t->next;
+    if (bridge.local == NULL)
+      bridge.local_end = NULL;
+    t->next = NULL;
+    outstanding--;
+    t->done(t);
+  }
+  uv_idle_stop(&bridge.idle);
+}
+
+static void local_idle_cb(uv_idle_t *h)
+{
+  (void)h;
+  local_run();
+}
+
 static void bridge_cb(uv_async_t *a)
 {
   task_t *list;
 
   (void)a;
+  local_run();
   pthread_mutex_lock(&bridge.mu);
   list = bridge.head;
   bridge.head = bridge.tail = NULL;
@@ -82,7 +108,8 @@ int exec_bridge_watch(int on)
 
 int exec_bridge_pending(void)
 {
-  return atomic_load_explicit(&bridge.queued, memory_order_acquire);
+  return bridge.local != NULL ||
+         atomic_load_explicit(&bridge.queued, memory_order_acquire);
 }
 
 void exec_bridge_run(void)
@@ -95,6 +122,8 @@ int exec_bridge_init(uv_loop_t *loop)
 {
   int rc = uv_async_init(loop, &bridge.async, bridge_cb);
 
+  if (rc == 0 && (rc = uv_idle_init(loop, &bridge.idle)) != 0)
+    uv_close((uv_handle_t *)&bridge.async, NULL);
   if (rc == 0)
     bridge.ready = 1;
   return rc;
@@ -112,8 +141,10 @@ void exec_bridge_close(void)
   was_ready = bridge.ready;
   bridge.ready = 0;
   pthread_mutex_unlock(&bridge.mu);
-  if (was_ready)
+  if (was_ready) {
     uv_close((uv_handle_t *)&bridge.async, NULL);
+    uv_close((uv_handle_t *)&bridge.idle, NULL);
+  }
 }
 
 void task_expect(task_t *t)
@@ -143,6 +174,19 @@ void task_complete(task_t *t)
   if (!bridge.watched)
     uv_async_send(&bridge.async);
   pthread_mutex_unlock(&bridge.mu);
+}
+
+void task_complete_here(task_t *t)
+{
+  t->next = NULL;
+  if (bridge.local_end != NULL)
+    bridge.local_end->next = t;
+  else
+    bridge.local = t;
+  bridge.local_end = t;
+  /* An active idle handle keeps the loop from blocking until it ran. */
+  if (bridge.ready)
+    uv_idle_start(&bridge.idle, local_idle_cb);
 }
 
 task_t *task_init(task_t *t, void (*run)(task_t *), void (*done)(task_t *))

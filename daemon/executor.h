@@ -83,6 +83,10 @@ uint32_t exec_pending(const executor_t *ex);
 void task_expect(task_t *t);
 /* Complete a held task (any thread): its done() will run on the loop. */
 void task_complete(task_t *t);
+/* Complete @p t, counted with task_expect() and run by the loop thread
+ * itself (objects/op_inline.c): its done() runs from the loop soon, after
+ * the completions before it, never from inside this call. Loop thread. */
+void task_complete_here(task_t *t);
 /* The one way to set up device work. Zero @p t and set its run and done
  * (a task embedded in an object and reused for its next job). @return t. */
 task_t *task_init(task_t *t, void (*run)(task_t *), void (*done)(task_t *));

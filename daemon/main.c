@@ -35,6 +35,7 @@
 #include "log.h"
 #include "metrics/http.h"
 #include "notify.h"
+#include "objects/objects.h"
 #include "policy.h"
 #include "privsep/metrics.h"
 #include "privsep/mps.h"
@@ -77,6 +78,20 @@ static int restart_fd = -1; /* the listener kept for an in-place restart */
  * states), and so is a submission on a ring the loop polls. Timers due
  * meanwhile run when the spin ends.
  */
+/* Before the loop polls: if it may block, the launches it made itself
+ * and waits for go to their streams' executors (objects/op_inline.c),
+ * which wake it when they end. */
+static uv_prepare_t inline_prepare;
+
+static void inline_prepare_cb(uv_prepare_t *h)
+{
+  daemon_t *d = h->data;
+
+  if (op_inline_waiting() && !d->loop_nowait &&
+      uv_backend_timeout(d->loop) != 0)
+    op_inline_park();
+}
+
 static void run_loop(daemon_t *d)
 {
   uint64_t spin_ns = (uint64_t)d->cfg.busy_poll_us * 1000;
@@ -98,14 +113,16 @@ static void run_loop(daemon_t *d)
     until = util_now_ns() + spin_ns;
 
     /* A ring's submission comes without an event: look at the polled
-     * rings too, and at the executors' completions, which come without
-     * their wake-up while the bridge is watched (executor.h). The loop's
-     * own descriptors cost a system call to look at: every 4th turn.
-     * Only with a place of the spin budget. */
+     * rings too, at the executors' completions, which come without
+     * their wake-up while the bridge is watched (executor.h), and at the
+     * streams of the launches the loop made itself. The loop's own
+     * descriptors cost a system call to look at: every 4th turn. Only
+     * with a place of the spin budget. */
     if (spin_enter()) {
       exec_bridge_watch(1);
       for (unsigned turn = 0; !ready && util_now_ns() < until; turn++)
         ready = exec_bridge_pending() || transport_rings_pending(d) ||
+                (op_inline_waiting() && op_inline_poll() > 0) ||
                 ((turn & 3) == 0 && poll(&pfd, 1, 0) > 0);
       if (exec_bridge_watch(0))
         ready = 1;
@@ -623,6 +640,10 @@ int main(int argc, char **argv)
   if (d->cfg.busy_poll_us < 0)
     d->cfg.busy_poll_us = sysconf(_SC_NPROCESSORS_ONLN) >= 8 ? 50 : 0;
   exec_set_busy_poll((uint32_t)d->cfg.busy_poll_us);
+  /* Launches from the loop need its polling (run_loop). */
+  op_inline_enable(d->cfg.busy_poll_us > 0 && d->role != ROLE_LISTENER
+                       ? (unsigned)d->cfg.loop_launch
+                       : 0);
   if (d->cfg.spin_cpus == 0)
     d->cfg.spin_cpus = spin_default_cpus();
   if (d->role != ROLE_WORKER) {
@@ -640,6 +661,10 @@ int main(int argc, char **argv)
     log_error(0, "cannot start the worker bridge: %s", uv_strerror(rc));
     return 1;
   }
+  uv_prepare_init(d->loop, &inline_prepare);
+  inline_prepare.data = d;
+  uv_prepare_start(&inline_prepare, inline_prepare_cb);
+  uv_unref((uv_handle_t *)&inline_prepare);
   {
     hipd_err_t err;
     /* The listener holds no device: its workers do. */

@@ -344,6 +344,11 @@ const option_spec_t options_table[] = {
            "--spin-cpus allow): lower latency for\n"
            "a bounded amount of CPU (default: 50 with\n"
            "8 or more CPUs, else 0)"),
+    NUMBER("loop-launch", loop_launch, 0, 64, 4, RESTART, "N",
+           "while a worker's loop busy-polls, it launches\n"
+           "kernels on up to N idle GPU streams itself\n"
+           "and polls for their end, without the streams'\n"
+           "threads (0: never; 4)"),
     /* 0: spin_default_cpus() (main.c). */
     NUMBER("spin-cpus", spin_cpus, 0, 4096, 0, RESTART, "N",
            "threads of all hipd's processes together\n"

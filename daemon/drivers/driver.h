@@ -195,6 +195,10 @@ struct driver {
   int (*launch)(driver_t *drv, void *stream, void *fn, const uint32_t grid[3],
                 const uint32_t block[3], uint32_t shared, const drv_arg_t *args,
                 uint32_t nargs, drv_output_t *out);
+  /* Whether kernel @p fn can print: its output then comes out at a
+   * stream_sync, which a launch from the loop thread (objects/op_inline.c)
+   * does not make. NULL: no kernel prints that way. */
+  int (*kernel_prints)(driver_t *drv, void *fn);
 
   /* ---- host memory shared with clients (a sealed memfd the daemon mapped
    * at @p addr) ---- */

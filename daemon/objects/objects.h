@@ -115,6 +115,14 @@ typedef struct stream {
   struct watch *watch; /* its GPU time limit (watchdog.h), or NULL */
   obj_task_t create;   /* its first task */
   obj_task_t destroy;  /* its last task */
+  /* Launches the loop thread made itself and waits for (op_inline.c);
+   * loop thread only. */
+  struct op *inl_head, *inl_tail; /* waiting for the device, in order */
+  struct stream *inl_next;        /* in the loop's list of polled streams */
+  int inl_polled;                 /* in that list */
+  task_t inl_park;                /* its wait handed to the executor */
+  struct op *inl_parked;          /* the launches that wait covers */
+  int inl_parking;                /* inl_park is queued */
 } stream_t;
 
 /* A new stream on @p dev with its own worker, or NULL if no thread could
@@ -217,6 +225,7 @@ typedef struct op {
   buffer_t **bufs; /* buffers passed, each holding a reference */
   uint32_t nbufs;
   drv_output_t *out; /* what the kernel prints: its session's, a reference */
+  int polled;        /* launched by the loop thread, which waits for it */
 } op_t;
 
 /* A new op of @p kind on @p st reporting to @p done (taking a stream
@@ -226,6 +235,23 @@ op_t *op_new(op_kind_t kind, stream_t *st, obj_done_t done);
 /* Queue @p op on its stream. @return 0, or HIPD_ENOMEM: the op was
  * discarded (its references dropped, @p done never called). */
 int op_submit(op_t *op);
+/* Launches from the loop thread (op_inline.c). While the loop busy-polls
+ * (main.c), op_submit() makes a launch on an idle GPU stream itself,
+ * on the loop thread, instead of handing it to the stream's executor;
+ * a launch that waits is completed when op_inline_poll() sees its stream
+ * idle. At most @p streams streams are waited for so at once (0: off). */
+void op_inline_enable(unsigned streams);
+/* Look at the streams that launches from the loop wait for, completing
+ * those the device has finished. @return how many streams finished. Loop
+ * thread; cheap when none waits. */
+int op_inline_poll(void);
+/* The loop is about to sleep: hand each stream still waited for to its
+ * executor, which waits and completes its launches (through the bridge,
+ * which wakes the loop). Loop thread. */
+void op_inline_park(void);
+/* Whether launches from the loop wait for their device. Loop thread. */
+int op_inline_waiting(void);
+
 /* Drop an op that was never submitted, with every reference it holds;
  * its completion is not called. */
 void op_discard(op_t *op);

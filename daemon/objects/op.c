@@ -114,7 +114,7 @@ static void op_refuse(op_t *op, int status)
   }
 }
 
-static void op_run(task_t *t)
+void op_run_task(task_t *t)
 {
   op_t *op = (op_t *)t;
   stream_t *st = op->st;
@@ -206,7 +206,8 @@ static void op_run(task_t *t)
   }
   if (op->timed)
     drv->event_record(drv, op->pev[1], st->drv);
-  if (wait && (rc = drv->stream_sync(drv, st->drv)) != 0) {
+  /* A launch from the loop: the loop's polling waits (op_inline.c). */
+  if (wait && !op->polled && (rc = drv->stream_sync(drv, st->drv)) != 0) {
     task_fail(t, rc, "the stream failed: %s", drv_last_error());
     goto out;
   }
@@ -244,7 +245,7 @@ void op_discard(op_t *op)
   free(op);
 }
 
-static void op_done(task_t *t)
+void op_done_task(task_t *t)
 {
   op_t *op = (op_t *)t;
   obj_result_t r = {.status = t->err.code, .err = t->err.msg};
@@ -270,11 +271,12 @@ static void op_done(task_t *t)
 
 int op_submit(op_t *op)
 {
-  task_init(&op->t, op_run, op_done);
+  task_init(&op->t, op_run_task, op_done_task);
   if (op->kind == OP_RECORD && (op->mark = event_mark_new(op->ev)) == NULL) {
     op_discard(op);
     return HIPD_ENOMEM;
   }
-  exec_submit(op->st->ex, &op->t);
+  if (!op_inline_try(op))
+    exec_submit(op->st->ex, &op->t);
   return 0;
 }

@@ -124,6 +124,7 @@ int hip_module_load(driver_t *drv, int dev, const void *image, size_t len,
 int hip_module_unload(driver_t *drv, int dev, void *module);
 int hip_kernel_get(driver_t *drv, void *module, const char *name, void **fn,
                    drv_sig_t *sig);
+int hip_kernel_prints(driver_t *drv, void *fn);
 int hip_launch(driver_t *drv, void *stream, void *fn, const uint32_t grid[3],
                const uint32_t block[3], uint32_t shared, const drv_arg_t *args,
                uint32_t nargs, drv_output_t *out);

@@ -368,6 +368,12 @@ static uint32_t arg_width(uint8_t kind)
  * the count must match and each argument must be at least as wide as its
  * parameter (an int for a char or bool parameter is fine on this
  * little-endian ABI; an int for a pointer is not). */
+int hip_kernel_prints(driver_t *drv, void *fn)
+{
+  (void)drv;
+  return ((const hip_kernel_t *)fn)->prints;
+}
+
 int hip_launch(driver_t *drv, void *stream, void *fn, const uint32_t grid[3],
                const uint32_t block[3], uint32_t shared, const drv_arg_t *args,
                uint32_t nargs, drv_output_t *out)

@@ -588,6 +588,7 @@ static driver_t hip_driver = {
     .module_unload = hip_module_unload,
     .kernel_get = hip_kernel_get,
     .launch = hip_launch,
+    .kernel_prints = hip_kernel_prints,
     .device_reset = hip_device_reset,
 };
 

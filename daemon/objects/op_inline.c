@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/* daemon/objects/op_inline.c: kernel launches made by the loop thread.
+ *
+ * A launch normally crosses two threads of the worker: the loop decodes
+ * and checks it and queues an op on the stream's executor, whose thread
+ * launches, waits for the device and hands the completion back to the
+ * loop. While the loop busy-polls (main.c's run_loop), a launch on a GPU
+ * stream with nothing queued is made on the loop thread itself, and one
+ * that waits for its kernel is completed when the loop's polling sees the
+ * stream idle (the driver's stream_query): no hand-off either way, and no
+ * thread blocked per stream. When the loop is about to sleep, each stream
+ * still waited for is handed to its executor (one task that waits, then
+ * completes the launches it covers through the bridge, which wakes the
+ * loop), so a long kernel costs no polling.
+ *
+ * Order: a stream's ops reach the driver in the order they were
+ * submitted. A launch is made here only while its stream's executor has
+ * nothing queued or running (exec_pending); while a stream is parked, its
+ * park task is queued, so later ops queue behind it. Completions of one
+ * stream come in launch order.
+ *
+ * Not taken here: the CPU device (its launch runs the kernel), profiled
+ * (timed) ops, kernels that print (their output comes out at a
+ * stream_sync), and streams beyond op_inline_enable()'s count.
+ */
+#include "config.h"
+
+#include <stddef.h>
+
+#include "kernels/kernels.h"
+#include "objects/internal.h"
+#include "objects/objects.h"
+
+static unsigned max_streams; /* 0: off */
+static stream_t *polled;     /* streams waited for; loop thread only */
+static unsigned npolled;
+
+void op_inline_enable(unsigned streams)
+{
+  max_streams = streams;
+}
+
+int op_inline_waiting(void)
+{
+  return polled != NULL;
+}
+
+int op_inline_try(op_t *op)
+{
+  stream_t *st = op->st;
+  device_t *dev = st->dev;
+  driver_t *drv = dev->drv;
+
+  if (max_streams == 0 || op->kind != OP_LAUNCH || op->timed ||
+      dev->caps.is_cpu || drv->stream_query == NULL || st->inl_parking ||
+      exec_pending(st->ex) != 0)
+    return 0;
+  if (op->wait && !st->inl_polled && npolled >= max_streams)
+    return 0;
+  if (drv->kernel_prints != NULL && drv->kernel_prints(drv, op->kernel->fn))
+    return 0;
+  if (drv->bind_thread(drv, dev->local) != 0)
+    return 0;
+  task_expect(&op->t);
+  op->polled = 1;
+  op_run_task(&op->t);
+  if (op->t.err.code != 0 || !op->wait) {
+    task_complete_here(&op->t);
+    return 1;
+  }
+  op->t.next = NULL;
+  if (st->inl_tail != NULL)
+    st->inl_tail->t.next = &op->t;
+  else
+    st->inl_head = op;
+  st->inl_tail = op;
+  if (!st->inl_polled) {
+    st->inl_polled = 1;
+    st->inl_next = polled;
+    polled = st;
+    npolled++;
+  }
+  return 1;
+}
+
+/* Complete the launches of list @p op (linked by t.next) with @p status
+ * and message @p msg (status 0: none). */
+static void finish(op_t *op, int status, const char *msg)
+{
+  while (op != NULL) {
+    op_t *next = (op_t *)op->t.next;
+
+    if (status != 0)
+      task_fail(&op->t, status, "the stream failed: %s", msg);
+    task_complete_here(&op->t);
+    op = next;
+  }
+}
+
+/* Take @p st out of the polled list at @p link; @return its launches. */
+static op_t *unlink_stream(stream_t **link, stream_t *st)
+{
+  op_t *ops = st->inl_head;
+
+  *link = st->inl_next;
+  st->inl_next = NULL;
+  st->inl_polled = 0;
+  st->inl_head = st->inl_tail = NULL;
+  npolled--;
+  return ops;
+}
+
+int op_inline_poll(void)
+{
+  int finished = 0;
+
+  for (stream_t **link = &polled; *link != NULL;) {
+    stream_t *st = *link;
+    driver_t *drv = st->dev->drv;
+    int rc = drv->bind_thread(drv, st->dev->local);
+
+    if (rc == 0)
+      rc = drv->stream_query(drv, st->drv);
+    if (rc == HIPD_ENOTREADY) {
+      link = &st->inl_next;
+      continue;
+    }
+    finish(unlink_stream(link, st), rc, rc != 0 ? drv_last_error() : NULL);
+    finished++;
+  }
+  return finished;
+}
+
+/* On the stream's executor: wait for the device. */
+static void park_run(task_t *t)
+{
+  stream_t *st = (stream_t *)((char *)t - offsetof(stream_t, inl_park));
+  driver_t *drv = st->dev->drv;
+  int rc = drv->stream_sync(drv, st->drv);
+
+  if (rc != 0)
+    task_fail(t, rc, "%s", drv_last_error());
+}
+
+/* On the loop: complete what the wait covered. */
+static void park_done(task_t *t)
+{
+  stream_t *st = (stream_t *)((char *)t - offsetof(stream_t, inl_park));
+  op_t *ops = st->inl_parked;
+
+  st->inl_parked = NULL;
+  st->inl_parking = 0;
+  finish(ops, t->err.code, t->err.msg);
+}
+
+void op_inline_park(void)
+{
+  while (polled != NULL) {
+    stream_t *st = polled;
+
+    st->inl_parked = unlink_stream(&polled, st);
+    st->inl_parking = 1;
+    /* Embedded in the stream: parking never fails for memory. */
+    exec_submit(st->ex, task_init(&st->inl_park, park_run, park_done));
+  }
+}
