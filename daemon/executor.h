@@ -84,7 +84,7 @@ void task_expect(task_t *t);
 /* Complete a held task (any thread): its done() will run on the loop. */
 void task_complete(task_t *t);
 /* Complete @p t, counted with task_expect() and run by the loop thread
- * itself (objects/op_inline.c): its done() runs from the loop soon, after
+ * itself (objects/submit.c): its done() runs from the loop soon, after
  * the completions before it, never from inside this call. Loop thread. */
 void task_complete_here(task_t *t);
 /* The one way to set up device work. Zero @p t and set its run and done

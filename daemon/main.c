@@ -79,7 +79,7 @@ static int restart_fd = -1; /* the listener kept for an in-place restart */
  * meanwhile run when the spin ends.
  */
 /* Before the loop polls: if it may block, the launches it made itself
- * and waits for go to their streams' executors (objects/op_inline.c),
+ * and waits for go to their streams' executors (objects/submit.c),
  * which wake it when they end. */
 static uv_prepare_t inline_prepare;
 

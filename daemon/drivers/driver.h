@@ -196,7 +196,7 @@ struct driver {
                 const uint32_t block[3], uint32_t shared, const drv_arg_t *args,
                 uint32_t nargs, drv_output_t *out);
   /* Whether kernel @p fn can print: its output then comes out at a
-   * stream_sync, which a launch from the loop thread (objects/op_inline.c)
+   * stream_sync, which a launch from the loop thread (objects/submit.c)
    * does not make. NULL: no kernel prints that way. */
   int (*kernel_prints)(driver_t *drv, void *fn);
 

@@ -20,12 +20,9 @@ void event_mark_reached(void *arg, int status);
 int event_record_drv(event_t *ev, void *drv_stream, uint32_t seq);
 
 /* An op's task functions (op.c): run on the stream's executor, or on the
- * loop thread for a launch from the loop (op_inline.c); done on the loop
+ * loop thread for a launch from the loop (submit.c); done on the loop
  * thread. */
 void op_run_task(task_t *t);
 void op_done_task(task_t *t);
-/* Make @p op on the loop thread if it qualifies (op_inline.c). @return 1
- * if it was taken (its completion will come), 0 to queue it as usual. */
-int op_inline_try(op_t *op);
 
 #endif

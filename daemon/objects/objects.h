@@ -115,7 +115,7 @@ typedef struct stream {
   struct watch *watch; /* its GPU time limit (watchdog.h), or NULL */
   obj_task_t create;   /* its first task */
   obj_task_t destroy;  /* its last task */
-  /* Launches the loop thread made itself and waits for (op_inline.c);
+  /* Launches the loop thread made itself and waits for (submit.c);
    * loop thread only. */
   struct op *inl_head, *inl_tail; /* waiting for the device, in order */
   struct stream *inl_next;        /* in the loop's list of polled streams */
@@ -235,7 +235,7 @@ op_t *op_new(op_kind_t kind, stream_t *st, obj_done_t done);
 /* Queue @p op on its stream. @return 0, or HIPD_ENOMEM: the op was
  * discarded (its references dropped, @p done never called). */
 int op_submit(op_t *op);
-/* Launches from the loop thread (op_inline.c). While the loop busy-polls
+/* Launches from the loop thread (submit.c). While the loop busy-polls
  * (main.c), op_submit() makes a launch on an idle GPU stream itself,
  * on the loop thread, instead of handing it to the stream's executor;
  * a launch that waits is completed when op_inline_poll() sees its stream

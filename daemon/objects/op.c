@@ -206,7 +206,7 @@ void op_run_task(task_t *t)
   }
   if (op->timed)
     drv->event_record(drv, op->pev[1], st->drv);
-  /* A launch from the loop: the loop's polling waits (op_inline.c). */
+  /* A launch from the loop: the loop's polling waits (submit.c). */
   if (wait && !op->polled && (rc = drv->stream_sync(drv, st->drv)) != 0) {
     task_fail(t, rc, "the stream failed: %s", drv_last_error());
     goto out;
@@ -267,16 +267,4 @@ void op_done_task(task_t *t)
   if (op->kind == OP_READ && op->shm == NULL)
     op->host = r.bytes; /* NULL if the completion took them */
   op_discard(op);
-}
-
-int op_submit(op_t *op)
-{
-  task_init(&op->t, op_run_task, op_done_task);
-  if (op->kind == OP_RECORD && (op->mark = event_mark_new(op->ev)) == NULL) {
-    op_discard(op);
-    return HIPD_ENOMEM;
-  }
-  if (!op_inline_try(op))
-    exec_submit(op->st->ex, &op->t);
-  return 0;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/objects/op_inline.c: kernel launches made by the loop thread.
+/* daemon/objects/submit.c: where an op runs: queued on its stream's
+ * executor, or, for a kernel launch, made by the loop thread itself.
  *
  * A launch normally crosses two threads of the worker: the loop decodes
  * and checks it and queues an op on the stream's executor, whose thread
@@ -45,7 +46,9 @@ int op_inline_waiting(void)
   return polled != NULL;
 }
 
-int op_inline_try(op_t *op)
+/* Make @p op on the loop thread if it qualifies. @return 1 if it was
+ * taken (its completion will come), 0 to queue it as usual. */
+static int inline_try(op_t *op)
 {
   stream_t *st = op->st;
   device_t *dev = st->dev;
@@ -163,4 +166,16 @@ void op_inline_park(void)
     /* Embedded in the stream: parking never fails for memory. */
     exec_submit(st->ex, task_init(&st->inl_park, park_run, park_done));
   }
+}
+
+int op_submit(op_t *op)
+{
+  task_init(&op->t, op_run_task, op_done_task);
+  if (op->kind == OP_RECORD && (op->mark = event_mark_new(op->ev)) == NULL) {
+    op_discard(op);
+    return HIPD_ENOMEM;
+  }
+  if (!inline_try(op))
+    exec_submit(op->st->ex, &op->t);
+  return 0;
 }
