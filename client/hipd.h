@@ -728,7 +728,7 @@ HIPD_EXTERN int hipd_supported_source_langs(hipd_conn_t *conn, int dev,
                                             hipd_info_t **out);
 /** `execute_direct`: always HIPD_ENOTSUP (hip is a JIT backend). */
 HIPD_EXTERN int hipd_execute_direct(hipd_conn_t *conn);
-/** `cache.stats`: {hits, hits_memory, hits_disk, misses, waits,
+/** `cache.stats`: {hits, hits_memory, hits_disk, misses, waits, warmed,
  *  compile_failures, corrupt, auth_failures, evictions, entries, bytes,
  *  disk_entries, disk_bytes}. */
 HIPD_EXTERN int hipd_cache_stats(hipd_conn_t *conn, hipd_info_t **out);

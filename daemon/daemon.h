@@ -91,6 +91,7 @@ typedef struct daemon_config {
   int cpu_devices;             /* CPU devices to serve */
   char *cache_dir;             /* kernel cache directory, "" for none */
   uint64_t cache_size;         /* its cap in bytes */
+  uint64_t cache_warm;         /* bytes of it loaded into memory at start */
   int cache_scope;             /* CACHE_SCOPE_* */
   uint32_t cpu_kernel_timeout_ms; /* CPU-device launch limit, 0: none */
   uint32_t compile_jobs;          /* compile helpers, 0: min(4, CPUs) */

@@ -716,6 +716,9 @@ int main(int argc, char **argv)
       log_error(0, "not started: %s", err.msg);
       return 1;
     }
+    /* What was hot before the restart, back in memory meanwhile. */
+    if (d->role != ROLE_WORKER)
+      cache_warm(d->cfg.cache_warm);
   }
   if (d->role != ROLE_WORKER) {
     /* The listener (or the single process) compiles, in helpers; a

@@ -28,6 +28,7 @@ for name in sync_rtt launch_throughput \
   h2d_shm_1KiB d2h_shm_1KiB h2d_inline_1KiB d2h_inline_1KiB \
   h2d_shm_1MiB d2h_shm_1MiB h2d_inline_1MiB d2h_inline_1MiB \
   compile_cold compile_hit_memory compile_hit_memory_loaded compile_hit_disk \
+  compile_hit_after_restart \
   share_n1 share_n4 share_n1_spread share_n4_spread peer_copy_0_to_1_1MiB \
   tenants_n4 isolation_sync_rtt isolation_launch_throughput \
   isolation_share_n1 isolation_share_n4; do

@@ -81,8 +81,8 @@ START_TEST(test_cache_persistence)
   stop_daemon(d);
   ck_assert_int_eq(cache_entries(dir, entry, sizeof(entry)), 1);
 
-  /* Across a restart, from disk. */
-  d = start_with_cache(dir);
+  /* Across a restart, from disk (no warm start: test_cache_warm_start). */
+  d = start_with_cache_warm(dir, "0");
   conn = connect_to(d);
   cached_run(conn, src, 0, "disk");
   ck_assert_int_ge(stat_of(conn, "hits_disk"), 1);
@@ -163,6 +163,73 @@ static void *racer_main(void *arg)
 }
 
 /* Two sessions compile one new source at once: it is compiled once. */
+/* A warm start: what was used last before the restart is loaded back into
+ * memory ahead of any request, memory hits counting as uses. A, B and C
+ * are compiled in that order, then A is hit in memory; after a restart
+ * with room for one entry, A (not C, the newest on disk by its write) is
+ * the one loaded, and its first request is a memory hit; B is read from
+ * disk. With the default budget, all three are loaded. */
+START_TEST(test_cache_warm_start)
+{
+  char dir[256], room[32];
+  char *a = fresh_source(VECADD_SRC, "warm-a"), *b, *c;
+  harness_daemon_t *d;
+  hipd_conn_t *conn;
+  int64_t disk_bytes, entries;
+
+  b = fresh_source(VECADD_SRC, "warm-b");
+  c = fresh_source(VECADD_SRC, "warm-c");
+  cache_dir_make(dir, sizeof(dir));
+  d = start_with_cache(dir);
+  conn = connect_to(d);
+  cached_run(conn, a, 0, "miss");
+  usleep(20 * 1000); /* distinct write times */
+  cached_run(conn, b, 0, "miss");
+  usleep(20 * 1000);
+  cached_run(conn, c, 0, "miss");
+  usleep(20 * 1000);
+  cached_run(conn, a, 0, "memory"); /* A is now the most recently used */
+  disk_bytes = stat_of(conn, "disk_bytes");
+  entries = stat_of(conn, "disk_entries");
+  ck_assert_int_eq(entries, 3);
+  hipd_close(conn);
+  stop_daemon(d);
+
+  /* Room for one entry: the largest file holds one payload, and two
+   * payloads are more than it. */
+  snprintf(room, sizeof(room), "%lld", (long long)(disk_bytes / entries + 64));
+  d = start_with_cache_warm(dir, room);
+  conn = connect_to(d);
+  for (int i = 0; i < 500 && stat_of(conn, "warmed") < 1; i++)
+    usleep(10 * 1000);
+  ck_assert_int_eq(stat_of(conn, "warmed"), 1);
+  ck_assert_int_eq(stat_of(conn, "hits_disk"), 0);
+  cached_run(conn, a, 0, "memory");
+  cached_run(conn, b, 0, "disk");
+  ck_assert_int_eq(stat_of(conn, "warmed"), 1);
+  ck_assert_int_eq(stat_of(conn, "misses"), 0);
+  hipd_close(conn);
+  stop_daemon(d);
+
+  /* The default budget: all three. */
+  d = start_with_cache(dir);
+  conn = connect_to(d);
+  for (int i = 0; i < 500 && stat_of(conn, "warmed") < 3; i++)
+    usleep(10 * 1000);
+  ck_assert_int_eq(stat_of(conn, "warmed"), 3);
+  cached_run(conn, c, 0, "memory");
+  cached_run(conn, b, 0, "memory");
+  ck_assert_int_eq(stat_of(conn, "hits_disk"), 0);
+  ck_assert_int_eq(stat_of(conn, "misses"), 0);
+  hipd_close(conn);
+  stop_daemon(d);
+  cache_dir_remove(dir);
+  free(a);
+  free(b);
+  free(c);
+}
+END_TEST
+
 START_TEST(test_cache_concurrent)
 {
   char dir[256];
@@ -452,7 +519,7 @@ START_TEST(test_cache_key_reused)
   ck_assert_uint_eq(st.st_uid, geteuid());
   ck_assert_int_eq(st.st_size, 32);
   k1 = file_read(key, &n1);
-  d = start_with_cache(dir);
+  d = start_with_cache_warm(dir, "0");
   conn = connect_to(d);
   cached_run(conn, src, 0, "disk");
   ck_assert_int_eq(stat_of(conn, "hits_disk"), 1);
@@ -538,6 +605,7 @@ static Suite *kernels_cache_suite(void)
   tc = tcase_create("cache");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_cache_persistence);
+  tcase_add_test(tc, test_cache_warm_start);
   tcase_add_test(tc, test_cache_concurrent);
   tcase_add_test(tc, test_cache_concurrent_many);
   suite_add_tcase(s, tc);

@@ -295,6 +295,11 @@ const option_spec_t options_table[] = {
          "or tenant (each uid has entries of its own)"),
     NUMBER("cache-size", cache_size, 4096, UINT64_MAX >> 1, (int64_t)1 << 30,
            RESTART, "BYTES", "cache cap, on disk and in memory (1G)"),
+    NUMBER("cache-warm", cache_warm, 0, UINT64_MAX >> 1, (int64_t)256 << 20,
+           RESTART, "BYTES",
+           "at start, load up to BYTES of the disk cache\n"
+           "into memory in the background, most\n"
+           "recently used first (256M; 0: none)"),
     NUMBER("cpu-kernel-timeout", cpu_kernel_timeout_ms, 0, UINT32_MAX, 600000,
            RELOAD, "MS",
            "stop a CPU-device kernel running\n"

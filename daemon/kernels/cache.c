@@ -61,6 +61,8 @@ typedef struct inflight {
   int corrupt; /* CACHE_DISK_CORRUPT or _UNAUTHENTICATED: an entry removed */
   uint32_t disk_owner; /* a disk hit's owner, as its header says */
   int stored;          /* written to disk */
+  int warm;            /* a warm start's load nobody asked for (yet) */
+  int warm_step;       /* the warm start's current load */
   char log[LOG_SIZE];
 } inflight_t;
 
@@ -78,6 +80,12 @@ static struct {
   cache_stats_t st;
   tenant_bytes_t *tenants; /* the memory tier's bytes per tenant */
   size_t ntenants, tenants_cap;
+  struct {
+    cache_key_t *keys; /* the disk's entries, most recently used first */
+    uint64_t *lens;
+    size_t n, next;
+    uint64_t budget, loaded; /* bytes */
+  } warm;
 } cache = {0};
 
 /* ------------------------------------------------------------------- keys */
@@ -311,6 +319,8 @@ static void mem_insert(const cache_key_t *key, cache_blob_t *blob,
 
 /* ---------------------------------------------------------------- request */
 
+static void warm_next(void);
+
 static inflight_t *inflight_find(const cache_key_t *key)
 {
   for (inflight_t *p = cache.inflight[cache_key_bucket(key)]; p != NULL;
@@ -343,7 +353,8 @@ static void load_work(uv_work_t *w)
   int why = CACHE_DISK_OK;
 
   p->log[0] = '\0';
-  if (cache_disk_load(&p->key, &p->data, &p->len, &p->disk_owner, &why) == 0) {
+  if (cache_disk_load(&p->key, &p->data, &p->len, &p->disk_owner, !p->warm,
+                      &why) == 0) {
     p->source = CACHE_HIT_DISK;
     return;
   }
@@ -394,13 +405,20 @@ static void inflight_finish(inflight_t *p)
     }
   }
   free(p->data);
-  if (p->source == CACHE_HIT_DISK)
+  if (p->warm) {
+    /* Loaded ahead of any request: no hit yet, nor a use. */
+    if (p->status == 0) {
+      cache.st.warmed++;
+      cache.warm.loaded += p->len;
+    }
+  } else if (p->source == CACHE_HIT_DISK) {
     cache.st.hits_disk++;
-  else if (p->status == 0)
+  } else if (p->status == 0) {
     cache.st.misses++;
-  else
+  } else {
     cache.st.compile_failures++;
-  if (p->source == CACHE_HIT_DISK)
+  }
+  if (p->source == CACHE_HIT_DISK && !p->warm)
     cache_disk_add(&p->key, p->len, p->disk_owner);
   if (p->stored) {
     /* On disk too, the compile's tenant holds its bytes. */
@@ -419,6 +437,8 @@ static void inflight_finish(inflight_t *p)
   }
   if (blob != NULL)
     cache_blob_unref(blob);
+  if (p->warm_step)
+    warm_next();
   free(p);
 }
 
@@ -455,10 +475,63 @@ static void load_after(uv_work_t *w, int status)
     return;
   }
   if (p->source == CACHE_HIT_DISK) {
+    if (p->warm)
+      p->job.tenant = p->disk_owner; /* its bytes count against that uid */
+    inflight_finish(p);
+    return;
+  }
+  if (p->warm) {
+    /* Gone meanwhile, or bad (then removed): nothing to warm. */
+    p->status = HIPD_ENOENT;
     inflight_finish(p);
     return;
   }
   compile_start(p);
+}
+
+/* The warm start's next load: the most recently used entry left that fits
+ * the budget and is not in memory or in flight. One at a time, so that the
+ * pool stays free for requests. */
+static void warm_next(void)
+{
+  while (cache.warm.next < cache.warm.n) {
+    size_t i = cache.warm.next++;
+    const cache_key_t *key = &cache.warm.keys[i];
+    inflight_t *p;
+
+    if (cache.warm.loaded + cache.warm.lens[i] > cache.warm.budget ||
+        mem_find(key) != NULL || inflight_find(key) != NULL ||
+        !cache_disk_known(key))
+      continue;
+    if ((p = calloc(1, sizeof(*p))) == NULL)
+      break;
+    p->key = *key;
+    p->warm = p->warm_step = 1;
+    p->hnext = cache.inflight[cache_key_bucket(key)];
+    cache.inflight[cache_key_bucket(key)] = p;
+    cache.ninflight++;
+    uv_queue_work(cache.loop, &p->work, load_work, load_after);
+    return;
+  }
+  free(cache.warm.keys);
+  free(cache.warm.lens);
+  cache.warm.keys = NULL;
+  cache.warm.lens = NULL;
+  cache.warm.n = cache.warm.next = 0;
+}
+
+void cache_warm(uint64_t budget)
+{
+  if (cache_disk_dir() == NULL || budget == 0 || cache.warm.keys != NULL)
+    return;
+  if (budget > cache.max_bytes)
+    budget = cache.max_bytes;
+  cache.warm.budget = budget;
+  cache.warm.loaded = 0;
+  if (cache_disk_recent(&cache.warm.keys, &cache.warm.lens, &cache.warm.n) != 0)
+    return;
+  cache.warm.next = 0;
+  warm_next();
 }
 
 void cache_get(const cache_key_t *key, cache_compile_fn fn, void *arg,
@@ -496,6 +569,14 @@ void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
   w->ctx = ctx;
   w->next = NULL;
   p = inflight_find(key);
+  if (p != NULL && p->warm) {
+    /* A warm start's load: the request takes it over, and compiles
+     * should the entry not load. */
+    p->warm = 0;
+    p->fn = fn;
+    p->arg = arg;
+    p->job.tenant = tenant;
+  }
   if (p != NULL) {
     /* Someone is compiling or loading it already: wait for that. */
     waiter_t **pp = &p->waiters;
@@ -588,6 +669,12 @@ int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes,
 
 void cache_shutdown(void)
 {
+  /* No further warm load starts (one on the pool ends as any load). */
+  free(cache.warm.keys);
+  free(cache.warm.lens);
+  cache.warm.keys = NULL;
+  cache.warm.lens = NULL;
+  cache.warm.n = cache.warm.next = 0;
   while (cache.oldest != NULL)
     mem_remove(cache.oldest);
   free(cache.tenants);

@@ -77,6 +77,7 @@ typedef void (*cache_done_fn)(void *ctx, int status, cache_blob_t *blob,
 
 typedef struct {
   uint64_t hits_memory, hits_disk, misses, waits;
+  uint64_t warmed; /* entries loaded from disk at start (cache_warm) */
   uint64_t compile_failures, evictions;
   uint64_t corrupt;        /* disk entries discarded, for any reason */
   uint64_t auth_failures;  /* of those, entries that failed authentication */
@@ -96,6 +97,13 @@ typedef struct {
 int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes,
                hipd_err_t *err);
 void cache_shutdown(void);
+/* A warm start: load the disk's entries into memory in the background,
+ * most recently used first (the order of use before the restart), until
+ * @p budget bytes (at most the cap; 0: none), one at a time on libuv's
+ * pool, so that the first request for a kernel that was hot before the
+ * restart is a memory hit. A request for an entry being loaded waits for
+ * it. Loop thread, after cache_init(). */
+void cache_warm(uint64_t budget);
 /* The default directory: /var/cache/hipd for root, else
  * $XDG_CACHE_HOME/hipd or ~/.cache/hipd. malloc'd. */
 char *cache_default_dir(void);

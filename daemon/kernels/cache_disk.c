@@ -58,6 +58,7 @@ typedef struct disk_entry {
   uint64_t size;
   uint64_t last_use; /* ns since the epoch (file mtime across restarts) */
   uint32_t owner;    /* whose compile wrote it (disk_header_t) */
+  int used;          /* last_use moved past its file's mtime (touch) */
   struct disk_entry *hnext;
   struct disk_entry *older, *newer; /* its owner's entries, by last use */
 } disk_entry_t;
@@ -440,7 +441,7 @@ int cache_disk_store(const cache_key_t *key, const void *data, size_t len,
  * version, another key in the header, or a MAC that does not verify:
  * planted, changed, or written with another key). */
 int cache_disk_load(const cache_key_t *key, void **data, size_t *len,
-                    uint32_t *owner, int *why_out)
+                    uint32_t *owner, int mark_used, int *why_out)
 {
   entry_name_t name = entry_name(key);
   disk_header_t h;
@@ -477,8 +478,10 @@ int cache_disk_load(const cache_key_t *key, void **data, size_t *len,
   if (entry_mac(&h, buf, h.payload_len, mac) != 0 ||
       CRYPTO_memcmp(mac, h.mac, MAC_SIZE) != 0)
     goto bad;
-  /* Mark it used, for LRU eviction across restarts. */
-  futimens(fd, NULL);
+  /* Mark it used, for LRU eviction across restarts; a warm start's load
+   * is no use. */
+  if (mark_used)
+    futimens(fd, NULL);
   close(fd);
   *data = buf;
   *len = h.payload_len;
@@ -779,8 +782,12 @@ int cache_disk_open(uv_loop_t *loop, const char *dir, uint64_t max_bytes,
   return 0;
 }
 
+static void save_uses(void);
+
 void cache_disk_close(void)
 {
+  if (disk.dfd >= 0)
+    save_uses();
   for (int b = 0; b < CACHE_NBUCKETS; b++)
     while (disk.index[b] != NULL)
       disk_forget(disk.index[b]);
@@ -827,7 +834,76 @@ void cache_disk_touch(const cache_key_t *key)
   /* Now its owner's newest. */
   list_remove(o, d);
   d->last_use = use_stamp();
+  d->used = 1; /* its mtime says so at close (cache_disk_close) */
   list_insert(o, d);
+}
+
+/* Write the last use of every entry touched since start into its file's
+ * mtime, which the next start reads: the order of a warm start
+ * (cache_disk_recent) is then the order of use, memory hits included. */
+static void save_uses(void)
+{
+  for (int b = 0; b < CACHE_NBUCKETS; b++)
+    for (disk_entry_t *e = disk.index[b]; e != NULL; e = e->hnext) {
+      struct timespec ts[2];
+      entry_name_t n;
+
+      if (!e->used)
+        continue;
+      n = entry_name(&e->key);
+      ts[0].tv_sec = ts[1].tv_sec = (time_t)(e->last_use / 1000000000u);
+      ts[0].tv_nsec = ts[1].tv_nsec = (long)(e->last_use % 1000000000u);
+      utimensat(disk.dfd, n.s, ts, AT_SYMLINK_NOFOLLOW);
+      e->used = 0;
+    }
+}
+
+static int by_use_desc(const void *a, const void *b)
+{
+  const disk_entry_t *x = *(disk_entry_t *const *)a;
+  const disk_entry_t *y = *(disk_entry_t *const *)b;
+
+  return x->last_use < y->last_use ? 1 : x->last_use > y->last_use ? -1 : 0;
+}
+
+int cache_disk_recent(cache_key_t **keys, uint64_t **lens, size_t *n)
+{
+  disk_entry_t **all;
+  size_t count = 0;
+
+  *keys = NULL;
+  *lens = NULL;
+  *n = 0;
+  for (int b = 0; b < CACHE_NBUCKETS; b++)
+    for (disk_entry_t *e = disk.index[b]; e != NULL; e = e->hnext)
+      count++;
+  if (count == 0)
+    return 0;
+  all = malloc(count * sizeof(*all));
+  *keys = malloc(count * sizeof(**keys));
+  *lens = malloc(count * sizeof(**lens));
+  if (all == NULL || *keys == NULL || *lens == NULL) {
+    free(all);
+    free(*keys);
+    free(*lens);
+    *keys = NULL;
+    *lens = NULL;
+    return HIPD_ENOMEM;
+  }
+  count = 0;
+  for (int b = 0; b < CACHE_NBUCKETS; b++)
+    for (disk_entry_t *e = disk.index[b]; e != NULL; e = e->hnext)
+      all[count++] = e;
+  qsort(all, count, sizeof(*all), by_use_desc);
+  for (size_t i = 0; i < count; i++) {
+    (*keys)[i] = all[i]->key;
+    (*lens)[i] = all[i]->size > sizeof(disk_header_t)
+                     ? all[i]->size - sizeof(disk_header_t)
+                     : 0;
+  }
+  free(all);
+  *n = count;
+  return 0;
 }
 
 void cache_disk_add(const cache_key_t *key, size_t len, uint32_t owner)

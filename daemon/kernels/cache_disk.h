@@ -67,11 +67,18 @@ void cache_disk_list(void (*fn)(void *ctx, const cache_key_t *key,
  * HIPD_EIO (nothing was stored). */
 int cache_disk_store(const cache_key_t *key, const void *data, size_t len,
                      uint32_t owner);
-/* Pool thread: load and verify an entry. @return 0 with *data (malloc'd),
- * *len and *owner (0 for entries that did not record one); HIPD_ENOENT
- * when there is none; HIPD_EIO when it was bad and is now removed, with
- * *why CACHE_DISK_CORRUPT or CACHE_DISK_UNAUTHENTICATED. */
+/* Pool thread: load and verify an entry, marking it used (its mtime)
+ * when @p mark_used. @return 0 with *data (malloc'd), *len and *owner (0
+ * for entries that did not record one); HIPD_ENOENT when there is none;
+ * HIPD_EIO when it was bad and is now removed, with *why
+ * CACHE_DISK_CORRUPT or CACHE_DISK_UNAUTHENTICATED. */
 int cache_disk_load(const cache_key_t *key, void **data, size_t *len,
-                    uint32_t *owner, int *why);
+                    uint32_t *owner, int mark_used, int *why);
+/* Every entry, most recently used first (across restarts: the last use
+ * is kept in the file's mtime, written at cache_disk_close() for entries
+ * used since start), into *keys and their payload sizes into *lens (both
+ * malloc'd, NULL when there is none), *n of them. @return 0 or
+ * HIPD_ENOMEM. Loop thread. */
+int cache_disk_recent(cache_key_t **keys, uint64_t **lens, size_t *n);
 
 #endif

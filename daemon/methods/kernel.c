@@ -577,6 +577,7 @@ static void pack_cache_stats(msgpack_packer *pk, const cache_stats_t *st)
   pack_kv_u64(&m, "hits", st->hits_memory + st->hits_disk + st->waits);
   pack_kv_u64(&m, "misses", st->misses);
   pack_kv_u64(&m, "waits", st->waits);
+  pack_kv_u64(&m, "warmed", st->warmed);
   pack_kv_u64(&m, "compile_failures", st->compile_failures);
   pack_kv_u64(&m, "corrupt", st->corrupt);
   pack_kv_u64(&m, "auth_failures", st->auth_failures);

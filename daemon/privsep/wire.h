@@ -103,6 +103,7 @@ typedef struct wire_val {
   X(T, hits_disk, WIRE_UINT, 0, UINT64_MAX)                                    \
   X(T, misses, WIRE_UINT, 0, UINT64_MAX)                                       \
   X(T, waits, WIRE_UINT, 0, UINT64_MAX)                                        \
+  X(T, warmed, WIRE_UINT, 0, UINT64_MAX)                                       \
   X(T, compile_failures, WIRE_UINT, 0, UINT64_MAX)                             \
   X(T, evictions, WIRE_UINT, 0, UINT64_MAX)                                    \
   X(T, corrupt, WIRE_UINT, 0, UINT64_MAX)                                      \

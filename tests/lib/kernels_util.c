@@ -282,6 +282,15 @@ harness_daemon_t *start_with_cache(const char *dir)
   return testutil_start_cached(dir);
 }
 
+harness_daemon_t *start_with_cache_warm(const char *dir, const char *warm)
+{
+  harness_daemon_t *d = harness_start("--cpu-devices", "2", "--cache-dir", dir,
+                                      "--cache-warm", warm, NULL);
+
+  ck_assert_msg(d != NULL, "hipd did not start");
+  return d;
+}
+
 void stop_daemon(harness_daemon_t *d)
 {
   stop_checked(&d);

@@ -132,6 +132,9 @@ int cache_entries(const char *dir, char *path, size_t size);
 
 /* A daemon on the CPU devices with the cache @p dir, which must start. */
 harness_daemon_t *start_with_cache(const char *dir);
+/* The same with --cache-warm @p warm ("0": a restart loads nothing ahead
+ * of the requests, which then read the disk). */
+harness_daemon_t *start_with_cache_warm(const char *dir, const char *warm);
 /* Stop @p d, which must exit 0, and free it. */
 void stop_daemon(harness_daemon_t *d);
 /* The fixture of the shared daemon (on shared_cache). */
