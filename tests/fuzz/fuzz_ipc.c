@@ -128,6 +128,7 @@
 #include "log.h"
 #include "privsep/ipc.h"
 #include "privsep/metrics.h"
+#include "privsep/wire.h"
 #include "privsep/worker.h"
 #include "privsep/workers.h"
 
@@ -571,19 +572,24 @@ static unsigned admin_in_flight(const peer_t *p, const req_t *r)
   return n;
 }
 
+/* cache.stats' counters, as many as the wire's table has (wire.h). */
+#define STATS_ONE(T, name, ...) +1
+enum { STATS_COUNTERS = 0 WIRE_CACHE_STATS_COUNTERS(STATS_ONE, _) };
+
 static void check_stats(uint32_t msgid, const msgpack_object *res)
 {
   uint64_t v;
 
-  FUZZ_CHECK(res->type == MSGPACK_OBJECT_ARRAY && res->via.array.size == 14,
-             "cache.stats %u: the result is a %s, not an array of 14", msgid,
-             proto_obj_type_name(res));
-  for (int i = 0; i < 13; i++)
+  FUZZ_CHECK(res->type == MSGPACK_OBJECT_ARRAY &&
+                 res->via.array.size == STATS_COUNTERS + 1,
+             "cache.stats %u: the result is a %s, not an array of %d", msgid,
+             proto_obj_type_name(res), STATS_COUNTERS + 1);
+  for (int i = 0; i < STATS_COUNTERS; i++)
     FUZZ_CHECK(proto_obj_uint(&res->via.array.ptr[i], UINT64_MAX, &v) == 0,
                "cache.stats %u: element %d is not a uint", msgid, i);
-  FUZZ_CHECK(res->via.array.ptr[13].type == MSGPACK_OBJECT_STR,
+  FUZZ_CHECK(res->via.array.ptr[STATS_COUNTERS].type == MSGPACK_OBJECT_STR,
              "cache.stats %u: the directory is a %s", msgid,
-             proto_obj_type_name(&res->via.array.ptr[13]));
+             proto_obj_type_name(&res->via.array.ptr[STATS_COUNTERS]));
 }
 
 static int params_are(const proto_msg_t *m, uint32_t n);
