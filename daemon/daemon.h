@@ -130,6 +130,7 @@ typedef struct daemon_config {
   char *worker_user; /* --user: the workers' account (when root) */
   uint32_t worker_linger_ms; /* an idle worker lives this long */
   uint32_t tenant_workers;   /* --isolation uid: workers one uid may have */
+  uint32_t worker_sessions;  /* sessions a worker takes before the next */
   int mps;                   /* MPS_* (privsep/mps.h) */
   uint32_t gpu_kernel_timeout_ms; /* objects/watchdog.h; 0: no limit */
   char *mps_tenants;              /* --mps-tenants: auto, all or a list */

@@ -212,13 +212,15 @@ START_TEST(test_worker_per_uid)
 }
 END_TEST
 
-/* --tenant-workers 2: a uid's second session gets a worker of its own,
- * its third the one with fewer sessions; the tenant's limits still count
- * both (the tenant page): two sessions at 600 KiB of a 1 MiB quota. */
+/* --tenant-workers 2 --worker-sessions 1: a uid's second session gets a
+ * worker of its own, its third the one with fewer sessions; the tenant's
+ * limits still count both (the tenant page): two sessions at 600 KiB of a
+ * 1 MiB quota. */
 START_TEST(test_tenant_workers)
 {
-  harness_daemon_t *d = users_start_shared("--tenant-workers", "2",
-                                           "--tenant-mem-quota", "1M", NULL);
+  harness_daemon_t *d =
+      users_start_shared("--tenant-workers", "2", "--worker-sessions", "1",
+                         "--tenant-mem-quota", "1M", NULL);
   hipd_conn_t *c[3] = {NULL, NULL, NULL};
   served_t sv[3];
   hipd_buffer_t b;
@@ -237,6 +239,35 @@ START_TEST(test_tenant_workers)
   ck_assert_int_eq(hipd_mem_alloc(c[1], 0, 600 * 1024, "byte", &b),
                    HIPD_EQUOTA);
   for (int i = 0; i < 3; i++)
+    hipd_close(c[i]);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
+/* The defaults (--tenant-workers 4, --worker-sessions 4): a uid's first
+ * four sessions share a worker, its fifth starts a second one, and its
+ * sixth goes to that one (the least busy). */
+START_TEST(test_worker_sessions)
+{
+  harness_daemon_t *d = users_start_shared(NULL);
+  hipd_conn_t *c[6] = {NULL};
+  served_t sv[6];
+
+  for (int i = 0; i < 6; i++) {
+    ck_assert_int_eq(hipd_connect2(d->socket, "check_privsep", &c[i]), 0);
+    hipd_set_timeout(c[i], 30000);
+    ck_assert_int_eq(served_by(c[i], &sv[i]), 0);
+    ck_assert_str_eq(sv[i].process, "worker");
+  }
+  for (int i = 1; i < 4; i++)
+    ck_assert_msg(sv[i].pid == sv[0].pid,
+                  "session %d of 4 has worker %lld, not the first's %lld", i,
+                  (long long)sv[i].pid, (long long)sv[0].pid);
+  ck_assert_msg(sv[4].pid != sv[0].pid,
+                "the fifth session joined a worker that had 4 already");
+  ck_assert_int_eq(sv[5].pid, sv[4].pid);
+  for (int i = 0; i < 6; i++)
     hipd_close(c[i]);
   ck_assert_int_eq(harness_stop(d), 0);
   harness_free(d);
@@ -821,6 +852,7 @@ int main(void)
   tcase_add_test(tc, test_worker_per_uid);
   tcase_add_test(tc, test_worker_per_session);
   tcase_add_test(tc, test_tenant_workers);
+  tcase_add_test(tc, test_worker_sessions);
   tcase_add_test(tc, test_isolation_none);
   tcase_add_test(tc, test_worker_death_contained);
   tcase_add_test(tc, test_worker_linger);

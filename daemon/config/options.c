@@ -370,9 +370,13 @@ const option_spec_t options_table[] = {
     STRING("user", worker_user, 1, NULL, RESTART, "NAME",
            "the workers' account when hipd runs as root\n"
            "(hipd)"),
-    NUMBER("tenant-workers", tenant_workers, 1, 1024, 1, RESTART, "N",
+    NUMBER("tenant-workers", tenant_workers, 1, 1024, 4, RESTART, "N",
            "with --isolation uid, spread one uid's\n"
-           "sessions over up to N workers (1)"),
+           "sessions over up to N workers (4)"),
+    NUMBER("worker-sessions", worker_sessions, 1, 1u << 20, 4, RESTART, "N",
+           "with --tenant-workers, a uid's new session\n"
+           "starts a worker of its own only when its\n"
+           "least busy worker has N sessions (4)"),
     NUMBER("worker-linger", worker_linger_ms, 0, UINT32_MAX, 10000, RELOAD,
            "MS",
            "how long a worker with no session stays\n"

@@ -128,8 +128,9 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   }
   if (d->cfg.isolation == ISOLATION_UID) {
     /* The uid's worker with the fewest sessions; with --tenant-workers,
-     * a new one instead while that one has a session and the uid has
-     * fewer workers than that: its sessions spread over their loops. */
+     * a new one instead while that one has --worker-sessions and the uid
+     * has fewer workers than that: its sessions spread over their loops,
+     * a few to a loop (the launches a loop makes itself: --loop-launch). */
     uint32_t nw = 0;
     for (list_node_t *n = workers_pool.live.next; n != &workers_pool.live;
          n = n->next) {
@@ -140,7 +141,8 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
       if (w == NULL || x->sessions < w->sessions)
         w = x;
     }
-    if (w != NULL && w->sessions > 0 && nw < d->cfg.tenant_workers)
+    if (w != NULL && w->sessions >= d->cfg.worker_sessions &&
+        nw < d->cfg.tenant_workers)
       w = NULL;
   }
   if (w == NULL) {
