@@ -766,18 +766,20 @@ static void good_session_works(raw_t *good, uint32_t id, uint64_t bound)
 #define FLOODERS 16
 
 /* Many sessions each send a large request and stop before its end: the
- * daemon buffers no more than --max-input-bytes of them (at most 4 of
- * these 16 MiB requests fit in 64 MiB: the others wait for room, their
- * writes blocked), its memory stays bounded, and a well-behaved session
- * is answered meanwhile. Once the requests are finished, every one of
- * them is answered, in turn. */
+ * process that serves them buffers no more than --max-input-bytes of them
+ * (at most 4 of these 16 MiB requests fit in 64 MiB: the others wait for
+ * room, their writes blocked), its memory stays bounded, and a
+ * well-behaved session is answered meanwhile. Once the requests are
+ * finished, every one of them is answered, in turn. The bound is a
+ * process's: one worker serves all the sessions here. */
 START_TEST(test_input_bound)
 {
   const size_t size = 16 * MiB - 4096, first = 12 * MiB;
   const uint64_t bound = 64 * MiB;
-  harness_daemon_t *d = harness_start(
-      "--devices", "cpu", "--max-input-bytes", "64M", "--max-message", "16M",
-      "--request-timeout", "0", "--write-timeout", "120000", NULL);
+  harness_daemon_t *d =
+      harness_start("--devices", "cpu", "--max-input-bytes", "64M",
+                    "--max-message", "16M", "--request-timeout", "0",
+                    "--write-timeout", "120000", "--tenant-workers", "1", NULL);
   flood_t f[FLOODERS];
   volatile int go = 0;
   uint8_t *payload = malloc(size);
