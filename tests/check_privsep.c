@@ -220,7 +220,7 @@ START_TEST(test_tenant_workers)
 {
   harness_daemon_t *d =
       users_start_shared("--tenant-workers", "2", "--worker-sessions", "1",
-                         "--tenant-mem-quota", "1M", NULL);
+                         "--tenant-mem-quota", "1M", "--devices", "cpu", NULL);
   hipd_conn_t *c[3] = {NULL, NULL, NULL};
   served_t sv[3];
   hipd_buffer_t b;
@@ -247,10 +247,11 @@ END_TEST
 
 /* The defaults (--tenant-workers 4, --worker-sessions 4): a uid's first
  * four sessions share a worker, its fifth starts a second one, and its
- * sixth goes to that one (the least busy). */
+ * sixth goes to that one (the least busy). On the CPU device alone: on an
+ * NVIDIA GPU a uid spreads only as an MPS client (hipd(8)). */
 START_TEST(test_worker_sessions)
 {
-  harness_daemon_t *d = users_start_shared(NULL);
+  harness_daemon_t *d = users_start_shared("--devices", "cpu", NULL);
   hipd_conn_t *c[6] = {NULL};
   served_t sv[6];
 

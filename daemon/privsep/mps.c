@@ -353,13 +353,12 @@ int mps_tenants_check(const char *value, hipd_err_t *err)
   return list_names(value, (uid_t)-1, NULL, 0, err) < 0 ? HIPD_EINVAL : 0;
 }
 
-int mps_tenant_take(const daemon_config_t *cfg, uid_t uid, gid_t gid,
-                    int *counted)
+/* Would a worker of @p uid started now be an MPS client? */
+static int would_take(const daemon_config_t *cfg, uid_t uid, gid_t gid)
 {
   const char *pol = cfg->mps_tenants != NULL ? cfg->mps_tenants : "auto";
   hipd_err_t err;
 
-  *counted = 0;
   if (!mps.active)
     return 0;
   if (strcmp(pol, "all") == 0)
@@ -369,8 +368,35 @@ int mps_tenant_take(const daemon_config_t *cfg, uid_t uid, gid_t gid,
     int ngids = tenant_gids(uid, gid, gids);
     return list_names(pol, uid, gids, ngids, &err) == 1;
   }
-  if (in_mps.owned && in_mps.owner != uid)
+  return !in_mps.owned || in_mps.owner == uid;
+}
+
+int mps_tenant_may_spread(const daemon_config_t *cfg, uid_t uid, gid_t gid)
+{
+  /* Only NVIDIA time-slices the contexts of separate processes, and only
+   * where hipd serves its GPUs (--devices: all, or a hip entry). */
+#if defined(HAVE_HIP) && defined(HIPD_HIP_PLATFORM)
+  if (strcmp(HIPD_HIP_PLATFORM, "nvidia") == 0 &&
+      (cfg->devices == NULL || strstr(cfg->devices, "all") != NULL ||
+       strstr(cfg->devices, "hip") != NULL))
+    return would_take(cfg, uid, gid);
+#endif
+  (void)cfg;
+  (void)uid;
+  (void)gid;
+  return 1;
+}
+
+int mps_tenant_take(const daemon_config_t *cfg, uid_t uid, gid_t gid,
+                    int *counted)
+{
+  const char *pol = cfg->mps_tenants != NULL ? cfg->mps_tenants : "auto";
+
+  *counted = 0;
+  if (!would_take(cfg, uid, gid))
     return 0;
+  if (strcmp(pol, "auto") != 0)
+    return 1;
   in_mps.owned = 1;
   in_mps.owner = uid;
   in_mps.users++;

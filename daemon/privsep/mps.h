@@ -66,6 +66,12 @@ int mps_tenant_take(const daemon_config_t *cfg, uid_t uid, gid_t gid,
                     int *counted);
 /* A worker of @p uid that mps_tenant_take() counted ended. */
 void mps_tenant_release(uid_t uid);
+/* May @p uid's sessions be spread over several workers (--tenant-workers)?
+ * Each worker has GPU contexts of its own: on NVIDIA they run at once
+ * only as clients of one MPS server, and time-slice the GPU otherwise,
+ * far slower than one worker; so there only while the uid's workers are
+ * MPS clients. Elsewhere (AMD, no GPU driver) always. */
+int mps_tenant_may_spread(const daemon_config_t *cfg, uid_t uid, gid_t gid);
 /* For tests (tests/check_config.c): decide as if the control daemon ran
  * (@p on 1), or as it does (0). Nothing is started. */
 void mps_pretend_active(int on);

@@ -735,10 +735,11 @@ void worker_session_hello(daemon_t *d, uint64_t id)
 
 void worker_session_closed(daemon_t *d, uint64_t id)
 {
-  /* The tenant has no session left: whatever CPU kernel still runs was
-   * launched for nobody. */
+  /* This worker has no session left: whatever CPU kernel still runs in
+   * its runner was launched for nobody. (Not "session closed: ", which
+   * starts the close lines the log's readers count.) */
   if (d->nsessions == 0 && cpu_driver_abort_launches())
-    log_info(id, "the tenant's last session closed: its running CPU kernels "
+    log_info(id, "no session left in this worker: its running CPU kernels "
                  "were stopped");
   tell_listener(WIRE_CLOSED, id);
 }

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "policy.h"
 #include "privsep/ipc.h"
+#include "privsep/mps.h"
 #include "privsep/wire.h"
 #include "privsep/workers.h"
 #include "privsep/workers_pool.h"
@@ -142,7 +143,8 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
         w = x;
     }
     if (w != NULL && w->sessions >= d->cfg.worker_sessions &&
-        nw < d->cfg.tenant_workers)
+        nw < d->cfg.tenant_workers &&
+        mps_tenant_may_spread(&d->cfg, cred.uid, cred.gid))
       w = NULL;
   }
   if (w == NULL) {
