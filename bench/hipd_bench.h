@@ -29,7 +29,7 @@
 
 #define MAX_DEVICES 64
 #define MAX_CLIENTS 8   /* client counts of --clients */
-#define MAX_WORKERS 128 /* clients of one sharing run */
+#define MAX_WORKERS 256 /* clients of one sharing run */
 #define MAX_SIZES 8
 #define MAX_DAEMON_ARGS 16
 #define CALL_TIMEOUT_MS 120000 /* any one hipd call */

@@ -23,7 +23,7 @@ extern char **environ;
 
 /* Children not yet reaped, for procs_kill_all(): a pid, negated for a
  * process group. Written only outside signal handlers, read in them. */
-#define MAX_CHILDREN 256
+#define MAX_CHILDREN 512
 static volatile pid_t children[MAX_CHILDREN];
 
 static void record(pid_t pid, int group)
