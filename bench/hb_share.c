@@ -598,6 +598,10 @@ static uint64_t daemon_cpu_between(const pinfo_t *a, int na, const pinfo_t *b,
       }
     ns += b[i].cpu_ns - before;
     *threads += b[i].threads;
+    /* Who it was, when it was anyone: idle should be nobody. */
+    if (b[i].cpu_ns - before >= 1000000)
+      note("idle: %s (pid %ld) used %.1f ms", b[i].comm, b[i].pid,
+           (double)(b[i].cpu_ns - before) / 1e6);
   }
   return ns;
 }
