@@ -163,7 +163,9 @@ static void stop_compiles(daemon_t *d)
 
   if (cache_pending() == 0)
     return;
-  log_info(0, "%u compiles still running at shutdown: %u compilers killed",
+  log_info(0,
+           "%u compiles or cache writes still running at shutdown: %u "
+           "compilers killed",
            cache_pending(), killed);
   uv_timer_init(d->loop, &abandon_timer);
   abandon_timer.data = d;

@@ -80,7 +80,8 @@ static void key_of(const char *src, cache_key_t *key)
 }
 
 /* Ask the cache for @p src as tenant @p tenant and run the loop until it
- * answers. */
+ * answers, and until the disk write of a compile's result, which comes
+ * after the answer, is done. */
 static result_t get_for(const char *src, uint32_t tenant)
 {
   result_t r = {0};
@@ -89,6 +90,8 @@ static result_t get_for(const char *src, uint32_t tenant)
   key_of(src, &key);
   cache_get_flags(&key, 0, tenant, compile_cb, (void *)src, done_cb, &r);
   while (!r.done)
+    uv_run(&loop, UV_RUN_ONCE);
+  while (cache_pending() > 0)
     uv_run(&loop, UV_RUN_ONCE);
   return r;
 }

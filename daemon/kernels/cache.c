@@ -60,7 +60,6 @@ typedef struct inflight {
   cache_source_t source;
   int corrupt; /* CACHE_DISK_CORRUPT or _UNAUTHENTICATED: an entry removed */
   uint32_t disk_owner; /* a disk hit's owner, as its header says */
-  int stored;          /* written to disk */
   int warm;            /* a warm start's load nobody asked for (yet) */
   int warm_step;       /* the warm start's current load */
   char log[LOG_SIZE];
@@ -77,6 +76,7 @@ static struct {
   mem_entry_t *oldest, *newest;
   inflight_t *inflight[CACHE_NBUCKETS];
   unsigned ninflight; /* entries of inflight[] */
+  unsigned nstores;   /* compiles' results being written to disk */
   cache_stats_t st;
   tenant_bytes_t *tenants; /* the memory tier's bytes per tenant */
   size_t ntenants, tenants_cap;
@@ -342,7 +342,7 @@ static void inflight_remove(inflight_t *p)
 
 unsigned cache_pending(void)
 {
-  return cache.ninflight;
+  return cache.ninflight + cache.nstores;
 }
 
 /* libuv's pool: look for the entry on disk. A miss is compiled on the
@@ -362,7 +362,8 @@ static void load_work(uv_work_t *w)
   p->source = CACHE_MISS;
 }
 
-/* A compile pool thread: compile, and store the result on disk. */
+/* A compile pool thread: compile. (The result goes to disk after the
+ * answer: store_start.) */
 static void compile_job_run(compile_job_t *job)
 {
   inflight_t *p = (inflight_t *)((char *)job - offsetof(inflight_t, job));
@@ -370,9 +371,53 @@ static void compile_job_run(compile_job_t *job)
   p->log[0] = '\0';
   p->source = CACHE_MISS;
   p->status = p->fn(p->arg, &p->data, &p->len, p->log, sizeof(p->log));
-  if (p->status == 0 && cache_disk_dir() != NULL &&
-      cache_disk_store(&p->key, p->data, p->len, p->job.tenant) == 0)
-    p->stored = 1;
+}
+
+/* A compile's result written to disk on libuv's pool, after its requests
+ * were answered: the write and its two fsyncs are no part of a reply. */
+typedef struct {
+  uv_work_t work;
+  cache_key_t key;
+  cache_blob_t *blob; /* a reference, dropped on the loop */
+  uint32_t owner;
+  int ok;
+} store_t;
+
+static void store_work(uv_work_t *w)
+{
+  store_t *st = (store_t *)w;
+
+  st->ok =
+      cache_disk_store(&st->key, st->blob->data, st->blob->len, st->owner) == 0;
+}
+
+static void store_after(uv_work_t *w, int status)
+{
+  store_t *st = (store_t *)w;
+
+  cache.nstores--;
+  if (status == 0 && st->ok && cache_disk_dir() != NULL) {
+    /* On disk too, the compile's tenant holds its bytes. */
+    cache_disk_add(&st->key, st->blob->len, st->owner);
+    cache_disk_evict(&st->key);
+  }
+  cache_blob_unref(st->blob);
+  free(st);
+}
+
+static void store_start(const cache_key_t *key, cache_blob_t *blob,
+                        uint32_t owner)
+{
+  store_t *st = calloc(1, sizeof(*st));
+
+  if (st == NULL)
+    return; /* memory only: it is compiled again after a restart */
+  st->key = *key;
+  st->blob = blob;
+  cache_blob_ref(blob);
+  st->owner = owner;
+  cache.nstores++;
+  uv_queue_work(cache.loop, &st->work, store_work, store_after);
 }
 
 /* The request is over (loop thread): record it, answer every waiter. */
@@ -420,11 +465,6 @@ static void inflight_finish(inflight_t *p)
   }
   if (p->source == CACHE_HIT_DISK && !p->warm)
     cache_disk_add(&p->key, p->len, p->disk_owner);
-  if (p->stored) {
-    /* On disk too, the compile's tenant holds its bytes. */
-    cache_disk_add(&p->key, p->len, p->job.tenant);
-    cache_disk_evict(&p->key);
-  }
   while (p->waiters != NULL) {
     waiter_t *wt = p->waiters;
     p->waiters = wt->next;
@@ -435,6 +475,8 @@ static void inflight_finish(inflight_t *p)
     first = 0;
     free(wt);
   }
+  if (blob != NULL && p->source == CACHE_MISS && cache_disk_dir() != NULL)
+    store_start(&p->key, blob, p->job.tenant);
   if (blob != NULL)
     cache_blob_unref(blob);
   if (p->warm_step)

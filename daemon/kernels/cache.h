@@ -122,7 +122,8 @@ enum { CACHE_REFRESH = 1 };
 void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
                      cache_compile_fn fn, void *arg, cache_done_fn done,
                      void *ctx);
-/* Compiles and disk loads running on the pool now (loop thread). */
+/* Compiles, disk loads and the disk writes of compiles running on the
+ * pools now (loop thread). */
 unsigned cache_pending(void);
 /* Whether the request for @p key would be a memory hit (no side effects). */
 int cache_has(const cache_key_t *key);
