@@ -43,15 +43,20 @@ typedef struct conn_ring {
 
 struct hipd_conn {
   pthread_mutex_t lock;
-  pthread_cond_t cond;   /* a call completed or the socket was given up */
-  unsigned refs;         /* the user's handle + the calls the user holds */
-  uint64_t serial;       /* tells this connection from a later one at the
-                            same address, for the thread-local messages */
-  int fd;                /* the socket; closed only when the memory goes */
-  int wake_fd;           /* eventfd: makes a polling io owner let a sender in */
-  char *client_name;     /* sent in hello */
-  int timeout_ms;        /* per wait; 0: none */
-  int busy_poll_us;      /* spin this long for a reply before sleeping */
+  pthread_cond_t cond; /* a call completed or the socket was given up */
+  unsigned refs;       /* the user's handle + the calls the user holds */
+  uint64_t serial;     /* tells this connection from a later one at the
+                          same address, for the thread-local messages */
+  int fd;              /* the socket; closed only when the memory goes */
+  int wake_fd;         /* eventfd: makes a polling io owner let a sender in */
+  char *client_name;   /* sent in hello */
+  int timeout_ms;      /* per wait; 0: none */
+  int busy_poll_us;    /* spin this long for a reply before sleeping */
+  /* The io owner's: spins in a row that ended with nothing (the answers
+   * come later than the spin lasts), and whether spins are skipped for
+   * that (conn_io_receive). */
+  unsigned spin_misses;
+  unsigned spin_skipped;
   int broken;            /* 0, or the code the pending calls failed with */
   char broken_msg[512];  /* and their message */
   int told;              /* session.closed's code (its reason is broken_msg) */

@@ -476,6 +476,9 @@ void conn_ring_kick(hipd_conn_t *conn)
  * replies until @p call is done, the connection breaks, a sender wants the
  * socket or @p deadline passes. @return 0, or HIPD_ETIMEDOUT.
  */
+/* Spins in a row that found nothing before the spin is skipped. */
+#define SPIN_MISSES_TO_SKIP 8
+
 int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
 {
   int polled = 0;
@@ -506,6 +509,13 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
     pfd[0] = (struct pollfd){.fd = conn->fd, .events = POLLIN};
     pfd[1] = (struct pollfd){.fd = conn->wake_fd, .events = POLLIN};
     spin = conn->busy_poll_us;
+    /* When the answers have come later than the spin lasts, eight times
+     * in a row (many sessions sharing a worker, long kernels), the spin
+     * only burns a CPU others need: skip it, but for one in 16 waits,
+     * which looks whether they come sooner again. */
+    if (spin > 0 && conn->spin_misses >= SPIN_MISSES_TO_SKIP &&
+        (++conn->spin_skipped & 15) != 0)
+      spin = 0;
     /* The futex doorbell only while nothing is due on the socket: the
      * daemon wakes it when it writes, not each time the rest of a long
      * reply gets into the socket. A call sent later wakes us
@@ -532,6 +542,13 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
         while ((n = poll(pfd, 2, 0)) == 0 && (int64_t)util_now_ns() < until)
           ;
       }
+    }
+    if (spin > 0) {
+      /* Only the io owner reads and writes these. */
+      if (n != 0 || (ring != NULL && conn_ring_peek(ring) != NULL))
+        conn->spin_misses = conn->spin_skipped = 0;
+      else if (conn->spin_misses < SPIN_MISSES_TO_SKIP)
+        conn->spin_misses++;
     }
     if (ring != NULL && n == 0 && conn_ring_peek(ring) != NULL) {
       pthread_mutex_lock(&conn->lock);

@@ -172,7 +172,9 @@ HIPD_EXTERN void hipd_set_timeout(hipd_conn_t *conn, int timeout_ms);
  *  @p us microseconds first (0: sleep at once): a reply that comes within
  *  that time is read without a thread wake-up's latency, for the CPU time
  *  of the spin. Default: $HIPD_BUSY_POLL_US, else 20 on machines with 8 or
- *  more CPUs, else 0. */
+ *  more CPUs, else 0. After 8 spins in a row that found nothing, the
+ *  connection spins for one wait in 16 only, until a spin finds its
+ *  answer again: waits longer than the spin cost no CPU. */
 HIPD_EXTERN void hipd_set_busy_poll(hipd_conn_t *conn, int us);
 
 /* ------------------------------------------------------------ pipelining */
