@@ -575,33 +575,31 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
 
 /* ----------------------------------------------------------------- idle */
 
-/* The CPU time hb.listener_pid and the processes below it used between
- * two surveys, @p a (@p na processes) and @p b (@p nb): for each process
- * of b, what it used since a (all of it if it is new). A worker that
- * exited meanwhile (its session's end) is not counted, rather than
- * counted negative. Its threads into *@p threads. */
-static uint64_t daemon_cpu_between(const pinfo_t *a, int na, const pinfo_t *b,
+/* The run time (schedstat: nanoseconds, where /proc/PID/stat counts
+ * 10 ms ticks, so that one tick would read 0.5 % over 2 s) of hb.listener_pid's
+ * tree between two profiles @p a (@p na names) and @p b (@p nb), by
+ * thread name; a group that shrank (a worker that exited) counts 0. Its
+ * threads into *@p threads. */
+static uint64_t daemon_cpu_between(const tprof_t *a, int na, const tprof_t *b,
                                    int nb, long *threads)
 {
   uint64_t ns = 0;
 
   *threads = 0;
   for (int i = 0; i < nb; i++) {
-    uint64_t before = 0;
+    uint64_t before = 0, d;
 
-    if (!procs_under(b, nb, b[i].pid, hb.listener_pid))
-      continue;
     for (int j = 0; j < na; j++)
-      if (a[j].pid == b[i].pid) {
-        before = a[j].cpu_ns <= b[i].cpu_ns ? a[j].cpu_ns : b[i].cpu_ns;
+      if (strcmp(a[j].name, b[i].name) == 0) {
+        before = a[j].cpu_ns;
         break;
       }
-    ns += b[i].cpu_ns - before;
+    d = b[i].cpu_ns > before ? b[i].cpu_ns - before : 0;
+    ns += d;
     *threads += b[i].threads;
     /* Who it was, when it was anyone: idle should be nobody. */
-    if (b[i].cpu_ns - before >= 1000000)
-      note("idle: %s (pid %ld) used %.1f ms", b[i].comm, b[i].pid,
-           (double)(b[i].cpu_ns - before) / 1e6);
+    if (d >= 100000)
+      note("idle: %s used %.2f ms", b[i].name, (double)d / 1e6);
   }
   return ns;
 }
@@ -613,40 +611,39 @@ void hb_sec_idle(void)
       "idle_cpu", "idle: hipd's CPU (% of one core) with no client at work",
       "%", 1);
   double window = hb.share_seconds, t0;
-  pinfo_t *a, *b;
+  static tprof_t pa[PROFILE_MAX], pb[PROFILE_MAX];
+  pinfo_t *ps;
   long threads;
-  int na, nb;
+  int na, nb, np;
 
   snprintf(f->how, sizeof(f->how),
            "after the sharing runs, with only the bench's own connection "
-           "open and idle: user + system time (/proc/PID/stat) of the "
+           "open and idle: run time (schedstat) of every thread of the "
            "listener and every process below it over %g s, after 1 s to "
-           "settle, process by process (one that exits meanwhile is not "
+           "settle, by thread name (a worker that exits meanwhile is not "
            "counted) (issue 22's goal: 0)",
            window);
   if (hb.listener_pid <= 0) {
     snprintf(f->na, sizeof(f->na), "the daemon's pid is not known");
     return;
   }
-  a = malloc(sizeof(*a) * PROCS_MAX);
-  b = malloc(sizeof(*b) * PROCS_MAX);
-  if (a == NULL || b == NULL) {
+  ps = malloc(sizeof(*ps) * PROCS_MAX);
+  if (ps == NULL) {
     snprintf(f->na, sizeof(f->na), "out of memory");
-    free(a);
-    free(b);
     return;
   }
   note("idle: hipd's CPU over %g s", window);
   bu_sleep(1.0);
   t0 = bu_now();
-  na = procs_survey(a, PROCS_MAX);
+  np = procs_survey(ps, PROCS_MAX);
+  na = procs_thread_profile(ps, np, hb.listener_pid, NULL, 0, pa, PROFILE_MAX);
   bu_sleep(window);
-  nb = procs_survey(b, PROCS_MAX);
-  f->hipd = (double)daemon_cpu_between(a, na, b, nb, &threads) / 1e9 /
+  np = procs_survey(ps, PROCS_MAX);
+  nb = procs_thread_profile(ps, np, hb.listener_pid, NULL, 0, pb, PROFILE_MAX);
+  f->hipd = (double)daemon_cpu_between(pa, na, pb, nb, &threads) / 1e9 /
             (bu_now() - t0) * 100.0;
   detail_num(f, "threads", (double)threads);
-  free(a);
-  free(b);
+  free(ps);
 }
 
 /* ------------------------------------------------------------------ MPS */
