@@ -15,10 +15,19 @@
 
 /* ------------------------------------------------------------ 4. compile */
 
+/* Where a compile's time went, as the daemon's reply says (ms):
+ * compile_ms and its timing map. */
+enum { PART_DAEMON, PART_WAIT, PART_COMPILER, PART_DISK, PART_LOAD, NPARTS };
+static const char *const part_names[NPARTS] = {
+    "compile_ms", "timing.wait_ms", "timing.compiler_ms", "timing.disk_ms",
+    "timing.load_ms"};
+
 /* One compile request on hb.conn, timed from the client. @p cache gets
- * where the binary came from. @return milliseconds, or NAN (f failed). */
-static double compile_once(figure_t *f, int cached, const char *src,
-                           const char *name, char *cache, size_t cachesz)
+ * where the binary came from, @p parts (NULL: not wanted) the daemon's
+ * parts of it. @return milliseconds, or NAN (f failed). */
+static double compile_once_parts(figure_t *f, int cached, const char *src,
+                                 const char *name, char *cache, size_t cachesz,
+                                 double *parts)
 {
   hipd_info_t *info = NULL;
   hipd_kernel_t k = HIPD_KERNEL_NULL;
@@ -35,6 +44,9 @@ static double compile_once(figure_t *f, int cached, const char *src,
     return NAN;
   }
   hb_info_strcpy(info, "cache", cache, cachesz);
+  for (int i = 0; parts != NULL && i < NPARTS; i++)
+    if (hipd_info_double(info, part_names[i], &parts[i]) != 0)
+      parts[i] = NAN;
   hipd_info_free(info);
   if ((rc = hipd_kernel_destroy(hb.conn, k)) != 0) {
     hb_hfail(f, hb.conn, "kernel.destroy", rc);
@@ -43,24 +55,59 @@ static double compile_once(figure_t *f, int cached, const char *src,
   return ms;
 }
 
+static double compile_once(figure_t *f, int cached, const char *src,
+                           const char *name, char *cache, size_t cachesz)
+{
+  return compile_once_parts(f, cached, src, name, cache, cachesz, NULL);
+}
+
+/* @p f's details: the median of each part of @p n compiles' time
+ * (@p parts, NPARTS a compile), and a remark that splits the median. */
+static void parts_report(figure_t *f, double *parts, int n)
+{
+  double med[NPARTS], *col = malloc(sizeof(double) * (size_t)n);
+
+  if (col == NULL)
+    return;
+  for (int p = 0; p < NPARTS; p++) {
+    for (int i = 0; i < n; i++)
+      col[i] = parts[i * NPARTS + p];
+    med[p] = bu_median(col, (size_t)n);
+    detail_num(f, part_names[p], med[p]);
+  }
+  free(col);
+  report_remark("%s: of the daemon's %.2f ms (medians): waiting for a "
+                "helper %.2f, the compile %.2f, the disk %.2f, loading the "
+                "module %.2f; the rest (the way to the cache and back) %.2f",
+                f->name, med[PART_DAEMON], med[PART_WAIT], med[PART_COMPILER],
+                med[PART_DISK], med[PART_LOAD],
+                med[PART_DAEMON] - med[PART_WAIT] - med[PART_COMPILER] -
+                    med[PART_DISK] - med[PART_LOAD]);
+}
+
 /* Time @p n compiles of @p srcs (round robin) into @p f: the median, and
- * how many did not come from @p want (when not NULL). @return 0 or -1. */
+ * how many did not come from @p want (when not NULL), and where the
+ * daemon's time went. @return 0 or -1. */
 static int compile_series(figure_t *f, int cached, char **srcs, int nsrcs,
                           int n, const char *want)
 {
   double *ms = malloc(sizeof(double) * (size_t)n);
+  double *parts = malloc(sizeof(double) * (size_t)n * NPARTS);
   int other = 0;
   char cache[32], first_other[32] = "";
 
-  if (ms == NULL) {
+  if (ms == NULL || parts == NULL) {
+    free(ms);
+    free(parts);
     fig_fail(f, "out of memory");
     return -1;
   }
   for (int i = 0; i < n; i++) {
-    ms[i] = compile_once(f, cached, srcs[i % nsrcs], BENCH_SMALL_NAME, cache,
-                         sizeof(cache));
+    ms[i] = compile_once_parts(f, cached, srcs[i % nsrcs], BENCH_SMALL_NAME,
+                               cache, sizeof(cache), &parts[i * NPARTS]);
     if (!isfinite(ms[i])) {
       free(ms);
+      free(parts);
       return -1;
     }
     if (want != NULL && strcmp(cache, want) != 0 && other++ == 0)
@@ -78,7 +125,9 @@ static int compile_series(figure_t *f, int cached, char **srcs, int nsrcs,
       detail_str(f, "unexpected_tier", first_other);
     }
   }
+  parts_report(f, parts, n);
   free(ms);
+  free(parts);
   return 0;
 }
 

@@ -640,7 +640,7 @@ HIPD_EXTERN int hipd_args_f64(hipd_args_t *args, double v);
  *  replaces any cached one. @p options (NULL-ended, may be NULL) are
  *  compiler options such as "-DN=4". A compile error is HIPD_ECOMPILE with
  *  the compiler's log in hipd_last_error(). @p info, if not NULL, gets
- *  {kernel, cache, key, bytes, compile_ms, params}. */
+ *  {kernel, cache, key, bytes, compile_ms, timing, params}. */
 HIPD_EXTERN int hipd_kernel_compile(hipd_conn_t *conn, int dev,
                                     const char *source, const char *name,
                                     const char *const *options,
@@ -653,7 +653,7 @@ HIPD_EXTERN int hipd_kernel_compile_cached(hipd_conn_t *conn, int dev,
                                            hipd_info_t **info);
 /** Compile for a target architecture ("gfx90a", "sm_90", "host-x86_64")
  *  without a device: checks the source and fills the cache. @p info gets
- *  {kernel: nil, cache, key, bytes, compile_ms, params}. */
+ *  {kernel: nil, cache, key, bytes, compile_ms, timing, params}. */
 HIPD_EXTERN int hipd_kernel_compile_for(hipd_conn_t *conn, const char *arch,
                                         const char *source, const char *name,
                                         const char *const *options, int cached,
@@ -838,7 +838,7 @@ HIPD_EXTERN int hipd_kernel_generate_source(
  *  list is known, so every launch of it is checked (HIPD_ESIGNATURE names
  *  the argument and both kinds). @p options: as hipd_kernel_compile().
  *  @p info, if not NULL, gets {kernel, name, platform, cache, key, bytes,
- *  compile_ms, params, arguments}. */
+ *  compile_ms, timing, params, arguments}. */
 HIPD_EXTERN int hipd_kernel_compile_ir(hipd_conn_t *conn, int dev,
                                        const void *ir, size_t ir_len,
                                        const uint32_t block[3],

@@ -48,8 +48,21 @@ static int64_t disk_entries_reach(hipd_conn_t *conn, int64_t want)
   return v;
 }
 
-/* compile_cached on device 0 and check where the binary came from; the
- * kernel must run. */
+/* The reply's timing.NAME (ms). */
+static double timing_of(const hipd_info_t *info, const char *name)
+{
+  char path[64];
+  double v = -1;
+
+  snprintf(path, sizeof(path), "timing.%s", name);
+  ck_assert_msg(hipd_info_double(info, path, &v) == 0, "no %s", path);
+  ck_assert(v >= 0);
+  return v;
+}
+
+/* compile_cached on device 0 and check where the binary came from, and
+ * that its timing says so (the compiler ran for a miss only, the disk was
+ * read for a disk hit only); the kernel must run. */
 static void cached_run(hipd_conn_t *conn, const char *src, int refresh,
                        const char *want)
 {
@@ -65,6 +78,18 @@ static void cached_run(hipd_conn_t *conn, const char *src, int refresh,
   ck_assert_msg(strcmp(info_str(info, "cache"), want) == 0,
                 "cache says %s, expected %s", info_str(info, "cache"), want);
   ck_assert_int_gt(info_int(info, "bytes"), 0);
+  if (strcmp(want, "miss") == 0) {
+    ck_assert_msg(timing_of(info, "compiler_ms") > 0, "a miss, not compiled");
+  } else {
+    ck_assert_msg(timing_of(info, "compiler_ms") == 0,
+                  "a %s hit with compiler time", want);
+    ck_assert(timing_of(info, "wait_ms") == 0);
+  }
+  if (strcmp(want, "disk") == 0)
+    ck_assert_msg(timing_of(info, "disk_ms") > 0, "a disk hit, no disk read");
+  if (strcmp(want, "memory") == 0)
+    ck_assert(timing_of(info, "disk_ms") == 0);
+  ck_assert(timing_of(info, "load_ms") <= info_double(info, "compile_ms"));
   hipd_info_free(info);
   vecadd_run(conn, dev, k, 1000, HIPD_STREAM_NULL);
   OK(conn, hipd_kernel_destroy(conn, k));

@@ -18,6 +18,7 @@
 #include "hipd.h"
 #include "log.h"
 #include "util/array.h"
+#include "util/clock.h"
 
 #define LOG_SIZE 16384
 
@@ -59,9 +60,12 @@ typedef struct inflight {
   size_t len;
   cache_source_t source;
   int corrupt; /* CACHE_DISK_CORRUPT or _UNAUTHENTICATED: an entry removed */
-  uint32_t disk_owner; /* a disk hit's owner, as its header says */
-  int warm;            /* a warm start's load nobody asked for (yet) */
-  int warm_step;       /* the warm start's current load */
+  uint32_t disk_owner;     /* a disk hit's owner, as its header says */
+  int warm;                /* a warm start's load nobody asked for (yet) */
+  uint64_t disk_ns;        /* its disk read took (a pool thread) */
+  uint64_t queued_ns;      /* given to the compile pool (loop) */
+  uint64_t run_ns, ran_ns; /* its compile (a compile pool thread) */
+  int warm_step;           /* the warm start's current load */
   char log[LOG_SIZE];
 } inflight_t;
 
@@ -321,6 +325,18 @@ static void mem_insert(const cache_key_t *key, cache_blob_t *blob,
 
 static void warm_next(void);
 
+static cache_timing_t done_timing; /* cache_done_timing() */
+
+const cache_timing_t *cache_done_timing(void)
+{
+  return &done_timing;
+}
+
+void cache_set_done_timing(const cache_timing_t *t)
+{
+  done_timing = t != NULL ? *t : (cache_timing_t){0};
+}
+
 static inflight_t *inflight_find(const cache_key_t *key)
 {
   for (inflight_t *p = cache.inflight[cache_key_bucket(key)]; p != NULL;
@@ -350,11 +366,15 @@ unsigned cache_pending(void)
 static void load_work(uv_work_t *w)
 {
   inflight_t *p = (inflight_t *)w;
-  int why = CACHE_DISK_OK;
+  int why = CACHE_DISK_OK, rc;
+
+  uint64_t t0 = util_now_ns();
 
   p->log[0] = '\0';
-  if (cache_disk_load(&p->key, &p->data, &p->len, &p->disk_owner, !p->warm,
-                      &why) == 0) {
+  rc = cache_disk_load(&p->key, &p->data, &p->len, &p->disk_owner, !p->warm,
+                       &why);
+  p->disk_ns = util_now_ns() - t0;
+  if (rc == 0) {
     p->source = CACHE_HIT_DISK;
     return;
   }
@@ -370,7 +390,9 @@ static void compile_job_run(compile_job_t *job)
 
   p->log[0] = '\0';
   p->source = CACHE_MISS;
+  p->run_ns = util_now_ns();
   p->status = p->fn(p->arg, &p->data, &p->len, p->log, sizeof(p->log));
+  p->ran_ns = util_now_ns();
 }
 
 /* A compile's result written to disk on libuv's pool, after its requests
@@ -465,6 +487,10 @@ static void inflight_finish(inflight_t *p)
   }
   if (p->source == CACHE_HIT_DISK && !p->warm)
     cache_disk_add(&p->key, p->len, p->disk_owner);
+  done_timing = (cache_timing_t){
+      .wait_ns = p->run_ns > p->queued_ns ? p->run_ns - p->queued_ns : 0,
+      .compile_ns = p->ran_ns > p->run_ns ? p->ran_ns - p->run_ns : 0,
+      .disk_ns = p->disk_ns};
   while (p->waiters != NULL) {
     waiter_t *wt = p->waiters;
     p->waiters = wt->next;
@@ -496,6 +522,7 @@ static void compile_start(inflight_t *p)
 
   p->job.run = compile_job_run;
   p->job.done = compile_job_done;
+  p->queued_ns = util_now_ns();
   rc = compile_pool_submit(&p->job);
   if (rc != 0) {
     p->status = rc;
@@ -599,11 +626,13 @@ void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
     lru_push(e);
     cache.st.hits_memory++;
     cache_disk_touch(key);
+    done_timing = (cache_timing_t){0};
     done(ctx, 0, e->blob, CACHE_HIT_MEMORY, "");
     return;
   }
   w = malloc(sizeof(*w));
   if (w == NULL) {
+    done_timing = (cache_timing_t){0};
     done(ctx, HIPD_ENOMEM, NULL, CACHE_MISS, "out of memory");
     return;
   }
@@ -630,6 +659,7 @@ void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
   p = calloc(1, sizeof(*p));
   if (p == NULL) {
     free(w);
+    done_timing = (cache_timing_t){0};
     done(ctx, HIPD_ENOMEM, NULL, CACHE_MISS, "out of memory");
     return;
   }

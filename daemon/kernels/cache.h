@@ -70,6 +70,21 @@ typedef enum {
  * return a negative code and write the compiler's log into @p log. */
 typedef int (*cache_compile_fn)(void *arg, void **out, size_t *len, char *log,
                                 size_t logsz);
+/* Where a request's time went before its answer (nanoseconds; 0 for what
+ * did not happen): waiting for a compile pool thread, the compile (the
+ * compile function: a helper's round trip and its compiler), reading the
+ * disk. */
+typedef struct {
+  uint64_t wait_ns, compile_ns, disk_ns;
+} cache_timing_t;
+/* During a cache_done_fn: the timing of the answer it is given (one a
+ * waiter shares with the request it waited for). Loop thread. */
+const cache_timing_t *cache_done_timing(void);
+/* Set what cache_done_timing() says during the callbacks that follow: a
+ * process whose cache is elsewhere (a worker) hands on its listener's.
+ * Loop thread. */
+void cache_set_done_timing(const cache_timing_t *t);
+
 /* The answer, on the loop thread. @p blob is borrowed: take a reference to
  * keep it. @p log is the compiler's log on failure ("" otherwise). */
 typedef void (*cache_done_fn)(void *ctx, int status, cache_blob_t *blob,

@@ -65,6 +65,7 @@ typedef struct build {
   int has_known;        /* ... if the request gave one */
   uint32_t max_threads; /* the request's launch bound */
   uint32_t tenant;      /* the request's */
+  uint64_t fetched_ns;  /* the binary came (the load starts) */
   struct build *next_waiter;
   /* The message of a failed build. A compiler's log can fill it, so it is
    * a buffer of its own, not a hipd_err_t (util/err.h). */
@@ -105,6 +106,8 @@ static void finish(build_t *b, int status)
   b->res.status = status;
   b->res.error = status != 0 ? b->err : NULL;
   b->res.compile_ms = (double)(util_now_ns() - b->start_ns) / 1e6;
+  if (b->fetched_ns != 0)
+    b->res.load_ms = (double)(util_now_ns() - b->fetched_ns) / 1e6;
   b->done(b->ctx, &b->res);
   build_free(b);
 }
@@ -575,8 +578,12 @@ static void compiled_cb(void *ctx, int status, cache_blob_t *blob,
                         cache_source_t source, const char *log)
 {
   build_t *b = ctx;
+  const cache_timing_t *t = cache_done_timing();
 
   b->res.cache = source;
+  b->res.wait_ms = (double)t->wait_ns / 1e6;
+  b->res.compiler_ms = (double)t->compile_ns / 1e6;
+  b->res.disk_ms = (double)t->disk_ns / 1e6;
   if (status != 0) {
     snprintf(b->err, sizeof(b->err), "%s for %s failed%s%s",
              status == HIPD_ECOMPILE ? "compilation" : "the compiler", b->arch,
@@ -589,6 +596,7 @@ static void compiled_cb(void *ctx, int status, cache_blob_t *blob,
     finish(b, 0);
     return;
   }
+  b->fetched_ns = util_now_ns();
   module_acquire(b, blob);
 }
 

@@ -58,7 +58,12 @@ typedef struct {
   cache_key_t key;
   size_t bytes;      /* binary size */
   double compile_ms; /* request to answer, on the loop */
-  kernel_t *kernel;  /* with a device: a new kernel (1 ref) */
+  /* Where that time went (cache_timing_t: the pool's queue, the compile,
+   * the disk), then the module's load and the kernel's lookup on the
+   * device; the rest is the way there and back (the listener's, for a
+   * worker). */
+  double wait_ms, compiler_ms, disk_ms, load_ms;
+  kernel_t *kernel; /* with a device: a new kernel (1 ref) */
 } kernel_result_t;
 
 typedef void (*kernel_done_fn)(void *ctx, const kernel_result_t *res);

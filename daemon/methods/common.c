@@ -212,6 +212,16 @@ int meth_compile_answer(call_t *c, const kernel_result_t *r, pack_map_t *m)
   pack_kv_str(m, "key", hex);
   pack_kv_u64(m, "bytes", r->bytes);
   pack_kv_f64(m, "compile_ms", r->compile_ms);
+  {
+    pack_map_t t;
+
+    pack_map_begin(&t, pack_key(m, "timing"));
+    pack_kv_f64(&t, "wait_ms", r->wait_ms);
+    pack_kv_f64(&t, "compiler_ms", r->compiler_ms);
+    pack_kv_f64(&t, "disk_ms", r->disk_ms);
+    pack_kv_f64(&t, "load_ms", r->load_ms);
+    pack_map_end(&t);
+  }
   return 0;
 }
 

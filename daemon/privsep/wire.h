@@ -89,13 +89,17 @@ typedef struct wire_val {
   X(T, kernel, WIRE_BYTES, 0, 255)                                             \
   X(T, options, WIRE_ARRAY, 0, 256)                                            \
   X(T, refresh, WIRE_UINT, 0, 1)
-/* Its answer: the key is the one the listener computed. */
+/* Its answer: the key is the one the listener computed; then where its
+ * time went there (cache_timing_t, in nanoseconds). */
 #define WIRE_COMPILE_RESULT(X, T)                                              \
   X(T, status, WIRE_INT, INT32_MIN, 0)                                         \
   X(T, source, WIRE_INT, 0, CACHE_WAITED)                                      \
   X(T, key, WIRE_BYTES, CACHE_KEY_SIZE, CACHE_KEY_SIZE)                        \
   X(T, log, WIRE_BYTES, 0, SIZE_MAX)                                           \
-  X(T, image, WIRE_ANY, 0, 0) /* bin when status is 0, else nil */
+  X(T, image, WIRE_ANY, 0, 0) /* bin when status is 0, else nil */             \
+  X(T, wait_ns, WIRE_UINT, 0, UINT64_MAX)                                      \
+  X(T, compile_ns, WIRE_UINT, 0, UINT64_MAX)                                   \
+  X(T, disk_ns, WIRE_UINT, 0, UINT64_MAX)
 /* cache.stats []: the shared cache's counters (cache_stats_t's fields of
  * these names), then its directory. */
 #define WIRE_CACHE_STATS_COUNTERS(X, T)                                        \

@@ -109,6 +109,7 @@ static listener_req_t *req_take(uint32_t msgid)
 
 static void req_fail(listener_req_t *p, int code, const char *msg)
 {
+  cache_set_done_timing(NULL);
   if (p->kind == REQ_COMPILE)
     p->compiled(p->ctx, code, NULL, CACHE_MISS, msg);
   else if (p->kind == REQ_STATS)
@@ -170,6 +171,10 @@ static void on_compiled(listener_req_t *p, const proto_msg_t *m)
     req_fail(p, HIPD_ENOMEM, "out of memory");
     return;
   }
+  /* Where the listener's time went, for the kernel's reply (kernels.c). */
+  cache_set_done_timing(&(cache_timing_t){.wait_ns = r.wait_ns.u,
+                                          .compile_ns = r.compile_ns.u,
+                                          .disk_ns = r.disk_ns.u});
   p->compiled(p->ctx, (int)r.status.i, blob, (cache_source_t)r.source.i, logz);
   if (blob != NULL)
     cache_blob_unref(blob);

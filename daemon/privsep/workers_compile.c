@@ -55,12 +55,14 @@ static int cjob_compile_cb(void *arg, void **out, size_t *len, char *log,
                          logsz);
 }
 
-/* The answer to "compile": [status, source, key, log, image|nil]. */
+/* The answer to "compile": [status, source, key, log, image|nil, wait_ns,
+ * compile_ns, disk_ns]. */
 static void cjob_done_cb(void *ctx, int status, cache_blob_t *blob,
                          cache_source_t source, const char *log)
 {
   cjob_t *j = ctx;
   worker_t *w = j->w;
+  const cache_timing_t *t = cache_done_timing();
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
@@ -82,6 +84,9 @@ static void cjob_done_cb(void *ctx, int status, cache_blob_t *blob,
     } else {
       msgpack_pack_nil(&pk);
     }
+    msgpack_pack_uint64(&pk, t->wait_ns);
+    msgpack_pack_uint64(&pk, t->compile_ns);
+    msgpack_pack_uint64(&pk, t->disk_ns);
     ipc_send(&w->ch, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
   }

@@ -44,10 +44,10 @@
  *    EPROTO), its name, a message, a nil result;
  *  - compile's result is [status <= 0 (0 or a known code), source (a
  *    cache_source_t), key (bin 32), log (str), image (non-empty bin) when
- *    status is 0, else nil]; a result comes only for params the target
- *    reads as valid too (driver "cpu", the host's arch), and its key is
- *    the one kernels_key() gives for those params: the listener keys what
- *    it compiles itself;
+ *    status is 0, else nil, then three uints of timing]; a result comes only
+ * for params the target reads as valid too (driver "cpu", the host's arch), and
+ * its key is the one kernels_key() gives for those params: the listener keys
+ * what it compiles itself;
  *  - cache.stats' result is 13 uints and a str; cache.clear's is nil, and
  *    it succeeds only for the adopted tenant's own uid, when that is 0 or
  *    the daemon's uid;
@@ -461,16 +461,25 @@ static void check_error(const msgpack_object *e, const msgpack_object *result,
              proto_obj_type_name(result));
 }
 
+/* compile's result: as many elements as the wire's row has (wire.h). */
+#define COMPILE_ONE(T, name, ...) +1
+enum { COMPILE_RESULT_LEN = 0 WIRE_COMPILE_RESULT(COMPILE_ONE, _) };
+
 static void check_compiled(const req_t *r, const msgpack_object *res)
 {
   const msgpack_object *a;
   int64_t status, source;
+  uint64_t ns;
   const char *p;
   size_t n;
 
-  FUZZ_CHECK(res->type == MSGPACK_OBJECT_ARRAY && res->via.array.size == 5,
-             "compile %u: the result is a %s, not an array of 5", r->msgid,
-             proto_obj_type_name(res));
+  FUZZ_CHECK(res->type == MSGPACK_OBJECT_ARRAY &&
+                 res->via.array.size == COMPILE_RESULT_LEN,
+             "compile %u: the result is a %s, not an array of %d", r->msgid,
+             proto_obj_type_name(res), COMPILE_RESULT_LEN);
+  for (int i = 5; i < COMPILE_RESULT_LEN; i++)
+    FUZZ_CHECK(proto_obj_uint(&res->via.array.ptr[i], UINT64_MAX, &ns) == 0,
+               "compile %u: timing element %d is not a uint", r->msgid, i);
   a = res->via.array.ptr;
   FUZZ_CHECK(r->valid,
              "compile %u: a result for params the target reads as invalid",
