@@ -268,6 +268,40 @@ START_TEST(test_cache_warm_start)
 }
 END_TEST
 
+/* Compiles one after another go to the helper that runs already: its
+ * compiler is loaded (a new helper is a process start and a compiler's
+ * first compile on the request's path). Six in a row with four helpers
+ * allowed start none besides the first. */
+START_TEST(test_compiles_reuse_helper)
+{
+  harness_daemon_t *d = harness_start("--cpu-devices", "1", "--cache-dir", "",
+                                      "--compile-jobs", "4", NULL);
+  hipd_conn_t *conn;
+  hipd_info_t *info = NULL;
+  int64_t started = -1;
+
+  ck_assert_ptr_nonnull(d);
+  conn = connect_to(d);
+  for (int i = 0; i < 6; i++) {
+    char tag[32];
+    char *src;
+
+    snprintf(tag, sizeof(tag), "reuse-%d", i);
+    src = fresh_source(VECADD_SRC, tag);
+    cached_run(conn, src, 1, "miss");
+    free(src);
+  }
+  ck_assert_int_eq(hipd_daemon_info(conn, &info), 0);
+  ck_assert_int_eq(hipd_info_int(info, "compile.started", &started), 0);
+  hipd_info_free(info);
+  ck_assert_msg(started == 1,
+                "%lld helpers started for compiles one after another",
+                (long long)started);
+  hipd_close(conn);
+  stop_daemon(d);
+}
+END_TEST
+
 START_TEST(test_cache_concurrent)
 {
   char dir[256];
@@ -644,6 +678,7 @@ static Suite *kernels_cache_suite(void)
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_cache_persistence);
   tcase_add_test(tc, test_cache_warm_start);
+  tcase_add_test(tc, test_compiles_reuse_helper);
   tcase_add_test(tc, test_cache_concurrent);
   tcase_add_test(tc, test_cache_concurrent_many);
   suite_add_tcase(s, tc);

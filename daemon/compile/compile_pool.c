@@ -102,6 +102,7 @@ static struct {
   pthread_t *threads;
   helper_t *helpers;
   unsigned nthreads;
+  unsigned idle_live; /* (mu) threads waiting whose helper runs */
   /* compiler ids from the first hello */
   drv_id_t ids[CP_MAX_DRIVERS];
   unsigned nids;
@@ -746,10 +747,28 @@ static void *thread_main(void *arg)
   self_helper = h;
   pthread_mutex_lock(&pool_state.mu);
   for (;;) {
-    compile_job_t *job;
+    compile_job_t *job = NULL;
+    unsigned live;
 
-    while ((job = queue_take()) == NULL && !pool_state.quit)
+    while (!pool_state.quit) {
+      /* A thread whose helper is not running leaves a waiting job to an
+       * idle thread whose helper is: that helper's compiler is loaded and
+       * warm, while a new helper would start a process and load its
+       * compiler (NVRTC's first compile in a process is the slow one) on
+       * the job's path. New helpers start only when the running ones are
+       * all busy. (h->pid is this thread's own.) */
+      if (h->pid == 0 && pool_state.idle_live > 0 && pool_state.st.queued > 0) {
+        pthread_cond_broadcast(&pool_state.cv);
+        pthread_cond_wait(&pool_state.cv, &pool_state.mu);
+        continue;
+      }
+      if ((job = queue_take()) != NULL)
+        break;
+      live = h->pid != 0;
+      pool_state.idle_live += live;
       pthread_cond_wait(&pool_state.cv, &pool_state.mu);
+      pool_state.idle_live -= live;
+    }
     if (job == NULL)
       break;
     pool_state.st.queued--;
