@@ -34,8 +34,9 @@ typedef struct {
   uint32_t cap;    /* --spin-cpus */
   uint32_t limit;  /* places allowed now (spin_budget_tune) */
   char pad0[64 - 4 * sizeof(uint32_t)];
-  uint32_t taken; /* places taken now, host-wide */
-  char pad1[64 - sizeof(uint32_t)];
+  uint32_t taken;   /* places taken now, host-wide */
+  uint32_t entered; /* places ever taken (wraps): has anyone polled? */
+  char pad1[64 - 2 * sizeof(uint32_t)];
   /* Places held by each process, one cache line each (SLOT(p, i)); slot
    * 0: the owner. */
   uint32_t slot[];
@@ -52,7 +53,8 @@ static struct {
   int shared;
   uv_timer_t timer; /* spin_tune_set */
   int timer_init, timer_on;
-  int32_t avg16; /* other runnable tasks, a moving average x 16 */
+  int32_t avg16;         /* other runnable tasks, a moving average x 16 */
+  uint32_t entered_seen; /* page->entered at the last sample */
 } spin = {.fd = -1};
 
 static pthread_once_t private_once = PTHREAD_ONCE_INIT;
@@ -251,6 +253,8 @@ int spin_enter(void)
     }
   } while (!__atomic_compare_exchange_n(&p->taken, &t, t + 1, 1,
                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+  /* The same cache line as taken, which this spin wrote already. */
+  __atomic_add_fetch(&p->entered, 1, __ATOMIC_RELAXED);
   return 1;
 }
 
@@ -305,7 +309,19 @@ void spin_budget_tune(void)
 
 static void tune_cb(uv_timer_t *t)
 {
+  spin_page_t *p = spin.page;
+  uint32_t entered;
+
   (void)t;
+  /* Nobody polled since the last sample, and nobody polls now: the host's
+   * load matters to no one, and idle sessions cost the listener nothing
+   * but this look (reading /proc is most of a sample's cost). The limit
+   * stays as it was until the next sample after polling resumes. */
+  entered = __atomic_load_n(&p->entered, __ATOMIC_RELAXED);
+  if (entered == spin.entered_seen &&
+      __atomic_load_n(&p->taken, __ATOMIC_RELAXED) == 0)
+    return;
+  spin.entered_seen = entered;
   spin_budget_tune();
 }
 
