@@ -35,15 +35,16 @@ static int64_t stat_of(hipd_conn_t *conn, const char *name)
   return v;
 }
 
-/* The disk_entries counter once it reaches @p want (a compile's result is
- * written to disk after its answer), or after 10 s. */
-static int64_t disk_entries_reach(hipd_conn_t *conn, int64_t want)
+/* The cache.stats counter @p name once it reaches @p want (a compile's
+ * result is written to disk after its answer; a warm start loads in the
+ * background), or after 10 s. */
+static int64_t stat_reach(hipd_conn_t *conn, const char *name, int64_t want)
 {
-  int64_t v = stat_of(conn, "disk_entries");
+  int64_t v = stat_of(conn, name);
 
   for (int i = 0; i < 1000 && v < want; i++) {
     usleep(10 * 1000);
-    v = stat_of(conn, "disk_entries");
+    v = stat_of(conn, name);
   }
   return v;
 }
@@ -114,7 +115,7 @@ START_TEST(test_cache_persistence)
   cached_run(conn, src, 0, "memory");
   ck_assert_int_eq(stat_of(conn, "misses"), 1);
   ck_assert_int_ge(stat_of(conn, "hits_memory"), 1);
-  ck_assert_int_ge(disk_entries_reach(conn, 1), 1);
+  ck_assert_int_ge(stat_reach(conn, "disk_entries", 1), 1);
   hipd_close(conn);
   stop_daemon(d);
   ck_assert_int_eq(cache_entries(dir, entry, sizeof(entry)), 1);
@@ -227,7 +228,7 @@ START_TEST(test_cache_warm_start)
   cached_run(conn, c, 0, "miss");
   usleep(20 * 1000);
   cached_run(conn, a, 0, "memory"); /* A is now the most recently used */
-  entries = disk_entries_reach(conn, 3);
+  entries = stat_reach(conn, "disk_entries", 3);
   ck_assert_int_eq(entries, 3);
   disk_bytes = stat_of(conn, "disk_bytes");
   hipd_close(conn);
@@ -238,9 +239,7 @@ START_TEST(test_cache_warm_start)
   snprintf(room, sizeof(room), "%lld", (long long)(disk_bytes / entries + 64));
   d = start_with_cache_warm(dir, room);
   conn = connect_to(d);
-  for (int i = 0; i < 500 && stat_of(conn, "warmed") < 1; i++)
-    usleep(10 * 1000);
-  ck_assert_int_eq(stat_of(conn, "warmed"), 1);
+  ck_assert_int_eq(stat_reach(conn, "warmed", 1), 1);
   ck_assert_int_eq(stat_of(conn, "hits_disk"), 0);
   cached_run(conn, a, 0, "memory");
   cached_run(conn, b, 0, "disk");
@@ -252,9 +251,7 @@ START_TEST(test_cache_warm_start)
   /* The default budget: all three. */
   d = start_with_cache(dir);
   conn = connect_to(d);
-  for (int i = 0; i < 500 && stat_of(conn, "warmed") < 3; i++)
-    usleep(10 * 1000);
-  ck_assert_int_eq(stat_of(conn, "warmed"), 3);
+  ck_assert_int_eq(stat_reach(conn, "warmed", 3), 3);
   cached_run(conn, c, 0, "memory");
   cached_run(conn, b, 0, "memory");
   ck_assert_int_eq(stat_of(conn, "hits_disk"), 0);

@@ -38,20 +38,31 @@ static void tenant_labels(const view_t *v, strbuf_t *lb, uint64_t uid)
     }                                                                          \
   } while (0)
 
+/* Each tenant @p tn of view v that the caller may see. */
+#define FOR_VISIBLE_TENANT(tn)                                                 \
+  for (const view_tenant_t *tn = v->ten; tn < v->ten + v->nten; tn++)          \
+    if (admin_view_visible(v, tn->uid))
+
+/* Per tenant family, for the tenants the caller may see. */
+#define TEN_FAMILY(name, type, help, expr)                                     \
+  do {                                                                         \
+    prom_family(b, name, type, help);                                          \
+    FOR_VISIBLE_TENANT (tn) {                                                  \
+      tenant_labels(v, &lb, tn->uid);                                          \
+      prom_sample_u64(b, name, &lb, (expr));                                   \
+    }                                                                          \
+  } while (0)
+
 /* Per tenant and device family, for the tenants the caller may see. */
 #define TEN_DEV_FAMILY(name, type, help, expr)                                 \
   do {                                                                         \
     prom_family(b, name, type, help);                                          \
-    for (uint32_t t = 0; t < v->nten; t++) {                                   \
-      const view_tenant_t *tn = &v->ten[t];                                    \
-      if (!admin_view_visible(v, tn->uid))                                     \
-        continue;                                                              \
+    FOR_VISIBLE_TENANT (tn)                                                    \
       for (uint32_t i = 0; i < tn->ndev; i++) {                                \
         tenant_labels(v, &lb, tn->uid);                                        \
         dev_label(&lb, (int)i);                                                \
         prom_sample_u64(b, name, &lb, (expr));                                 \
       }                                                                        \
-    }                                                                          \
   } while (0)
 
 void admin_metrics_render(const view_t *v, const report_set_t *set,
@@ -125,12 +136,8 @@ void admin_metrics_render(const view_t *v, const report_set_t *set,
   DEV_FAMILY("hipd_device_lost", "gauge", "1 while the device is lost",
              (uint64_t)(vd->d.lost != 0));
 
-  prom_family(b, "hipd_tenant_sessions", "gauge", "sessions of the tenant");
-  for (uint32_t t = 0; t < v->nten; t++)
-    if (admin_view_visible(v, v->ten[t].uid)) {
-      tenant_labels(v, &lb, v->ten[t].uid);
-      prom_sample_u64(b, "hipd_tenant_sessions", &lb, v->ten[t].sessions);
-    }
+  TEN_FAMILY("hipd_tenant_sessions", "gauge", "sessions of the tenant",
+             tn->sessions);
   TEN_DEV_FAMILY("hipd_tenant_memory_held_bytes", "gauge",
                  "device memory held by the tenant's sessions", tn->held[i]);
   TEN_DEV_FAMILY("hipd_tenant_buffers", "gauge",
@@ -139,63 +146,41 @@ void admin_metrics_render(const view_t *v, const report_set_t *set,
                  "kernel launches of the tenant", tn->c[i].launches);
   prom_family(b, "hipd_tenant_busy_seconds_total", "counter",
               "device busy time of the tenant's work");
-  for (uint32_t t = 0; t < v->nten; t++)
-    for (uint32_t i = 0;
-         admin_view_visible(v, v->ten[t].uid) && i < v->ten[t].ndev; i++) {
-      tenant_labels(v, &lb, v->ten[t].uid);
+  FOR_VISIBLE_TENANT (tn)
+    for (uint32_t i = 0; i < tn->ndev; i++) {
+      tenant_labels(v, &lb, tn->uid);
       dev_label(&lb, (int)i);
       prom_sample_f(b, "hipd_tenant_busy_seconds_total", &lb,
-                    (double)v->ten[t].c[i].busy_ns / 1e9);
+                    (double)tn->c[i].busy_ns / 1e9);
     }
   prom_family(b, "hipd_tenant_transfer_bytes_total", "counter",
               "bytes the tenant copied between host and device");
-  for (uint32_t t = 0; t < v->nten; t++)
-    for (uint32_t i = 0;
-         admin_view_visible(v, v->ten[t].uid) && i < v->ten[t].ndev; i++)
+  FOR_VISIBLE_TENANT (tn)
+    for (uint32_t i = 0; i < tn->ndev; i++)
       for (int k = 0; k < 2; k++) {
-        tenant_labels(v, &lb, v->ten[t].uid);
+        tenant_labels(v, &lb, tn->uid);
         dev_label(&lb, (int)i);
         prom_label(&lb, "direction", dirs[k]);
         prom_sample_u64(b, "hipd_tenant_transfer_bytes_total", &lb,
-                        k == 0 ? v->ten[t].c[i].h2d : v->ten[t].c[i].d2h);
+                        k == 0 ? tn->c[i].h2d : tn->c[i].d2h);
       }
-  prom_family(b, "hipd_tenant_quota_refusals_total", "counter",
-              "requests refused by a quota or tenant limit");
-  for (uint32_t t = 0; t < v->nten; t++)
-    if (admin_view_visible(v, v->ten[t].uid)) {
-      tenant_labels(v, &lb, v->ten[t].uid);
-      prom_sample_u64(b, "hipd_tenant_quota_refusals_total", &lb,
-                      v->ten[t].quota);
-    }
-  prom_family(b, "hipd_tenant_mps_active_threads_percent", "gauge",
-              "under MPS, the share of each GPU's SMs the tenant's kernels "
-              "may hold at once (--mps-active-threads; 0: no MPS client)");
-  for (uint32_t t = 0; t < v->nten; t++)
-    if (admin_view_visible(v, v->ten[t].uid)) {
-      tenant_labels(v, &lb, v->ten[t].uid);
-      prom_sample_u64(b, "hipd_tenant_mps_active_threads_percent", &lb,
-                      v->ten[t].mps_threads);
-    }
-  prom_family(b, "hipd_tenant_mps_device_memory_limit_bytes", "gauge",
-              "under MPS, the device memory the tenant's contexts may pin "
-              "on each GPU (--mps-device-mem; 0: no limit)");
-  for (uint32_t t = 0; t < v->nten; t++)
-    if (admin_view_visible(v, v->ten[t].uid)) {
-      tenant_labels(v, &lb, v->ten[t].uid);
-      prom_sample_u64(b, "hipd_tenant_mps_device_memory_limit_bytes", &lb,
-                      v->ten[t].mps_mem);
-    }
-  prom_family(b, "hipd_tenant_faults_total", "counter",
-              "requests of the tenant that failed with a lost device or a "
-              "device error");
-  for (uint32_t t = 0; t < v->nten; t++)
-    if (admin_view_visible(v, v->ten[t].uid)) {
-      tenant_labels(v, &lb, v->ten[t].uid);
-      prom_sample_u64(b, "hipd_tenant_faults_total", &lb, v->ten[t].faults);
-    }
+  TEN_FAMILY("hipd_tenant_quota_refusals_total", "counter",
+             "requests refused by a quota or tenant limit", tn->quota);
+  TEN_FAMILY("hipd_tenant_mps_active_threads_percent", "gauge",
+             "under MPS, the share of each GPU's SMs the tenant's kernels "
+             "may hold at once (--mps-active-threads; 0: no MPS client)",
+             tn->mps_threads);
+  TEN_FAMILY("hipd_tenant_mps_device_memory_limit_bytes", "gauge",
+             "under MPS, the device memory the tenant's contexts may pin "
+             "on each GPU (--mps-device-mem; 0: no limit)",
+             tn->mps_mem);
+  TEN_FAMILY("hipd_tenant_faults_total", "counter",
+             "requests of the tenant that failed with a lost device or a "
+             "device error",
+             tn->faults);
 
-    /* Per grant (grants.h), for the grants the caller may see: what the
-     * sessions under each did, labelled by its label (a job's id). */
+  /* Per grant (grants.h), for the grants the caller may see: what the
+   * sessions under each did, labelled by its label (a job's id). */
 #define GRANT_FAMILY(name, type, help, expr)                                   \
   do {                                                                         \
     prom_family(b, name, type, help);                                          \

@@ -337,6 +337,20 @@ void cache_set_done_timing(const cache_timing_t *t)
   done_timing = t != NULL ? *t : (cache_timing_t){0};
 }
 
+/* Answer a request at once, with nothing timed (a memory hit, or a
+ * failure before anything ran); from within another answer (a request
+ * made by its callback), whose timing stays as it was. */
+static void answer_at_once(cache_done_fn done, void *ctx, int status,
+                           cache_blob_t *blob, cache_source_t source,
+                           const char *log)
+{
+  cache_timing_t outer = done_timing;
+
+  done_timing = (cache_timing_t){0};
+  done(ctx, status, blob, source, log);
+  done_timing = outer;
+}
+
 static inflight_t *inflight_find(const cache_key_t *key)
 {
   for (inflight_t *p = cache.inflight[cache_key_bucket(key)]; p != NULL;
@@ -367,7 +381,6 @@ static void load_work(uv_work_t *w)
 {
   inflight_t *p = (inflight_t *)w;
   int why = CACHE_DISK_OK, rc;
-
   uint64_t t0 = util_now_ns();
 
   p->log[0] = '\0';
@@ -445,6 +458,7 @@ static void store_start(const cache_key_t *key, cache_blob_t *blob,
 /* The request is over (loop thread): record it, answer every waiter. */
 static void inflight_finish(inflight_t *p)
 {
+  cache_timing_t timing;
   cache_blob_t *blob = NULL;
   int first = 1;
 
@@ -487,7 +501,7 @@ static void inflight_finish(inflight_t *p)
   }
   if (p->source == CACHE_HIT_DISK && !p->warm)
     cache_disk_add(&p->key, p->len, p->disk_owner);
-  done_timing = (cache_timing_t){
+  timing = (cache_timing_t){
       .wait_ns = p->run_ns > p->queued_ns ? p->run_ns - p->queued_ns : 0,
       .compile_ns = p->ran_ns > p->run_ns ? p->ran_ns - p->run_ns : 0,
       .disk_ns = p->disk_ns};
@@ -496,11 +510,13 @@ static void inflight_finish(inflight_t *p)
     p->waiters = wt->next;
     if (!first)
       cache.st.waits++;
+    done_timing = timing; /* a callback's request may have changed it */
     wt->done(wt->ctx, p->status, blob, first ? p->source : CACHE_WAITED,
              p->log);
     first = 0;
     free(wt);
   }
+  done_timing = (cache_timing_t){0}; /* never read by an answer not ours */
   if (blob != NULL && p->source == CACHE_MISS && cache_disk_dir() != NULL)
     store_start(&p->key, blob, p->job.tenant);
   if (blob != NULL)
@@ -558,6 +574,16 @@ static void load_after(uv_work_t *w, int status)
   compile_start(p);
 }
 
+/* The warm start is over (or stopped): its list goes. */
+static void warm_end(void)
+{
+  free(cache.warm.keys);
+  free(cache.warm.lens);
+  cache.warm.keys = NULL;
+  cache.warm.lens = NULL;
+  cache.warm.n = cache.warm.next = 0;
+}
+
 /* The warm start's next load: the most recently used entry left that fits
  * the budget and is not in memory or in flight. One at a time, so that the
  * pool stays free for requests. */
@@ -582,11 +608,7 @@ static void warm_next(void)
     uv_queue_work(cache.loop, &p->work, load_work, load_after);
     return;
   }
-  free(cache.warm.keys);
-  free(cache.warm.lens);
-  cache.warm.keys = NULL;
-  cache.warm.lens = NULL;
-  cache.warm.n = cache.warm.next = 0;
+  warm_end();
 }
 
 void cache_warm(uint64_t budget)
@@ -626,14 +648,12 @@ void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
     lru_push(e);
     cache.st.hits_memory++;
     cache_disk_touch(key);
-    done_timing = (cache_timing_t){0};
-    done(ctx, 0, e->blob, CACHE_HIT_MEMORY, "");
+    answer_at_once(done, ctx, 0, e->blob, CACHE_HIT_MEMORY, "");
     return;
   }
   w = malloc(sizeof(*w));
   if (w == NULL) {
-    done_timing = (cache_timing_t){0};
-    done(ctx, HIPD_ENOMEM, NULL, CACHE_MISS, "out of memory");
+    answer_at_once(done, ctx, HIPD_ENOMEM, NULL, CACHE_MISS, "out of memory");
     return;
   }
   w->done = done;
@@ -659,8 +679,7 @@ void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
   p = calloc(1, sizeof(*p));
   if (p == NULL) {
     free(w);
-    done_timing = (cache_timing_t){0};
-    done(ctx, HIPD_ENOMEM, NULL, CACHE_MISS, "out of memory");
+    answer_at_once(done, ctx, HIPD_ENOMEM, NULL, CACHE_MISS, "out of memory");
     return;
   }
   p->key = *key;
@@ -742,11 +761,7 @@ int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes,
 void cache_shutdown(void)
 {
   /* No further warm load starts (one on the pool ends as any load). */
-  free(cache.warm.keys);
-  free(cache.warm.lens);
-  cache.warm.keys = NULL;
-  cache.warm.lens = NULL;
-  cache.warm.n = cache.warm.next = 0;
+  warm_end();
   while (cache.oldest != NULL)
     mem_remove(cache.oldest);
   free(cache.tenants);

@@ -78,11 +78,13 @@ typedef struct {
   uint64_t wait_ns, compile_ns, disk_ns;
 } cache_timing_t;
 /* During a cache_done_fn: the timing of the answer it is given (one a
- * waiter shares with the request it waited for). Loop thread. */
+ * waiter shares with the request it waited for); zeros at any other time,
+ * so that an answer that did not come from the cache (a refusal before
+ * it) reads nothing. Loop thread. */
 const cache_timing_t *cache_done_timing(void);
-/* Set what cache_done_timing() says during the callbacks that follow: a
- * process whose cache is elsewhere (a worker) hands on its listener's.
- * Loop thread. */
+/* Set what cache_done_timing() says during the callbacks that follow
+ * (NULL: zeros again, once they ran): a process whose cache is elsewhere
+ * (a worker) hands on its listener's. Loop thread. */
 void cache_set_done_timing(const cache_timing_t *t);
 
 /* The answer, on the loop thread. @p blob is borrowed: take a reference to

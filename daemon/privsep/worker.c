@@ -109,7 +109,6 @@ static listener_req_t *req_take(uint32_t msgid)
 
 static void req_fail(listener_req_t *p, int code, const char *msg)
 {
-  cache_set_done_timing(NULL);
   if (p->kind == REQ_COMPILE)
     p->compiled(p->ctx, code, NULL, CACHE_MISS, msg);
   else if (p->kind == REQ_STATS)
@@ -176,6 +175,7 @@ static void on_compiled(listener_req_t *p, const proto_msg_t *m)
                                           .compile_ns = r.compile_ns.u,
                                           .disk_ns = r.disk_ns.u});
   p->compiled(p->ctx, (int)r.status.i, blob, (cache_source_t)r.source.i, logz);
+  cache_set_done_timing(NULL);
   if (blob != NULL)
     cache_blob_unref(blob);
   free(logz);
