@@ -760,6 +760,11 @@ int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes,
 
 void cache_shutdown(void)
 {
+  /* A compile's disk write runs on libuv's pool with the disk's state
+   * (store_work): let it end first. The daemon's loop has drained by now
+   * (none is left); a caller that stops its loop earlier waits here. */
+  while (cache.nstores > 0)
+    uv_run(cache.loop, UV_RUN_ONCE);
   /* No further warm load starts (one on the pool ends as any load). */
   warm_end();
   while (cache.oldest != NULL)

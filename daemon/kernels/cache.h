@@ -113,6 +113,9 @@ typedef struct {
  * code returned is also @p err's. */
 int cache_init(uv_loop_t *loop, const char *dir, uint64_t max_bytes,
                hipd_err_t *err);
+/* Forget everything, in memory; close the disk. A compile's disk write
+ * still running is waited for first (the loop runs meanwhile). Loop
+ * thread. */
 void cache_shutdown(void);
 /* A warm start: load the disk's entries into memory in the background,
  * most recently used first (the order of use before the restart), until
