@@ -38,10 +38,13 @@ static void tenant_labels(const view_t *v, strbuf_t *lb, uint64_t uid)
     }                                                                          \
   } while (0)
 
-/* Each tenant @p tn of view v that the caller may see. */
+/* Each tenant @p tn of view v that the caller may see (by index: v->ten
+ * is NULL when there is none, and NULL + 0 is undefined). The inner loop
+ * runs once: a body's break leaves only it. */
 #define FOR_VISIBLE_TENANT(tn)                                                 \
-  for (const view_tenant_t *tn = v->ten; tn < v->ten + v->nten; tn++)          \
-    if (admin_view_visible(v, tn->uid))
+  for (uint32_t tn##_i = 0; tn##_i < v->nten; tn##_i++)                        \
+    for (const view_tenant_t *tn = &v->ten[tn##_i]; tn != NULL; tn = NULL)     \
+      if (admin_view_visible(v, tn->uid))
 
 /* Per tenant family, for the tenants the caller may see. */
 #define TEN_FAMILY(name, type, help, expr)                                     \
