@@ -103,6 +103,7 @@ typedef struct daemon_config {
   uint64_t compile_queue_bytes;   /* sources they hold, 0: 256 MiB */
   int busy_poll_us;         /* spin before sleeping (loop, workers); -1: auto */
   int loop_launch;          /* GPU streams the loop launches on itself */
+  uint32_t stream_threads;  /* a device's stream pool; 0: auto (device.c) */
   uint32_t log_tenant_rate; /* lines a second about one uid; 0: no limit */
   uint32_t spin_cpus;       /* spinners at once, all processes; 0: auto */
   int gpu_wait;             /* hip_driver_set_wait() mode */

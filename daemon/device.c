@@ -2,6 +2,7 @@
 /* daemon/device.c: device enumeration, selection and global ids. */
 #include "config.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,27 @@ int device_bind(void *arg)
   return dev->drv->bind_thread(dev->drv, dev->local);
 }
 
+static unsigned stream_threads_set; /* 0: the default */
+
+void devices_set_stream_threads(unsigned n)
+{
+  stream_threads_set = n;
+}
+
+/* --stream-threads, or the CPUs this process may run on, 4 to 32: the
+ * streams' waits for the device each hold a thread, and a core's worth
+ * of them keeps as many kernels in flight as the host can launch. */
+static unsigned stream_threads(void)
+{
+  cpu_set_t set;
+  int n;
+
+  if (stream_threads_set != 0)
+    return stream_threads_set;
+  n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 4;
+  return n < 4 ? 4 : n > 32 ? 32 : (unsigned)n;
+}
+
 int devices_init(const char *spec, hipd_err_t *err)
 {
   int rc;
@@ -144,7 +166,13 @@ int devices_init(const char *spec, hipd_err_t *err)
       }
       snprintf(tname, sizeof(tname), "hipd-svc%d", dev->id);
       dev->service = exec_create(tname, device_bind, dev);
-      if (dev->service == NULL) {
+      snprintf(tname, sizeof(tname), "hipd-st%d", dev->id);
+      if (dev->service != NULL)
+        dev->streams =
+            exec_pool_create(tname, stream_threads(), device_bind, dev);
+      if (dev->streams == NULL) {
+        if (dev->service != NULL)
+          exec_destroy(dev->service);
         free(dev);
         return err_set(err, HIPD_ENOMEM, "cannot start a worker thread");
       }
@@ -255,6 +283,10 @@ void device_mark_lost(device_t *dev, const char *why)
 void devices_shutdown(void)
 {
   for (int i = 0; i < ndevices; i++) {
+    /* Busy: a stream's task stuck in the driver past the shutdown time;
+     * its threads end with the process. */
+    if (exec_pool_destroy(devices[i]->streams) != 0)
+      log_warn(0, "device %d: a stream's work still runs at exit", i);
     exec_destroy(devices[i]->service);
     free(devices[i]);
     devices[i] = NULL;

@@ -20,13 +20,14 @@ typedef struct device {
   driver_t *drv;
   int local; /* index within the driver */
   dev_caps_t caps;
-  executor_t *service; /* blocking housekeeping for this device */
-  uint64_t allocated;  /* bytes hipd holds on it (loop thread) */
-  uint32_t buffers;    /* live allocations (loop thread) */
-  uint32_t epoch;      /* context generation; objects made in an older one
-                          are dead (atomic: workers read it) */
-  int lost;            /* the context is lost; a reset is under way */
-  int unrecoverable;   /* the reset failed: lost until hipd restarts */
+  executor_t *service;  /* blocking housekeeping for this device */
+  exec_pool_t *streams; /* the threads its streams' work runs on */
+  uint64_t allocated;   /* bytes hipd holds on it (loop thread) */
+  uint32_t buffers;     /* live allocations (loop thread) */
+  uint32_t epoch;       /* context generation; objects made in an older one
+                           are dead (atomic: workers read it) */
+  int lost;             /* the context is lost; a reset is under way */
+  int unrecoverable;    /* the reset failed: lost until hipd restarts */
 } device_t;
 
 /* Enumerate and select devices. @p spec is NULL or "all", or a comma list
@@ -35,7 +36,11 @@ typedef struct device {
  * (none for HIPD_ENOMEM). A driver or device that cannot be used is logged
  * (with its drv_last_error()) and skipped. */
 int devices_init(const char *spec, hipd_err_t *err);
-/* Stop the service executors (blocking; at exit). */
+/* Threads of each device's stream pool (--stream-threads; 0: the
+ * default, the CPUs this process may run on, 4 to 32). Before
+ * devices_init(). */
+void devices_set_stream_threads(unsigned n);
+/* Stop the service executors and the stream pools (blocking; at exit). */
 void devices_shutdown(void);
 int devices_count(void);
 /* The device with global id @p id, or NULL. */

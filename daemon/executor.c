@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/executor.c: serial task queues on worker threads, and the uv_async
- * bridge that runs completions on the loop thread. */
+/* daemon/executor.c: serial task queues served by bounded pools of
+ * threads, and the uv_async bridge that runs completions on the loop
+ * thread. */
 #include "config.h"
 
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,24 +15,10 @@
 #include <unistd.h>
 
 #include "executor.h"
+#include "hipd.h"
 #include "log.h"
 #include "spin.h"
 #include "util/clock.h"
-
-struct executor {
-  pthread_t thread;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  task_t *head, *tail; /* queued, not yet started */
-  uint32_t pending;    /* queued + running; read on the loop thread */
-  int stopping;        /* no more tasks after the queue drains */
-  int (*bind)(void *);
-  void *bind_arg;
-  char name[32];
-  void (*on_gone)(void *);
-  void *gone_arg;
-  task_t retire_task; /* posted to the loop when the thread has ended */
-};
 
 /* ---------------------------------------------------------------- bridge */
 
@@ -229,6 +217,45 @@ void exec_set_busy_poll(uint32_t us)
   busy_poll_ns = (uint64_t)us * 1000;
 }
 
+/* A thread runs at most this many tasks of one queue before it lets the
+ * other queues that wait go first. */
+#define BATCH 16
+/* A thread beyond a pool's first ends after this long without work, so
+ * that a worker's threads come back to their count after a burst. */
+#define IDLE_EXIT_NS (2ull * 1000 * 1000 * 1000)
+
+enum { Q_IDLE, Q_READY, Q_RUNNING };
+
+struct exec_pool {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;              /* on CLOCK_MONOTONIC */
+  executor_t *ready, *ready_tail; /* (mu) queues with work, none running;
+                                   * ready is also read as a hint */
+  unsigned max;                   /* threads at most */
+  unsigned nthreads;              /* (mu) started and not leaving */
+  unsigned free;                  /* (mu) of those, running no queue */
+  unsigned nready;                /* (mu) queues in the ready list */
+  unsigned queues;                /* (mu) executors not gone yet */
+  unsigned live; /* (atomic) threads that may still touch the pool */
+  int stopping;  /* (mu, atomic) exit when none ready */
+  int owned;     /* made by exec_create for one queue */
+  int (*bind)(void *);
+  void *bind_arg;
+  char name[16];
+};
+
+struct executor {
+  exec_pool_t *pool;
+  task_t *head, *tail;    /* (pool->mu) queued, not yet started */
+  executor_t *ready_next; /* (pool->mu) in the pool's ready list */
+  int state;              /* (pool->mu) Q_* */
+  int stopping;           /* (pool->mu) retire once drained */
+  uint32_t pending;       /* queued + running (atomic) */
+  void (*on_gone)(void *);
+  void *gone_arg;
+  task_t retire_task; /* posted to the loop when the queue has drained */
+};
+
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -238,15 +265,15 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Wait up to busy_poll_ns for work without sleeping (lock not held). The
- * queue head is read without the lock as a hint; the caller rechecks it
- * under the lock. */
-static void spin_for_work(executor_t *ex)
+/* Wait up to busy_poll_ns for a ready queue without sleeping (lock not
+ * held). The list is read without the lock as a hint; the caller rechecks
+ * it under the lock. */
+static void spin_for_work(exec_pool_t *p)
 {
   uint64_t until = util_now_ns() + busy_poll_ns;
 
-  while (__atomic_load_n(&ex->head, __ATOMIC_ACQUIRE) == NULL &&
-         !__atomic_load_n(&ex->stopping, __ATOMIC_RELAXED)) {
+  while (__atomic_load_n(&p->ready, __ATOMIC_ACQUIRE) == NULL &&
+         !__atomic_load_n(&p->stopping, __ATOMIC_RELAXED)) {
     for (int i = 0; i < 64; i++)
       cpu_relax();
     if (util_now_ns() >= until)
@@ -254,39 +281,47 @@ static void spin_for_work(executor_t *ex)
   }
 }
 
-static void *worker_main(void *arg)
+/* Append @p ex to the ready list. (p->mu) */
+static void ready_push(exec_pool_t *p, executor_t *ex)
 {
-  executor_t *ex = arg;
-  int bound;
+  ex->state = Q_READY;
+  ex->ready_next = NULL;
+  p->nready++;
+  if (p->ready_tail != NULL)
+    p->ready_tail->ready_next = ex;
+  else
+    __atomic_store_n(&p->ready, ex, __ATOMIC_RELEASE);
+  p->ready_tail = ex;
+}
 
-  /* By the thread itself: prctl(PR_SET_NAME), which the sandboxed
-   * worker's filter allows; another thread's name is a file write in
-   * /proc, which Landlock refuses. */
-  pthread_setname_np(pthread_self(), ex->name);
-  bound = ex->bind ? ex->bind(ex->bind_arg) : 0;
-  if (bound != 0)
-    log_error(0, "executor %s: cannot bind its device (%d)", ex->name, bound);
-  for (;;) {
-    task_t *t;
+static executor_t *ready_pop(exec_pool_t *p)
+{
+  executor_t *ex = p->ready;
 
-    if (busy_poll_ns != 0 &&
-        __atomic_load_n(&ex->head, __ATOMIC_ACQUIRE) == NULL && spin_enter()) {
-      spin_for_work(ex);
-      spin_leave();
-    }
-    pthread_mutex_lock(&ex->mu);
-    while (ex->head == NULL && !ex->stopping)
-      pthread_cond_wait(&ex->cv, &ex->mu);
-    t = ex->head;
-    if (t == NULL) {
-      pthread_mutex_unlock(&ex->mu);
-      break;
-    }
+  p->nready--;
+  __atomic_store_n(&p->ready, ex->ready_next, __ATOMIC_RELEASE);
+  if (p->ready == NULL)
+    p->ready_tail = NULL;
+  ex->ready_next = NULL;
+  ex->state = Q_RUNNING;
+  return ex;
+}
+
+/* Run up to BATCH tasks of @p ex, in order, then put it back in the ready
+ * list if it has more, or post its retirement if it drained while
+ * retiring (after which it is not touched: the loop frees it). Entered
+ * and left with p->mu held. */
+static void run_queue(exec_pool_t *p, executor_t *ex, int bound)
+{
+  int retire = 0;
+
+  for (int n = 0; n < BATCH && ex->head != NULL; n++) {
+    task_t *t = ex->head;
+
     ex->head = t->next;
     if (ex->head == NULL)
       ex->tail = NULL;
-    pthread_mutex_unlock(&ex->mu);
-
+    pthread_mutex_unlock(&p->mu);
     t->next = NULL;
     t->hold = 0;
     if (bound != 0)
@@ -296,66 +331,243 @@ static void *worker_main(void *arg)
     __atomic_sub_fetch(&ex->pending, 1, __ATOMIC_RELEASE);
     if (!t->hold)
       task_complete(t);
+    pthread_mutex_lock(&p->mu);
   }
-  if (ex->on_gone != NULL)
+  if (ex->head != NULL) {
+    ready_push(p, ex);
+  } else {
+    ex->state = Q_IDLE;
+    retire = ex->stopping;
+  }
+  if (retire) {
+    pthread_mutex_unlock(&p->mu);
     task_complete(&ex->retire_task);
+    pthread_mutex_lock(&p->mu);
+  }
+}
+
+/* Sleep until a queue is ready or the pool stops, or for IDLE_EXIT_NS
+ * without either while other threads remain. @return 1 if this thread
+ * should end for idleness. (p->mu) */
+static int wait_for_work(exec_pool_t *p)
+{
+  while (p->ready == NULL && !p->stopping) {
+    uint64_t ns = util_now_ns() + IDLE_EXIT_NS;
+    struct timespec until = {.tv_sec = (time_t)(ns / 1000000000ull),
+                             .tv_nsec = (long)(ns % 1000000000ull)};
+
+    while (p->ready == NULL && !p->stopping)
+      if (pthread_cond_timedwait(&p->cv, &p->mu, &until) != 0)
+        break;
+    if (p->ready == NULL && !p->stopping && p->nthreads > 1)
+      return 1;
+  }
+  return 0;
+}
+
+static void *pool_main(void *arg)
+{
+  exec_pool_t *p = arg;
+  int bound;
+
+  /* By the thread itself: prctl(PR_SET_NAME), which the sandboxed
+   * worker's filter allows; another thread's name is a file write in
+   * /proc, which Landlock refuses. */
+  pthread_setname_np(pthread_self(), p->name);
+  bound = p->bind ? p->bind(p->bind_arg) : 0;
+  if (bound != 0)
+    log_error(0, "executor %s: cannot bind its device (%d)", p->name, bound);
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    if (p->ready == NULL && !p->stopping && busy_poll_ns != 0) {
+      pthread_mutex_unlock(&p->mu);
+      if (spin_enter()) {
+        spin_for_work(p);
+        spin_leave();
+      }
+      pthread_mutex_lock(&p->mu);
+    }
+    if (wait_for_work(p) || p->ready == NULL)
+      break; /* idle for long, or stopping with nothing left to run */
+    p->free--;
+    run_queue(p, ready_pop(p), bound);
+    p->free++;
+  }
+  p->nthreads--;
+  p->free--;
+  pthread_mutex_unlock(&p->mu);
+  /* The last touch: the pool may be freed from here on. */
+  __atomic_sub_fetch(&p->live, 1, __ATOMIC_RELEASE);
   return NULL;
 }
 
-static void retire_done(task_t *t)
+/* Start one more thread, counted already under the lock (nthreads, free
+ * and live). @return 0 or the pthread_create error. Loop thread (or
+ * creation). */
+static int pool_spawn(exec_pool_t *p)
 {
-  executor_t *ex =
-      (executor_t *)((char *)t - offsetof(executor_t, retire_task));
-  void (*fn)(void *) = ex->on_gone;
-  void *arg = ex->gone_arg;
+  pthread_attr_t attr;
+  pthread_t th;
+  int rc;
 
-  pthread_join(ex->thread, NULL);
-  pthread_mutex_destroy(&ex->mu);
-  pthread_cond_destroy(&ex->cv);
-  free(ex);
-  fn(arg);
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 512 * 1024);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  rc = pthread_create(&th, &attr, pool_main, p);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    pthread_mutex_lock(&p->mu);
+    p->nthreads--;
+    p->free--;
+    pthread_mutex_unlock(&p->mu);
+    __atomic_sub_fetch(&p->live, 1, __ATOMIC_RELEASE);
+  }
+  return rc;
+}
+
+/* Count one more thread before pool_spawn(). (p->mu) */
+static void pool_reserve(exec_pool_t *p)
+{
+  p->nthreads++;
+  p->free++;
+  __atomic_add_fetch(&p->live, 1, __ATOMIC_RELAXED);
+}
+
+static void pool_free(exec_pool_t *p)
+{
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv);
+  free(p);
+}
+
+exec_pool_t *exec_pool_create(const char *name, unsigned max,
+                              int (*bind)(void *), void *bind_arg)
+{
+  exec_pool_t *p = max != 0 ? calloc(1, sizeof(*p)) : NULL;
+  pthread_condattr_t ca;
+
+  if (p == NULL)
+    return NULL;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  p->max = max;
+  p->bind = bind;
+  p->bind_arg = bind_arg;
+  snprintf(p->name, sizeof(p->name), "%s", name);
+  /* One thread from the start, and always: a queue has one to run it. */
+  pool_reserve(p);
+  if (pool_spawn(p) != 0) {
+    pool_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* Stop @p p's threads once nothing is ready and wait until they are gone
+ * (they are detached: they leave at idle times too). */
+static void pool_stop_wait(exec_pool_t *p)
+{
+  pthread_mutex_lock(&p->mu);
+  __atomic_store_n(&p->stopping, 1, __ATOMIC_RELAXED);
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  while (__atomic_load_n(&p->live, __ATOMIC_ACQUIRE) != 0) {
+    struct timespec ts = {0, 100 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+int exec_pool_destroy(exec_pool_t *p)
+{
+  unsigned queues;
+
+  if (p == NULL)
+    return 0;
+  pthread_mutex_lock(&p->mu);
+  queues = p->queues;
+  pthread_mutex_unlock(&p->mu);
+  if (queues != 0) {
+    /* A queue not retired may have a task stuck in the driver (hipd
+     * exiting after its shutdown time): leave the threads to the exit. */
+    return HIPD_EBUSY;
+  }
+  pool_stop_wait(p);
+  pool_free(p);
+  return 0;
+}
+
+unsigned exec_pool_threads(exec_pool_t *p)
+{
+  unsigned n;
+
+  pthread_mutex_lock(&p->mu);
+  n = p->nthreads;
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+executor_t *exec_create_in(exec_pool_t *p)
+{
+  executor_t *ex = calloc(1, sizeof(*ex));
+
+  if (ex == NULL)
+    return NULL;
+  ex->pool = p;
+  pthread_mutex_lock(&p->mu);
+  p->queues++;
+  pthread_mutex_unlock(&p->mu);
+  return ex;
 }
 
 executor_t *exec_create(const char *name, int (*bind)(void *), void *bind_arg)
 {
-  executor_t *ex = calloc(1, sizeof(*ex));
-  pthread_attr_t attr;
-  int rc;
+  exec_pool_t *p = exec_pool_create(name, 1, bind, bind_arg);
+  executor_t *ex = p != NULL ? exec_create_in(p) : NULL;
 
-  if (ex == NULL)
-    return NULL;
-  pthread_mutex_init(&ex->mu, NULL);
-  pthread_cond_init(&ex->cv, NULL);
-  ex->bind = bind;
-  ex->bind_arg = bind_arg;
-  snprintf(ex->name, sizeof(ex->name), "%s", name);
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 512 * 1024);
-  rc = pthread_create(&ex->thread, &attr, worker_main, ex);
-  pthread_attr_destroy(&attr);
-  if (rc != 0) {
-    pthread_mutex_destroy(&ex->mu);
-    pthread_cond_destroy(&ex->cv);
-    free(ex);
+  if (ex == NULL) {
+    if (p != NULL) {
+      pool_stop_wait(p);
+      pool_free(p);
+    }
     return NULL;
   }
+  p->owned = 1;
   return ex;
 }
 
 void exec_submit(executor_t *ex, task_t *t)
 {
+  exec_pool_t *p = ex->pool;
+  unsigned spawn = 0;
+
   t->next = NULL;
   err_clear(&t->err);
   outstanding++;
   __atomic_add_fetch(&ex->pending, 1, __ATOMIC_RELAXED);
-  pthread_mutex_lock(&ex->mu);
+  pthread_mutex_lock(&p->mu);
   if (ex->tail)
     ex->tail->next = t;
   else
-    __atomic_store_n(&ex->head, t, __ATOMIC_RELEASE);
+    ex->head = t;
   ex->tail = t;
-  pthread_cond_signal(&ex->cv);
-  pthread_mutex_unlock(&ex->mu);
+  if (ex->state == Q_IDLE) {
+    ready_push(p, ex);
+    /* More queues ready than threads free (a task of each busy one may
+     * wait for the device): one more, up to the pool's bound; beyond it
+     * the queue waits its turn. */
+    if (p->nready > p->free && p->nthreads < p->max) {
+      pool_reserve(p);
+      spawn = p->nthreads;
+    }
+    pthread_cond_signal(&p->cv);
+  }
+  pthread_mutex_unlock(&p->mu);
+  if (spawn != 0 && pool_spawn(p) != 0)
+    log_warn(0, "executor %s: cannot start thread %u; its %u others go on",
+             p->name, spawn, spawn - 1);
 }
 
 uint32_t exec_pending(const executor_t *ex)
@@ -363,29 +575,53 @@ uint32_t exec_pending(const executor_t *ex)
   return __atomic_load_n(&ex->pending, __ATOMIC_ACQUIRE);
 }
 
-static void exec_stop(executor_t *ex)
+/* The queue is gone (loop thread): free it, and its pool if it had its
+ * own, whose thread has then ended or is ending. */
+static void retire_done(task_t *t)
 {
-  pthread_mutex_lock(&ex->mu);
-  /* Atomic: spin_for_work() reads it without the lock. */
-  __atomic_store_n(&ex->stopping, 1, __ATOMIC_RELAXED);
-  pthread_cond_signal(&ex->cv);
-  pthread_mutex_unlock(&ex->mu);
+  executor_t *ex =
+      (executor_t *)((char *)t - offsetof(executor_t, retire_task));
+  exec_pool_t *p = ex->pool;
+  void (*fn)(void *) = ex->on_gone;
+  void *arg = ex->gone_arg;
+
+  pthread_mutex_lock(&p->mu);
+  p->queues--;
+  pthread_mutex_unlock(&p->mu);
+  if (p->owned) {
+    pool_stop_wait(p);
+    pool_free(p);
+  }
+  free(ex);
+  fn(arg);
 }
 
 void exec_destroy(executor_t *ex)
 {
-  exec_stop(ex);
-  pthread_join(ex->thread, NULL);
-  pthread_mutex_destroy(&ex->mu);
-  pthread_cond_destroy(&ex->cv);
+  exec_pool_t *p = ex->pool;
+
+  /* Only an executor with its own thread: that thread runs what is
+   * queued, then ends. */
+  pool_stop_wait(p);
+  pool_free(p);
   free(ex);
 }
 
 void exec_retire(executor_t *ex, void (*on_gone)(void *arg), void *arg)
 {
+  exec_pool_t *p = ex->pool;
+  int now;
+
   ex->on_gone = on_gone;
   ex->gone_arg = arg;
   ex->retire_task.done = retire_done;
   outstanding++;
-  exec_stop(ex);
+  pthread_mutex_lock(&p->mu);
+  ex->stopping = 1;
+  /* Idle: nothing will run it again, so it retires now; otherwise the
+   * thread that drains it posts the retirement. */
+  now = ex->state == Q_IDLE;
+  pthread_mutex_unlock(&p->mu);
+  if (now)
+    task_complete(&ex->retire_task);
 }

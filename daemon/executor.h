@@ -2,12 +2,21 @@
 /* daemon/executor.h: worker threads that run device work in order, and the
  * bridge that brings their results back to the loop thread.
  *
- * An executor is one serial queue with its own thread: each stream has one
- * (so streams overlap and a blocking driver call delays only its stream),
- * and each device has one for blocking housekeeping (allocation, frees,
- * creating streams and events). The loop thread submits tasks; the worker
- * runs them in order; each task's done() then runs on the loop thread, in
- * the order the tasks completed. The loop never waits on a worker.
+ * An executor is one serial queue. Its tasks run in order on a thread of
+ * its pool, one task of it at a time; each task's done() then runs on the
+ * loop thread, in the order the tasks completed. The loop thread submits
+ * tasks and never waits on a worker.
+ *
+ * Each device has a pool for its streams' executors, of at most
+ * --stream-threads threads, started as queues need them: streams overlap
+ * (a task that waits for the device holds one thread, and the other
+ * streams' tasks go to the others), and 256 sessions with 4 streams each
+ * make at most that many threads, not a thousand. Past the bound a
+ * stream's work waits for a thread to come free, in the order the streams
+ * became ready; a thread runs at most 16 tasks of one stream before the
+ * streams that wait go first. Each device also has an executor with its own
+ * thread (exec_create) for blocking housekeeping (allocation, frees,
+ * creating streams and events, resets).
  */
 #ifndef HIPD_EXECUTOR_H
 #define HIPD_EXECUTOR_H
@@ -20,6 +29,7 @@
 
 typedef struct task task_t;
 typedef struct executor executor_t;
+typedef struct exec_pool exec_pool_t;
 
 struct task {
   /* Runs on the worker. It may set t->hold to keep the task from
@@ -59,18 +69,37 @@ int exec_bridge_pending(void);
 /* Run the completions that wait. Loop thread. */
 void exec_bridge_run(void);
 
-/* Create an executor whose worker first calls @p bind(bind_arg) (for
- * example to make a device current on the thread). @p name names the
- * thread. @return NULL if the thread cannot be started. */
+/* A pool of at most @p max threads (at least 1), each of which first
+ * calls @p bind(bind_arg) (for example to make a device current on the
+ * thread); @p name names them. One starts now and stays; the others start
+ * when a queue is ready and every thread is busy, and end after 2 s
+ * without work. @return NULL if no thread can be started or out of
+ * memory. Loop thread. */
+exec_pool_t *exec_pool_create(const char *name, unsigned max,
+                              int (*bind)(void *), void *bind_arg);
+/* Threads the pool has now. */
+unsigned exec_pool_threads(exec_pool_t *p);
+/* Stop and join the pool's threads and free it (blocking; at exit), once
+ * every executor of it is gone. @return 0, or HIPD_EBUSY when some is not
+ * (a task may be stuck in the driver): the pool is then left to the
+ * process's exit. NULL is a no-op. */
+int exec_pool_destroy(exec_pool_t *p);
+/* A new executor (serial queue) served by pool @p p, or NULL when out of
+ * memory. End it with exec_retire(). Loop thread. */
+executor_t *exec_create_in(exec_pool_t *p);
+/* An executor with a pool of its own, of one thread, started now (see
+ * exec_pool_create). @return NULL if the thread cannot be started. */
 executor_t *exec_create(const char *name, int (*bind)(void *), void *bind_arg);
 /* Queue @p t to run after every task submitted before it. Loop thread. */
 void exec_submit(executor_t *ex, task_t *t);
-/* Finish the queue, stop and join the thread, free the executor. Tasks
- * already queued run first. Blocking: only at shutdown or from a worker. */
+/* Finish the queue, stop and join the thread, free the executor: one from
+ * exec_create() only. Tasks already queued run first. Blocking: only at
+ * shutdown or from a worker. */
 void exec_destroy(executor_t *ex);
-/* Stop after the queued tasks, from the loop thread, without blocking: the
- * thread exits and is joined by the bridge, then @p on_gone runs on the
- * loop thread. */
+/* Stop after the queued tasks, from the loop thread, without blocking:
+ * once they ran (and an own thread exited and was joined), the executor is
+ * freed and @p on_gone runs on the loop thread. No task may be submitted
+ * to it after this. */
 void exec_retire(executor_t *ex, void (*on_gone)(void *arg), void *arg);
 /* Tasks submitted whose done() has not run yet, plus executors retiring:
  * the daemon exits only when this is 0 (or its shutdown time is up). */

@@ -635,6 +635,7 @@ int main(int argc, char **argv)
     log_info(0, "cgroups: %s", cgroup_state());
   }
   cpu_driver_set_count(d->cfg.cpu_devices);
+  devices_set_stream_threads(d->cfg.stream_threads);
   cpu_driver_set_launch_timeout(d->cfg.cpu_kernel_timeout_ms);
   if (d->cfg.host_mem_reserve == 0)
     d->cfg.host_mem_reserve = cpu_driver_default_reserve();

@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -527,6 +528,201 @@ START_TEST(test_spin_bounded)
 }
 END_TEST
 
+/* ----------------------------------------------------------------- pools */
+
+#define POOL_QUEUES 10
+#define POOL_TASKS 200 /* per queue, behind its gate */
+
+typedef struct {
+  task_t t;
+  int q, seq;
+} ptask_t;
+
+static atomic_int gate_open, gates_running, gates_most;
+static int pool_next[POOL_QUEUES], pool_misordered; /* per queue: serial */
+static int pool_log[64], pool_logged; /* a pool of one thread: serial */
+static int pool_gone;
+
+/* Wait for the gate to open, counting how many gates wait at once. */
+static void gate_run(task_t *t)
+{
+  int now = atomic_fetch_add(&gates_running, 1) + 1;
+  int most = atomic_load(&gates_most);
+
+  (void)t;
+  while (now > most && !atomic_compare_exchange_weak(&gates_most, &most, now))
+    ;
+  while (!atomic_load(&gate_open))
+    usleep(200);
+  atomic_fetch_sub(&gates_running, 1);
+}
+
+static void ptask_run(task_t *t)
+{
+  ptask_t *p = (ptask_t *)t;
+
+  if (p->seq != pool_next[p->q])
+    pool_misordered++;
+  pool_next[p->q]++;
+  if (pool_logged < (int)(sizeof(pool_log) / sizeof(pool_log[0])))
+    pool_log[pool_logged++] = p->q;
+}
+
+static void pool_queue_gone(void *arg)
+{
+  (void)arg;
+  pool_gone++;
+}
+
+static void pool_start(void)
+{
+  loop = uv_default_loop();
+  ck_assert_int_eq(exec_bridge_init(loop), 0);
+  completions = 0;
+  pool_gone = pool_logged = pool_misordered = 0;
+  memset(pool_next, 0, sizeof(pool_next));
+  atomic_store(&gate_open, 0);
+  atomic_store(&gates_running, 0);
+  atomic_store(&gates_most, 0);
+}
+
+static void pool_submit(executor_t *ex, int q, int seq)
+{
+  ptask_t *p = task_new(sizeof(*p), seq < 0 ? gate_run : ptask_run, count_done);
+
+  ck_assert_ptr_nonnull(p);
+  p->q = q;
+  p->seq = seq;
+  exec_submit(ex, &p->t);
+}
+
+static void pool_wait(int n)
+{
+  while (completions < n)
+    uv_run(loop, UV_RUN_ONCE);
+}
+
+/* Until @p what holds or 10 s pass. */
+#define POOL_UNTIL(what)                                                       \
+  do {                                                                         \
+    uint64_t until_ = exec_now_ns() + 10ull * 1000 * 1000 * 1000;              \
+    while (!(what) && exec_now_ns() < until_)                                  \
+      usleep(1000);                                                            \
+  } while (0)
+
+/* Ten streams' queues on a pool of 3 threads: while each queue's first task
+ * waits (as a task waits for the device), 3 run and the pool has 3
+ * threads, not 10; once they go on, 2,000 tasks complete, each queue's in
+ * the order submitted; the queues retire, and the pool is destroyed only
+ * once they are gone. */
+START_TEST(test_pool_bounded)
+{
+  executor_t *ex[POOL_QUEUES];
+  exec_pool_t *pool;
+
+  pool_start();
+  ck_assert_ptr_nonnull(pool = exec_pool_create("hipd-pool", 3, NULL, NULL));
+  ck_assert_uint_eq(exec_pool_threads(pool), 1);
+  for (int q = 0; q < POOL_QUEUES; q++) {
+    ck_assert_ptr_nonnull(ex[q] = exec_create_in(pool));
+    pool_submit(ex[q], q, -1);
+    for (int i = 0; i < POOL_TASKS; i++)
+      pool_submit(ex[q], q, i);
+  }
+  POOL_UNTIL(atomic_load(&gates_running) == 3);
+  usleep(50 * 1000);
+  ck_assert_int_eq(atomic_load(&gates_running), 3);
+  ck_assert_uint_eq(exec_pool_threads(pool), 3);
+  ck_assert_int_eq(exec_pool_destroy(pool), HIPD_EBUSY);
+  atomic_store(&gate_open, 1);
+  pool_wait(POOL_QUEUES * (POOL_TASKS + 1));
+  ck_assert_int_eq(atomic_load(&gates_most), 3);
+  ck_assert_int_eq(pool_misordered, 0);
+  for (int q = 0; q < POOL_QUEUES; q++) {
+    ck_assert_int_eq(pool_next[q], POOL_TASKS);
+    ck_assert_uint_eq(exec_pending(ex[q]), 0);
+    exec_retire(ex[q], pool_queue_gone, NULL);
+  }
+  while (exec_outstanding() > 0)
+    uv_run(loop, UV_RUN_ONCE);
+  ck_assert_int_eq(pool_gone, POOL_QUEUES);
+  ck_assert_int_eq(exec_pool_destroy(pool), 0);
+  exec_bridge_close();
+  uv_run(loop, UV_RUN_DEFAULT);
+}
+END_TEST
+
+/* A queue with many tasks does not hold a pool's thread from the others: on
+ * one thread, queue 0's 40 tasks and then queue 1's one, submitted while the
+ * thread waits in queue 0's first task; queue 1's runs after 16 of queue 0. */
+START_TEST(test_pool_fair)
+{
+  executor_t *a, *b;
+  exec_pool_t *pool;
+  int at = -1;
+
+  pool_start();
+  ck_assert_ptr_nonnull(pool = exec_pool_create("hipd-pool", 1, NULL, NULL));
+  ck_assert_ptr_nonnull(a = exec_create_in(pool));
+  ck_assert_ptr_nonnull(b = exec_create_in(pool));
+  pool_submit(a, 0, -1);
+  POOL_UNTIL(atomic_load(&gates_running) == 1);
+  for (int i = 0; i < 40; i++)
+    pool_submit(a, 0, i);
+  pool_submit(b, 1, 0);
+  atomic_store(&gate_open, 1);
+  pool_wait(42);
+  ck_assert_int_eq(pool_misordered, 0);
+  ck_assert_int_eq(pool_logged, 41);
+  for (int i = 0; i < pool_logged; i++)
+    if (pool_log[i] == 1)
+      at = i;
+  /* The gate and 15 tasks of queue 0 (a batch of 16), then queue 1. */
+  ck_assert_int_eq(at, 15);
+  exec_retire(a, pool_queue_gone, NULL);
+  exec_retire(b, pool_queue_gone, NULL);
+  while (exec_outstanding() > 0)
+    uv_run(loop, UV_RUN_ONCE);
+  ck_assert_int_eq(pool_gone, 2);
+  ck_assert_int_eq(exec_pool_destroy(pool), 0);
+  exec_bridge_close();
+  uv_run(loop, UV_RUN_DEFAULT);
+}
+END_TEST
+
+/* The threads a burst started end after 2 s without work, down to one; a
+ * queue retired while it still has work retires once that ran. */
+START_TEST(test_pool_idle_threads_end)
+{
+  executor_t *ex[4];
+  exec_pool_t *pool;
+
+  pool_start();
+  ck_assert_ptr_nonnull(pool = exec_pool_create("hipd-pool", 4, NULL, NULL));
+  for (int q = 0; q < 4; q++) {
+    ck_assert_ptr_nonnull(ex[q] = exec_create_in(pool));
+    pool_submit(ex[q], q, -1);
+    pool_submit(ex[q], q, 0);
+  }
+  POOL_UNTIL(atomic_load(&gates_running) == 4);
+  ck_assert_uint_eq(exec_pool_threads(pool), 4);
+  for (int q = 0; q < 4; q++)
+    exec_retire(ex[q], pool_queue_gone, NULL);
+  atomic_store(&gate_open, 1);
+  while (exec_outstanding() > 0)
+    uv_run(loop, UV_RUN_ONCE);
+  ck_assert_int_eq(completions, 8);
+  ck_assert_int_eq(pool_gone, 4);
+  for (int q = 0; q < 4; q++)
+    ck_assert_int_eq(pool_next[q], 1);
+  POOL_UNTIL(exec_pool_threads(pool) == 1);
+  ck_assert_uint_eq(exec_pool_threads(pool), 1);
+  ck_assert_int_eq(exec_pool_destroy(pool), 0);
+  exec_bridge_close();
+  uv_run(loop, UV_RUN_DEFAULT);
+}
+END_TEST
+
 /* A budget of 2 with none taken: two places, then none; given back. */
 static void spin_two_places(void)
 {
@@ -613,8 +809,8 @@ START_TEST(test_spin_page_distrusted)
   hipd_err_t err;
 
   ck_assert_int_eq(spin_budget_create(2, 3, &err), 0);
-  page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, spin_budget_fd(),
-              0);
+  page =
+      mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, spin_budget_fd(), 0);
   ck_assert(page != MAP_FAILED);
   page[1] = 1u << 30; /* nslots */
   page[2] = 1000;     /* cap */
@@ -690,6 +886,9 @@ static Suite *objects_suite(void)
   tcase_add_test(tc, test_spin_shared_and_reclaimed);
   tcase_add_test(tc, test_spin_attach_refused);
   tcase_add_test(tc, test_spin_page_distrusted);
+  tcase_add_test(tc, test_pool_bounded);
+  tcase_add_test(tc, test_pool_fair);
+  tcase_add_test(tc, test_pool_idle_threads_end);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -354,6 +354,11 @@ const option_spec_t options_table[] = {
            "kernels on up to N idle GPU streams itself\n"
            "and polls for their end, without the streams'\n"
            "threads (0: never; 4)"),
+    /* 0: the CPUs, 4 to 32 (device.c). */
+    NUMBER("stream-threads", stream_threads, 0, 1024, 0, RESTART, "N",
+           "threads that run the work of a device's\n"
+           "streams in each process, started as needed\n"
+           "(default: the CPUs, 4 to 32)"),
     /* 0: spin_default_cpus() (main.c). */
     NUMBER("spin-cpus", spin_cpus, 0, 4096, 0, RESTART, "N",
            "threads of all hipd's processes together\n"

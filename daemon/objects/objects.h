@@ -107,7 +107,7 @@ static inline uint64_t buffer_quota_bytes(const buffer_t *b)
 
 typedef struct stream {
   device_t *dev;
-  executor_t *ex; /* runs this stream's work in order */
+  executor_t *ex; /* runs this stream's work in order, on dev->streams */
   void *drv;      /* the driver's stream, once created */
   int status;     /* creation result: later ops fail with it */
   int refs;
@@ -125,8 +125,8 @@ typedef struct stream {
   int inl_parking;                /* inl_park is queued */
 } stream_t;
 
-/* A new stream on @p dev with its own worker, or NULL if no thread could
- * start. Its driver stream is created by stream_start(). */
+/* A new stream on @p dev, served by the device's stream pool, or NULL
+ * when out of memory. Its driver stream is created by stream_start(). */
 stream_t *stream_new(device_t *dev);
 /* Queue the creation of the driver stream as the stream's first task;
  * @p done (fn may be NULL) gets its status. Never fails. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/objects/stream.c: streams: a worker thread (an executor) and a
- * driver stream each, created as the stream's first task and destroyed as
- * its last, once the last reference is gone.
+/* daemon/objects/stream.c: streams: a serial queue (an executor) on its
+ * device's pool of stream threads and a driver stream each, created as
+ * the stream's first task and destroyed as its last, once the last
+ * reference is gone.
  *
  * Called by methods/, resources.c (default streams) and op.c; it reports
  * through obj_done_t and never calls sessions or dispatch (objects.h). */
@@ -77,15 +78,13 @@ static void stream_gone(void *arg)
 stream_t *stream_new(device_t *dev)
 {
   stream_t *st = calloc(1, sizeof(*st));
-  char name[16];
 
   if (st == NULL)
     return NULL;
-  snprintf(name, sizeof(name), "hipd-st%d", dev->id);
   st->dev = dev;
   st->refs = 1;
   st->epoch = device_epoch(dev);
-  st->ex = exec_create(name, device_bind, dev);
+  st->ex = exec_create_in(dev->streams);
   if (st->ex == NULL) {
     free(st);
     return NULL;
