@@ -349,11 +349,11 @@ const option_spec_t options_table[] = {
            "--spin-cpus allow): lower latency for\n"
            "a bounded amount of CPU (default: 50 with\n"
            "8 or more CPUs, else 0)"),
-    NUMBER("loop-launch", loop_launch, 0, 64, 4, RESTART, "N",
+    NUMBER("loop-launch", loop_launch, 0, 4096, 64, RESTART, "N",
            "while a worker's loop busy-polls, it launches\n"
            "kernels on up to N idle GPU streams itself\n"
            "and polls for their end, without the streams'\n"
-           "threads (0: never; 4)"),
+           "threads (0: never; 64)"),
     /* 0: the CPUs, 4 to 32 (device.c). */
     NUMBER("stream-threads", stream_threads, 0, 1024, 0, RESTART, "N",
            "threads that run the work of a device's\n"
