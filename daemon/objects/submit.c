@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* daemon/objects/submit.c: where an op runs: queued on its stream's
- * executor, or, for a kernel launch, made by the loop thread itself.
+ * executor, or, for a kernel launch or a copy to or from a page-locked
+ * shared buffer, made by the loop thread itself.
  *
  * A launch normally crosses two threads of the worker: the loop decodes
  * and checks it and queues an op on the stream's executor, whose thread
  * launches, waits for the device and hands the completion back to the
- * loop. While the loop busy-polls (main.c's run_loop), a launch on a GPU
- * stream with nothing queued is made on the loop thread itself, and one
+ * loop. While the loop busy-polls (main.c's run_loop), a launch (or a
+ * shared-buffer copy, inline_kind()) on a GPU stream with nothing queued
+ * is made on the loop thread itself, and one
  * that waits for its kernel is completed when the loop's polling sees the
  * stream idle (the driver's stream_query): no hand-off either way, and no
  * thread blocked per stream. When the loop is about to sleep, each stream
@@ -46,6 +48,20 @@ int op_inline_waiting(void)
   return polled != NULL;
 }
 
+/* Does @p op return at once from the driver, so that the loop may make
+ * it: a launch, or a copy between device memory and a shared buffer that
+ * the stream's driver page-locked (asynchronous; from pageable memory the
+ * runtime would copy before it returns). */
+static int inline_kind(const op_t *op)
+{
+  const shm_t *m = op->shm;
+
+  if (op->kind == OP_LAUNCH)
+    return 1;
+  return (op->kind == OP_WRITE || op->kind == OP_READ) && m != NULL &&
+         m->reg == op->st->dev && m->reg_epoch == device_epoch(m->reg);
+}
+
 /* Make @p op on the loop thread if it qualifies. @return 1 if it was
  * taken (its completion will come), 0 to queue it as usual. */
 static int inline_try(op_t *op)
@@ -54,13 +70,13 @@ static int inline_try(op_t *op)
   device_t *dev = st->dev;
   driver_t *drv = dev->drv;
 
-  if (max_streams == 0 || op->kind != OP_LAUNCH || op->timed ||
-      dev->caps.is_cpu || drv->stream_query == NULL || st->inl_parking ||
-      exec_pending(st->ex) != 0)
+  if (max_streams == 0 || !inline_kind(op) || op->timed || dev->caps.is_cpu ||
+      drv->stream_query == NULL || st->inl_parking || exec_pending(st->ex) != 0)
     return 0;
   if (op->wait && !st->inl_polled && npolled >= max_streams)
     return 0;
-  if (drv->kernel_prints != NULL && drv->kernel_prints(drv, op->kernel->fn))
+  if (op->kind == OP_LAUNCH && drv->kernel_prints != NULL &&
+      drv->kernel_prints(drv, op->kernel->fn))
     return 0;
   if (drv->bind_thread(drv, dev->local) != 0)
     return 0;
