@@ -2657,8 +2657,10 @@ static void measured_setup(const char *name, const char *output_cap)
     abort();
   }
   /* The housekeeping timer's first run (1 s after the start) starts
-   * libuv's thread pool, for good: the baseline is after it. */
-  harness_sleep_ms(1300);
+   * libuv's thread pool, for good, and the stream threads the warm-up
+   * started beyond each pool's first end after 2 s idle (executor.h):
+   * the baseline is after both. */
+  harness_sleep_ms(2600);
   settle(&base_fds, &base_threads);
   proc_thread_names(shared->pid, base_names, sizeof(base_names));
   if (base_fds <= 0 || base_threads <= 0)
