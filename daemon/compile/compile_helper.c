@@ -572,12 +572,6 @@ static int self_cpu_s(void)
  * removed after every compile. */
 #define SCRATCH_KEEP_MAX 8
 #define SCRATCH_SLACK (1u << 20) /* bytes a tmpfs may still hold */
-/* The compiles' $HOME, in the scratch directory: made at start, kept, and
- * emptied after every compile like the rest, so that nothing one compile
- * leaves there reaches the next. NVRTC wants a home it can write: in one
- * it cannot (hipd-compile's is /, and HOME was /nonexistent) each compile
- * took 25.8 ms instead of 9.5 ms (H100, bench/RESULTS.md). */
-#define SCRATCH_HOME ".home"
 static struct {
   const char *dir;
   int own_fs; /* a tmpfs of its own: its usage is the compiles' */
@@ -644,15 +638,12 @@ static int rm_cb(const char *path, const struct stat *st, int flag,
 static void remove_entry(const char *name)
 {
   char path[PATH_MAX];
-  int home = strcmp(name, SCRATCH_HOME) == 0;
 
-  if ((scratch_kept(name) && !home) ||
-      snprintf(path, sizeof(path), "%s/%s", scratch.dir, name) >=
-          (int)sizeof(path))
+  if (scratch_kept(name) || snprintf(path, sizeof(path), "%s/%s", scratch.dir,
+                                     name) >= (int)sizeof(path))
     return;
-  /* The entry itself last (depth first); never across a mount. The home
-   * stays, emptied. */
-  if (nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) == 0 && !home)
+  /* The entry itself last (depth first); never across a mount. */
+  if (nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) == 0)
     remove(path);
 }
 
@@ -816,8 +807,6 @@ int main(int argc, char **argv)
   hipd_err_t err, idle_err;
   char header[PATH_MAX], why[256] = "", note[HIPD_ERR_MSG_MAX + 300] = "";
   char env_header[PATH_MAX + 32], env_tmp[PATH_MAX + 16];
-  char env_home[PATH_MAX + 16];
-  const char *scratch_dir;
   const char *cxx;
   uid_t uid = getuid();
   gid_t gid = getgid();
@@ -910,8 +899,7 @@ int main(int argc, char **argv)
     spec.npaths = landlock_paths(&o, paths, sizeof(paths) / sizeof(paths[0]));
     spec.require |= SANDBOX_REQUIRE_LANDLOCK;
   }
-  scratch_dir = fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp;
-  if (chdir(scratch_dir) != 0)
+  if (chdir(fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp) != 0)
     die("chdir: %s", strerror(errno));
   devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   /* /proc, to find a compiler's processes, is opened before Landlock
@@ -937,16 +925,13 @@ int main(int argc, char **argv)
   }
 
   /* A clean environment for the tools: what cpu_compile() reads, the
-   * private temporary directory and a home in it (SCRATCH_HOME), and
-   * nothing of the daemon's. */
+   * private temporary directory, and nothing of the daemon's. */
   snprintf(env_header, sizeof(env_header), "HIPD_CPU_HEADER=%s", header);
-  snprintf(env_tmp, sizeof(env_tmp), "TMPDIR=%s", scratch_dir);
-  snprintf(env_home, sizeof(env_home), "HOME=%s/" SCRATCH_HOME, scratch_dir);
-  if (mkdir(env_home + 5, 0700) != 0 && errno != EEXIST)
-    snprintf(env_home, sizeof(env_home), "HOME=/nonexistent");
+  snprintf(env_tmp, sizeof(env_tmp), "TMPDIR=%s",
+           fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp);
   {
-    const char *keep[] = {"LD_LIBRARY_PATH", env_header, env_tmp,
-                          env_home,          "LC_ALL=C", NULL};
+    const char *keep[] = {"LD_LIBRARY_PATH",   env_header, env_tmp,
+                          "HOME=/nonexistent", "LC_ALL=C", NULL};
     char **env = sandbox_clean_env(keep);
     if (env == NULL)
       die("out of memory");
@@ -954,7 +939,8 @@ int main(int argc, char **argv)
   }
   if (watchdog_start() != 0)
     die("cannot start the watchdog thread");
-  scratch_init(scratch_dir, fsview == CP_FSVIEW_MOUNTNS);
+  scratch_init(fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp,
+               fsview == CP_FSVIEW_MOUNTNS);
 
   send_hello(o.fd, fsview, note);
   /* From here on nothing of this process writes to hipd's log: an
