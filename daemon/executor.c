@@ -226,6 +226,9 @@ void exec_set_busy_poll(uint32_t us)
 
 enum { Q_IDLE, Q_READY, Q_RUNNING };
 
+/* The pool of the calling thread, NULL outside one (exec_wait_begin). */
+static __thread exec_pool_t *cur_pool;
+
 struct exec_pool {
   pthread_mutex_t mu;
   pthread_cond_t cv;              /* on CLOCK_MONOTONIC */
@@ -235,6 +238,7 @@ struct exec_pool {
   unsigned nthreads;              /* (mu) started and not leaving */
   unsigned free;                  /* (mu) of those, running no queue */
   unsigned nready;                /* (mu) queues in the ready list */
+  unsigned waiting;               /* (mu) threads in exec_wait_begin/end */
   unsigned queues;                /* (mu) executors not gone yet */
   unsigned live; /* (atomic) threads that may still touch the pool */
   int stopping;  /* (mu, atomic) exit when none ready */
@@ -374,6 +378,7 @@ static void *pool_main(void *arg)
    * worker's filter allows; another thread's name is a file write in
    * /proc, which Landlock refuses. */
   pthread_setname_np(pthread_self(), p->name);
+  cur_pool = p;
   bound = p->bind ? p->bind(p->bind_arg) : 0;
   if (bound != 0)
     log_error(0, "executor %s: cannot bind its device (%d)", p->name, bound);
@@ -389,6 +394,15 @@ static void *pool_main(void *arg)
     }
     if (wait_for_work(p) || p->ready == NULL)
       break; /* idle for long, or stopping with nothing left to run */
+    if (bound != 0) {
+      /* Bound again before each queue: a thread that could not bind its
+       * device must not fail the tasks of every stream it takes. */
+      pthread_mutex_unlock(&p->mu);
+      bound = p->bind(p->bind_arg);
+      pthread_mutex_lock(&p->mu);
+      if (p->ready == NULL)
+        continue;
+    }
     p->free--;
     run_queue(p, ready_pop(p), bound);
     p->free++;
@@ -431,6 +445,68 @@ static void pool_reserve(exec_pool_t *p)
   p->nthreads++;
   p->free++;
   __atomic_add_fetch(&p->live, 1, __ATOMIC_RELAXED);
+}
+
+/* Whether another thread should start: more queues ready than threads
+ * free to take them, and room under the bound, which counts no thread
+ * that waits for the device (exec_wait_begin). (p->mu) */
+static int pool_short(const exec_pool_t *p)
+{
+  return p->nready > p->free && p->nthreads - p->waiting < p->max;
+}
+
+/* Start threads while pool_short(), from any thread; a failure is logged
+ * at most once a minute and stops the attempt (the next submission or
+ * wait tries again). Called without p->mu. */
+static void pool_grow(exec_pool_t *p)
+{
+  static uint64_t warned_ns; /* (atomic) */
+
+  for (;;) {
+    int go;
+
+    pthread_mutex_lock(&p->mu);
+    if ((go = pool_short(p)))
+      pool_reserve(p);
+    pthread_mutex_unlock(&p->mu);
+    if (!go)
+      return;
+    if (pool_spawn(p) != 0) {
+      uint64_t now = util_now_ns(),
+               last = __atomic_load_n(&warned_ns, __ATOMIC_RELAXED);
+      if ((last == 0 || now - last > 60ull * 1000 * 1000 * 1000) &&
+          __atomic_compare_exchange_n(&warned_ns, &last, now, 0,
+                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        log_warn(0,
+                 "executor %s: cannot start another thread; the "
+                 "others go on",
+                 p->name);
+      return;
+    }
+  }
+}
+
+void exec_wait_begin(void)
+{
+  exec_pool_t *p = cur_pool;
+
+  if (p == NULL)
+    return;
+  pthread_mutex_lock(&p->mu);
+  p->waiting++;
+  pthread_mutex_unlock(&p->mu);
+  pool_grow(p);
+}
+
+void exec_wait_end(void)
+{
+  exec_pool_t *p = cur_pool;
+
+  if (p == NULL)
+    return;
+  pthread_mutex_lock(&p->mu);
+  p->waiting--;
+  pthread_mutex_unlock(&p->mu);
 }
 
 static void pool_free(exec_pool_t *p)
@@ -541,7 +617,7 @@ executor_t *exec_create(const char *name, int (*bind)(void *), void *bind_arg)
 void exec_submit(executor_t *ex, task_t *t)
 {
   exec_pool_t *p = ex->pool;
-  unsigned spawn = 0;
+  int grow = 0;
 
   t->next = NULL;
   err_clear(&t->err);
@@ -556,18 +632,14 @@ void exec_submit(executor_t *ex, task_t *t)
   if (ex->state == Q_IDLE) {
     ready_push(p, ex);
     /* More queues ready than threads free (a task of each busy one may
-     * wait for the device): one more, up to the pool's bound; beyond it
-     * the queue waits its turn. */
-    if (p->nready > p->free && p->nthreads < p->max) {
-      pool_reserve(p);
-      spawn = p->nthreads;
-    }
+     * wait for the device): more threads, up to the pool's bound; beyond
+     * it the queue waits its turn. */
+    grow = pool_short(p);
     pthread_cond_signal(&p->cv);
   }
   pthread_mutex_unlock(&p->mu);
-  if (spawn != 0 && pool_spawn(p) != 0)
-    log_warn(0, "executor %s: cannot start thread %u; its %u others go on",
-             p->name, spawn, spawn - 1);
+  if (grow)
+    pool_grow(p);
 }
 
 uint32_t exec_pending(const executor_t *ex)

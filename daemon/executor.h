@@ -8,10 +8,11 @@
  * tasks and never waits on a worker.
  *
  * Each device has a pool for its streams' executors, of at most
- * --stream-threads threads, started as queues need them: streams overlap
- * (a task that waits for the device holds one thread, and the other
- * streams' tasks go to the others), and 256 sessions with 4 streams each
- * make at most that many threads, not a thousand. Past the bound a
+ * --stream-threads threads besides those waiting for the device
+ * (exec_wait_begin), started as queues need them: streams overlap (a task
+ * that waits for the device holds its thread, and the other streams' tasks
+ * go to the others), and 256 sessions with 4 streams each make that many
+ * threads plus those in a device wait, not a thousand. Past the bound a
  * stream's work waits for a thread to come free, in the order the streams
  * became ready; a thread runs at most 16 tasks of one stream before the
  * streams that wait go first. Each device also has an executor with its own
@@ -77,6 +78,15 @@ void exec_bridge_run(void);
  * memory. Loop thread. */
 exec_pool_t *exec_pool_create(const char *name, unsigned max,
                               int (*bind)(void *), void *bind_arg);
+/* A task about to wait for the device, for as long as that takes (a
+ * stream synchronisation, a kernel on the CPU device): until
+ * exec_wait_end() its thread does not count against its pool's bound, and
+ * the pool starts another if queues wait for one. A wait may depend on
+ * work queued behind it on another stream (a kernel that spins on a flag
+ * a later copy writes), which must still get a thread, as it did when
+ * each stream had its own. No-op outside a pool's thread. */
+void exec_wait_begin(void);
+void exec_wait_end(void);
 /* Threads the pool has now. */
 unsigned exec_pool_threads(exec_pool_t *p);
 /* Stop and join the pool's threads and free it (blocking; at exit), once

@@ -539,8 +539,9 @@ typedef struct {
 } ptask_t;
 
 static atomic_int gate_open, gates_running, gates_most;
-static int pool_next[POOL_QUEUES], pool_misordered; /* per queue: serial */
-static int pool_log[64], pool_logged; /* a pool of one thread: serial */
+static int pool_next[POOL_QUEUES]; /* each queue's: its tasks are serial */
+static atomic_int pool_misordered, pool_logged;
+static int pool_log[64]; /* which queue ran, in order (pool_logged) */
 static int pool_gone;
 
 /* Wait for the gate to open, counting how many gates wait at once. */
@@ -561,11 +562,14 @@ static void ptask_run(task_t *t)
 {
   ptask_t *p = (ptask_t *)t;
 
+  int at;
+
   if (p->seq != pool_next[p->q])
-    pool_misordered++;
+    atomic_fetch_add(&pool_misordered, 1);
   pool_next[p->q]++;
-  if (pool_logged < (int)(sizeof(pool_log) / sizeof(pool_log[0])))
-    pool_log[pool_logged++] = p->q;
+  at = atomic_fetch_add(&pool_logged, 1);
+  if (at < (int)(sizeof(pool_log) / sizeof(pool_log[0])))
+    pool_log[at] = p->q;
 }
 
 static void pool_queue_gone(void *arg)
@@ -578,8 +582,11 @@ static void pool_start(void)
 {
   loop = uv_default_loop();
   ck_assert_int_eq(exec_bridge_init(loop), 0);
+  exec_set_busy_poll(0); /* whatever an earlier test set (CK_FORK=no) */
   completions = 0;
-  pool_gone = pool_logged = pool_misordered = 0;
+  pool_gone = 0;
+  atomic_store(&pool_logged, 0);
+  atomic_store(&pool_misordered, 0);
   memset(pool_next, 0, sizeof(pool_next));
   atomic_store(&gate_open, 0);
   atomic_store(&gates_running, 0);
@@ -637,7 +644,7 @@ START_TEST(test_pool_bounded)
   atomic_store(&gate_open, 1);
   pool_wait(POOL_QUEUES * (POOL_TASKS + 1));
   ck_assert_int_eq(atomic_load(&gates_most), 3);
-  ck_assert_int_eq(pool_misordered, 0);
+  ck_assert_int_eq(atomic_load(&pool_misordered), 0);
   for (int q = 0; q < POOL_QUEUES; q++) {
     ck_assert_int_eq(pool_next[q], POOL_TASKS);
     ck_assert_uint_eq(exec_pending(ex[q]), 0);
@@ -672,9 +679,9 @@ START_TEST(test_pool_fair)
   pool_submit(b, 1, 0);
   atomic_store(&gate_open, 1);
   pool_wait(42);
-  ck_assert_int_eq(pool_misordered, 0);
-  ck_assert_int_eq(pool_logged, 41);
-  for (int i = 0; i < pool_logged; i++)
+  ck_assert_int_eq(atomic_load(&pool_misordered), 0);
+  ck_assert_int_eq(atomic_load(&pool_logged), 41);
+  for (int i = 0; i < 41; i++)
     if (pool_log[i] == 1)
       at = i;
   /* The gate and 15 tasks of queue 0 (a batch of 16), then queue 1. */
@@ -715,6 +722,66 @@ START_TEST(test_pool_idle_threads_end)
   ck_assert_int_eq(pool_gone, 4);
   for (int q = 0; q < 4; q++)
     ck_assert_int_eq(pool_next[q], 1);
+  POOL_UNTIL(exec_pool_threads(pool) == 1);
+  ck_assert_uint_eq(exec_pool_threads(pool), 1);
+  ck_assert_int_eq(exec_pool_destroy(pool), 0);
+  exec_bridge_close();
+  uv_run(loop, UV_RUN_DEFAULT);
+}
+END_TEST
+
+/* A task that waits for the device may wait for work queued behind it on
+ * another stream (a kernel spinning on a flag a later copy writes): on a
+ * pool of one thread, queue 0's task waits (exec_wait_begin) for a flag
+ * that only queue 1's task sets; the pool starts a second thread for it,
+ * beyond its bound, and both complete. With the bound counting the waiting
+ * thread, queue 1 would wait for ever (here: queue 0 gives up after 10 s
+ * and the test fails). */
+static atomic_int dep_flag, dep_gave_up;
+
+static void dep_wait_run(task_t *t)
+{
+  uint64_t until = exec_now_ns() + 10ull * 1000 * 1000 * 1000;
+
+  (void)t;
+  exec_wait_begin();
+  while (!atomic_load(&dep_flag) && exec_now_ns() < until)
+    usleep(200);
+  if (!atomic_load(&dep_flag))
+    atomic_store(&dep_gave_up, 1);
+  exec_wait_end();
+}
+
+static void dep_set_run(task_t *t)
+{
+  (void)t;
+  atomic_store(&dep_flag, 1);
+}
+
+START_TEST(test_pool_wait_needs_another_queue)
+{
+  executor_t *a, *b;
+  exec_pool_t *pool;
+  task_t *t;
+
+  pool_start();
+  atomic_store(&dep_flag, 0);
+  atomic_store(&dep_gave_up, 0);
+  ck_assert_ptr_nonnull(pool = exec_pool_create("hipd-pool", 1, NULL, NULL));
+  ck_assert_ptr_nonnull(a = exec_create_in(pool));
+  ck_assert_ptr_nonnull(b = exec_create_in(pool));
+  ck_assert_ptr_nonnull(t = task_new(sizeof(*t), dep_wait_run, count_done));
+  exec_submit(a, t);
+  ck_assert_ptr_nonnull(t = task_new(sizeof(*t), dep_set_run, count_done));
+  exec_submit(b, t);
+  pool_wait(2);
+  ck_assert_int_eq(atomic_load(&dep_gave_up), 0);
+  ck_assert_uint_eq(exec_pool_threads(pool), 2);
+  exec_retire(a, pool_queue_gone, NULL);
+  exec_retire(b, pool_queue_gone, NULL);
+  while (exec_outstanding() > 0)
+    uv_run(loop, UV_RUN_ONCE);
+  /* The second ends after 2 s idle: the bound holds again. */
   POOL_UNTIL(exec_pool_threads(pool) == 1);
   ck_assert_uint_eq(exec_pool_threads(pool), 1);
   ck_assert_int_eq(exec_pool_destroy(pool), 0);
@@ -889,6 +956,7 @@ static Suite *objects_suite(void)
   tcase_add_test(tc, test_pool_bounded);
   tcase_add_test(tc, test_pool_fair);
   tcase_add_test(tc, test_pool_idle_threads_end);
+  tcase_add_test(tc, test_pool_wait_needs_another_queue);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -155,11 +155,14 @@ void op_run_task(task_t *t)
     wait = 1; /* the bytes are the result */
     break;
   case OP_COPY:
-    if (op->src->dev == op->dst->dev)
+    if (op->src->dev == op->dst->dev) {
       rc = drv->copy_d2d(drv, st->drv, (char *)op->dst->mem.ptr + op->dst_off,
                          (char *)op->src->mem.ptr + op->src_off, op->n);
-    else
+    } else {
+      exec_wait_begin(); /* it synchronises the devices */
       rc = copy_across(op);
+      exec_wait_end();
+    }
     break;
   case OP_MEMSET:
     rc = drv->memset(drv, st->drv, (char *)op->dst->mem.ptr + op->dst_off,
@@ -175,8 +178,13 @@ void op_run_task(task_t *t)
       rc = 0;
     break;
   case OP_LAUNCH:
+    /* On the CPU device the launch runs the kernel. */
+    if (st->dev->caps.is_cpu)
+      exec_wait_begin();
     rc = drv->launch(drv, st->drv, op->kernel->fn, op->grid, op->block,
                      op->shared, op->args, op->nargs, op->out);
+    if (st->dev->caps.is_cpu)
+      exec_wait_end();
     if (rc == 0)
       watch_launched(st->watch);
     break;
@@ -207,9 +215,14 @@ void op_run_task(task_t *t)
   if (op->timed)
     drv->event_record(drv, op->pev[1], st->drv);
   /* A launch from the loop: the loop's polling waits (submit.c). */
-  if (wait && !op->polled && (rc = drv->stream_sync(drv, st->drv)) != 0) {
-    task_fail(t, rc, "the stream failed: %s", drv_last_error());
-    goto out;
+  if (wait && !op->polled) {
+    exec_wait_begin();
+    rc = drv->stream_sync(drv, st->drv);
+    exec_wait_end();
+    if (rc != 0) {
+      task_fail(t, rc, "the stream failed: %s", drv_last_error());
+      goto out;
+    }
   }
   if (op->timed)
     op->timed_ok =

@@ -155,8 +155,11 @@ static void park_run(task_t *t)
 {
   stream_t *st = (stream_t *)((char *)t - offsetof(stream_t, inl_park));
   driver_t *drv = st->dev->drv;
-  int rc = drv->stream_sync(drv, st->drv);
+  int rc;
 
+  exec_wait_begin();
+  rc = drv->stream_sync(drv, st->drv);
+  exec_wait_end();
   if (rc != 0)
     task_fail(t, rc, "%s", drv_last_error());
 }
