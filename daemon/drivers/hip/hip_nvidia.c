@@ -35,9 +35,11 @@ static int cuda_sticky(cudaError_t err)
 int hip_platform_error(const char *call, hipError_t err, int *rc)
 {
   /* hipErrorUnknown may hide a CUDA error the mapping does not translate;
-   * the thread's last CUDA error still names it. */
+   * the thread's last CUDA error still names it. Taken (and cleared), not
+   * peeked: a stream thread serves many streams in turn (executor.h), and
+   * an error of an earlier one must not explain a later one's. */
   if (err == hipErrorUnknown) {
-    cudaError_t cerr = cudaPeekAtLastError();
+    cudaError_t cerr = cudaGetLastError();
 
     if (cerr != cudaSuccess && hipCUDAErrorTohipError(cerr) == err) {
       drv_set_error("%s: %s", call, cudaGetErrorString(cerr));
