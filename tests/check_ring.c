@@ -1246,6 +1246,33 @@ static void proc_thread_names(pid_t pid, char *buf, size_t size)
   closedir(dh);
 }
 
+/* How many of @p pid's threads have a name that starts with @p prefix. */
+static int proc_threads_named(pid_t pid, const char *prefix)
+{
+  char path[320], name[64];
+  struct dirent *e;
+  int n = 0;
+  DIR *dh;
+
+  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+  if ((dh = opendir(path)) == NULL)
+    return -1;
+  while ((e = readdir(dh)) != NULL) {
+    FILE *f;
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+    if ((f = fopen(path, "r")) == NULL)
+      continue;
+    if (fgets(name, sizeof(name), f) != NULL &&
+        strncmp(name, prefix, strlen(prefix)) == 0)
+      n++;
+    fclose(f);
+  }
+  closedir(dh);
+  return n;
+}
+
 /* The CPU time of @p pid so far (utime + stime), in clock ticks. */
 static long long proc_cpu_ticks(pid_t pid)
 {
@@ -2658,9 +2685,15 @@ static void measured_setup(const char *name, const char *output_cap)
   }
   /* The housekeeping timer's first run (1 s after the start) starts
    * libuv's thread pool, for good, and the stream threads the warm-up
-   * started beyond each pool's first end after 2 s idle (executor.h):
-   * the baseline is after both. */
-  harness_sleep_ms(2600);
+   * started beyond each device's first end after 2 s idle (executor.h):
+   * the baseline is after both, with one stream thread a device (one
+   * service thread each). */
+  harness_sleep_ms(1300);
+  for (long long until = harness_now_ms() + 10000;
+       proc_threads_named(shared->pid, "hipd-st") !=
+           proc_threads_named(shared->pid, "hipd-svc") &&
+       harness_now_ms() < until;)
+    harness_sleep_ms(50);
   settle(&base_fds, &base_threads);
   proc_thread_names(shared->pid, base_names, sizeof(base_names));
   if (base_fds <= 0 || base_threads <= 0)
