@@ -360,6 +360,12 @@ static int wait_for_work(exec_pool_t *p)
     struct timespec until = {.tv_sec = (time_t)(ns / 1000000000ull),
                              .tv_nsec = (long)(ns % 1000000000ull)};
 
+    /* The pool's last thread stays: it sleeps without a timer, so an
+     * idle process has no wake-ups of its own. */
+    if (p->nthreads <= 1) {
+      pthread_cond_wait(&p->cv, &p->mu);
+      continue;
+    }
     while (p->ready == NULL && !p->stopping)
       if (pthread_cond_timedwait(&p->cv, &p->mu, &until) != 0)
         break;
