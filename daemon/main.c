@@ -101,9 +101,11 @@ static void run_loop(daemon_t *d)
     uv_run(d->loop, UV_RUN_DEFAULT);
     return;
   }
+  uint64_t work = spin_work_count() - 1; /* the first turn polls */
+
   for (;;) {
-    uint64_t until;
-    int ready = 0, alive;
+    uint64_t until, now_work;
+    int ready = 0, alive, busy;
 
     d->loop_nowait = 1; /* this run does not block: rings stay awake */
     alive = uv_run(d->loop, UV_RUN_NOWAIT);
@@ -111,6 +113,12 @@ static void run_loop(daemon_t *d)
     if (alive == 0 || abandoned)
       break;
     until = util_now_ns() + spin_ns;
+    /* Poll only after a turn that brought work (since the last look), or
+     * while device work is in flight: a turn a timer alone woke sleeps
+     * again at once (spin.h). */
+    now_work = spin_work_count();
+    busy = now_work != work || exec_outstanding() != 0 || op_inline_waiting();
+    work = now_work;
 
     /* A ring's submission comes without an event: look at the polled
      * rings too, at the executors' completions, which come without
@@ -118,7 +126,7 @@ static void run_loop(daemon_t *d)
      * streams of the launches the loop made itself. The loop's own
      * descriptors cost a system call to look at: every 4th turn. Only
      * with a place of the spin budget. */
-    if (spin_enter()) {
+    if (busy && spin_enter()) {
       exec_bridge_watch(1);
       for (unsigned turn = 0; !ready && util_now_ns() < until; turn++)
         ready = exec_bridge_pending() || transport_rings_pending(d) ||

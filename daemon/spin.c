@@ -231,6 +231,18 @@ void spin_slot_release(int slot)
   spin.used[slot] = 0;
 }
 
+static uint64_t work_noted; /* loop thread only */
+
+void spin_note_work(void)
+{
+  work_noted++;
+}
+
+uint64_t spin_work_count(void)
+{
+  return work_noted;
+}
+
 int spin_enter(void)
 {
   spin_page_t *p = page_get();

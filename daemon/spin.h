@@ -61,6 +61,15 @@ void spin_slot_release(int slot);
 int spin_enter(void);
 void spin_leave(void);
 
+/* Work came in: a request (socket or ring) or a message from another hipd
+ * process. The loop busy-polls only after a turn that brought some, or
+ * while device work is in flight (main.c's run_loop): a turn that only a
+ * timer woke (housekeeping) sleeps again at once, so an idle process
+ * spends nothing on polling. Loop thread. */
+void spin_note_work(void);
+/* How much work was noted so far, to compare. Loop thread. */
+uint64_t spin_work_count(void);
+
 /* Sample how many tasks of the host are runnable and set how many places
  * may be taken now: --spin-cpus, less what the other runnable tasks need of
  * the online CPUs. The owner of the budget calls it periodically while

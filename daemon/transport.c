@@ -23,6 +23,7 @@
 #include "resources.h"
 #include "ring.h"
 #include "session.h"
+#include "spin.h"
 #include "tenants.h"
 #include "transport.h"
 #include "transport_ring.h"
@@ -588,6 +589,7 @@ static void handle_message(session_t *s, const uint8_t *p, size_t n)
   case PROTO_REQUEST:
     s->requests++;
     s->sock_requests++;
+    spin_note_work();
     dispatch_request(s, msg.msgid, msg.method, msg.method_len, msg.params);
     break;
   case PROTO_NOTIFY:

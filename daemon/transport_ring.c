@@ -9,6 +9,7 @@
 #include "log.h"
 #include "ring.h"
 #include "rpc.h"
+#include "spin.h"
 #include "transport_ring.h"
 
 /* The objects of the submission being run (loop thread only). */
@@ -51,6 +52,7 @@ static void run_one(session_t *s, const ring_sqe_t *e, int on_cq)
     return;
   }
   s->requests++;
+  spin_note_work();
   dispatch_ring_request(s, &ring_zone, on_cq, msg.msgid, msg.method,
                         msg.method_len, msg.params);
 }
