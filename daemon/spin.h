@@ -62,7 +62,7 @@ int spin_enter(void);
 void spin_leave(void);
 
 /* Work came in: a request (socket or ring) or a message from another hipd
- * process. The loop busy-polls only after a turn that brought some, or
+ * process (the channels between the listener and its workers). The loop busy-polls only after a turn that brought some, or
  * while device work is in flight (main.c's run_loop): a turn that only a
  * timer woke (housekeeping) sleeps again at once, so an idle process
  * spends nothing on polling. Loop thread. */

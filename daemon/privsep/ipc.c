@@ -7,6 +7,7 @@
 
 #include "hipd.h"
 #include "privsep/ipc.h"
+#include "spin.h"
 
 #define READ_CHUNK 65536
 
@@ -148,6 +149,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     return;
   }
   ch->in_len += (size_t)nread;
+  spin_note_work(); /* a compile, a session, an answer: the loop polls */
   /* libuv keeps a descriptor that came until someone accepts it: on a
    * channel that takes none it would stay open for the channel's life. */
   if (ch->no_handles && uv_pipe_pending_count(&ch->pipe) > 0) {
