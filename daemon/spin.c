@@ -19,7 +19,8 @@
 
 #define SPIN_MAGIC 0x4e495053u /* "SPIN" */
 #define TUNE_MS 100
-#define SLOT_STRIDE 16 /* uint32_t per slot: a cache line */
+#define TUNE_IDLE_MS 1000 /* while nobody polls */
+#define SLOT_STRIDE 16    /* uint32_t per slot: a cache line */
 #define SLOT(p, i) ((p)->slot[(size_t)(i)*SLOT_STRIDE])
 
 /* The shared page. The listener writes magic, nslots, cap and limit;
@@ -55,6 +56,7 @@ static struct {
   int timer_init, timer_on;
   int32_t avg16;         /* other runnable tasks, a moving average x 16 */
   uint32_t entered_seen; /* page->entered at the last sample */
+  uint32_t idle_ticks;   /* samples in a row that found nobody polling */
 } spin = {.fd = -1};
 
 static pthread_once_t private_once = PTHREAD_ONCE_INIT;
@@ -331,8 +333,16 @@ static void tune_cb(uv_timer_t *t)
    * stays as it was until the next sample after polling resumes. */
   entered = __atomic_load_n(&p->entered, __ATOMIC_RELAXED);
   if (entered == spin.entered_seen &&
-      __atomic_load_n(&p->taken, __ATOMIC_RELAXED) == 0)
+      __atomic_load_n(&p->taken, __ATOMIC_RELAXED) == 0) {
+    /* A second of that: look once a second only, until polling resumes
+     * (whose first second then runs on the limit of the last sample). */
+    if (++spin.idle_ticks == 1000 / TUNE_MS)
+      uv_timer_set_repeat(&spin.timer, TUNE_IDLE_MS);
     return;
+  }
+  if (spin.idle_ticks >= 1000 / TUNE_MS)
+    uv_timer_set_repeat(&spin.timer, TUNE_MS);
+  spin.idle_ticks = 0;
   spin.entered_seen = entered;
   spin_budget_tune();
 }
@@ -351,6 +361,7 @@ void spin_tune_set(uv_loop_t *loop, int on)
   }
   spin.timer_on = on;
   if (on) {
+    spin.idle_ticks = 0;
     uv_timer_start(&spin.timer, tune_cb, 0, TUNE_MS);
     return;
   }

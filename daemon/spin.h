@@ -62,10 +62,11 @@ int spin_enter(void);
 void spin_leave(void);
 
 /* Work came in: a request (socket or ring) or a message from another hipd
- * process (the channels between the listener and its workers). The loop busy-polls only after a turn that brought some, or
- * while device work is in flight (main.c's run_loop): a turn that only a
- * timer woke (housekeeping) sleeps again at once, so an idle process
- * spends nothing on polling. Loop thread. */
+ * process (the channels between the listener and its workers). The loop
+ * busy-polls only after a turn that brought some, or while device work is in
+ * flight (main.c's run_loop): a turn that only a timer woke (housekeeping)
+ * sleeps again at once, so an idle process spends nothing on polling. Loop
+ * thread. */
 void spin_note_work(void);
 /* How much work was noted so far, to compare. Loop thread. */
 uint64_t spin_work_count(void);
@@ -75,7 +76,8 @@ uint64_t spin_work_count(void);
  * the online CPUs. The owner of the budget calls it periodically while
  * sessions are open (spin_tune_start()). */
 void spin_budget_tune(void);
-/* Call spin_budget_tune() every 100 ms on @p loop while @p on is set, and
+/* Call spin_budget_tune() every 100 ms on @p loop while @p on is set
+ * (skipped while nobody polls, and then looked at once a second), and
  * restore the whole budget when it is cleared (no session: nothing to
  * share the CPUs with). Loop thread of the budget's owner. */
 void spin_tune_set(uv_loop_t *loop, int on);
