@@ -228,6 +228,8 @@ enum { Q_IDLE, Q_READY, Q_RUNNING };
 
 /* The pool of the calling thread, NULL outside one (exec_wait_begin). */
 static __thread exec_pool_t *cur_pool;
+/* A task left the thread's device binding lost (exec_thread_unbound). */
+static __thread int cur_unbound;
 
 struct exec_pool {
   pthread_mutex_t mu;
@@ -315,7 +317,7 @@ static executor_t *ready_pop(exec_pool_t *p)
  * list if it has more, or post its retirement if it drained while
  * retiring (after which it is not touched: the loop frees it). Entered
  * and left with p->mu held. */
-static void run_queue(exec_pool_t *p, executor_t *ex, int bound)
+static void run_queue(exec_pool_t *p, executor_t *ex, int *bound)
 {
   int retire = 0;
 
@@ -328,10 +330,16 @@ static void run_queue(exec_pool_t *p, executor_t *ex, int bound)
     pthread_mutex_unlock(&p->mu);
     t->next = NULL;
     t->hold = 0;
-    if (bound != 0)
-      task_fail(t, bound, "the device could not be bound to its worker");
+    if (*bound != 0)
+      task_fail(t, *bound, "the device could not be bound to its worker");
     else
       t->run(t);
+    if (cur_unbound) {
+      /* The task left the thread on another device: back before the next
+       * task runs (a failure fails them, until a later bind works). */
+      cur_unbound = 0;
+      *bound = p->bind ? p->bind(p->bind_arg) : 0;
+    }
     __atomic_sub_fetch(&ex->pending, 1, __ATOMIC_RELEASE);
     if (!t->hold)
       task_complete(t);
@@ -404,13 +412,13 @@ static void *pool_main(void *arg)
       /* Bound again before each queue: a thread that could not bind its
        * device must not fail the tasks of every stream it takes. */
       pthread_mutex_unlock(&p->mu);
-      bound = p->bind(p->bind_arg);
+      bound = p->bind ? p->bind(p->bind_arg) : 0;
       pthread_mutex_lock(&p->mu);
       if (p->ready == NULL)
         continue;
     }
     p->free--;
-    run_queue(p, ready_pop(p), bound);
+    run_queue(p, ready_pop(p), &bound);
     p->free++;
   }
   p->nthreads--;
@@ -490,6 +498,11 @@ static void pool_grow(exec_pool_t *p)
       return;
     }
   }
+}
+
+void exec_thread_unbound(void)
+{
+  cur_unbound = 1;
 }
 
 void exec_wait_begin(void)

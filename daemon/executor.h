@@ -87,6 +87,11 @@ exec_pool_t *exec_pool_create(const char *name, unsigned max,
  * each stream had its own. No-op outside a pool's thread. */
 void exec_wait_begin(void);
 void exec_wait_end(void);
+/* A task left its thread bound to another device than its pool's (and
+ * could not bind it back): the thread binds again (the pool's bind())
+ * before its next task, which must not run on that device; while that
+ * fails, its tasks fail. No-op outside a pool's thread. */
+void exec_thread_unbound(void);
 /* Threads the pool has now. */
 unsigned exec_pool_threads(exec_pool_t *p);
 /* Stop and join the pool's threads and free it (blocking; at exit), once

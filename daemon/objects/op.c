@@ -92,7 +92,16 @@ static int copy_across(op_t *op)
     }
     done += n;
   }
-  home->drv->bind_thread(home->drv, home->local);
+  /* The thread serves other streams of home next (executor.h). */
+  if (home->drv->bind_thread(home->drv, home->local) != 0) {
+    exec_thread_unbound();
+    if (rc == 0) {
+      drv_set_error("cannot bind the stream's device %d again after the "
+                    "copy",
+                    home->id);
+      rc = HIPD_EDEVICE;
+    }
+  }
   free(staging);
   return rc;
 }
