@@ -18,33 +18,23 @@
 #include "policy.h"
 #include "rpc.h"
 #include "util/account.h"
-#include "util/array.h"
 #include "util/clock.h"
 #include "util/ratelimit.h"
+#include "util/who_list.h"
 
 #define POLICY_MAX_DEVICES 64
 #define POLICY_MAX_GROUPS 1024
 
-typedef struct {
-  int group;   /* a gid, else a uid */
-  uint32_t id; /* the uid or gid */
-} entry_t;
-
-typedef struct {
-  entry_t *e;
-  uint32_t n, cap;
-} list_t;
-
 struct policy {
   int users_set, groups_set; /* --allow-users / --allow-groups given */
-  list_t users, groups;
+  who_list_t users, groups;
   int strict;      /* --strict-allow: root and self are not implied */
   uid_t self;      /* hipd's uid */
   int need_groups; /* a rule names a group: read the peer's groups */
   struct {
-    int set;    /* a --device-allow rule names this device */
-    list_t who; /* the union of its rules' lists */
-    char *text; /* its rules, for messages */
+    int set;        /* a --device-allow rule names this device */
+    who_list_t who; /* the union of its rules' lists */
+    char *text;     /* its rules, for messages */
   } dev[POLICY_MAX_DEVICES];
   ratelimit_t answered; /* refusals told, per uid (policy_refuse) */
 };
@@ -63,51 +53,14 @@ static int numeric(const char *s, uint32_t *out)
   return 1;
 }
 
-enum { USERS, GROUPS, MIXED };
-
-/* Append the words of comma list @p text to @p l: users, groups, or
- * either (MIXED: "@name" is a group). */
+/* Append the words of comma list @p text to @p l (who_list_parse()),
+ * noting whether a rule names a group. */
 static int list_parse(struct policy *p, const char *opt, const char *text,
-                      int mode, list_t *l, hipd_err_t *err)
+                      who_kind_t kind, who_list_t *l, hipd_err_t *err)
 {
-  char *copy = strdup(text), *save = NULL, *tok;
-  int rc = 0;
+  int rc = who_list_parse(l, opt, text, kind, err);
 
-  if (copy == NULL)
-    return HIPD_ENOMEM;
-  if (text[0] == '\0') {
-    rc = err_set(err, HIPD_EINVAL, "%s: an empty list", opt);
-  }
-  for (tok = strtok_r(copy, ",", &save); rc == 0 && tok != NULL;
-       tok = strtok_r(NULL, ",", &save)) {
-    entry_t e = {.group = mode == GROUPS};
-    if (mode != USERS && tok[0] == '@') {
-      e.group = 1;
-      tok++;
-    }
-    if (e.group) {
-      gid_t g;
-      p->need_groups = 1;
-      if (!numeric(tok, &e.id)) {
-        if (account_group_by_name(tok, &g, NULL) != 0) {
-          rc = err_set(err, HIPD_EINVAL, "%s: no group '%s'", opt, tok);
-          break;
-        }
-        e.id = (uint32_t)g;
-      }
-    } else if (!numeric(tok, &e.id)) {
-      account_t a;
-      if (account_by_name(tok, &a, NULL) != 0) {
-        rc = err_set(err, HIPD_EINVAL, "%s: no user '%s'", opt, tok);
-        break;
-      }
-      e.id = (uint32_t)a.uid;
-    }
-    if ((rc = ARRAY_GROW(l->e, l->n, l->cap, 4)) != 0)
-      break;
-    l->e[l->n++] = e;
-  }
-  free(copy);
+  p->need_groups |= l->groups;
   return rc;
 }
 
@@ -144,7 +97,8 @@ static int device_rule(struct policy *p, const char *rule, hipd_err_t *err)
     if (!names_device(spec, dev))
       continue;
     matched = 1;
-    rc = list_parse(p, "--device-allow", eq + 1, MIXED, &p->dev[i].who, err);
+    rc =
+        list_parse(p, "--device-allow", eq + 1, WHO_MIXED, &p->dev[i].who, err);
     if (rc != 0)
       return rc;
     p->dev[i].set = 1;
@@ -171,10 +125,10 @@ void policy_free(daemon_t *d)
 
   if (p == NULL)
     return;
-  free(p->users.e);
-  free(p->groups.e);
+  who_list_free(&p->users);
+  who_list_free(&p->groups);
   for (int i = 0; i < POLICY_MAX_DEVICES; i++) {
-    free(p->dev[i].who.e);
+    who_list_free(&p->dev[i].who);
     free(p->dev[i].text);
   }
   free(p);
@@ -199,13 +153,13 @@ int policy_init(daemon_t *d, hipd_err_t *err)
   p->self = d->daemon_uid;
   if (cfg->allow_users != NULL) {
     p->users_set = 1;
-    rc =
-        list_parse(p, "--allow-users", cfg->allow_users, USERS, &p->users, err);
+    rc = list_parse(p, "--allow-users", cfg->allow_users, WHO_USERS, &p->users,
+                    err);
   }
   if (rc == 0 && cfg->allow_groups != NULL) {
     p->groups_set = 1;
-    rc = list_parse(p, "--allow-groups", cfg->allow_groups, GROUPS, &p->groups,
-                    err);
+    rc = list_parse(p, "--allow-groups", cfg->allow_groups, WHO_GROUPS,
+                    &p->groups, err);
   }
   /* The listener serves no device: its workers check the device rules. */
   for (uint32_t i = 0;
@@ -216,19 +170,6 @@ int policy_init(daemon_t *d, hipd_err_t *err)
     policy_free(d);
   }
   return rc;
-}
-
-/* Does @p l name @p uid or one of the @p ngids in @p gids? */
-static int list_match(const list_t *l, uid_t uid, const gid_t *gids, int ngids)
-{
-  for (uint32_t i = 0; i < l->n; i++) {
-    if (!l->e[i].group && l->e[i].id == (uint32_t)uid)
-      return 1;
-    for (int j = 0; l->e[i].group && j < ngids; j++)
-      if (l->e[i].id == (uint32_t)gids[j])
-        return 1;
-  }
-  return 0;
 }
 
 int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
@@ -273,8 +214,8 @@ int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
   }
   implied = !p->strict && (uid == 0 || uid == p->self);
   if ((p->users_set || p->groups_set) && !implied &&
-      !(p->users_set && list_match(&p->users, uid, gids, ngids)) &&
-      !(p->groups_set && list_match(&p->groups, uid, gids, ngids))) {
+      !(p->users_set && who_list_match(&p->users, uid, gids, ngids)) &&
+      !(p->groups_set && who_list_match(&p->groups, uid, gids, ngids))) {
     if (g != NULL) {
       /* Not admitted by the rules, but by its grant: its devices alone. */
       *devmask = g->devmask & every;
@@ -295,7 +236,7 @@ int policy_check_peer(const daemon_t *d, uid_t uid, gid_t gid, char *who,
   }
   for (int i = 0; i < ndev && i < POLICY_MAX_DEVICES; i++)
     if (p->dev[i].set && !implied &&
-        !list_match(&p->dev[i].who, uid, gids, ngids))
+        !who_list_match(&p->dev[i].who, uid, gids, ngids))
       *devmask &= ~((uint64_t)1 << i);
   /* A grant adds its devices to what the rules allow. */
   if (g != NULL)

@@ -636,10 +636,24 @@ START_TEST(test_mps_rules)
 }
 END_TEST
 
+/* Load --mps-tenants @p value (NULL: the default) into @p cfg and make it
+ * the running one, as mps_start() and a reload do. */
+static void tenants_load(daemon_config_t *cfg, const char *value)
+{
+  hipd_err_t err;
+
+  if (value != NULL)
+    ck_assert_int_eq(mps_load(cfg, "--mps-tenants", value, NULL), 0);
+  else
+    ck_assert_int_eq(mps_load(cfg, "--isolation", "uid", NULL), 0);
+  ck_assert_int_eq(mps_tenants_set(cfg->mps_tenants, &err), 0);
+}
+
 /* --mps-tenants: auto gives the MPS server to one uid's workers at a time
  * (a second uid's get contexts of their own until the first's last client
  * ends), all to everyone, a list to its users and groups; bad values are
- * refused when given. */
+ * refused when given, and a bad one set at run time leaves the running one
+ * as it was. */
 START_TEST(test_mps_tenants)
 {
   static const char *const bad[] = {
@@ -653,43 +667,66 @@ START_TEST(test_mps_tenants)
                   "'%s' accepted", bad[i]);
   ck_assert_int_eq(mps_tenants_check("nosuch-hipd-user", &err), HIPD_EINVAL);
   ck_assert_str_eq(err.msg, "--mps-tenants: no user 'nosuch-hipd-user'");
+  ck_assert_int_eq(mps_tenants_check("root,@nosuch-hipd-group", &err),
+                   HIPD_EINVAL);
+  ck_assert_str_eq(err.msg, "--mps-tenants: no group 'nosuch-hipd-group'");
+  ck_assert_int_eq(mps_tenants_check("a,,b", &err), HIPD_EINVAL);
+  ck_assert_str_eq(err.msg, "--mps-tenants: 'a,,b' is not auto, all or a "
+                            "comma list of users, uids, @groups and @gids");
   ck_assert_int_eq(mps_tenants_check("auto", &err), 0);
   ck_assert_int_eq(mps_tenants_check("all", &err), 0);
   ck_assert_int_eq(mps_tenants_check("root,@0,65534", &err), 0);
   ck_assert_int_eq(mps_load(&cfg, "--mps-tenants", "a,,b", NULL), HIPD_EINVAL);
 
   /* Without a control daemon nobody is a client. */
-  ck_assert_int_eq(mps_load(&cfg, "--mps-tenants", "all", NULL), 0);
-  ck_assert_int_eq(mps_tenant_take(&cfg, 0, 0, &counted), 0);
+  tenants_load(&cfg, "all");
+  ck_assert_int_eq(mps_tenant_take(0, 0, &counted), 0);
   options_free(&cfg);
   mps_pretend_active(1);
   /* auto (the default): one uid at a time. */
-  ck_assert_int_eq(mps_load(&cfg, "--isolation", "uid", NULL), 0);
-  ck_assert_int_eq(mps_tenant_take(&cfg, 1000, 1000, &counted), 1);
+  tenants_load(&cfg, NULL);
+  ck_assert_int_eq(mps_tenant_take(1000, 1000, &counted), 1);
   ck_assert_int_eq(counted, 1);
-  ck_assert_int_eq(mps_tenant_take(&cfg, 1000, 1000, &counted), 1);
-  ck_assert_int_eq(mps_tenant_take(&cfg, 1001, 1001, &counted), 0);
+  ck_assert_int_eq(mps_tenant_take(1000, 1000, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(1001, 1001, &counted), 0);
   ck_assert_int_eq(counted, 0);
   mps_tenant_release(1000);
-  ck_assert_int_eq(mps_tenant_take(&cfg, 1001, 1001, &counted), 0);
+  ck_assert_int_eq(mps_tenant_take(1001, 1001, &counted), 0);
   mps_tenant_release(1001); /* not counted: no effect */
   mps_tenant_release(1000);
-  ck_assert_int_eq(mps_tenant_take(&cfg, 1001, 1001, &counted), 1);
-  ck_assert_int_eq(mps_tenant_take(&cfg, 1000, 1000, &counted), 0);
+  ck_assert_int_eq(mps_tenant_take(1001, 1001, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(1000, 1000, &counted), 0);
   mps_tenant_release(1001);
   options_free(&cfg);
   /* all: everyone, uncounted. */
-  ck_assert_int_eq(mps_load(&cfg, "--mps-tenants", "all", NULL), 0);
-  ck_assert_int_eq(mps_tenant_take(&cfg, 1000, 1000, &counted), 1);
-  ck_assert_int_eq(mps_tenant_take(&cfg, 1001, 1001, &counted), 1);
+  tenants_load(&cfg, "all");
+  ck_assert_int_eq(mps_tenant_take(1000, 1000, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(1001, 1001, &counted), 1);
   ck_assert_int_eq(counted, 0);
   options_free(&cfg);
   /* A list: its users and groups (primary or from the group database). */
-  ck_assert_int_eq(mps_load(&cfg, "--mps-tenants", "root,@100", NULL), 0);
-  ck_assert_int_eq(mps_tenant_take(&cfg, 0, 0, &counted), 1);
-  ck_assert_int_eq(mps_tenant_take(&cfg, 65534, 100, &counted), 1);
-  ck_assert_int_eq(mps_tenant_take(&cfg, 65534, 65534, &counted), 0);
+  tenants_load(&cfg, "root,@100");
+  ck_assert_int_eq(mps_tenant_take(0, 0, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(65534, 100, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(65534, 65534, &counted), 0);
   options_free(&cfg);
+  /* A user, a uid, a group by name and one by gid, each for its own. */
+  tenants_load(&cfg, "root,1000,@root,@100");
+  ck_assert_int_eq(mps_tenant_take(0, 65534, &counted), 1);
+  ck_assert_int_eq(counted, 0);
+  ck_assert_int_eq(mps_tenant_take(1000, 1000, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(65534, 0, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(65534, 100, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(65534, 65534, &counted), 0);
+  /* A uid with no account: its primary gid is all its groups. */
+  ck_assert_int_eq(mps_tenant_take(4000001, 4000001, &counted), 0);
+  /* A bad list at run time: refused, the running one kept. */
+  ck_assert_int_eq(mps_tenants_set("root,nosuch-hipd-user", &err), HIPD_EINVAL);
+  ck_assert_str_eq(err.msg, "--mps-tenants: no user 'nosuch-hipd-user'");
+  ck_assert_int_eq(mps_tenant_take(1000, 1000, &counted), 1);
+  ck_assert_int_eq(mps_tenant_take(65534, 65534, &counted), 0);
+  options_free(&cfg);
+  ck_assert_int_eq(mps_tenants_set(NULL, &err), 0);
   mps_pretend_active(0);
 }
 END_TEST

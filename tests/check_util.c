@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/check_util.c: the utilities of daemon/util/ (one of each): option
  * sizes (parse.c), the string builder (strbuf.c), the growable-array
- * macro (array.h), the clock (clock.h), the error carrier (err.h) and the
- * rate limiter (ratelimit.c). */
+ * macro (array.h), the clock (clock.h), the error carrier (err.h), the
+ * account lookup (account.c), lists of users and groups (who_list.c) and
+ * the rate limiter (ratelimit.c). */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include "util/parse.h"
 #include "util/ratelimit.h"
 #include "util/strbuf.h"
+#include "util/who_list.h"
 
 /* ------------------------------------------------------------ parse_size */
 
@@ -282,6 +284,67 @@ START_TEST(test_account)
 }
 END_TEST
 
+/* Lists of users and groups: in a mixed list a user, a uid, an @group and
+ * an @gid, each matching its uid or a group among the peer's; a list of
+ * users takes "@" as part of a name, one of groups takes every word as a
+ * group; a list parsed into again grows; an unknown name and an empty
+ * list are refused with a message naming the option and the word. */
+START_TEST(test_who_list)
+{
+  who_list_t l = {0};
+  hipd_err_t err;
+
+  ck_assert_int_eq(
+      who_list_parse(&l, "--x", "root,1000,@root,@100", WHO_MIXED, &err), 0);
+  ck_assert_uint_eq(l.n, 4);
+  ck_assert_int_eq(l.groups, 1);
+  ck_assert_int_eq(who_list_match(&l, 0, NULL, 0), 1);
+  ck_assert_int_eq(who_list_match(&l, 1000, NULL, 0), 1);
+  ck_assert_int_eq(who_list_match(&l, 1001, (gid_t[]){0}, 1), 1);
+  ck_assert_int_eq(who_list_match(&l, 1001, (gid_t[]){65534, 100}, 2), 1);
+  ck_assert_int_eq(who_list_match(&l, 1001, (gid_t[]){65534, 7}, 2), 0);
+  ck_assert_int_eq(who_list_match(&l, 100, (gid_t[]){1000}, 1), 0);
+  who_list_free(&l);
+  ck_assert_uint_eq(l.n, 0);
+  ck_assert_int_eq(who_list_match(&l, 0, (gid_t[]){0}, 1), 0);
+
+  ck_assert_int_eq(who_list_parse(&l, "--u", "root,65534", WHO_USERS, &err), 0);
+  ck_assert_int_eq(l.groups, 0);
+  ck_assert_int_eq(who_list_match(&l, 65534, NULL, 0), 1);
+  ck_assert_int_eq(who_list_match(&l, 7, (gid_t[]){0}, 1), 0);
+  ck_assert_int_eq(who_list_parse(&l, "--u", "@100", WHO_USERS, &err),
+                   HIPD_EINVAL);
+  ck_assert_str_eq(err.msg, "--u: no user '@100'");
+  who_list_free(&l);
+
+  ck_assert_int_eq(who_list_parse(&l, "--g", "root,@100", WHO_GROUPS, &err), 0);
+  ck_assert_int_eq(who_list_match(&l, 7, (gid_t[]){0}, 1), 1);
+  ck_assert_int_eq(who_list_match(&l, 7, (gid_t[]){7, 100}, 2), 1);
+  ck_assert_int_eq(who_list_match(&l, 0, (gid_t[]){7}, 1), 0);
+  /* Appended: the union of both. */
+  ck_assert_int_eq(who_list_parse(&l, "--g", "7", WHO_MIXED, &err), 0);
+  ck_assert_uint_eq(l.n, 3);
+  ck_assert_int_eq(who_list_match(&l, 7, NULL, 0), 1);
+  who_list_free(&l);
+
+  ck_assert_int_eq(who_list_parse(&l, "--mps-tenants",
+                                  "root,bob-no-such-hipd-user", WHO_MIXED,
+                                  &err),
+                   HIPD_EINVAL);
+  ck_assert_str_eq(err.msg, "--mps-tenants: no user 'bob-no-such-hipd-user'");
+  who_list_free(&l);
+  ck_assert_int_eq(who_list_parse(&l, "--mps-tenants", "@x-no-such-hipd-group",
+                                  WHO_MIXED, &err),
+                   HIPD_EINVAL);
+  ck_assert_str_eq(err.msg, "--mps-tenants: no group 'x-no-such-hipd-group'");
+  who_list_free(&l);
+  ck_assert_int_eq(who_list_parse(&l, "--mps-tenants", "", WHO_MIXED, &err),
+                   HIPD_EINVAL);
+  ck_assert_str_eq(err.msg, "--mps-tenants: an empty list");
+  who_list_free(&l);
+}
+END_TEST
+
 static Suite *util_suite(void)
 {
   Suite *s = suite_create("util");
@@ -305,6 +368,7 @@ static Suite *util_suite(void)
   tcase_add_test(tc, test_clock);
   tcase_add_test(tc, test_err);
   tcase_add_test(tc, test_account);
+  tcase_add_test(tc, test_who_list);
   tcase_add_test(tc, test_ratelimit);
   suite_add_tcase(s, tc);
   return s;

@@ -15,6 +15,7 @@
 #include "objects/watchdog.h"
 #include "options.h"
 #include "policy.h"
+#include "privsep/mps.h"
 #include "privsep/workers.h"
 #include "reload.h"
 #include "sandbox/cgroup.h"
@@ -59,9 +60,11 @@ void reload_fini(void)
  * timeouts (read where they are checked, so a new session, request or
  * allocation meets the new value; a session's handle table is sized when
  * it opens), and the access policy (checked at accept, and at each device
- * use against the device rules of the session's connect). The access
- * policy is built first: if it fails, nothing changes. @p nc keeps the old
- * values, for options_free(). @return 0 or the policy's error (logged).
+ * use against the device rules of the session's connect) and, in the
+ * listener, --mps-tenants (for the workers it starts next). The access
+ * policy and the --mps-tenants list are built first: if either fails,
+ * nothing changes. @p nc keeps the old values, for options_free().
+ * @return 0 or their error (logged).
  */
 static int config_apply(daemon_t *d, daemon_config_t *nc)
 {
@@ -72,6 +75,12 @@ static int config_apply(daemon_t *d, daemon_config_t *nc)
   probe.cfg = *nc;
   if ((rc = policy_init(&probe, &err)) != 0) {
     log_error(0, "%s", err.msg[0] ? err.msg : hipd_strerror(err.code));
+    return rc;
+  }
+  if (d->role == ROLE_LISTENER &&
+      (rc = mps_tenants_set(nc->mps_tenants, &err)) != 0) {
+    log_error(0, "%s", err.msg);
+    policy_free(&probe);
     return rc;
   }
   policy_free(d);

@@ -21,6 +21,7 @@
 #include "privsep/mps.h"
 #include "util/account.h"
 #include "util/parse.h"
+#include "util/who_list.h"
 
 #define CONTROL "nvidia-cuda-mps-control"
 
@@ -36,6 +37,15 @@ static struct {
   gid_t gid;
   char user[64];
 } mps;
+
+enum { TENANTS_AUTO, TENANTS_ALL, TENANTS_LIST };
+
+/* --mps-tenants as it runs (mps_tenants_set): parsed, its names resolved,
+ * once per start or reload, not for each worker. */
+static struct {
+  int mode;        /* TENANTS_* */
+  who_list_t list; /* TENANTS_LIST: its users and groups */
+} tenants;
 
 static int find_control(char *out, size_t len)
 {
@@ -125,7 +135,10 @@ int mps_start(daemon_t *d, const char *user, uid_t uid, gid_t gid,
   const char *base = getenv("RUNTIME_DIRECTORY");
   char ctl[192];
 
-  err_clear(err);
+  /* Which workers are to be its clients: parsed here once, and again at
+   * each reload (mps_tenants_set), not for each worker. */
+  if (mps_tenants_set(d->cfg.mps_tenants, err) != 0)
+    return err->code;
   if (d->cfg.mps == MPS_OFF) {
     snprintf(mps.state, sizeof(mps.state),
              "off (--mps off): tenants time-slice the GPU");
@@ -205,6 +218,8 @@ static void remove_tree(const char *dir)
 
 void mps_stop(void)
 {
+  who_list_free(&tenants.list);
+  tenants.mode = TENANTS_AUTO;
   if (!mps.active)
     return;
   mps.active = 0;
@@ -267,8 +282,6 @@ int mps_active(void)
 
 /* ------------------------------------------------- which tenants are in */
 
-static int all_digits(const char *s, uint32_t *out);
-
 #define TENANT_GIDS_MAX 256
 
 /* The groups of tenant @p uid for its rules: its primary @p gid, then
@@ -298,77 +311,81 @@ static struct {
   unsigned users; /* its client workers alive */
 } in_mps;
 
-/* Does comma list @p list name @p uid or one of @p gids? @return 1/0, or
- * -1 with @p err naming a word that is no user or group (checking only:
- * @p uid (uid_t)-1). */
-static int list_names(const char *list, uid_t uid, const gid_t *gids, int ngids,
-                      hipd_err_t *err)
+/* Parse --mps-tenants @p value (NULL: auto) into *@p mode and, for a
+ * list, @p l (empty before). @return 0, or HIPD_EINVAL / HIPD_ENOMEM with
+ * @p err saying why and @p l left empty. */
+static int tenants_parse(const char *value, int *mode, who_list_t *l,
+                         hipd_err_t *err)
 {
-  char copy[1024], *save = NULL;
-  int hit = 0;
+  int rc;
 
-  if (strlen(list) >= sizeof(copy)) {
-    err_set(err, HIPD_EINVAL, "--mps-tenants: the list is too long");
-    return -1;
-  }
-  snprintf(copy, sizeof(copy), "%s", list);
-  for (char *w = strtok_r(copy, ",", &save); w != NULL;
-       w = strtok_r(NULL, ",", &save)) {
-    uint32_t id;
-    if (w[0] == '@') {
-      gid_t g = 0;
-      if (all_digits(w + 1, &id))
-        g = (gid_t)id;
-      else if (account_group_by_name(w + 1, &g, NULL) != 0) {
-        err_set(err, HIPD_EINVAL, "--mps-tenants: no group '%s'", w + 1);
-        return -1;
-      }
-      for (int k = 0; k < ngids; k++)
-        hit |= gids[k] == g;
-    } else {
-      account_t a;
-      if (all_digits(w, &id))
-        a.uid = (uid_t)id;
-      else if (account_by_name(w, &a, NULL) != 0) {
-        err_set(err, HIPD_EINVAL, "--mps-tenants: no user '%s'", w);
-        return -1;
-      }
-      hit |= a.uid == uid;
-    }
-  }
-  return hit;
-}
-
-int mps_tenants_check(const char *value, hipd_err_t *err)
-{
   err_clear(err);
-  if (strcmp(value, "auto") == 0 || strcmp(value, "all") == 0)
+  *mode = TENANTS_AUTO;
+  if (value == NULL || strcmp(value, "auto") == 0)
     return 0;
+  if (strcmp(value, "all") == 0) {
+    *mode = TENANTS_ALL;
+    return 0;
+  }
   if (value[0] == '\0' || value[0] == ',' || value[strlen(value) - 1] == ',' ||
       strstr(value, ",,") != NULL)
     return err_set(err, HIPD_EINVAL,
                    "--mps-tenants: '%s' is not auto, all or a comma list of "
                    "users, uids, @groups and @gids",
                    value);
-  return list_names(value, (uid_t)-1, NULL, 0, err) < 0 ? HIPD_EINVAL : 0;
+  rc = who_list_parse(l, "--mps-tenants", value, WHO_MIXED, err);
+  if (rc == HIPD_ENOMEM)
+    err_set(err, rc, "--mps-tenants: out of memory");
+  if (rc != 0) {
+    who_list_free(l);
+    return rc;
+  }
+  *mode = TENANTS_LIST;
+  return 0;
+}
+
+int mps_tenants_check(const char *value, hipd_err_t *err)
+{
+  who_list_t l = {0};
+  int mode, rc = tenants_parse(value, &mode, &l, err);
+
+  who_list_free(&l);
+  return rc;
+}
+
+int mps_tenants_set(const char *value, hipd_err_t *err)
+{
+  who_list_t l = {0};
+  int mode, rc = tenants_parse(value, &mode, &l, err);
+
+  if (rc != 0)
+    return rc;
+  who_list_free(&tenants.list);
+  tenants.mode = mode;
+  tenants.list = l;
+  return 0;
 }
 
 /* Would a worker of @p uid started now be an MPS client? */
-static int would_take(const daemon_config_t *cfg, uid_t uid, gid_t gid)
+static int would_take(uid_t uid, gid_t gid)
 {
-  const char *pol = cfg->mps_tenants != NULL ? cfg->mps_tenants : "auto";
-  hipd_err_t err;
+  gid_t gids[TENANT_GIDS_MAX];
+  int ngids = 1;
 
   if (!mps.active)
     return 0;
-  if (strcmp(pol, "all") == 0)
+  switch (tenants.mode) {
+  case TENANTS_ALL:
     return 1;
-  if (strcmp(pol, "auto") != 0) {
-    gid_t gids[TENANT_GIDS_MAX];
-    int ngids = tenant_gids(uid, gid, gids);
-    return list_names(pol, uid, gids, ngids, &err) == 1;
+  case TENANTS_LIST:
+    /* The groups are read only when the list names one. */
+    gids[0] = gid;
+    if (tenants.list.groups)
+      ngids = tenant_gids(uid, gid, gids);
+    return who_list_match(&tenants.list, uid, gids, ngids);
+  default:
+    return !in_mps.owned || in_mps.owner == uid;
   }
-  return !in_mps.owned || in_mps.owner == uid;
 }
 
 int mps_tenant_may_spread(const daemon_config_t *cfg, uid_t uid, gid_t gid)
@@ -379,7 +396,7 @@ int mps_tenant_may_spread(const daemon_config_t *cfg, uid_t uid, gid_t gid)
   if (strcmp(HIPD_HIP_PLATFORM, "nvidia") == 0 &&
       (cfg->devices == NULL || strstr(cfg->devices, "all") != NULL ||
        strstr(cfg->devices, "hip") != NULL))
-    return would_take(cfg, uid, gid);
+    return would_take(uid, gid);
 #endif
   (void)cfg;
   (void)uid;
@@ -387,15 +404,12 @@ int mps_tenant_may_spread(const daemon_config_t *cfg, uid_t uid, gid_t gid)
   return 1;
 }
 
-int mps_tenant_take(const daemon_config_t *cfg, uid_t uid, gid_t gid,
-                    int *counted)
+int mps_tenant_take(uid_t uid, gid_t gid, int *counted)
 {
-  const char *pol = cfg->mps_tenants != NULL ? cfg->mps_tenants : "auto";
-
   *counted = 0;
-  if (!would_take(cfg, uid, gid))
+  if (!would_take(uid, gid))
     return 0;
-  if (strcmp(pol, "auto") != 0)
+  if (tenants.mode != TENANTS_AUTO)
     return 1;
   in_mps.owned = 1;
   in_mps.owner = uid;

@@ -28,12 +28,13 @@ enum { MPS_AUTO = 0, MPS_ON, MPS_OFF };
 
 /* Start the control daemon if d->cfg.mps asks for it and this build and
  * node can use it, running as @p uid:@p gid (with @p user's groups) when
- * hipd is root. @return 0 (started, or not wanted, or unavailable under
- * auto: mps_state() says which), or HIPD_ENOTSUP / HIPD_EIO under --mps
- * on when it cannot run, with @p err saying why. */
+ * hipd is root; first take d->cfg.mps_tenants (mps_tenants_set()).
+ * @return 0 (started, or not wanted, or unavailable under auto:
+ * mps_state() says which), or HIPD_ENOTSUP / HIPD_EIO under --mps on when
+ * it cannot run, or mps_tenants_set()'s error, with @p err saying why. */
 int mps_start(daemon_t *d, const char *user, uid_t uid, gid_t gid,
               hipd_err_t *err);
-/* Stop it and remove its directory. */
+/* Stop it and remove its directory; forget the --mps-tenants list. */
 void mps_stop(void);
 
 /* Add the variables a worker needs to @p env (at most @p max entries,
@@ -57,13 +58,20 @@ size_t mps_worker_env(char **env, size_t max, int client);
  *   LIST: a comma list of users, uids, @groups and @gids: their workers.
  */
 
-/* Check the value of --mps-tenants. @return 0 or HIPD_EINVAL with @p err. */
+/* Check the value of --mps-tenants (its names must exist). @return 0, or
+ * HIPD_EINVAL ("--mps-tenants: no user 'bob'") or HIPD_ENOMEM with
+ * @p err. */
 int mps_tenants_check(const char *value, hipd_err_t *err);
-/* Is a new worker of @p uid (primary group @p gid) to be an MPS client?
- * Under auto it is then counted (*@p counted 1) until
- * mps_tenant_release(). Listener, loop thread. */
-int mps_tenant_take(const daemon_config_t *cfg, uid_t uid, gid_t gid,
-                    int *counted);
+/* Make --mps-tenants @p value (NULL: auto) the one that decides from now
+ * on: a list is parsed and its names resolved here, once (mps_start() at
+ * start, the reload in the listener), not for each worker. @return 0, or
+ * mps_tenants_check()'s error with the running value kept. */
+int mps_tenants_set(const char *value, hipd_err_t *err);
+/* Is a new worker of @p uid (primary group @p gid) to be an MPS client,
+ * by the value mps_tenants_set() took? Under auto it is then counted
+ * (*@p counted 1) until mps_tenant_release(). Listener, loop thread. A
+ * list that names a group reads @p uid's groups (NSS). */
+int mps_tenant_take(uid_t uid, gid_t gid, int *counted);
 /* A worker of @p uid that mps_tenant_take() counted ended. */
 void mps_tenant_release(uid_t uid);
 /* May @p uid's sessions be spread over several workers (--tenant-workers)?

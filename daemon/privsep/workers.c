@@ -485,7 +485,7 @@ worker_t *workers_spawn(daemon_t *d, int mode, uid_t uid, gid_t gid,
     snprintf(role + strlen(role), sizeof(role) - strlen(role), ":%d",
              w->spin_slot);
   /* An MPS client or not (--mps-tenants), before its environment. */
-  w->mps = mps_tenant_take(&d->cfg, uid, gid, &w->mps_counted);
+  w->mps = mps_tenant_take(uid, gid, &w->mps_counted);
   if (workers_exec_args(role, w->mps, &args, &env) != 0)
     goto fail;
   {
