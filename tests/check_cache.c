@@ -253,6 +253,40 @@ START_TEST(test_corrupt_entry_recompiled)
 }
 END_TEST
 
+/* A request that joins a warm start's load (nobody asked for it yet) is
+ * counted as a compile, since it takes the load over and compiles should
+ * the entry not load (_i 1: damaged); a second request then only waits.
+ * Either way the first request gets its kernel. */
+START_TEST(test_warm_load_taken_over)
+{
+  result_t r = {0};
+  cache_key_t key;
+
+  start(1 << 20);
+  get("kernel-w");
+  cache_shutdown();
+  if (_i == 1)
+    damage(0);
+  start(1 << 20);
+  key_of("kernel-w", &key);
+  /* The warm start's load is on libuv's pool; its end waits for the loop,
+   * which does not run until the request is in. */
+  cache_warm(1 << 20);
+  ck_assert(cache_inflight(&key));
+  ck_assert_int_eq(cache_would_compile(&key, 0), 1);
+  cache_get_flags(&key, 0, 7, compile_cb, (void *)"kernel-w", done_cb, &r);
+  ck_assert_int_eq(cache_would_compile(&key, 0), 0);
+  while (!r.done)
+    uv_run(&loop, UV_RUN_ONCE);
+  while (cache_pending() > 0)
+    uv_run(&loop, UV_RUN_ONCE);
+  ck_assert_int_eq(r.status, 0);
+  ck_assert_str_eq(r.data, "BIN[kernel-w]");
+  ck_assert_int_eq(r.source, _i == 1 ? CACHE_MISS : CACHE_HIT_DISK);
+  ck_assert_int_eq(compiles, _i == 1 ? 2 : 1);
+}
+END_TEST
+
 START_TEST(test_compile_error_not_cached)
 {
   result_t r;
@@ -717,6 +751,7 @@ static Suite *cache_suite(void)
   tcase_add_test(tc, test_miss_then_memory_hit);
   tcase_add_test(tc, test_restart_disk_hit);
   tcase_add_loop_test(tc, test_corrupt_entry_recompiled, 0, 2);
+  tcase_add_loop_test(tc, test_warm_load_taken_over, 0, 2);
   tcase_add_test(tc, test_compile_error_not_cached);
   tcase_add_test(tc, test_concurrent_single_compile);
   tcase_add_test(tc, test_eviction_lru);

@@ -711,7 +711,17 @@ int cache_inflight(const cache_key_t *key)
 
 int cache_would_compile(const cache_key_t *key, int refresh)
 {
-  return refresh || (!cache_has(key) && !cache_inflight(key));
+  const inflight_t *p;
+
+  if (refresh)
+    return 1;
+  if (cache_has(key))
+    return 0;
+  /* A warm start's load nobody asked for: the request takes it over
+   * (cache_get_flags) and compiles should it fail, so it is admitted as a
+   * compile, and keeps its source for that. */
+  p = inflight_find(key);
+  return p == NULL || p->warm;
 }
 
 void cache_get_stats(cache_stats_t *st)

@@ -153,10 +153,13 @@ int cache_has(const cache_key_t *key);
 int cache_inflight(const cache_key_t *key);
 /* Would a request for @p key (with CACHE_REFRESH when @p refresh) compile
  * or load, and so hold a compile slot until answered? Not a memory hit,
- * nor one that waits for a load or compile of the same key in flight: the
- * compile admission rule (compile_pool_admit()) of the worker's own fetch
- * (kernels.c) and of the listener's (privsep/workers_compile.c). Loop
- * thread. */
+ * nor one that waits for a load or compile of the same key in flight that
+ * someone asked for; one that joins a warm start's load (cache_warm) does:
+ * it takes that load over, and compiles its own source should the entry
+ * not load. The compile admission rule (compile_pool_admit()) of the
+ * worker's own fetch (kernels.c) and of the listener's
+ * (privsep/workers_compile.c), which keep the source of such a request.
+ * Loop thread. */
 int cache_would_compile(const cache_key_t *key, int refresh);
 void cache_get_stats(cache_stats_t *st);
 /* Forget every entry, in memory and on disk (files removed on a pool

@@ -188,8 +188,10 @@ void workers_on_compile(void *ctx, const proto_msg_t *m, const void *args)
   }
   /* Held from here until answered, bounded per uid (compile_pool.h); a
    * memory hit holds nothing and is answered at once, and a request for a
-   * key already being loaded or compiled waits for that one, holding no
-   * helper and (its source dropped) no bytes: never refused. Sixteen
+   * key already being loaded or compiled for someone waits for that one,
+   * holding no helper and (its source dropped) no bytes: never refused.
+   * One that joins a warm start's load is admitted and keeps its source
+   * (cache_would_compile): it compiles should the entry not load. Sixteen
    * processes of one uid starting the same program at once all get its
    * kernel. */
   if (!cache_would_compile(&j->key, (int)a->refresh.u)) {
