@@ -3,7 +3,6 @@
  * deciding for a peer at connect, and the messages that name the rule. */
 #include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 #include "rpc.h"
 #include "util/account.h"
 #include "util/clock.h"
+#include "util/parse.h"
 #include "util/ratelimit.h"
 #include "util/who_list.h"
 
@@ -39,20 +39,6 @@ struct policy {
   ratelimit_t answered; /* refusals told, per uid (policy_refuse) */
 };
 
-static int numeric(const char *s, uint32_t *out)
-{
-  char *end;
-  unsigned long v;
-
-  if (!isdigit((unsigned char)s[0]))
-    return 0;
-  v = strtoul(s, &end, 10);
-  if (*end != '\0' || v >= (uint32_t)-1)
-    return 0;
-  *out = (uint32_t)v;
-  return 1;
-}
-
 /* Append the words of comma list @p text to @p l (who_list_parse()),
  * noting whether a rule names a group. */
 static int list_parse(struct policy *p, const char *opt, const char *text,
@@ -70,13 +56,13 @@ static int names_device(const char *spec, const device_t *dev)
   const char *colon = strchr(spec, ':');
   uint32_t v;
 
-  if (numeric(spec, &v))
+  if (util_parse_id(spec, &v))
     return (int)v == dev->id;
   if (colon == NULL)
     return strcmp(spec, dev->drv->name) == 0;
   return strlen(dev->drv->name) == (size_t)(colon - spec) &&
          strncmp(spec, dev->drv->name, (size_t)(colon - spec)) == 0 &&
-         numeric(colon + 1, &v) && (int)v == dev->local;
+         util_parse_id(colon + 1, &v) && (int)v == dev->local;
 }
 
 static int device_rule(struct policy *p, const char *rule, hipd_err_t *err)

@@ -444,22 +444,6 @@ static int rule_value(const char *text, int is_mem, uint64_t *out)
   return util_parse_size(text, 1, 100, out);
 }
 
-/* Is @p s all digits (a uid or gid)? */
-static int all_digits(const char *s, uint32_t *out)
-{
-  char *end;
-  unsigned long v;
-
-  if (*s < '0' || *s > '9')
-    return 0;
-  errno = 0;
-  v = strtoul(s, &end, 10);
-  if (*end != '\0' || errno != 0 || v >= (uint32_t)-1)
-    return 0;
-  *out = (uint32_t)v;
-  return 1;
-}
-
 int mps_rule_check(const char *opt, const char *rule, int is_mem,
                    hipd_err_t *err)
 {
@@ -485,10 +469,10 @@ int mps_rule_check(const char *opt, const char *rule, int is_mem,
   who[eq - rule] = '\0';
   if (who[0] == '@') {
     gid_t g;
-    if (!all_digits(who + 1, &id) &&
+    if (!util_parse_id(who + 1, &id) &&
         account_group_by_name(who + 1, &g, NULL) != 0)
       return err_set(err, HIPD_EINVAL, "--%s: no group '%s'", opt, who + 1);
-  } else if (!all_digits(who, &id)) {
+  } else if (!util_parse_id(who, &id)) {
     account_t a;
     if (account_by_name(who, &a, NULL) != 0)
       return err_set(err, HIPD_EINVAL, "--%s: no user '%s'", opt, who);
@@ -521,7 +505,7 @@ static uint64_t rules_pick(char *const *rules, uint32_t n, int is_mem,
     who[eq - rules[i]] = '\0';
     if (who[0] == '@') {
       gid_t g = 0;
-      if (all_digits(who + 1, &id))
+      if (util_parse_id(who + 1, &id))
         g = (gid_t)id;
       else if (account_group_by_name(who + 1, &g, NULL) != 0)
         continue;
@@ -532,7 +516,7 @@ static uint64_t rules_pick(char *const *rules, uint32_t n, int is_mem,
         }
     } else {
       account_t a;
-      if (all_digits(who, &id))
+      if (util_parse_id(who, &id))
         a.uid = (uid_t)id;
       else if (account_by_name(who, &a, NULL) != 0)
         continue;

@@ -56,3 +56,18 @@ int util_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
   *out = v;
   return 0;
 }
+
+int util_parse_id(const char *s, uint32_t *out)
+{
+  unsigned long v;
+  char *end;
+
+  if (s == NULL || *s < '0' || *s > '9')
+    return 0;
+  errno = 0;
+  v = strtoul(s, &end, 10);
+  if (*end != '\0' || errno != 0 || v >= (uint32_t)-1)
+    return 0;
+  *out = (uint32_t)v;
+  return 1;
+}

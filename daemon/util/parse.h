@@ -14,4 +14,9 @@
  * (overflow, out of bounds); *@p out is untouched on error. */
 int util_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
+/* A uid or gid written as a number: decimal digits only, below
+ * (uint32_t)-1 (which is no id). @return 1 with *@p out set, else 0 (a
+ * name, or junk). */
+int util_parse_id(const char *s, uint32_t *out);
+
 #endif

@@ -2,30 +2,14 @@
 /* daemon/util/who_list.c: lists of users and groups (who_list.h). */
 #include "config.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "account.h"
 #include "array.h"
 #include "hipd.h"
+#include "parse.h"
 #include "who_list.h"
-
-/* Is @p s a uid or gid (decimal digits, below (uint32_t)-1)? @return 1
- * with *@p out set, else 0. */
-static int numeric(const char *s, uint32_t *out)
-{
-  char *end;
-  unsigned long v;
-
-  if (!isdigit((unsigned char)s[0]))
-    return 0;
-  v = strtoul(s, &end, 10);
-  if (*end != '\0' || v >= (uint32_t)-1)
-    return 0;
-  *out = (uint32_t)v;
-  return 1;
-}
 
 int who_list_parse(who_list_t *l, const char *opt, const char *text,
                    who_kind_t kind, hipd_err_t *err)
@@ -46,14 +30,14 @@ int who_list_parse(who_list_t *l, const char *opt, const char *text,
     }
     if (e.group) {
       gid_t g;
-      if (!numeric(tok, &e.id)) {
+      if (!util_parse_id(tok, &e.id)) {
         if (account_group_by_name(tok, &g, NULL) != 0) {
           rc = err_set(err, HIPD_EINVAL, "%s: no group '%s'", opt, tok);
           break;
         }
         e.id = (uint32_t)g;
       }
-    } else if (!numeric(tok, &e.id)) {
+    } else if (!util_parse_id(tok, &e.id)) {
       account_t a;
       if (account_by_name(tok, &a, NULL) != 0) {
         rc = err_set(err, HIPD_EINVAL, "%s: no user '%s'", opt, tok);
