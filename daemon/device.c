@@ -2,7 +2,6 @@
 /* daemon/device.c: device enumeration, selection and global ids. */
 #include "config.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "device.h"
 #include "hipd.h"
 #include "log.h"
+#include "util/cpus.h"
 
 #define MAX_DEVICES 64
 
@@ -119,13 +119,11 @@ void devices_set_stream_threads(unsigned n)
  * of them keeps as many kernels in flight as the host can launch. */
 static unsigned stream_threads(void)
 {
-  cpu_set_t set;
-  int n;
+  unsigned n = util_cpus();
 
   if (stream_threads_set != 0)
     return stream_threads_set;
-  n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 4;
-  return n < 4 ? 4 : n > 32 ? 32 : (unsigned)n;
+  return n < 4 ? 4 : n > 32 ? 32 : n;
 }
 
 int devices_init(const char *spec, hipd_err_t *err)

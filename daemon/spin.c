@@ -16,6 +16,7 @@
 
 #include "hipd.h"
 #include "spin.h"
+#include "util/cpus.h"
 
 #define SPIN_MAGIC 0x4e495053u /* "SPIN" */
 #define TUNE_MS 100
@@ -63,13 +64,8 @@ static pthread_once_t private_once = PTHREAD_ONCE_INIT;
 
 uint32_t spin_default_cpus(void)
 {
-  cpu_set_t set;
-  long n = 0;
+  unsigned n = util_cpus();
 
-  if (sched_getaffinity(0, sizeof(set), &set) == 0)
-    n = CPU_COUNT(&set);
-  if (n <= 0)
-    n = sysconf(_SC_NPROCESSORS_ONLN);
   return n >= 8 ? (uint32_t)(n / 2) : 1;
 }
 

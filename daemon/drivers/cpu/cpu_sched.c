@@ -68,6 +68,7 @@
 #include "cpu_sched.h"
 #include "hipd.h"
 #include "sanitize.h"
+#include "util/cpus.h"
 
 #ifdef HIPD_ASAN
 #include <sanitizer/asan_interface.h>
@@ -638,16 +639,6 @@ static void *worker_main(void *arg)
 
 /* ----------------------------------------------------------- the pool */
 
-static unsigned cpu_count(void)
-{
-  cpu_set_t set;
-
-  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-    return (unsigned)CPU_COUNT(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (unsigned)n : 1;
-}
-
 static void worker_free(worker_t *w)
 {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -675,7 +666,7 @@ int sched_create(unsigned nworkers, sched_t **out, char *err, size_t errsz)
   int rc = HIPD_ENOMEM;
 
   if (nworkers == 0)
-    nworkers = cpu_count();
+    nworkers = util_cpus();
   if (s == NULL)
     goto fail;
   pthread_mutex_init(&s->lock, NULL);
