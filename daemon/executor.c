@@ -313,6 +313,11 @@ static executor_t *ready_pop(exec_pool_t *p)
   return ex;
 }
 
+static int pool_bind(exec_pool_t *p)
+{
+  return p->bind != NULL ? p->bind(p->bind_arg) : 0;
+}
+
 /* Run up to BATCH tasks of @p ex, in order, then put it back in the ready
  * list if it has more, or post its retirement if it drained while
  * retiring (after which it is not touched: the loop frees it). Entered
@@ -330,16 +335,17 @@ static void run_queue(exec_pool_t *p, executor_t *ex, int *bound)
     pthread_mutex_unlock(&p->mu);
     t->next = NULL;
     t->hold = 0;
+    if (*bound != 0 || cur_unbound) {
+      /* Not bound (the thread's first bind failed, or a task left it on
+       * another device): bind again before each task, which fails only
+       * while that does, whatever stream it is of. */
+      cur_unbound = 0;
+      *bound = pool_bind(p);
+    }
     if (*bound != 0)
       task_fail(t, *bound, "the device could not be bound to its worker");
     else
       t->run(t);
-    if (cur_unbound) {
-      /* The task left the thread on another device: back before the next
-       * task runs (a failure fails them, until a later bind works). */
-      cur_unbound = 0;
-      *bound = p->bind ? p->bind(p->bind_arg) : 0;
-    }
     __atomic_sub_fetch(&ex->pending, 1, __ATOMIC_RELEASE);
     if (!t->hold)
       task_complete(t);
@@ -393,7 +399,7 @@ static void *pool_main(void *arg)
    * /proc, which Landlock refuses. */
   pthread_setname_np(pthread_self(), p->name);
   cur_pool = p;
-  bound = p->bind ? p->bind(p->bind_arg) : 0;
+  bound = pool_bind(p);
   if (bound != 0)
     log_error(0, "executor %s: cannot bind its device (%d)", p->name, bound);
   pthread_mutex_lock(&p->mu);
@@ -408,15 +414,6 @@ static void *pool_main(void *arg)
     }
     if (wait_for_work(p) || p->ready == NULL)
       break; /* idle for long, or stopping with nothing left to run */
-    if (bound != 0) {
-      /* Bound again before each queue: a thread that could not bind its
-       * device must not fail the tasks of every stream it takes. */
-      pthread_mutex_unlock(&p->mu);
-      bound = p->bind ? p->bind(p->bind_arg) : 0;
-      pthread_mutex_lock(&p->mu);
-      if (p->ready == NULL)
-        continue;
-    }
     p->free--;
     run_queue(p, ready_pop(p), &bound);
     p->free++;

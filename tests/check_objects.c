@@ -603,6 +603,15 @@ static void pool_submit(executor_t *ex, int q, int seq)
   exec_submit(ex, &p->t);
 }
 
+/* Every queue of @p pool gone: destroy it (which must succeed) and close
+ * the bridge. */
+static void pool_end(exec_pool_t *pool)
+{
+  ck_assert_int_eq(exec_pool_destroy(pool), 0);
+  exec_bridge_close();
+  uv_run(loop, UV_RUN_DEFAULT);
+}
+
 static void pool_wait(int n)
 {
   while (completions < n)
@@ -650,12 +659,9 @@ START_TEST(test_pool_bounded)
     ck_assert_uint_eq(exec_pending(ex[q]), 0);
     exec_retire(ex[q], pool_queue_gone, NULL);
   }
-  while (exec_outstanding() > 0)
-    uv_run(loop, UV_RUN_ONCE);
+  drain();
   ck_assert_int_eq(pool_gone, POOL_QUEUES);
-  ck_assert_int_eq(exec_pool_destroy(pool), 0);
-  exec_bridge_close();
-  uv_run(loop, UV_RUN_DEFAULT);
+  pool_end(pool);
 }
 END_TEST
 
@@ -688,12 +694,9 @@ START_TEST(test_pool_fair)
   ck_assert_int_eq(at, 15);
   exec_retire(a, pool_queue_gone, NULL);
   exec_retire(b, pool_queue_gone, NULL);
-  while (exec_outstanding() > 0)
-    uv_run(loop, UV_RUN_ONCE);
+  drain();
   ck_assert_int_eq(pool_gone, 2);
-  ck_assert_int_eq(exec_pool_destroy(pool), 0);
-  exec_bridge_close();
-  uv_run(loop, UV_RUN_DEFAULT);
+  pool_end(pool);
 }
 END_TEST
 
@@ -716,17 +719,14 @@ START_TEST(test_pool_idle_threads_end)
   for (int q = 0; q < 4; q++)
     exec_retire(ex[q], pool_queue_gone, NULL);
   atomic_store(&gate_open, 1);
-  while (exec_outstanding() > 0)
-    uv_run(loop, UV_RUN_ONCE);
+  drain();
   ck_assert_int_eq(completions, 8);
   ck_assert_int_eq(pool_gone, 4);
   for (int q = 0; q < 4; q++)
     ck_assert_int_eq(pool_next[q], 1);
   POOL_UNTIL(exec_pool_threads(pool) == 1);
   ck_assert_uint_eq(exec_pool_threads(pool), 1);
-  ck_assert_int_eq(exec_pool_destroy(pool), 0);
-  exec_bridge_close();
-  uv_run(loop, UV_RUN_DEFAULT);
+  pool_end(pool);
 }
 END_TEST
 
@@ -779,14 +779,11 @@ START_TEST(test_pool_wait_needs_another_queue)
   ck_assert_uint_eq(exec_pool_threads(pool), 2);
   exec_retire(a, pool_queue_gone, NULL);
   exec_retire(b, pool_queue_gone, NULL);
-  while (exec_outstanding() > 0)
-    uv_run(loop, UV_RUN_ONCE);
+  drain();
   /* The second ends after 2 s idle: the bound holds again. */
   POOL_UNTIL(exec_pool_threads(pool) == 1);
   ck_assert_uint_eq(exec_pool_threads(pool), 1);
-  ck_assert_int_eq(exec_pool_destroy(pool), 0);
-  exec_bridge_close();
-  uv_run(loop, UV_RUN_DEFAULT);
+  pool_end(pool);
 }
 END_TEST
 

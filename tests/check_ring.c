@@ -1217,41 +1217,13 @@ static long proc_status(pid_t pid, const char *key)
   return v;
 }
 
-/* The names of @p pid's threads, for messages. */
-static void proc_thread_names(pid_t pid, char *buf, size_t size)
+/* Call @p fn with the name of each of @p pid's threads. @return -1 if
+ * its threads cannot be listed, else 0. */
+static int proc_each_thread(pid_t pid, void (*fn)(void *ctx, const char *name),
+                            void *ctx)
 {
   char path[320], name[64];
   struct dirent *e;
-  size_t off = 0;
-  DIR *dh;
-
-  buf[0] = '\0';
-  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-  if ((dh = opendir(path)) == NULL)
-    return;
-  while ((e = readdir(dh)) != NULL && off + 40 < size) {
-    FILE *f;
-    if (e->d_name[0] == '.')
-      continue;
-    snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
-    if ((f = fopen(path, "r")) == NULL)
-      continue;
-    if (fgets(name, sizeof(name), f) != NULL) {
-      name[strcspn(name, "\n")] = '\0';
-      off +=
-          (size_t)snprintf(buf + off, size - off, "%s%s", off ? " " : "", name);
-    }
-    fclose(f);
-  }
-  closedir(dh);
-}
-
-/* How many of @p pid's threads have a name that starts with @p prefix. */
-static int proc_threads_named(pid_t pid, const char *prefix)
-{
-  char path[320], name[64];
-  struct dirent *e;
-  int n = 0;
   DIR *dh;
 
   snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
@@ -1264,13 +1236,58 @@ static int proc_threads_named(pid_t pid, const char *prefix)
     snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
     if ((f = fopen(path, "r")) == NULL)
       continue;
-    if (fgets(name, sizeof(name), f) != NULL &&
-        strncmp(name, prefix, strlen(prefix)) == 0)
-      n++;
+    if (fgets(name, sizeof(name), f) != NULL) {
+      name[strcspn(name, "\n")] = '\0';
+      fn(ctx, name);
+    }
     fclose(f);
   }
   closedir(dh);
-  return n;
+  return 0;
+}
+
+typedef struct {
+  char *buf;
+  size_t size, off;
+} names_t;
+
+static void name_append(void *ctx, const char *name)
+{
+  names_t *n = ctx;
+
+  if (n->off + 40 < n->size)
+    n->off += (size_t)snprintf(n->buf + n->off, n->size - n->off, "%s%s",
+                               n->off ? " " : "", name);
+}
+
+/* The names of @p pid's threads, for messages. */
+static void proc_thread_names(pid_t pid, char *buf, size_t size)
+{
+  names_t n = {buf, size, 0};
+
+  buf[0] = '\0';
+  proc_each_thread(pid, name_append, &n);
+}
+
+typedef struct {
+  const char *prefix;
+  int count;
+} named_t;
+
+static void name_count(void *ctx, const char *name)
+{
+  named_t *n = ctx;
+
+  n->count += strncmp(name, n->prefix, strlen(n->prefix)) == 0;
+}
+
+/* How many of @p pid's threads have a name that starts with @p prefix, or
+ * -1 if they cannot be listed. */
+static int proc_threads_named(pid_t pid, const char *prefix)
+{
+  named_t n = {prefix, 0};
+
+  return proc_each_thread(pid, name_count, &n) == 0 ? n.count : -1;
 }
 
 /* The CPU time of @p pid so far (utime + stime), in clock ticks. */
