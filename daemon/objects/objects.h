@@ -137,6 +137,11 @@ void stream_ref(stream_t *st);
 void stream_unref(stream_t *st);
 /* Work queued or running on the stream's worker. */
 uint32_t stream_pending(const stream_t *st);
+/* Wait for the device to finish @p st's work (the driver's stream_sync),
+ * the thread meanwhile not counted against its pool's bound
+ * (exec_wait_begin). @return 0 or the driver's code. On the stream's
+ * thread. */
+int stream_wait(stream_t *st);
 
 /* ----------------------------------------------------------------- events */
 

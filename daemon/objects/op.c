@@ -224,14 +224,9 @@ void op_run_task(task_t *t)
   if (op->timed)
     drv->event_record(drv, op->pev[1], st->drv);
   /* A launch from the loop: the loop's polling waits (submit.c). */
-  if (wait && !op->polled) {
-    exec_wait_begin();
-    rc = drv->stream_sync(drv, st->drv);
-    exec_wait_end();
-    if (rc != 0) {
-      task_fail(t, rc, "the stream failed: %s", drv_last_error());
-      goto out;
-    }
+  if (wait && !op->polled && (rc = stream_wait(st)) != 0) {
+    task_fail(t, rc, "the stream failed: %s", drv_last_error());
+    goto out;
   }
   if (op->timed)
     op->timed_ok =

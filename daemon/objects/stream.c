@@ -108,6 +108,16 @@ void stream_unref(stream_t *st)
   exec_retire(st->ex, stream_gone, st);
 }
 
+int stream_wait(stream_t *st)
+{
+  int rc;
+
+  exec_wait_begin();
+  rc = st->dev->drv->stream_sync(st->dev->drv, st->drv);
+  exec_wait_end();
+  return rc;
+}
+
 uint32_t stream_pending(const stream_t *st)
 {
   return exec_pending(st->ex);

@@ -154,12 +154,8 @@ int op_inline_poll(void)
 static void park_run(task_t *t)
 {
   stream_t *st = (stream_t *)((char *)t - offsetof(stream_t, inl_park));
-  driver_t *drv = st->dev->drv;
-  int rc;
+  int rc = stream_wait(st);
 
-  exec_wait_begin();
-  rc = drv->stream_sync(drv, st->drv);
-  exec_wait_end();
   if (rc != 0)
     task_fail(t, rc, "%s", drv_last_error());
 }
