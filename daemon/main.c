@@ -102,9 +102,10 @@ static void run_loop(daemon_t *d)
     return;
   }
   uint64_t work = spin_work_count() - 1; /* the first turn polls */
+  uint64_t last_work = 0;
 
   for (;;) {
-    uint64_t until, now_work;
+    uint64_t now, until, now_work;
     int ready = 0, alive, busy;
 
     d->loop_nowait = 1; /* this run does not block: rings stay awake */
@@ -112,12 +113,18 @@ static void run_loop(daemon_t *d)
     d->loop_nowait = 0;
     if (alive == 0 || abandoned)
       break;
-    until = util_now_ns() + spin_ns;
-    /* Poll only after a turn that brought work (since the last look), or
-     * while device work is in flight: a turn a timer alone woke sleeps
-     * again at once (spin.h). */
+    now = util_now_ns();
+    until = now + spin_ns;
+    /* Poll within a spin window of the last turn that brought work (since
+     * the last look) or found device work in flight: a turn a timer alone
+     * woke long after sleeps again at once (spin.h). The turn that
+     * answers a kernel's end brings no request itself, and the client's
+     * next request follows it within microseconds: it must find the loop
+     * polling, not asleep (the sync round trip doubled without). */
     now_work = spin_work_count();
-    busy = now_work != work || exec_outstanding() != 0 || op_inline_waiting();
+    if (now_work != work || exec_outstanding() != 0 || op_inline_waiting())
+      last_work = now;
+    busy = now - last_work < spin_ns;
     work = now_work;
 
     /* A ring's submission comes without an event: look at the polled

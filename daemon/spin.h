@@ -63,10 +63,10 @@ void spin_leave(void);
 
 /* Work came in: a request (socket or ring) or a message from another hipd
  * process (the channels between the listener and its workers). The loop
- * busy-polls only after a turn that brought some, or while device work is in
- * flight (main.c's run_loop): a turn that only a timer woke (housekeeping)
- * sleeps again at once, so an idle process spends nothing on polling. Loop
- * thread. */
+ * busy-polls only within a spin window of a turn that brought some or
+ * found device work in flight (main.c's run_loop): a turn that only a
+ * timer woke (housekeeping) long after sleeps again at once, so an idle
+ * process spends nothing on polling. Loop thread. */
 void spin_note_work(void);
 /* How much work was noted so far, to compare. Loop thread. */
 uint64_t spin_work_count(void);
