@@ -22,8 +22,7 @@
  *   wait on it (they are files of the compile's own, not pipes);
  * - what a compile leaves in the helper's scratch directory is removed
  *   before its answer, and a helper that cannot remove it is replaced
- *   (as root, in both views); the runtime compiler's cache folder there
- *   is kept from one compile to the next while it holds 8 MiB or less;
+ *   (as root, in both views);
  * - tenants take turns for the helpers: another uid's slow compiles hold
  *   one helper at most while root compiles, and requests over
  *   --tenant-max-compiles or a uid's half of --compile-queue-bytes get
@@ -949,40 +948,6 @@ static void check_scratch(int mountns)
                     !exists(scratch, "hipd-cpu-junk"),
                 "%s: the leftovers in %s are still there after a compile",
                 fsview, scratch);
-  ck_assert_int_eq(restarts_of(conn), restarts);
-
-  /* The runtime compiler's cache folder (CUDA_CACHE_PATH) is the
-   * helper's, and outlives a compile: what it holds stays while it is
-   * small, and is emptied (the folder kept) once it holds more than 8
-   * MiB; neither makes the helper leave. */
-  snprintf(path, sizeof(path), "%s/.rtc-cache", scratch);
-  {
-    struct stat st;
-
-    ck_assert_msg(lstat(path, &st) == 0 && S_ISDIR(st.st_mode),
-                  "%s: no cache folder %s", fsview, path);
-    ck_assert_uint_eq(st.st_uid, cuid);
-    ck_assert_uint_eq(st.st_mode & 0777, 0700);
-  }
-  snprintf(path, sizeof(path), "%s/.rtc-cache/index", scratch);
-  write_junk(path, 65536, cuid);
-  snprintf(src, sizeof(src), "// scratch %d %d b2\n%s", (int)getpid(), mountns,
-           VECADD_SRC);
-  k = compile(conn, dev, src, "vecadd", NULL);
-  OK(conn, hipd_kernel_destroy(conn, k));
-  ck_assert_msg(exists(scratch, ".rtc-cache/index"),
-                "%s: a small cache was not kept from one compile to the next",
-                fsview);
-  snprintf(path, sizeof(path), "%s/.rtc-cache/big", scratch);
-  write_junk(path, 9 << 20, cuid);
-  snprintf(src, sizeof(src), "// scratch %d %d b3\n%s", (int)getpid(), mountns,
-           VECADD_SRC);
-  k = compile(conn, dev, src, "vecadd", NULL);
-  OK(conn, hipd_kernel_destroy(conn, k));
-  ck_assert_msg(exists(scratch, ".rtc-cache") &&
-                    !exists(scratch, ".rtc-cache/big") &&
-                    !exists(scratch, ".rtc-cache/index"),
-                "%s: a cache of more than 8 MiB was not emptied", fsview);
   ck_assert_int_eq(restarts_of(conn), restarts);
 
   /* A leftover it cannot remove (root's): the helper leaves, the next

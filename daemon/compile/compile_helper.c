@@ -572,21 +572,11 @@ static int self_cpu_s(void)
  * removed after every compile. */
 #define SCRATCH_KEEP_MAX 8
 #define SCRATCH_SLACK (1u << 20) /* bytes a tmpfs may still hold */
-/* The runtime compiler's cache (CUDA_CACHE_PATH), a folder of the scratch
- * directory kept from one compile to the next for this helper's life,
- * never shared with another helper or kept after it. NVRTC (CUDA 13)
- * keeps there what it makes of its own built-ins, the same for every
- * source: without it each compile makes it again, 25 ms a compile instead
- * of 9 on an H100 (bench/RESULTS.md). It is emptied when it holds more
- * than CACHE_MAX bytes; the runtime is asked to keep it to half that. */
-#define CACHE_DIR ".rtc-cache"
-#define CACHE_MAX ((uint64_t)8 << 20)
 static struct {
   const char *dir;
   int own_fs; /* a tmpfs of its own: its usage is the compiles' */
   char keep[SCRATCH_KEEP_MAX][256];
   unsigned nkeep;
-  char cache[PATH_MAX]; /* the cache folder, "" if it could not be made */
 } scratch;
 
 static int scratch_kept(const char *name)
@@ -625,39 +615,14 @@ static void keep_add(const char *name)
              name);
 }
 
-/* Before any compile: note what the directory holds already, with the
- * cache folder made in it (scratch.cache; in the environment already). */
+/* Before any compile: note what the directory holds already. */
 static void scratch_init(const char *dir, int own_fs)
 {
   scratch.dir = dir;
   scratch.own_fs = own_fs;
-  if (scratch.cache[0] != '\0' && mkdir(scratch.cache, 0700) != 0 &&
-      errno != EEXIST)
-    scratch.cache[0] = '\0'; /* compiles go on, uncached */
   if (scratch_each(keep_add) > SCRATCH_KEEP_MAX)
     die("%s holds more than %d entries before any compile", dir,
         SCRATCH_KEEP_MAX);
-}
-
-static uint64_t usage_sum;
-
-static int usage_cb(const char *path, const struct stat *st, int flag,
-                    struct FTW *ftw)
-{
-  (void)path;
-  (void)flag;
-  (void)ftw;
-  usage_sum += (uint64_t)st->st_blocks * 512;
-  return 0;
-}
-
-/* The bytes the files under @p path take (0 if it cannot be read). */
-static uint64_t dir_usage(const char *path)
-{
-  usage_sum = 0;
-  if (nftw(path, usage_cb, 16, FTW_PHYS | FTW_MOUNT) != 0)
-    return 0;
-  return usage_sum;
 }
 
 static int rm_cb(const char *path, const struct stat *st, int flag,
@@ -690,22 +655,14 @@ static void remove_entry(const char *name)
  * fresh one with a fresh directory. */
 static int scratch_reset(void)
 {
-  uint64_t cached = 0;
   struct statfs sf;
 
   if (scratch_each(remove_entry) < 0 ||
       scratch_each(NULL) != (int)scratch.nkeep)
     return -1;
-  if (scratch.cache[0] != '\0') {
-    cached = dir_usage(scratch.cache);
-    if (cached > CACHE_MAX) {
-      nftw(scratch.cache, rm_cb, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-      cached = dir_usage(scratch.cache);
-    }
-  }
   if (scratch.own_fs && statfs(scratch.dir, &sf) == 0 &&
       (uint64_t)(sf.f_blocks - sf.f_bfree) * (uint64_t)sf.f_bsize >
-          SCRATCH_SLACK + cached)
+          SCRATCH_SLACK)
     return -1;
   return 0;
 }
@@ -850,7 +807,6 @@ int main(int argc, char **argv)
   hipd_err_t err, idle_err;
   char header[PATH_MAX], why[256] = "", note[HIPD_ERR_MSG_MAX + 300] = "";
   char env_header[PATH_MAX + 32], env_tmp[PATH_MAX + 16];
-  char env_cache[PATH_MAX + 32], env_cache_max[48];
   const char *cxx;
   uid_t uid = getuid();
   gid_t gid = getgid();
@@ -973,15 +929,9 @@ int main(int argc, char **argv)
   snprintf(env_header, sizeof(env_header), "HIPD_CPU_HEADER=%s", header);
   snprintf(env_tmp, sizeof(env_tmp), "TMPDIR=%s",
            fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp);
-  snprintf(scratch.cache, sizeof(scratch.cache), "%s/" CACHE_DIR,
-           fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp);
-  snprintf(env_cache, sizeof(env_cache), "CUDA_CACHE_PATH=%s", scratch.cache);
-  snprintf(env_cache_max, sizeof(env_cache_max), "CUDA_CACHE_MAXSIZE=%llu",
-           (unsigned long long)(CACHE_MAX / 2));
   {
-    const char *keep[] = {"LD_LIBRARY_PATH", env_header,    env_tmp,
-                          env_cache,         env_cache_max, "HOME=/nonexistent",
-                          "LC_ALL=C",        NULL};
+    const char *keep[] = {"LD_LIBRARY_PATH",   env_header, env_tmp,
+                          "HOME=/nonexistent", "LC_ALL=C", NULL};
     char **env = sandbox_clean_env(keep);
     if (env == NULL)
       die("out of memory");
