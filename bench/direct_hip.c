@@ -5,7 +5,8 @@
  * runtime calls, kernels compiled with hiprtc from the same source hipd
  * compiles (bench/kernels.h, with the options hipd's HIP driver passes:
  * the device's architecture and -std=c++17; a cubin on NVIDIA, as hipd
- * loads). One source for AMD and NVIDIA, built like the HIP driver (daemon/drivers/hip/hip_*.c).
+ * loads). One source for AMD and NVIDIA, built like the HIP driver
+ * (daemon/drivers/hip/hip_*.c).
  *
  *   direct_hip MODE [--device N] [options]
  *
@@ -16,12 +17,12 @@
  *   info     the HIP devices and the runtime's versions
  *   rtt      launch an empty kernel and synchronize its stream (--iters)
  *   launch   launch --iters empty kernels, then synchronize once
- *   bw       hipMemcpy H2D and D2H from pinned and pageable host memory at
- *            each of --sizes, each for at least --budget seconds
- *   compile  hiprtc-compile --iters new variants of the compile source and
- *            load each (hipModuleLoadData): the cold compile
- *   peer     hipMemcpyPeerAsync of --bytes from --device to --peer
- *   worker   the sharing figure's client: compile and set up, print
+ *   bw       hipMemcpy H2D and D2H from pinned, pageable and registered
+ *            (a shared memfd page-locked, as hipd's shared buffers) host memory
+ * at each of --sizes, each for at least --budget seconds compile hiprtc-compile
+ * --iters new variants of the compile source and load each (hipModuleLoadData):
+ * the cold compile peer     hipMemcpyPeerAsync of --bytes from --device to
+ * --peer worker   the sharing figure's client: compile and set up, print
  *            {"kind":"ready"}, wait for a line on stdin, then loop {launch
  *            the small kernel; synchronize} for --seconds
  */
@@ -37,6 +38,7 @@
 #include <nvrtc.h> /* hiprtcProgram is an nvrtcProgram: for the cubin */
 #endif
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -44,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -345,11 +348,32 @@ static double copy_rate(void *dst, const void *src, size_t size,
   return (double)size * n / t / 1e9;
 }
 
+/* Host memory as hipd's shared buffers are: a memfd mapped shared, then
+ * page-locked with hipHostRegister (the flags of the HIP driver's
+ * hip_shm.c), so that the shared-buffer figures can be told apart into
+ * what the registered memory's copies cost and what hipd adds. */
+static void *registered_alloc(size_t size)
+{
+  int fd = memfd_create("direct-hip-shm", MFD_CLOEXEC);
+  void *p;
+
+  if (fd < 0 || ftruncate(fd, (off_t)size) != 0)
+    die("memfd of %zu bytes: %s", size, strerror(errno));
+  p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED)
+    die("mmap of %zu bytes: %s", size, strerror(errno));
+  memset(p, 1, size);
+  CHECK(hipHostRegister(p, size,
+                        hipHostRegisterPortable | hipHostRegisterMapped));
+  return p;
+}
+
 static int mode_bw(void)
 {
-  static const char *const modes[] = {"pinned", "pageable"};
+  static const char *const modes[] = {"pinned", "pageable", "registered"};
   uint64_t max = 0;
-  void *dbuf, *pinned, *pageable;
+  void *dbuf, *pinned, *pageable, *registered;
 
   for (int i = 0; i < O.nsizes; i++)
     if (O.sizes[i] > max)
@@ -360,9 +384,10 @@ static int mode_bw(void)
   pageable = xmalloc(max);
   memset(pageable, 1, max); /* touched: the pages exist */
   memset(pinned, 1, max);
+  registered = registered_alloc(max);
   for (int i = 0; i < O.nsizes; i++) {
-    for (int m = 0; m < 2; m++) {
-      void *host = m == 0 ? pinned : pageable;
+    for (int m = 0; m < 3; m++) {
+      void *host = m == 0 ? pinned : m == 1 ? pageable : registered;
       int reps;
       double h2d =
           copy_rate(dbuf, host, O.sizes[i], hipMemcpyHostToDevice, &reps);
@@ -379,6 +404,8 @@ static int mode_bw(void)
   }
   CHECK(hipFree(dbuf));
   CHECK(hipHostFree(pinned));
+  CHECK(hipHostUnregister(registered));
+  munmap(registered, max);
   free(pageable);
   return 0;
 }

@@ -128,7 +128,7 @@ void hb_sec_bw(void)
       snprintf(sizes + strlen(sizes), sizeof(sizes) - strlen(sizes), "%s%llu",
                i ? "," : "", (unsigned long long)hb.sizes[i]);
     snprintf(budget, sizeof(budget), "%g", hb.bw_budget);
-    note("bandwidth: direct HIP, pinned and pageable");
+    note("bandwidth: direct HIP, pinned, pageable and registered");
     out = malloc(sizeof(*out));
     if (out == NULL || hb_direct_run(args, 600, "bw", out) != 0) {
       direct_failed = 1;
@@ -223,11 +223,15 @@ void hb_sec_bw(void)
       for (int inl = 0; inl < 2; inl++) {
         figure_t *f = figs[si][d2h][inl];
         const char *dir = d2h ? "d2h" : "h2d";
-        static const char *const lab[] = {"direct HIP, pinned host memory",
-                                          "direct HIP, pageable host memory"};
-        static const char *const key[] = {"pinned", "pageable"};
+        static const char *const lab[] = {
+            "direct HIP, pinned host memory",
+            "direct HIP, pageable host memory",
+            "direct HIP, registered shared memory"};
+        static const char *const key[] = {"pinned", "pageable", "registered"};
 
-        for (int m = 0; m < 2; m++) {
+        /* The registered baseline (a memfd page-locked as hipd's shared
+         * buffers are) only next to the shared-buffer figures. */
+        for (int m = 0; m < (inl ? 2 : 3); m++) {
           const char *line;
           double v;
 
