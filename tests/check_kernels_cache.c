@@ -265,6 +265,100 @@ START_TEST(test_cache_warm_start)
 }
 END_TEST
 
+/* A kernel whose module the session's worker still has loaded is answered
+ * from it without the cache: here the cache (room for one entry) evicted
+ * A when B was compiled, and A's next request is still a memory hit, no
+ * compile, with the cache counting the hit. After cache.clear such a
+ * module answers nothing: A is compiled again. */
+START_TEST(test_cache_loaded_module)
+{
+  char dir[256], room[32];
+  char *a = fresh_source(VECADD_SRC, "loaded-a");
+  char *b = fresh_source(VECADD_SRC, "loaded-b");
+  harness_daemon_t *d;
+  hipd_conn_t *conn;
+  int64_t bytes, misses, hits;
+  int dev = 0; /* OK()'s message names it */
+
+  /* One entry's size, in a cache of its own. */
+  cache_dir_make(dir, sizeof(dir));
+  d = start_with_cache(dir);
+  conn = connect_to(d);
+  cached_run(conn, a, 0, "miss");
+  bytes = stat_of(conn, "bytes");
+  ck_assert_int_gt(bytes, 0);
+  hipd_close(conn);
+  stop_daemon(d);
+  cache_dir_remove(dir);
+
+  cache_dir_make(dir, sizeof(dir));
+  snprintf(room, sizeof(room), "%lld", (long long)(bytes + bytes / 2));
+  d = harness_start("--cpu-devices", "2", "--cache-dir", dir, "--cache-size",
+                    room, NULL);
+  ck_assert_msg(d != NULL, "hipd did not start");
+  conn = connect_to(d);
+  cached_run(conn, a, 0, "miss");
+  cached_run(conn, b, 0, "miss");
+  ck_assert_int_ge(stat_of(conn, "evictions"), 1);
+  ck_assert_int_eq(stat_of(conn, "entries"), 1);
+  misses = stat_of(conn, "misses");
+  hits = stat_of(conn, "hits_memory");
+  cached_run(conn, a, 0, "memory");
+  ck_assert_int_eq(stat_of(conn, "misses"), misses);
+  ck_assert_int_eq(stat_of(conn, "hits_memory"), hits + 1);
+
+  OK(conn, hipd_cache_clear(conn));
+  cached_run(conn, a, 0, "miss");
+  ck_assert_int_eq(stat_of(conn, "misses"), misses + 1);
+  hipd_close(conn);
+  stop_daemon(d);
+  cache_dir_remove(dir);
+  free(a);
+  free(b);
+}
+END_TEST
+
+/* After a restart, a tenant's worker loads the GPU modules of what its
+ * uid compiled before, as the warm start brings the entries back, ahead
+ * of any request (cache.stats preloaded); the first request for the
+ * kernel then finds it loaded. The CPU device's modules are never loaded
+ * ahead (its kernel runner would start for them). */
+START_TEST(test_cache_preload)
+{
+  char dir[256];
+  char *a = fresh_source(VECADD_SRC, "preload");
+  harness_daemon_t *d;
+  hipd_conn_t *conn;
+  int gpu;
+
+  cache_dir_make(dir, sizeof(dir));
+  d = start_with_cache(dir);
+  conn = connect_to(d);
+  gpu = !device_is_cpu(conn, 0);
+  cached_run(conn, a, 0, "miss");
+  ck_assert_int_eq(stat_reach(conn, "disk_entries", 1), 1);
+  ck_assert_int_eq(stat_of(conn, "preloaded"), 0); /* nothing was there */
+  hipd_close(conn);
+  stop_daemon(d);
+
+  d = start_with_cache(dir);
+  conn = connect_to(d);
+  ck_assert_int_eq(stat_reach(conn, "warmed", 1), 1);
+  if (gpu) {
+    ck_assert_int_eq(stat_reach(conn, "preloaded", 1), 1);
+  } else {
+    usleep(200 * 1000); /* a preload would have been sent by now */
+    ck_assert_int_eq(stat_of(conn, "preloaded"), 0);
+  }
+  cached_run(conn, a, 0, "memory");
+  ck_assert_int_eq(stat_of(conn, "misses"), 0);
+  hipd_close(conn);
+  stop_daemon(d);
+  cache_dir_remove(dir);
+  free(a);
+}
+END_TEST
+
 /* Compiles one after another go to the helper that runs already: its
  * compiler is loaded (a new helper is a process start and a compiler's
  * first compile on the request's path). Six in a row with four helpers
@@ -675,6 +769,8 @@ static Suite *kernels_cache_suite(void)
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_cache_persistence);
   tcase_add_test(tc, test_cache_warm_start);
+  tcase_add_test(tc, test_cache_loaded_module);
+  tcase_add_test(tc, test_cache_preload);
   tcase_add_test(tc, test_compiles_reuse_helper);
   tcase_add_test(tc, test_cache_concurrent);
   tcase_add_test(tc, test_cache_concurrent_many);

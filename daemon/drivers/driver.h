@@ -187,6 +187,11 @@ struct driver {
    * declared parameters where the driver knows them. */
   int (*kernel_get)(driver_t *drv, void *module, const char *name, void **fn,
                     drv_sig_t *sig);
+  /* The same without the device (any thread, non-blocking): 0, or
+   * HIPD_ENOENT when only kernel_get can tell (not looked up yet, or not
+   * there). NULL: always kernel_get. */
+  int (*kernel_find)(driver_t *drv, void *module, const char *name, void **fn,
+                     drv_sig_t *sig);
   /* Enqueue a launch on @p stream. Limits were checked by the caller;
    * argument values follow their kinds (a KARG_PTR is a device address).
    * On the CPU device it runs to completion before returning. What the

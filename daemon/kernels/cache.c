@@ -22,6 +22,8 @@
 
 #define LOG_SIZE 16384
 
+static cache_warmed_fn warmed_hook; /* cache_set_warmed_hook() */
+
 typedef struct mem_entry {
   cache_key_t key;
   cache_blob_t *blob;
@@ -491,6 +493,8 @@ static void inflight_finish(inflight_t *p)
     if (p->status == 0) {
       cache.st.warmed++;
       cache.warm.loaded += p->len;
+      if (warmed_hook != NULL && blob != NULL)
+        warmed_hook(&p->key, blob, p->job.tenant);
     }
   } else if (p->source == CACHE_HIT_DISK) {
     cache.st.hits_disk++;
@@ -625,6 +629,41 @@ void cache_warm(uint64_t budget)
   warm_next();
 }
 
+void cache_set_warmed_hook(cache_warmed_fn fn)
+{
+  warmed_hook = fn;
+}
+
+void cache_touch(const cache_key_t *key)
+{
+  mem_entry_t *e = mem_find(key);
+
+  if (e != NULL) {
+    lru_unlink(e);
+    lru_push(e);
+  }
+  cache.st.hits_memory++;
+  cache_disk_touch(key);
+}
+
+void cache_each_recent(uint32_t tenant, size_t max_entries, uint64_t max_bytes,
+                       void (*fn)(void *ctx, const cache_key_t *key,
+                                  const cache_blob_t *blob),
+                       void *ctx)
+{
+  uint64_t bytes = 0;
+  size_t n = 0;
+
+  for (mem_entry_t *e = cache.newest; e != NULL && n < max_entries;
+       e = e->older) {
+    if (e->tenant != tenant || bytes + e->blob->len > max_bytes)
+      continue;
+    bytes += e->blob->len;
+    n++;
+    fn(ctx, &e->key, e->blob);
+  }
+}
+
 void cache_get(const cache_key_t *key, cache_compile_fn fn, void *arg,
                cache_done_fn done, void *ctx)
 {
@@ -644,10 +683,7 @@ void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
     e = NULL;
   }
   if (e != NULL) {
-    lru_unlink(e);
-    lru_push(e);
-    cache.st.hits_memory++;
-    cache_disk_touch(key);
+    cache_touch(key);
     answer_at_once(done, ctx, 0, e->blob, CACHE_HIT_MEMORY, "");
     return;
   }

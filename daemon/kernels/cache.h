@@ -124,6 +124,11 @@ void cache_shutdown(void);
  * restart is a memory hit. A request for an entry being loaded waits for
  * it. Loop thread, after cache_init(). */
 void cache_warm(uint64_t budget);
+/* Called for each entry a warm start loaded (@p tenant: whose compile
+ * made it), once in memory; NULL: none. Loop thread. */
+typedef void (*cache_warmed_fn)(const cache_key_t *key,
+                                const cache_blob_t *blob, uint32_t tenant);
+void cache_set_warmed_hook(cache_warmed_fn fn);
 /* The default directory: /var/cache/hipd for root, else
  * $XDG_CACHE_HOME/hipd or ~/.cache/hipd. malloc'd. */
 char *cache_default_dir(void);
@@ -142,6 +147,19 @@ enum { CACHE_REFRESH = 1 };
 void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
                      cache_compile_fn fn, void *arg, cache_done_fn done,
                      void *ctx);
+/* A request for @p key was answered from a module loaded already (in
+ * this process or a worker: kernels.h's kernels_set_touch): a memory hit,
+ * counted, and the entry's use (its place in the LRU order, in memory
+ * and on disk, where the cache still holds it). Loop thread. */
+void cache_touch(const cache_key_t *key);
+/* Call @p fn for the entries in memory that @p tenant's compiles made,
+ * most recently used first, at most @p max_entries of them and @p
+ * max_bytes of binaries in all (an entry that does not fit is skipped).
+ * @p fn must not change the cache. Loop thread. */
+void cache_each_recent(uint32_t tenant, size_t max_entries, uint64_t max_bytes,
+                       void (*fn)(void *ctx, const cache_key_t *key,
+                                  const cache_blob_t *blob),
+                       void *ctx);
 /* Compiles, disk loads and the disk writes of compiles running on the
  * pools now (loop thread). */
 unsigned cache_pending(void);

@@ -40,8 +40,17 @@ struct module_ref {
   cache_blob_t *blob;    /* the image, held while loading */
   struct build *waiters; /* builds waiting for the load */
   mod_fn_t *fns;         /* kernels looked up in it */
-  uint64_t idle_ns;      /* when refs went to 0 (kept loaded, idle) */
-  module_ref_t *next;    /* in the global list */
+  size_t bytes;          /* its image's */
+  /* This process's key of the requests for it, where it differs from the
+   * cache's (a worker keys without the compiler's id: kernels_key): known
+   * from the first request that fetched it (a preloaded module has none
+   * until then). */
+  cache_key_t local_key;
+  int has_local_key;
+  int cache_ok;       /* may answer requests without the cache (0 once
+                       * the cache was cleared: kernels_cache_cleared) */
+  uint64_t idle_ns;   /* when refs went to 0 (kept loaded, idle) */
+  module_ref_t *next; /* in the global list */
 };
 
 typedef struct build {
@@ -61,11 +70,13 @@ typedef struct build {
   module_ref_t *mod;
   void *fn;
   drv_sig_t sig;
-  drv_sig_t known;      /* the generator's signature ... */
-  int has_known;        /* ... if the request gave one */
-  uint32_t max_threads; /* the request's launch bound */
-  uint32_t tenant;      /* the request's */
-  uint64_t fetched_ns;  /* the binary came (the load starts) */
+  drv_sig_t known;       /* the generator's signature ... */
+  int has_known;         /* ... if the request gave one */
+  uint32_t max_threads;  /* the request's launch bound */
+  uint32_t tenant;       /* the request's */
+  uint64_t fetched_ns;   /* the binary came (the load starts) */
+  int preload;           /* the load task of kernels_preload() */
+  cache_key_t local_key; /* this process's key of the request */
   struct build *next_waiter;
   /* The message of a failed build. A compiler's log can fill it, so it is
    * a buffer of its own, not a hipd_err_t (util/err.h). */
@@ -73,6 +84,8 @@ typedef struct build {
 } build_t;
 
 static module_ref_t *modules; /* loaded (or loading) modules, all devices */
+static uint64_t preloaded;    /* modules kernels_preload() loaded */
+static void preload_end(module_ref_t *m, const hipd_err_t *err);
 static unsigned idle_modules; /* of them, loaded with refs == 0 */
 
 driver_t *kernels_driver_for_arch(const char *arch)
@@ -214,7 +227,16 @@ static void load_done(task_t *t)
   build_t *w = m->waiters;
 
   m->waiters = NULL;
+  if (first->preload && m->refs == 0) {
+    /* A preload nobody asked for meanwhile: kept loaded and idle, or
+     * forgotten. */
+    preload_end(m, &t->err);
+    build_free(first);
+    return;
+  }
   m->state = t->err.code == 0 ? MOD_READY : MOD_FAILED;
+  if (first->preload && m->state == MOD_READY)
+    preloaded++; /* a request came while it loaded */
   if (t->err.code == HIPD_EDEVLOST)
     device_mark_lost(m->dev, t->err.msg);
   m->load_err = t->err;
@@ -271,6 +293,10 @@ static void module_acquire(build_t *b, cache_blob_t *blob)
     m->dev = b->dev;
     m->key = b->res.key;
     m->state = MOD_LOADING;
+    m->bytes = blob->len;
+    m->cache_ok = 1;
+    m->local_key = b->local_key;
+    m->has_local_key = 1;
     m->blob = blob;
     cache_blob_ref(blob);
     m->next = modules;
@@ -282,8 +308,13 @@ static void module_acquire(build_t *b, cache_blob_t *blob)
     exec_submit(m->dev->service, &loader->task);
     return;
   }
-  if (m->refs++ == 0)
+  /* (A preload's module counts as idle once loaded, not while loading.) */
+  if (m->refs++ == 0 && m->state == MOD_READY)
     idle_modules--;
+  if (!m->has_local_key) {
+    m->local_key = b->local_key;
+    m->has_local_key = 1;
+  }
   b->mod = m;
   if (m->state == MOD_LOADING) {
     b->next_waiter = m->waiters;
@@ -291,6 +322,117 @@ static void module_acquire(build_t *b, cache_blob_t *blob)
   } else {
     lookup_start(b);
   }
+}
+
+/* ------------------------------------------------- without the cache */
+
+/* The module loaded on @p dev, ready and usable, of the requests this
+ * process keys @p local_key, or NULL. */
+static module_ref_t *module_loaded(const device_t *dev,
+                                   const cache_key_t *local_key)
+{
+  for (module_ref_t *m = modules; m != NULL; m = m->next)
+    if (m->dev == dev && m->state == MOD_READY && m->cache_ok &&
+        m->has_local_key && m->epoch == device_epoch(m->dev) &&
+        memcmp(m->local_key.b, local_key->b, CACHE_KEY_SIZE) == 0)
+      return m;
+  return NULL;
+}
+
+static void touch_local(const cache_key_t *key)
+{
+  cache_touch(key);
+}
+
+static kernels_touch_fn touch = touch_local;
+
+void kernels_set_touch(kernels_touch_fn fn)
+{
+  touch = fn != NULL ? fn : touch_local;
+}
+
+void kernels_cache_cleared(void)
+{
+  for (module_ref_t *m = modules; m != NULL; m = m->next)
+    m->cache_ok = 0;
+}
+
+/* A preload's load ended with nobody waiting for it (@p err: how): the
+ * module stays loaded and idle, or is forgotten. */
+static void preload_end(module_ref_t *m, const hipd_err_t *err)
+{
+  m->state = err->code == 0 ? MOD_READY : MOD_FAILED;
+  cache_blob_unref(m->blob);
+  m->blob = NULL;
+  if (err->code == HIPD_EDEVLOST)
+    device_mark_lost(m->dev, err->msg);
+  if (m->state == MOD_READY) {
+    preloaded++;
+    m->idle_ns = util_now_ns();
+    if (++idle_modules > MODULES_IDLE_MAX)
+      evict_idle();
+    return;
+  }
+  for (module_ref_t **pp = &modules; *pp != NULL; pp = &(*pp)->next)
+    if (*pp == m) {
+      *pp = m->next;
+      break;
+    }
+  free(m);
+}
+
+int kernels_preload(const cache_key_t *key, const void *image, size_t len,
+                    uint64_t devmask)
+{
+  cache_blob_t *blob = NULL;
+  int started = 0;
+
+  for (int i = 0; i < devices_count(); i++) {
+    device_t *dev = device_get(i);
+    module_ref_t *m;
+    build_t *loader;
+    int known = 0;
+
+    /* GPUs only: a CPU module would start the device's kernel runner. */
+    if (dev->caps.is_cpu || dev->lost || dev->id >= 64 ||
+        !(devmask & ((uint64_t)1 << dev->id)))
+      continue;
+    for (m = modules; m != NULL && !known; m = m->next)
+      known = m->dev == dev && memcmp(m->key.b, key->b, CACHE_KEY_SIZE) == 0;
+    if (known)
+      continue;
+    if (blob == NULL && (blob = cache_blob_new(image, len)) == NULL)
+      return HIPD_ENOMEM;
+    loader = task_new(sizeof(*loader), load_run, load_done);
+    m = calloc(1, sizeof(*m));
+    if (m == NULL || loader == NULL) {
+      free(m);
+      free(loader);
+      cache_blob_unref(blob);
+      return HIPD_ENOMEM;
+    }
+    m->dev = dev;
+    m->key = *key;
+    m->state = MOD_LOADING;
+    m->bytes = len;
+    m->cache_ok = 1;
+    m->blob = blob;
+    cache_blob_ref(blob);
+    m->next = modules;
+    modules = m;
+    loader->mod = m;
+    loader->preload = 1;
+    exec_submit(dev->service, &loader->task);
+    started++;
+  }
+  if (blob != NULL)
+    cache_blob_unref(blob);
+  return started;
+}
+
+uint64_t kernels_preloaded(void)
+{
+  return preloaded;
 }
 
 /* ---------------------------------------------------------------- lookups */
@@ -360,20 +502,13 @@ static void make_kernel(build_t *b)
   finish(b, 0);
 }
 
-static void lookup_done(task_t *t)
+/* Remember the build's kernel in its module, so that the next request for
+ * it is answered from there. */
+static void remember(build_t *b)
 {
-  build_t *b = (build_t *)t;
-  mod_fn_t *f;
+  mod_fn_t *f = calloc(1, sizeof(*f));
 
-  if (t->err.code != 0) {
-    snprintf(b->err, sizeof(b->err), "%s", t->err.msg);
-    module_unref(b->mod);
-    finish(b, t->err.code);
-    return;
-  }
-  /* Remembered, so that the next request for it is answered from here. */
-  if ((f = calloc(1, sizeof(*f))) != NULL &&
-      (f->name = strdup(b->name)) != NULL) {
+  if (f != NULL && (f->name = strdup(b->name)) != NULL) {
     f->fn = b->fn;
     f->sig = b->sig;
     f->next = b->mod->fns;
@@ -381,11 +516,26 @@ static void lookup_done(task_t *t)
   } else {
     free(f);
   }
+}
+
+static void lookup_done(task_t *t)
+{
+  build_t *b = (build_t *)t;
+
+  if (t->err.code != 0) {
+    snprintf(b->err, sizeof(b->err), "%s", t->err.msg);
+    module_unref(b->mod);
+    finish(b, t->err.code);
+    return;
+  }
+  remember(b);
   make_kernel(b);
 }
 
 static void lookup_start(build_t *b)
 {
+  driver_t *drv = b->dev->drv;
+
   for (mod_fn_t *f = b->mod->fns; f != NULL; f = f->next) {
     if (strcmp(f->name, b->name) == 0) {
       b->fn = f->fn;
@@ -393,6 +543,13 @@ static void lookup_start(build_t *b)
       make_kernel(b);
       return;
     }
+  }
+  /* Looked up when the module was loaded: no trip to the service thread. */
+  if (drv->kernel_find != NULL &&
+      drv->kernel_find(drv, b->mod->drv, b->name, &b->fn, &b->sig) == 0) {
+    remember(b);
+    make_kernel(b);
+    return;
   }
   exec_submit(b->dev->service, task_init(&b->task, lookup_run, lookup_done));
 }
@@ -694,6 +851,25 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
                                  "kernel cache key");
     finish(b, rc);
     return;
+  }
+  b->local_key = b->res.key;
+  /* The module of that binary is loaded here already: answered from it,
+   * and the cache told of the use (kernels_set_touch). */
+  if (!req->refresh && b->dev != NULL) {
+    module_ref_t *m = module_loaded(b->dev, &b->res.key);
+
+    if (m != NULL) {
+      b->res.cache = CACHE_HIT_MEMORY;
+      b->res.key = m->key; /* the cache's, as a fetch's answer has it */
+      b->res.bytes = m->bytes;
+      b->fetched_ns = util_now_ns();
+      if (m->refs++ == 0)
+        idle_modules--;
+      b->mod = m;
+      touch(&m->key);
+      lookup_start(b);
+      return;
+    }
   }
   {
     kernels_fetch_t f = {

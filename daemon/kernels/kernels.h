@@ -130,6 +130,29 @@ typedef struct {
 typedef void (*kernels_fetch_fn)(const kernels_fetch_t *req, cache_done_fn done,
                                  void *ctx);
 void kernels_set_fetch(kernels_fetch_fn fn);
+/* A request whose binary is loaded already on its device (its key's
+ * module, ready, in the device's current context) is answered from that
+ * module without asking the cache (kernel_result_t.cache
+ * CACHE_HIT_MEMORY); @p fn tells the cache of the use (its place in the
+ * LRU order, its hit count): by default cache_touch() here, a worker
+ * tells its listener. A kernel.compile (refresh) always asks. */
+typedef void (*kernels_touch_fn)(const cache_key_t *key);
+void kernels_set_touch(kernels_touch_fn fn);
+/* The cache was emptied (cache.clear): the modules loaded so far answer
+ * no request without it again. */
+void kernels_cache_cleared(void);
+/* Load @p image, the cache's entry @p key, on every GPU of this process
+ * in @p devmask (bit = device id) that does not have it, ahead of any
+ * request (a new worker's, from its
+ * listener's warm entries): each stays loaded and idle, as a kernel's
+ * module does after its last kernel goes (at most 64 idle modules, the
+ * least recently used unloaded first). A GPU whose driver does not take
+ * the image (another platform or architecture) loads nothing. @return
+ * how many loads started, or HIPD_ENOMEM. */
+int kernels_preload(const cache_key_t *key, const void *image, size_t len,
+                    uint64_t devmask);
+/* How many modules kernels_preload() loaded so far. */
+uint64_t kernels_preloaded(void);
 /* --cache-scope tenant: this process keys a request's entry with its
  * tenant (kernel_request_t.tenant); 0: shared entries. */
 void kernels_set_cache_per_tenant(int on);

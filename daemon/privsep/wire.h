@@ -145,6 +145,10 @@ typedef struct wire_val {
   X(T, sandbox, WIRE_BYTES, 0, SIZE_MAX)
 /* cache.clear [peer uid] (answered nil). */
 #define WIRE_CACHE_CLEAR_PARAMS(X, T) X(T, uid, WIRE_UINT, 0, UINT32_MAX)
+/* cache.touch [key]: a request the worker answered from a module it had
+ * loaded (kernels_set_touch): the entry's use, as a hit's. */
+#define WIRE_CACHE_TOUCH_PARAMS(X, T)                                          \
+  X(T, key, WIRE_BYTES, CACHE_KEY_SIZE, CACHE_KEY_SIZE)
 /* admin [op, params]: a client's admin request (admin.h's
  * admin_args_pack()); the listener checks the op here and its values
  * with admin_args_unpack(). */
@@ -169,6 +173,13 @@ typedef struct wire_val {
 #define WIRE_RELOAD_MAX_ARGS 4096
 /* log.level [level]: the listener's new level (HLOG_*). */
 #define WIRE_LOG_LEVEL_PARAMS(X, T) X(T, level, WIRE_UINT, 0, HLOG_DEBUG)
+/* preload [key, image, devices]: an entry of the worker's uid in the
+ * listener's memory, sent to a new worker to load ahead of requests on
+ * the devices its first peer may use (bit = device id; kernels_preload). */
+#define WIRE_PRELOAD_PARAMS(X, T)                                              \
+  X(T, key, WIRE_BYTES, CACHE_KEY_SIZE, CACHE_KEY_SIZE)                        \
+  X(T, image, WIRE_BYTES, 1, SIZE_MAX)                                         \
+  X(T, devices, WIRE_UINT, 0, UINT64_MAX)
 /* kill [session id, who]: close that session, for reason who. */
 #define WIRE_KILL_PARAMS(X, T)                                                 \
   X(T, id, WIRE_UINT, 0, UINT64_MAX)                                           \
@@ -203,6 +214,8 @@ WIRE_STRUCT(wire_compile_result, WIRE_COMPILE_RESULT);
 WIRE_STRUCT(wire_cache_stats_result, WIRE_CACHE_STATS_RESULT);
 WIRE_STRUCT(wire_compile_stats_result, WIRE_COMPILE_STATS_RESULT);
 WIRE_STRUCT(wire_cache_clear, WIRE_CACHE_CLEAR_PARAMS);
+WIRE_STRUCT(wire_cache_touch, WIRE_CACHE_TOUCH_PARAMS);
+WIRE_STRUCT(wire_preload, WIRE_PRELOAD_PARAMS);
 WIRE_STRUCT(wire_admin, WIRE_ADMIN_PARAMS);
 WIRE_STRUCT(wire_admin_result, WIRE_ADMIN_RESULT);
 WIRE_STRUCT(wire_conn, WIRE_CONN_PARAMS);
@@ -225,15 +238,18 @@ typedef enum {
   WIRE_COMPILE_STATS, /* request compile.stats [] -> [counters..., ...] */
   WIRE_CACHE_CLEAR,   /* request cache.clear [uid] -> nil */
   WIRE_ADMIN,         /* request admin [op, params] -> [status, msg, res] */
+  WIRE_CACHE_TOUCH,   /* notify cache.touch [key] */
   /* listener to worker */
-  WIRE_CONN,      /* notify conn [id, uid, gid, pid] + the connection */
-  WIRE_EXIT,      /* notify exit []: idle, stop */
-  WIRE_RELOAD,    /* notify reload [[arg...]] */
-  WIRE_LOG_LEVEL, /* notify log.level [level] */
-  WIRE_REPORT,    /* request report [] -> a report (admin/report.h) */
-  WIRE_KILL,      /* request kill [id, who] -> bool */
-  WIRE_GRANTS,    /* notify grants [why, by, [[serial, label, devices,
-                     quota]...]] */
+  WIRE_CONN,          /* notify conn [id, uid, gid, pid] + the connection */
+  WIRE_EXIT,          /* notify exit []: idle, stop */
+  WIRE_RELOAD,        /* notify reload [[arg...]] */
+  WIRE_LOG_LEVEL,     /* notify log.level [level] */
+  WIRE_REPORT,        /* request report [] -> a report (admin/report.h) */
+  WIRE_KILL,          /* request kill [id, who] -> bool */
+  WIRE_GRANTS,        /* notify grants [why, by, [[serial, label, devices,
+                         quota]...]] */
+  WIRE_PRELOAD,       /* notify preload [key, image, devices] */
+  WIRE_CACHE_CLEARED, /* notify cache.cleared [] */
   /* metrics process to listener */
   WIRE_METRICS_READY, /* notify ready [] */
   WIRE_METRICS,       /* request metrics [] -> str */

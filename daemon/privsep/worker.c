@@ -471,12 +471,44 @@ static void on_exit_msg(void *ctx, const proto_msg_t *m, const void *args)
   stop_once("idle: the listener ended this worker");
 }
 
+/* preload [key, image, devices]: load it ahead of the requests for it. */
+static void on_preload(void *ctx, const proto_msg_t *m, const void *args)
+{
+  const wire_preload_t *a = args;
+  cache_key_t key;
+
+  (void)ctx;
+  (void)m;
+  if (a == NULL) {
+    log_warn(0, "a malformed preload message from the listener: ignored");
+    return;
+  }
+  memcpy(key.b, a->key.p, CACHE_KEY_SIZE);
+  if (kernels_preload(&key, a->image.p, a->image.len, a->devices.u) < 0)
+    log_warn(0, "out of memory preloading a kernel: it loads when asked for");
+}
+
+/* cache.cleared []: the modules loaded so far answer no request without
+ * the cache again. */
+static void on_cache_cleared(void *ctx, const proto_msg_t *m, const void *args)
+{
+  (void)ctx;
+  (void)m;
+  (void)args;
+  kernels_cache_cleared();
+}
+
 /* What a worker takes from its listener (wire.h). */
 static const wire_handler_fn from_listener[WIRE_NMSG] = {
-    [WIRE_CONN] = on_conn,     [WIRE_EXIT] = on_exit_msg,
-    [WIRE_RELOAD] = on_reload, [WIRE_LOG_LEVEL] = on_log_level,
-    [WIRE_REPORT] = on_report, [WIRE_KILL] = on_kill,
+    [WIRE_CONN] = on_conn,
+    [WIRE_EXIT] = on_exit_msg,
+    [WIRE_RELOAD] = on_reload,
+    [WIRE_LOG_LEVEL] = on_log_level,
+    [WIRE_REPORT] = on_report,
+    [WIRE_KILL] = on_kill,
     [WIRE_GRANTS] = on_grants,
+    [WIRE_PRELOAD] = on_preload,
+    [WIRE_CACHE_CLEARED] = on_cache_cleared,
 };
 
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
@@ -516,6 +548,23 @@ static void request_end(msgpack_sbuffer *sb, listener_req_t *p)
 {
   send_request(sb, p);
   msgpack_sbuffer_destroy(sb);
+}
+
+/* cache.touch [key]: a request answered from a module loaded here. */
+static void touch_remote(const cache_key_t *key)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  if (!this_worker.open || this_worker.ch.broken)
+    return;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  wire_pack_head(&pk, WIRE_CACHE_TOUCH, 0);
+  msgpack_pack_bin(&pk, CACHE_KEY_SIZE);
+  msgpack_pack_bin_body(&pk, key->b, CACHE_KEY_SIZE);
+  ipc_send(&this_worker.ch, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
 }
 
 static void fetch_remote(const kernels_fetch_t *f, cache_done_fn done,
@@ -704,6 +753,7 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
                      "cannot start the GPU kernel watchdog's thread");
   }
   kernels_set_fetch(fetch_remote);
+  kernels_set_touch(touch_remote);
   admin_set_forward(forward_admin);
   kernels_set_cache_remote(worker_cache_stats, worker_cache_clear,
                            worker_compile_stats);

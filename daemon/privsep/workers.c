@@ -45,6 +45,7 @@ int workers_init(daemon_t *d, char **argv, hipd_err_t *err)
   list_init(&workers_pool.dead);
   list_init(&workers_pool.adopted);
   list_init(&workers_pool.asks);
+  cache_set_warmed_hook(workers_on_warmed);
   for (workers_pool.argc = 0; argv[workers_pool.argc] != NULL;
        workers_pool.argc++)
     ;
@@ -113,12 +114,25 @@ void workers_set_args(daemon_t *d, char **argv)
   workers_pool.argv = argv;
 }
 
-void workers_reload(daemon_t *d)
+uint32_t workers_broadcast(const void *data, size_t size)
 {
   list_node_t *lists[] = {&workers_pool.live, &workers_pool.leaving};
+  uint32_t n = 0;
+
+  for (int i = 0; i < 2; i++)
+    for (list_node_t *l = lists[i]->next; l != lists[i]; l = l->next) {
+      worker_t *w = list_entry(l, worker_t, node);
+      if (!w->exited && !w->ch.broken && ipc_send(&w->ch, data, size) == 0)
+        n++;
+    }
+  return n;
+}
+
+void workers_reload(daemon_t *d)
+{
   msgpack_sbuffer sb;
   msgpack_packer pk;
-  uint32_t n = 0;
+  uint32_t n;
 
   (void)d;
   /* A reload sets the file's log level (the listener's and the running
@@ -130,13 +144,7 @@ void workers_reload(daemon_t *d)
   msgpack_pack_array(&pk, (uint32_t)workers_pool.argc);
   for (size_t i = 0; i < workers_pool.argc; i++)
     proto_pack_cstr(&pk, workers_pool.argv[i]);
-  for (int i = 0; i < 2; i++)
-    for (list_node_t *l = lists[i]->next; l != lists[i]; l = l->next) {
-      worker_t *w = list_entry(l, worker_t, node);
-      if (!w->exited && !w->ch.broken &&
-          ipc_send(&w->ch, sb.data, sb.size) == 0)
-        n++;
-    }
+  n = workers_broadcast(sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
   log_debug(0, "reload sent to %u workers", n);
 }
@@ -400,6 +408,7 @@ static const wire_handler_fn from_worker[WIRE_NMSG] = {
     [WIRE_COMPILE_STATS] = workers_on_compile_stats,
     [WIRE_CACHE_CLEAR] = workers_on_cache_clear,
     [WIRE_ADMIN] = workers_on_admin,
+    [WIRE_CACHE_TOUCH] = workers_on_cache_touch,
 };
 
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)

@@ -293,10 +293,90 @@ void workers_on_cache_clear(void *ctx, const proto_msg_t *m, const void *args)
     return;
   }
   cache_clear();
+  /* Every worker's loaded modules answer no request without the cache
+   * again; this one hears it before its answer (the channel keeps the
+   * order). */
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  wire_pack_head(&pk, WIRE_CACHE_CLEARED, 0);
+  workers_broadcast(sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_response(&pk, m->msgid);
   msgpack_pack_nil(&pk);
   ipc_send(&w->ch, sb.data, sb.size);
   msgpack_sbuffer_destroy(&sb);
+}
+
+/* cache.touch [key]: a worker answered a request from a module it had
+ * loaded. A worker names only keys here, and a touch moves nothing but
+ * an entry's place in the LRU order and the hit count. */
+void workers_on_cache_touch(void *ctx, const proto_msg_t *m, const void *args)
+{
+  const wire_cache_touch_t *a = args;
+  cache_key_t key;
+
+  (void)ctx;
+  (void)m;
+  if (a == NULL)
+    return;
+  memcpy(key.b, a->key.p, CACHE_KEY_SIZE);
+  cache_touch(&key);
+}
+
+/* Most entries and bytes a worker is sent to preload (its idle modules
+ * are 64 at most: kernels.h). */
+#define PRELOAD_MAX_ENTRIES 32
+#define PRELOAD_MAX_BYTES ((uint64_t)32 << 20)
+
+static void preload_send(worker_t *w, const cache_key_t *key,
+                         const cache_blob_t *blob)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  wire_pack_head(&pk, WIRE_PRELOAD, 0);
+  msgpack_pack_bin(&pk, CACHE_KEY_SIZE);
+  msgpack_pack_bin_body(&pk, key->b, CACHE_KEY_SIZE);
+  msgpack_pack_bin(&pk, (uint32_t)blob->len);
+  msgpack_pack_bin_body(&pk, blob->data, blob->len);
+  msgpack_pack_uint64(&pk, w->preload_devs);
+  if (ipc_send(&w->ch, sb.data, sb.size) == 0)
+    w->preloads++;
+  msgpack_sbuffer_destroy(&sb);
+}
+
+static void preload_one(void *ctx, const cache_key_t *key,
+                        const cache_blob_t *blob)
+{
+  preload_send(ctx, key, blob);
+}
+
+void workers_preload(worker_t *w, uint64_t devmask)
+{
+  w->preload_devs = devmask;
+  if (w->ch.broken || devmask == 0)
+    return;
+  cache_each_recent((uint32_t)w->uid, PRELOAD_MAX_ENTRIES, PRELOAD_MAX_BYTES,
+                    preload_one, w);
+}
+
+/* A warm start loaded an entry of @p tenant: its workers that were
+ * started before (and so were sent what the cache held then) get it
+ * too, while they have room. */
+void workers_on_warmed(const cache_key_t *key, const cache_blob_t *blob,
+                       uint32_t tenant)
+{
+  for (list_node_t *n = workers_pool.live.next; n != &workers_pool.live;
+       n = n->next) {
+    worker_t *w = list_entry(n, worker_t, node);
+
+    if (w->uid == (uid_t)tenant && w->preload_devs != 0 && !w->ch.broken &&
+        w->preloads < PRELOAD_MAX_ENTRIES &&
+        blob->len <= PRELOAD_MAX_BYTES / PRELOAD_MAX_ENTRIES)
+      preload_send(w, key, blob);
+  }
 }

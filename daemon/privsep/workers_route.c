@@ -80,7 +80,7 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   uv_os_fd_t fd;
   msgpack_sbuffer sb;
   msgpack_packer pk;
-  int rc;
+  int rc, spawned = 0;
 
   if (c == NULL)
     return;
@@ -149,6 +149,7 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   }
   if (w == NULL) {
     w = workers_spawn(d, d->cfg.isolation, cred.uid, cred.gid, id);
+    spawned = w != NULL;
     /* Its uid's grants before its first connection (the channel keeps
      * the order): the worker checks the peer with them. */
     if (w != NULL)
@@ -180,4 +181,9 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
   workers_ids_add(&w->ids, id, uv_now(d->loop));
   workers_ids_add(&w->connecting, id, uv_now(d->loop));
   w->last_ms = 0; /* its sessions changed: its next view asks again */
+  /* A tenant's new worker loads what its uid compiled and the cache
+   * holds, behind its first connection (a worker of one session does
+   * not: it would load them for every session). */
+  if (spawned && w->mode == ISOLATION_UID)
+    workers_preload(w, devmask);
 }

@@ -95,7 +95,7 @@ typedef struct {
   const char *lowered; /* its symbol */
   uint32_t nparams;    /* PARAMS_UNKNOWN when not known */
   uint32_t *sizes;     /* parameter sizes in bytes (DRV_MAX_ARGS at most) */
-  hipFunction_t fn;    /* NULL until the first kernel_get */
+  hipFunction_t fn;    /* looked up at load; else NULL until kernel_get */
   int prints;          /* its module's code calls printf (hip_output.c) */
 } hip_kernel_t;
 
@@ -124,6 +124,8 @@ int hip_module_load(driver_t *drv, int dev, const void *image, size_t len,
 int hip_module_unload(driver_t *drv, int dev, void *module);
 int hip_kernel_get(driver_t *drv, void *module, const char *name, void **fn,
                    drv_sig_t *sig);
+int hip_kernel_find(driver_t *drv, void *module, const char *name, void **fn,
+                    drv_sig_t *sig);
 int hip_kernel_prints(driver_t *drv, void *fn);
 int hip_launch(driver_t *drv, void *stream, void *fn, const uint32_t grid[3],
                const uint32_t block[3], uint32_t shared, const drv_arg_t *args,

@@ -233,6 +233,19 @@ int hip_module_load(driver_t *drv, int dev, const void *image, size_t len,
     return rc;
   }
   err = hipModuleLoadData(&m->mod, m->code);
+  /* Every kernel is looked up now, while the device is current, so that
+   * kernel_find answers without the device (kernels.c looks kernels up
+   * on the loop thread then). One that is not found is left to
+   * kernel_get, which says why. */
+  for (uint32_t i = 0; err == hipSuccess && i < m->nkernels; i++) {
+    hip_kernel_t *k = &m->kernels[i];
+    hipFunction_t f = NULL;
+
+    if (hipModuleGetFunction(&f, m->mod, k->lowered) == hipSuccess) {
+      k->fn = f;
+      hip_platform_kernel_params(k);
+    }
+  }
   hip_leave_device(dev, prev);
   if (err != hipSuccess) {
     char call[160];
@@ -292,6 +305,39 @@ static void kernel_names(const hip_module_t *m, char *out, size_t outsz)
     snprintf(out, outsz, "none");
 }
 
+/* The kernel of @p m that @p name names (see hip_kernel_get), or NULL. */
+static hip_kernel_t *kernel_named(hip_module_t *m, const char *name)
+{
+  for (uint32_t i = 0; i < m->nkernels; i++)
+    if (strcmp(m->kernels[i].name, name) == 0)
+      return &m->kernels[i];
+  for (uint32_t i = 0; i < m->nkernels; i++)
+    if (strcmp(m->kernels[i].lowered, name) == 0)
+      return &m->kernels[i];
+  return NULL;
+}
+
+/* Without the device: the kernels module_load looked up. */
+int hip_kernel_find(driver_t *drv, void *module, const char *name, void **fn,
+                    drv_sig_t *sig)
+{
+  hip_module_t *m = module;
+  hip_kernel_t *k = kernel_named(m, name);
+  int found;
+
+  (void)drv;
+  if (k == NULL)
+    return HIPD_ENOENT; /* kernel_get says what there is */
+  pthread_mutex_lock(&m->lock);
+  found = k->fn != NULL;
+  pthread_mutex_unlock(&m->lock);
+  if (!found)
+    return HIPD_ENOENT;
+  memset(sig, 0, sizeof(*sig));
+  *fn = k;
+  return 0;
+}
+
 /* @p name is a name given to compile ("axpy<float>") or, as a convenience,
  * the lowered name it stands for. The parameter types stay unknown
  * (sig->known = 0): code objects record sizes, not types. */
@@ -299,18 +345,12 @@ int hip_kernel_get(driver_t *drv, void *module, const char *name, void **fn,
                    drv_sig_t *sig)
 {
   hip_module_t *m = module;
-  hip_kernel_t *k = NULL;
+  hip_kernel_t *k = kernel_named(m, name);
   hipFunction_t f = NULL;
   hipError_t err;
   int prev, rc = 0;
 
   (void)drv;
-  for (uint32_t i = 0; i < m->nkernels && k == NULL; i++)
-    if (strcmp(m->kernels[i].name, name) == 0)
-      k = &m->kernels[i];
-  for (uint32_t i = 0; i < m->nkernels && k == NULL; i++)
-    if (strcmp(m->kernels[i].lowered, name) == 0)
-      k = &m->kernels[i];
   if (k == NULL) {
     char list[300];
 

@@ -587,6 +587,7 @@ static driver_t hip_driver = {
     .module_load = hip_module_load,
     .module_unload = hip_module_unload,
     .kernel_get = hip_kernel_get,
+    .kernel_find = hip_kernel_find,
     .launch = hip_launch,
     .kernel_prints = hip_kernel_prints,
     .device_reset = hip_device_reset,
