@@ -173,13 +173,12 @@ typedef struct wire_val {
 #define WIRE_RELOAD_MAX_ARGS 4096
 /* log.level [level]: the listener's new level (HLOG_*). */
 #define WIRE_LOG_LEVEL_PARAMS(X, T) X(T, level, WIRE_UINT, 0, HLOG_DEBUG)
-/* preload [key, image, devices]: an entry of the worker's uid in the
- * listener's memory, sent to a new worker to load ahead of requests on
- * the devices its first peer may use (bit = device id; kernels_preload). */
+/* preload [key, image]: an entry of the worker's uid in the listener's
+ * memory, sent to a new worker to load ahead of requests on the devices
+ * its sessions may use (kernels_preload). */
 #define WIRE_PRELOAD_PARAMS(X, T)                                              \
   X(T, key, WIRE_BYTES, CACHE_KEY_SIZE, CACHE_KEY_SIZE)                        \
-  X(T, image, WIRE_BYTES, 1, SIZE_MAX)                                         \
-  X(T, devices, WIRE_UINT, 0, UINT64_MAX)
+  X(T, image, WIRE_BYTES, 1, SIZE_MAX)
 /* kill [session id, who]: close that session, for reason who. */
 #define WIRE_KILL_PARAMS(X, T)                                                 \
   X(T, id, WIRE_UINT, 0, UINT64_MAX)                                           \

@@ -471,10 +471,14 @@ static void on_exit_msg(void *ctx, const proto_msg_t *m, const void *args)
   stop_once("idle: the listener ended this worker");
 }
 
-/* preload [key, image, devices]: load it ahead of the requests for it. */
+/* preload [key, image]: load it ahead of the requests for it, on the
+ * devices this worker's sessions may use (the listener sends it after
+ * the worker's first connection). */
 static void on_preload(void *ctx, const proto_msg_t *m, const void *args)
 {
   const wire_preload_t *a = args;
+  daemon_t *d = this_worker.d;
+  uint64_t devmask = 0;
   cache_key_t key;
 
   (void)ctx;
@@ -483,8 +487,10 @@ static void on_preload(void *ctx, const proto_msg_t *m, const void *args)
     log_warn(0, "a malformed preload message from the listener: ignored");
     return;
   }
+  for (list_node_t *n = d->sessions.next; n != &d->sessions; n = n->next)
+    devmask |= list_entry(n, session_t, node)->devmask;
   memcpy(key.b, a->key.p, CACHE_KEY_SIZE);
-  if (kernels_preload(&key, a->image.p, a->image.len, a->devices.u) < 0)
+  if (kernels_preload(&key, a->image.p, a->image.len, devmask) < 0)
     log_warn(0, "out of memory preloading a kernel: it loads when asked for");
 }
 

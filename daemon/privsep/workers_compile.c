@@ -343,7 +343,6 @@ static void preload_send(worker_t *w, const cache_key_t *key,
   msgpack_pack_bin_body(&pk, key->b, CACHE_KEY_SIZE);
   msgpack_pack_bin(&pk, (uint32_t)blob->len);
   msgpack_pack_bin_body(&pk, blob->data, blob->len);
-  msgpack_pack_uint64(&pk, w->preload_devs);
   if (ipc_send(&w->ch, sb.data, sb.size) == 0)
     w->preloads++;
   msgpack_sbuffer_destroy(&sb);
@@ -355,10 +354,10 @@ static void preload_one(void *ctx, const cache_key_t *key,
   preload_send(ctx, key, blob);
 }
 
-void workers_preload(worker_t *w, uint64_t devmask)
+void workers_preload(worker_t *w)
 {
-  w->preload_devs = devmask;
-  if (w->ch.broken || devmask == 0)
+  w->preload = 1;
+  if (w->ch.broken)
     return;
   cache_each_recent((uint32_t)w->uid, PRELOAD_MAX_ENTRIES, PRELOAD_MAX_BYTES,
                     preload_one, w);
@@ -374,7 +373,7 @@ void workers_on_warmed(const cache_key_t *key, const cache_blob_t *blob,
        n = n->next) {
     worker_t *w = list_entry(n, worker_t, node);
 
-    if (w->uid == (uid_t)tenant && w->preload_devs != 0 && !w->ch.broken &&
+    if (w->uid == (uid_t)tenant && w->preload && !w->ch.broken &&
         w->preloads < PRELOAD_MAX_ENTRIES &&
         blob->len <= PRELOAD_MAX_BYTES / PRELOAD_MAX_ENTRIES)
       preload_send(w, key, blob);

@@ -46,13 +46,13 @@ typedef struct worker {
   list_node_t node; /* workers_pool.live while it takes connections, else
                        workers_pool.leaving */
   daemon_t *d;
-  int mode;              /* ISOLATION_UID or ISOLATION_SESSION */
-  uid_t uid;             /* the tenant's uid (the peer's) */
-  gid_t gid;             /* the first peer's primary gid */
-  uint64_t seq;          /* session mode: the one connection's id */
-  int spin_slot;         /* its slot of the spin budget (spin.h), or -1 */
-  uint64_t preload_devs; /* the devices preloads go to (workers_preload) */
-  uint32_t preloads;     /* cache entries sent it to preload */
+  int mode;          /* ISOLATION_UID or ISOLATION_SESSION */
+  uid_t uid;         /* the tenant's uid (the peer's) */
+  gid_t gid;         /* the first peer's primary gid */
+  uint64_t seq;      /* session mode: the one connection's id */
+  int spin_slot;     /* its slot of the spin budget (spin.h), or -1 */
+  int preload;       /* it takes preloads (workers_preload) */
+  uint32_t preloads; /* cache entries sent it to preload */
   pid_t pid;
   uv_process_t proc; /* proc.data = this */
   ipc_chan_t ch;     /* ch.data = this */
@@ -144,11 +144,11 @@ void workers_on_compile_stats(void *ctx, const proto_msg_t *m,
                               const void *args);
 void workers_on_cache_clear(void *ctx, const proto_msg_t *m, const void *args);
 void workers_on_cache_touch(void *ctx, const proto_msg_t *m, const void *args);
-/* Send @p w, a new worker, the entries in memory its uid's compiles made,
- * to load ahead of its requests on the devices of @p devmask, and those a
- * warm start loads later (cache_set_warmed_hook: workers_init sets
- * workers_on_warmed), 32 entries and 32 MiB at most. */
-void workers_preload(worker_t *w, uint64_t devmask);
+/* Send @p w, a new worker (after its first connection), the entries in
+ * memory its uid's compiles made, to load ahead of its requests, and
+ * those a warm start loads later (cache_set_warmed_hook: workers_init
+ * sets workers_on_warmed), 32 entries and 32 MiB at most. */
+void workers_preload(worker_t *w);
 void workers_on_warmed(const cache_key_t *key, const cache_blob_t *blob,
                        uint32_t tenant);
 /* Send every worker @p data (a packed notification). @return how many

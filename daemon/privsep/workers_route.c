@@ -185,5 +185,5 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
    * holds, behind its first connection (a worker of one session does
    * not: it would load them for every session). */
   if (spawned && w->mode == ISOLATION_UID)
-    workers_preload(w, devmask);
+    workers_preload(w);
 }
