@@ -185,7 +185,8 @@ void hb_sec_compile(void)
   fc = fig_new("compile_cold", "cold compile: hipd kernel.compile (no cache)",
                "ms", 1);
   fm = fig_new("compile_hit_memory",
-               "cache hit in memory: kernel.compile_cached, module loaded anew",
+               "cache hit in memory: kernel.compile_cached, the kernel "
+               "destroyed each time",
                "ms", 1);
   fl = fig_new("compile_hit_memory_loaded",
                "cache hit in memory, module already loaded", "ms", 1);
@@ -204,7 +205,8 @@ void hb_sec_compile(void)
            nv);
   snprintf(fm->how, sizeof(fm->how),
            "median of %d kernel.compile_cached of those sources, each kernel "
-           "destroyed before the next (its module unloaded)",
+           "destroyed before the next (its module stays loaded, idle, in the "
+           "worker, which answers from it without the cache)",
            hits);
   snprintf(fl->how, sizeof(fl->how),
            "median of %d kernel.compile_cached while this session keeps the "
