@@ -642,7 +642,8 @@ void cache_touch(const cache_key_t *key)
     lru_unlink(e);
     lru_push(e);
   }
-  cache.st.hits_memory++;
+  if (e != NULL || cache_disk_known(key))
+    cache.st.hits_memory++;
   cache_disk_touch(key);
 }
 

@@ -148,9 +148,9 @@ void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
                      cache_compile_fn fn, void *arg, cache_done_fn done,
                      void *ctx);
 /* A request for @p key was answered from a module loaded already (in
- * this process or a worker: kernels.h's kernels_set_touch): a memory hit,
- * counted, and the entry's use (its place in the LRU order, in memory
- * and on disk, where the cache still holds it). Loop thread. */
+ * this process or a worker: kernels.h's kernels_set_touch): a memory hit
+ * and the entry's use (its place in the LRU order, in memory and on
+ * disk), where the cache still holds it. Loop thread. */
 void cache_touch(const cache_key_t *key);
 /* Call @p fn for the entries in memory that @p tenant's compiles made,
  * most recently used first, at most @p max_entries of them and @p

@@ -83,8 +83,10 @@ typedef struct build {
   char err[16384];
 } build_t;
 
-static module_ref_t *modules; /* loaded (or loading) modules, all devices */
-static uint64_t preloaded;    /* modules kernels_preload() loaded */
+static module_ref_t *modules;  /* loaded (or loading) modules, all devices */
+static uint64_t preloaded;     /* modules kernels_preload() loaded */
+static unsigned preloading;    /* preloads loading now */
+static uint64_t preload_stamp; /* the idle time the next preload gets */
 static void preload_end(module_ref_t *m, const hipd_err_t *err);
 static unsigned idle_modules; /* of them, loaded with refs == 0 */
 
@@ -156,8 +158,11 @@ static void evict_idle(void)
 {
   module_ref_t *old = NULL;
 
+  /* (A preload still loading has no reference either, and is not idle
+   * yet: preload_end counts it once loaded.) */
   for (module_ref_t *m = modules; m != NULL; m = m->next)
-    if (m->refs == 0 && (old == NULL || m->idle_ns < old->idle_ns))
+    if (m->refs == 0 && m->state == MOD_READY &&
+        (old == NULL || m->idle_ns < old->idle_ns))
       old = m;
   if (old != NULL) {
     idle_modules--;
@@ -191,6 +196,7 @@ static void module_unload(module_ref_t *m)
     }
   if (m->blob != NULL)
     cache_blob_unref(m->blob);
+  m->blob = NULL;
   /* A bare build carries the unload task. */
   b = task_new(sizeof(*b), module_unload_run, module_unload_done);
   if (b == NULL) {
@@ -227,6 +233,8 @@ static void load_done(task_t *t)
   build_t *w = m->waiters;
 
   m->waiters = NULL;
+  if (first->preload)
+    preloading--;
   if (first->preload && m->refs == 0) {
     /* A preload nobody asked for meanwhile: kept loaded and idle, or
      * forgotten. */
@@ -315,6 +323,7 @@ static void module_acquire(build_t *b, cache_blob_t *blob)
     m->local_key = b->local_key;
     m->has_local_key = 1;
   }
+  m->cache_ok = 1; /* the cache answered for it (again, after a clear) */
   b->mod = m;
   if (m->state == MOD_LOADING) {
     b->next_waiter = m->waiters;
@@ -368,7 +377,9 @@ static void preload_end(module_ref_t *m, const hipd_err_t *err)
     device_mark_lost(m->dev, err->msg);
   if (m->state == MOD_READY) {
     preloaded++;
-    m->idle_ns = util_now_ns();
+    /* The entries come hottest first: each later one is older, so the
+     * coldest go first when room is needed. */
+    m->idle_ns = preload_stamp--;
     if (++idle_modules > MODULES_IDLE_MAX)
       evict_idle();
     return;
@@ -393,12 +404,17 @@ int kernels_preload(const cache_key_t *key, const void *image, size_t len,
     build_t *loader;
     int known = 0;
 
-    /* GPUs only: a CPU module would start the device's kernel runner. */
+    /* GPUs only: a CPU module would start the device's kernel runner.
+     * Half the idle modules at most, on all devices together, so that
+     * preloads never evict each other. */
     if (dev->caps.is_cpu || dev->lost || dev->id >= 64 ||
-        !(devmask & ((uint64_t)1 << dev->id)))
+        !(devmask & ((uint64_t)1 << dev->id)) ||
+        idle_modules + preloading >= MODULES_IDLE_MAX / 2)
       continue;
     for (m = modules; m != NULL && !known; m = m->next)
-      known = m->dev == dev && memcmp(m->key.b, key->b, CACHE_KEY_SIZE) == 0;
+      known = m->dev == dev &&
+              (m->state == MOD_LOADING || m->epoch == device_epoch(dev)) &&
+              memcmp(m->key.b, key->b, CACHE_KEY_SIZE) == 0;
     if (known)
       continue;
     if (blob == NULL && (blob = cache_blob_new(image, len)) == NULL)
@@ -422,6 +438,9 @@ int kernels_preload(const cache_key_t *key, const void *image, size_t len,
     modules = m;
     loader->mod = m;
     loader->preload = 1;
+    if (preload_stamp == 0)
+      preload_stamp = util_now_ns();
+    preloading++;
     exec_submit(dev->service, &loader->task);
     started++;
   }
@@ -698,6 +717,7 @@ void kernels_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
     return;
   }
   cache_clear();
+  kernels_cache_cleared();
   done(ctx, 0, "");
 }
 

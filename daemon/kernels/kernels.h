@@ -143,12 +143,13 @@ void kernels_set_touch(kernels_touch_fn fn);
 void kernels_cache_cleared(void);
 /* Load @p image, the cache's entry @p key, on every GPU of this process
  * in @p devmask (bit = device id) that does not have it, ahead of any
- * request (a new worker's, from its
- * listener's warm entries): each stays loaded and idle, as a kernel's
- * module does after its last kernel goes (at most 64 idle modules, the
- * least recently used unloaded first). A GPU whose driver does not take
- * the image (another platform or architecture) loads nothing. @return
- * how many loads started, or HIPD_ENOMEM. */
+ * request (a new worker's, from its listener's warm entries): each stays
+ * loaded and idle, as a kernel's module does after its last kernel goes,
+ * older than any module a request left idle, so that it is unloaded
+ * first when room is needed; none while 32 modules (half the idle ones)
+ * are idle or preloading. A GPU whose driver does not take the image
+ * (another platform or architecture) loads nothing. @return how many
+ * loads started, or HIPD_ENOMEM. */
 int kernels_preload(const cache_key_t *key, const void *image, size_t len,
                     uint64_t devmask);
 /* How many modules kernels_preload() loaded so far. */

@@ -247,7 +247,7 @@ typedef enum {
   WIRE_KILL,          /* request kill [id, who] -> bool */
   WIRE_GRANTS,        /* notify grants [why, by, [[serial, label, devices,
                          quota]...]] */
-  WIRE_PRELOAD,       /* notify preload [key, image, devices] */
+  WIRE_PRELOAD,       /* notify preload [key, image] */
   WIRE_CACHE_CLEARED, /* notify cache.cleared [] */
   /* metrics process to listener */
   WIRE_METRICS_READY, /* notify ready [] */

@@ -155,6 +155,7 @@ static void worker_free_mem(worker_t *w)
 {
   free(w->ids.v);
   free(w->connecting.v);
+  free(w->answered);
   free(w);
 }
 

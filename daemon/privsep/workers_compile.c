@@ -40,6 +40,28 @@ static void cjob_free(cjob_t *j)
   free(j);
 }
 
+/* Keys a worker's cache.touch may name: those of the entries it was
+ * answered or sent to preload lately. */
+#define ANSWERED_KEYS 256
+
+static void answered_add(worker_t *w, const cache_key_t *key)
+{
+  if (w->answered == NULL &&
+      (w->answered = calloc(ANSWERED_KEYS, sizeof(*w->answered))) == NULL)
+    return; /* its touches are not believed: hits go uncounted */
+  w->answered[w->answered_next++ % ANSWERED_KEYS] = *key;
+}
+
+static int answered_has(const worker_t *w, const cache_key_t *key)
+{
+  if (w->answered == NULL)
+    return 0;
+  for (uint32_t i = 0; i < ANSWERED_KEYS && i < w->answered_next; i++)
+    if (memcmp(w->answered[i].b, key->b, CACHE_KEY_SIZE) == 0)
+      return 1;
+  return 0;
+}
+
 static int cjob_compile_cb(void *arg, void **out, size_t *len, char *log,
                            size_t logsz)
 {
@@ -81,6 +103,7 @@ static void cjob_done_cb(void *ctx, int status, cache_blob_t *blob,
     if (status == 0 && blob != NULL) {
       msgpack_pack_bin(&pk, (uint32_t)blob->len);
       msgpack_pack_bin_body(&pk, blob->data, blob->len);
+      answered_add(w, &j->key);
     } else {
       msgpack_pack_nil(&pk);
     }
@@ -310,19 +333,22 @@ void workers_on_cache_clear(void *ctx, const proto_msg_t *m, const void *args)
 }
 
 /* cache.touch [key]: a worker answered a request from a module it had
- * loaded. A worker names only keys here, and a touch moves nothing but
- * an entry's place in the LRU order and the hit count. */
+ * loaded. A touch moves nothing but an entry's place in the LRU order and
+ * the hit count, and only for a key the worker was answered or sent
+ * lately (the listener trusts no worker: another's keys are not its to
+ * move). */
 void workers_on_cache_touch(void *ctx, const proto_msg_t *m, const void *args)
 {
   const wire_cache_touch_t *a = args;
+  worker_t *w = ctx;
   cache_key_t key;
 
-  (void)ctx;
   (void)m;
   if (a == NULL)
     return;
   memcpy(key.b, a->key.p, CACHE_KEY_SIZE);
-  cache_touch(&key);
+  if (answered_has(w, &key))
+    cache_touch(&key);
 }
 
 /* Most entries and bytes a worker is sent to preload (its idle modules
@@ -343,8 +369,11 @@ static void preload_send(worker_t *w, const cache_key_t *key,
   msgpack_pack_bin_body(&pk, key->b, CACHE_KEY_SIZE);
   msgpack_pack_bin(&pk, (uint32_t)blob->len);
   msgpack_pack_bin_body(&pk, blob->data, blob->len);
-  if (ipc_send(&w->ch, sb.data, sb.size) == 0)
+  if (ipc_send(&w->ch, sb.data, sb.size) == 0) {
     w->preloads++;
+    w->preload_bytes += blob->len;
+    answered_add(w, key);
+  }
   msgpack_sbuffer_destroy(&sb);
 }
 
@@ -375,7 +404,7 @@ void workers_on_warmed(const cache_key_t *key, const cache_blob_t *blob,
 
     if (w->uid == (uid_t)tenant && w->preload && !w->ch.broken &&
         w->preloads < PRELOAD_MAX_ENTRIES &&
-        blob->len <= PRELOAD_MAX_BYTES / PRELOAD_MAX_ENTRIES)
+        w->preload_bytes + blob->len <= PRELOAD_MAX_BYTES)
       preload_send(w, key, blob);
   }
 }

@@ -46,13 +46,18 @@ typedef struct worker {
   list_node_t node; /* workers_pool.live while it takes connections, else
                        workers_pool.leaving */
   daemon_t *d;
-  int mode;          /* ISOLATION_UID or ISOLATION_SESSION */
-  uid_t uid;         /* the tenant's uid (the peer's) */
-  gid_t gid;         /* the first peer's primary gid */
-  uint64_t seq;      /* session mode: the one connection's id */
-  int spin_slot;     /* its slot of the spin budget (spin.h), or -1 */
-  int preload;       /* it takes preloads (workers_preload) */
-  uint32_t preloads; /* cache entries sent it to preload */
+  int mode;               /* ISOLATION_UID or ISOLATION_SESSION */
+  uid_t uid;              /* the tenant's uid (the peer's) */
+  gid_t gid;              /* the first peer's primary gid */
+  uint64_t seq;           /* session mode: the one connection's id */
+  int spin_slot;          /* its slot of the spin budget (spin.h), or -1 */
+  int preload;            /* it takes preloads (workers_preload) */
+  uint32_t preloads;      /* cache entries sent it to preload */
+  uint64_t preload_bytes; /* and their bytes */
+  /* The keys of the last entries it was answered or sent to preload
+   * (a ring): the only ones its cache.touch may name. */
+  cache_key_t *answered;
+  uint32_t answered_next;
   pid_t pid;
   uv_process_t proc; /* proc.data = this */
   ipc_chan_t ch;     /* ch.data = this */

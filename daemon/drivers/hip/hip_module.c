@@ -328,7 +328,9 @@ int hip_kernel_find(driver_t *drv, void *module, const char *name, void **fn,
   (void)drv;
   if (k == NULL)
     return HIPD_ENOENT; /* kernel_get says what there is */
-  pthread_mutex_lock(&m->lock);
+  /* Never waits: kernel_get holds the lock across a device call. */
+  if (pthread_mutex_trylock(&m->lock) != 0)
+    return HIPD_ENOENT;
   found = k->fn != NULL;
   pthread_mutex_unlock(&m->lock);
   if (!found)
