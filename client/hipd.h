@@ -732,7 +732,7 @@ HIPD_EXTERN int hipd_supported_source_langs(hipd_conn_t *conn, int dev,
 HIPD_EXTERN int hipd_execute_direct(hipd_conn_t *conn);
 /** `cache.stats`: {hits, hits_memory, hits_disk, misses, waits, warmed,
  *  compile_failures, corrupt, auth_failures, evictions, entries, bytes,
- *  disk_entries, disk_bytes, preloaded}. */
+ *  disk_entries, disk_bytes, preloaded, hits_loaded}. */
 HIPD_EXTERN int hipd_cache_stats(hipd_conn_t *conn, hipd_info_t **out);
 /** `cache.clear`: empty the shared cache (root or the daemon's user). */
 HIPD_EXTERN int hipd_cache_clear(hipd_conn_t *conn);

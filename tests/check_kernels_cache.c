@@ -278,7 +278,7 @@ static void check_loaded_module(const char *isolation)
   char *b = fresh_source(VECADD_SRC, "loaded-b");
   harness_daemon_t *d;
   hipd_conn_t *conn;
-  int64_t bytes, misses;
+  int64_t bytes, misses, loaded;
   int dev = 0; /* OK()'s message names it */
 
   /* One entry's size, in a cache of its own. */
@@ -303,8 +303,10 @@ static void check_loaded_module(const char *isolation)
   ck_assert_int_ge(stat_of(conn, "evictions"), 1);
   ck_assert_int_eq(stat_of(conn, "entries"), 1);
   misses = stat_of(conn, "misses");
+  loaded = stat_of(conn, "hits_loaded");
   cached_run(conn, a, 0, "memory");
   ck_assert_int_eq(stat_of(conn, "misses"), misses);
+  ck_assert_int_eq(stat_of(conn, "hits_loaded"), loaded + 1);
 
   OK(conn, hipd_cache_clear(conn));
   cached_run(conn, a, 0, "miss");
@@ -355,7 +357,10 @@ START_TEST(test_cache_preload)
     usleep(200 * 1000); /* a preload would have been sent by now */
     ck_assert_int_eq(stat_of(conn, "preloaded"), 0);
   }
+  /* A preloaded module answers the first request itself: the worker
+   * keys it as the cache does (the listener told it the compiler's id). */
   cached_run(conn, a, 0, "memory");
+  ck_assert_int_eq(stat_of(conn, "hits_loaded"), gpu ? 1 : 0);
   ck_assert_int_eq(stat_of(conn, "misses"), 0);
   hipd_close(conn);
   stop_daemon(d);

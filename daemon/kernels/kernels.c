@@ -83,8 +83,18 @@ typedef struct build {
   char err[16384];
 } build_t;
 
-static module_ref_t *modules;  /* loaded (or loading) modules, all devices */
-static uint64_t preloaded;     /* modules kernels_preload() loaded */
+static module_ref_t *modules; /* loaded (or loading) modules, all devices */
+static uint64_t preloaded;    /* modules kernels_preload() loaded */
+static uint64_t hits_loaded;  /* requests answered from a loaded module */
+/* The compile helpers' compiler ids, as a worker's listener told them
+ * (kernels_set_compiler_id). */
+#define REMOTE_IDS 8
+static struct {
+  char name[32];
+  char id[256];
+} remote_ids[REMOTE_IDS];
+static unsigned nremote_ids;
+static const char *compiler_id(const char *driver);
 static unsigned preloading;    /* preloads loading now */
 static uint64_t preload_stamp; /* the idle time the next preload gets */
 static void preload_end(module_ref_t *m, const hipd_err_t *err);
@@ -432,6 +442,12 @@ int kernels_preload(const cache_key_t *key, const void *image, size_t len,
     m->state = MOD_LOADING;
     m->bytes = len;
     m->cache_ok = 1;
+    /* This process keys its requests as the cache does once it knows the
+     * compiler's id: the first request for it is answered here too. */
+    if (compiler_id(dev->drv->name) != NULL) {
+      m->local_key = *key;
+      m->has_local_key = 1;
+    }
     m->blob = blob;
     cache_blob_ref(blob);
     m->next = modules;
@@ -452,6 +468,11 @@ int kernels_preload(const cache_key_t *key, const void *image, size_t len,
 uint64_t kernels_preloaded(void)
 {
   return preloaded;
+}
+
+uint64_t kernels_hits_loaded(void)
+{
+  return hits_loaded;
 }
 
 /* ---------------------------------------------------------------- lookups */
@@ -721,6 +742,37 @@ void kernels_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
   done(ctx, 0, "");
 }
 
+int kernels_set_compiler_id(const char *driver, const char *id)
+{
+  unsigned i;
+
+  if (strlen(driver) >= sizeof(remote_ids[0].name) ||
+      strlen(id) >= sizeof(remote_ids[0].id))
+    return HIPD_EINVAL;
+  for (i = 0; i < nremote_ids; i++)
+    if (strcmp(remote_ids[i].name, driver) == 0)
+      break;
+  if (i == REMOTE_IDS)
+    return HIPD_ELIMIT;
+  snprintf(remote_ids[i].name, sizeof(remote_ids[i].name), "%s", driver);
+  snprintf(remote_ids[i].id, sizeof(remote_ids[i].id), "%s", id);
+  if (i == nremote_ids)
+    nremote_ids++;
+  return 0;
+}
+
+/* The compiler id of @p driver: the compile helpers' (this process's
+ * pool), else what the listener said, else NULL. */
+static const char *compiler_id(const char *driver)
+{
+  const char *id = compile_pool_compiler_id(driver);
+
+  for (unsigned i = 0; id == NULL && i < nremote_ids; i++)
+    if (strcmp(remote_ids[i].name, driver) == 0)
+      id = remote_ids[i].id;
+  return id;
+}
+
 int kernels_key(const kernels_key_in_t *in, cache_key_t *out)
 {
   const char *compiler;
@@ -739,7 +791,7 @@ int kernels_key(const kernels_key_in_t *in, cache_key_t *out)
   /* The id the compile helpers reported: this process never asks a
    * compiler. A worker, which has no helpers, keys with "" and then
    * takes its listener's key (kernels_fetch_t.key). */
-  compiler = compile_pool_compiler_id(in->drv->name);
+  compiler = compiler_id(in->drv->name);
   cache_keyer_add_str(k, "compiler", compiler != NULL ? compiler : "");
   cache_keyer_add_str(k, "prelude", KERNELS_PRELUDE_VERSION);
   /* Only when scoped: the shared keys stay those of earlier releases. */
@@ -879,6 +931,7 @@ void kernel_build(const kernel_request_t *req, kernel_done_fn done, void *ctx)
     module_ref_t *m = module_loaded(b->dev, &b->res.key);
 
     if (m != NULL) {
+      hits_loaded++;
       b->res.cache = CACHE_HIT_MEMORY;
       b->res.key = m->key; /* the cache's, as a fetch's answer has it */
       b->res.bytes = m->bytes;

@@ -587,6 +587,7 @@ static void pack_cache_stats(msgpack_packer *pk, const cache_stats_t *st)
   pack_kv_u64(&m, "disk_entries", st->disk_entries);
   pack_kv_u64(&m, "disk_bytes", st->disk_bytes);
   pack_kv_u64(&m, "preloaded", kernels_preloaded());
+  pack_kv_u64(&m, "hits_loaded", kernels_hits_loaded());
   pack_map_end(&m);
 }
 

@@ -87,6 +87,8 @@ static const wire_msg_t rows[WIRE_NMSG] = {
                       PARAMS(wire_preload, WIRE_PRELOAD_PARAMS)},
     [WIRE_CACHE_CLEARED] = {"cache.cleared", PROTO_NOTIFY, WIRE_FROM_LISTENER,
                             WIRE_LAX, NO_PARAMS},
+    [WIRE_COMPILER] = {"compiler", PROTO_NOTIFY, WIRE_FROM_LISTENER,
+                       WIRE_EXACT, PARAMS(wire_compiler, WIRE_COMPILER_PARAMS)},
     [WIRE_METRICS_READY] = {"ready", PROTO_NOTIFY, WIRE_FROM_METRICS,
                             WIRE_EXACT, NO_PARAMS},
     [WIRE_METRICS] = {"metrics", PROTO_REQUEST, WIRE_FROM_METRICS, WIRE_EXACT,

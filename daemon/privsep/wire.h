@@ -179,6 +179,11 @@ typedef struct wire_val {
 #define WIRE_PRELOAD_PARAMS(X, T)                                              \
   X(T, key, WIRE_BYTES, CACHE_KEY_SIZE, CACHE_KEY_SIZE)                        \
   X(T, image, WIRE_BYTES, 1, SIZE_MAX)
+/* compiler [driver, id]: the compile helpers' id of the driver's
+ * compiler, part of every cache key (kernels_set_compiler_id). */
+#define WIRE_COMPILER_PARAMS(X, T)                                             \
+  X(T, driver, WIRE_BYTES, 1, 31)                                              \
+  X(T, id, WIRE_BYTES, 0, 255)
 /* kill [session id, who]: close that session, for reason who. */
 #define WIRE_KILL_PARAMS(X, T)                                                 \
   X(T, id, WIRE_UINT, 0, UINT64_MAX)                                           \
@@ -215,6 +220,7 @@ WIRE_STRUCT(wire_compile_stats_result, WIRE_COMPILE_STATS_RESULT);
 WIRE_STRUCT(wire_cache_clear, WIRE_CACHE_CLEAR_PARAMS);
 WIRE_STRUCT(wire_cache_touch, WIRE_CACHE_TOUCH_PARAMS);
 WIRE_STRUCT(wire_preload, WIRE_PRELOAD_PARAMS);
+WIRE_STRUCT(wire_compiler, WIRE_COMPILER_PARAMS);
 WIRE_STRUCT(wire_admin, WIRE_ADMIN_PARAMS);
 WIRE_STRUCT(wire_admin_result, WIRE_ADMIN_RESULT);
 WIRE_STRUCT(wire_conn, WIRE_CONN_PARAMS);
@@ -249,6 +255,7 @@ typedef enum {
                          quota]...]] */
   WIRE_PRELOAD,       /* notify preload [key, image] */
   WIRE_CACHE_CLEARED, /* notify cache.cleared [] */
+  WIRE_COMPILER,      /* notify compiler [driver, id] */
   /* metrics process to listener */
   WIRE_METRICS_READY, /* notify ready [] */
   WIRE_METRICS,       /* request metrics [] -> str */

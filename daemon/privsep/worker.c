@@ -494,6 +494,24 @@ static void on_preload(void *ctx, const proto_msg_t *m, const void *args)
     log_warn(0, "out of memory preloading a kernel: it loads when asked for");
 }
 
+/* compiler [driver, id]: key requests as the listener does. */
+static void on_compiler(void *ctx, const proto_msg_t *m, const void *args)
+{
+  const wire_compiler_t *a = args;
+  char driver[32], id[256];
+
+  (void)ctx;
+  (void)m;
+  if (a == NULL) {
+    log_warn(0, "a malformed compiler message from the listener: ignored");
+    return;
+  }
+  snprintf(driver, sizeof(driver), "%.*s", (int)a->driver.len, a->driver.p);
+  snprintf(id, sizeof(id), "%.*s", (int)a->id.len, a->id.p);
+  if (kernels_set_compiler_id(driver, id) != 0)
+    log_warn(0, "the listener's compiler id for driver %s: ignored", driver);
+}
+
 /* cache.cleared []: the modules loaded so far answer no request without
  * the cache again. */
 static void on_cache_cleared(void *ctx, const proto_msg_t *m, const void *args)
@@ -515,6 +533,7 @@ static const wire_handler_fn from_listener[WIRE_NMSG] = {
     [WIRE_GRANTS] = on_grants,
     [WIRE_PRELOAD] = on_preload,
     [WIRE_CACHE_CLEARED] = on_cache_cleared,
+    [WIRE_COMPILER] = on_compiler,
 };
 
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)

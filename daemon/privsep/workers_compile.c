@@ -408,3 +408,22 @@ void workers_on_warmed(const cache_key_t *key, const cache_blob_t *blob,
       preload_send(w, key, blob);
   }
 }
+
+void workers_send_compilers(worker_t *w)
+{
+  for (driver_t **dp = drivers_compiled(); *dp != NULL; dp++) {
+    const char *id = compile_pool_compiler_id((*dp)->name);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    if (id == NULL || strlen((*dp)->name) > 31 || strlen(id) > 255)
+      continue;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    wire_pack_head(&pk, WIRE_COMPILER, 0);
+    proto_pack_cstr(&pk, (*dp)->name);
+    proto_pack_cstr(&pk, id);
+    ipc_send(&w->ch, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+  }
+}

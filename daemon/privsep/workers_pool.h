@@ -154,6 +154,9 @@ void workers_on_cache_touch(void *ctx, const proto_msg_t *m, const void *args);
  * those a warm start loads later (cache_set_warmed_hook: workers_init
  * sets workers_on_warmed), 32 entries and 32 MiB at most. */
 void workers_preload(worker_t *w);
+/* Send @p w, a new worker, the compile helpers' compiler ids, so that it
+ * keys requests as the cache does (kernels_set_compiler_id). */
+void workers_send_compilers(worker_t *w);
 void workers_on_warmed(const cache_key_t *key, const cache_blob_t *blob,
                        uint32_t tenant);
 /* Send every worker @p data (a packed notification). @return how many

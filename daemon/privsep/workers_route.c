@@ -152,8 +152,10 @@ void workers_accept(daemon_t *d, uv_stream_t *server)
     spawned = w != NULL;
     /* Its uid's grants before its first connection (the channel keeps
      * the order): the worker checks the peer with them. */
-    if (w != NULL)
+    if (w != NULL) {
       workers_send_grants(w, NULL, -1);
+      workers_send_compilers(w);
+    }
   }
   if (w == NULL) {
     log_error(id, "connection of uid %u closed: no worker could be started",

@@ -294,7 +294,8 @@ int cmd_cache(hipctl_t *h, int argc, char **argv)
         "disk_bytes",       "hits",      "hits_memory",
         "hits_disk",        "waits",     "misses",
         "compile_failures", "evictions", "corrupt",
-        "auth_failures",    "warmed",    "preloaded"};
+        "auth_failures",    "warmed",    "preloaded",
+        "hits_loaded"};
     if ((err = hipd_cache_stats(h->conn, &info)) < 0)
       return hipctl_fail(h, "stats", err);
     if (h->json) {
