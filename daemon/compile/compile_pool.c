@@ -589,6 +589,32 @@ int compile_run(const compile_req_t *req, compile_out_t *out)
   return out->status;
 }
 
+int compile_pool_set_compiler_id(const char *driver, const char *id)
+{
+  int rc = 0;
+  unsigned i;
+
+  if (strlen(driver) >= sizeof(pool_state.ids[0].name) ||
+      strlen(id) >= sizeof(pool_state.ids[0].id))
+    return HIPD_EINVAL;
+  pthread_mutex_lock(&pool_state.mu);
+  for (i = 0; i < pool_state.nids; i++)
+    if (strcmp(pool_state.ids[i].name, driver) == 0)
+      break; /* the first id said stays */
+  if (i == pool_state.nids) {
+    if (i == CP_MAX_DRIVERS) {
+      rc = HIPD_ELIMIT;
+    } else {
+      snprintf(pool_state.ids[i].name, sizeof(pool_state.ids[i].name), "%s",
+               driver);
+      snprintf(pool_state.ids[i].id, sizeof(pool_state.ids[i].id), "%s", id);
+      pool_state.nids++;
+    }
+  }
+  pthread_mutex_unlock(&pool_state.mu);
+  return rc;
+}
+
 const char *compile_pool_compiler_id(const char *driver)
 {
   const char *id = NULL;

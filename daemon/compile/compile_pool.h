@@ -151,6 +151,11 @@ int compile_run(const compile_req_t *req, compile_out_t *out);
  * "nvrtc 12.4 ..."), or NULL when they do not compile for it or have not
  * said hello yet. The string stays valid until shutdown. Any thread. */
 const char *compile_pool_compiler_id(const char *driver);
+/* In a process without helpers (a worker): the id its listener's helpers
+ * reported for @p driver, so that it keys requests as the cache does
+ * (kernels.h). The first id said for a driver stays. @return 0,
+ * HIPD_EINVAL (too long) or HIPD_ELIMIT (too many drivers). */
+int compile_pool_set_compiler_id(const char *driver, const char *id);
 
 void compile_pool_get_stats(compile_pool_stats_t *st);
 

@@ -634,10 +634,9 @@ void cache_set_warmed_hook(cache_warmed_fn fn)
   warmed_hook = fn;
 }
 
-void cache_touch(const cache_key_t *key)
+/* A use of @p key, whose memory entry is @p e (NULL: none). */
+static void entry_touch(const cache_key_t *key, mem_entry_t *e)
 {
-  mem_entry_t *e = mem_find(key);
-
   if (e != NULL) {
     lru_unlink(e);
     lru_push(e);
@@ -645,6 +644,11 @@ void cache_touch(const cache_key_t *key)
   if (e != NULL || cache_disk_known(key))
     cache.st.hits_memory++;
   cache_disk_touch(key);
+}
+
+void cache_touch(const cache_key_t *key)
+{
+  entry_touch(key, mem_find(key));
 }
 
 void cache_each_recent(uint32_t tenant, size_t max_entries, uint64_t max_bytes,
@@ -684,7 +688,7 @@ void cache_get_flags(const cache_key_t *key, int flags, uint32_t tenant,
     e = NULL;
   }
   if (e != NULL) {
-    cache_touch(key);
+    entry_touch(key, e);
     answer_at_once(done, ctx, 0, e->blob, CACHE_HIT_MEMORY, "");
     return;
   }

@@ -83,22 +83,12 @@ typedef struct build {
   char err[16384];
 } build_t;
 
-static module_ref_t *modules; /* loaded (or loading) modules, all devices */
-static uint64_t preloaded;    /* modules kernels_preload() loaded */
-static uint64_t hits_loaded;  /* requests answered from a loaded module */
-/* The compile helpers' compiler ids, as a worker's listener told them
- * (kernels_set_compiler_id). */
-#define REMOTE_IDS 8
-static struct {
-  char name[32];
-  char id[256];
-} remote_ids[REMOTE_IDS];
-static unsigned nremote_ids;
-static const char *compiler_id(const char *driver);
+static module_ref_t *modules;  /* loaded (or loading) modules, all devices */
+static uint64_t preloaded;     /* modules kernels_preload() loaded */
+static uint64_t hits_loaded;   /* requests answered from a loaded module */
 static unsigned preloading;    /* preloads loading now */
 static uint64_t preload_stamp; /* the idle time the next preload gets */
-static void preload_end(module_ref_t *m, const hipd_err_t *err);
-static unsigned idle_modules; /* of them, loaded with refs == 0 */
+static unsigned idle_modules;  /* of them, loaded with refs == 0 */
 
 driver_t *kernels_driver_for_arch(const char *arch)
 {
@@ -169,7 +159,7 @@ static void evict_idle(void)
   module_ref_t *old = NULL;
 
   /* (A preload still loading has no reference either, and is not idle
-   * yet: preload_end counts it once loaded.) */
+   * yet: load_done counts it once loaded.) */
   for (module_ref_t *m = modules; m != NULL; m = m->next)
     if (m->refs == 0 && m->state == MOD_READY &&
         (old == NULL || m->idle_ns < old->idle_ns))
@@ -194,16 +184,23 @@ static void module_unref(module_ref_t *m)
   module_unload(m);
 }
 
-/* Take @p m (no references left) out of the list and unload it. */
-static void module_unload(module_ref_t *m)
+/* Take @p m out of the list: no request finds it again. */
+static void module_forget(module_ref_t *m)
 {
-  build_t *b;
-
   for (module_ref_t **pp = &modules; *pp != NULL; pp = &(*pp)->next)
     if (*pp == m) {
       *pp = m->next;
       break;
     }
+  m->next = NULL;
+}
+
+/* Take @p m (no references left) out of the list and unload it. */
+static void module_unload(module_ref_t *m)
+{
+  build_t *b;
+
+  module_forget(m);
   if (m->blob != NULL)
     cache_blob_unref(m->blob);
   m->blob = NULL;
@@ -243,31 +240,31 @@ static void load_done(task_t *t)
   build_t *w = m->waiters;
 
   m->waiters = NULL;
-  if (first->preload)
-    preloading--;
-  if (first->preload && m->refs == 0) {
-    /* A preload nobody asked for meanwhile: kept loaded and idle, or
-     * forgotten. */
-    preload_end(m, &t->err);
-    build_free(first);
-    return;
-  }
   m->state = t->err.code == 0 ? MOD_READY : MOD_FAILED;
-  if (first->preload && m->state == MOD_READY)
-    preloaded++; /* a request came while it loaded */
   if (t->err.code == HIPD_EDEVLOST)
     device_mark_lost(m->dev, t->err.msg);
   m->load_err = t->err;
   cache_blob_unref(m->blob);
   m->blob = NULL;
-  if (m->state == MOD_FAILED) {
-    /* Forget it, so that a later request tries again. */
-    for (module_ref_t **pp = &modules; *pp != NULL; pp = &(*pp)->next)
-      if (*pp == m) {
-        *pp = m->next;
-        break;
-      }
-    m->next = NULL;
+  if (m->state == MOD_FAILED)
+    module_forget(m); /* a later request tries again */
+  if (first->preload) {
+    preloading--;
+    preloaded += m->state == MOD_READY;
+  }
+  if (first->preload && m->refs == 0) {
+    /* Nobody asked for it meanwhile: idle, older than any module a
+     * request left idle (the entries come hottest first: each later one
+     * is older, so the coldest go first when room is needed), or gone. */
+    if (m->state == MOD_READY) {
+      m->idle_ns = preload_stamp--;
+      if (++idle_modules > MODULES_IDLE_MAX)
+        evict_idle();
+    } else {
+      free(m);
+    }
+    build_free(first);
+    return;
   }
   while (w != NULL) {
     build_t *next = w->next_waiter;
@@ -285,45 +282,67 @@ static void load_done(task_t *t)
   build_free(first);
 }
 
+/* The module of cache key @p key on @p dev, loaded or loading, or NULL.
+ * A module of a reset context is dead: it is not shared again. */
+static module_ref_t *module_find(const device_t *dev, const cache_key_t *key)
+{
+  for (module_ref_t *m = modules; m != NULL; m = m->next)
+    if (m->dev == dev && memcmp(m->key.b, key->b, CACHE_KEY_SIZE) == 0 &&
+        (m->state == MOD_LOADING || m->epoch == device_epoch(m->dev)))
+      return m;
+  return NULL;
+}
+
+/* Publish a module of @p blob (cache key @p key) on @p dev, no reference
+ * yet, and start its load on the device's service executor; @p preload:
+ * kernels_preload()'s. Both allocated before the module is published, so
+ * that running out fails this one only. @return it, or NULL (out of
+ * memory). */
+static module_ref_t *module_load_start(device_t *dev, const cache_key_t *key,
+                                       cache_blob_t *blob, int preload)
+{
+  build_t *loader = task_new(sizeof(*loader), load_run, load_done);
+  module_ref_t *m = calloc(1, sizeof(*m));
+
+  if (m == NULL || loader == NULL) {
+    free(m);
+    free(loader);
+    return NULL;
+  }
+  m->dev = dev;
+  m->key = *key;
+  m->state = MOD_LOADING;
+  m->bytes = blob->len;
+  m->cache_ok = 1;
+  m->blob = blob;
+  cache_blob_ref(blob);
+  m->next = modules;
+  modules = m;
+  loader->mod = m;
+  loader->preload = preload;
+  exec_submit(dev->service, &loader->task);
+  return m;
+}
+
 /* Get the module of @p blob loaded on the build's device, then look the
  * kernel up in it. */
 static void module_acquire(build_t *b, cache_blob_t *blob)
 {
-  module_ref_t
-      *m; /* A module of a reset context is dead: it is not shared again. */
-  for (m = modules; m != NULL; m = m->next)
-    if (m->dev == b->dev &&
-        memcmp(m->key.b, b->res.key.b, CACHE_KEY_SIZE) == 0 &&
-        (m->state == MOD_LOADING || m->epoch == device_epoch(m->dev)))
-      break;
+  module_ref_t *m = module_find(b->dev, &b->res.key);
+
   if (m == NULL) {
-    /* The first waiter carries the load task: both allocated before the
-     * module is published, so that running out fails this build only. */
-    build_t *loader = task_new(sizeof(*loader), load_run, load_done);
-    m = calloc(1, sizeof(*m));
-    if (m == NULL || loader == NULL) {
-      free(m);
-      free(loader);
+    /* The build waits for the load it started (the loop runs load_done
+     * only after this returns). */
+    if ((m = module_load_start(b->dev, &b->res.key, blob, 0)) == NULL) {
       snprintf(b->err, sizeof(b->err), "out of memory");
       finish(b, HIPD_ENOMEM);
       return;
     }
-    m->dev = b->dev;
-    m->key = b->res.key;
-    m->state = MOD_LOADING;
-    m->bytes = blob->len;
-    m->cache_ok = 1;
     m->local_key = b->local_key;
     m->has_local_key = 1;
-    m->blob = blob;
-    cache_blob_ref(blob);
-    m->next = modules;
-    modules = m;
     m->refs = 1;
     b->mod = m;
     m->waiters = b;
-    loader->mod = m;
-    exec_submit(m->dev->service, &loader->task);
     return;
   }
   /* (A preload's module counts as idle once loaded, not while loading.) */
@@ -376,32 +395,6 @@ void kernels_cache_cleared(void)
     m->cache_ok = 0;
 }
 
-/* A preload's load ended with nobody waiting for it (@p err: how): the
- * module stays loaded and idle, or is forgotten. */
-static void preload_end(module_ref_t *m, const hipd_err_t *err)
-{
-  m->state = err->code == 0 ? MOD_READY : MOD_FAILED;
-  cache_blob_unref(m->blob);
-  m->blob = NULL;
-  if (err->code == HIPD_EDEVLOST)
-    device_mark_lost(m->dev, err->msg);
-  if (m->state == MOD_READY) {
-    preloaded++;
-    /* The entries come hottest first: each later one is older, so the
-     * coldest go first when room is needed. */
-    m->idle_ns = preload_stamp--;
-    if (++idle_modules > MODULES_IDLE_MAX)
-      evict_idle();
-    return;
-  }
-  for (module_ref_t **pp = &modules; *pp != NULL; pp = &(*pp)->next)
-    if (*pp == m) {
-      *pp = m->next;
-      break;
-    }
-  free(m);
-}
-
 int kernels_preload(const cache_key_t *key, const void *image, size_t len,
                     uint64_t devmask)
 {
@@ -411,8 +404,6 @@ int kernels_preload(const cache_key_t *key, const void *image, size_t len,
   for (int i = 0; i < devices_count(); i++) {
     device_t *dev = device_get(i);
     module_ref_t *m;
-    build_t *loader;
-    int known = 0;
 
     /* GPUs only: a CPU module would start the device's kernel runner.
      * Half the idle modules at most, on all devices together, so that
@@ -421,43 +412,23 @@ int kernels_preload(const cache_key_t *key, const void *image, size_t len,
         !(devmask & ((uint64_t)1 << dev->id)) ||
         idle_modules + preloading >= MODULES_IDLE_MAX / 2)
       continue;
-    for (m = modules; m != NULL && !known; m = m->next)
-      known = m->dev == dev &&
-              (m->state == MOD_LOADING || m->epoch == device_epoch(dev)) &&
-              memcmp(m->key.b, key->b, CACHE_KEY_SIZE) == 0;
-    if (known)
+    if (module_find(dev, key) != NULL)
       continue;
     if (blob == NULL && (blob = cache_blob_new(image, len)) == NULL)
       return HIPD_ENOMEM;
-    loader = task_new(sizeof(*loader), load_run, load_done);
-    m = calloc(1, sizeof(*m));
-    if (m == NULL || loader == NULL) {
-      free(m);
-      free(loader);
+    if ((m = module_load_start(dev, key, blob, 1)) == NULL) {
       cache_blob_unref(blob);
       return HIPD_ENOMEM;
     }
-    m->dev = dev;
-    m->key = *key;
-    m->state = MOD_LOADING;
-    m->bytes = len;
-    m->cache_ok = 1;
     /* This process keys its requests as the cache does once it knows the
      * compiler's id: the first request for it is answered here too. */
-    if (compiler_id(dev->drv->name) != NULL) {
+    if (compile_pool_compiler_id(dev->drv->name) != NULL) {
       m->local_key = *key;
       m->has_local_key = 1;
     }
-    m->blob = blob;
-    cache_blob_ref(blob);
-    m->next = modules;
-    modules = m;
-    loader->mod = m;
-    loader->preload = 1;
     if (preload_stamp == 0)
       preload_stamp = util_now_ns();
     preloading++;
-    exec_submit(dev->service, &loader->task);
     started++;
   }
   if (blob != NULL)
@@ -742,37 +713,6 @@ void kernels_cache_clear(uid_t uid, kernels_clear_done_fn done, void *ctx)
   done(ctx, 0, "");
 }
 
-int kernels_set_compiler_id(const char *driver, const char *id)
-{
-  unsigned i;
-
-  if (strlen(driver) >= sizeof(remote_ids[0].name) ||
-      strlen(id) >= sizeof(remote_ids[0].id))
-    return HIPD_EINVAL;
-  for (i = 0; i < nremote_ids; i++)
-    if (strcmp(remote_ids[i].name, driver) == 0)
-      break;
-  if (i == REMOTE_IDS)
-    return HIPD_ELIMIT;
-  snprintf(remote_ids[i].name, sizeof(remote_ids[i].name), "%s", driver);
-  snprintf(remote_ids[i].id, sizeof(remote_ids[i].id), "%s", id);
-  if (i == nremote_ids)
-    nremote_ids++;
-  return 0;
-}
-
-/* The compiler id of @p driver: the compile helpers' (this process's
- * pool), else what the listener said, else NULL. */
-static const char *compiler_id(const char *driver)
-{
-  const char *id = compile_pool_compiler_id(driver);
-
-  for (unsigned i = 0; id == NULL && i < nremote_ids; i++)
-    if (strcmp(remote_ids[i].name, driver) == 0)
-      id = remote_ids[i].id;
-  return id;
-}
-
 int kernels_key(const kernels_key_in_t *in, cache_key_t *out)
 {
   const char *compiler;
@@ -791,7 +731,7 @@ int kernels_key(const kernels_key_in_t *in, cache_key_t *out)
   /* The id the compile helpers reported: this process never asks a
    * compiler. A worker, which has no helpers, keys with "" and then
    * takes its listener's key (kernels_fetch_t.key). */
-  compiler = compiler_id(in->drv->name);
+  compiler = compile_pool_compiler_id(in->drv->name);
   cache_keyer_add_str(k, "compiler", compiler != NULL ? compiler : "");
   cache_keyer_add_str(k, "prelude", KERNELS_PRELUDE_VERSION);
   /* Only when scoped: the shared keys stay those of earlier releases. */

@@ -157,11 +157,7 @@ uint64_t kernels_preloaded(void);
 /* How many requests were answered from a loaded module without the
  * cache. */
 uint64_t kernels_hits_loaded(void);
-/* A worker keys requests as its listener does only with the compile
- * helpers' id of each driver's compiler, which the listener alone knows
- * and tells it at start (wire.h's compiler): @p id for @p driver.
- * @return 0, HIPD_EINVAL (too long) or HIPD_ELIMIT (too many drivers). */
-int kernels_set_compiler_id(const char *driver, const char *id);
+
 /* --cache-scope tenant: this process keys a request's entry with its
  * tenant (kernel_request_t.tenant); 0: shared entries. */
 void kernels_set_cache_per_tenant(int on);

@@ -180,7 +180,7 @@ typedef struct wire_val {
   X(T, key, WIRE_BYTES, CACHE_KEY_SIZE, CACHE_KEY_SIZE)                        \
   X(T, image, WIRE_BYTES, 1, SIZE_MAX)
 /* compiler [driver, id]: the compile helpers' id of the driver's
- * compiler, part of every cache key (kernels_set_compiler_id). */
+ * compiler, part of every cache key (compile_pool_set_compiler_id). */
 #define WIRE_COMPILER_PARAMS(X, T)                                             \
   X(T, driver, WIRE_BYTES, 1, 31)                                              \
   X(T, id, WIRE_BYTES, 0, 255)

@@ -508,7 +508,7 @@ static void on_compiler(void *ctx, const proto_msg_t *m, const void *args)
   }
   snprintf(driver, sizeof(driver), "%.*s", (int)a->driver.len, a->driver.p);
   snprintf(id, sizeof(id), "%.*s", (int)a->id.len, a->id.p);
-  if (kernels_set_compiler_id(driver, id) != 0)
+  if (compile_pool_set_compiler_id(driver, id) != 0)
     log_warn(0, "the listener's compiler id for driver %s: ignored", driver);
 }
 
@@ -575,22 +575,7 @@ static void request_end(msgpack_sbuffer *sb, listener_req_t *p)
   msgpack_sbuffer_destroy(sb);
 }
 
-/* cache.touch [key]: a request answered from a module loaded here. */
-static void touch_remote(const cache_key_t *key)
-{
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-
-  if (!this_worker.open || this_worker.ch.broken)
-    return;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  wire_pack_head(&pk, WIRE_CACHE_TOUCH, 0);
-  msgpack_pack_bin(&pk, CACHE_KEY_SIZE);
-  msgpack_pack_bin_body(&pk, key->b, CACHE_KEY_SIZE);
-  ipc_send(&this_worker.ch, sb.data, sb.size);
-  msgpack_sbuffer_destroy(&sb);
-}
+static void touch_remote(const cache_key_t *key);
 
 static void fetch_remote(const kernels_fetch_t *f, cache_done_fn done,
                          void *ctx)
@@ -791,20 +776,48 @@ int worker_start(daemon_t *d, const worker_role_t *role, int fd,
   return 0;
 }
 
+/* A notification to the listener: its head packed into @p sb, the caller
+ * packs the params, notify_end() sends it. @return 0, or -1 when the
+ * channel is gone (nothing to send). */
+static int notify_begin(msgpack_sbuffer *sb, msgpack_packer *pk, int row)
+{
+  if (!this_worker.open || this_worker.ch.broken)
+    return -1;
+  msgpack_sbuffer_init(sb);
+  msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+  wire_pack_head(pk, row, 0);
+  return 0;
+}
+
+static void notify_end(msgpack_sbuffer *sb)
+{
+  ipc_send(&this_worker.ch, sb->data, sb->size);
+  msgpack_sbuffer_destroy(sb);
+}
+
 /* Notify the listener: @p row [@p id]. */
 static void tell_listener(int row, uint64_t id)
 {
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
-  if (!this_worker.open || this_worker.ch.broken)
+  if (notify_begin(&sb, &pk, row) != 0)
     return;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  wire_pack_head(&pk, row, 0);
   msgpack_pack_uint64(&pk, id);
-  ipc_send(&this_worker.ch, sb.data, sb.size);
-  msgpack_sbuffer_destroy(&sb);
+  notify_end(&sb);
+}
+
+/* cache.touch [key]: a request answered from a module loaded here. */
+static void touch_remote(const cache_key_t *key)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+
+  if (notify_begin(&sb, &pk, WIRE_CACHE_TOUCH) != 0)
+    return;
+  msgpack_pack_bin(&pk, CACHE_KEY_SIZE);
+  msgpack_pack_bin_body(&pk, key->b, CACHE_KEY_SIZE);
+  notify_end(&sb);
 }
 
 void worker_session_hello(daemon_t *d, uint64_t id)

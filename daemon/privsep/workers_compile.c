@@ -356,9 +356,12 @@ void workers_on_cache_touch(void *ctx, const proto_msg_t *m, const void *args)
 #define PRELOAD_MAX_ENTRIES 32
 #define PRELOAD_MAX_BYTES ((uint64_t)32 << 20)
 
-static void preload_send(worker_t *w, const cache_key_t *key,
+/* Send worker @p ctx entry @p key to preload (a cache_each_recent()
+ * callback, and the warm start's). */
+static void preload_send(void *ctx, const cache_key_t *key,
                          const cache_blob_t *blob)
 {
+  worker_t *w = ctx;
   msgpack_sbuffer sb;
   msgpack_packer pk;
 
@@ -377,19 +380,13 @@ static void preload_send(worker_t *w, const cache_key_t *key,
   msgpack_sbuffer_destroy(&sb);
 }
 
-static void preload_one(void *ctx, const cache_key_t *key,
-                        const cache_blob_t *blob)
-{
-  preload_send(ctx, key, blob);
-}
-
 void workers_preload(worker_t *w)
 {
   w->preload = 1;
   if (w->ch.broken)
     return;
   cache_each_recent((uint32_t)w->uid, PRELOAD_MAX_ENTRIES, PRELOAD_MAX_BYTES,
-                    preload_one, w);
+                    preload_send, w);
 }
 
 /* A warm start loaded an entry of @p tenant: its workers that were

@@ -155,7 +155,7 @@ void workers_on_cache_touch(void *ctx, const proto_msg_t *m, const void *args);
  * sets workers_on_warmed), 32 entries and 32 MiB at most. */
 void workers_preload(worker_t *w);
 /* Send @p w, a new worker, the compile helpers' compiler ids, so that it
- * keys requests as the cache does (kernels_set_compiler_id). */
+ * keys requests as the cache does (compile_pool_set_compiler_id). */
 void workers_send_compilers(worker_t *w);
 void workers_on_warmed(const cache_key_t *key, const cache_blob_t *blob,
                        uint32_t tenant);
