@@ -86,6 +86,9 @@ struct hipd_call {
   size_t direct_len;  /* received straight into here (mem.read); or NULL */
   hipd_call_t *hnext; /* next in the pending table's bucket */
   int on_socket;      /* in the table, its answer due on the socket */
+  /* The answer is expected this much later than a round trip's (a copy's
+   * own time): a wait for it spins that much longer before it sleeps. */
+  uint32_t spin_extra_us;
 };
 
 enum {

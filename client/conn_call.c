@@ -36,6 +36,42 @@ int conn_default_busy_poll(void)
   return sysconf(_SC_NPROCESSORS_ONLN) >= 8 ? 20 : 0;
 }
 
+/* A copy's expected time adds at most this much to a wait's spin: beyond
+ * it, the few microseconds a wake-up costs are a small part of the wait.
+ * Copies smaller than CONN_XFER_LEARN_MIN take about a round trip, which
+ * the spin covers already. The rate learnt includes the round trip, so it
+ * errs long, which costs nothing when the answer comes in time: the spin
+ * ends there. */
+#define CONN_XFER_SPIN_MAX_US 200
+#define CONN_XFER_LEARN_MIN ((size_t)64 << 10)
+
+uint32_t conn_xfer_spin_us(const hipd_conn_t *conn, size_t len)
+{
+  uint64_t ps = __atomic_load_n(&conn->xfer_ps_per_byte, __ATOMIC_RELAXED);
+  uint64_t us;
+
+  if (ps == 0 || len < CONN_XFER_LEARN_MIN)
+    return 0;
+  us = (uint64_t)(len / 1000) * ps / 1000; /* ns, then us */
+  return us > CONN_XFER_SPIN_MAX_US ? CONN_XFER_SPIN_MAX_US : (uint32_t)us;
+}
+
+void conn_xfer_learn(hipd_conn_t *conn, size_t len, uint64_t ns)
+{
+  uint64_t ps, old;
+
+  if (len < CONN_XFER_LEARN_MIN)
+    return;
+  ps = ns / (len / 1000); /* ns per 1000 bytes: ps a byte */
+  ps = ps == 0 ? 1 : ps > UINT32_MAX ? UINT32_MAX : ps;
+  /* Concurrent copies on one connection race here: either estimate is a
+   * fair one. */
+  old = __atomic_load_n(&conn->xfer_ps_per_byte, __ATOMIC_RELAXED);
+  __atomic_store_n(&conn->xfer_ps_per_byte,
+                   (uint32_t)(old == 0 ? ps : (old * 3 + ps) / 4),
+                   __ATOMIC_RELAXED);
+}
+
 int64_t conn_deadline_after(int timeout_ms)
 {
   return timeout_ms > 0 ? (int64_t)util_now_ns() + (int64_t)timeout_ms * 1000000

@@ -57,6 +57,10 @@ struct hipd_conn {
    * that (conn_io_receive). */
   unsigned spin_misses;
   unsigned spin_skipped;
+  /* What copies between a shared buffer and device memory took lately, in
+   * picoseconds a byte (0: none timed yet); atomic. How long a wait for a
+   * copy spins beyond a round trip's (conn_xfer_spin_us). */
+  uint32_t xfer_ps_per_byte;
   int broken;            /* 0, or the code the pending calls failed with */
   char broken_msg[512];  /* and their message */
   int told;              /* session.closed's code (its reason is broken_msg) */
@@ -104,6 +108,13 @@ int conn_default_busy_poll(void);
 int64_t conn_deadline_after(int timeout_ms);
 /* Milliseconds left for poll(), rounded up; -1 for none. */
 int conn_remaining_ms(int64_t deadline);
+/* How much longer than a round trip the answer to a copy of @p len bytes
+ * between a shared buffer and device memory should take, in microseconds,
+ * by the copies timed so far (conn_xfer_learn); 0 for small copies or
+ * none timed yet; at most CONN_XFER_SPIN_MAX_US. */
+uint32_t conn_xfer_spin_us(const hipd_conn_t *conn, size_t len);
+/* A synchronous copy of @p len bytes took @p ns from request to answer. */
+void conn_xfer_learn(hipd_conn_t *conn, size_t len, uint64_t ns);
 /* Wait on the connection's condition variable (lock held) until signalled
  * or @p deadline. @return 0, or HIPD_ETIMEDOUT once the deadline passed. */
 int conn_cond_wait_until(hipd_conn_t *conn, int64_t deadline);

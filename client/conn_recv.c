@@ -16,6 +16,7 @@
 
 #include "conn_internal.h"
 #include "util/clock.h"
+#include "util/cpus.h"
 
 #define RECV_CHUNK ((size_t)64 << 10)  /* least free space offered to recv */
 #define RECV_KEEP ((size_t)1 << 20)    /* larger idle buffers are freed */
@@ -516,6 +517,11 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
     if (spin > 0 && conn->spin_misses >= SPIN_MISSES_TO_SKIP &&
         (++conn->spin_skipped & 15) != 0)
       spin = 0;
+    /* A copy's answer comes after the copy: spin through it too (a 1 MiB
+     * copy takes longer than the spin alone, and the wake-up after it
+     * cost a quarter of its rate). */
+    if (spin > 0)
+      spin += (int)call->spin_extra_us;
     /* The futex doorbell only while nothing is due on the socket: the
      * daemon wakes it when it writes, not each time the rest of a long
      * reply gets into the socket. A call sent later wakes us
@@ -537,7 +543,7 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
         while (conn_ring_peek(ring) == NULL &&
                (++k % 64 != 0 || (n = poll(pfd, 2, 0)) == 0) &&
                (int64_t)util_now_ns() < until)
-          ;
+          util_cpu_relax();
       } else {
         while ((n = poll(pfd, 2, 0)) == 0 && (int64_t)util_now_ns() < until)
           ;

@@ -16,6 +16,7 @@
 
 #include "conn.h"
 #include "conn_internal.h"
+#include "util/clock.h"
 
 struct hipd_shm {
   void *addr;
@@ -169,6 +170,7 @@ static int xfer_begin(hipd_conn_t *conn, const char *method, hipd_buffer_t buf,
     return conn_fail(conn, HIPD_EINVAL, "%s: shm is NULL", method);
   if ((err = conn_call_begin(conn, method, with_stream ? 6 : 5, &c)) < 0)
     return err;
+  c->spin_extra_us = conn_xfer_spin_us(conn, len);
   msgpack_pack_uint64(&c->pk, hipd_buffer_id(buf));
   msgpack_pack_uint64(&c->pk, offset);
   msgpack_pack_uint64(&c->pk, shm->handle);
@@ -179,14 +181,28 @@ static int xfer_begin(hipd_conn_t *conn, const char *method, hipd_buffer_t buf,
   return conn_call_send(c, conn_decode_none, CONN_OUTS(0, NULL), call);
 }
 
+/* A synchronous copy on the default stream, timed: its rate is what the
+ * next copies' waits expect (conn_xfer_learn). */
+static int xfer_sync(hipd_conn_t *conn, const char *method, hipd_buffer_t buf,
+                     uint64_t offset, const hipd_shm_t *shm,
+                     uint64_t shm_offset, size_t len)
+{
+  uint64_t t0 = util_now_ns();
+  hipd_call_t *call;
+  int err;
+
+  err = conn_sync(xfer_begin(conn, method, buf, offset, shm, shm_offset, len, 0,
+                             HIPD_STREAM_NULL, &call),
+                  &call);
+  if (err == 0)
+    conn_xfer_learn(conn, len, util_now_ns() - t0);
+  return err;
+}
+
 int hipd_mem_write_shm(hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
                        const hipd_shm_t *shm, uint64_t shm_offset, size_t len)
 {
-  hipd_call_t *call;
-
-  return conn_sync(xfer_begin(conn, "mem.write_shm", buf, offset, shm,
-                              shm_offset, len, 0, HIPD_STREAM_NULL, &call),
-                   &call);
+  return xfer_sync(conn, "mem.write_shm", buf, offset, shm, shm_offset, len);
 }
 
 int hipd_mem_write_shm_async_begin(hipd_conn_t *conn, hipd_buffer_t buf,
@@ -213,11 +229,7 @@ int hipd_mem_write_shm_async(hipd_conn_t *conn, hipd_buffer_t buf,
 int hipd_mem_read_shm(hipd_conn_t *conn, hipd_buffer_t buf, uint64_t offset,
                       const hipd_shm_t *shm, uint64_t shm_offset, size_t len)
 {
-  hipd_call_t *call;
-
-  return conn_sync(xfer_begin(conn, "mem.read_shm", buf, offset, shm,
-                              shm_offset, len, 0, HIPD_STREAM_NULL, &call),
-                   &call);
+  return xfer_sync(conn, "mem.read_shm", buf, offset, shm, shm_offset, len);
 }
 
 int hipd_mem_read_shm_async_begin(hipd_conn_t *conn, hipd_buffer_t buf,

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "spin.h"
 #include "util/clock.h"
+#include "util/cpus.h"
 
 /* ---------------------------------------------------------------- bridge */
 
@@ -262,15 +263,6 @@ struct executor {
   task_t retire_task; /* posted to the loop when the queue has drained */
 };
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
 /* Wait up to busy_poll_ns for a ready queue without sleeping (lock not
  * held). The list is read without the lock as a hint; the caller rechecks
  * it under the lock. */
@@ -281,7 +273,7 @@ static void spin_for_work(exec_pool_t *p)
   while (__atomic_load_n(&p->ready, __ATOMIC_ACQUIRE) == NULL &&
          !__atomic_load_n(&p->stopping, __ATOMIC_RELAXED)) {
     for (int i = 0; i < 64; i++)
-      cpu_relax();
+      util_cpu_relax();
     if (util_now_ns() >= until)
       break;
   }

@@ -52,6 +52,7 @@
 #include "transport_ring.h"
 #include "util/account.h"
 #include "util/clock.h"
+#include "util/cpus.h"
 
 static daemon_t daemon_state;
 static uv_signal_t sig_int, sig_term, sig_hup;
@@ -135,10 +136,13 @@ static void run_loop(daemon_t *d)
      * with a place of the spin budget. */
     if (busy && spin_enter()) {
       exec_bridge_watch(1);
-      for (unsigned turn = 0; !ready && util_now_ns() < until; turn++)
+      for (unsigned turn = 0; !ready && util_now_ns() < until; turn++) {
         ready = exec_bridge_pending() || transport_rings_pending(d) ||
                 (op_inline_waiting() && op_inline_poll() > 0) ||
                 ((turn & 3) == 0 && poll(&pfd, 1, 0) > 0);
+        if (!ready)
+          util_cpu_relax(); /* the core's other thread may be a client */
+      }
       if (exec_bridge_watch(0))
         ready = 1;
       spin_leave();

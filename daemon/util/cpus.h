@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* daemon/util/cpus.h: how many CPUs this process may run on.
+/* daemon/util/cpus.h: how many CPUs this process may run on, and how a
+ * thread that spins on one lets its sibling hyperthread run.
  *
  * Header-only, like clock.h, so that the daemon (the spin budget, the
  * devices' stream pools) and hipd-cpu-runner (its kernel threads) count
@@ -21,6 +22,19 @@ static inline unsigned util_cpus(void)
     return (unsigned)CPU_COUNT(&set);
   n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (unsigned)n : 1;
+}
+
+/* One step of a spin-wait: tells the CPU that this is one (x86 `pause`,
+ * arm64 `yield`), so that it lends the core to its other hardware thread
+ * and leaves the loop without a memory-order flush when the awaited word
+ * changes. */
+static inline void util_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
 }
 
 #endif
