@@ -174,7 +174,10 @@ HIPD_EXTERN void hipd_set_timeout(hipd_conn_t *conn, int timeout_ms);
  *  of the spin. Default: $HIPD_BUSY_POLL_US, else 20 on machines with 8 or
  *  more CPUs, else 0. After 8 spins in a row that found nothing, the
  *  connection spins for one wait in 16 only, until a spin finds its
- *  answer again: waits longer than the spin cost no CPU. */
+ *  answer again: waits longer than the spin cost no CPU. A wait for a
+ *  copy between a shared buffer and device memory spins longer, by the
+ *  time the copy should take at the rate the connection's synchronous
+ *  copies of 64 KiB or more reached (at most 200 microseconds more). */
 HIPD_EXTERN void hipd_set_busy_poll(hipd_conn_t *conn, int us);
 
 /* ------------------------------------------------------------ pipelining */
