@@ -141,7 +141,7 @@ static void run_loop(daemon_t *d)
                 (op_inline_waiting() && op_inline_poll() > 0) ||
                 ((turn & 3) == 0 && poll(&pfd, 1, 0) > 0);
         if (!ready)
-          util_cpu_relax(); /* the core's other thread may be a client */
+          util_cpu_relax();
       }
       if (exec_bridge_watch(0))
         ready = 1;

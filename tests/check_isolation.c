@@ -1464,11 +1464,17 @@ START_TEST(test_kernel_plants_cache)
   d = start_daemon("--cache-dir", dir, NULL);
   x = (plant_ctx_t){d->socket, NULL, dir};
   users_as(USER_A, plant_a, &x);
-  ck_assert_ptr_nonnull(dh = opendir(dir));
-  while ((e = readdir(dh)) != NULL)
-    if (strstr(e->d_name, ".hkc") != NULL)
-      snprintf(entry, sizeof(entry), "%s/%s", dir, e->d_name);
-  closedir(dh);
+  /* The cache writes its entries to disk in the background, after the
+   * compile's answer: wait for it (10 s at most). */
+  for (int tries = 0; entry[0] == '\0' && tries < 1000; tries++) {
+    if (tries > 0)
+      usleep(10000);
+    ck_assert_ptr_nonnull(dh = opendir(dir));
+    while ((e = readdir(dh)) != NULL)
+      if (strstr(e->d_name, ".hkc") != NULL)
+        snprintf(entry, sizeof(entry), "%s/%s", dir, e->d_name);
+    closedir(dh);
+  }
   ck_assert_msg(entry[0] != '\0', "the compile left no entry in %s", dir);
   ck_assert_int_eq(stat(entry, &st), 0);
   x.entry = entry;
