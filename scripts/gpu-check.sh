@@ -8,8 +8,8 @@
 # On the GPU machine:     bash scripts/gpu-check.sh hipd-X.Y.Z.tar.gz .offline OUTDIR
 # (with GPU_CHECK_BENCH=1 in the environment it also runs make bench, with
 # GPU_CHECK_ASAN=1 make check in an AddressSanitizer build; GPU_CHECK_JOBS
-# sets make check's parallelism, 4 by default; on two GPUs or more it also
-# runs the checks of several GPUs)
+# sets make check's parallelism, 4 by default; check_multi_device runs
+# again on the GPU beside a CPU device, and on two GPUs where there are)
 #
 # Writes the configure summary, test logs and example output into OUTDIR.
 set -uo pipefail
@@ -45,30 +45,36 @@ HIPD_TEST_MPS=1 make -j"${GPU_CHECK_JOBS:-4}" check > "$out/check.txt" 2>&1
 rc=$?
 grep -E '^(PASS|FAIL|ERROR|SKIP|# )' "$out/check.txt"
 cp tests/*.log "$out/" 2>/dev/null
+# Tenants on two devices (check_multi_device): the GPU beside a CPU
+# device, and where nvidia-smi lists two GPUs or more the first two GPUs
+# (both listed alike in every tenant's worker, --device-allow per uid, two
+# tenants side by side, copies between them byte for byte, a fault on
+# device 0 beside a tenant on device 1 with and without MPS), then the
+# bench's copies between the GPUs against direct HIP's peer copies and its
+# sharing spread over both against MPS spread alike.
+ngpus=$(grep -c '^GPU ' "$out/gpus.txt")
+modes=
+[ "$ngpus" -ge 1 ] && modes=mixed
+[ "$ngpus" -ge 2 ] && modes="hip mixed"
+for m in $modes; do
+  echo "== check_multi_device, HIPD_TEST_DEVICES=$m ($ngpus GPUs)"
+  HIPD_TEST_DEVICES=$m HIPD_TEST_MPS=1 make check TESTS=tests/check_multi_device \
+    > "$out/check-multi-$m.txt" 2>&1 || rc=1
+  grep -E '^(PASS|FAIL|ERROR|SKIP)' "$out/check-multi-$m.txt"
+  cp tests/check_multi_device.log "$out/check_multi_device-$m.log" 2>/dev/null
+  grep '^check_multi_device:' "$out/check_multi_device-$m.log"
+done
+if [ "$ngpus" -ge 2 ]; then
+  ./bench/hipd_bench --only peer,spread --seconds 2 \
+    > "$out/bench-multi-gpu.txt" 2>&1 || rc=1
+  sed -n '/^figure/,$p' "$out/bench-multi-gpu.txt"
+fi
 # The OCaml binding's suite and examples again, on every device (device 0 is
 # the GPU). The GPU machine has no OCaml: build them where it is (make check
 # there leaves them in _build/bindings/ocaml/_dune: default/test/
 # test_hipd.exe and examples/default/{vector_add,matmul,reduction}.exe),
 # carry them in a folder and name it in HIPD_OCAML_PREBUILT; without it the
 # check says SKIP.
-# Several GPUs (where nvidia-smi lists two or more): check_multi_device on
-# the first two GPUs (both listed alike in every tenant's worker,
-# --device-allow per uid, two tenants side by side, copies between the
-# GPUs byte for byte, a fault on GPU 0 beside a tenant on GPU 1 with and
-# without MPS), then the bench's copies between them against direct HIP's
-# peer copies and its sharing spread over both against MPS spread alike.
-ngpus=$(grep -c '^GPU ' "$out/gpus.txt")
-if [ "$ngpus" -ge 2 ]; then
-  echo "== $ngpus GPUs: the checks of several GPUs"
-  HIPD_TEST_DEVICES=hip HIPD_TEST_MPS=1 make check TESTS=tests/check_multi_device \
-    > "$out/check-multi-gpu.txt" 2>&1 || rc=1
-  grep -E '^(PASS|FAIL|ERROR|SKIP)' "$out/check-multi-gpu.txt"
-  cp tests/check_multi_device.log "$out/check_multi_device-gpu.log" 2>/dev/null
-  grep '^check_multi_device:' "$out/check_multi_device-gpu.log"
-  ./bench/hipd_bench --only peer,spread --seconds 2 \
-    > "$out/bench-multi-gpu.txt" 2>&1 || rc=1
-  sed -n '/^figure/,$p' "$out/bench-multi-gpu.txt"
-fi
 HIPD_OCAML_DEVICES=all make check TESTS=tests/check_ocaml.sh \
   > "$out/check-ocaml-gpu.txt" 2>&1 || rc=1
 grep -E '^(PASS|FAIL|ERROR|SKIP)' "$out/check-ocaml-gpu.txt"

@@ -10,10 +10,12 @@
  *   costs the tenant working on device 1 nothing: not a failed round, not
  *   its buffer (with and without MPS on GPUs).
  *
- * By default on two CPU devices (--devices cpu --cpu-devices 2: CI and
- * every machine). With HIPD_TEST_DEVICES=hip, on the GPUs, at least two
- * (scripts/gpu-check.sh does so where nvidia-smi lists two or more);
- * fewer is a skip, said so. The MPS case needs HIPD_TEST_MPS too. */
+ * HIPD_TEST_DEVICES picks the two devices: cpu (the default: two CPU
+ * devices, CI and every machine), hip (the first two GPUs) or mixed (the
+ * first GPU and a CPU device); scripts/gpu-check.sh runs mixed where
+ * nvidia-smi lists a GPU, and hip where two or more. Too few devices of
+ * the kind asked is a skip, said so. The MPS case needs HIPD_TEST_MPS
+ * too. */
 #include "config.h"
 
 #include <check.h>
@@ -33,7 +35,7 @@
 #define USER_A "hipd_md_a"
 #define USER_B "hipd_md_b"
 
-static const char *kind = "cpu"; /* or "hip": the devices under test */
+static const char *kind = "cpu"; /* "hip", "mixed": HIPD_TEST_DEVICES */
 
 static const char fill_src[] =
     "extern \"C\" __global__ void fill(int *p, int v, int n)\n"
@@ -57,14 +59,17 @@ static const char fault_src[] =
 static harness_daemon_t *start(const char *arg, ...)
 {
   const char *args[32] = {"--socket-mode", "0666", "--cache-dir", "",
-                          "--devices",     kind};
-  int n = 6;
+                          "--devices"};
+  int n = 5;
   va_list ap;
   harness_daemon_t *d;
 
   if (strcmp(kind, "cpu") == 0) {
+    args[n++] = "cpu";
     args[n++] = "--cpu-devices";
     args[n++] = "2";
+  } else {
+    args[n++] = strcmp(kind, "hip") == 0 ? "hip" : "hip:0,cpu:0";
   }
   va_start(ap, arg);
   for (const char *a = arg; a != NULL && n < 31; a = va_arg(ap, const char *))
@@ -77,11 +82,14 @@ static harness_daemon_t *start(const char *arg, ...)
   return d;
 }
 
-/* The global name of device @p i under test ("cpu:1", "hip:0"). */
+/* The name of device @p i under test ("cpu:1", "hip:0"); in the mixed
+ * pair the GPU is device 0 and the CPU device 1 (GPUs come first). */
 static const char *dev_name(int i)
 {
   static char names[2][16];
 
+  if (strcmp(kind, "mixed") == 0)
+    return i == 0 ? "hip:0" : "cpu:0";
   snprintf(names[i], sizeof(names[i]), "%s:%d", kind, i);
   return names[i];
 }
@@ -434,7 +442,7 @@ static void fault_beside(const char *mps)
 
 START_TEST(test_fault_beside)
 {
-  fault_beside(strcmp(kind, "hip") == 0 ? "off" : NULL);
+  fault_beside(strcmp(kind, "cpu") != 0 ? "off" : NULL);
 }
 END_TEST
 
@@ -526,10 +534,11 @@ int main(void)
   TCase *tc = tcase_create("two");
   int failed;
 
-  if (env != NULL && strcmp(env, "hip") == 0)
-    kind = "hip";
+  if (env != NULL && (strcmp(env, "hip") == 0 || strcmp(env, "mixed") == 0))
+    kind = env;
   else if (env != NULL && *env != '\0' && strcmp(env, "cpu") != 0) {
-    fprintf(stderr, "check_multi_device: HIPD_TEST_DEVICES=%s: cpu or hip\n",
+    fprintf(stderr,
+            "check_multi_device: HIPD_TEST_DEVICES=%s: cpu, hip or mixed\n",
             env);
     return 1;
   }
@@ -545,7 +554,7 @@ int main(void)
     return 77;
   }
   harness_init("multi_device");
-  if (strcmp(kind, "hip") == 0) {
+  if (strcmp(kind, "cpu") != 0) {
     /* A daemon with no GPU to serve does not start: none is a skip too. */
     const char *probe[] = {"--cache-dir", "", "--devices", "hip", NULL};
     harness_daemon_t *d = harness_startv(probe);
@@ -560,10 +569,10 @@ int main(void)
       harness_stop(d);
       harness_free(d);
     }
-    if (n < 2) {
-      printf("check_multi_device: SKIP: HIPD_TEST_DEVICES=hip and %d GPU "
+    if (n < (strcmp(kind, "hip") == 0 ? 2 : 1)) {
+      printf("check_multi_device: SKIP: HIPD_TEST_DEVICES=%s and %d GPU "
              "device(s)\n",
-             n);
+             kind, n);
       harness_fini();
       return 77;
     }
@@ -574,7 +583,7 @@ int main(void)
   tcase_add_test(tc, test_tenants_side_by_side);
   tcase_add_test(tc, test_copy_between);
   tcase_add_test(tc, test_fault_beside);
-  if (strcmp(kind, "hip") == 0 && getenv("HIPD_TEST_MPS") != NULL)
+  if (strcmp(kind, "cpu") != 0 && getenv("HIPD_TEST_MPS") != NULL)
     tcase_add_test(tc, test_fault_beside_mps);
   suite_add_tcase(s, tc);
   failed = test_run(s);
