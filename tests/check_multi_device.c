@@ -375,10 +375,15 @@ static void side_by_side(side_ctx_t x[2])
    * said so is not waited for long: the other goes anyway, and the failure
    * is reported below with its message. */
   close(pipes[0][1]);
-  for (int i = 0; i < 2; i++) {
-    struct pollfd pfd = {.fd = pipes[0][0], .events = POLLIN};
-    if (poll(&pfd, 1, 120000) != 1 || read(pipes[0][0], &byte, 1) != 1)
+  for (int ready = 0; ready < 2;) {
+    struct pollfd pfd[3] = {{.fd = pipes[0][0], .events = POLLIN},
+                            {.fd = msgp[0][0], .events = POLLIN},
+                            {.fd = msgp[1][0], .events = POLLIN}};
+    /* A child's message (or its end) before both are ready: it failed. */
+    if (poll(pfd, 3, 120000) <= 0 || pfd[1].revents != 0 ||
+        pfd[2].revents != 0 || read(pipes[0][0], &byte, 1) != 1)
       break;
+    ready++;
   }
   ck_assert_int_eq(write(pipes[1][1], &byte, 1), 1);
   ck_assert_int_eq(write(pipes[1][1], &byte, 1), 1);
