@@ -280,19 +280,11 @@ static int hip_device_reset(driver_t *drv, int dev)
   return 0;
 }
 
-/* The loop binds before every launch and every poll of a stream: when the
- * thread is on @p dev already, hipGetDevice (a thread-local read) spares
- * hipSetDevice's lock (3 % of a worker loop's time at 16 clients on the
- * H100, call 3 of 2026-12-06). After a device reset the thread stays on
- * the device, whose next call makes the new context either way. */
 static int hip_bind_thread(driver_t *drv, int dev)
 {
   hipError_t err;
-  int cur = -1;
 
   (void)drv;
-  if (hipGetDevice(&cur) == hipSuccess && cur == dev)
-    return 0;
   err = hipSetDevice(dev);
   if (err != hipSuccess)
     return hip_report_error("hipSetDevice", err);
