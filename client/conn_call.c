@@ -65,8 +65,12 @@ void conn_xfer_learn(hipd_conn_t *conn, size_t len, uint64_t ns)
   ps = ns / (len / 1000); /* ns per 1000 bytes: ps a byte */
   ps = ps == 0 ? 1 : ps > UINT32_MAX ? UINT32_MAX : ps;
   /* Concurrent copies on one connection race here: either estimate is a
-   * fair one. */
+   * fair one. A copy that waited behind other work on its stream took
+   * longer than the copy: one such sample moves the estimate by 4 times
+   * at most. */
   old = __atomic_load_n(&conn->xfer_ps_per_byte, __ATOMIC_RELAXED);
+  if (old != 0 && ps > old * 4)
+    ps = old * 4;
   __atomic_store_n(&conn->xfer_ps_per_byte,
                    (uint32_t)(old == 0 ? ps : (old * 3 + ps) / 4),
                    __ATOMIC_RELAXED);

@@ -522,6 +522,9 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
      * cost a quarter of its rate). */
     if (spin > 0)
       spin += (int)call->spin_extra_us;
+    /* A look without waiting (hipd_call_done, deadline 0) never spins. */
+    if (deadline == 0)
+      spin = 0;
     /* The futex doorbell only while nothing is due on the socket: the
      * daemon wakes it when it writes, not each time the rest of a long
      * reply gets into the socket. A call sent later wakes us

@@ -20,7 +20,8 @@
 # Environment: PERF (the perf program, default: perf on PATH; a perf
 # carried to the GPU machine with its libraries needs PERF_LD_LIBRARY_PATH
 # too), HIPD_BENCH_ARGS (more options for hipd_bench: --device cpu,
-# --daemon-arg ...). perf needs perf_event_paranoid <= 1 or root.
+# --daemon-arg ...). Run it as root: the worker runs as another user and
+# is not dumpable (its sandbox), which perf -p may only attach to as root.
 set -uo pipefail
 
 out=${1:?usage: gpu-profile.sh OUTDIR [CLIENTS [SECONDS]]}

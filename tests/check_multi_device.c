@@ -70,7 +70,8 @@ static harness_daemon_t *start(const char *arg, ...)
     args[n++] = "--cpu-devices";
     args[n++] = "2";
   } else {
-    args[n++] = strcmp(kind, "hip") == 0 ? "hip" : "hip:0,cpu:0";
+    /* The first two GPUs, whatever the host has. */
+    args[n++] = strcmp(kind, "hip") == 0 ? "hip:0,hip:1" : "hip:0,cpu:0";
   }
   va_start(ap, arg);
   for (const char *a = arg; a != NULL && n < 31; a = va_arg(ap, const char *))
@@ -97,10 +98,20 @@ static const char *dev_name(int i)
 
 /* ------------------------------------------------- work, as a test user */
 
-/* @p rounds launches of fill on @p dev, each read back and checked; the
- * first failure is said in @p msg. @return 0 or -1. */
-static int fill_rounds(hipd_conn_t *c, int dev, int rounds, char *msg,
-                       size_t msglen)
+/* Is there something to read on @p fd (data, or its end)? */
+static int readable(int fd)
+{
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+  return poll(&pfd, 1, 0) > 0;
+}
+
+/* Launches of fill on @p dev, each read back and checked: @p rounds of
+ * them; or, with @p stop_fd not -1, as many as it takes until @p stop_fd
+ * is readable, then @p rounds more. The rounds made go to *@p total
+ * (unless NULL), the first failure into @p msg. @return 0 or -1. */
+static int fill_rounds(hipd_conn_t *c, int dev, int rounds, int stop_fd,
+                       int *total, char *msg, size_t msglen)
 {
   enum { N = 4096 };
   static int out[N];
@@ -114,7 +125,9 @@ static int fill_rounds(hipd_conn_t *c, int dev, int rounds, char *msg,
       (rc = hipd_kernel_compile_cached(c, dev, fill_src, "fill", NULL, &k,
                                        NULL)) != 0)
     goto fail;
-  for (r = 0; r < rounds; r++) {
+  for (int after = stop_fd < 0 ? 0 : -1; after < 0 || r < after + rounds; r++) {
+    if (after < 0 && readable(stop_fd))
+      after = r;
     hipd_args_clear(a);
     hipd_args_buffer(a, b, 0);
     hipd_args_i32(a, 1000 * r + dev);
@@ -134,6 +147,8 @@ static int fill_rounds(hipd_conn_t *c, int dev, int rounds, char *msg,
   hipd_args_free(a);
   hipd_mem_free(c, b);
   hipd_kernel_destroy(c, k);
+  if (total != NULL)
+    *total = r;
   return 0;
 fail:
   snprintf(msg, msglen, "device %d, round %d: %s: %s", dev, r,
@@ -178,7 +193,7 @@ static int enum_as(void *arg, char *msg, size_t msglen)
           mine, x->list);
   /* And each is usable from here. */
   for (int dev = 0; dev < 2; dev++)
-    if (fill_rounds(c, dev, 2, msg, msglen) != 0)
+    if (fill_rounds(c, dev, 2, -1, NULL, msg, msglen) != 0)
       return -1;
   hipd_close(c);
   return 0;
@@ -238,7 +253,7 @@ static int allow_as(void *arg, char *msg, size_t msglen)
   hipd_info_free(info);
   for (int dev = 0; dev < 2; dev++) {
     if (x->allowed[dev]) {
-      if (fill_rounds(c, dev, 2, msg, msglen) != 0)
+      if (fill_rounds(c, dev, 2, -1, NULL, msg, msglen) != 0)
         return -1;
       continue;
     }
@@ -294,9 +309,10 @@ END_TEST
 typedef struct {
   const char *socket;
   int dev;
-  int rounds;
-  int fault; /* launch the faulting kernel instead */
-  int ready[2], go[2];
+  int rounds;     /* rounds of fill, or after the other's end (until_stop) */
+  int fault;      /* launch the faulting kernel instead */
+  int until_stop; /* work on until the other child has ended */
+  int ready[2], go[2], stop[2];
   char result[1024]; /* written by the parent from the child's message */
 } side_ctx_t;
 
@@ -305,18 +321,21 @@ static int side_as(void *arg, char *msg, size_t msglen)
   side_ctx_t *x = arg;
   hipd_conn_t *c = NULL;
   char byte = 1;
-  int rc;
+  int rc, n = 0;
 
   REQUIRE(hipd_connect(x->socket, &c) == 0, "connect: %s",
           hipd_last_error(NULL));
   hipd_set_timeout(c, 120000);
-  /* A compile first, so that the rounds are all device work. */
-  if (!x->fault && fill_rounds(c, x->dev, 1, msg, msglen) != 0)
-    return -1;
-  REQUIRE(write(x->ready[1], &byte, 1) == 1, "cannot say ready");
-  REQUIRE(read(x->go[0], &byte, 1) == 1, "no word to go");
+  /* Compiles first, so that what follows the word is device work. */
   if (!x->fault) {
-    rc = fill_rounds(c, x->dev, x->rounds, msg, msglen);
+    if (fill_rounds(c, x->dev, 1, -1, NULL, msg, msglen) != 0)
+      return -1;
+    REQUIRE(write(x->ready[1], &byte, 1) == 1, "cannot say ready");
+    REQUIRE(read(x->go[0], &byte, 1) == 1, "no word to go");
+    rc = fill_rounds(c, x->dev, x->rounds, x->until_stop ? x->stop[0] : -1, &n,
+                     msg, msglen);
+    if (rc == 0)
+      snprintf(msg, msglen, "%d rounds", n);
     hipd_close(c);
     return rc;
   }
@@ -330,6 +349,8 @@ static int side_as(void *arg, char *msg, size_t msglen)
                 hipd_kernel_compile(c, x->dev, fault_src, "fault", NULL, &k,
                                     NULL) == 0,
             "set-up of the fault: %s", hipd_last_error(c));
+    REQUIRE(write(x->ready[1], &byte, 1) == 1, "cannot say ready");
+    REQUIRE(read(x->go[0], &byte, 1) == 1, "no word to go");
     hipd_args_buffer(a, b, 0);
     hipd_args_i32(a, 0);
     rc = hipd_kernel_run(c, k, one, one, 0, HIPD_STREAM_NULL, a);
@@ -344,27 +365,37 @@ static int side_as(void *arg, char *msg, size_t msglen)
 }
 
 /* Run @p x[0] as USER_A and @p x[1] as USER_B at the same time; fail the
- * test with a child's message unless both returned 0. */
+ * test with a child's message unless both returned 0. A's end is B's stop
+ * (until_stop). */
 static void side_by_side(side_ctx_t x[2])
 {
   const char *users[2] = {USER_A, USER_B};
-  int pipes[2][2], msgp[2][2];
+  int pipes[3][2], msgp[2][2];
   pid_t pid[2];
   char byte = 1;
 
-  ck_assert_int_eq(pipe(pipes[0]), 0);
-  ck_assert_int_eq(pipe(pipes[1]), 0);
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(pipe(pipes[i]), 0);
   for (int i = 0; i < 2; i++) {
     x[i].ready[0] = pipes[0][0];
     x[i].ready[1] = pipes[0][1];
     x[i].go[0] = pipes[1][0];
     x[i].go[1] = pipes[1][1];
+    x[i].stop[0] = pipes[2][0];
+    x[i].stop[1] = pipes[2][1];
     ck_assert_int_eq(pipe(msgp[i]), 0);
     pid[i] = fork();
     ck_assert(pid[i] >= 0);
     if (pid[i] == 0) {
       char msg[1024] = "";
-      int rc = harness_run_as(users[i], side_as, &x[i], msg, sizeof(msg));
+      int rc;
+
+      /* The parent's ends: a parent gone is the end of go and stop. */
+      close(pipes[0][0]);
+      close(pipes[1][1]);
+      close(pipes[2][1]);
+      close(msgp[i][0]);
+      rc = harness_run_as(users[i], side_as, &x[i], msg, sizeof(msg));
       ssize_t w = write(msgp[i][1], msg, strlen(msg) + 1);
       (void)w;
       _exit(rc == 0 ? 0 : 1);
@@ -387,19 +418,22 @@ static void side_by_side(side_ctx_t x[2])
   }
   ck_assert_int_eq(write(pipes[1][1], &byte, 1), 1);
   ck_assert_int_eq(write(pipes[1][1], &byte, 1), 1);
+  int status[2] = {0, 0};
   for (int i = 0; i < 2; i++) {
-    int status = 0;
     ssize_t n = read(msgp[i][0], x[i].result, sizeof(x[i].result) - 1);
 
     x[i].result[n > 0 ? n : 0] = '\0';
     close(msgp[i][0]);
-    ck_assert(waitpid(pid[i], &status, 0) == pid[i]);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s on %s: %s",
-                  users[i], dev_name(x[i].dev), x[i].result);
+    ck_assert(waitpid(pid[i], &status[i], 0) == pid[i]);
+    if (i == 0) /* A has ended: B's stop */
+      ck_assert_int_eq(write(pipes[2][1], &byte, 1), 1);
   }
+  for (int i = 0; i < 2; i++)
+    ck_assert_msg(WIFEXITED(status[i]) && WEXITSTATUS(status[i]) == 0,
+                  "%s on %s: %s", users[i], dev_name(x[i].dev), x[i].result);
   close(pipes[0][0]);
-  close(pipes[1][0]);
-  close(pipes[1][1]);
+  for (int i = 1; i < 3; i++)
+    close(pipes[i][0]), close(pipes[i][1]);
 }
 
 /* A on device 0 and B on device 1 at the same time, each checking every
@@ -407,8 +441,8 @@ static void side_by_side(side_ctx_t x[2])
 START_TEST(test_tenants_side_by_side)
 {
   harness_daemon_t *d = start(NULL);
-  side_ctx_t x[2] = {{d->socket, 0, 50, 0, {0}, {0}, ""},
-                     {d->socket, 1, 50, 0, {0}, {0}, ""}};
+  side_ctx_t x[2] = {{.socket = d->socket, .dev = 0, .rounds = 50},
+                     {.socket = d->socket, .dev = 1, .rounds = 50}};
 
   side_by_side(x);
   ck_assert_int_eq(harness_stop(d), 0);
@@ -422,23 +456,26 @@ END_TEST
 static void fault_beside(const char *mps)
 {
   harness_daemon_t *d = mps != NULL ? start("--mps", mps, NULL) : start(NULL);
-  side_ctx_t x[2] = {{d->socket, 0, 0, 1, {0}, {0}, ""},
-                     {d->socket, 1, 100, 0, {0}, {0}, ""}};
-  /* B's rounds on device 1 are checked in B's child; a lost round fails
-   * side_by_side with B's message. */
+  /* A compiles its fault before the word; B works from the word until A
+   * has ended, then 20 rounds more, each checked in B's child: a lost
+   * round fails side_by_side with B's message. */
+  side_ctx_t x[2] = {
+      {.socket = d->socket, .dev = 0, .fault = 1},
+      {.socket = d->socket, .dev = 1, .rounds = 20, .until_stop = 1}};
   hipd_conn_t *c = NULL;
   char msg[1024] = "";
 
   side_by_side(x);
-  printf("check_multi_device: A's fault on %s%s%s: A was told %s; B's 100 "
-         "rounds on %s all checked\n",
+  printf("check_multi_device: A's fault on %s%s%s: A was told %s; B's %s "
+         "on %s all checked, before, during and after it\n",
          dev_name(0), mps != NULL ? ", --mps " : "", mps != NULL ? mps : "",
-         x[0].result, dev_name(1));
-  /* Device 0 works again, for a new session of root. */
+         x[0].result, x[1].result, dev_name(1));
+  /* Device 0 works again, for a new session of root (in root's worker:
+   * A's worker may have ended with its context). */
   ck_assert_int_eq(hipd_connect(d->socket, &c), 0);
   hipd_set_timeout(c, 120000);
   for (int tries = 0; tries < 100; tries++) {
-    if (fill_rounds(c, 0, 1, msg, sizeof(msg)) == 0) {
+    if (fill_rounds(c, 0, 1, -1, NULL, msg, sizeof(msg)) == 0) {
       msg[0] = '\0';
       break;
     }
@@ -447,7 +484,7 @@ static void fault_beside(const char *mps)
     ck_assert_int_eq(hipd_connect(d->socket, &c), 0);
   }
   ck_assert_msg(msg[0] == '\0', "device 0 after the fault: %s", msg);
-  ck_assert_int_eq(fill_rounds(c, 1, 2, msg, sizeof(msg)), 0);
+  ck_assert_int_eq(fill_rounds(c, 1, 2, -1, NULL, msg, sizeof(msg)), 0);
   hipd_close(c);
   ck_assert_int_eq(harness_stop(d), 0);
   harness_free(d);
