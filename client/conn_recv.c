@@ -509,7 +509,8 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
     polled = 1;
     pfd[0] = (struct pollfd){.fd = conn->fd, .events = POLLIN};
     pfd[1] = (struct pollfd){.fd = conn->wake_fd, .events = POLLIN};
-    spin = conn->busy_poll_us;
+    /* A look without waiting (hipd_call_done, deadline 0) never spins. */
+    spin = deadline == 0 ? 0 : conn->busy_poll_us;
     /* When the answers have come later than the spin lasts, eight times
      * in a row (many sessions sharing a worker, long kernels), the spin
      * only burns a CPU others need: skip it, but for one in 16 waits,
@@ -522,9 +523,6 @@ int conn_io_receive(hipd_conn_t *conn, hipd_call_t *call, int64_t deadline)
      * cost a quarter of its rate). */
     if (spin > 0)
       spin += (int)call->spin_extra_us;
-    /* A look without waiting (hipd_call_done, deadline 0) never spins. */
-    if (deadline == 0)
-      spin = 0;
     /* The futex doorbell only while nothing is due on the socket: the
      * daemon wakes it when it writes, not each time the rest of a long
      * reply gets into the socket. A call sent later wakes us

@@ -23,23 +23,8 @@
 #include "harness.h"
 #include "hipd.h"
 #include "run.h"
+#include "testutil.h"
 #include "users.h"
-
-static const char *fault_src =
-    "extern \"C\" __global__ void fault(int *p, int n)\n"
-    "{\n"
-    "  /* An address no allocation has: an illegal address. */\n"
-    "  volatile int *bad = (volatile int *)(0x8ull + (unsigned long long)n);\n"
-    "  *bad = p[0];\n"
-    "}\n";
-
-static const char *fill_src =
-    "extern \"C\" __global__ void fill(int *p, int v, int n)\n"
-    "{\n"
-    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  if (i < n)\n"
-    "    p[i] = v + i;\n"
-    "}\n";
 
 static harness_daemon_t *d;
 
@@ -62,8 +47,9 @@ static void fill_and_check(hipd_conn_t *c, int dev, int v)
   uint32_t grid[3] = {N / 256, 1, 1}, block[3] = {256, 1, 1};
 
   ck_assert_int_eq(hipd_mem_alloc(c, dev, N, "int32", &b), 0);
-  ck_assert_int_eq(
-      hipd_kernel_compile_cached(c, dev, fill_src, "fill", NULL, &k, NULL), 0);
+  ck_assert_int_eq(hipd_kernel_compile_cached(c, dev, TESTUTIL_FILL_SRC, "fill",
+                                              NULL, &k, NULL),
+                   0);
   hipd_args_buffer(a, b, 0);
   hipd_args_i32(a, v);
   hipd_args_i32(a, N);
@@ -115,7 +101,8 @@ START_TEST(test_gpu_fault)
   /* A's kernel faults: A is told, at the launch or at the next
    * synchronisation of its stream. */
   ck_assert_int_eq(
-      hipd_kernel_compile(a, gpu, fault_src, "fault", NULL, &kf, NULL), 0);
+      hipd_kernel_compile(a, gpu, TESTUTIL_FAULT_SRC, "fault", NULL, &kf, NULL),
+      0);
   ck_assert_int_eq(hipd_stream_default(a, gpu, &st), 0);
   hipd_args_buffer(args, ba, 0);
   hipd_args_i32(args, 0);
@@ -225,7 +212,8 @@ static void fault_as_other_uid(const char *socket, int gpu)
     _exit(11);
   hipd_set_timeout(a, 60000);
   if (hipd_mem_alloc(a, gpu, 16, "int32", &ba) != 0 ||
-      hipd_kernel_compile(a, gpu, fault_src, "fault", NULL, &kf, NULL) != 0)
+      hipd_kernel_compile(a, gpu, TESTUTIL_FAULT_SRC, "fault", NULL, &kf,
+                          NULL) != 0)
     _exit(12);
   args = hipd_args_new();
   hipd_args_buffer(args, ba, 0);

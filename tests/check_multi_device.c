@@ -38,50 +38,25 @@
 
 static const char *kind = "cpu"; /* "hip", "mixed": HIPD_TEST_DEVICES */
 
-static const char fill_src[] =
-    "extern \"C\" __global__ void fill(int *p, int v, int n)\n"
-    "{\n"
-    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  if (i < n)\n"
-    "    p[i] = v + i;\n"
-    "}\n";
-
-/* An address no allocation has: the CPU device's runner takes a SIGSEGV,
- * a GPU an illegal-address fault. */
-static const char fault_src[] =
-    "extern \"C\" __global__ void fault(int *p, int n)\n"
-    "{\n"
-    "  volatile int *bad = (volatile int *)(0x8ull + (unsigned long long)n);\n"
-    "  *bad = p[0];\n"
-    "}\n";
-
 /* A daemon on the two devices under test that the test users can reach,
- * with the NULL-terminated extra options. */
-static harness_daemon_t *start(const char *arg, ...)
+ * with the options of the NULL-terminated array @p extra (may be NULL). */
+static harness_daemon_t *start(const char *const *extra)
 {
-  const char *args[32] = {"--socket-mode", "0666", "--cache-dir", "",
-                          "--devices"};
-  int n = 5;
-  va_list ap;
-  harness_daemon_t *d;
+  const char *args[32] = {"--cache-dir", ""};
+  int n = 2;
 
   if (strcmp(kind, "cpu") == 0) {
-    args[n++] = "cpu";
     args[n++] = "--cpu-devices";
     args[n++] = "2";
-  } else {
-    /* The first two GPUs, whatever the host has. */
-    args[n++] = strcmp(kind, "hip") == 0 ? "hip:0,hip:1" : "hip:0,cpu:0";
   }
-  va_start(ap, arg);
-  for (const char *a = arg; a != NULL && n < 31; a = va_arg(ap, const char *))
-    args[n++] = a;
-  va_end(ap);
+  for (; extra != NULL && *extra != NULL && n < 31; extra++)
+    args[n++] = *extra;
   args[n] = NULL;
-  d = harness_startv(args);
-  ck_assert_msg(d != NULL, "the daemon did not start");
-  ck_assert_msg(harness_share_socket(d) == 0, "cannot open the directories");
-  return d;
+  /* The first two GPUs, whatever the host has. */
+  return users_start_sharedv(strcmp(kind, "cpu") == 0   ? "cpu"
+                             : strcmp(kind, "hip") == 0 ? "hip:0,hip:1"
+                                                        : "hip:0,cpu:0",
+                             args);
 }
 
 /* The name of device @p i under test ("cpu:1", "hip:0"); in the mixed
@@ -122,8 +97,8 @@ static int fill_rounds(hipd_conn_t *c, int dev, int rounds, int stop_fd,
   int rc = 0, r = 0;
 
   if ((rc = hipd_mem_alloc(c, dev, N, "int32", &b)) != 0 ||
-      (rc = hipd_kernel_compile_cached(c, dev, fill_src, "fill", NULL, &k,
-                                       NULL)) != 0)
+      (rc = hipd_kernel_compile_cached(c, dev, TESTUTIL_FILL_SRC, "fill", NULL,
+                                       &k, NULL)) != 0)
     goto fail;
   for (int after = stop_fd < 0 ? 0 : -1; after < 0 || r < after + rounds; r++) {
     if (after < 0 && readable(stop_fd))
@@ -261,7 +236,7 @@ static int allow_as(void *arg, char *msg, size_t msglen)
     REQUIRE(rc == HIPD_EPERM && strstr(hipd_last_error(c), "not allowed"),
             "%s on %s: alloc gave %s (%s), not EPERM", x->user, dev_name(dev),
             hipd_err_name(rc), hipd_last_error(c));
-    rc = hipd_kernel_compile_cached(c, dev, fill_src, "fill", NULL,
+    rc = hipd_kernel_compile_cached(c, dev, TESTUTIL_FILL_SRC, "fill", NULL,
                                     &(hipd_kernel_t){0}, NULL);
     REQUIRE(rc == HIPD_EPERM, "%s on %s: compile gave %s (%s), not EPERM",
             x->user, dev_name(dev), hipd_err_name(rc), hipd_last_error(c));
@@ -270,34 +245,32 @@ static int allow_as(void *arg, char *msg, size_t msglen)
   return 0;
 }
 
-/* Device 0 for A alone, device 1 for A and B: A has both, B one, and B
- * does not reach the other. */
-START_TEST(test_device_allow_each)
+/* A daemon with --device-allow DEV0=@p users0 and DEV1=@p users1, where A
+ * may use the devices @p a says and B those @p b says. */
+static void allow_case(const char *users0, const char *users1, int a0, int a1,
+                       int b0, int b1)
 {
   char r0[64], r1[64];
   harness_daemon_t *d;
 
-  snprintf(r0, sizeof(r0), "%s=%s", dev_name(0), USER_A);
-  snprintf(r1, sizeof(r1), "%s=%s,%s", dev_name(1), USER_A, USER_B);
-  d = start("--device-allow", r0, "--device-allow", r1, NULL);
-  allow_ctx_t a = {d->socket, {1, 1}, USER_A};
-  allow_ctx_t b = {d->socket, {0, 1}, USER_B};
+  snprintf(r0, sizeof(r0), "%s=%s", dev_name(0), users0);
+  snprintf(r1, sizeof(r1), "%s=%s", dev_name(1), users1);
+  d = start((const char *[]){"--device-allow", r0, "--device-allow", r1, NULL});
+  allow_ctx_t a = {d->socket, {a0, a1}, USER_A};
+  allow_ctx_t b = {d->socket, {b0, b1}, USER_B};
 
   users_as(USER_A, allow_as, &a);
   users_as(USER_B, allow_as, &b);
   ck_assert_int_eq(harness_stop(d), 0);
   harness_free(d);
+}
 
-  /* And the other way round: each uid one device. */
-  snprintf(r0, sizeof(r0), "%s=%s", dev_name(0), USER_B);
-  snprintf(r1, sizeof(r1), "%s=%s", dev_name(1), USER_A);
-  d = start("--device-allow", r0, "--device-allow", r1, NULL);
-  a = (allow_ctx_t){d->socket, {0, 1}, USER_A};
-  b = (allow_ctx_t){d->socket, {1, 0}, USER_B};
-  users_as(USER_A, allow_as, &a);
-  users_as(USER_B, allow_as, &b);
-  ck_assert_int_eq(harness_stop(d), 0);
-  harness_free(d);
+/* Device 0 for A alone, device 1 for A and B: A has both, B one, and B
+ * does not reach the other; then each uid one device. */
+START_TEST(test_device_allow_each)
+{
+  allow_case(USER_A, USER_A "," USER_B, 1, 1, 0, 1);
+  allow_case(USER_B, USER_A, 0, 1, 1, 0);
 }
 END_TEST
 
@@ -346,8 +319,8 @@ static int side_as(void *arg, char *msg, size_t msglen)
     uint32_t one[3] = {1, 1, 1};
 
     REQUIRE(hipd_mem_alloc(c, x->dev, 16, "int32", &b) == 0 &&
-                hipd_kernel_compile(c, x->dev, fault_src, "fault", NULL, &k,
-                                    NULL) == 0,
+                hipd_kernel_compile(c, x->dev, TESTUTIL_FAULT_SRC, "fault",
+                                    NULL, &k, NULL) == 0,
             "set-up of the fault: %s", hipd_last_error(c));
     REQUIRE(write(x->ready[1], &byte, 1) == 1, "cannot say ready");
     REQUIRE(read(x->go[0], &byte, 1) == 1, "no word to go");
@@ -455,7 +428,8 @@ END_TEST
  * unless NULL (the CPU devices have no MPS). */
 static void fault_beside(const char *mps)
 {
-  harness_daemon_t *d = mps != NULL ? start("--mps", mps, NULL) : start(NULL);
+  harness_daemon_t *d =
+      mps != NULL ? start((const char *[]){"--mps", mps, NULL}) : start(NULL);
   /* A compiles its fault before the word; B works from the word until A
    * has ended, then 20 rounds more, each checked in B's child: a lost
    * round fails side_by_side with B's message. */
@@ -507,14 +481,26 @@ END_TEST
 
 /* ------------------------------------------- copies between the devices */
 
-static void fill_bytes(uint8_t *p, size_t n, unsigned seed)
+/* Copy @p n bytes from @p src at @p soff to @p dst at @p doff (on stream
+ * @p st, or synchronously for HIPD_STREAM_NULL) and check that @p dst then
+ * holds @p want there, read into @p back. @p how names the copy. */
+static void copy_check(hipd_conn_t *c, hipd_buffer_t dst, uint64_t doff,
+                       hipd_buffer_t src, uint64_t soff, size_t n,
+                       hipd_stream_t st, const uint8_t *want, uint8_t *back,
+                       const char *how)
 {
-  uint32_t v = seed * 2654435761u + 7;
+  int dev = 0; /* for OK's messages */
 
-  for (size_t i = 0; i < n; i++) {
-    v = v * 1664525u + 1013904223u;
-    p[i] = (uint8_t)(v >> 24);
+  if (hipd_stream_id(st) == 0) {
+    OK(c, hipd_mem_copy(c, dst, doff, src, soff, n));
+  } else {
+    OK(c, hipd_mem_copy_async(c, dst, doff, src, soff, n, st));
+    OK(c, hipd_stream_synchronize(c, st));
   }
+  memset(back, 0, n);
+  OK(c, hipd_mem_read(c, dst, doff, back, n));
+  ck_assert_msg(memcmp(back, want, n) == 0, "%zu bytes copied %s differ", n,
+                how);
 }
 
 /* In one session (one worker): device 0 to device 1 and back, synchronous
@@ -535,34 +521,20 @@ START_TEST(test_copy_between)
     hipd_buffer_t b0, b1, b0b;
     hipd_stream_t st0, st1;
 
-    fill_bytes(src, n, (unsigned)s + 1);
+    testutil_fill_xorshift(src, n, (uint32_t)s * 2654435761u + 7, 0);
     OK(c, hipd_mem_alloc(c, 0, n + 3, "byte", &b0));
     OK(c, hipd_mem_alloc(c, 1, n + 8, "byte", &b1));
     OK(c, hipd_mem_alloc(c, 0, n + 1, "byte", &b0b));
     OK(c, hipd_mem_write(c, b0, 3, src, n));
-    /* 0 -> 1, synchronous. */
-    OK(c, hipd_mem_copy(c, b1, 5, b0, 3, n));
-    OK(c, hipd_mem_read(c, b1, 5, back, n));
-    ck_assert_msg(memcmp(back, src, n) == 0, "%zu bytes from %s to %s differ",
-                  n, dev_name(0), dev_name(1));
-    /* 1 -> 0 on a stream of device 1, then of device 0. */
+    copy_check(c, b1, 5, b0, 3, n, HIPD_STREAM_NULL, src, back,
+               "from device 0 to 1, synchronously");
     OK(c, hipd_stream_create(c, 1, &st1));
     OK(c, hipd_stream_create(c, 0, &st0));
-    OK(c, hipd_mem_copy_async(c, b0b, 1, b1, 5, n, st1));
-    OK(c, hipd_stream_synchronize(c, st1));
-    memset(back, 0, n);
-    OK(c, hipd_mem_read(c, b0b, 1, back, n));
-    ck_assert_msg(memcmp(back, src, n) == 0,
-                  "%zu bytes from %s to %s on %s's stream differ", n,
-                  dev_name(1), dev_name(0), dev_name(1));
+    copy_check(c, b0b, 1, b1, 5, n, st1, src, back,
+               "from device 1 to 0 on device 1's stream");
     OK(c, hipd_mem_memset(c, b1, 0, n + 8, 0));
-    OK(c, hipd_mem_copy_async(c, b1, 2, b0b, 1, n, st0));
-    OK(c, hipd_stream_synchronize(c, st0));
-    memset(back, 0, n);
-    OK(c, hipd_mem_read(c, b1, 2, back, n));
-    ck_assert_msg(memcmp(back, src, n) == 0,
-                  "%zu bytes from %s to %s on %s's stream differ", n,
-                  dev_name(0), dev_name(1), dev_name(0));
+    copy_check(c, b1, 2, b0b, 1, n, st0, src, back,
+               "from device 0 to 1 on device 0's stream");
     OK(c, hipd_stream_destroy(c, st0));
     OK(c, hipd_stream_destroy(c, st1));
     OK(c, hipd_mem_free(c, b0));

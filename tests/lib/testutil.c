@@ -212,6 +212,22 @@ void testutil_gpu_arch(hipd_conn_t *conn, char *arch, size_t size)
 
 /* ------------------------------------------------------ bytes and files */
 
+const char TESTUTIL_FILL_SRC[] =
+    "extern \"C\" __global__ void fill(int *p, int v, int n)\n"
+    "{\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n)\n"
+    "    p[i] = v + i;\n"
+    "}\n";
+
+const char TESTUTIL_FAULT_SRC[] =
+    "extern \"C\" __global__ void fault(int *p, int n)\n"
+    "{\n"
+    "  /* An address no allocation has: an illegal address. */\n"
+    "  volatile int *bad = (volatile int *)(0x8ull + (unsigned long long)n);\n"
+    "  *bad = p[0];\n"
+    "}\n";
+
 void testutil_fill_xorshift(void *buf, size_t n, uint32_t x, int shift)
 {
   uint8_t *p = buf;

@@ -109,6 +109,14 @@ const char *testutil_hip_platform(hipd_conn_t *conn);
  * there is none. */
 void testutil_gpu_arch(hipd_conn_t *conn, char *arch, size_t size);
 
+/* ----------------------------------------------------------- kernels */
+
+/* fill(int *p, int v, int n): p[i] = v + i for i < n. */
+extern const char TESTUTIL_FILL_SRC[];
+/* fault(int *p, int n): writes to an address no allocation has: an
+ * illegal address on a GPU, a SIGSEGV in the CPU device's runner. */
+extern const char TESTUTIL_FAULT_SRC[];
+
 /* ------------------------------------------------------ bytes and files */
 
 /* Fill @p buf with xorshift32 bytes from state @p x (never 0), each the

@@ -53,22 +53,34 @@ int users_make_group(const char *group, const char *member,
   return 0;
 }
 
-harness_daemon_t *users_start_shared(const char *arg, ...)
+harness_daemon_t *users_start_sharedv(const char *devices,
+                                      const char *const *extra)
 {
-  const char *args[32] = {"--socket-mode", "0666", "--devices", "cpu"};
+  const char *args[40] = {"--socket-mode", "0666", "--devices", devices};
   int n = 4;
-  va_list ap;
   harness_daemon_t *d;
 
-  va_start(ap, arg);
-  for (const char *a = arg; a != NULL && n < 31; a = va_arg(ap, const char *))
-    args[n++] = a;
-  va_end(ap);
+  for (; extra != NULL && *extra != NULL && n < 39; extra++)
+    args[n++] = *extra;
   args[n] = NULL;
   d = harness_startv(args);
   ck_assert_msg(d != NULL, "the daemon did not start");
   ck_assert_msg(harness_share_socket(d) == 0, "cannot open the directories");
   return d;
+}
+
+harness_daemon_t *users_start_shared(const char *arg, ...)
+{
+  const char *extra[32];
+  int n = 0;
+  va_list ap;
+
+  va_start(ap, arg);
+  for (const char *a = arg; a != NULL && n < 31; a = va_arg(ap, const char *))
+    extra[n++] = a;
+  va_end(ap);
+  extra[n] = NULL;
+  return users_start_sharedv("cpu", extra);
 }
 
 void users_as(const char *user, int (*fn)(void *, char *, size_t), void *arg)

@@ -40,6 +40,10 @@ int users_make_group(const char *group, const char *member,
  * (--devices cpu: device counts and ids do not depend on the host's GPUs),
  * with the NULL-terminated extra options; it must start. */
 harness_daemon_t *users_start_shared(const char *arg, ...);
+/* The same on the devices @p devices (--devices), with the options of the
+ * NULL-terminated array @p extra (may be NULL). */
+harness_daemon_t *users_start_sharedv(const char *devices,
+                                      const char *const *extra);
 
 /* Run @p fn as @p user (harness_run_as()); fail the test with its message
  * unless it returned 0. */
