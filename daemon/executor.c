@@ -39,6 +39,7 @@ static struct {
   int ready;           /* (mu) */
   int watched;         /* (mu) the loop looks at head itself: no wake-up */
   atomic_int queued;   /* head != NULL, for exec_bridge_pending() */
+  task_t *abandoned;   /* (mu) completed after exec_bridge_close() */
 } bridge = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* The tasks the loop thread completed itself (task_complete_here), in
@@ -118,10 +119,10 @@ int exec_bridge_init(uv_loop_t *loop)
   return rc;
 }
 
-/* After this, completions are dropped: a worker still busy when the daemon
- * exits without waiting for it must not wake a loop that is closing or
- * closed (uv_async_send would write to the loop's closed wakeup fd and
- * abort()). */
+/* After this, completions are set aside, never run (task_complete): a
+ * worker still busy when the daemon exits without waiting for it must not
+ * wake a loop that is closing or closed (uv_async_send would write to the
+ * loop's closed wakeup fd and abort()). */
 void exec_bridge_close(void)
 {
   int was_ready;
@@ -147,7 +148,14 @@ void task_complete(task_t *t)
   t->next = NULL;
   pthread_mutex_lock(&bridge.mu);
   if (!bridge.ready) {
-    /* The daemon is exiting without waiting for this task. */
+    /* The daemon is exiting without waiting for this task: its done()
+     * never runs, and what it would have freed goes with the process.
+     * It stays linked here, not dropped: a buffer freed by a forced
+     * shutdown's session teardown has its free task embedded in it, and
+     * dropping the task would leave nothing pointing at the buffer
+     * (LeakSanitizer's report in CI, 2026-12-06). */
+    t->next = bridge.abandoned;
+    bridge.abandoned = t;
     pthread_mutex_unlock(&bridge.mu);
     return;
   }

@@ -56,7 +56,8 @@ void exec_set_busy_poll(uint32_t us);
 
 /* Start the loop bridge (once, on the loop thread). */
 int exec_bridge_init(uv_loop_t *loop);
-/* Close the bridge's async handle (at shutdown). */
+/* Close the bridge's async handle (at shutdown). Tasks completed after
+ * this are kept, their done() never run: the daemon exits without them. */
 void exec_bridge_close(void);
 /* While the loop thread busy-polls (main.c's run_loop) it watches the
  * bridge itself: completions then come without the async handle's
