@@ -108,6 +108,7 @@ int hip_err_code(hipError_t err);
 int hip_report_error(const char *call, hipError_t err);
 int hip_enter_device(int dev, int *prev);
 void hip_leave_device(int dev, int prev);
+void hip_thread_forget(void);
 
 /* hip_compile.c */
 void hip_rtc_setup(void);

@@ -146,8 +146,10 @@ static int use_device(int dev, int *prev)
   if (err != hipSuccess)
     return hip_report_error("hipGetDevice", err);
   err = hipSetDevice(dev);
-  if (err != hipSuccess)
+  if (err != hipSuccess) {
+    hip_thread_forget();
     return hip_report_error("hipSetDevice", err);
+  }
   return 0;
 }
 

@@ -74,6 +74,30 @@ int hip_report_error(const char *call, hipError_t err)
   return hip_err_code(err);
 }
 
+/*
+ * The device hip_bind_thread() made current on this thread, and that
+ * device's reset generation then: while both still hold, the thread's
+ * current context is that device's primary context and hip_bind_thread()
+ * skips hipSetDevice (3 % of a shared GPU's worker loop, which binds
+ * before every launch and every poll: bench/RESULTS.md, 2026-12-06).
+ * hipGetDevice cannot tell instead: on NVIDIA it answers 0 on a thread
+ * that never made a context current. Every other hipSetDevice here either
+ * comes back to the device it found (hip_enter_device and
+ * hip_leave_device, hip_module.c's use_device) or forgets the record
+ * (hip_thread_forget); hipDeviceReset destroys the primary context under
+ * every thread, so it moves the device's generation. Devices past
+ * BIND_DEVICES are bound every time.
+ */
+#define BIND_DEVICES 64
+static uint32_t reset_gen[BIND_DEVICES]; /* atomic */
+static __thread int bound_dev = -1;      /* -1: not known */
+static __thread uint32_t bound_gen;
+
+void hip_thread_forget(void)
+{
+  bound_dev = -1;
+}
+
 /* Make @p dev the calling thread's device, saving the previous one in
  * *prev for hip_leave_device(). Returns 0 or a code (error text set). */
 int hip_enter_device(int dev, int *prev)
@@ -86,17 +110,20 @@ int hip_enter_device(int dev, int *prev)
   if (*prev == dev)
     return 0;
   err = hipSetDevice(dev);
-  if (err != hipSuccess)
+  if (err != hipSuccess) {
+    hip_thread_forget();
     return hip_report_error("hipSetDevice", err);
+  }
   return 0;
 }
 
 /* Give the thread back the device hip_enter_device() saved. Cannot fail in a
- * way worth reporting: @p prev was current a moment ago. */
+ * way worth reporting: @p prev was current a moment ago (if it does, the
+ * thread binds again before its next task). */
 void hip_leave_device(int dev, int prev)
 {
-  if (prev != dev)
-    (void)hipSetDevice(prev);
+  if (prev != dev && hipSetDevice(prev) != hipSuccess)
+    hip_thread_forget();
 }
 
 /* Errors that mean "this machine has no usable device" rather than a
@@ -185,6 +212,7 @@ static int hip_init(driver_t *drv, int *count)
       if (hipSetDevice(dev) != hipSuccess ||
           hipSetDeviceFlags(flags[wait_mode]) != hipSuccess)
         (void)hipGetLastError();
+    hip_thread_forget();
   }
   for (int dev = 0; dev + 1 < n; dev++)
     enable_peers(dev, n);
@@ -269,6 +297,9 @@ static int hip_device_reset(driver_t *drv, int dev)
   if (rc != 0)
     return rc;
   err = hipDeviceReset();
+  /* Every thread's record of @p dev names the context just destroyed. */
+  if (dev >= 0 && dev < BIND_DEVICES)
+    __atomic_add_fetch(&reset_gen[dev], 1, __ATOMIC_RELEASE);
   hip_leave_device(dev, prev);
   if (err != hipSuccess)
     return hip_report_error("hipDeviceReset", err);
@@ -282,12 +313,24 @@ static int hip_device_reset(driver_t *drv, int dev)
 
 static int hip_bind_thread(driver_t *drv, int dev)
 {
+  uint32_t gen = 0;
   hipError_t err;
 
   (void)drv;
+  if (dev >= 0 && dev < BIND_DEVICES) {
+    /* Read before hipSetDevice: a reset meanwhile leaves the record old,
+     * and the next bind sets the device again. */
+    gen = __atomic_load_n(&reset_gen[dev], __ATOMIC_ACQUIRE);
+    if (bound_dev == dev && bound_gen == gen)
+      return 0;
+  }
   err = hipSetDevice(dev);
-  if (err != hipSuccess)
+  if (err != hipSuccess) {
+    hip_thread_forget();
     return hip_report_error("hipSetDevice", err);
+  }
+  bound_dev = dev < BIND_DEVICES ? dev : -1;
+  bound_gen = gen;
   return 0;
 }
 
