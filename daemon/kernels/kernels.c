@@ -88,7 +88,22 @@ static uint64_t preloaded;     /* modules kernels_preload() loaded */
 static uint64_t hits_loaded;   /* requests answered from a loaded module */
 static unsigned preloading;    /* preloads loading now */
 static uint64_t preload_stamp; /* the idle time the next preload gets */
-static unsigned idle_modules;  /* of them, loaded with refs == 0 */
+
+/* Preloads load one at a time on each device, the others waiting here in
+ * the order they came (hottest first): a load runs on the device's
+ * service executor, in order with the first sessions' own work there
+ * (allocations, streams, their loads), which then waits behind one
+ * preload at most, not 32. */
+typedef struct preload {
+  device_t *dev;
+  cache_key_t key;
+  cache_blob_t *blob;
+  struct preload *next;
+} preload_t;
+static preload_t *preload_head, **preload_tailp = &preload_head;
+static unsigned preload_queued; /* in that list */
+static uint64_t preload_busy;   /* devices (bit = id) loading a preload */
+static unsigned idle_modules;   /* of them, loaded with refs == 0 */
 
 driver_t *kernels_driver_for_arch(const char *arch)
 {
@@ -233,6 +248,8 @@ static void load_run(task_t *t)
   }
 }
 
+static void preload_next(device_t *dev);
+
 static void load_done(task_t *t)
 {
   build_t *first = (build_t *)t;
@@ -251,6 +268,8 @@ static void load_done(task_t *t)
   if (first->preload) {
     preloading--;
     preloaded += m->state == MOD_READY;
+    preload_busy &= ~((uint64_t)1 << m->dev->id);
+    preload_next(m->dev);
   }
   if (first->preload && m->refs == 0) {
     /* Nobody asked for it meanwhile: idle, older than any module a
@@ -395,6 +414,53 @@ void kernels_cache_cleared(void)
     m->cache_ok = 0;
 }
 
+/* Start preloading @p blob (entry @p key) on @p dev. @return 0 or
+ * HIPD_ENOMEM. */
+static int preload_start(device_t *dev, const cache_key_t *key,
+                         cache_blob_t *blob)
+{
+  module_ref_t *m = module_load_start(dev, key, blob, 1);
+
+  if (m == NULL)
+    return HIPD_ENOMEM;
+  /* This process keys its requests as the cache does once it knows the
+   * compiler's id: the first request for it is answered here too. */
+  if (compile_pool_compiler_id(dev->drv->name) != NULL) {
+    m->local_key = *key;
+    m->has_local_key = 1;
+  }
+  if (preload_stamp == 0)
+    preload_stamp = util_now_ns();
+  preloading++;
+  preload_busy |= (uint64_t)1 << dev->id;
+  return 0;
+}
+
+/* @p dev's preload ended: start its next waiting one that is still
+ * wanted (a request may have loaded it meanwhile, or the device gone). */
+static void preload_next(device_t *dev)
+{
+  for (preload_t **pp = &preload_head; *pp != NULL;) {
+    preload_t *p = *pp;
+    int started = 0;
+
+    if (p->dev != dev) {
+      pp = &p->next;
+      continue;
+    }
+    *pp = p->next;
+    if (*pp == NULL)
+      preload_tailp = pp;
+    preload_queued--;
+    if (!dev->lost && module_find(dev, &p->key) == NULL)
+      started = preload_start(dev, &p->key, p->blob) == 0;
+    cache_blob_unref(p->blob);
+    free(p);
+    if (started)
+      return;
+  }
+}
+
 int kernels_preload(const cache_key_t *key, const void *image, size_t len,
                     uint64_t devmask)
 {
@@ -403,32 +469,37 @@ int kernels_preload(const cache_key_t *key, const void *image, size_t len,
 
   for (int i = 0; i < devices_count(); i++) {
     device_t *dev = device_get(i);
-    module_ref_t *m;
+    uint64_t bit = (uint64_t)1 << (dev->id & 63);
 
     /* GPUs only: a CPU module would start the device's kernel runner.
      * Half the idle modules at most, on all devices together, so that
      * preloads never evict each other. */
-    if (dev->caps.is_cpu || dev->lost || dev->id >= 64 ||
-        !(devmask & ((uint64_t)1 << dev->id)) ||
-        idle_modules + preloading >= MODULES_IDLE_MAX / 2)
+    if (dev->caps.is_cpu || dev->lost || dev->id >= 64 || !(devmask & bit) ||
+        idle_modules + preloading + preload_queued >= MODULES_IDLE_MAX / 2)
       continue;
     if (module_find(dev, key) != NULL)
       continue;
     if (blob == NULL && (blob = cache_blob_new(image, len)) == NULL)
       return HIPD_ENOMEM;
-    if ((m = module_load_start(dev, key, blob, 1)) == NULL) {
+    if (preload_busy & bit) {
+      preload_t *p = malloc(sizeof(*p));
+
+      if (p == NULL) {
+        cache_blob_unref(blob);
+        return HIPD_ENOMEM;
+      }
+      p->dev = dev;
+      p->key = *key;
+      p->blob = blob;
+      cache_blob_ref(blob);
+      p->next = NULL;
+      *preload_tailp = p;
+      preload_tailp = &p->next;
+      preload_queued++;
+    } else if (preload_start(dev, key, blob) != 0) {
       cache_blob_unref(blob);
       return HIPD_ENOMEM;
     }
-    /* This process keys its requests as the cache does once it knows the
-     * compiler's id: the first request for it is answered here too. */
-    if (compile_pool_compiler_id(dev->drv->name) != NULL) {
-      m->local_key = *key;
-      m->has_local_key = 1;
-    }
-    if (preload_stamp == 0)
-      preload_stamp = util_now_ns();
-    preloading++;
     started++;
   }
   if (blob != NULL)

@@ -147,9 +147,11 @@ void kernels_cache_cleared(void);
  * loaded and idle, as a kernel's module does after its last kernel goes,
  * older than any module a request left idle, so that it is unloaded
  * first when room is needed; none while 32 modules (half the idle ones)
- * are idle or preloading. A GPU whose driver does not take the image
+ * are idle or preloading. One preload loads at a time on a device, the
+ * others wait in order (a session's work on the device's service executor
+ * waits behind one at most). A GPU whose driver does not take the image
  * (another platform or architecture) loads nothing. @return how many
- * loads started, or HIPD_ENOMEM. */
+ * loads started or wait, or HIPD_ENOMEM. */
 int kernels_preload(const cache_key_t *key, const void *image, size_t len,
                     uint64_t devmask);
 /* How many modules kernels_preload() loaded so far. */
