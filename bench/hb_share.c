@@ -760,7 +760,8 @@ void hb_share_mps(void)
     } else {
       base_na(s->fig, "mps", s->label, "%s", s->mps_na);
     }
-    if (s->n == 16 && strncmp(s->fig->name, "share_", 6) == 0)
+    if (s->n == 16 && (strncmp(s->fig->name, "share_", 6) == 0 ||
+                       strstr(s->fig->name, "_each") != NULL))
       base_target(s->fig, "mps", ">=", 1.0);
     if (s->cpu_fig != NULL) {
       if (isfinite(s->mps_cpu))

@@ -22,6 +22,9 @@
 
 #define TENANT_A "hipd_bench_a"
 #define TENANT_B "hipd_bench_b"
+/* The each-client-a-tenant figure's users: hipd_bench_a, _b, ... _p. */
+#define TENANT_PREFIX "hipd_bench_"
+#define EACH_MAX 16
 #define MAX_GPU_APPS 256 /* lines of nvidia-smi read */
 
 /* ------------------------------------------------------ daemon.info */
@@ -370,10 +373,25 @@ static int tenants_run(hb_client_t *cl, int n, sample_t *s, double *agg,
   return rc;
 }
 
+static void tenants_each(int k, double one_agg, double one_lo);
+
+/* Section 8b's K: the largest of --clients from 2 to EACH_MAX, else
+ * section 8's @p n, at most EACH_MAX. */
+static int each_k(int n)
+{
+  int k = 0;
+
+  for (int i = 0; i < hb.nclients; i++)
+    if (hb.clients[i] >= 2 && hb.clients[i] <= EACH_MAX && hb.clients[i] > k)
+      k = hb.clients[i];
+  return k != 0 ? k : n < EACH_MAX ? n : EACH_MAX;
+}
+
 /* Section 8: N clients (the largest of --clients, at least 2, even) on
  * hb.dev, client i as TENANT_A for even i and TENANT_B for odd i, against
  * the same N all as TENANT_A on the same daemon, and (later, with hipd
- * stopped) N direct-HIP processes under MPS. */
+ * stopped) N direct-HIP processes under MPS; then section 8b
+ * (tenants_each). */
 void hb_sec_tenants(void)
 {
   const char *one_label = "the same clients as one uid, same daemon";
@@ -413,6 +431,7 @@ void hb_sec_tenants(void)
     base_na(f, "one_tenant", one_label, "%s", why);
     base_na(f, "mps", mps_label, "%s", why);
     note("tenants: %s", why);
+    tenants_each(each_k(n), NAN, NAN);
     return;
   }
   memset(&a, 0, sizeof(a));
@@ -531,11 +550,116 @@ void hb_sec_tenants(void)
       report_remark("%s: device memory per worker: %s", f->name, s2->gpu_na);
     note("tenants: %s", workers);
   }
+  /* 8b: as many uids as clients, up to EACH_MAX. */
+  if (each_k(n) == n && rc1 == 0)
+    tenants_each(n, agg1, lo1);
+  else
+    tenants_each(each_k(n), NAN, NAN);
 out:
   free(one);
   free(two);
   free(s1);
   free(s2);
+}
+
+/* ----------------------------------- 8b. every client its own tenant */
+
+/* Section 8b: K clients (the largest of --clients from 2 to EACH_MAX) on
+ * hb.dev, client i as user hipd_bench_<'a' + i>, so K uids: with
+ * --isolation uid, K worker processes, each its own loop and GPU context
+ * (under MPS only as --mps-tenants lets them: daemon_mps says). Against
+ * the same K clients all as hipd_bench_a on the same daemon (@p one_agg
+ * when section 8 measured that already for K clients, else NAN: measured
+ * here) and K direct-HIP processes under MPS. */
+static void tenants_each(int k, double one_agg, double one_lo)
+{
+  const char *one_label = "the same clients as one uid, same daemon";
+  char name[48], title[112], mps_label[64], err[600], user[32];
+  hb_client_t *one = NULL, *each = NULL;
+  sample_t *s = NULL;
+  double agg = NAN, lo = NAN;
+  figure_t *f;
+
+  snprintf(name, sizeof(name), "tenants_n%d_each", k);
+  snprintf(title, sizeof(title),
+           "%d tenants (uids), one client each, sharing device %d: "
+           "aggregate",
+           k, hb.dev);
+  snprintf(mps_label, sizeof(mps_label),
+           "%d direct-HIP processes under NVIDIA MPS", k);
+  f = fig_new(name, title, "kernels/s", 0);
+  snprintf(f->how, sizeof(f->how),
+           "%d forked clients, client i as uid %s<'a'+i> (%d uids), each "
+           "looping {launch a %d-float kernel; wait for it} for %g s, "
+           "started together; sum of their rates. Each iteration: %s",
+           k, TENANT_PREFIX, k, hb.share_elems, hb.share_seconds,
+           hb_sync_how[hb.sync_mode]);
+  detail_num(f, "clients", k);
+  detail_num(f, "uids", k);
+  detail_str(f, "isolation", hb.isolation);
+  detail_str(f, "daemon_mps", hb.mps_info);
+  if (!hb_tenants_possible()) {
+    const char *why = "not applicable: needs root to run clients as other "
+                      "uids";
+
+    snprintf(f->na, sizeof(f->na), "%s", why);
+    base_na(f, "one_tenant", one_label, "%s", why);
+    base_na(f, "mps", mps_label, "%s", why);
+    return;
+  }
+  one = calloc((size_t)k, sizeof(*one));
+  each = calloc((size_t)k, sizeof(*each));
+  s = calloc(1, sizeof(*s));
+  if (one == NULL || each == NULL || s == NULL) {
+    fig_fail(f, "out of memory");
+    base_na(f, "one_tenant", one_label, "out of memory");
+    base_na(f, "mps", mps_label, "out of memory");
+    goto out;
+  }
+  for (int i = 0; i < k; i++) {
+    snprintf(user, sizeof(user), "%s%c", TENANT_PREFIX, 'a' + i);
+    if (bench_user(user, &each[i], err, sizeof(err)) != 0) {
+      fig_fail(f, "%s", err);
+      base_na(f, "one_tenant", one_label, "no bench users");
+      base_na(f, "mps", mps_label, "no bench users");
+      goto out;
+    }
+    each[i].dev = hb.dev;
+    one[i] = each[0];
+  }
+  if (!isfinite(one_agg)) {
+    note("tenants: %d hipd clients as one uid (%s)", k, one[0].user);
+    if (tenants_run(one, k, s, &one_agg, &one_lo, err, sizeof(err)) != 0) {
+      base_na(f, "one_tenant", one_label, "failed: %s", err);
+      report_failure();
+    }
+  }
+  if (isfinite(one_agg)) {
+    base_set(f, "one_tenant", one_label, one_agg);
+    detail_num(f, "one_tenant_slowest_client", one_lo);
+  }
+  note("tenants: %d hipd clients as %d uids (%s to %s)", k, k, each[0].user,
+       each[k - 1].user);
+  if (tenants_run(each, k, s, &agg, &lo, err, sizeof(err)) == 0) {
+    f->hipd = agg;
+    detail_num(f, "slowest_client", lo);
+    if (s->sampled) {
+      detail_num(f, "workers", s->nworkers);
+      detail_num(f, "hipd_processes", s->tree);
+      detail_str(f, "hipd_process_names", s->tree_names);
+      report_remark("%s: %d worker process%s for %d tenants; hipd's "
+                    "processes: %d (%s)",
+                    f->name, s->nworkers, s->nworkers == 1 ? "" : "es", k,
+                    s->tree, s->tree_names);
+    }
+  } else {
+    fig_fail(f, "%s", err);
+  }
+  hb_share_mps_later(f, &hb.dev, 1, k, mps_label);
+out:
+  free(one);
+  free(each);
+  free(s);
 }
 
 /* ------------------------------------------ --isolation-compare */

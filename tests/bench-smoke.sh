@@ -5,8 +5,8 @@
 # --isolation-compare figures) a second one with --isolation none. Asserts
 # only that it completes, reports every figure and counts the daemon's
 # processes in its CPU figures; timings are never checked. The tenants
-# figure runs its clients as two users when run as root, and is reported
-# as not applicable otherwise.
+# figures run their clients as two users, then each as a user of its own,
+# when run as root, and are reported as not applicable otherwise.
 json=tests/bench-smoke.json
 rm -f "$json"
 ./bench/hipd_bench --smoke --device cpu --daemon-arg=--devices=cpu \
@@ -30,7 +30,7 @@ for name in sync_rtt launch_throughput \
   compile_cold compile_hit_memory compile_hit_memory_loaded compile_hit_disk \
   compile_hit_after_restart \
   share_n1 share_n4 share_n1_spread share_n4_spread peer_copy_0_to_1_1MiB \
-  tenants_n4 isolation_sync_rtt isolation_launch_throughput \
+  tenants_n4 tenants_n4_each isolation_sync_rtt isolation_launch_throughput \
   isolation_share_n1 isolation_share_n4; do
   if ! grep -q "\"name\": \"$name\"" "$json"; then
     echo "bench-smoke: figure $name is missing from $json"
