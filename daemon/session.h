@@ -77,9 +77,11 @@ typedef struct session {
   int ring_polled;        /* in d->rings: polled at every loop iteration */
   list_node_t ring_node;  /* in d->rings while ring_polled */
   int ring_stalled;       /* its ring waits for --max-inflight to drop */
-  size_t out_queued;      /* reply bytes gathered or handed to libuv, not
-                             yet written */
-  uv_buf_t *gather;       /* replies gathered for the next write */
+  struct ring_decoded *ring_dec; /* its last submission, decoded
+                                    (transport_ring.c), or NULL */
+  size_t out_queued;             /* reply bytes gathered or handed to libuv, not
+                                    yet written */
+  uv_buf_t *gather;              /* replies gathered for the next write */
   uint32_t ngather, gather_cap;
   size_t gather_bytes;
   list_node_t flush_node;   /* in d->flushq while gather is not empty */

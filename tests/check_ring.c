@@ -1571,6 +1571,66 @@ START_TEST(test_not_ring_methods)
 }
 END_TEST
 
+/* A request repeated but for its msgid is not decoded again
+ * (transport_ring.c keeps each session's last one decoded): each copy is
+ * still answered under its own msgid, whatever the msgid's encoding
+ * (fixint, 8, 16, 32 bits; a 64-bit or a signed encoding of the same
+ * value takes the full decode), and each still runs on what the session
+ * holds then: a handle freed between two copies is refused, not reused. */
+START_TEST(test_repeated_requests)
+{
+  static const uint32_t ids[] = {5,     6,     127,   128,        255, 256,
+                                 65535, 65536, 70000, UINT32_MAX, 7};
+  uint64_t buf, other;
+  rr_t *rr = rr_session(8, 4096, &buf);
+  uint8_t req[RING_SQE_DATA], back[64];
+  size_t len;
+
+  other = rr_alloc(rr, 4096);
+  for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+    unsigned value = 0x20 + (i == 4 ? 1 : 0); /* one differs in between */
+    rr_memset_ok(rr, ids[i], buf, 0, sizeof(back), value);
+    rr_read(rr, buf, back, sizeof(back));
+    for (size_t k = 0; k < sizeof(back); k++)
+      ck_assert_uint_eq(back[k], value);
+  }
+  /* The same request with its msgid 9 as a uint 64 (0xcf) and as an int
+   * 8 (0xd0): the same bytes after it as the last one. */
+  rr_pack_memset(rr, 7, buf, 0, sizeof(back), 0x20);
+  ck_assert_uint_ge(rr->sb.size, 3);
+  ck_assert_uint_eq((uint8_t)rr->sb.data[2], 7); /* fixint msgid */
+  len = rr->sb.size - 3;
+  req[0] = 0x94;
+  req[1] = 0x00;
+  req[2] = 0xcf;
+  memset(req + 3, 0, 7);
+  req[10] = 9;
+  memcpy(req + 11, rr->sb.data + 3, len);
+  rr_put(rr, req, 11 + len, (uint32_t)(11 + len), rr->sock);
+  rr_kick(rr);
+  ck_assert_int_eq(rr_answer(rr, 9), 0);
+  req[2] = 0xd0;
+  req[3] = 10;
+  memmove(req + 4, req + 11, len);
+  rr_put(rr, req, 4 + len, (uint32_t)(4 + len), rr->sock);
+  rr_kick(rr);
+  ck_assert_int_eq(rr_answer(rr, 10), 0);
+  /* The same request again once its buffer is gone: refused. */
+  raw_request(rr->r, 9010, "mem.free", 1);
+  msgpack_pack_uint64(&rr->r->pk, buf);
+  ck_assert_int_eq(rr_sock_call(rr, 9010, NULL, 0), 0);
+  rr_pack_memset(rr, 11, buf, 0, sizeof(back), 0x20);
+  rr_submit(rr);
+  ck_assert_int_eq(rr_answer(rr, 11), HIPD_ESTALE);
+  /* And the other buffer, by the same method: a new request. */
+  rr_memset_ok(rr, 12, other, 0, sizeof(back), 0x33);
+  rr_read(rr, other, back, sizeof(back));
+  for (size_t k = 0; k < sizeof(back); k++)
+    ck_assert_uint_eq(back[k], 0x33);
+  rr_close(rr);
+}
+END_TEST
+
 /* The order of the two paths, by hand: a submission whose `after` counts
  * a socket request not yet written waits for it; a socket request runs
  * after the submissions published before it, even unannounced (no kick). */
@@ -2937,6 +2997,7 @@ static Suite *ring_suite(void)
                       (int)(sizeof(garbage) / sizeof(garbage[0])));
   tcase_add_loop_test(tc, test_bad_indices, 0, 4);
   tcase_add_test(tc, test_not_ring_methods);
+  tcase_add_test(tc, test_repeated_requests);
   tcase_add_test(tc, test_after);
   tcase_add_test(tc, test_after_at_max_inflight);
   tcase_add_loop_test(tc, test_rewritten_slots, 0, 2);
