@@ -9,6 +9,7 @@
 #include "methods.h"
 #include "stats.h"
 #include "util/clock.h"
+#include "util/zalloc.h"
 
 int meth_default_stream(call_t *c, device_t *dev, stream_t **st, uint64_t *h)
 {
@@ -74,7 +75,7 @@ int meth_check_range(call_t *c, const char *what, const buffer_t *b,
 
 meth_pending_t *meth_pending_of(call_t *d)
 {
-  meth_pending_t *p = calloc(1, sizeof(*p));
+  meth_pending_t *p = util_zalloc(sizeof(*p));
 
   if (p == NULL) {
     call_fail(d, HIPD_ENOMEM, "out of memory");

@@ -12,6 +12,7 @@
 #include "kernels/lang.h"
 #include "methods.h"
 #include "policy.h"
+#include "util/zalloc.h"
 
 _Static_assert(PARAM_LAUNCH_MAX == DRV_MAX_ARGS,
                "dispatch bounds launch arguments by the driver's maximum");
@@ -85,8 +86,8 @@ static int args_bind(call_t *c, const arg_t *la, device_t *dev,
   uint32_t n = la->n;
 
   memset(out, 0, sizeof(*out));
-  out->args = calloc(n ? n : 1, sizeof(*out->args));
-  out->bufs = calloc(n ? n : 1, sizeof(*out->bufs));
+  out->args = util_zalloc_array(n ? n : 1, sizeof(*out->args));
+  out->bufs = util_zalloc_array(n ? n : 1, sizeof(*out->bufs));
   if (out->args == NULL || out->bufs == NULL) {
     args_release(out);
     return call_fail(c, HIPD_ENOMEM, "out of memory");

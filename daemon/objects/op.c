@@ -18,12 +18,13 @@
 #include "objects/objects.h"
 #include "objects/watchdog.h"
 #include "util/clock.h"
+#include "util/zalloc.h"
 
 #define STAGING_CHUNK ((size_t)64 << 20)
 
 op_t *op_new(op_kind_t kind, stream_t *st, obj_done_t done)
 {
-  op_t *op = calloc(1, sizeof(*op));
+  op_t *op = util_zalloc(sizeof(*op));
 
   if (op == NULL)
     return NULL;
