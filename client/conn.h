@@ -64,6 +64,9 @@ typedef struct {
 typedef int (*conn_decode_fn)(hipd_call_t *call, const msgpack_object *result,
                               const conn_outs_t *outs);
 
+/* The params a call packs without an allocation (a ring slot's worth). */
+#define CONN_SMALL_BODY 496
+
 /* One request: built by a method wrapper, sent, then pending in the
  * connection's table until its reply comes, the call is abandoned (timed out)
  * or the connection breaks. */
@@ -78,8 +81,13 @@ struct hipd_call {
   conn_decode_fn decode; /* NULL: the result is ignored */
   conn_outs_t outs;      /* what decode fills */
   msgpack_packer pk;     /* the wrapper packs the params with this */
-  msgpack_vrefbuffer body; /* the packed params (large ones by reference) */
-  int pack_failed;         /* packing ran out of memory */
+  /* The packed params: in small while they fit (every request of the hot
+   * path: a launch, a wait, a copy to a shared buffer), else in body,
+   * made then (large ones by reference). */
+  msgpack_vrefbuffer body;
+  int spilled;     /* body holds them (and is to be destroyed) */
+  int pack_failed; /* packing ran out of memory */
+  size_t small_len;
   int send_fd;        /* a descriptor sent with the request (SCM_RIGHTS), or -1;
                          the caller's, not closed */
   void *direct_dst;   /* a reply that is one bin of direct_len bytes may be */
@@ -89,6 +97,8 @@ struct hipd_call {
   /* The answer is expected this much later than a round trip's (a copy's
    * own time): a wait for it spins that much longer before it sleeps. */
   uint32_t spin_extra_us;
+  /* Last, not cleared when the call is made (conn_call_begin()). */
+  char small[CONN_SMALL_BODY];
 };
 
 enum {
