@@ -404,8 +404,22 @@ START_TEST(test_timeout)
   msg = hipd_last_error(conn);
   ck_assert_msg(strstr(msg, "timed out after 2 s") != NULL,
                 "a compile past the timeout: %s", msg);
-  /* Only that compile failed: the next one (a fresh helper) works. */
-  k = compile(conn, dev, VECADD_SRC, "vecadd", NULL);
+  /* Only that compile failed: the next one (a fresh helper) works. On a
+   * loaded machine (make check -j, a sanitizer build) a fresh helper's
+   * first compile may need the 2 s too (seen in a CI rehearsal with other
+   * jobs running): a timeout there is retried, twice at most; what this
+   * checks is that compiles work again, not how fast. */
+  for (int tries = 0;; tries++) {
+    int rc = hipd_kernel_compile_cached(conn, dev, VECADD_SRC, "vecadd", NULL,
+                                        &k, NULL);
+    if (rc == 0)
+      break;
+    msg = hipd_last_error(conn);
+    ck_assert_msg(rc == HIPD_ECOMPILE && strstr(msg, "timed out") != NULL &&
+                      tries < 2,
+                  "the compile after a timeout (try %d): %s (%s)", tries + 1,
+                  hipd_err_name(rc), msg);
+  }
   vecadd_run(conn, dev, k, 500, HIPD_STREAM_NULL);
   OK(conn, hipd_kernel_destroy(conn, k));
   OK(conn, hipd_daemon_info(conn, &info));
