@@ -441,6 +441,7 @@ void hb_sec_tenants(void)
     fig_fail(f, "%s", err);
     base_na(f, "one_tenant", one_label, "no bench users");
     base_na(f, "mps", mps_label, "no bench users");
+    tenants_each(each_k(n), NAN, NAN); /* it says why it fails too */
     return;
   }
   snprintf(buf, sizeof(buf), "%s uid %ld", a.user, (long)a.uid);
@@ -454,7 +455,8 @@ void hb_sec_tenants(void)
   s2 = calloc(1, sizeof(*s2));
   if (one == NULL || two == NULL || s1 == NULL || s2 == NULL) {
     fig_fail(f, "out of memory");
-    goto out;
+    rc1 = -1;
+    goto each;
   }
   for (int i = 0; i < n; i++) {
     one[i] = a;
@@ -550,12 +552,12 @@ void hb_sec_tenants(void)
       report_remark("%s: device memory per worker: %s", f->name, s2->gpu_na);
     note("tenants: %s", workers);
   }
+each:
   /* 8b: as many uids as clients, up to EACH_MAX. */
   if (each_k(n) == n && rc1 == 0)
     tenants_each(n, agg1, lo1);
   else
     tenants_each(each_k(n), NAN, NAN);
-out:
   free(one);
   free(two);
   free(s1);

@@ -25,12 +25,13 @@ static msgpack_zone ring_zone;
  * neither scanned against the limits nor decoded again, as those bytes
  * passed the scan and decode to the same objects (msgpack is read without
  * context: [0, msgid, method, params] with the same method and params
- * bytes is the same request). Scanning and decoding were about 3,000 of
- * the 9,000 instructions the loop spends on a ring's kernel launch
- * (callgrind, bench/RESULTS.md). The objects point into this copy of the
- * bytes, not into the ring's (e->data is the ring's until its next take),
- * and dispatch only reads them; what the params' decoding allocates goes
- * to ring_zone, cleared for each submission.
+ * bytes is the same request). Of the scan's limits only --max-depth can
+ * change (a reload), and can matter in a slot: a change makes a miss. Scanning
+ * and decoding were about 3,000 of the 9,000 instructions the loop spends on a
+ * ring's kernel launch (callgrind, bench/RESULTS.md). The objects point into
+ * this copy of the bytes, not into the ring's (e->data is the ring's until its
+ * next take), and dispatch only reads them; what the params' decoding allocates
+ * goes to ring_zone, cleared for each submission.
  */
 typedef struct ring_decoded {
   uint8_t data[RING_SQE_DATA]; /* the message */
@@ -38,6 +39,8 @@ typedef struct ring_decoded {
   uint32_t rest;               /* where the bytes after the msgid start */
   msgpack_zone zone;           /* its objects */
   proto_msg_t msg;             /* as proto_msg_decode() gave it */
+  unsigned max_depth;          /* the limit it was scanned under (a reload
+                                  may lower it: then it is scanned again) */
   int valid;                   /* msg is data's */
 } ring_decoded_t;
 
@@ -79,7 +82,7 @@ static int decoded_again(session_t *s, const ring_sqe_t *e, proto_msg_t *msg)
   const ring_decoded_t *d = s->ring_dec;
   uint32_t msgid = 0, rest;
 
-  if (d == NULL || !d->valid)
+  if (d == NULL || !d->valid || d->max_depth != s->d->cfg.limits.max_depth)
     return 0;
   rest = request_rest(e->data, e->len, &msgid);
   if (rest == 0 || e->len - rest != d->len - d->rest ||
@@ -130,6 +133,7 @@ static int decode_new(session_t *s, const ring_sqe_t *e, proto_msg_t *msg)
     return -1;
   }
   *msg = d->msg;
+  d->max_depth = s->d->cfg.limits.max_depth;
   d->rest = request_rest(d->data, d->len, &msgid);
   d->valid = d->msg.type == PROTO_REQUEST && d->rest != 0;
   return 0;

@@ -88,7 +88,10 @@ mps = base(first.get('share_n%d' % n, {}), 'mps')
 print('%-15s %14s %10s %16s' % ('layout', 'kernels/s', 'x MPS', 'CPU us/kernel'))
 for name in names:
     f = figures(name)
-    fig = f.get('share_n%d' % n) or f.get('tenants_n%d_each' % n) or {}
+    # section 8b's K may differ from n (2 to 16): its one figure
+    each = [v for k, v in f.items() if k.startswith('tenants_n') and
+            k.endswith('_each')]
+    fig = f.get('share_n%d' % n) or (each[0] if each else {})
     cpu = f.get('cpu_n%d' % n, {}).get('hipd')
     v = fig.get('hipd')
     if not isinstance(v, (int, float)):
