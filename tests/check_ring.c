@@ -1631,6 +1631,58 @@ START_TEST(test_repeated_requests)
 }
 END_TEST
 
+/* A reload that lowers --max-depth holds for a submission the session's
+ * decode cache has (transport_ring.c): the same bytes, scanned again under
+ * the new limit, break the ring as any new submission would. A launch's
+ * grid is 3 deep ([0, id, method, [k, [1, 1, 1], ...]]); its kernel handle
+ * is bogus, so the first two copies are dispatched and answered EHANDLE. */
+START_TEST(test_repeated_after_reload)
+{
+  char conf[512];
+  FILE *f;
+  rr_t *rr;
+
+  snprintf(conf, sizeof(conf), "%s", harness_temp_path("ring-reload.conf"));
+  ck_assert_ptr_nonnull(f = fopen(conf, "w"));
+  fputs("[hipd]\nmax-depth = 16\n", f);
+  fclose(f);
+  shared_tcase = "reload";
+  shared = harness_start("--devices", "cpu", "--isolation", "none",
+                         "--busy-poll", "0", "--config", conf, NULL);
+  ck_assert_ptr_nonnull(shared);
+  rr = rr_open(shared);
+  rr_ring(rr, 8);
+  for (uint32_t id = 1; id <= 3; id++) {
+    msgpack_packer *pk = rr_begin(rr, id, "kernel.launch", 6);
+    msgpack_pack_uint64(pk, 12345); /* no such kernel */
+    for (int d = 0; d < 2; d++) {
+      msgpack_pack_array(pk, 3);
+      for (int i = 0; i < 3; i++)
+        msgpack_pack_uint32(pk, 1);
+    }
+    msgpack_pack_uint32(pk, 0);
+    msgpack_pack_nil(pk);
+    msgpack_pack_array(pk, 0);
+    if (id == 3) {
+      ck_assert_ptr_nonnull(f = fopen(conf, "w"));
+      fputs("[hipd]\nmax-depth = 2\n", f);
+      fclose(f);
+      ck_assert_int_eq(kill(shared->pid, SIGHUP), 0);
+      ck_assert(harness_log_wait(shared, "configuration reloaded", 10000));
+      rr_submit(rr);
+      rr_expect_closed(rr, "values nested deeper than the maximum depth");
+      break;
+    }
+    rr_submit(rr);
+    ck_assert_int_eq(rr_answer(rr, id), HIPD_EHANDLE);
+  }
+  rr_close(rr);
+  ck_assert_int_eq(harness_stop(shared), 0);
+  harness_free(shared);
+  shared = NULL;
+}
+END_TEST
+
 /* The order of the two paths, by hand: a submission whose `after` counts
  * a socket request not yet written waits for it; a socket request runs
  * after the submissions published before it, even unannounced (no kick). */
@@ -3006,6 +3058,12 @@ static Suite *ring_suite(void)
   tcase_add_test(tc, test_ring_open_errors);
   tcase_add_test(tc, test_doorbells);
   tcase_add_test(tc, test_no_leaks);
+  suite_add_tcase(s, tc);
+
+  /* A daemon of its own, reloaded. */
+  tc = tcase_create("reload");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_repeated_after_reload);
   suite_add_tcase(s, tc);
 
   /* Rings at their limit (answers owed and unread fill the completion
