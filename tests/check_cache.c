@@ -164,6 +164,57 @@ START_TEST(test_keys)
 }
 END_TEST
 
+/* Append one framed part ([label length, label, data length, data], the
+ * lengths as host uint64) to @p buf at *@p len. */
+static void frame(unsigned char *buf, size_t *len, const char *label,
+                  const void *data, size_t dlen)
+{
+  uint64_t n = strlen(label), m = dlen;
+
+  memcpy(buf + *len, &n, sizeof(n));
+  *len += sizeof(n);
+  memcpy(buf + *len, label, n);
+  *len += n;
+  memcpy(buf + *len, &m, sizeof(m));
+  *len += sizeof(m);
+  memcpy(buf + *len, data, dlen);
+  *len += dlen;
+}
+
+/* The key is SHA-256 of the framed parts in order, whether the keyer
+ * gathers them (small) or streams them (past its 2 KiB buffer): keys on
+ * disk from earlier releases stay valid. */
+START_TEST(test_key_format)
+{
+  static unsigned char big[3 * 4096], want_in[4 * 4096];
+  static const size_t sizes[] = {0, 1, 100, 2000, 2048, 5000, sizeof(big)};
+
+  for (size_t i = 0; i < sizeof(big); i++)
+    big[i] = (unsigned char)(i * 31 + 7);
+  for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+    cache_keyer_t *k = cache_keyer_new();
+    cache_key_t got, want;
+    unsigned wn = 0;
+    size_t len = 0;
+
+    ck_assert_ptr_nonnull(k);
+    cache_keyer_add_str(k, "kernel", "vecadd");
+    cache_keyer_add(k, "source", big, sizes[t]);
+    cache_keyer_add_str(k, "arch", "sm_90");
+    cache_keyer_finish(k, &got);
+    frame(want_in, &len, "kernel", "vecadd", 6);
+    frame(want_in, &len, "source", big, sizes[t]);
+    frame(want_in, &len, "arch", "sm_90", 5);
+    ck_assert_int_eq(EVP_Digest(want_in, len, want.b, &wn, EVP_sha256(), NULL),
+                     1);
+    ck_assert_uint_eq(wn, CACHE_KEY_SIZE);
+    ck_assert_msg(memcmp(got.b, want.b, CACHE_KEY_SIZE) == 0,
+                  "the key of a %zu-byte source is not SHA-256 of its parts",
+                  sizes[t]);
+  }
+}
+END_TEST
+
 START_TEST(test_miss_then_memory_hit)
 {
   result_t r;
@@ -748,6 +799,7 @@ static Suite *cache_suite(void)
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_keys);
+  tcase_add_test(tc, test_key_format);
   tcase_add_test(tc, test_miss_then_memory_hit);
   tcase_add_test(tc, test_restart_disk_hit);
   tcase_add_loop_test(tc, test_corrupt_entry_recompiled, 0, 2);
