@@ -7,6 +7,7 @@
 # On the build machine:   make dist && ../shared/offline-deps/fetch .offline libssl-dev libssl3
 # On the GPU machine:     bash scripts/gpu-check.sh hipd-X.Y.Z.tar.gz .offline OUTDIR
 # (with GPU_CHECK_BENCH=1 in the environment it also runs make bench, with
+# GPU_CHECK_LAYOUTS=1 scripts/gpu-layouts.sh, with
 # GPU_CHECK_ASAN=1 make check in an AddressSanitizer build; GPU_CHECK_JOBS
 # sets make check's parallelism, 4 by default; check_multi_device runs
 # again on the GPU beside a CPU device, and on two GPUs where there are)
@@ -176,6 +177,15 @@ if [ -n "${GPU_CHECK_BENCH:-}" ]; then
   make bench BENCH_FLAGS="$GPU_CHECK_BENCH" > "$out/bench.txt" 2>&1 || rc=1
   cp bench/results.json "$out/bench-results.json" 2>/dev/null
   sed -n '/^figure/,$p' "$out/bench.txt"
+fi
+# The sharing figure under each process layout (scripts/gpu-layouts.sh),
+# when asked for: GPU_CHECK_LAYOUTS='CLIENTS [SECONDS]' (or 1: 16 clients).
+if [ -n "${GPU_CHECK_LAYOUTS:-}" ]; then
+  [ "$GPU_CHECK_LAYOUTS" = 1 ] && GPU_CHECK_LAYOUTS=16
+  # shellcheck disable=SC2086
+  bash scripts/gpu-layouts.sh "$out/layouts" $GPU_CHECK_LAYOUTS \
+    > "$out/layouts.txt" 2>&1 || rc=1
+  grep -A20 '^layout ' "$out/layouts.txt"
 fi
 # One file back: the device tool returns a few files only.
 tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
