@@ -375,6 +375,42 @@ static int tenants_run(hb_client_t *cl, int n, sample_t *s, double *agg,
 
 static void tenants_each(int k, double one_agg, double one_lo);
 
+#define ONE_LABEL "the same clients as one uid, same daemon"
+
+/* A new tenants figure @p name (@p title) of @p n clients running as
+ * @p who says (words of its how), with its MPS baseline's label in
+ * @p mps_label. */
+static figure_t *tenants_fig(const char *name, const char *title, int n,
+                             const char *who, char *mps_label, size_t size)
+{
+  figure_t *f = fig_new(name, title, "kernels/s", 0);
+
+  snprintf(mps_label, size, "%d direct-HIP processes under NVIDIA MPS", n);
+  snprintf(f->how, sizeof(f->how),
+           "%d forked clients, %s, each looping {launch a %d-float kernel; "
+           "wait for it} for %g s, started together; sum of their rates. "
+           "Each iteration: %s",
+           n, who, hb.share_elems, hb.share_seconds, hb_sync_how[hb.sync_mode]);
+  detail_num(f, "clients", n);
+  detail_str(f, "isolation", hb.isolation);
+  return f;
+}
+
+/* Figure @p f's baselines are not measured, for @p why. */
+static void tenants_bases_na(figure_t *f, const char *mps_label,
+                             const char *why)
+{
+  base_na(f, "one_tenant", ONE_LABEL, "%s", why);
+  base_na(f, "mps", mps_label, "%s", why);
+}
+
+/* Figure @p f does not apply (not root): nor do its baselines. */
+static void tenants_na(figure_t *f, const char *mps_label, const char *why)
+{
+  snprintf(f->na, sizeof(f->na), "%s", why);
+  tenants_bases_na(f, mps_label, why);
+}
+
 /* Section 8b's K: the largest of --clients from 2 to EACH_MAX, else
  * section 8's @p n, at most EACH_MAX. */
 static int each_k(int n)
@@ -394,7 +430,6 @@ static int each_k(int n)
  * (tenants_each). */
 void hb_sec_tenants(void)
 {
-  const char *one_label = "the same clients as one uid, same daemon";
   char name[48], title[96], mps_label[64], err[600], buf[200];
   hb_client_t *one = NULL, *two = NULL, a, b;
   sample_t *s1 = NULL, *s2 = NULL;
@@ -413,23 +448,13 @@ void hb_sec_tenants(void)
            "two tenants (uids) sharing device %d: %d client processes, "
            "aggregate",
            hb.dev, n);
-  snprintf(mps_label, sizeof(mps_label),
-           "%d direct-HIP processes under NVIDIA MPS", n);
-  f = fig_new(name, title, "kernels/s", 0);
-  snprintf(f->how, sizeof(f->how),
-           "%d forked clients, even ones as uid %s, odd ones as uid %s, each "
-           "looping {launch a %d-float kernel; wait for it} for %g s, "
-           "started together; sum of their rates. Each iteration: %s",
-           n, TENANT_A, TENANT_B, hb.share_elems, hb.share_seconds,
-           hb_sync_how[hb.sync_mode]);
-  detail_num(f, "clients", n);
-  detail_str(f, "isolation", hb.isolation);
+  f = tenants_fig(name, title, n,
+                  "even ones as uid " TENANT_A ", odd ones as uid " TENANT_B,
+                  mps_label, sizeof(mps_label));
   if (!hb_tenants_possible()) {
     const char *why = "not applicable: needs root to run clients as two uids";
 
-    snprintf(f->na, sizeof(f->na), "%s", why);
-    base_na(f, "one_tenant", one_label, "%s", why);
-    base_na(f, "mps", mps_label, "%s", why);
+    tenants_na(f, mps_label, why);
     note("tenants: %s", why);
     tenants_each(each_k(n), NAN, NAN);
     return;
@@ -438,9 +463,8 @@ void hb_sec_tenants(void)
   memset(&b, 0, sizeof(b));
   if (bench_user(TENANT_A, &a, err, sizeof(err)) != 0 ||
       bench_user(TENANT_B, &b, err, sizeof(err)) != 0) {
+    tenants_bases_na(f, mps_label, "no bench users");
     fig_fail(f, "%s", err);
-    base_na(f, "one_tenant", one_label, "no bench users");
-    base_na(f, "mps", mps_label, "no bench users");
     tenants_each(each_k(n), NAN, NAN); /* it says why it fails too */
     return;
   }
@@ -467,10 +491,10 @@ void hb_sec_tenants(void)
   note("tenants: %d hipd clients as one uid (%s)", n, a.user);
   rc1 = tenants_run(one, n, s1, &agg1, &lo1, err, sizeof(err));
   if (rc1 == 0) {
-    base_set(f, "one_tenant", one_label, agg1);
+    base_set(f, "one_tenant", ONE_LABEL, agg1);
     detail_num(f, "one_tenant_slowest_client", lo1);
   } else {
-    base_na(f, "one_tenant", one_label, "failed: %s", err);
+    base_na(f, "one_tenant", ONE_LABEL, "failed: %s", err);
     report_failure();
   }
   note("tenants: %d hipd clients as two uids (%s, %s)", n, a.user, b.user);
@@ -575,8 +599,7 @@ each:
  * here) and K direct-HIP processes under MPS. */
 static void tenants_each(int k, double one_agg, double one_lo)
 {
-  const char *one_label = "the same clients as one uid, same daemon";
-  char name[48], title[112], mps_label[64], err[600], user[32];
+  char name[48], title[112], mps_label[64], err[600], user[32], who[64];
   hb_client_t *one = NULL, *each = NULL;
   sample_t *s = NULL;
   double agg = NAN, lo = NAN;
@@ -587,43 +610,29 @@ static void tenants_each(int k, double one_agg, double one_lo)
            "%d tenants (uids), one client each, sharing device %d: "
            "aggregate",
            k, hb.dev);
-  snprintf(mps_label, sizeof(mps_label),
-           "%d direct-HIP processes under NVIDIA MPS", k);
-  f = fig_new(name, title, "kernels/s", 0);
-  snprintf(f->how, sizeof(f->how),
-           "%d forked clients, client i as uid %s<'a'+i> (%d uids), each "
-           "looping {launch a %d-float kernel; wait for it} for %g s, "
-           "started together; sum of their rates. Each iteration: %s",
-           k, TENANT_PREFIX, k, hb.share_elems, hb.share_seconds,
-           hb_sync_how[hb.sync_mode]);
-  detail_num(f, "clients", k);
+  snprintf(who, sizeof(who), "client i as uid %s<'a'+i> (%d uids)",
+           TENANT_PREFIX, k);
+  f = tenants_fig(name, title, k, who, mps_label, sizeof(mps_label));
   detail_num(f, "uids", k);
-  detail_str(f, "isolation", hb.isolation);
   detail_str(f, "daemon_mps", hb.mps_info);
   if (!hb_tenants_possible()) {
-    const char *why = "not applicable: needs root to run clients as other "
-                      "uids";
-
-    snprintf(f->na, sizeof(f->na), "%s", why);
-    base_na(f, "one_tenant", one_label, "%s", why);
-    base_na(f, "mps", mps_label, "%s", why);
+    tenants_na(f, mps_label,
+               "not applicable: needs root to run clients as other uids");
     return;
   }
   one = calloc((size_t)k, sizeof(*one));
   each = calloc((size_t)k, sizeof(*each));
   s = calloc(1, sizeof(*s));
   if (one == NULL || each == NULL || s == NULL) {
+    tenants_bases_na(f, mps_label, "out of memory");
     fig_fail(f, "out of memory");
-    base_na(f, "one_tenant", one_label, "out of memory");
-    base_na(f, "mps", mps_label, "out of memory");
     goto out;
   }
   for (int i = 0; i < k; i++) {
     snprintf(user, sizeof(user), "%s%c", TENANT_PREFIX, 'a' + i);
     if (bench_user(user, &each[i], err, sizeof(err)) != 0) {
+      tenants_bases_na(f, mps_label, "no bench users");
       fig_fail(f, "%s", err);
-      base_na(f, "one_tenant", one_label, "no bench users");
-      base_na(f, "mps", mps_label, "no bench users");
       goto out;
     }
     each[i].dev = hb.dev;
@@ -632,12 +641,12 @@ static void tenants_each(int k, double one_agg, double one_lo)
   if (!isfinite(one_agg)) {
     note("tenants: %d hipd clients as one uid (%s)", k, one[0].user);
     if (tenants_run(one, k, s, &one_agg, &one_lo, err, sizeof(err)) != 0) {
-      base_na(f, "one_tenant", one_label, "failed: %s", err);
+      base_na(f, "one_tenant", ONE_LABEL, "failed: %s", err);
       report_failure();
     }
   }
   if (isfinite(one_agg)) {
-    base_set(f, "one_tenant", one_label, one_agg);
+    base_set(f, "one_tenant", ONE_LABEL, one_agg);
     detail_num(f, "one_tenant_slowest_client", one_lo);
   }
   note("tenants: %d hipd clients as %d uids (%s to %s)", k, k, each[0].user,

@@ -171,7 +171,7 @@ static pthread_once_t table_once = PTHREAD_ONCE_INIT;
  * 400 instructions of every request, callgrind, 2026-12-06). */
 #define FIND_SLOTS 256 /* a power of two, over 3 times NMETHODS */
 static uint8_t find_slot[FIND_SLOTS]; /* row + 1; 0: empty */
-static uint8_t name_len[FIND_SLOTS];  /* each row's name length, by row */
+static uint8_t name_len[NMETHODS];    /* each row's name length */
 
 static uint32_t name_hash(const char *name, size_t len)
 {

@@ -879,6 +879,19 @@ static void rr_read(rr_t *rr, uint64_t buf, void *out, size_t len)
   memcpy(out, rr->r->msg.result->via.bin.ptr, len);
 }
 
+/* Read the first @p len bytes (at most 4096) of buffer @p buf over the
+ * socket: each must be @p value. */
+static void rr_expect_filled(rr_t *rr, uint64_t buf, size_t len, uint8_t value)
+{
+  uint8_t back[4096];
+
+  ck_assert_uint_le(len, sizeof(back));
+  rr_read(rr, buf, back, len);
+  for (size_t i = 0; i < len; i++)
+    ck_assert_msg(back[i] == value, "byte %zu of buffer 0x%llx: %02x, not %02x",
+                  i, (unsigned long long)buf, back[i], value);
+}
+
 /* Has the daemon closed the connection (without waiting)? */
 static int rr_peer_closed(rr_t *rr)
 {
@@ -1498,7 +1511,7 @@ START_TEST(test_not_ring_methods)
   uint64_t buf, id;
   rr_t *rr = rr_session(8, 4096, &buf);
   char sockmsg[512], ringmsg[512];
-  uint8_t back[64];
+  const size_t fill = 64; /* bytes memset, then read */
   int sockrc;
 
   id = rr_session_id(rr);
@@ -1563,10 +1576,8 @@ START_TEST(test_not_ring_methods)
         proto_obj_uint(proto_map_get(ring, "completions"), UINT64_MAX, &v), 0);
     ck_assert_uint_eq(v, 1 + nm + 1 + 3);
   }
-  rr_memset_ok(rr, 301, buf, 0, sizeof(back), 0x42);
-  rr_read(rr, buf, back, sizeof(back));
-  for (size_t i = 0; i < sizeof(back); i++)
-    ck_assert_uint_eq(back[i], 0x42);
+  rr_memset_ok(rr, 301, buf, 0, fill, 0x42);
+  rr_expect_filled(rr, buf, fill, 0x42);
   rr_close(rr);
 }
 END_TEST
@@ -1583,20 +1594,19 @@ START_TEST(test_repeated_requests)
                                  65535, 65536, 70000, UINT32_MAX, 7};
   uint64_t buf, other;
   rr_t *rr = rr_session(8, 4096, &buf);
-  uint8_t req[RING_SQE_DATA], back[64];
+  uint8_t req[RING_SQE_DATA];
+  const size_t fill = 64; /* bytes memset, then read */
   size_t len;
 
   other = rr_alloc(rr, 4096);
   for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
     unsigned value = 0x20 + (i == 4 ? 1 : 0); /* one differs in between */
-    rr_memset_ok(rr, ids[i], buf, 0, sizeof(back), value);
-    rr_read(rr, buf, back, sizeof(back));
-    for (size_t k = 0; k < sizeof(back); k++)
-      ck_assert_uint_eq(back[k], value);
+    rr_memset_ok(rr, ids[i], buf, 0, fill, value);
+    rr_expect_filled(rr, buf, fill, value);
   }
   /* The same request with its msgid 9 as a uint 64 (0xcf) and as an int
    * 8 (0xd0): the same bytes after it as the last one. */
-  rr_pack_memset(rr, 7, buf, 0, sizeof(back), 0x20);
+  rr_pack_memset(rr, 7, buf, 0, fill, 0x20);
   ck_assert_uint_ge(rr->sb.size, 3);
   ck_assert_uint_eq((uint8_t)rr->sb.data[2], 7); /* fixint msgid */
   len = rr->sb.size - 3;
@@ -1619,14 +1629,12 @@ START_TEST(test_repeated_requests)
   raw_request(rr->r, 9010, "mem.free", 1);
   msgpack_pack_uint64(&rr->r->pk, buf);
   ck_assert_int_eq(rr_sock_call(rr, 9010, NULL, 0), 0);
-  rr_pack_memset(rr, 11, buf, 0, sizeof(back), 0x20);
+  rr_pack_memset(rr, 11, buf, 0, fill, 0x20);
   rr_submit(rr);
   ck_assert_int_eq(rr_answer(rr, 11), HIPD_ESTALE);
   /* And the other buffer, by the same method: a new request. */
-  rr_memset_ok(rr, 12, other, 0, sizeof(back), 0x33);
-  rr_read(rr, other, back, sizeof(back));
-  for (size_t k = 0; k < sizeof(back); k++)
-    ck_assert_uint_eq(back[k], 0x33);
+  rr_memset_ok(rr, 12, other, 0, fill, 0x33);
+  rr_expect_filled(rr, other, fill, 0x33);
   rr_close(rr);
 }
 END_TEST
@@ -1690,7 +1698,7 @@ START_TEST(test_after)
 {
   uint64_t buf;
   rr_t *rr = rr_session(8, 4096, &buf);
-  uint8_t back[16];
+  const size_t fill = 16; /* bytes memset, then read */
 
   /* R (0x22) after S (0x33), published first and kicked: it waits. */
   rr_pack_memset(rr, 10, buf, 0, 16, 0x22);
@@ -1705,9 +1713,7 @@ START_TEST(test_after)
   msgpack_pack_uint64(&rr->r->pk, 0x33);
   ck_assert_int_eq(rr_sock_call(rr, 11, NULL, 0), 0);
   ck_assert_int_eq(rr_answer(rr, 10), 0);
-  rr_read(rr, buf, back, sizeof(back));
-  for (size_t i = 0; i < sizeof(back); i++)
-    ck_assert_uint_eq(back[i], 0x22);
+  rr_expect_filled(rr, buf, fill, 0x22);
 
   /* Let the daemon fall asleep on the ring, then R (0x44) published
    * without a kick, then S (0x55) on the socket: R runs first. */
@@ -1723,9 +1729,7 @@ START_TEST(test_after)
   msgpack_pack_uint64(&rr->r->pk, 0x55);
   ck_assert_int_eq(rr_sock_call(rr, 13, NULL, 0), 0);
   ck_assert_int_eq(rr_answer(rr, 12), 0);
-  rr_read(rr, buf, back, sizeof(back));
-  for (size_t i = 0; i < sizeof(back); i++)
-    ck_assert_uint_eq(back[i], 0x55);
+  rr_expect_filled(rr, buf, fill, 0x55);
 
   /* An `after` no socket will reach stalls this ring only: the socket and
    * other sessions go on. */
