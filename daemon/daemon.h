@@ -99,6 +99,7 @@ typedef struct daemon_config {
   uint32_t compile_idle_s;        /* no CPU that long ends one, 0: never */
   char *compile_user;             /* helpers' account, NULL: default */
   uint64_t compile_mem;           /* helpers' address space, 0: 4 GiB */
+  int compile_gpu_driver;         /* helpers may open the GPU driver */
   uint32_t tenant_max_compiles;   /* one uid's compiles outstanding, 0: 8 */
   uint64_t compile_queue_bytes;   /* sources they hold, 0: 256 MiB */
   int busy_poll_us;         /* spin before sleeping (loop, workers); -1: auto */

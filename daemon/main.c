@@ -751,6 +751,7 @@ int main(int argc, char **argv)
                                .idle_timeout_s = d->cfg.compile_idle_s,
                                .user = d->cfg.compile_user,
                                .mem_limit = d->cfg.compile_mem,
+                               .gpu_driver = d->cfg.compile_gpu_driver,
                                .tenant_max = d->cfg.tenant_max_compiles,
                                .queue_bytes = d->cfg.compile_queue_bytes,
                                .probe = 1};
@@ -760,8 +761,12 @@ int main(int argc, char **argv)
       return 1;
     }
     compile_pool_get_stats(&cst);
-    log_info(0, "compile helpers: %u, as uid %lld, file system view: %s%s%s",
+    log_info(0,
+             "compile helpers: %u, as uid %lld, file system view: %s, GPU "
+             "driver: %s%s%s",
              cst.jobs, (long long)cst.uid, cst.fsview_name,
+             d->cfg.compile_gpu_driver ? "open (--compile-gpu-driver)"
+                                       : "closed",
              cst.sandbox[0] ? "; not applied: " : "", cst.sandbox);
   }
   if (d->role == ROLE_LISTENER) {

@@ -827,7 +827,7 @@ END_TEST
  * it: the helper proper's /tmp (a tmpfs in its mount namespace, reached
  * through /proc/PID/root) or its --tmp directory (Landlock). */
 static void helper_scratch(const harness_daemon_t *d, int mountns, char *out,
-                           size_t n)
+                           size_t n, pid_t *helper)
 {
   DIR *dir = opendir("/proc");
   struct dirent *e;
@@ -846,8 +846,11 @@ static void helper_scratch(const harness_daemon_t *d, int mountns, char *out,
       continue;
     if (mountns) {
       /* The helper proper, below its outer process. */
-      if (strcmp(pcomm, "hipd-compile") == 0)
+      if (strcmp(pcomm, "hipd-compile") == 0) {
         snprintf(out, n, "/proc/%d/root/tmp", (int)pid);
+        if (helper != NULL)
+          *helper = pid;
+      }
       continue;
     }
     snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
@@ -857,8 +860,11 @@ static void helper_scratch(const harness_daemon_t *d, int mountns, char *out,
     fclose(f);
     args[len] = '\0';
     for (size_t at = 0; at < len; at += strlen(args + at) + 1)
-      if (strncmp(args + at, "--tmp=", 6) == 0)
+      if (strncmp(args + at, "--tmp=", 6) == 0) {
         snprintf(out, n, "%s", args + at + 6);
+        if (helper != NULL)
+          *helper = pid;
+      }
   }
   closedir(dir);
   ck_assert_msg(out[0] != '\0', "no compile helper of hipd %d found",
@@ -943,7 +949,7 @@ static void check_scratch(int mountns)
            VECADD_SRC);
   k = compile(conn, dev, src, "vecadd", NULL);
   OK(conn, hipd_kernel_destroy(conn, k));
-  helper_scratch(d, mountns, scratch, sizeof(scratch));
+  helper_scratch(d, mountns, scratch, sizeof(scratch), NULL);
   restarts = restarts_of(conn);
 
   /* Leftovers the helper can remove: gone after the next compile. */
@@ -997,6 +1003,98 @@ END_TEST
 START_TEST(test_scratch_emptied_landlock)
 {
   check_scratch(0);
+}
+END_TEST
+
+/* The line of /proc/PID/limits that starts with @p name: its soft limit
+ * ("unlimited" or a number), into @p out. */
+static void limit_of(pid_t pid, const char *name, char *out, size_t n)
+{
+  char path[64], line[256];
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/proc/%d/limits", (int)pid);
+  f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+  out[0] = '\0';
+  while (fgets(line, sizeof(line), f) != NULL)
+    if (strncmp(line, name, strlen(name)) == 0)
+      sscanf(line + strlen(name), "%63s", out);
+  fclose(f);
+  ck_assert_msg(out[0] != '\0', "%s has no '%s'", path, name);
+}
+
+/* --compile-gpu-driver (an admin's choice): the helper keeps its view
+ * (no file of the host but the toolchain's, /sys and the NVIDIA nodes
+ * where there are), bounds writable memory instead of address space, and
+ * keeps NVRTC's cache folder across compiles while the rest of its
+ * scratch space is emptied. Once for each view. */
+static void check_gpu_driver(int mountns)
+{
+  harness_daemon_t *d;
+  hipd_conn_t *conn;
+  hipd_kernel_t k;
+  char scratch[PATH_MAX], path[PATH_MAX + 32], src[4096], fsview[64], v[64];
+  struct stat st;
+  pid_t helper = -1;
+  int dev;
+  int64_t restarts;
+
+  if (!mountns)
+    setenv("HIPD_COMPILE_FSVIEW", "landlock", 1);
+  d = harness_start("--cpu-devices", "2", "--cache-dir", "",
+                    "--compile-timeout", "60", "--compile-jobs", "1",
+                    "--compile-mem", "3G", "--compile-gpu-driver", NULL);
+  unsetenv("HIPD_COMPILE_FSVIEW");
+  ck_assert_msg(d != NULL, "hipd --compile-gpu-driver did not start");
+  conn = connect_to(d);
+  fsview_of(conn, fsview, sizeof(fsview));
+  if (mountns && strcmp(fsview, "mount namespace") != 0) {
+    fprintf(stderr, "check_gpu_driver: no mount namespace here (%s)\n", fsview);
+    hipd_close(conn);
+    stop_checked(&d);
+    return;
+  }
+  hipd_close(conn);
+  secret_make();
+  check_reads_blocked(d);
+  secret_remove();
+  if (geteuid() != 0) {
+    fprintf(stderr, "check_gpu_driver: the helper's limits and scratch "
+                    "space not looked at (needs root)\n");
+    stop_checked(&d);
+    return;
+  }
+  conn = connect_to(d);
+  dev = first_cpu_device(conn);
+  snprintf(src, sizeof(src), "// gpu-driver %d %d a\n%s", (int)getpid(),
+           mountns, VECADD_SRC);
+  k = compile(conn, dev, src, "vecadd", NULL);
+  OK(conn, hipd_kernel_destroy(conn, k));
+  helper_scratch(d, mountns, scratch, sizeof(scratch), &helper);
+  restarts = restarts_of(conn);
+  limit_of(helper, "Max data size", v, sizeof(v));
+  ck_assert_str_eq(v, "3221225472");
+  limit_of(helper, "Max address space", v, sizeof(v));
+  ck_assert_str_eq(v, "unlimited");
+  snprintf(path, sizeof(path), "%s/.nv-cache", scratch);
+  ck_assert_msg(stat(path, &st) == 0 && S_ISDIR(st.st_mode),
+                "%s: no NVRTC cache folder %s", fsview, path);
+  snprintf(src, sizeof(src), "// gpu-driver %d %d b\n%s", (int)getpid(),
+           mountns, VECADD_SRC);
+  k = compile(conn, dev, src, "vecadd", NULL);
+  vecadd_run(conn, dev, k, 100, HIPD_STREAM_NULL);
+  OK(conn, hipd_kernel_destroy(conn, k));
+  ck_assert_msg(stat(path, &st) == 0, "%s: %s is gone after a compile", fsview,
+                path);
+  ck_assert_int_eq(restarts_of(conn), restarts);
+  hipd_close(conn);
+  stop_checked(&d);
+}
+
+START_TEST(test_gpu_driver)
+{
+  check_gpu_driver(_i == 0);
 }
 END_TEST
 
@@ -1069,6 +1167,7 @@ static Suite *compile_sandbox_suite(void)
   tcase_add_test(tc, test_output_readback);
   tcase_add_test(tc, test_scratch_emptied);
   tcase_add_test(tc, test_scratch_emptied_landlock);
+  tcase_add_loop_test(tc, test_gpu_driver, 0, 2);
   tcase_add_test(tc, test_compile_turns);
   suite_add_tcase(s, tc);
   tc = tcase_create("idle");

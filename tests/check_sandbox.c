@@ -20,6 +20,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -392,6 +394,50 @@ static void compiler_builds(void *arg)
   EXPECT(access(path, R_OK) == 0, "no k.so");
 }
 
+/* With the GPU driver (--compile-gpu-driver): the compiler's calls, and
+ * what the CUDA driver makes (device ioctls, a bound AF_UNIX socket), and
+ * still no network and no mount. */
+static void compiler_gpu_profile(void *arg)
+{
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int st, fd, pv[2], n = 0;
+  pid_t pid;
+
+  (void)arg;
+  enter_profile(SANDBOX_PROFILE_COMPILER_GPU);
+  pid = fork();
+  EXPECT(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", "exit 3", (char *)NULL);
+    _exit(99);
+  }
+  EXPECT(waitpid(pid, &st, 0) == pid, "waitpid");
+  EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 3, "sh -c 'exit 3': 0x%x",
+         (unsigned)st);
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT(fd >= 0, "socket(AF_UNIX): %s", strerror(errno));
+  /* An abstract name: nothing on disk. */
+  snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "hipd-sb-%d",
+           (int)getpid());
+  EXPECT(bind(fd, (struct sockaddr *)&sa,
+              offsetof(struct sockaddr_un, sun_path) + 1 +
+                  strlen(sa.sun_path + 1)) == 0,
+         "bind(AF_UNIX): %s", strerror(errno));
+  close(fd);
+  EXPECT_ERRNO(socket(AF_INET, SOCK_STREAM, 0), EPERM, "socket(AF_INET)");
+  EXPECT_ERRNO(socket(AF_INET6, SOCK_DGRAM, 0), EPERM, "socket(AF_INET6)");
+  EXPECT(pipe(pv) == 0, "pipe: %s", strerror(errno));
+  EXPECT(ioctl(pv[0], FIONREAD, &n) == 0, "ioctl: %s", strerror(errno));
+}
+
+static void compiler_gpu_mount(void *arg)
+{
+  (void)arg;
+  enter_profile(SANDBOX_PROFILE_COMPILER_GPU);
+  syscall(SYS_unshare, 0);
+  child_fail("unshare returned");
+}
+
 static void compiler_mount(void *arg)
 {
   (void)arg;
@@ -406,6 +452,8 @@ START_TEST(test_compiler_profile)
 
   run_ok(compiler_profile, NULL);
   run_sigsys(compiler_mount, NULL);
+  run_ok(compiler_gpu_profile, NULL);
+  run_sigsys(compiler_gpu_mount, NULL);
   if (system("command -v c++ >/dev/null 2>&1") != 0) {
     fprintf(stderr, "check_sandbox: no c++: compiler run skipped\n");
     return;

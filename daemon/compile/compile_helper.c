@@ -5,6 +5,7 @@
  *
  *   hipd-compile --fd=N [--user=NAME] [--timeout=S] [--idle-timeout=S]
  *                [--mem=BYTES] [--tmp=DIR] [--fsview=auto|mountns|landlock]
+ *                [--gpu-driver]
  *
  * The daemon's compile pool (compile_pool.c) starts one per pool thread
  * and talks to it over the stream socket at fd N (compile_proto.h): one
@@ -33,6 +34,16 @@
  * - rlimits: CPU seconds (--timeout + 30, per process: each compiler
  *   process has its own), address space (--mem), file size, no core.
  * - a clean environment.
+ * With --gpu-driver (the daemon's --compile-gpu-driver, an admin's
+ * choice, off by default) the helper may also open the NVIDIA driver:
+ * NVRTC reaches the CUDA compute cache only through it, and each compile
+ * without it costs some 16 ms more (bench/RESULTS.md). Then the view also
+ * holds /dev/nvidia* (read-write) and /sys (read-only), seccomp is the
+ * COMPILER_GPU profile (device ioctls, pinned memory, a bound AF_UNIX
+ * socket), the cache is a folder of the private /tmp that outlives each
+ * compile (CUDA_CACHE_PATH), and --mem bounds writable memory
+ * (RLIMIT_DATA) instead of address space, which the CUDA driver reserves
+ * by the gigabyte.
  * A watchdog thread stops a compile after --timeout seconds: it kills the
  * compilers running (cpu_compile_stop_all), and ends this process if an
  * in-process compile (hiprtc) does not return; the daemon kills the whole
@@ -125,6 +136,7 @@ typedef struct {
   const char *header; /* the CPU device header (resolved) */
   const char *cxx;    /* the C++ compiler, NULL if none */
   pid_t ppid;         /* the daemon */
+  int gpu_driver;     /* --gpu-driver */
 } opts_t;
 
 static const char *opt_value(const char *arg, const char *name)
@@ -166,6 +178,8 @@ static void parse_args(int argc, char **argv, opts_t *o)
       o->tmp = v;
     else if ((v = opt_value(argv[i], "--fsview")) != NULL)
       o->fsview = v;
+    else if (strcmp(argv[i], "--gpu-driver") == 0)
+      o->gpu_driver = 1;
     else
       die("unknown argument '%s' (this program is started by hipd)", argv[i]);
   }
@@ -234,6 +248,10 @@ static const char *const view_globs[] = {"/opt/rocm*", "/opt/cuda*", NULL};
 /* Device nodes the tools open. */
 static const char *const view_devs[] = {"/dev/null", "/dev/zero", "/dev/random",
                                         "/dev/urandom", NULL};
+/* With --gpu-driver: the NVIDIA driver's nodes (read-write) and what it
+ * reads of the system (read-only). */
+static const char *const gpu_dev_globs[] = {"/dev/nvidia*", NULL};
+static const char *const gpu_paths[] = {"/sys", NULL};
 
 /* mkdir -p @p path's parents (and @p path itself when @p self), mode 0755. */
 static int mkdirs(const char *path, int self)
@@ -439,6 +457,25 @@ static int view_enter(const opts_t *o, uid_t uid, gid_t gid, char *why,
       snprintf(why, whysz, "bind %s: %s", *p, strerror(errno));
       return -1;
     }
+  if (o->gpu_driver) {
+    for (const char *const *g = gpu_dev_globs; *g != NULL; g++) {
+      glob_t gl;
+      if (glob(*g, 0, NULL, &gl) == 0)
+        for (size_t i = 0; i < gl.gl_pathc; i++)
+          if (view_add(root, gl.gl_pathv[i], 1) != 0) {
+            snprintf(why, whysz, "bind %s: %s", gl.gl_pathv[i],
+                     strerror(errno));
+            globfree(&gl);
+            return -1;
+          }
+      globfree(&gl);
+    }
+    for (const char *const *p = gpu_paths; *p != NULL; p++)
+      if (view_add(root, *p, 0) != 0) {
+        snprintf(why, whysz, "bind %s: %s", *p, strerror(errno));
+        return -1;
+      }
+  }
   /* A /proc of this pid namespace only: its processes are this one
    * (not dumpable: its files are root's) and its compilers. */
   if (mkdir("/tmp/proc", 0555) != 0 ||
@@ -481,6 +518,20 @@ static size_t landlock_paths(const opts_t *o, sandbox_path_t *out, size_t max)
   }
   for (const char *const *p = view_devs; *p != NULL && n < max; p++)
     out[n++] = (sandbox_path_t){*p, SANDBOX_FS_READ | SANDBOX_FS_WRITE};
+  if (o->gpu_driver) {
+    for (const char *const *g = gpu_dev_globs; *g != NULL; g++) {
+      glob_t gl;
+      if (glob(*g, 0, NULL, &gl) == 0)
+        for (size_t i = 0; i < gl.gl_pathc && ng < 16 && n < max; i++) {
+          snprintf(globbed[ng], PATH_MAX, "%s", gl.gl_pathv[i]);
+          out[n++] = (sandbox_path_t){globbed[ng++],
+                                      SANDBOX_FS_READ | SANDBOX_FS_WRITE};
+        }
+      globfree(&gl);
+    }
+    for (const char *const *p = gpu_paths; *p != NULL && n < max; p++)
+      out[n++] = (sandbox_path_t){*p, SANDBOX_FS_READ};
+  }
   if (n < max)
     out[n++] = (sandbox_path_t){o->header, SANDBOX_FS_READ};
   if (o->cxx != NULL && o->cxx[0] == '/' && n < max)
@@ -807,6 +858,7 @@ int main(int argc, char **argv)
   hipd_err_t err, idle_err;
   char header[PATH_MAX], why[256] = "", note[HIPD_ERR_MSG_MAX + 300] = "";
   char env_header[PATH_MAX + 32], env_tmp[PATH_MAX + 16];
+  char env_cache[PATH_MAX + 32] = "";
   const char *cxx;
   uid_t uid = getuid();
   gid_t gid = getgid();
@@ -886,12 +938,16 @@ int main(int argc, char **argv)
   spec.no_dumpable = true;
   spec.rlim.cpu_s = (rlim_t)o.timeout_s + 30;
 #if !defined(HIPD_ASAN) && !defined(HIPD_TSAN)
-  spec.rlim.as = (rlim_t)o.mem;
+  if (o.gpu_driver)
+    spec.rlim.data = (rlim_t)o.mem;
+  else
+    spec.rlim.as = (rlim_t)o.mem;
 #endif
   spec.rlim.fsize = (rlim_t)256 << 20;
   spec.rlim.nofile = 1024;
   spec.rlim.core = 0;
-  spec.profile = SANDBOX_PROFILE_COMPILER;
+  spec.profile =
+      o.gpu_driver ? SANDBOX_PROFILE_COMPILER_GPU : SANDBOX_PROFILE_COMPILER;
   spec.require = SANDBOX_REQUIRE_SECCOMP;
   if (fsview == CP_FSVIEW_LANDLOCK) {
     spec.landlock = true;
@@ -929,9 +985,24 @@ int main(int argc, char **argv)
   snprintf(env_header, sizeof(env_header), "HIPD_CPU_HEADER=%s", header);
   snprintf(env_tmp, sizeof(env_tmp), "TMPDIR=%s",
            fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp);
+  /* NVRTC's compute cache, made before scratch_init() so that the
+   * cleaning after each compile keeps it: what it holds is the same for
+   * every source (bench/RESULTS.md), and its size counts in the scratch
+   * space's slack like any file. */
+  if (o.gpu_driver) {
+    snprintf(env_cache, sizeof(env_cache), "CUDA_CACHE_PATH=%s/.nv-cache",
+             fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp);
+    if (mkdir(strchr(env_cache, '=') + 1, 0700) != 0 && errno != EEXIST)
+      die("mkdir %s: %s", strchr(env_cache, '=') + 1, strerror(errno));
+  }
   {
-    const char *keep[] = {"LD_LIBRARY_PATH",   env_header, env_tmp,
-                          "HOME=/nonexistent", "LC_ALL=C", NULL};
+    const char *keep[] = {"LD_LIBRARY_PATH",
+                          env_header,
+                          env_tmp,
+                          "HOME=/nonexistent",
+                          "LC_ALL=C",
+                          env_cache[0] != '\0' ? env_cache : NULL,
+                          NULL};
     char **env = sandbox_clean_env(keep);
     if (env == NULL)
       die("out of memory");

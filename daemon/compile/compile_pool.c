@@ -85,6 +85,7 @@ static struct {
   unsigned jobs, timeout_s;
   unsigned idle_s; /* --compile-idle-timeout, 0: none */
   uint64_t mem;
+  int gpu_driver; /* --compile-gpu-driver */
   char helper[PATH_MAX];
   char user[64];
   uv_loop_t *loop;
@@ -249,7 +250,7 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
   hipd_err_t serr;
   char fdarg[32], toarg[32], idlearg[40], memarg[48], tmparg[PATH_MAX + 8],
       userarg[80], viewarg[48], why[128];
-  char *argv[10], *envp[16];
+  char *argv[12], *envp[16];
   const char *tmpdir = getenv("TMPDIR"), *view = getenv("HIPD_COMPILE_FSVIEW");
   char envbuf[8][PATH_MAX + 32];
   char cgenv[1024];
@@ -290,6 +291,8 @@ static int helper_spawn(helper_t *h, hipd_err_t *err)
   }
   argv[argc++] = memarg;
   argv[argc++] = tmparg;
+  if (pool_state.gpu_driver)
+    argv[argc++] = "--gpu-driver";
   if (pool_state.user[0] != '\0') {
     snprintf(userarg, sizeof(userarg), "--user=%s", pool_state.user);
     argv[argc++] = userarg;
@@ -925,6 +928,7 @@ int compile_pool_init(const compile_pool_cfg_t *cfg, uv_loop_t *loop,
   pool_state.timeout_s = cfg->timeout_s ? cfg->timeout_s : DEFAULT_TIMEOUT_S;
   pool_state.idle_s = cfg->idle_timeout_s;
   pool_state.mem = cfg->mem_limit ? cfg->mem_limit : DEFAULT_MEM;
+  pool_state.gpu_driver = cfg->gpu_driver;
   helper_path(cfg->helper, pool_state.helper, sizeof(pool_state.helper));
   snprintf(pool_state.user, sizeof(pool_state.user), "%s",
            cfg->user ? cfg->user : "");

@@ -43,6 +43,9 @@ typedef struct {
   const char *user;
   uint64_t mem_limit; /* address space of a helper and of each compiler
                        * process (RLIMIT_AS); 0: 4 GiB */
+  /* Helpers may open the GPU driver (hipd-compile --gpu-driver): NVRTC's
+   * compute cache; off by default. */
+  int gpu_driver;
   /* Admission (compile_pool_admit): requests of one tenant outstanding at
    * once (0: 8), and bytes of source all requests may hold (0: 256 MiB),
    * of which one tenant at most half. */

@@ -269,6 +269,7 @@ static int set_limits(const sandbox_spec_t *s, hipd_err_t *err)
 
   if ((rc = set_limit(RLIMIT_CPU, "RLIMIT_CPU", s->rlim.cpu_s, err)) != 0 ||
       (rc = set_limit(RLIMIT_AS, "RLIMIT_AS", s->rlim.as, err)) != 0 ||
+      (rc = set_limit(RLIMIT_DATA, "RLIMIT_DATA", s->rlim.data, err)) != 0 ||
       (rc = set_limit(RLIMIT_FSIZE, "RLIMIT_FSIZE", s->rlim.fsize, err)) != 0 ||
       (rc = set_limit(RLIMIT_NOFILE, "RLIMIT_NOFILE", s->rlim.nofile, err)) !=
           0 ||
@@ -308,6 +309,7 @@ void sandbox_spec_init(sandbox_spec_t *spec)
   spec->gid = (gid_t)-1;
   spec->rlim.cpu_s = SANDBOX_RLIM_KEEP;
   spec->rlim.as = SANDBOX_RLIM_KEEP;
+  spec->rlim.data = SANDBOX_RLIM_KEEP;
   spec->rlim.fsize = SANDBOX_RLIM_KEEP;
   spec->rlim.nofile = SANDBOX_RLIM_KEEP;
   spec->rlim.nproc = SANDBOX_RLIM_KEEP;

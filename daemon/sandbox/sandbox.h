@@ -113,6 +113,10 @@ typedef enum {
    * files (Landlock limits which); socket() only for AF_UNIX; no ptrace,
    * no mount (namespaces are set up before sandbox_enter). */
   SANDBOX_PROFILE_COMPILER,
+  /* a compile helper that may open the GPU driver (--compile-gpu-driver):
+   * the COMPILER profile plus the GPU runtime's calls of WORKER (ioctl,
+   * pinned memory, an AF_UNIX socket it binds). */
+  SANDBOX_PROFILE_COMPILER_GPU,
   /* a device worker: libuv, the HIP/CUDA runtime (ioctl on the driver's
    * devices), memfds, threads, AF_UNIX sockets and SCM_RIGHTS; no new
    * processes, no execve, no network sockets. */
@@ -170,6 +174,7 @@ typedef struct {
   struct {
     rlim_t cpu_s;  /* RLIMIT_CPU, seconds */
     rlim_t as;     /* RLIMIT_AS, bytes */
+    rlim_t data;   /* RLIMIT_DATA, bytes: writable private mappings */
     rlim_t fsize;  /* RLIMIT_FSIZE, bytes */
     rlim_t nofile; /* RLIMIT_NOFILE */
     rlim_t nproc;  /* RLIMIT_NPROC */

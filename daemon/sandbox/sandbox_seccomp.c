@@ -301,6 +301,15 @@ static const profile_t profiles[] = {
                                    NULL},
                                   {r_ioctl_tty, r_prctl, r_socketpair_unix,
                                    r_self_only, NULL}},
+    /* The same with the GPU driver: NVRTC reaches the CUDA compute
+     * cache only through it (bench/RESULTS.md: 16 ms a cold compile). */
+    [SANDBOX_PROFILE_COMPILER_GPU] = {"compiler-gpu",
+                                      {g_base, g_memory, g_threads, g_signals,
+                                       g_time, g_fdio, g_files_read,
+                                       g_files_write, g_spawn, g_signal_any,
+                                       g_gpu, NULL},
+                                      {r_prctl, r_socket_unix, r_self_only,
+                                       NULL}},
     /* A device worker: libuv, the GPU runtime, unix sockets; no
      * processes, no execve. Threads only. */
     [SANDBOX_PROFILE_WORKER] = {"worker",
