@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "device.h"
@@ -278,6 +279,119 @@ void device_mark_lost(device_t *dev, const char *why)
   exec_submit(dev->service, &t->t);
 }
 
+/* ---------------------------------------------------- completion words */
+
+struct dev_words {
+  uint32_t *host; /* DEVICE_WORDS words, page-aligned */
+  char *dev;      /* the device's address of host[0]; NULL: unregistered */
+  uint32_t epoch; /* the context the registration belongs to */
+  unsigned nfree;
+  uint16_t free[DEVICE_WORDS]; /* a stack of free words */
+};
+
+#define WORDS_BYTES (DEVICE_WORDS * sizeof(uint32_t))
+
+static int words_off(device_t *dev, const char *why)
+{
+  dev->words_off = 1;
+  log_info(0,
+           "device %d: launches are seen to end by asking the driver, not "
+           "by a word the device writes (%s)",
+           dev->id, why);
+  return -1;
+}
+
+/* Words registered in the device's current context: the first time, and
+ * again after a reset (a new context forgot the registration). */
+static int words_ready(device_t *dev)
+{
+  struct dev_words *w = dev->words;
+  driver_t *drv = dev->drv;
+  uint32_t epoch = device_epoch(dev);
+  drv_mem_t mem;
+
+  if (dev->words_off)
+    return -1;
+  if (w != NULL && w->dev != NULL && w->epoch == epoch)
+    return 0;
+  if (dev->caps.is_cpu || drv->stream_mark == NULL ||
+      drv->host_register == NULL || drv->host_map == NULL)
+    return words_off(dev, "the driver writes none");
+  if (w == NULL) {
+    void *host = mmap(NULL, WORDS_BYTES, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (host == MAP_FAILED)
+      return -1; /* no memory now: tried again next time */
+    if ((w = calloc(1, sizeof(*w))) == NULL) {
+      munmap(host, WORDS_BYTES);
+      return -1;
+    }
+    w->host = host;
+    for (unsigned i = 0; i < DEVICE_WORDS; i++)
+      w->free[i] = (uint16_t)(DEVICE_WORDS - 1 - i);
+    w->nfree = DEVICE_WORDS;
+    dev->words = w;
+  }
+  w->dev = NULL;
+  if (drv->host_register(drv, w->host, WORDS_BYTES) != 0 ||
+      drv->host_map(drv, dev->local, w->host, WORDS_BYTES, -1, &mem) != 0)
+    return words_off(dev, drv_last_error());
+  w->dev = mem.ptr;
+  w->epoch = epoch;
+  return 0;
+}
+
+int device_word_get(device_t *dev)
+{
+  struct dev_words *w;
+  int i;
+
+  if (words_ready(dev) != 0 || (w = dev->words)->nfree == 0)
+    return -1;
+  i = w->free[--w->nfree];
+  __atomic_store_n(&w->host[i], 0, __ATOMIC_RELAXED);
+  return i;
+}
+
+void device_word_put(device_t *dev, int word)
+{
+  struct dev_words *w = dev->words;
+
+  if (w != NULL && word >= 0 && word < DEVICE_WORDS)
+    w->free[w->nfree++] = (uint16_t)word;
+}
+
+int device_word_mark(device_t *dev, void *stream, int word, uint32_t value)
+{
+  struct dev_words *w = dev->words;
+
+  if (words_ready(dev) != 0) {
+    drv_set_error("device %d writes no completion words", dev->id);
+    return HIPD_ENOTSUP;
+  }
+  return dev->drv->stream_mark(dev->drv, stream,
+                               w->dev + (size_t)word * sizeof(uint32_t), value);
+}
+
+uint32_t device_word_read(const device_t *dev, int word)
+{
+  return __atomic_load_n(&dev->words->host[word], __ATOMIC_ACQUIRE);
+}
+
+static void words_free(device_t *dev)
+{
+  struct dev_words *w = dev->words;
+
+  if (w == NULL)
+    return;
+  if (w->dev != NULL && w->epoch == device_epoch(dev))
+    dev->drv->host_unregister(dev->drv, w->host);
+  munmap(w->host, WORDS_BYTES);
+  free(w);
+  dev->words = NULL;
+}
+
 void devices_shutdown(void)
 {
   for (int i = 0; i < ndevices; i++) {
@@ -286,6 +400,7 @@ void devices_shutdown(void)
     if (exec_pool_destroy(devices[i]->streams) != 0)
       log_warn(0, "device %d: a stream's work still runs at exit", i);
     exec_destroy(devices[i]->service);
+    words_free(devices[i]);
     free(devices[i]);
     devices[i] = NULL;
   }

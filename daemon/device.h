@@ -20,14 +20,16 @@ typedef struct device {
   driver_t *drv;
   int local; /* index within the driver */
   dev_caps_t caps;
-  executor_t *service;  /* blocking housekeeping for this device */
-  exec_pool_t *streams; /* the threads its streams' work runs on */
-  uint64_t allocated;   /* bytes hipd holds on it (loop thread) */
-  uint32_t buffers;     /* live allocations (loop thread) */
-  uint32_t epoch;       /* context generation; objects made in an older one
-                           are dead (atomic: workers read it) */
-  int lost;             /* the context is lost; a reset is under way */
-  int unrecoverable;    /* the reset failed: lost until hipd restarts */
+  executor_t *service;     /* blocking housekeeping for this device */
+  exec_pool_t *streams;    /* the threads its streams' work runs on */
+  uint64_t allocated;      /* bytes hipd holds on it (loop thread) */
+  uint32_t buffers;        /* live allocations (loop thread) */
+  uint32_t epoch;          /* context generation; objects made in an older one
+                              are dead (atomic: workers read it) */
+  int lost;                /* the context is lost; a reset is under way */
+  int unrecoverable;       /* the reset failed: lost until hipd restarts */
+  struct dev_words *words; /* completion words, once used (loop thread) */
+  int words_off;           /* the device has none (loop thread) */
 } device_t;
 
 /* Enumerate and select devices. @p spec is NULL or "all", or a comma list
@@ -61,6 +63,25 @@ void device_mark_lost(device_t *dev, const char *why);
 /* Called (loop thread) when a lost device cannot be reset in this process:
  * the daemon then restarts itself to get a fresh runtime. */
 void devices_on_unrecoverable(void (*fn)(device_t *dev, void *arg), void *arg);
+
+/*
+ * Completion words: 32-bit words of page-locked host memory that the
+ * device writes when a stream reaches them (driver.h's stream_mark), so
+ * that the loop sees a launch end by reading memory, not by asking the
+ * driver (submit.c). A device has DEVICE_WORDS of them; loop thread only,
+ * on a thread bound to the device.
+ */
+#define DEVICE_WORDS 4096
+/* A free word, set to 0, or -1 when none is left or the device has none
+ * (a driver without stream_mark, the CPU device, or registering the
+ * memory failed: then it is off for good and logged once). */
+int device_word_get(device_t *dev);
+void device_word_put(device_t *dev, int word);
+/* Enqueue on driver stream @p stream the write of @p value (1 to
+ * 2^31 - 1) to word @p word. 0 or a negative code (drv_last_error()). */
+int device_word_mark(device_t *dev, void *stream, int word, uint32_t value);
+/* What word @p word holds now. */
+uint32_t device_word_read(const device_t *dev, int word);
 
 /* "cpu", "hip-amd", "hip-nvidia": the compiled-in drivers, NULL-ended. */
 const char *const *daemon_features(void);

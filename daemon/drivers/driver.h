@@ -145,6 +145,13 @@ struct driver {
   /* 0 if all work enqueued on @p stream has completed, HIPD_ENOTREADY if
    * not. Does not block. */
   int (*stream_query)(driver_t *drv, void *stream);
+  /* Enqueue on @p stream a write of @p value to @p word, a device address
+   * of page-locked host memory (host_map), made once the work enqueued
+   * before it has completed and behind a system-wide fence: a thread that
+   * reads the value there sees that work done, and its writes to host
+   * memory, without a driver call. Never made after a fault on the
+   * stream. NULL: the driver has no such path (stream_query instead). */
+  int (*stream_mark)(driver_t *drv, void *stream, void *word, uint32_t value);
   /* Block until all work enqueued on @p stream has completed. */
   int (*stream_sync)(driver_t *drv, void *stream);
   /* Arrange for fn(arg, status) once all work enqueued so far on @p stream

@@ -10,10 +10,13 @@
  * shared-buffer copy, inline_kind()) on a GPU stream with nothing queued
  * is made on the loop thread itself, and one
  * that waits for its kernel is completed when the loop's polling sees the
- * stream idle (the driver's stream_query): no hand-off either way, and no
- * thread blocked per stream. When the loop is about to sleep, each stream
- * still waited for is handed to its executor (one task that waits, then
- * completes the launches it covers through the bridge, which wakes the
+ * stream idle: no hand-off either way, and no thread blocked per stream.
+ * The loop sees it by reading the stream's completion word (device.h),
+ * which the device writes after each such launch (a mark), or, on a
+ * device without them, by asking the driver (stream_query), a call that
+ * costs about as much as the launch itself. When the loop is about to sleep,
+ * each stream still waited for is handed to its executor (one task that waits,
+ * then completes the launches it covers through the bridge, which wakes the
  * loop), so a long kernel costs no polling.
  *
  * Order: a stream's ops reach the driver in the order they were
@@ -33,6 +36,11 @@
 #include "kernels/kernels.h"
 #include "objects/internal.h"
 #include "objects/objects.h"
+
+/* A stream whose word says "not yet" this many times is asked the
+ * driver once: a fault stops the device before the mark, and only the
+ * driver tells. */
+#define ASK_EVERY 1024
 
 static unsigned max_streams; /* 0: off */
 static stream_t *polled;     /* streams waited for; loop thread only */
@@ -65,6 +73,26 @@ static int inline_kind(const op_t *op)
          m->reg == op->st->dev && m->reg_epoch == device_epoch(m->reg);
 }
 
+/* After a launch of @p st that is waited for: have the device write the
+ * stream's word when it gets there. A stream's first launch in the polled
+ * list decides whether the list is marked; one mark that fails leaves the
+ * list to the driver's answer. */
+static void mark(stream_t *st)
+{
+  if (!st->inl_polled) {
+    if (st->word == 0)
+      st->word = device_word_get(st->dev) + 1;
+    st->inl_marked = st->word != 0;
+    st->inl_misses = 0;
+  }
+  if (!st->inl_marked)
+    return;
+  /* 1 to 2^31 - 1, never the 0 a word starts at. */
+  st->word_seq = st->word_seq % 0x7ffffffeu + 1;
+  if (device_word_mark(st->dev, st->drv, st->word - 1, st->word_seq) != 0)
+    st->inl_marked = 0;
+}
+
 /* Make @p op on the loop thread if it qualifies. @return 1 if it was
  * taken (its completion will come), 0 to queue it as usual. */
 static int inline_try(op_t *op)
@@ -90,6 +118,7 @@ static int inline_try(op_t *op)
     task_complete_here(&op->t);
     return 1;
   }
+  mark(st);
   op->t.next = NULL;
   if (st->inl_tail != NULL)
     st->inl_tail->t.next = &op->t;
@@ -132,31 +161,52 @@ static op_t *unlink_stream(stream_t **link, stream_t *st)
   return ops;
 }
 
+/* Has the device finished @p st's launches: 0, HIPD_ENOTREADY, or the
+ * stream's error. *asked is set when the driver was asked. */
+static int finished_yet(stream_t *st, int *asked)
+{
+  driver_t *drv = st->dev->drv;
+  int rc;
+
+  if (st->inl_marked) {
+    if (device_word_read(st->dev, st->word - 1) == st->word_seq)
+      return 0;
+    if (++st->inl_misses < ASK_EVERY)
+      return HIPD_ENOTREADY;
+    st->inl_misses = 0;
+  }
+  *asked = 1;
+  rc = drv->bind_thread(drv, st->dev->local);
+  if (rc == 0)
+    rc = drv->stream_query(drv, st->drv);
+  return rc;
+}
+
 /*
- * One stream that the device has not finished costs a driver call
- * (hipStreamQuery, 16 % of a shared GPU's loop at N=16: bench/RESULTS.md),
- * and while the loop makes it a client's next submission waits. So a call
- * goes round the polled streams from where the last one stopped, completes
- * every finished stream it meets and stops at the first unfinished one:
- * one fruitless query a call, not one for every stream waited for. Each
- * stream is still looked at once in every npolled fruitless calls.
+ * Asking the driver about a stream the device has not finished costs a
+ * call (hipStreamQuery, 16 % of a shared GPU's loop at N=16:
+ * bench/RESULTS.md), and while the loop makes it a client's next
+ * submission waits. So a call goes round the polled streams from where the
+ * last one stopped, completes every finished stream it meets and stops at
+ * the first unfinished one it had to ask about: one fruitless query a
+ * call, not one for every stream waited for. A stream with a completion
+ * word costs a read of memory, and the round goes on past it.
  */
 int op_inline_poll(void)
 {
-  int finished = 0;
+  int finished = 0, asked = 0;
 
   for (unsigned left = npolled; left > 0; left--) {
     if (*poll_at == NULL)
       poll_at = &polled;
     stream_t *st = *poll_at;
-    driver_t *drv = st->dev->drv;
-    int rc = drv->bind_thread(drv, st->dev->local);
+    int rc = finished_yet(st, &asked);
 
-    if (rc == 0)
-      rc = drv->stream_query(drv, st->drv);
     if (rc == HIPD_ENOTREADY) {
       poll_at = &st->inl_next;
-      break;
+      if (asked)
+        break;
+      continue;
     }
     /* poll_at now links the stream after it. */
     finish(unlink_stream(poll_at, st), rc, rc != 0 ? drv_last_error() : NULL);

@@ -44,6 +44,12 @@ int hip_platform_stream_status(hipError_t status)
   return hip_err_code(status);
 }
 
+hipError_t hip_platform_write_value(hipStream_t stream, void *word,
+                                    uint32_t value)
+{
+  return hipStreamWriteValue32(stream, word, (int32_t)value, 0);
+}
+
 /* Arch and "compute capability" of an AMD device, from its LLVM target
  * name gfx<major><minor><stepping> ("gfx90a:sramecc+:xnack-"): arch is the
  * name up to the first ':'; cc_major the decimal digits before the last

@@ -164,6 +164,11 @@ int hip_platform_no_device(hipError_t err);
 int hip_platform_stream_status(hipError_t status);
 /* Fill c->arch, c->cc_major and c->cc_minor from @p prop. */
 void hip_platform_arch(const hipDeviceProp_t *prop, dev_caps_t *c);
+/* hipStreamWriteValue32 (@p value below 2^31), with the fence before the
+ * write. Outside nvcc, HIP 5.2's NVIDIA mapping declares it without
+ * defining it, so there it is CUDA's own. */
+hipError_t hip_platform_write_value(hipStream_t stream, void *word,
+                                    uint32_t value);
 
 /* Compiler (hip_compile.c). */
 /* Set up the platform's compiler state and write compiler_id into @p id;

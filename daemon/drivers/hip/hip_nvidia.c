@@ -68,6 +68,15 @@ int hip_platform_stream_status(hipError_t status)
   return hip_err_code(status);
 }
 
+/* CU_STREAM_WRITE_VALUE_DEFAULT: a system-wide fence before the write. */
+hipError_t hip_platform_write_value(hipStream_t stream, void *word,
+                                    uint32_t value)
+{
+  return hipCUResultTohipError(
+      cuStreamWriteValue32((CUstream)stream, (CUdeviceptr)word, value,
+                           CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+
 void hip_platform_arch(const hipDeviceProp_t *prop, dev_caps_t *c)
 {
   snprintf(c->arch, sizeof(c->arch), "sm_%d%d", prop->major, prop->minor);

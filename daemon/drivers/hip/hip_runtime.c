@@ -485,6 +485,19 @@ static int hip_stream_query(driver_t *drv, void *stream)
   return hip_report_error("hipStreamQuery", err);
 }
 
+/* hipd's marks stay below 2^31 (device.c): HIP takes an int32_t. */
+static int hip_stream_mark(driver_t *drv, void *stream, void *word,
+                           uint32_t value)
+{
+  hipError_t err;
+
+  (void)drv;
+  err = hip_platform_write_value((hipStream_t)stream, word, value);
+  if (err != hipSuccess)
+    return hip_report_error("hipStreamWriteValue32", err);
+  return 0;
+}
+
 static int hip_stream_sync(driver_t *drv, void *stream)
 {
   hipError_t err;
@@ -618,6 +631,7 @@ static driver_t hip_driver = {
     .host_unmap = hip_host_unmap,
     .memset = hip_memset,
     .stream_query = hip_stream_query,
+    .stream_mark = hip_stream_mark,
     .stream_sync = hip_stream_sync,
     .stream_notify = hip_stream_notify,
     .event_create = hip_event_create,
