@@ -131,27 +131,57 @@ static int compile_series(figure_t *f, int cached, char **srcs, int nsrcs,
   return 0;
 }
 
+/* cache.stats' @p key, or -1. */
+static int64_t cache_stat(const char *key)
+{
+  hipd_info_t *info = NULL;
+  int64_t v = -1;
+
+  if (hipd_cache_stats(hb.conn, &info) != 0 || hipd_info_int(info, key, &v))
+    v = -1;
+  hipd_info_free(info);
+  return v;
+}
+
+/* The worker's preloads (cache.stats' preloaded: modules loaded on its
+ * GPUs in the background, one at a time per device) until the count has
+ * not moved for 0.2 s: the warm start's second half. At most 2 s; the
+ * CPU device preloads nothing. */
+static void preload_wait(void)
+{
+  int64_t last = cache_stat("preloaded");
+  int still = 0;
+
+  for (int i = 0; i < 200 && still < 20; i++) {
+    int64_t now;
+
+    bu_sleep(0.01);
+    now = cache_stat("preloaded");
+    still = now == last ? still + 1 : 0;
+    last = now;
+  }
+}
+
 /* Wait until the restarted daemon's warm start has loaded at least
- * @p want entries (cache.stats' warmed), or stopped loading. @return 0,
- * or -1 after 10 s. */
+ * @p want entries (cache.stats' warmed), or stopped loading, and then for
+ * its worker's preloads. @return 0, or -1 after 10 s. */
 static int warm_wait(int want)
 {
   int64_t warmed = -1, last = -1;
   int still = 0;
 
   for (int i = 0; i < 1000; i++) {
-    hipd_info_t *info = NULL;
-
-    if (hipd_cache_stats(hb.conn, &info) == 0 &&
-        hipd_info_int(info, "warmed", &warmed) != 0)
-      warmed = -1;
-    hipd_info_free(info);
-    if (warmed >= want)
+    warmed = cache_stat("warmed");
+    if (warmed >= want) {
+      preload_wait();
       return 0;
+    }
     /* Fewer entries than asked may fit its budget: stable for 0.2 s. */
     still = warmed == last && warmed > 0 ? still + 1 : 0;
-    if (still >= 20)
+    if (still >= 20) {
+      preload_wait();
       return 0;
+    }
     last = warmed;
     bu_sleep(0.01);
   }
