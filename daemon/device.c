@@ -287,6 +287,7 @@ struct dev_words {
   uint32_t epoch; /* the context the registration belongs to */
   unsigned nfree;
   uint16_t free[DEVICE_WORDS]; /* a stack of free words */
+  uint32_t seq[DEVICE_WORDS];  /* the last value marked, of a free word */
 };
 
 #define WORDS_BYTES (DEVICE_WORDS * sizeof(uint32_t))
@@ -318,8 +319,10 @@ static int words_ready(device_t *dev)
       drv->host_register == NULL || drv->host_map == NULL)
     return words_off(dev, "the driver writes none");
   if (w == NULL) {
+    /* Shared: a fork (the CPU launcher, MPS) never copies the page away
+     * from the one the device writes. */
     void *host = mmap(NULL, WORDS_BYTES, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
     if (host == MAP_FAILED)
       return -1; /* no memory now: tried again next time */
@@ -342,7 +345,7 @@ static int words_ready(device_t *dev)
   return 0;
 }
 
-int device_word_get(device_t *dev)
+int device_word_get(device_t *dev, uint32_t *seq)
 {
   struct dev_words *w;
   int i;
@@ -350,28 +353,34 @@ int device_word_get(device_t *dev)
   if (words_ready(dev) != 0 || (w = dev->words)->nfree == 0)
     return -1;
   i = w->free[--w->nfree];
-  __atomic_store_n(&w->host[i], 0, __ATOMIC_RELAXED);
+  *seq = w->seq[i];
   return i;
 }
 
-void device_word_put(device_t *dev, int word)
+void device_word_put(device_t *dev, int word, uint32_t seq)
 {
   struct dev_words *w = dev->words;
 
-  if (w != NULL && word >= 0 && word < DEVICE_WORDS)
+  if (w != NULL && word >= 0 && word < DEVICE_WORDS) {
+    w->seq[word] = seq;
     w->free[w->nfree++] = (uint16_t)word;
+  }
 }
 
 int device_word_mark(device_t *dev, void *stream, int word, uint32_t value)
 {
   struct dev_words *w = dev->words;
+  int rc;
 
   if (words_ready(dev) != 0) {
     drv_set_error("device %d writes no completion words", dev->id);
     return HIPD_ENOTSUP;
   }
-  return dev->drv->stream_mark(dev->drv, stream,
-                               w->dev + (size_t)word * sizeof(uint32_t), value);
+  rc = dev->drv->stream_mark(dev->drv, stream,
+                             w->dev + (size_t)word * sizeof(uint32_t), value);
+  if (rc == HIPD_ENOTSUP)
+    words_off(dev, drv_last_error());
+  return rc;
 }
 
 uint32_t device_word_read(const device_t *dev, int word)

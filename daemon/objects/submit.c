@@ -12,9 +12,9 @@
  * that waits for its kernel is completed when the loop's polling sees the
  * stream idle: no hand-off either way, and no thread blocked per stream.
  * The loop sees it by reading the stream's completion word (device.h),
- * which the device writes after each such launch (a mark) while the loop
- * waits for no other stream (mark()), or else by asking the driver
- * (stream_query). When the loop is about to sleep,
+ * which the device writes after each such op (a mark) when the loop
+ * waited for no other stream as the stream's list began (mark()), or
+ * else by asking the driver (stream_query). When the loop is about to sleep,
  * each stream still waited for is handed to its executor (one task that waits,
  * then completes the launches it covers through the bridge, which wakes the
  * loop), so a long kernel costs no polling.
@@ -73,12 +73,12 @@ static int inline_kind(const op_t *op)
          m->reg == op->st->dev && m->reg_epoch == device_epoch(m->reg);
 }
 
-/* After a launch of @p st that is waited for: have the device write the
- * stream's word when it gets there. A stream's first launch in the polled
- * list decides whether the list is marked; one mark that fails leaves the
- * list to the driver's answer.
- *
- * Marked only while the loop waits for no other stream. Measured on the
+/* After an op of @p st made here that is waited for (a launch, or a
+ * shared-buffer copy): have the device write the stream's word when it
+ * gets there. The op that starts the stream's polled list decides whether
+ * the list is marked: yes while the loop waits for no other stream, and
+ * then its later ops are marked too, whoever joins meanwhile; one mark
+ * that fails leaves the list to the driver's answer. Measured on the
  * H200 (bench/RESULTS.md): alone, the word tells the end of a kernel
  * 2.3 us before hipStreamQuery does and one client's kernels go faster
  * (share_n1 0.81x of direct HIP against 0.78x); with sixteen clients, a
@@ -91,14 +91,13 @@ static void mark(stream_t *st)
     st->inl_misses = 0;
     if (npolled == 0) {
       if (st->word == 0)
-        st->word = device_word_get(st->dev) + 1;
+        st->word = device_word_get(st->dev, &st->word_seq) + 1;
       st->inl_marked = st->word != 0;
     }
   }
   if (!st->inl_marked)
     return;
-  /* 1 to 2^31 - 1, never the 0 a word starts at. */
-  st->word_seq = st->word_seq % 0x7ffffffeu + 1;
+  st->word_seq = device_word_next(st->word_seq);
   if (device_word_mark(st->dev, st->drv, st->word - 1, st->word_seq) != 0)
     st->inl_marked = 0;
 }
@@ -204,12 +203,13 @@ static int finished_yet(stream_t *st, int *asked)
  */
 int op_inline_poll(void)
 {
-  int finished = 0, asked = 0;
+  int finished = 0;
 
   for (unsigned left = npolled; left > 0; left--) {
     if (*poll_at == NULL)
       poll_at = &polled;
     stream_t *st = *poll_at;
+    int asked = 0;
     int rc = finished_yet(st, &asked);
 
     if (rc == HIPD_ENOTREADY) {
