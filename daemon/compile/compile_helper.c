@@ -37,13 +37,17 @@
  * With --gpu-driver (the daemon's --compile-gpu-driver, an admin's
  * choice, off by default) the helper may also open the NVIDIA driver:
  * NVRTC reaches the CUDA compute cache only through it, and each compile
- * without it costs some 16 ms more (bench/RESULTS.md). Then the view also
- * holds /dev/nvidia* (read-write) and /sys (read-only), seccomp is the
- * COMPILER_GPU profile (device ioctls, pinned memory, a bound AF_UNIX
- * socket), the cache is a folder of the private /tmp that outlives each
- * compile (CUDA_CACHE_PATH), and --mem bounds writable memory
- * (RLIMIT_DATA) instead of address space, which the CUDA driver reserves
- * by the gigabyte.
+ * without it costs some 16 ms more (bench/RESULTS.md). It needs the mount
+ * namespace view, which then also holds /dev/nvidia* (read-write) and a
+ * sysfs of its own (read-only, none of the host's mounts below it);
+ * seccomp is the COMPILER_GPU profile (any ioctl, pinned memory, AF_UNIX
+ * sockets, which the namespaces leave nothing to reach, thread
+ * placement); the cache is a folder of the private /tmp that outlives a
+ * compile by NVRTC (CUDA_CACHE_PATH) but not one that ran a host
+ * compiler (its processes could have written it) nor a size of
+ * CACHE_MAX; and --mem bounds private writable memory (RLIMIT_DATA)
+ * instead of address space, which the CUDA driver reserves by the
+ * gigabyte: shared mappings are bounded by the helper's cgroup only.
  * A watchdog thread stops a compile after --timeout seconds: it kills the
  * compilers running (cpu_compile_stop_all), and ends this process if an
  * in-process compile (hiprtc) does not return; the daemon kills the whole
@@ -248,10 +252,8 @@ static const char *const view_globs[] = {"/opt/rocm*", "/opt/cuda*", NULL};
 /* Device nodes the tools open. */
 static const char *const view_devs[] = {"/dev/null", "/dev/zero", "/dev/random",
                                         "/dev/urandom", NULL};
-/* With --gpu-driver: the NVIDIA driver's nodes (read-write) and what it
- * reads of the system (read-only). */
+/* With --gpu-driver: the NVIDIA driver's nodes (read-write). */
 static const char *const gpu_dev_globs[] = {"/dev/nvidia*", NULL};
-static const char *const gpu_paths[] = {"/sys", NULL};
 
 /* mkdir -p @p path's parents (and @p path itself when @p self), mode 0755. */
 static int mkdirs(const char *path, int self)
@@ -470,11 +472,15 @@ static int view_enter(const opts_t *o, uid_t uid, gid_t gid, char *why,
           }
       globfree(&gl);
     }
-    for (const char *const *p = gpu_paths; *p != NULL; p++)
-      if (view_add(root, *p, 0) != 0) {
-        snprintf(why, whysz, "bind %s: %s", *p, strerror(errno));
-        return -1;
-      }
+    /* What the driver reads of the system: a sysfs of its own, read-only
+     * and without the host's mounts below /sys (cgroup, debugfs, bpf),
+     * whose network part is this namespace's (no interfaces). */
+    if (mkdir("/tmp/sys", 0555) != 0 ||
+        mount("sysfs", "/tmp/sys", "sysfs",
+              MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
+      snprintf(why, whysz, "mount sysfs: %s", strerror(errno));
+      return -1;
+    }
   }
   /* A /proc of this pid namespace only: its processes are this one
    * (not dumpable: its files are root's) and its compilers. */
@@ -518,20 +524,6 @@ static size_t landlock_paths(const opts_t *o, sandbox_path_t *out, size_t max)
   }
   for (const char *const *p = view_devs; *p != NULL && n < max; p++)
     out[n++] = (sandbox_path_t){*p, SANDBOX_FS_READ | SANDBOX_FS_WRITE};
-  if (o->gpu_driver) {
-    for (const char *const *g = gpu_dev_globs; *g != NULL; g++) {
-      glob_t gl;
-      if (glob(*g, 0, NULL, &gl) == 0)
-        for (size_t i = 0; i < gl.gl_pathc && ng < 16 && n < max; i++) {
-          snprintf(globbed[ng], PATH_MAX, "%s", gl.gl_pathv[i]);
-          out[n++] = (sandbox_path_t){globbed[ng++],
-                                      SANDBOX_FS_READ | SANDBOX_FS_WRITE};
-        }
-      globfree(&gl);
-    }
-    for (const char *const *p = gpu_paths; *p != NULL && n < max; p++)
-      out[n++] = (sandbox_path_t){*p, SANDBOX_FS_READ};
-  }
   if (n < max)
     out[n++] = (sandbox_path_t){o->header, SANDBOX_FS_READ};
   if (o->cxx != NULL && o->cxx[0] == '/' && n < max)
@@ -698,6 +690,38 @@ static void remove_entry(const char *name)
     remove(path);
 }
 
+/* NVRTC's compute cache (--gpu-driver), a folder of the scratch space
+ * kept from compile to compile ("" without it). */
+#define CACHE_MAX (256u << 10)
+static char nv_cache[PATH_MAX];
+static uint64_t nv_cache_bytes;
+
+static int cache_size_cb(const char *path, const struct stat *st, int flag,
+                         struct FTW *ftw)
+{
+  (void)path;
+  (void)ftw;
+  if (flag == FTW_F)
+    nv_cache_bytes += (uint64_t)st->st_blocks * 512;
+  return 0;
+}
+
+/* After a compile: empty the cache when a host compiler ran (its
+ * processes, this helper's user too, could have written what NVRTC reads
+ * next, for another tenant) or when it outgrew CACHE_MAX (it counts in
+ * the scratch space's slack). */
+static void nv_cache_tend(int host_compiler)
+{
+  if (nv_cache[0] == '\0')
+    return;
+  nv_cache_bytes = 0;
+  if (!host_compiler &&
+      nftw(nv_cache, cache_size_cb, 16, FTW_PHYS | FTW_MOUNT) == 0 &&
+      nv_cache_bytes <= CACHE_MAX)
+    return;
+  nftw(nv_cache, rm_cb, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
 /* After a compile: remove whatever it left in the scratch directory (the
  * files of a compiler killed mid-way, or made on purpose to fill it), so
  * that no compile can take space from the next ones. @return 0, or -1
@@ -801,6 +825,7 @@ static int serve_compile(int fd, const unsigned char *p, size_t len,
   cp_put_blob(&out, rc == 0 ? image : NULL, rc == 0 ? image_len : 0);
   /* Before the answer: a compile whose leftovers cannot be reclaimed
    * makes this helper leave, and the daemon knows it at once. */
+  nv_cache_tend(drv == NULL || strcmp(drv->name, "hip") != 0);
   clean = scratch_reset() == 0;
   cp_put_u32(&out, (!go_on || !clean || self_cpu_s() > SELF_CPU_MAX_S
                         ? CP_RESULT_LEAVING
@@ -920,6 +945,13 @@ int main(int argc, char **argv)
       die("cannot set up the mount namespace: %s", why);
     /* unshare refused (a container): fall back to Landlock below. */
   }
+  /* The driver's ioctls and an AF_UNIX socket() (COMPILER_GPU) are
+   * confined by the mount, network and IPC namespaces: Landlock alone
+   * would leave the host's unix sockets reachable. */
+  if (o.gpu_driver && fsview != CP_FSVIEW_MOUNTNS)
+    die("--gpu-driver needs the mount namespace view (hipd as root, "
+        "namespaces allowed): %s",
+        why[0] != '\0' ? why : "not root, or --fsview=landlock");
   if (fsview != CP_FSVIEW_MOUNTNS) {
     if (o.tmp == NULL)
       die("--tmp=DIR is needed without a mount namespace");
@@ -986,14 +1018,14 @@ int main(int argc, char **argv)
   snprintf(env_tmp, sizeof(env_tmp), "TMPDIR=%s",
            fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp);
   /* NVRTC's compute cache, made before scratch_init() so that the
-   * cleaning after each compile keeps it: what it holds is the same for
-   * every source (bench/RESULTS.md), and its size counts in the scratch
-   * space's slack like any file. */
+   * cleaning after each compile keeps it (nv_cache_tend() looks after
+   * it): what it holds is the same for every source (bench/RESULTS.md). */
   if (o.gpu_driver) {
     snprintf(env_cache, sizeof(env_cache), "CUDA_CACHE_PATH=%s/.nv-cache",
              fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp);
-    if (mkdir(strchr(env_cache, '=') + 1, 0700) != 0 && errno != EEXIST)
-      die("mkdir %s: %s", strchr(env_cache, '=') + 1, strerror(errno));
+    snprintf(nv_cache, sizeof(nv_cache), "%s", strchr(env_cache, '=') + 1);
+    if (mkdir(nv_cache, 0700) != 0 && errno != EEXIST)
+      die("mkdir %s: %s", nv_cache, strerror(errno));
   }
   {
     const char *keep[] = {"LD_LIBRARY_PATH",

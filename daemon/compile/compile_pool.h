@@ -42,7 +42,8 @@ typedef struct {
    * else nobody. Never root. */
   const char *user;
   uint64_t mem_limit; /* address space of a helper and of each compiler
-                       * process (RLIMIT_AS); 0: 4 GiB */
+                       * process (RLIMIT_AS; with gpu_driver its private
+                       * writable memory, RLIMIT_DATA); 0: 4 GiB */
   /* Helpers may open the GPU driver (hipd-compile --gpu-driver): NVRTC's
    * compute cache; off by default. */
   int gpu_driver;

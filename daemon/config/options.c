@@ -332,7 +332,8 @@ const option_spec_t options_table[] = {
     NUMBER("compile-mem", compile_mem, (uint64_t)64 << 20, (uint64_t)1 << 40, 0,
            RESTART, "BYTES",
            "address space of a compile helper and of\n"
-           "each compiler process (4G)"),
+           "each compiler process (4G; with\n"
+           "--compile-gpu-driver: private writable memory)"),
     /* Defaults 0: 8, 256 MiB (compile_pool.c). */
     NUMBER("tenant-max-compiles", tenant_max_compiles, 1, 65536, 0, RESTART,
            "N",
