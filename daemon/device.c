@@ -287,7 +287,7 @@ struct dev_words {
   uint32_t epoch; /* the context the registration belongs to */
   unsigned nfree;
   uint16_t free[DEVICE_WORDS]; /* a stack of free words */
-  uint32_t seq[DEVICE_WORDS];  /* the last value marked, of a free word */
+  uint32_t seq[DEVICE_WORDS];  /* each word's last value marked */
 };
 
 #define WORDS_BYTES (DEVICE_WORDS * sizeof(uint32_t))
@@ -345,29 +345,24 @@ static int words_ready(device_t *dev)
   return 0;
 }
 
-int device_word_get(device_t *dev, uint32_t *seq)
+int device_word_get(device_t *dev)
 {
   struct dev_words *w;
-  int i;
 
   if (words_ready(dev) != 0 || (w = dev->words)->nfree == 0)
     return -1;
-  i = w->free[--w->nfree];
-  *seq = w->seq[i];
-  return i;
+  return w->free[--w->nfree];
 }
 
-void device_word_put(device_t *dev, int word, uint32_t seq)
+void device_word_put(device_t *dev, int word)
 {
   struct dev_words *w = dev->words;
 
-  if (w != NULL && word >= 0 && word < DEVICE_WORDS) {
-    w->seq[word] = seq;
+  if (w != NULL && word >= 0 && word < DEVICE_WORDS)
     w->free[w->nfree++] = (uint16_t)word;
-  }
 }
 
-int device_word_mark(device_t *dev, void *stream, int word, uint32_t value)
+int device_word_mark(device_t *dev, void *stream, int word)
 {
   struct dev_words *w = dev->words;
   int rc;
@@ -376,16 +371,20 @@ int device_word_mark(device_t *dev, void *stream, int word, uint32_t value)
     drv_set_error("device %d writes no completion words", dev->id);
     return HIPD_ENOTSUP;
   }
-  rc = dev->drv->stream_mark(dev->drv, stream,
-                             w->dev + (size_t)word * sizeof(uint32_t), value);
+  /* Moved on even if the mark fails: no value is ever waited for twice. */
+  w->seq[word] = w->seq[word] % 0x7ffffffeu + 1;
+  rc = dev->drv->stream_mark(
+      dev->drv, stream, w->dev + (size_t)word * sizeof(uint32_t), w->seq[word]);
   if (rc == HIPD_ENOTSUP)
     words_off(dev, drv_last_error());
   return rc;
 }
 
-uint32_t device_word_read(const device_t *dev, int word)
+int device_word_reached(const device_t *dev, int word)
 {
-  return __atomic_load_n(&dev->words->host[word], __ATOMIC_ACQUIRE);
+  const struct dev_words *w = dev->words;
+
+  return __atomic_load_n(&w->host[word], __ATOMIC_ACQUIRE) == w->seq[word];
 }
 
 static void words_free(device_t *dev)

@@ -74,23 +74,17 @@ void devices_on_unrecoverable(void (*fn)(device_t *dev, void *arg), void *arg);
 #define DEVICE_WORDS 4096
 /* A free word, or -1 when none is left or the device has none (a driver
  * without stream_mark, the CPU device, or registering the memory failed:
- * then it is off for good and logged once). *@p seq gets the last value
- * marked for it: the new owner's marks go on from there, so that a late
- * write of a previous owner's never equals one the new owner waits for. */
-int device_word_get(device_t *dev, uint32_t *seq);
-/* Give @p word back, @p seq the last value marked for it. */
-void device_word_put(device_t *dev, int word, uint32_t seq);
-/* The value after @p seq: 1 to 2^31 - 2, round again. */
-static inline uint32_t device_word_next(uint32_t seq)
-{
-  return seq % 0x7ffffffeu + 1;
-}
-/* Enqueue on driver stream @p stream the write of @p value to word
- * @p word. 0 or a negative code (drv_last_error()); HIPD_ENOTSUP (the
- * driver cannot) turns the device's words off. */
-int device_word_mark(device_t *dev, void *stream, int word, uint32_t value);
-/* What word @p word holds now. */
-uint32_t device_word_read(const device_t *dev, int word);
+ * then it is off for good and logged once). */
+int device_word_get(device_t *dev);
+void device_word_put(device_t *dev, int word);
+/* Enqueue on driver stream @p stream a write to word @p word of the
+ * word's next value (1 to 2^31 - 2, round again; a word's values go on
+ * from owner to owner, so that a previous owner's late write never equals
+ * one the next owner waits for). 0 or a negative code (drv_last_error());
+ * HIPD_ENOTSUP (the driver cannot) turns the device's words off. */
+int device_word_mark(device_t *dev, void *stream, int word);
+/* Has the device written word @p word's last value marked? */
+int device_word_reached(const device_t *dev, int word);
 
 /* "cpu", "hip-amd", "hip-nvidia": the compiled-in drivers, NULL-ended. */
 const char *const *daemon_features(void);

@@ -211,13 +211,28 @@ static harness_daemon_t *start_daemon(const char *timeout, const char *jobs)
 
 /* ----------------------------------------------------------- the tests */
 
+/* check_reads_blocked() around a secret of its own, in @p d's helpers,
+ * whose view must be @p fsview (NULL: whichever they have). */
+static void reads_blocked_in(harness_daemon_t *d, const char *fsview)
+{
+  if (fsview != NULL) {
+    hipd_conn_t *conn = connect_to(d);
+    char got[64];
+
+    fsview_of(conn, got, sizeof(got));
+    ck_assert_str_eq(got, fsview);
+    hipd_close(conn);
+  }
+  secret_make();
+  check_reads_blocked(d);
+  secret_remove();
+}
+
 START_TEST(test_reads_blocked)
 {
   harness_daemon_t *d = start_daemon("120", "2");
 
-  secret_make();
-  check_reads_blocked(d);
-  secret_remove();
+  reads_blocked_in(d, NULL);
   stop_checked(&d);
 }
 END_TEST
@@ -226,19 +241,11 @@ END_TEST
 START_TEST(test_reads_blocked_landlock)
 {
   harness_daemon_t *d;
-  hipd_conn_t *conn;
-  char fsview[64];
 
   setenv("HIPD_COMPILE_FSVIEW", "landlock", 1);
   d = start_daemon("120", "2");
   unsetenv("HIPD_COMPILE_FSVIEW");
-  conn = connect_to(d);
-  fsview_of(conn, fsview, sizeof(fsview));
-  ck_assert_str_eq(fsview, "landlock");
-  hipd_close(conn);
-  secret_make();
-  check_reads_blocked(d);
-  secret_remove();
+  reads_blocked_in(d, "landlock");
   stop_checked(&d);
 }
 END_TEST
@@ -1102,13 +1109,7 @@ START_TEST(test_gpu_driver)
             fsview);
     return;
   }
-  conn = connect_to(d);
-  fsview_of(conn, fsview, sizeof(fsview));
-  ck_assert_str_eq(fsview, "mount namespace");
-  hipd_close(conn);
-  secret_make();
-  check_reads_blocked(d);
-  secret_remove();
+  reads_blocked_in(d, "mount namespace");
   conn = connect_to(d);
   dev = first_cpu_device(conn);
   OK(conn, hipd_daemon_info(conn, &info));

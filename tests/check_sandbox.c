@@ -338,15 +338,13 @@ END_TEST
 
 /* ---------------------------------------------------------- compiler */
 
-static void compiler_profile(void *arg)
+/* fork and exec of /bin/sh, its status waited for: what a compiler's
+ * driver does with its tools. */
+static void runs_a_program(void)
 {
-  int st, sv[2];
-  pid_t pid;
+  int st;
+  pid_t pid = fork();
 
-  (void)arg;
-  enter_profile(SANDBOX_PROFILE_COMPILER);
-  /* Processes and programs: yes (the compiler's tools). */
-  pid = fork();
   EXPECT(pid >= 0, "fork: %s", strerror(errno));
   if (pid == 0) {
     execl("/bin/sh", "sh", "-c", "exit 3", (char *)NULL);
@@ -355,6 +353,16 @@ static void compiler_profile(void *arg)
   EXPECT(waitpid(pid, &st, 0) == pid, "waitpid");
   EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 3, "sh -c 'exit 3': 0x%x",
          (unsigned)st);
+}
+
+static void compiler_profile(void *arg)
+{
+  int sv[2];
+
+  (void)arg;
+  enter_profile(SANDBOX_PROFILE_COMPILER);
+  /* Processes and programs: yes (the compiler's tools). */
+  runs_a_program();
   /* No sockets but unconnected pairs. */
   EXPECT_ERRNO(socket(AF_UNIX, SOCK_STREAM, 0), EPERM, "socket(AF_UNIX)");
   EXPECT_ERRNO(socket(AF_INET, SOCK_STREAM, 0), EPERM, "socket(AF_INET)");
@@ -400,20 +408,11 @@ static void compiler_builds(void *arg)
 static void compiler_gpu_profile(void *arg)
 {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  int st, fd, pv[2], n = 0;
-  pid_t pid;
+  int fd, pv[2], n = 0;
 
   (void)arg;
   enter_profile(SANDBOX_PROFILE_COMPILER_GPU);
-  pid = fork();
-  EXPECT(pid >= 0, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", "exit 3", (char *)NULL);
-    _exit(99);
-  }
-  EXPECT(waitpid(pid, &st, 0) == pid, "waitpid");
-  EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 3, "sh -c 'exit 3': 0x%x",
-         (unsigned)st);
+  runs_a_program();
   fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   EXPECT(fd >= 0, "socket(AF_UNIX): %s", strerror(errno));
   /* An abstract name: nothing on disk. */

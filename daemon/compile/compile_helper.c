@@ -317,6 +317,22 @@ static int view_add(const char *root, const char *src, int writable)
   return 0;
 }
 
+/* view_add() of each match of @p pattern (none: nothing). @return 0, or
+ * -1 with the failing bind in @p why. */
+static int view_add_glob(const char *root, const char *pattern, int writable,
+                         char *why, size_t whysz)
+{
+  glob_t gl;
+  int rc = 0;
+
+  if (glob(pattern, 0, NULL, &gl) == 0)
+    for (size_t i = 0; i < gl.gl_pathc && rc == 0; i++)
+      if ((rc = view_add(root, gl.gl_pathv[i], writable)) != 0)
+        snprintf(why, whysz, "bind %s: %s", gl.gl_pathv[i], strerror(errno));
+  globfree(&gl);
+  return rc;
+}
+
 /* Bind the file open at @p fd (O_PATH, opened before /tmp was hidden) at
  * @p path under @p root, read-only. @return 0 or -1 with errno. */
 static int view_bind_fd(const char *root, int fd, const char *path)
@@ -427,17 +443,9 @@ static int view_enter(const opts_t *o, uid_t uid, gid_t gid, char *why,
       snprintf(why, whysz, "bind %s: %s", *p, strerror(errno));
       return -1;
     }
-  for (const char *const *g = view_globs; *g != NULL; g++) {
-    glob_t gl;
-    if (glob(*g, 0, NULL, &gl) == 0)
-      for (size_t i = 0; i < gl.gl_pathc; i++)
-        if (view_add(root, gl.gl_pathv[i], 0) != 0) {
-          snprintf(why, whysz, "bind %s: %s", gl.gl_pathv[i], strerror(errno));
-          globfree(&gl);
-          return -1;
-        }
-    globfree(&gl);
-  }
+  for (const char *const *g = view_globs; *g != NULL; g++)
+    if (view_add_glob(root, *g, 0, why, whysz) != 0)
+      return -1;
   /* A compiler outside the toolchain's folders ($HIPD_CXX elsewhere, a
    * test's) is bound alone, read-only: whatever else it needs must be in
    * the view already. */
@@ -460,18 +468,9 @@ static int view_enter(const opts_t *o, uid_t uid, gid_t gid, char *why,
       return -1;
     }
   if (o->gpu_driver) {
-    for (const char *const *g = gpu_dev_globs; *g != NULL; g++) {
-      glob_t gl;
-      if (glob(*g, 0, NULL, &gl) == 0)
-        for (size_t i = 0; i < gl.gl_pathc; i++)
-          if (view_add(root, gl.gl_pathv[i], 1) != 0) {
-            snprintf(why, whysz, "bind %s: %s", gl.gl_pathv[i],
-                     strerror(errno));
-            globfree(&gl);
-            return -1;
-          }
-      globfree(&gl);
-    }
+    for (const char *const *g = gpu_dev_globs; *g != NULL; g++)
+      if (view_add_glob(root, *g, 1, why, whysz) != 0)
+        return -1;
     /* What the driver reads of the system: a sysfs of its own, read-only
      * and without the host's mounts below /sys (cgroup, debugfs, bpf),
      * whose network part is this namespace's (no interfaces). */

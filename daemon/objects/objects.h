@@ -124,7 +124,6 @@ typedef struct stream {
   struct op *inl_parked;          /* the launches that wait covers */
   int inl_parking;                /* inl_park is queued */
   int word;            /* its device completion word + 1; 0: none yet */
-  uint32_t word_seq;   /* the value its last mark writes there */
   int inl_marked;      /* each launch waited for is followed by a mark */
   unsigned inl_misses; /* looks at the word since the driver was asked */
 } stream_t;

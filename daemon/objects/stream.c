@@ -105,7 +105,7 @@ void stream_unref(stream_t *st)
     return;
   /* No op holds it: no mark of it is left on the device. */
   if (st->word != 0)
-    device_word_put(st->dev, st->word - 1, st->word_seq);
+    device_word_put(st->dev, st->word - 1);
   st->word = 0;
   task_reset(&st->destroy, st, destroy_run, destroy_done);
   exec_submit(st->ex, &st->destroy.t);

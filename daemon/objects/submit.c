@@ -91,14 +91,13 @@ static void mark(stream_t *st)
     st->inl_misses = 0;
     if (npolled == 0) {
       if (st->word == 0)
-        st->word = device_word_get(st->dev, &st->word_seq) + 1;
+        st->word = device_word_get(st->dev) + 1;
       st->inl_marked = st->word != 0;
     }
   }
   if (!st->inl_marked)
     return;
-  st->word_seq = device_word_next(st->word_seq);
-  if (device_word_mark(st->dev, st->drv, st->word - 1, st->word_seq) != 0)
+  if (device_word_mark(st->dev, st->drv, st->word - 1) != 0)
     st->inl_marked = 0;
 }
 
@@ -178,7 +177,7 @@ static int finished_yet(stream_t *st, int *asked)
   int rc;
 
   if (st->inl_marked) {
-    if (device_word_read(st->dev, st->word - 1) == st->word_seq)
+    if (device_word_reached(st->dev, st->word - 1))
       return 0;
     if (++st->inl_misses < ASK_EVERY)
       return HIPD_ENOTREADY;
