@@ -81,9 +81,20 @@ static void cached_run(hipd_conn_t *conn, const char *src, int refresh,
   ck_assert_int_gt(info_int(info, "bytes"), 0);
   if (strcmp(want, "miss") == 0) {
     ck_assert_msg(timing_of(info, "compiler_ms") > 0, "a miss, not compiled");
+    /* The helper's own timing of its compiler's call: within the round
+     * trip, and with CPU time (the fork and exec of a host compiler, or
+     * hiprtc in the helper). */
+    ck_assert_msg(timing_of(info, "helper_ms") > 0 &&
+                      timing_of(info, "helper_ms") <=
+                          timing_of(info, "compiler_ms"),
+                  "helper_ms %.4f, compiler_ms %.4f",
+                  timing_of(info, "helper_ms"), timing_of(info, "compiler_ms"));
+    ck_assert_msg(timing_of(info, "helper_cpu_ms") > 0, "no helper CPU time");
   } else {
     ck_assert_msg(timing_of(info, "compiler_ms") == 0,
                   "a %s hit with compiler time", want);
+    ck_assert(timing_of(info, "helper_ms") == 0 &&
+              timing_of(info, "helper_cpu_ms") == 0);
     ck_assert(timing_of(info, "wait_ms") == 0);
   }
   if (strcmp(want, "disk") == 0)

@@ -759,6 +759,7 @@ static int serve_compile(int fd, const unsigned char *p, size_t len,
   strbuf_t out = {0};
   driver_t *drv;
   int rc, fired, go_on = 1, clean;
+  uint64_t t0 = 0, c0 = 0, wall_ns = 0, cpu_ns = 0;
 
   if (log == NULL)
     die("out of memory");
@@ -792,9 +793,13 @@ static int serve_compile(int fd, const unsigned char *p, size_t len,
   } else {
     watchdog_state.fired = 0;
     watchdog_arm(util_now_ms() + (uint64_t)timeout_s * 1000);
+    t0 = util_now_ns();
+    c0 = util_cpu_ns();
     rc = drv->compile(drv, arch, src, slen, (const char *const *)names, nnames,
                       (const char *const *)opts, nopts, &image, &image_len, log,
                       LOG_MAX);
+    cpu_ns = util_cpu_ns() - c0;
+    wall_ns = util_now_ns() - t0;
     watchdog_arm(0);
     pthread_mutex_lock(&watchdog_state.mu);
     fired = watchdog_state.fired;
@@ -831,6 +836,8 @@ static int serve_compile(int fd, const unsigned char *p, size_t len,
                         : 0) |
                        (!go_on ? CP_RESULT_TIMED_OUT : 0) |
                        (!clean ? CP_RESULT_SCRATCH : 0));
+  cp_put_u32(&out, cp_us(wall_ns));
+  cp_put_u32(&out, cp_us(cpu_ns));
   if (strbuf_failed(&out))
     die("out of memory for the answer");
   if (cp_send(fd, CP_OP_RESULT, rc, out.p, out.len) != 0)

@@ -542,13 +542,14 @@ int compile_run(const compile_req_t *req, compile_out_t *out)
     cp_rd_t r = {.p = payload, .len = hdr.len};
     const char *log;
     const void *image;
-    uint32_t log_len, image_len, flags;
+    uint32_t log_len, image_len, flags, wall_us, cpu_us;
 
     if (hdr.op != CP_OP_RESULT || hdr.status > 0 ||
         (hdr.status != 0 && !status_ok(hdr.status)) ||
         cp_get_str(&r, CP_MAX_LOG, &log, &log_len) != 0 ||
         cp_get_blob(&r, CP_MAX_IMAGE, &image, &image_len) != 0 ||
-        cp_get_u32(&r, &flags) != 0 || cp_rd_end(&r) != 0 ||
+        cp_get_u32(&r, &flags) != 0 || cp_get_u32(&r, &wall_us) != 0 ||
+        cp_get_u32(&r, &cpu_us) != 0 || cp_rd_end(&r) != 0 ||
         (flags & ~(uint32_t)(CP_RESULT_LEAVING | CP_RESULT_TIMED_OUT |
                              CP_RESULT_SCRATCH)) != 0 ||
         (hdr.status == 0) != (image_len > 0)) {
@@ -561,6 +562,8 @@ int compile_run(const compile_req_t *req, compile_out_t *out)
       out->log[n] = '\0';
     }
     out->status = hdr.status;
+    out->helper_ns = (uint64_t)wall_us * 1000;
+    out->helper_cpu_ns = (uint64_t)cpu_us * 1000;
     if (hdr.status == 0) {
       out->image = malloc(image_len);
       if (out->image == NULL) {

@@ -88,6 +88,9 @@ typedef struct {
   size_t image_len;
   char *log;    /* the caller's buffer ... */
   size_t logsz; /* ... and its size; filled NUL-terminated */
+  /* The compiler's call in its helper, as the helper measured it (0 when
+   * it did not answer): wall-clock and the helper's CPU time. */
+  uint64_t helper_ns, helper_cpu_ns;
 } compile_out_t;
 
 typedef struct {

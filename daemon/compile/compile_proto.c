@@ -28,6 +28,11 @@ const char *cp_fsview_name(uint32_t v)
 
 /* ------------------------------------------------------------ building */
 
+uint32_t cp_us(uint64_t ns)
+{
+  return ns / 1000 > UINT32_MAX ? UINT32_MAX : (uint32_t)(ns / 1000);
+}
+
 void cp_put_u32(strbuf_t *b, uint32_t v)
 {
   strbuf_addn(b, (const char *)&v, sizeof(v));

@@ -35,7 +35,11 @@
  *            compile), CP_RESULT_TIMED_OUT (this compile was stopped at
  *            the timeout), CP_RESULT_SCRATCH (what the compile left in
  *            the helper's scratch directory could not be removed: it
- *            leaves, with CP_RESULT_LEAVING)
+ *            leaves, with CP_RESULT_LEAVING);
+ *            u32 compile_us, u32 cpu_us: the compiler's call in the helper,
+ *            its wall-clock time and the helper's CPU time during it (all
+ *            its threads; a host compiler's processes not counted), in
+ *            microseconds, at most UINT32_MAX
  *
  * One COMPILE at a time: the daemon sends the next only after the RESULT.
  * When the daemon closes its end the helper exits.
@@ -49,7 +53,7 @@
 #include "util/strbuf.h"
 
 #define CP_MAGIC 0x68634d50u /* "PMch" */
-#define CP_VERSION 1
+#define CP_VERSION 2
 
 /* Hard limits, checked by both sides. */
 #define CP_MAX_SOURCE ((uint32_t)64 << 20) /* bytes of kernel source */
@@ -62,7 +66,7 @@
 #define CP_MAX_HELLO ((uint32_t)64 << 10)
 #define CP_MAX_COMPILE                                                         \
   (CP_MAX_SOURCE + (CP_MAX_NAMES + CP_MAX_OPTS + 4) * (CP_MAX_STR + 4) + 16)
-#define CP_MAX_RESULT (CP_MAX_IMAGE + CP_MAX_LOG + 16)
+#define CP_MAX_RESULT (CP_MAX_IMAGE + CP_MAX_LOG + 32)
 
 enum { CP_OP_HELLO = 1, CP_OP_COMPILE, CP_OP_RESULT };
 
@@ -114,6 +118,8 @@ const char *cp_fsview_name(uint32_t v);
  * once the payload is built. */
 
 void cp_put_u32(strbuf_t *b, uint32_t v);
+/* @p ns in whole microseconds, UINT32_MAX at most (a RESULT's times). */
+uint32_t cp_us(uint64_t ns);
 void cp_put_blob(strbuf_t *b, const void *data, size_t len);
 void cp_put_str(strbuf_t *b, const char *s);
 

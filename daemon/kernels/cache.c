@@ -68,6 +68,7 @@ typedef struct inflight {
   uint64_t disk_ns;        /* its disk read took (a pool thread) */
   uint64_t queued_ns;      /* given to the compile pool (loop) */
   uint64_t run_ns, ran_ns; /* its compile (a compile pool thread) */
+  cache_timing_t helper;   /* the compile function's helper_ns, _cpu_ns */
   int warm_step;           /* the warm start's current load */
   char log[LOG_SIZE];
 } inflight_t;
@@ -469,7 +470,9 @@ static void compile_job_run(compile_job_t *job)
   p->log[0] = '\0';
   p->source = CACHE_MISS;
   p->run_ns = util_now_ns();
-  p->status = p->fn(p->arg, &p->data, &p->len, p->log, sizeof(p->log));
+  p->helper = (cache_timing_t){0};
+  p->status =
+      p->fn(p->arg, &p->data, &p->len, p->log, sizeof(p->log), &p->helper);
   p->ran_ns = util_now_ns();
 }
 
@@ -571,6 +574,8 @@ static void inflight_finish(inflight_t *p)
   timing = (cache_timing_t){
       .wait_ns = p->run_ns > p->queued_ns ? p->run_ns - p->queued_ns : 0,
       .compile_ns = p->ran_ns > p->run_ns ? p->ran_ns - p->run_ns : 0,
+      .helper_ns = p->helper.helper_ns,
+      .helper_cpu_ns = p->helper.helper_cpu_ns,
       .disk_ns = p->disk_ns};
   while (p->waiters != NULL) {
     waiter_t *wt = p->waiters;

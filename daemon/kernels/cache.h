@@ -67,16 +67,19 @@ typedef enum {
 
 /* Compile on a compile pool thread (it may call compile_run()): on success set
  * *out (malloc'd bytes, passed to the cache) and *len and return 0; on failure
- * return a negative code and write the compiler's log into @p log. */
+ * return a negative code and write the compiler's log into @p log. Either
+ * way it may set @p timing's helper_ns and helper_cpu_ns (zeros given). */
+typedef struct cache_timing cache_timing_t;
 typedef int (*cache_compile_fn)(void *arg, void **out, size_t *len, char *log,
-                                size_t logsz);
+                                size_t logsz, cache_timing_t *timing);
 /* Where a request's time went before its answer (nanoseconds; 0 for what
  * did not happen): waiting for a compile pool thread, the compile (the
- * compile function: a helper's round trip and its compiler), reading the
- * disk. */
-typedef struct {
-  uint64_t wait_ns, compile_ns, disk_ns;
-} cache_timing_t;
+ * compile function: a helper's round trip and its compiler), of that the
+ * compiler's call as its helper measured it (wall-clock and the helper's
+ * CPU time: the compile function sets these two), reading the disk. */
+struct cache_timing {
+  uint64_t wait_ns, compile_ns, helper_ns, helper_cpu_ns, disk_ns;
+};
 /* During a cache_done_fn: the timing of the answer it is given (one a
  * waiter shares with the request it waited for); zeros at any other time,
  * so that an answer that did not come from the cache (a refusal before

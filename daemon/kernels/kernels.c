@@ -643,7 +643,8 @@ static void lookup_start(build_t *b)
 int kernels_compile(const driver_t *drv, const char *arch, const char *src,
                     size_t len, const char *const *names, size_t nnames,
                     const char *const *opts, size_t nopts, void **out,
-                    size_t *outlen, char *log, size_t logsz)
+                    size_t *outlen, char *log, size_t logsz,
+                    cache_timing_t *timing)
 {
   /* In this thread's sandboxed helper (a compile pool thread). */
   compile_req_t req = {.driver = drv->name,
@@ -657,6 +658,8 @@ int kernels_compile(const driver_t *drv, const char *arch, const char *src,
   compile_out_t res = {.log = log, .logsz = logsz};
   int rc = compile_run(&req, &res);
 
+  timing->helper_ns = res.helper_ns;
+  timing->helper_cpu_ns = res.helper_cpu_ns;
   if (rc == 0) {
     *out = res.image;
     *outlen = res.image_len;
@@ -665,14 +668,14 @@ int kernels_compile(const driver_t *drv, const char *arch, const char *src,
 }
 
 static int compile_cb(void *arg, void **out, size_t *len, char *log,
-                      size_t logsz)
+                      size_t logsz, cache_timing_t *timing)
 {
   build_t *b = arg;
   const char *names[1] = {b->name};
 
   return kernels_compile(b->drv, b->arch, b->source, b->source_len, names, 1,
                          (const char *const *)b->opts, b->nopts, out, len, log,
-                         logsz);
+                         logsz, timing);
 }
 
 /* A request of this process's admitted to the compile pool: released when
@@ -825,6 +828,8 @@ static void compiled_cb(void *ctx, int status, cache_blob_t *blob,
   b->res.cache = source;
   b->res.wait_ms = (double)t->wait_ns / 1e6;
   b->res.compiler_ms = (double)t->compile_ns / 1e6;
+  b->res.helper_ms = (double)t->helper_ns / 1e6;
+  b->res.helper_cpu_ms = (double)t->helper_cpu_ns / 1e6;
   b->res.disk_ms = (double)t->disk_ns / 1e6;
   if (status != 0) {
     snprintf(b->err, sizeof(b->err), "%s for %s failed%s%s",

@@ -63,7 +63,8 @@ typedef struct {
    * device; the rest is the way there and back (the listener's, for a
    * worker). */
   double wait_ms, compiler_ms, disk_ms, load_ms;
-  kernel_t *kernel; /* with a device: a new kernel (1 ref) */
+  double helper_ms, helper_cpu_ms; /* of compiler_ms: in the helper */
+  kernel_t *kernel;                /* with a device: a new kernel (1 ref) */
 } kernel_result_t;
 
 typedef void (*kernel_done_fn)(void *ctx, const kernel_result_t *res);
@@ -102,11 +103,13 @@ int kernels_key(const kernels_key_in_t *in, cache_key_t *out);
 
 /* Compile for @p arch with @p drv's compiler (blocking: a pool thread).
  * The cache_compile_fn contract: 0 with *out and *len set, or a negative code
- * with the compiler's log in @p log. */
+ * with the compiler's log in @p log; @p timing's helper_ns and helper_cpu_ns
+ * set from the helper's answer. */
 int kernels_compile(const driver_t *drv, const char *arch, const char *src,
                     size_t len, const char *const *names, size_t nnames,
                     const char *const *opts, size_t nopts, void **out,
-                    size_t *outlen, char *log, size_t logsz);
+                    size_t *outlen, char *log, size_t logsz,
+                    cache_timing_t *timing);
 
 /* Where compiled binaries come from. By default the cache of this process
  * (cache.h), compiling on a miss; a worker process (privsep: worker.c)

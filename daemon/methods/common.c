@@ -219,6 +219,8 @@ int meth_compile_answer(call_t *c, const kernel_result_t *r, pack_map_t *m)
     pack_map_begin(&t, pack_key(m, "timing"));
     pack_kv_f64(&t, "wait_ms", r->wait_ms);
     pack_kv_f64(&t, "compiler_ms", r->compiler_ms);
+    pack_kv_f64(&t, "helper_ms", r->helper_ms);
+    pack_kv_f64(&t, "helper_cpu_ms", r->helper_cpu_ms);
     pack_kv_f64(&t, "disk_ms", r->disk_ms);
     pack_kv_f64(&t, "load_ms", r->load_ms);
     pack_map_end(&t);

@@ -99,6 +99,8 @@ typedef struct wire_val {
   X(T, image, WIRE_ANY, 0, 0) /* bin when status is 0, else nil */             \
   X(T, wait_ns, WIRE_UINT, 0, UINT64_MAX)                                      \
   X(T, compile_ns, WIRE_UINT, 0, UINT64_MAX)                                   \
+  X(T, helper_ns, WIRE_UINT, 0, UINT64_MAX)                                    \
+  X(T, helper_cpu_ns, WIRE_UINT, 0, UINT64_MAX)                                \
   X(T, disk_ns, WIRE_UINT, 0, UINT64_MAX)
 /* cache.stats []: the shared cache's counters (cache_stats_t's fields of
  * these names), then its directory. */

@@ -173,6 +173,8 @@ static void on_compiled(listener_req_t *p, const proto_msg_t *m)
   /* Where the listener's time went, for the kernel's reply (kernels.c). */
   cache_set_done_timing(&(cache_timing_t){.wait_ns = r.wait_ns.u,
                                           .compile_ns = r.compile_ns.u,
+                                          .helper_ns = r.helper_ns.u,
+                                          .helper_cpu_ns = r.helper_cpu_ns.u,
                                           .disk_ns = r.disk_ns.u});
   p->compiled(p->ctx, (int)r.status.i, blob, (cache_source_t)r.source.i, logz);
   cache_set_done_timing(NULL);

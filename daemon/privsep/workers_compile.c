@@ -63,7 +63,7 @@ static int answered_has(const worker_t *w, const cache_key_t *key)
 }
 
 static int cjob_compile_cb(void *arg, void **out, size_t *len, char *log,
-                           size_t logsz)
+                           size_t logsz, cache_timing_t *timing)
 {
   cjob_t *j = arg;
   const char *names[1] = {j->name};
@@ -74,11 +74,11 @@ static int cjob_compile_cb(void *arg, void **out, size_t *len, char *log,
   }
   return kernels_compile(j->drv, j->arch, j->source, j->source_len, names, 1,
                          (const char *const *)j->opts, j->nopts, out, len, log,
-                         logsz);
+                         logsz, timing);
 }
 
 /* The answer to "compile": [status, source, key, log, image|nil, wait_ns,
- * compile_ns, disk_ns]. */
+ * compile_ns, helper_ns, helper_cpu_ns, disk_ns]. */
 static void cjob_done_cb(void *ctx, int status, cache_blob_t *blob,
                          cache_source_t source, const char *log)
 {
@@ -109,6 +109,8 @@ static void cjob_done_cb(void *ctx, int status, cache_blob_t *blob,
     }
     msgpack_pack_uint64(&pk, t->wait_ns);
     msgpack_pack_uint64(&pk, t->compile_ns);
+    msgpack_pack_uint64(&pk, t->helper_ns);
+    msgpack_pack_uint64(&pk, t->helper_cpu_ns);
     msgpack_pack_uint64(&pk, t->disk_ns);
     ipc_send(&w->ch, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
