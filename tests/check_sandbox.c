@@ -355,9 +355,15 @@ static void runs_a_program(void)
          (unsigned)st);
 }
 
+/* An ioctl request of the NVIDIA driver's kind ('F', read-write, 16
+ * bytes): refused by seccomp (EPERM) where device ioctls are not allowed,
+ * or passed to the kernel, which says ENOTTY for a pipe. */
+#define DEVICE_IOCTL _IOWR('F', 0x2a, char[16])
+
 static void compiler_profile(void *arg)
 {
-  int sv[2];
+  int sv[2], pv[2], n = 0;
+  char buf[16] = {0};
 
   (void)arg;
   enter_profile(SANDBOX_PROFILE_COMPILER);
@@ -368,6 +374,10 @@ static void compiler_profile(void *arg)
   EXPECT_ERRNO(socket(AF_INET, SOCK_STREAM, 0), EPERM, "socket(AF_INET)");
   EXPECT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair: %s",
          strerror(errno));
+  /* Terminal ioctls only: no device's. */
+  EXPECT(pipe(pv) == 0, "pipe: %s", strerror(errno));
+  EXPECT(ioctl(pv[0], FIONREAD, &n) == 0, "ioctl: %s", strerror(errno));
+  EXPECT_ERRNO(ioctl(pv[0], DEVICE_IOCTL, buf), EPERM, "a device's ioctl");
 }
 
 /* The host compiler runs under the profile (as the compile helpers will
@@ -409,6 +419,7 @@ static void compiler_gpu_profile(void *arg)
 {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   int fd, pv[2], n = 0;
+  char buf[16] = {0};
 
   (void)arg;
   enter_profile(SANDBOX_PROFILE_COMPILER_GPU);
@@ -427,6 +438,8 @@ static void compiler_gpu_profile(void *arg)
   EXPECT_ERRNO(socket(AF_INET6, SOCK_DGRAM, 0), EPERM, "socket(AF_INET6)");
   EXPECT(pipe(pv) == 0, "pipe: %s", strerror(errno));
   EXPECT(ioctl(pv[0], FIONREAD, &n) == 0, "ioctl: %s", strerror(errno));
+  /* Any ioctl reaches the kernel (the driver's own, here on a pipe). */
+  EXPECT_ERRNO(ioctl(pv[0], DEVICE_IOCTL, buf), ENOTTY, "a device's ioctl");
 }
 
 static void compiler_gpu_mount(void *arg)
