@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "hipd.h"
@@ -306,5 +307,20 @@ int proc_open_fds(pid_t pid)
     if (e->d_name[0] != '.')
       n++;
   closedir(dh);
+  return n;
+}
+
+int proc_open_fds_settled(pid_t pid, int max_ms)
+{
+  int n = proc_open_fds(pid);
+
+  for (int waited = 0; waited < max_ms; waited += 200) {
+    int now;
+
+    usleep(200 * 1000);
+    if ((now = proc_open_fds(pid)) == n)
+      break;
+    n = now;
+  }
   return n;
 }

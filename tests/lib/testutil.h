@@ -143,5 +143,8 @@ int testutil_main_cached(const char *name, const char *prefix, char *cache,
 
 /* How many descriptors process @p pid has open (/proc/PID/fd), or -1. */
 int proc_open_fds(pid_t pid);
+/* The same once it has not moved for 200 ms (a daemon's start-up and
+ * background work open and close descriptors), or after @p max_ms. */
+int proc_open_fds_settled(pid_t pid, int max_ms);
 
 #endif
