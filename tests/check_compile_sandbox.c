@@ -1119,6 +1119,15 @@ START_TEST(test_gpu_driver)
            VECADD_SRC);
   k = compile(conn, dev, src, "vecadd", NULL);
   OK(conn, hipd_kernel_destroy(conn, k));
+  /* Where there is an NVIDIA driver, the helper set it up for NVRTC
+   * (cuInit) without an error in its hello. */
+  if (access("/dev/nvidiactl", F_OK) == 0) {
+    OK(conn, hipd_daemon_info(conn, &info));
+    ck_assert_msg(strstr(info_str(info, "compile.not_applied"),
+                         "the driver for its compiler") == NULL,
+                  "the helper says: %s", info_str(info, "compile.not_applied"));
+    hipd_info_free(info);
+  }
   helper_scratch(d, 1, scratch, sizeof(scratch), &helper);
   restarts = restarts_of(conn);
   sys_mount_checked(helper);

@@ -1046,6 +1046,21 @@ int main(int argc, char **argv)
       die("out of memory");
     environ = env;
   }
+  /* The device driver, for the compilers that use it, set up once here
+   * rather than in every compile. A failure costs time, not compiles: it
+   * is said in the hello's note. */
+  for (unsigned i = 0; o.gpu_driver && i < ndrvs; i++) {
+    driver_t *drv = drvs[i].drv;
+
+    if (drv->compile_driver_open != NULL &&
+        drv->compile_driver_open(drv) != 0) {
+      size_t used = strlen(note);
+
+      snprintf(note + used, sizeof(note) - used,
+               "%s%s: the driver for its compiler: %s", used ? "; " : "",
+               drv->name, drv_last_error());
+    }
+  }
   if (watchdog_start() != 0)
     die("cannot start the watchdog thread");
   scratch_init(fsview == CP_FSVIEW_MOUNTNS ? "/tmp" : o.tmp,

@@ -186,6 +186,11 @@ struct driver {
                  const char *const *names, size_t nnames,
                  const char *const *opts, size_t nopts, void **image,
                  size_t *image_len, char *log, size_t logsz);
+  /* In a compile helper that may open the device driver
+   * (--compile-gpu-driver), once, before its first compile: initialise
+   * what the compiler uses of the driver and keep it for every compile
+   * after. NULL: nothing to do. Blocking; opens no device context. */
+  int (*compile_driver_open)(driver_t *drv);
   /* Load an image on device @p dev; @p module gets the driver's module. */
   int (*module_load)(driver_t *drv, int dev, const void *image, size_t len,
                      void **module);

@@ -44,6 +44,12 @@ int hip_platform_stream_status(hipError_t status)
   return hip_err_code(status);
 }
 
+/* hiprtc on AMD (comgr) does not use the device driver. */
+int hip_platform_compiler_driver(void)
+{
+  return 0;
+}
+
 hipError_t hip_platform_write_value(hipStream_t stream, void *word,
                                     uint32_t value)
 {

@@ -280,6 +280,12 @@ static int image_build(const char *arch, const compiled_kernel_t *cks, size_t n,
   return 0;
 }
 
+int hip_compile_driver_open(driver_t *drv)
+{
+  (void)drv;
+  return hip_platform_compiler_driver();
+}
+
 /* Compile through hiprtc. The options passed are, in order: the target
  * (AMD --offload-arch=<arch>, NVIDIA --gpu-architecture=<arch>), the
  * user's options as option_translate() spells them (on NVIDIA, -g drops -O

@@ -118,6 +118,7 @@ int hip_compile(driver_t *drv, const char *arch, const char *src, size_t len,
                 const char *const *opts, size_t nopts, void **image,
                 size_t *image_len, char *log, size_t logsz);
 int hip_rtc_code(hiprtcProgram prog, char **code, size_t *len, int kind);
+int hip_compile_driver_open(driver_t *drv);
 
 /* hip_module.c */
 int hip_module_load(driver_t *drv, int dev, const void *image, size_t len,
@@ -191,6 +192,10 @@ int hip_platform_options(const char **argv, int argc);
  * log, else 0. */
 int hip_platform_compile_failed(hiprtcResult r, const char *text,
                                 const char *arch);
+/* The driver's compile_driver_open: what the platform's compiler uses of
+ * the device driver, initialised for the process's life (0, or a code
+ * with the error text set). */
+int hip_platform_compiler_driver(void);
 /* Tidy compiler log @p text in place. */
 void hip_platform_log_tidy(char *text);
 /* The code of compiled program @p prog for @p arch (malloc'd) and its

@@ -641,6 +641,7 @@ static driver_t hip_driver = {
     .compiler_id = hip_compiler_id,
     .arch_supported = hip_arch_supported,
     .compile = hip_compile,
+    .compile_driver_open = hip_compile_driver_open,
     .module_load = hip_module_load,
     .module_unload = hip_module_unload,
     .kernel_get = hip_kernel_get,
