@@ -543,6 +543,9 @@ static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
   (void)ch;
   if (m->type == PROTO_RESPONSE)
     on_response(m);
+  else if (this_worker.stop_called)
+    ; /* stopping: what the listener sent after the stop (in the same read)
+       * is not served, as the stop said */
   else if (wire_dispatch(from_listener, WIRE_FROM_LISTENER, m, NULL) != 0)
     log_warn(0, "unknown message from the listener: ignored");
 }
