@@ -35,6 +35,34 @@ START_TEST(test_backend_info)
 END_TEST
 
 /* The capabilities every device record must have, sane. */
+/* The CPU device's clock as it must be given: the same in every process
+ * that reads it, so the peak (cpufreq's cpuinfo_max_freq) where the CPU
+ * scales, else the whole MHz of /proc/cpuinfo, where it is fixed. */
+static int64_t host_clock_khz(void)
+{
+  FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+  char line[256];
+  long khz = 0;
+  double mhz = 0;
+
+  if (f != NULL) {
+    if (fscanf(f, "%ld", &khz) != 1)
+      khz = 0;
+    fclose(f);
+    if (khz > 0)
+      return khz;
+  }
+  if ((f = fopen("/proc/cpuinfo", "r")) == NULL)
+    return 0;
+  while (fgets(line, sizeof(line), f) != NULL)
+    if (strncmp(line, "cpu MHz", 7) == 0 && strchr(line, ':') != NULL) {
+      mhz = strtod(strchr(line, ':') + 1, NULL);
+      break;
+    }
+  fclose(f);
+  return (int64_t)mhz * 1000;
+}
+
 static void check_caps(const hipd_info_t *info, const char *prefix, int dev)
 {
   char p[128];
@@ -70,6 +98,9 @@ static void check_caps(const hipd_info_t *info, const char *prefix, int dev)
       hipd_info_len(info, FIELD("capabilities.compute_capability")), 2);
   if (!is_cpu)
     ck_assert_int_ge(info_int(info, FIELD("capabilities.warp_size")), 32);
+  else
+    ck_assert_int_eq(info_int(info, FIELD("capabilities.clock_rate_khz")),
+                     host_clock_khz());
 #undef FIELD
 }
 

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -203,6 +204,31 @@ static int proc_value(const char *file, const char *key, double *out)
   return HIPD_ENOENT;
 }
 
+/* The CPU's clock in kHz, as a GPU's is given: its peak, the same in every
+ * process that asks. cpufreq's cpuinfo_max_freq where the kernel has it;
+ * else /proc/cpuinfo's "cpu MHz", which is the current frequency where
+ * the CPU scales (two workers read two values: a tenant's device list
+ * then differed from root's) and the fixed one where it does not (most
+ * virtual machines have no cpufreq). 0 where neither says. */
+static int cpu_clock_khz(void)
+{
+  FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+  long khz = 0;
+  double mhz = 0;
+
+  if (f != NULL) {
+    if (fscanf(f, "%ld", &khz) != 1 || khz <= 0 || khz > INT_MAX)
+      khz = 0;
+    fclose(f);
+    if (khz > 0)
+      return (int)khz;
+  }
+  if (proc_value("/proc/cpuinfo", "cpu MHz", &mhz) == 0 && mhz > 0 &&
+      mhz < INT_MAX / 1000)
+    return (int)mhz * 1000;
+  return 0;
+}
+
 static void cpu_model(char *buf, size_t size)
 {
   char line[512];
@@ -358,7 +384,6 @@ static int tenant_room(size_t size)
 
 static int cpu_get_caps(driver_t *drv, int dev, dev_caps_t *c)
 {
-  double mhz = 0;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
   (void)drv;
@@ -386,8 +411,7 @@ static int cpu_get_caps(driver_t *drv, int dev, dev_caps_t *c)
   /* The threads of a block are not run in lock-step groups. */
   c->warp_size = 1;
   c->max_registers_per_block = 0; /* no register file to share */
-  if (proc_value("/proc/cpuinfo", "cpu MHz", &mhz) == 0)
-    c->clock_rate_khz = (int)(mhz * 1000.0);
+  c->clock_rate_khz = cpu_clock_khz();
   c->multiprocessor_count = ncpu > 0 ? (int)ncpu : 1;
   c->is_cpu = 1;
   c->pci_bus_id = -1;
