@@ -28,12 +28,14 @@ struct watch {
 
 static struct {
   pthread_mutex_t mu;
+  pthread_cond_t cv; /* the thread waits there while nothing is queued */
   pthread_t thread;
   int running;
+  int sleeping;        /* atomic: the thread waits on cv (or is about to) */
   uint32_t timeout_ms; /* atomic */
   watchdog_fired_fn fired;
   watch_t *list;
-} wd = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static void watch_put(watch_t *w)
 {
@@ -53,16 +55,60 @@ static void mark_cb(void *arg, int status)
   pthread_mutex_unlock(&wd.mu);
 }
 
+/* Whether a sample could find anything: a limit, and a stream with
+ * launches since its last mark or a mark not reached yet. wd.mu held. */
+static int watch_busy(void)
+{
+  if (__atomic_load_n(&wd.timeout_ms, __ATOMIC_SEQ_CST) == 0)
+    return 0;
+  for (watch_t *w = wd.list; w != NULL; w = w->next) {
+    if (device_epoch(w->device) != w->epoch)
+      continue;
+    if (w->mark_ns != 0 ||
+        __atomic_load_n(&w->launches, __ATOMIC_SEQ_CST) != w->sampled)
+      return 1;
+  }
+  return 0;
+}
+
+/* Sleep, with no timer, until there is something to watch: an idle worker
+ * has no wake-ups of the watchdog's. wd.sleeping goes up before the
+ * streams are looked at, and a launch raises launches before it reads
+ * wd.sleeping (both sequentially consistent), so either this sees the
+ * launch or the launch sees it asleep and signals under wd.mu. */
+static void wait_for_work(void)
+{
+  pthread_mutex_lock(&wd.mu);
+  __atomic_store_n(&wd.sleeping, 1, __ATOMIC_SEQ_CST);
+  while (!watch_busy())
+    pthread_cond_wait(&wd.cv, &wd.mu);
+  __atomic_store_n(&wd.sleeping, 0, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&wd.mu);
+}
+
+/* Wake the thread if it sleeps. Any thread. */
+static void wake(void)
+{
+  if (!__atomic_load_n(&wd.sleeping, __ATOMIC_SEQ_CST))
+    return;
+  pthread_mutex_lock(&wd.mu);
+  pthread_cond_signal(&wd.cv);
+  pthread_mutex_unlock(&wd.mu);
+}
+
 static void *watchdog_main(void *arg)
 {
   (void)arg;
   for (;;) {
-    uint32_t limit = __atomic_load_n(&wd.timeout_ms, __ATOMIC_RELAXED);
-    uint32_t period = limit == 0 ? 250 : limit / 4;
+    uint32_t limit, period;
     watch_t *mark[64];
     int nmark = 0, fired_dev = -1;
     uint32_t fired_ms = 0;
     uint64_t now;
+
+    wait_for_work();
+    limit = __atomic_load_n(&wd.timeout_ms, __ATOMIC_RELAXED);
+    period = limit == 0 ? 250 : limit / 4;
 
     if (period < 50)
       period = 50;
@@ -133,7 +179,8 @@ int watchdog_start(uint32_t timeout_ms, watchdog_fired_fn fired)
 
 void watchdog_set_timeout(uint32_t timeout_ms)
 {
-  __atomic_store_n(&wd.timeout_ms, timeout_ms, __ATOMIC_RELAXED);
+  __atomic_store_n(&wd.timeout_ms, timeout_ms, __ATOMIC_SEQ_CST);
+  wake();
 }
 
 uint32_t watchdog_timeout(void)
@@ -165,8 +212,10 @@ watch_t *watch_add(device_t *dev, void *stream)
 
 void watch_launched(watch_t *w)
 {
-  if (w != NULL)
-    __atomic_add_fetch(&w->launches, 1, __ATOMIC_RELAXED);
+  if (w != NULL) {
+    __atomic_add_fetch(&w->launches, 1, __ATOMIC_SEQ_CST);
+    wake();
+  }
 }
 
 void watch_remove(watch_t *w)

@@ -9,8 +9,10 @@
  * limit after it was queued means that the work queued before it has run
  * for longer than that, and the watchdog calls the worker's handler, which
  * tells every session why and ends the process. The cost is one atomic
- * increment a launch and a host callback a stream at most every sample
- * period (a quarter of the limit, 50 to 250 ms), none on idle streams.
+ * increment (and the read of a flag) a launch and a host callback a stream
+ * at most every sample period (a quarter of the limit, 50 to 250 ms), none
+ * on idle streams; while no stream has work unmarked or a mark unreached
+ * the thread sleeps without a timer, woken by the next launch.
  *
  * What it measures is the work one mark follows: the launches queued on a
  * stream between two samples, run one after the other; a stream that waits

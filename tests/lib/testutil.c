@@ -324,3 +324,111 @@ int proc_open_fds_settled(pid_t pid, int max_ms)
   }
   return n;
 }
+
+/* The parent of @p pid (/proc/PID/stat), or -1. */
+static pid_t proc_parent(pid_t pid)
+{
+  char path[64], buf[1024], *p;
+  int ppid = -1;
+  size_t n;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  if ((f = fopen(path, "r")) == NULL)
+    return -1;
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  if ((p = strrchr(buf, ')')) == NULL || sscanf(p + 2, "%*c %d", &ppid) != 1)
+    return -1;
+  return (pid_t)ppid;
+}
+
+/* @p pid's threads, appended to @p out from @p n. @return the new count. */
+static int proc_threads_of(pid_t pid, proc_thread_t *out, int n, int max)
+{
+  char path[320], line[256], comm[32] = "";
+  struct dirent *e;
+  DIR *dh;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+  if ((f = fopen(path, "r")) != NULL) {
+    if (fgets(comm, sizeof(comm), f) != NULL)
+      comm[strcspn(comm, "\n")] = '\0';
+    fclose(f);
+  }
+  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+  if ((dh = opendir(path)) == NULL)
+    return n;
+  while (n < max && (e = readdir(dh)) != NULL) {
+    proc_thread_t *t = &out[n];
+
+    if (e->d_name[0] == '.')
+      continue;
+    memset(t, 0, sizeof(*t));
+    t->pid = pid;
+    t->tid = (pid_t)atoi(e->d_name);
+    snprintf(t->comm, sizeof(t->comm), "%s", comm);
+    snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid,
+             e->d_name);
+    if ((f = fopen(path, "r")) == NULL)
+      continue;
+    while (fgets(line, sizeof(line), f) != NULL) {
+      if (strncmp(line, "Name:", 5) == 0) {
+        char *v = line + 5 + strspn(line + 5, " \t");
+        v[strcspn(v, "\n")] = '\0';
+        snprintf(t->name, sizeof(t->name), "%s", v);
+      } else if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0) {
+        t->waits = atoll(line + 24);
+      } else if (strncmp(line, "nonvoluntary_ctxt_switches:", 27) == 0) {
+        t->preempted = atoll(line + 27);
+      }
+    }
+    fclose(f);
+    n++;
+  }
+  closedir(dh);
+  return n;
+}
+
+int proc_tree_threads(pid_t root, proc_thread_t *out, int max)
+{
+  pid_t tree[256];
+  int ntree = 1, n;
+  struct dirent *e;
+  DIR *dh;
+
+  if (proc_parent(root) < 0)
+    return -1;
+  tree[0] = root;
+  /* Below root, to any depth: a process whose parent is in the tree
+   * joins it; again until the tree stops growing. */
+  for (int grew = 1; grew && ntree < 256;) {
+    grew = 0;
+    if ((dh = opendir("/proc")) == NULL)
+      return -1;
+    while ((e = readdir(dh)) != NULL && ntree < 256) {
+      pid_t pid = (pid_t)atoi(e->d_name), parent;
+      int in = 0;
+
+      if (pid <= 0)
+        continue;
+      for (int i = 0; i < ntree && !in; i++)
+        in = tree[i] == pid;
+      if (in || (parent = proc_parent(pid)) <= 0)
+        continue;
+      for (int i = 0; i < ntree; i++)
+        if (tree[i] == parent) {
+          tree[ntree++] = pid;
+          grew = 1;
+          break;
+        }
+    }
+    closedir(dh);
+  }
+  n = 0;
+  for (int i = 0; i < ntree; i++)
+    n = proc_threads_of(tree[i], out, n, max);
+  return n;
+}

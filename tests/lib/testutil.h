@@ -147,4 +147,17 @@ int proc_open_fds(pid_t pid);
  * background work open and close descriptors), or after @p max_ms. */
 int proc_open_fds_settled(pid_t pid, int max_ms);
 
+/* A thread of a process tree, and its context switches so far. */
+typedef struct {
+  pid_t pid, tid;
+  char comm[32];       /* the process's name */
+  char name[32];       /* the thread's */
+  long long waits;     /* voluntary_ctxt_switches: times it slept */
+  long long preempted; /* nonvoluntary_ctxt_switches */
+} proc_thread_t;
+
+/* The threads of @p root and of every process below it, at most @p max
+ * into @p out. @return how many, or -1 if @p root cannot be read. */
+int proc_tree_threads(pid_t root, proc_thread_t *out, int max);
+
 #endif
