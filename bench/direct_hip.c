@@ -25,6 +25,9 @@
  * --peer worker   the sharing figure's client: compile and set up, print
  *            {"kind":"ready"}, wait for a line on stdin, then loop {launch
  *            the small kernel; synchronize} for --seconds
+ *   idle     a process holding a context, a stream and a loaded module
+ *            after one kernel, doing nothing: the CPU time of its threads
+ *            (the runtime's own) over --seconds, after 1 s to settle
  */
 #include "config.h"
 
@@ -38,6 +41,7 @@
 #include <nvrtc.h> /* hiprtcProgram is an nvrtcProgram: for the cubin */
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -240,6 +244,88 @@ static void device_open(int dev)
 }
 
 /* ------------------------------------------------------------------ modes */
+
+/* The run time (schedstat, ns) of each thread of this process, by thread:
+ * up to @p max into @p ns, with the names in @p names. @return the count. */
+static int self_threads(uint64_t *tid, uint64_t *ns, char (*names)[32], int max)
+{
+  DIR *d = opendir("/proc/self/task");
+  struct dirent *e;
+  int n = 0;
+
+  if (d == NULL)
+    return 0;
+  while (n < max && (e = readdir(d)) != NULL) {
+    char path[300];
+    unsigned long long run = 0;
+    FILE *f;
+
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
+    if ((f = fopen(path, "r")) == NULL)
+      continue;
+    if (fscanf(f, "%llu", &run) != 1)
+      run = 0;
+    fclose(f);
+    snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+    names[n][0] = '\0';
+    if ((f = fopen(path, "r")) != NULL) {
+      if (fgets(names[n], sizeof(names[n]), f) != NULL)
+        names[n][strcspn(names[n], "\n")] = '\0';
+      fclose(f);
+    }
+    tid[n] = strtoull(e->d_name, NULL, 10);
+    ns[n++] = run;
+  }
+  closedir(d);
+  return n;
+}
+
+static int mode_idle(void)
+{
+  enum { MAXT = 64 };
+  static uint64_t ta[MAXT], na[MAXT], tb[MAXT], nb[MAXT];
+  static char names_a[MAXT][32], names_b[MAXT][32];
+  uint64_t total = 0, top = 0;
+  const char *top_name = "";
+  hipStream_t s;
+  kern_t k;
+  int a, b;
+  double t0, t1;
+
+  device_open(O.device);
+  CHECK(hipStreamCreate(&s));
+  kernel_build(O.device, BENCH_EMPTY_SOURCE, BENCH_EMPTY_NAME, &k);
+  launch_empty(&k, s);
+  CHECK(hipStreamSynchronize(s));
+  bu_sleep(1.0);
+  t0 = bu_now();
+  a = self_threads(ta, na, names_a, MAXT);
+  bu_sleep(O.seconds);
+  b = self_threads(tb, nb, names_b, MAXT);
+  t1 = bu_now();
+  for (int i = 0; i < b; i++) {
+    uint64_t before = 0, d;
+    for (int j = 0; j < a; j++)
+      if (ta[j] == tb[i])
+        before = na[j];
+    d = nb[i] > before ? nb[i] - before : 0;
+    total += d;
+    if (d > top) {
+      top = d;
+      top_name = names_b[i];
+    }
+  }
+  printf("{\"kind\":\"idle\",\"seconds\":%.3f,\"cpu_pct\":%.4f,"
+         "\"threads\":%d,\"top_ms\":%.3f,\"top\":",
+         t1 - t0, (double)total / 1e9 / (t1 - t0) * 100.0, b,
+         (double)top / 1e6);
+  bu_json_str(stdout, top_name);
+  puts("}");
+  CHECK(hipStreamDestroy(s));
+  return 0;
+}
 
 static int mode_info(void)
 {
@@ -625,7 +711,7 @@ static void usage(FILE *f)
 {
   fprintf(f, "Usage: direct_hip MODE [OPTION]...\n"
              "The direct-HIP baselines of hipd_bench; results as JSON lines.\n"
-             "MODE: info, rtt, launch, bw, compile, peer or worker.\n"
+             "MODE: info, rtt, launch, bw, compile, peer, worker or idle.\n"
              "  --device N     HIP device ordinal (0)\n"
              "  --iters N      iterations (rtt, launch, compile)\n"
              "  --warmup N     untimed iterations first (rtt, launch)\n"
@@ -633,7 +719,8 @@ static void usage(FILE *f)
              "  --budget S     seconds per bandwidth figure (bw, peer)\n"
              "  --peer N       destination device (peer)\n"
              "  --bytes N      bytes per copy (peer)\n"
-             "  --seconds S    length of the loop (worker)\n"
+             "  --seconds S    length of the loop (worker), of the idle\n"
+             "                 window (idle)\n"
              "  --elems N      floats the small kernel updates (worker)\n"
              "  --threads N    worker: N loops at once in this process, one\n"
              "                 stream each, started at once (no handshake)\n");
@@ -734,6 +821,8 @@ int main(int argc, char **argv)
     return mode_compile();
   if (strcmp(O.mode, "peer") == 0)
     return mode_peer();
+  if (strcmp(O.mode, "idle") == 0)
+    return mode_idle();
   if (strcmp(O.mode, "worker") == 0)
     return O.threads > 1 ? mode_worker_threads() : mode_worker();
   die("unknown mode '%s'", O.mode);

@@ -604,6 +604,43 @@ static uint64_t daemon_cpu_between(const tprof_t *a, int na, const tprof_t *b,
   return ns;
 }
 
+/* The same window in a direct-HIP process that holds a context, a stream
+ * and a module after one kernel: what the runtime's own threads cost any
+ * process that keeps a device open. */
+static void idle_direct(figure_t *f, double window)
+{
+  static const char label[] = "a direct HIP process idle with a context";
+  const char *why;
+  char ord[16], secs[32];
+  const char *args[] = {"idle", "--device", NULL, "--seconds", secs, NULL};
+  dout_t *out;
+  const char *line;
+
+  if (hb.devs[hb.dev].is_cpu || !hb_direct_ok(hb.dev, &why)) {
+    base_na(f, "direct", label, "%s",
+            hb.devs[hb.dev].is_cpu ? "the device is the CPU" : why);
+    return;
+  }
+  args[2] = hb_itoa_tmp(hb.devs[hb.dev].hip_ord, ord, sizeof(ord));
+  snprintf(secs, sizeof(secs), "%g", window);
+  note("idle: a direct HIP process's CPU over %g s", window);
+  if ((out = malloc(sizeof(*out))) == NULL) {
+    base_na(f, "direct", label, "out of memory");
+    return;
+  }
+  if (hb_direct_run(args, 60, "idle", out) == 0 &&
+      (line = hb_dout_find(out, "idle")) != NULL &&
+      isfinite(hb_dnum(line, "cpu_pct"))) {
+    base_set(f, "direct", label, hb_dnum(line, "cpu_pct"));
+    note("idle: direct HIP: %s", line);
+  } else {
+    base_na(f, "direct", label, "direct_hip failed: %s",
+            out->err[0] ? out->err : "no value");
+    report_failure();
+  }
+  free(out);
+}
+
 /* See hipd_bench.h. */
 void hb_sec_idle(void)
 {
@@ -644,6 +681,7 @@ void hb_sec_idle(void)
             (bu_now() - t0) * 100.0;
   detail_num(f, "threads", (double)threads);
   free(ps);
+  idle_direct(f, window);
 }
 
 /* ------------------------------------------------------------------ MPS */
