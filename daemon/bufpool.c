@@ -21,7 +21,7 @@ static struct {
     size_t size; /* usable bytes */
     uint64_t put_ms;
   } slot[POOL_SLOTS];
-  size_t bytes; /* written under mu, read without (bufpool_held) */
+  size_t bytes;
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void *bufpool_get(size_t n)
@@ -51,8 +51,7 @@ void *bufpool_take(size_t n)
       best = i;
   if (best >= 0) {
     p = pool.slot[best].p;
-    __atomic_store_n(&pool.bytes, pool.bytes - pool.slot[best].size,
-                     __ATOMIC_RELAXED);
+    pool.bytes -= pool.slot[best].size;
     pool.slot[best].p = NULL;
     pthread_mutex_unlock(&pool.mu);
     return p;
@@ -81,25 +80,11 @@ void bufpool_put(void *p)
     pool.slot[free_slot].p = p;
     pool.slot[free_slot].size = size;
     pool.slot[free_slot].put_ms = util_now_ms();
-    __atomic_store_n(&pool.bytes, pool.bytes + size, __ATOMIC_RELAXED);
+    pool.bytes += size;
     p = NULL;
   }
   pthread_mutex_unlock(&pool.mu);
   free(p);
-}
-
-int bufpool_trim_due(unsigned idle_ms)
-{
-  uint64_t now = util_now_ms();
-  int due = 0;
-
-  if (__atomic_load_n(&pool.bytes, __ATOMIC_RELAXED) == 0)
-    return 0;
-  pthread_mutex_lock(&pool.mu);
-  for (int i = 0; i < POOL_SLOTS && !due; i++)
-    due = pool.slot[i].p != NULL && now - pool.slot[i].put_ms >= idle_ms;
-  pthread_mutex_unlock(&pool.mu);
-  return due;
 }
 
 void bufpool_trim(unsigned idle_ms)
@@ -112,8 +97,7 @@ void bufpool_trim(unsigned idle_ms)
   for (int i = 0; i < POOL_SLOTS; i++) {
     if (pool.slot[i].p != NULL && now - pool.slot[i].put_ms >= idle_ms) {
       drop[n++] = pool.slot[i].p;
-      __atomic_store_n(&pool.bytes, pool.bytes - pool.slot[i].size,
-                       __ATOMIC_RELAXED);
+      pool.bytes -= pool.slot[i].size;
       pool.slot[i].p = NULL;
     }
   }
