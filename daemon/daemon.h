@@ -186,13 +186,15 @@ typedef struct hipd_daemon {
    * queues call it when they gain work. */
   void (*safe_point)(struct hipd_daemon *d);
   /* Sessions whose rings are polled (transport_ring.c): a check handle
-   * runs them, a prepare handle puts them to sleep when the loop would
-   * block, an idle one keeps it from blocking when one woke meanwhile. */
+   * runs them, a prepare handle puts them to sleep when the loop may
+   * block. */
   list_node_t rings;
   uv_check_t ring_check;
   uv_prepare_t ring_prepare;
-  uv_idle_t ring_idle;
   int rings_polling;
+  /* Active for one turn of the loop, which then does not block
+   * (transport_loop_stay_awake()). */
+  uv_idle_t loop_awake;
   int loop_nowait; /* main.c: the loop's current run never blocks */
   /* Work left for that safe point, off the stack of the callback that
    * made it (session.c): */

@@ -88,8 +88,7 @@ static void inline_prepare_cb(uv_prepare_t *h)
 {
   daemon_t *d = h->data;
 
-  if (op_inline_waiting() && !d->loop_nowait &&
-      uv_backend_timeout(d->loop) != 0)
+  if (op_inline_waiting() && transport_loop_may_block(d))
     op_inline_park();
 }
 

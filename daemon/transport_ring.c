@@ -12,6 +12,7 @@
 #include "ring.h"
 #include "rpc.h"
 #include "spin.h"
+#include "transport.h"
 #include "transport_ring.h"
 
 /* What the params' decoding allocates for the submission being run (loop
@@ -141,7 +142,6 @@ static int decode_new(session_t *s, const ring_sqe_t *e, proto_msg_t *msg)
 
 static void rings_check_cb(uv_check_t *h);
 static void rings_prepare_cb(uv_prepare_t *h);
-static void rings_idle_cb(uv_idle_t *h);
 
 /* Decode one submission, copied out of the ring, and dispatch it. A
  * submission that is not one whole request breaks the ring: it cannot be
@@ -220,6 +220,10 @@ void transport_ring_kick(session_t *s)
     return;
   ring_wake(s);
   poll_start(s);
+  /* The ring is awake: the loop must look at it before it blocks, even
+   * when this comes after the rings' prepare callback of this turn (a
+   * kick read by a resumed session at the safe point). */
+  transport_loop_stay_awake(s->d);
   transport_ring_run(s);
 }
 
@@ -252,7 +256,6 @@ static void rings_check_cb(uv_check_t *h)
   daemon_t *d = h->data;
   list_node_t *n, *next;
 
-  uv_idle_stop(&d->ring_idle);
   for (n = d->rings.next; n != &d->rings; n = next) {
     session_t *s = list_entry(n, session_t, ring_node);
     int rc;
@@ -274,13 +277,15 @@ static void rings_check_cb(uv_check_t *h)
 
 /* Before the loop polls: if it may block, the rings it polls go to sleep
  * (sq_kick, then one more look); one that got a submission meanwhile keeps
- * the loop from blocking this time. */
+ * the loop from blocking this time. A ring left awake must never meet a
+ * blocked loop: its client rings no doorbell (sq_kick is 0) and would
+ * wait for the next timer (check_ring's test_reads_nothing found it). */
 static void rings_prepare_cb(uv_prepare_t *h)
 {
   daemon_t *d = h->data;
   list_node_t *n, *next;
 
-  if (d->loop_nowait || uv_backend_timeout(d->loop) == 0)
+  if (!transport_loop_may_block(d))
     return; /* it will not block: the check phase looks at them */
   for (n = d->rings.next; n != &d->rings; n = next) {
     session_t *s = list_entry(n, session_t, ring_node);
@@ -289,15 +294,8 @@ static void rings_prepare_cb(uv_prepare_t *h)
     if (ring_sleep(s))
       poll_stop(s);
     else
-      uv_idle_start(&d->ring_idle, rings_idle_cb);
+      transport_loop_stay_awake(d);
   }
-}
-
-/* Only there so that the loop polls without blocking (a submission came
- * as its ring went to sleep). */
-static void rings_idle_cb(uv_idle_t *h)
-{
-  (void)h;
 }
 
 void transport_ring_init(daemon_t *d)
@@ -307,8 +305,7 @@ void transport_ring_init(daemon_t *d)
     log_error(0, "out of memory for the rings' zone");
   uv_check_init(d->loop, &d->ring_check);
   uv_prepare_init(d->loop, &d->ring_prepare);
-  uv_idle_init(d->loop, &d->ring_idle);
-  d->ring_check.data = d->ring_prepare.data = d->ring_idle.data = d;
+  d->ring_check.data = d->ring_prepare.data = d;
   d->rings_polling = 0;
 }
 
@@ -318,9 +315,7 @@ void transport_ring_close(daemon_t *d)
     poll_stop(list_entry(d->rings.next, session_t, ring_node));
   uv_check_stop(&d->ring_check);
   uv_prepare_stop(&d->ring_prepare);
-  uv_idle_stop(&d->ring_idle);
   uv_close((uv_handle_t *)&d->ring_check, NULL);
   uv_close((uv_handle_t *)&d->ring_prepare, NULL);
-  uv_close((uv_handle_t *)&d->ring_idle, NULL);
   msgpack_zone_destroy(&ring_zone);
 }

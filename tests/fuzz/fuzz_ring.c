@@ -1614,7 +1614,7 @@ static void quiet_check(client_t *c)
     uint64_t changes = c->d_seen_changes;
     run_nowait(c);
     if (c->d_seen_changes == changes && exec_outstanding() == 0 &&
-        uv_is_active((uv_handle_t *)&G.d.ring_idle))
+        uv_is_active((uv_handle_t *)&G.d.loop_awake))
       runs++;
     else
       runs = 0;
@@ -1717,7 +1717,7 @@ static void drain(client_t *c)
     /* The idle property: nothing changes, and the loop would not block. */
     if (c->d_seen_changes == changes && exec_outstanding() == 0 &&
         G.d.cfg.busy_poll_us == 0 &&
-        uv_is_active((uv_handle_t *)&G.d.ring_idle))
+        uv_is_active((uv_handle_t *)&G.d.loop_awake))
       idle_runs++;
     else
       idle_runs = 0;
@@ -1798,7 +1798,7 @@ static int daemon_idle(void)
 {
   return G.d.nsessions == 0 && list_empty(&G.d.closeq) &&
          exec_outstanding() == 0 && list_empty(&G.d.rings) &&
-         !G.d.rings_polling && !uv_is_active((uv_handle_t *)&G.d.ring_idle);
+         !G.d.rings_polling && !uv_is_active((uv_handle_t *)&G.d.loop_awake);
 }
 
 static void client_free(client_t *c)
@@ -1937,9 +1937,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
              G.d.nsessions);
   FUZZ_CHECK(list_empty(&G.d.rings),
              "teardown: a ring is still polled after its session went");
-  FUZZ_CHECK(!G.d.rings_polling && !uv_is_active((uv_handle_t *)&G.d.ring_idle),
+  FUZZ_CHECK(!G.d.rings_polling &&
+                 !uv_is_active((uv_handle_t *)&G.d.loop_awake),
              "teardown: the rings' handles still run (polling %d, idle %d)",
-             G.d.rings_polling, uv_is_active((uv_handle_t *)&G.d.ring_idle));
+             G.d.rings_polling, uv_is_active((uv_handle_t *)&G.d.loop_awake));
   FUZZ_CHECK(exec_outstanding() == 0, "teardown: %u device tasks left",
              exec_outstanding());
   /* The mappings too, now and then (reading the maps costs). */
