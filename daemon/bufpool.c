@@ -21,7 +21,7 @@ static struct {
     size_t size; /* usable bytes */
     uint64_t put_ms;
   } slot[POOL_SLOTS];
-  size_t bytes;
+  size_t bytes; /* written under mu, read without (bufpool_held) */
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void *bufpool_get(size_t n)
@@ -51,7 +51,8 @@ void *bufpool_take(size_t n)
       best = i;
   if (best >= 0) {
     p = pool.slot[best].p;
-    pool.bytes -= pool.slot[best].size;
+    __atomic_store_n(&pool.bytes, pool.bytes - pool.slot[best].size,
+                     __ATOMIC_RELAXED);
     pool.slot[best].p = NULL;
     pthread_mutex_unlock(&pool.mu);
     return p;
@@ -80,11 +81,25 @@ void bufpool_put(void *p)
     pool.slot[free_slot].p = p;
     pool.slot[free_slot].size = size;
     pool.slot[free_slot].put_ms = util_now_ms();
-    pool.bytes += size;
+    __atomic_store_n(&pool.bytes, pool.bytes + size, __ATOMIC_RELAXED);
     p = NULL;
   }
   pthread_mutex_unlock(&pool.mu);
   free(p);
+}
+
+int bufpool_trim_due(unsigned idle_ms)
+{
+  uint64_t now = util_now_ms();
+  int due = 0;
+
+  if (__atomic_load_n(&pool.bytes, __ATOMIC_RELAXED) == 0)
+    return 0;
+  pthread_mutex_lock(&pool.mu);
+  for (int i = 0; i < POOL_SLOTS && !due; i++)
+    due = pool.slot[i].p != NULL && now - pool.slot[i].put_ms >= idle_ms;
+  pthread_mutex_unlock(&pool.mu);
+  return due;
 }
 
 void bufpool_trim(unsigned idle_ms)
@@ -97,7 +112,8 @@ void bufpool_trim(unsigned idle_ms)
   for (int i = 0; i < POOL_SLOTS; i++) {
     if (pool.slot[i].p != NULL && now - pool.slot[i].put_ms >= idle_ms) {
       drop[n++] = pool.slot[i].p;
-      pool.bytes -= pool.slot[i].size;
+      __atomic_store_n(&pool.bytes, pool.bytes - pool.slot[i].size,
+                       __ATOMIC_RELAXED);
       pool.slot[i].p = NULL;
     }
   }

@@ -23,6 +23,9 @@ void *bufpool_take(size_t n);
 /* Give back a block from bufpool_get() or malloc() (NULL is fine); kept
  * for reuse if large and the pool has room, else freed. */
 void bufpool_put(void *p);
+/* Whether a block has been unused for @p idle_ms: bufpool_trim(@p idle_ms)
+ * would free something. Cheap: no lock while the pool is empty. */
+int bufpool_trim_due(unsigned idle_ms);
 /* Free the blocks unused for @p idle_ms (the housekeeping timer). */
 void bufpool_trim(unsigned idle_ms);
 

@@ -410,10 +410,13 @@ static int inherited_listener(void)
 static uv_work_t trim_work;
 static int trim_busy;
 
+/* How long a transfer buffer stays in the pool unused. */
+#define TRIM_IDLE_MS 10000
+
 static void trim_work_cb(uv_work_t *w)
 {
   (void)w;
-  bufpool_trim(10000);
+  bufpool_trim(TRIM_IDLE_MS);
 }
 
 static void trim_after_cb(uv_work_t *w, int status)
@@ -437,8 +440,9 @@ static void housekeeping_cb(uv_timer_t *t)
   /* At most once a second, and only when it changed. */
   if (d->role != ROLE_WORKER)
     status_update(d);
-  /* Transfer buffers unused for 10 s go back to the system. */
-  if (!trim_busy &&
+  /* Transfer buffers unused for 10 s go back to the system; a pool
+   * thread is woken for it only when one is that old. */
+  if (!trim_busy && bufpool_trim_due(TRIM_IDLE_MS) &&
       uv_queue_work(d->loop, &trim_work, trim_work_cb, trim_after_cb) == 0)
     trim_busy = 1;
 }
