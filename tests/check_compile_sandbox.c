@@ -744,42 +744,10 @@ END_TEST
 
 /* -------------------------------------------------------- the identity */
 
-/* The parent pid of @p pid, and its name (comm). */
-static int proc_stat(pid_t pid, pid_t *ppid, char *comm, size_t n)
-{
-  char path[64], buf[512], *open, *close;
-  FILE *f;
-
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  if ((f = fopen(path, "r")) == NULL)
-    return -1;
-  if (fgets(buf, sizeof(buf), f) == NULL) {
-    fclose(f);
-    return -1;
-  }
-  fclose(f);
-  open = strchr(buf, '(');
-  close = strrchr(buf, ')');
-  if (open == NULL || close == NULL)
-    return -1;
-  snprintf(comm, n, "%.*s", (int)(close - open - 1), open + 1);
-  *ppid = (pid_t)atoi(close + 4);
-  return 0;
-}
-
+/* Does @p pid descend from @p ancestor (and is not it)? */
 static int descends_from(pid_t pid, pid_t ancestor)
 {
-  char comm[64];
-
-  for (int depth = 0; depth < 8 && pid > 1; depth++) {
-    pid_t ppid;
-    if (proc_stat(pid, &ppid, comm, sizeof(comm)) != 0)
-      return 0;
-    if (ppid == ancestor)
-      return 1;
-    pid = ppid;
-  }
-  return 0;
+  return pid != ancestor && proc_in_tree(pid, ancestor);
 }
 
 /* -------------------------------------------------- the compiler's output */
@@ -843,18 +811,19 @@ static void helper_scratch(const harness_daemon_t *d, int mountns, char *out,
   out[0] = '\0';
   ck_assert_ptr_nonnull(dir);
   while ((e = readdir(dir)) != NULL && out[0] == '\0') {
-    pid_t pid = (pid_t)atoi(e->d_name), ppid, pp;
-    char comm[64], pcomm[64], path[64], args[4096];
+    pid_t pid = (pid_t)atoi(e->d_name);
+    proc_stat_t st, parent;
+    char path[64], args[4096];
     FILE *f;
     size_t len;
 
-    if (pid <= 0 || proc_stat(pid, &ppid, comm, sizeof(comm)) != 0 ||
-        strcmp(comm, "hipd-compile") != 0 || !descends_from(pid, d->pid) ||
-        proc_stat(ppid, &pp, pcomm, sizeof(pcomm)) != 0)
+    if (pid <= 0 || proc_stat_read(pid, &st) != 0 ||
+        strcmp(st.comm, "hipd-compile") != 0 || !descends_from(pid, d->pid) ||
+        proc_stat_read(st.ppid, &parent) != 0)
       continue;
     if (mountns) {
       /* The helper proper, below its outer process. */
-      if (strcmp(pcomm, "hipd-compile") == 0) {
+      if (strcmp(parent.comm, "hipd-compile") == 0) {
         snprintf(out, n, "/proc/%d/root/tmp", (int)pid);
         if (helper != NULL)
           *helper = pid;
@@ -1188,12 +1157,13 @@ START_TEST(test_helper_identity)
   dir = opendir("/proc");
   ck_assert_ptr_nonnull(dir);
   while ((e = readdir(dir)) != NULL) {
-    pid_t pid = (pid_t)atoi(e->d_name), ppid;
-    char comm[64], path[64], line[256];
+    pid_t pid = (pid_t)atoi(e->d_name);
+    char path[64], line[256];
+    proc_stat_t st;
     FILE *f;
 
-    if (pid <= 0 || proc_stat(pid, &ppid, comm, sizeof(comm)) != 0 ||
-        strcmp(comm, "hipd-compile") != 0 || !descends_from(pid, d->pid))
+    if (pid <= 0 || proc_stat_read(pid, &st) != 0 ||
+        strcmp(st.comm, "hipd-compile") != 0 || !descends_from(pid, d->pid))
       continue;
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
     if ((f = fopen(path, "r")) == NULL)

@@ -419,28 +419,6 @@ START_TEST(test_constructor)
 }
 END_TEST
 
-/* Is @p pid a descendant of @p ancestor (its parents, read in /proc)? */
-static int descends_from(pid_t pid, pid_t ancestor)
-{
-  for (int depth = 0; pid > 1 && depth < 16; depth++) {
-    char path[64], buf[512], *p;
-    FILE *f;
-    int ppid = 0;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if ((f = fopen(path, "r")) == NULL)
-      return 0;
-    p = fgets(buf, sizeof(buf), f);
-    fclose(f);
-    if (p == NULL || (p = strrchr(buf, ')')) == NULL ||
-        sscanf(p + 1, " %*c %d", &ppid) != 1)
-      return 0;
-    if (ppid == ancestor)
-      return 1;
-    pid = ppid;
-  }
-  return 0;
-}
-
 /* The runner process itself: not root, no capabilities, not dumpable. */
 START_TEST(test_runner_process)
 {
@@ -459,7 +437,7 @@ START_TEST(test_runner_process)
   f = popen(cmd, "r");
   ck_assert_ptr_nonnull(f);
   for (int cand; rpid == 0 && fscanf(f, "%d", &cand) == 1;)
-    if (descends_from(cand, d->pid))
+    if (cand != d->pid && proc_in_tree(cand, d->pid))
       rpid = cand;
   pclose(f);
   ck_assert_msg(rpid > 0, "no hipd-cpu-runner under hipd pid %d", (int)d->pid);

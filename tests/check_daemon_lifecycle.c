@@ -210,29 +210,11 @@ static const char SLOW_SRC[] =
     "R100(1) R100(2) R100(3) R100(4) R100(5) R100(6) R100(7) R100(8)\n"
     "extern \"C\" __global__ void k(long *p) { p[0] = v1000 + v8999; }\n";
 
-/* The parent and name of process @p pid. @return 0 or -1. */
-static int proc_parent(pid_t pid, pid_t *ppid, char *comm, size_t n)
+/* Is process @p pid alive (not gone, nor a zombie waiting to be reaped)?
+ * Its /proc/PID/stat in *@p st. */
+static int proc_alive(pid_t pid, proc_stat_t *st)
 {
-  char path[64], buf[512], *open, *close;
-  FILE *f;
-
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  if ((f = fopen(path, "r")) == NULL)
-    return -1;
-  if (fgets(buf, sizeof(buf), f) == NULL) {
-    fclose(f);
-    return -1;
-  }
-  fclose(f);
-  open = strchr(buf, '(');
-  close = strrchr(buf, ')');
-  if (open == NULL || close == NULL || close[1] != ' ')
-    return -1;
-  snprintf(comm, n, "%.*s", (int)(close - open - 1), open + 1);
-  if (close[2] == 'Z')
-    return -1; /* a zombie: gone but for its reaping */
-  *ppid = (pid_t)atoi(close + 4);
-  return 0;
+  return proc_stat_read(pid, st) == 0 && st->state != 'Z';
 }
 
 /* A compiler process (not hipd-compile itself) that descends from
@@ -247,21 +229,15 @@ static pid_t compiler_of(pid_t daemon)
     pid_t found = 0;
 
     while (dir != NULL && found == 0 && (e = readdir(dir)) != NULL) {
-      pid_t pid = (pid_t)atoi(e->d_name), p = pid, ppid;
-      char comm[64], name[64];
-      if (pid <= 0 || proc_parent(pid, &ppid, name, sizeof(name)) != 0 ||
-          strcmp(name, "hipd-compile") == 0 ||
-          strcmp(name, "hipd-cpu-runner") == 0)
+      pid_t pid = (pid_t)atoi(e->d_name);
+      proc_stat_t st;
+
+      if (pid <= 0 || pid == daemon || !proc_alive(pid, &st) ||
+          strcmp(st.comm, "hipd-compile") == 0 ||
+          strcmp(st.comm, "hipd-cpu-runner") == 0)
         continue;
-      for (int depth = 0; depth < 8 && p > 1; depth++) {
-        if (proc_parent(p, &ppid, comm, sizeof(comm)) != 0)
-          break;
-        if (ppid == daemon) {
-          found = pid;
-          break;
-        }
-        p = ppid;
-      }
+      if (proc_in_tree(pid, daemon))
+        found = pid;
     }
     if (dir != NULL)
       closedir(dir);
@@ -276,10 +252,9 @@ static pid_t compiler_of(pid_t daemon)
 static int process_gone(pid_t pid, int ms)
 {
   long long deadline = harness_now_ms() + ms;
-  pid_t ppid;
-  char comm[64];
+  proc_stat_t st;
 
-  while (proc_parent(pid, &ppid, comm, sizeof(comm)) == 0) {
+  while (proc_alive(pid, &st)) {
     if (harness_now_ms() > deadline)
       return 0;
     harness_sleep_ms(20);

@@ -428,31 +428,6 @@ static void peer_end(peer_t *p)
 
 /* ------------------------------------------------- the daemon's processes */
 
-/* Is @p pid the daemon @p root or one of its descendants? */
-static int in_tree(pid_t pid, pid_t root)
-{
-  for (int depth = 0; depth < 16 && pid > 1; depth++) {
-    char path[64], buf[512];
-    FILE *f;
-    int ppid = 0;
-    if (pid == root)
-      return 1;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if ((f = fopen(path, "r")) == NULL)
-      return 0;
-    if (fgets(buf, sizeof(buf), f) == NULL) {
-      fclose(f);
-      return 0;
-    }
-    fclose(f);
-    char *rp = strrchr(buf, ')');
-    if (rp == NULL || sscanf(rp + 2, "%*c %d", &ppid) != 1)
-      return 0;
-    pid = ppid;
-  }
-  return 0;
-}
-
 /* Sum over the daemon's processes (it and its descendants): open
  * descriptors (@p what 0) or CPU time in clock ticks (1). */
 static long long tree_sum(pid_t root, int what)
@@ -466,7 +441,7 @@ static long long tree_sum(pid_t root, int what)
   while ((e = readdir(dh)) != NULL) {
     pid_t pid = (pid_t)atoi(e->d_name);
     char path[64];
-    if (pid <= 0 || !in_tree(pid, root))
+    if (pid <= 0 || !proc_in_tree(pid, root))
       continue;
     if (what == 0) {
       DIR *fd;
@@ -478,21 +453,9 @@ static long long tree_sum(pid_t root, int what)
       sum -= 2; /* . and .. */
       closedir(fd);
     } else {
-      char buf[1024];
-      unsigned long long ut = 0, st = 0;
-      FILE *f;
-      snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-      if ((f = fopen(path, "r")) == NULL)
-        continue;
-      if (fgets(buf, sizeof(buf), f) != NULL) {
-        char *rp = strrchr(buf, ')');
-        if (rp != NULL &&
-            sscanf(rp + 2,
-                   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-                   &st) == 2)
-          sum += (long long)(ut + st);
-      }
-      fclose(f);
+      proc_stat_t st;
+      if (proc_stat_read(pid, &st) == 0)
+        sum += st.utime + st.stime;
     }
   }
   closedir(dh);

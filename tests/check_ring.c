@@ -110,18 +110,10 @@ static void shared_stop(void)
  * check's runner process, not of this test's.) */
 static int daemon_running(void)
 {
-  char path[64], buf[512], *p;
-  FILE *f;
-  size_t n;
+  proc_stat_t st;
 
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)shared->pid);
-  if (shared->pid <= 0 || (f = fopen(path, "r")) == NULL)
-    return 0;
-  n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  p = strrchr(buf, ')');
-  return p != NULL && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+  return proc_stat_read(shared->pid, &st) == 0 && st.state != 'Z' &&
+         st.state != 'X';
 }
 
 /* Fail at once, saying why, when an earlier test took the daemon down. */
@@ -1212,118 +1204,37 @@ static void rr_expect_closed(rr_t *rr, const char *why)
   ck_assert_msg(harness_log_wait(shared, why, 5000), "no '%s' in the log", why);
 }
 
-/* A number of /proc/@p pid/status ("Threads"). */
-static long proc_status(pid_t pid, const char *key)
-{
-  char path[64], line[256];
-  size_t klen = strlen(key);
-  long v = -1;
-  FILE *f;
-
-  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-  if ((f = fopen(path, "r")) == NULL)
-    return -1;
-  while (fgets(line, sizeof(line), f) != NULL)
-    if (strncmp(line, key, klen) == 0 && line[klen] == ':')
-      v = strtol(line + klen + 1, NULL, 10);
-  fclose(f);
-  return v;
-}
-
-/* Call @p fn with the name of each of @p pid's threads. @return -1 if
- * its threads cannot be listed, else 0. */
-static int proc_each_thread(pid_t pid, void (*fn)(void *ctx, const char *name),
-                            void *ctx)
-{
-  char path[320], name[64];
-  struct dirent *e;
-  DIR *dh;
-
-  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-  if ((dh = opendir(path)) == NULL)
-    return -1;
-  while ((e = readdir(dh)) != NULL) {
-    FILE *f;
-    if (e->d_name[0] == '.')
-      continue;
-    snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
-    if ((f = fopen(path, "r")) == NULL)
-      continue;
-    if (fgets(name, sizeof(name), f) != NULL) {
-      name[strcspn(name, "\n")] = '\0';
-      fn(ctx, name);
-    }
-    fclose(f);
-  }
-  closedir(dh);
-  return 0;
-}
-
-typedef struct {
-  char *buf;
-  size_t size, off;
-} names_t;
-
-static void name_append(void *ctx, const char *name)
-{
-  names_t *n = ctx;
-
-  if (n->off + 40 < n->size)
-    n->off += (size_t)snprintf(n->buf + n->off, n->size - n->off, "%s%s",
-                               n->off ? " " : "", name);
-}
-
 /* The names of @p pid's threads, for messages. */
 static void proc_thread_names(pid_t pid, char *buf, size_t size)
 {
-  names_t n = {buf, size, 0};
+  static proc_thread_t t[512];
+  int n = proc_threads(pid, t, 512);
+  size_t off = 0;
 
   buf[0] = '\0';
-  proc_each_thread(pid, name_append, &n);
-}
-
-typedef struct {
-  const char *prefix;
-  int count;
-} named_t;
-
-static void name_count(void *ctx, const char *name)
-{
-  named_t *n = ctx;
-
-  n->count += strncmp(name, n->prefix, strlen(n->prefix)) == 0;
+  for (int i = 0; i < n && off + 40 < size; i++)
+    off += (size_t)snprintf(buf + off, size - off, "%s%s", off ? " " : "",
+                            t[i].name);
 }
 
 /* How many of @p pid's threads have a name that starts with @p prefix, or
  * -1 if they cannot be listed. */
 static int proc_threads_named(pid_t pid, const char *prefix)
 {
-  named_t n = {prefix, 0};
+  static proc_thread_t t[512];
+  int n = proc_threads(pid, t, 512), count = 0;
 
-  return proc_each_thread(pid, name_count, &n) == 0 ? n.count : -1;
+  for (int i = 0; i < n; i++)
+    count += strncmp(t[i].name, prefix, strlen(prefix)) == 0;
+  return n < 0 ? -1 : count;
 }
 
 /* The CPU time of @p pid so far (utime + stime), in clock ticks. */
 static long long proc_cpu_ticks(pid_t pid)
 {
-  char path[64], buf[2048], *p;
-  unsigned long long ut = 0, st = 0;
-  FILE *f;
-  size_t n;
+  proc_stat_t st;
 
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  if ((f = fopen(path, "r")) == NULL)
-    return -1;
-  n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  /* After "pid (comm) ": state is field 3, utime 14, stime 15. */
-  if ((p = strrchr(buf, ')')) == NULL)
-    return -1;
-  if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-             &ut, &st) != 2)
-    return -1;
-  return (long long)(ut + st);
+  return proc_stat_read(pid, &st) == 0 ? st.utime + st.stime : -1;
 }
 
 /* ======================================================= 3. hostile rings */
@@ -2797,7 +2708,7 @@ static void settle(int *fds, long *threads)
   for (int i = 0; i < 50; i++) {
     harness_sleep_ms(20);
     int f2 = proc_open_fds(shared->pid);
-    long t2 = proc_status(shared->pid, "Threads");
+    long t2 = (long)proc_status_value(shared->pid, "Threads");
     if (f2 == f && t2 == t && i >= 5)
       break;
     f = f2;

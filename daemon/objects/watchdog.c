@@ -109,7 +109,6 @@ static void *watchdog_main(void *arg)
     wait_for_work();
     limit = __atomic_load_n(&wd.timeout_ms, __ATOMIC_RELAXED);
     period = limit == 0 ? 250 : limit / 4;
-
     if (period < 50)
       period = 50;
     if (period > 250)

@@ -325,23 +325,62 @@ int proc_open_fds_settled(pid_t pid, int max_ms)
   return n;
 }
 
-/* The parent of @p pid (/proc/PID/stat), or -1. */
-static pid_t proc_parent(pid_t pid)
+int proc_stat_read(pid_t pid, proc_stat_t *st)
 {
-  char path[64], buf[1024], *p;
-  int ppid = -1;
+  char path[64], buf[1024], *open, *close;
   size_t n;
   FILE *f;
 
   snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  if ((f = fopen(path, "r")) == NULL)
+  if (pid <= 0 || (f = fopen(path, "r")) == NULL)
     return -1;
   n = fread(buf, 1, sizeof(buf) - 1, f);
   fclose(f);
   buf[n] = '\0';
-  if ((p = strrchr(buf, ')')) == NULL || sscanf(p + 2, "%*c %d", &ppid) != 1)
+  /* "pid (comm) state ppid ...": comm may hold spaces and parentheses,
+   * the last ')' ends it; utime and stime are fields 14 and 15. */
+  open = strchr(buf, '(');
+  close = strrchr(buf, ')');
+  if (open == NULL || close == NULL || close < open || close[1] != ' ')
     return -1;
-  return (pid_t)ppid;
+  memset(st, 0, sizeof(*st));
+  snprintf(st->comm, sizeof(st->comm), "%.*s", (int)(close - open - 1),
+           open + 1);
+  if (sscanf(close + 2, "%c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld",
+             &st->state, &st->ppid, &st->utime, &st->stime) != 4)
+    return -1;
+  return 0;
+}
+
+int proc_in_tree(pid_t pid, pid_t ancestor)
+{
+  proc_stat_t st;
+
+  for (int depth = 0; depth < 32 && pid > 0; depth++) {
+    if (pid == ancestor)
+      return 1;
+    if (proc_stat_read(pid, &st) != 0)
+      return 0;
+    pid = st.ppid;
+  }
+  return 0;
+}
+
+long long proc_status_value(pid_t pid, const char *key)
+{
+  char path[64], line[256];
+  size_t klen = strlen(key);
+  long long v = -1;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  if ((f = fopen(path, "r")) == NULL)
+    return -1;
+  while (v < 0 && fgets(line, sizeof(line), f) != NULL)
+    if (strncmp(line, key, klen) == 0 && line[klen] == ':')
+      v = strtoll(line + klen + 1, NULL, 10);
+  fclose(f);
+  return v;
 }
 
 /* @p pid's threads, appended to @p out from @p n. @return the new count. */
@@ -392,14 +431,24 @@ static int proc_threads_of(pid_t pid, proc_thread_t *out, int n, int max)
   return n;
 }
 
+int proc_threads(pid_t pid, proc_thread_t *out, int max)
+{
+  proc_stat_t st;
+
+  if (proc_stat_read(pid, &st) != 0)
+    return -1;
+  return proc_threads_of(pid, out, 0, max);
+}
+
 int proc_tree_threads(pid_t root, proc_thread_t *out, int max)
 {
   pid_t tree[256];
   int ntree = 1, n;
   struct dirent *e;
   DIR *dh;
+  proc_stat_t st;
 
-  if (proc_parent(root) < 0)
+  if (proc_stat_read(root, &st) != 0)
     return -1;
   tree[0] = root;
   /* Below root, to any depth: a process whose parent is in the tree
@@ -409,17 +458,17 @@ int proc_tree_threads(pid_t root, proc_thread_t *out, int max)
     if ((dh = opendir("/proc")) == NULL)
       return -1;
     while ((e = readdir(dh)) != NULL && ntree < 256) {
-      pid_t pid = (pid_t)atoi(e->d_name), parent;
+      pid_t pid = (pid_t)atoi(e->d_name);
       int in = 0;
 
       if (pid <= 0)
         continue;
       for (int i = 0; i < ntree && !in; i++)
         in = tree[i] == pid;
-      if (in || (parent = proc_parent(pid)) <= 0)
+      if (in || proc_stat_read(pid, &st) != 0 || st.ppid <= 0)
         continue;
       for (int i = 0; i < ntree; i++)
-        if (tree[i] == parent) {
+        if (tree[i] == st.ppid) {
           tree[ntree++] = pid;
           grew = 1;
           break;

@@ -147,6 +147,24 @@ int proc_open_fds(pid_t pid);
  * background work open and close descriptors), or after @p max_ms. */
 int proc_open_fds_settled(pid_t pid, int max_ms);
 
+/* What /proc/PID/stat says of a process. */
+typedef struct {
+  char comm[64];   /* its name */
+  char state;      /* R, S, D, Z (a zombie, gone but for its reaping)... */
+  pid_t ppid;      /* its parent */
+  long long utime; /* CPU time in user space, in clock ticks */
+  long long stime; /* and in the kernel */
+} proc_stat_t;
+
+/* Read /proc/@p pid/stat into @p st. @return 0, or -1 if there is no such
+ * process (or its line cannot be parsed). */
+int proc_stat_read(pid_t pid, proc_stat_t *st);
+/* Is @p pid @p ancestor or below it (its parents, read in /proc)? */
+int proc_in_tree(pid_t pid, pid_t ancestor);
+/* A number of /proc/@p pid/status, "@p key: N..." ("Threads", "VmRSS" in
+ * kB), or -1. */
+long long proc_status_value(pid_t pid, const char *key);
+
 /* A thread of a process tree, and its context switches so far. */
 typedef struct {
   pid_t pid, tid;
@@ -156,6 +174,9 @@ typedef struct {
   long long preempted; /* nonvoluntary_ctxt_switches */
 } proc_thread_t;
 
+/* The threads of process @p pid, at most @p max into @p out. @return how
+ * many, or -1 if they cannot be listed. */
+int proc_threads(pid_t pid, proc_thread_t *out, int max);
 /* The threads of @p root and of every process below it, at most @p max
  * into @p out. @return how many, or -1 if @p root cannot be read. */
 int proc_tree_threads(pid_t root, proc_thread_t *out, int max);
