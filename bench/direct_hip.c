@@ -41,7 +41,6 @@
 #include <nvrtc.h> /* hiprtcProgram is an nvrtcProgram: for the cubin */
 #endif
 
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -55,6 +54,7 @@
 
 #include "bench_util.h"
 #include "kernels.h"
+#include "procs.h"
 #include "util/clock.h"
 #include "util/parse.h"
 
@@ -245,52 +245,16 @@ static void device_open(int dev)
 
 /* ------------------------------------------------------------------ modes */
 
-/* The run time (schedstat, ns) of each thread of this process, by thread:
- * up to @p max into @p ns, with the names in @p names. @return the count. */
-static int self_threads(uint64_t *tid, uint64_t *ns, char (*names)[32], int max)
-{
-  DIR *d = opendir("/proc/self/task");
-  struct dirent *e;
-  int n = 0;
-
-  if (d == NULL)
-    return 0;
-  while (n < max && (e = readdir(d)) != NULL) {
-    char path[300];
-    unsigned long long run = 0;
-    FILE *f;
-
-    if (e->d_name[0] == '.')
-      continue;
-    snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
-    if ((f = fopen(path, "r")) == NULL)
-      continue;
-    if (fscanf(f, "%llu", &run) != 1)
-      run = 0;
-    fclose(f);
-    snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-    names[n][0] = '\0';
-    if ((f = fopen(path, "r")) != NULL) {
-      if (fgets(names[n], sizeof(names[n]), f) != NULL)
-        names[n][strcspn(names[n], "\n")] = '\0';
-      fclose(f);
-    }
-    tid[n] = strtoull(e->d_name, NULL, 10);
-    ns[n++] = run;
-  }
-  closedir(d);
-  return n;
-}
-
 static int mode_idle(void)
 {
   enum { MAXT = 64 };
-  static uint64_t ta[MAXT], na[MAXT], tb[MAXT], nb[MAXT];
-  static char names_a[MAXT][32], names_b[MAXT][32];
-  uint64_t total = 0, top = 0;
+  static tprof_t pa[MAXT], pb[MAXT];
+  static uint64_t delta[MAXT];
+  uint64_t total, top = 0;
   const char *top_name = "";
   hipStream_t s;
   kern_t k;
+  long threads;
   int a, b;
   double t0, t1;
 
@@ -300,26 +264,22 @@ static int mode_idle(void)
   launch_empty(&k, s);
   CHECK(hipStreamSynchronize(s));
   bu_sleep(1.0);
+  /* As hipd_bench measures hipd's idle (bench/procs.c): run time by
+   * thread name. */
   t0 = bu_now();
-  a = self_threads(ta, na, names_a, MAXT);
+  a = procs_self_profile("direct_hip", pa, MAXT);
   bu_sleep(O.seconds);
-  b = self_threads(tb, nb, names_b, MAXT);
+  b = procs_self_profile("direct_hip", pb, MAXT);
   t1 = bu_now();
-  for (int i = 0; i < b; i++) {
-    uint64_t before = 0, d;
-    for (int j = 0; j < a; j++)
-      if (ta[j] == tb[i])
-        before = na[j];
-    d = nb[i] > before ? nb[i] - before : 0;
-    total += d;
-    if (d > top) {
-      top = d;
-      top_name = names_b[i];
+  total = procs_profile_between(pa, a, pb, b, delta, &threads);
+  for (int i = 0; i < b; i++)
+    if (delta[i] > top) {
+      top = delta[i];
+      top_name = pb[i].name;
     }
-  }
   printf("{\"kind\":\"idle\",\"seconds\":%.3f,\"cpu_pct\":%.4f,"
-         "\"threads\":%d,\"top_ms\":%.3f,\"top\":",
-         t1 - t0, (double)total / 1e9 / (t1 - t0) * 100.0, b,
+         "\"threads\":%ld,\"top_ms\":%.3f,\"top\":",
+         t1 - t0, (double)total / 1e9 / (t1 - t0) * 100.0, threads,
          (double)top / 1e6);
   bu_json_str(stdout, top_name);
   puts("}");

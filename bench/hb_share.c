@@ -583,24 +583,13 @@ void hb_sec_share(const int *devs, int ndevs, const char *suffix)
 static uint64_t daemon_cpu_between(const tprof_t *a, int na, const tprof_t *b,
                                    int nb, long *threads)
 {
-  uint64_t ns = 0;
+  static uint64_t delta[PROFILE_MAX];
+  uint64_t ns = procs_profile_between(a, na, b, nb, delta, threads);
 
-  *threads = 0;
-  for (int i = 0; i < nb; i++) {
-    uint64_t before = 0, d;
-
-    for (int j = 0; j < na; j++)
-      if (strcmp(a[j].name, b[i].name) == 0) {
-        before = a[j].cpu_ns;
-        break;
-      }
-    d = b[i].cpu_ns > before ? b[i].cpu_ns - before : 0;
-    ns += d;
-    *threads += b[i].threads;
-    /* Who it was, when it was anyone: idle should be nobody. */
-    if (d >= 100000)
-      note("idle: %s used %.2f ms", b[i].name, (double)d / 1e6);
-  }
+  /* Who it was, when it was anyone: idle should be nobody. */
+  for (int i = 0; i < nb; i++)
+    if (delta[i] >= 100000)
+      note("idle: %s used %.2f ms", b[i].name, (double)delta[i] / 1e6);
   return ns;
 }
 

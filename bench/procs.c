@@ -630,3 +630,37 @@ int procs_thread_profile(const pinfo_t *ps, int n, long root, const pid_t *pids,
   }
   return nout;
 }
+
+uint64_t procs_profile_between(const tprof_t *a, int na, const tprof_t *b,
+                               int nb, uint64_t *delta, long *threads)
+{
+  uint64_t ns = 0;
+
+  if (threads != NULL)
+    *threads = 0;
+  for (int i = 0; i < nb; i++) {
+    uint64_t before = 0, d;
+
+    for (int j = 0; j < na; j++)
+      if (strcmp(a[j].name, b[i].name) == 0) {
+        before = a[j].cpu_ns;
+        break;
+      }
+    d = b[i].cpu_ns > before ? b[i].cpu_ns - before : 0;
+    ns += d;
+    if (delta != NULL)
+      delta[i] = d;
+    if (threads != NULL)
+      *threads += b[i].threads;
+  }
+  return ns;
+}
+
+int procs_self_profile(const char *self_name, tprof_t *out, int max)
+{
+  pinfo_t self = {.pid = getpid()};
+  pid_t pid = getpid();
+
+  snprintf(self.comm, sizeof(self.comm), "%s", self_name);
+  return procs_thread_profile(&self, 1, 0, &pid, 1, out, max);
+}

@@ -115,5 +115,14 @@ typedef struct {
  * summed by name into @p out (at most @p max names). @return how many. */
 int procs_thread_profile(const pinfo_t *ps, int n, long root, const pid_t *pids,
                          int npids, tprof_t *out, int max);
+/* The CPU time the threads of profile @p b (@p nb names) used since
+ * profile @p a, matched by name (a name new in @p b counts whole): the
+ * total, each name's in @p delta[i] (may be NULL), and the threads of @p b
+ * in *@p threads (may be NULL). */
+uint64_t procs_profile_between(const tprof_t *a, int na, const tprof_t *b,
+                               int nb, uint64_t *delta, long *threads);
+/* The profile of this process's own threads (named "PROCESS/THREAD", the
+ * process as @p self_name), at most @p max names. @return how many. */
+int procs_self_profile(const char *self_name, tprof_t *out, int max);
 
 #endif
