@@ -193,7 +193,7 @@ typedef struct hipd_daemon {
   uv_prepare_t ring_prepare;
   int rings_polling;
   /* Active for one turn of the loop, which then does not block
-   * (transport_loop_stay_awake()). */
+   * (loop_turn.h). */
   uv_idle_t loop_awake;
   int loop_nowait; /* main.c: the loop's current run never blocks */
   /* Work left for that safe point, off the stack of the callback that

@@ -33,6 +33,7 @@
 #include "hipd.h"
 #include "kernels/cache.h"
 #include "log.h"
+#include "loop_turn.h"
 #include "metrics/http.h"
 #include "notify.h"
 #include "objects/objects.h"
@@ -88,7 +89,7 @@ static void inline_prepare_cb(uv_prepare_t *h)
 {
   daemon_t *d = h->data;
 
-  if (op_inline_waiting() && transport_loop_may_block(d))
+  if (op_inline_waiting() && loop_turn_may_block(d))
     op_inline_park();
 }
 
@@ -836,6 +837,13 @@ int main(int argc, char **argv)
   uv_timer_init(d->loop, &d->housekeeping);
   d->housekeeping.data = d;
   uv_timer_start(&d->housekeeping, housekeeping_cb, 1000, 1000);
+  /* libuv starts its thread pool at the first work queued, and the loop
+   * thread waits there for each pool thread to start. A first trim (of
+   * an empty pool) starts it now, not mid-run: at a first trim due, in an
+   * idle loop, test_idle_sleeps counted those waits as wakes (7 in 3 s on
+   * an H100), and new threads beside the sessions'. */
+  if (uv_queue_work(d->loop, &trim_work, trim_work_cb, trim_after_cb) == 0)
+    trim_busy = 1;
   devices_on_unrecoverable(unrecoverable_cb, d);
   if (d->role != ROLE_WORKER) {
     char msg[PATH_MAX + 64];

@@ -19,6 +19,7 @@
 #include "dispatch.h"
 #include "grants.h"
 #include "log.h"
+#include "loop_turn.h"
 #include "policy.h"
 #include "resources.h"
 #include "ring.h"
@@ -378,27 +379,6 @@ static void safe_point_arm(daemon_t *d)
   }
 }
 
-/* One turn: the idle phase after the poll it kept from blocking. */
-static void loop_awake_cb(uv_idle_t *h)
-{
-  uv_idle_stop(h);
-}
-
-void transport_loop_stay_awake(daemon_t *d)
-{
-  uv_idle_start(&d->loop_awake, loop_awake_cb);
-}
-
-int transport_loop_may_block(daemon_t *d)
-{
-  if (d->loop_nowait)
-    return 0; /* UV_RUN_NOWAIT */
-  if (uv_backend_timeout(d->loop) != 0)
-    return 1;
-  transport_loop_stay_awake(d);
-  return 0;
-}
-
 void transport_init(daemon_t *d)
 {
   list_init(&d->flushq);
@@ -408,8 +388,8 @@ void transport_init(daemon_t *d)
   list_init(&d->inputq);
   uv_check_init(d->loop, &d->flush_check);
   uv_prepare_init(d->loop, &d->flush_prepare);
-  uv_idle_init(d->loop, &d->loop_awake);
-  d->flush_check.data = d->flush_prepare.data = d->loop_awake.data = d;
+  d->flush_check.data = d->flush_prepare.data = d;
+  loop_turn_init(d);
   d->safe_point = safe_point_arm;
   transport_ring_init(d);
 }
@@ -418,8 +398,7 @@ void transport_close(daemon_t *d)
 {
   flush_all(d);
   transport_ring_close(d);
-  uv_idle_stop(&d->loop_awake);
-  uv_close((uv_handle_t *)&d->loop_awake, NULL);
+  loop_turn_close(d);
   uv_close((uv_handle_t *)&d->flush_check, NULL);
   uv_close((uv_handle_t *)&d->flush_prepare, NULL);
 }

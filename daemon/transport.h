@@ -26,17 +26,6 @@ void transport_accept(daemon_t *d, uv_stream_t *server_stream);
 void transport_init(daemon_t *d);
 void transport_close(daemon_t *d);
 
-/* In a prepare callback: may the loop block in this turn's poll? 0 only
- * when it will not, and then it is made sure (a later callback of the
- * phase cannot change it): libuv's uv_backend_timeout() also says 0 when a
- * watcher changed since the last poll, and uv_run() then blocks until the
- * next timer all the same (libuv 1.44, src/unix/core.c). Loop thread. */
-int transport_loop_may_block(daemon_t *d);
-/* Keep the loop from blocking in its next poll (this turn's if it has
- * not polled yet): something it must look at again came without an event
- * it waits for. Loop thread. */
-void transport_loop_stay_awake(daemon_t *d);
-
 /* Close sessions that broke a time limit: no write progress
  * (--write-timeout), no hello (--hello-timeout), a request left incomplete
  * (--request-timeout). Loop thread, from the housekeeping timer. */

@@ -9,10 +9,10 @@
 
 #include "dispatch.h"
 #include "log.h"
+#include "loop_turn.h"
 #include "ring.h"
 #include "rpc.h"
 #include "spin.h"
-#include "transport.h"
 #include "transport_ring.h"
 
 /* What the params' decoding allocates for the submission being run (loop
@@ -223,7 +223,7 @@ void transport_ring_kick(session_t *s)
   /* The ring is awake: the loop must look at it before it blocks, even
    * when this comes after the rings' prepare callback of this turn (a
    * kick read by a resumed session at the safe point). */
-  transport_loop_stay_awake(s->d);
+  loop_turn_stay_awake(s->d);
   transport_ring_run(s);
 }
 
@@ -285,7 +285,7 @@ static void rings_prepare_cb(uv_prepare_t *h)
   daemon_t *d = h->data;
   list_node_t *n, *next;
 
-  if (!transport_loop_may_block(d))
+  if (!loop_turn_may_block(d))
     return; /* it will not block: the check phase looks at them */
   for (n = d->rings.next; n != &d->rings; n = next) {
     session_t *s = list_entry(n, session_t, ring_node);
@@ -294,7 +294,7 @@ static void rings_prepare_cb(uv_prepare_t *h)
     if (ring_sleep(s))
       poll_stop(s);
     else
-      transport_loop_stay_awake(d);
+      loop_turn_stay_awake(d);
   }
 }
 

@@ -30,7 +30,7 @@ layer_of()
   objects/*) echo 8 ;;
   kernels/* | compile/*) echo 9 ;;
   device.c | device.h | shm.c | shm.h) echo 10 ;;
-  executor.c | executor.h | spin.c | spin.h) echo 11 ;;
+  executor.c | executor.h | spin.c | spin.h | loop_turn.c | loop_turn.h) echo 11 ;;
   drivers/*) echo 12 ;;
   codegen/*) echo 13 ;;
   log.c | log.h | notify.c | notify.h | handles.c | handles.h | bufpool.c | \

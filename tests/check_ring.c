@@ -2330,7 +2330,7 @@ END_TEST
  * the daemon once left such a ring awake (sq_kick 0, so no doorbell)
  * while its loop blocked until the next timer, in about one run of six
  * (a watcher changed as the replies filled the socket, and
- * uv_backend_timeout() said 0: transport_loop_may_block()). */
+ * uv_backend_timeout() said 0: loop_turn_may_block()). */
 START_TEST(test_reads_nothing)
 {
   enum { E = 64 };
@@ -2731,11 +2731,10 @@ static void measured_setup(const char *name, const char *output_cap)
     fprintf(stderr, "check_ring: the hostile daemon's warm-up failed\n");
     abort();
   }
-  /* The housekeeping timer's first run (1 s after the start) starts
-   * libuv's thread pool, for good, and the stream threads the warm-up
-   * started beyond each device's first end after 2 s idle (executor.h):
-   * the baseline is after both, with one stream thread a device (one
-   * service thread each). */
+  /* The daemon starts libuv's thread pool at start-up, for good; the
+   * stream threads the warm-up started beyond each device's first end
+   * after 2 s idle (executor.h): the baseline is after that, with one
+   * stream thread a device (one service thread each). */
   harness_sleep_ms(1300);
   for (long long until = harness_now_ms() + 10000;
        proc_threads_named(shared->pid, "hipd-st") !=
