@@ -204,15 +204,30 @@ static int warm_wait(int want)
 /* The first request of a restarted daemon pays for its first session's
  * set-up, which is not part of figure @p f: one untimed compile of
  * another kernel, then @p n sources, each requested once, expected from
- * tier @p want. */
+ * tier @p want. Two details place what a first request costs beyond a
+ * later one: how many of them the worker answered from a module it had
+ * loaded itself (cache.stats' hits_loaded; the others asked the
+ * listener's cache), and the median of the same requests made again. */
 static void restart_series(figure_t *f, char **srcs, int n, const char *want)
 {
+  double *again = malloc(sizeof(double) * (size_t)n);
+  int64_t loaded;
   char cache[32];
 
   compile_once(f, 1, BENCH_EMPTY_SOURCE, BENCH_EMPTY_NAME, cache,
                sizeof(cache));
+  loaded = cache_stat("hits_loaded");
   if (f->error[0] == '\0')
     compile_series(f, 1, srcs, n, n, want);
+  if (f->error[0] == '\0' && loaded >= 0)
+    detail_num(f, "from_loaded_module",
+               (double)(cache_stat("hits_loaded") - loaded));
+  for (int i = 0; again != NULL && f->error[0] == '\0' && i < n; i++)
+    again[i] =
+        compile_once(f, 1, srcs[i], BENCH_SMALL_NAME, cache, sizeof(cache));
+  if (again != NULL && f->error[0] == '\0')
+    detail_num(f, "again_ms", bu_median(again, (size_t)n));
+  free(again);
 }
 
 void hb_sec_compile(void)
