@@ -126,6 +126,17 @@ static int compile_series(figure_t *f, int cached, char **srcs, int nsrcs,
     if (want != NULL && strcmp(cache, want) != 0 && other++ == 0)
       snprintf(first_other, sizeof(first_other), "%s", cache);
   }
+  if (n <= 32) {
+    /* In the order made, before the median sorts them: a first request's
+     * cost beside a later one's. */
+    char list[32 * 12] = "";
+    size_t used = 0;
+
+    for (int i = 0; i < n && used + 12 < sizeof(list); i++)
+      used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%.4f",
+                               i ? " " : "", ms[i]);
+    note("%s: %s ms in order", f->name, list);
+  }
   f->hipd = bu_median(ms, (size_t)n);
   detail_num(f, "samples", n);
   detail_num(f, "hipd_min_ms", ms[0]);

@@ -305,7 +305,7 @@ static int parse_args(int argc, char **argv)
   hb.rtt_iters = hb.smoke ? 200 : 20000;
   hb.rtt_warmup = hb.smoke ? 20 : 1000;
   hb.launch_iters = hb.smoke ? 300 : 50000;
-  hb.compile_variants = hb.smoke ? 1 : 5;
+  hb.compile_variants = hb.smoke ? 1 : 16;
   hb.compile_hits = hb.smoke ? 10 : 200;
   hb.bw_budget = hb.smoke ? 0.02 : 0.3;
   hb.peer_bytes = hb.smoke ? (uint64_t)1 << 20 : (uint64_t)256 << 20;
