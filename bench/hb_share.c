@@ -596,9 +596,10 @@ static uint64_t daemon_cpu_between(const tprof_t *a, int na, const tprof_t *b,
 /* The same window in a direct-HIP process that holds a context, a stream
  * and a module after one kernel: what the runtime's own threads cost any
  * process that keeps a device open. */
-static void idle_direct(figure_t *f, double window)
+static void idle_direct(figure_t *f, double window, int contexts)
 {
   static const char label[] = "a direct HIP process idle with a context";
+  char many[96];
   const char *why;
   char ord[16], secs[32];
   const char *args[] = {"idle", "--device", NULL, "--seconds", secs, NULL};
@@ -621,6 +622,15 @@ static void idle_direct(figure_t *f, double window)
       (line = hb_dout_find(out, "idle")) != NULL &&
       isfinite(hb_dnum(line, "cpu_pct"))) {
     base_set(f, "direct", label, hb_dnum(line, "cpu_pct"));
+    /* hipd's workers linger idle (--worker-linger) with their GPU
+     * contexts, each with the runtime's own threads, as that many
+     * direct processes would. */
+    if (contexts > 1) {
+      snprintf(many, sizeof(many),
+               "%d direct HIP processes idle with a context each", contexts);
+      base_set(f, "direct_contexts", many,
+               hb_dnum(line, "cpu_pct") * (double)contexts);
+    }
     note("idle: direct HIP: %s", line);
   } else {
     base_na(f, "direct", label, "direct_hip failed: %s",
@@ -640,7 +650,7 @@ void hb_sec_idle(void)
   static tprof_t pa[PROFILE_MAX], pb[PROFILE_MAX];
   pinfo_t *ps;
   long threads;
-  int na, nb, np;
+  int na, nb, np, contexts = 0;
 
   snprintf(f->how, sizeof(f->how),
            "after the sharing runs, with only the bench's own connection "
@@ -669,8 +679,16 @@ void hb_sec_idle(void)
   f->hipd = (double)daemon_cpu_between(pa, na, pb, nb, &threads) / 1e9 /
             (bu_now() - t0) * 100.0;
   detail_num(f, "threads", (double)threads);
+  /* The GPU contexts alive: CUDA's event thread, one a context. */
+  for (int i = 0; i < nb; i++) {
+    const char *slash = strrchr(pb[i].name, '/');
+
+    if (slash != NULL && strcmp(slash + 1, "cuda-EvtHandlr") == 0)
+      contexts += pb[i].threads;
+  }
+  detail_num(f, "gpu_contexts", (double)contexts);
   free(ps);
-  idle_direct(f, window);
+  idle_direct(f, window, contexts);
 }
 
 /* ------------------------------------------------------------------ MPS */
