@@ -20,8 +20,7 @@
 
 #define SPIN_MAGIC 0x4e495053u /* "SPIN" */
 #define TUNE_MS 100
-#define TUNE_IDLE_MS 1000 /* while nobody polls */
-#define SLOT_STRIDE 16    /* uint32_t per slot: a cache line */
+#define SLOT_STRIDE 16 /* uint32_t per slot: a cache line */
 #define SLOT(p, i) ((p)->slot[(size_t)(i)*SLOT_STRIDE])
 
 /* The shared page. The listener writes magic, nslots, cap and limit;
@@ -330,14 +329,15 @@ static void tune_cb(uv_timer_t *t)
   entered = __atomic_load_n(&p->entered, __ATOMIC_RELAXED);
   if (entered == spin.entered_seen &&
       __atomic_load_n(&p->taken, __ATOMIC_RELAXED) == 0) {
-    /* A second of that: look once a second only, until polling resumes
-     * (whose first second then runs on the limit of the last sample). */
+    /* A second of that: the timer stops, and the housekeeping timer's
+     * call of spin_tune_set() looks once a second, until polling resumes
+     * (whose first second then runs on the limit of the last sample): a
+     * timer of its own woke the idle listener a second time each second
+     * (test_idle_sleeps, on an H100). */
     if (++spin.idle_ticks == 1000 / TUNE_MS)
-      uv_timer_set_repeat(&spin.timer, TUNE_IDLE_MS);
+      uv_timer_stop(&spin.timer);
     return;
   }
-  if (spin.idle_ticks >= 1000 / TUNE_MS)
-    uv_timer_set_repeat(&spin.timer, TUNE_MS);
   spin.idle_ticks = 0;
   spin.entered_seen = entered;
   spin_budget_tune();
@@ -347,8 +347,19 @@ void spin_tune_set(uv_loop_t *loop, int on)
 {
   spin_page_t *p = spin.page;
 
-  if (spin.used == NULL || p == NULL || on == spin.timer_on)
+  if (spin.used == NULL || p == NULL)
     return;
+  if (on == spin.timer_on) {
+    /* Stopped while nobody polls (tune_cb): started again once someone
+     * does. */
+    if (on && !uv_is_active((uv_handle_t *)&spin.timer) &&
+        (__atomic_load_n(&p->entered, __ATOMIC_RELAXED) != spin.entered_seen ||
+         __atomic_load_n(&p->taken, __ATOMIC_RELAXED) != 0)) {
+      spin.idle_ticks = 0;
+      uv_timer_start(&spin.timer, tune_cb, 0, TUNE_MS);
+    }
+    return;
+  }
   if (!spin.timer_init) {
     if (uv_timer_init(loop, &spin.timer) != 0)
       return;

@@ -77,9 +77,11 @@ uint64_t spin_work_count(void);
  * sessions are open (spin_tune_start()). */
 void spin_budget_tune(void);
 /* Call spin_budget_tune() every 100 ms on @p loop while @p on is set
- * (skipped while nobody polls, and then looked at once a second), and
- * restore the whole budget when it is cleared (no session: nothing to
- * share the CPUs with). Loop thread of the budget's owner. */
+ * (skipped while nobody polls; after a second of that the timer stops,
+ * and this call, made once a second by the housekeeping timer, starts it
+ * again when someone polls), and restore the whole budget when it is
+ * cleared (no session: nothing to share the CPUs with). Loop thread of
+ * the budget's owner. */
 void spin_tune_set(uv_loop_t *loop, int on);
 /* Close the tuning timer (at shutdown). */
 void spin_tune_close(void);
