@@ -21,7 +21,7 @@ static struct {
     size_t size; /* usable bytes */
     uint64_t put_ms;
   } slot[POOL_SLOTS];
-  size_t bytes; /* written under mu, read without (bufpool_held) */
+  size_t bytes; /* written under mu, read without (bufpool_trim_due) */
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void *bufpool_get(size_t n)

@@ -25,7 +25,11 @@ void loop_turn_close(daemon_t *d)
 
 void loop_turn_stay_awake(daemon_t *d)
 {
-  uv_idle_start(&d->loop_awake, loop_awake_cb);
+  /* Not once closed (shutdown): a started closing handle would keep the
+   * loop alive for good. The loop then runs its closing handles without
+   * blocking anyway. */
+  if (!uv_is_closing((uv_handle_t *)&d->loop_awake))
+    uv_idle_start(&d->loop_awake, loop_awake_cb);
 }
 
 int loop_turn_may_block(daemon_t *d)

@@ -15,7 +15,9 @@
 
 #include "daemon.h"
 
-/* Set up and close @p d's idle handle (d->loop_awake). Loop thread. */
+/* Set up and close @p d's idle handle (d->loop_awake): transport_init()
+ * and transport_close(), before the loop first runs and at shutdown.
+ * Loop thread. */
 void loop_turn_init(daemon_t *d);
 void loop_turn_close(daemon_t *d);
 
@@ -24,8 +26,11 @@ void loop_turn_close(daemon_t *d);
  * phase does. Loop thread. */
 int loop_turn_may_block(daemon_t *d);
 
-/* Keep the loop from blocking in its next poll (this turn's, if it has
- * not polled yet). Loop thread. */
+/* Keep the loop from blocking in this turn's poll, if it has not polled
+ * yet (a prepare callback); from a later phase of the turn, the next
+ * turn's idle phase ends it before that turn polls, and that turn's
+ * prepare callbacks decide again. Nothing once loop_turn_close() ran.
+ * Loop thread. */
 void loop_turn_stay_awake(daemon_t *d);
 
 #endif

@@ -22,7 +22,8 @@
 void transport_accept(daemon_t *d, uv_stream_t *server_stream);
 
 /* Start/stop the safe points of daemon @p d (its check and prepare
- * handles). Loop thread; transport_close() at shutdown. */
+ * handles, and loop_turn.h's idle handle). Loop thread; transport_close()
+ * at shutdown. */
 void transport_init(daemon_t *d);
 void transport_close(daemon_t *d);
 
