@@ -280,9 +280,10 @@ void op_done_task(task_t *t)
       r.len = op->n;
     }
   }
-  /* It waited for its stream (on the executor): what came before it has
-   * ended, and the loop may make the next op itself again (submit.c). */
-  if (op->wait || op->kind == OP_SYNC || op->kind == OP_READ)
+  /* It waited for its stream: what came before it has ended, and the
+   * loop may make the next op itself again (submit.c). (A read made by
+   * the loop without a wait has not waited: it does not count.) */
+  if (op->wait || op->kind == OP_SYNC || (op->kind == OP_READ && !op->polled))
     op->st->inl_async = 0;
   if (op->done.fn != NULL)
     op->done.fn(op->done.ctx, &r);

@@ -20,8 +20,9 @@
  * loop), so a long kernel costs no polling.
  *
  * A client that streams launches nobody waits for (kernel.launch_begin
- * after kernel.launch_begin) gets the first made here and the next ones
- * by the executor, which launches while the loop reads on (inl_async).
+ * after kernel.launch_begin, within STREAMED_NS) gets the first made here
+ * and the next ones by the executor, which launches while the loop reads
+ * on (inl_async).
  *
  * Order: a stream's ops reach the driver in the order they were
  * submitted. A launch is made here only while its stream's executor has
@@ -45,6 +46,11 @@
  * driver once: a fault stops the device before the mark, and only the
  * driver tells. */
 #define ASK_EVERY 1024
+
+/* An op nobody waits for that comes within this long of the last one the
+ * loop made on its stream is streamed work (inl_async). A client that
+ * waits by other means (an event, stream.query) comes back later. */
+#define STREAMED_NS 20000
 
 static unsigned max_streams; /* 0: off */
 static stream_t *polled;     /* streams waited for; loop thread only */
@@ -119,14 +125,18 @@ static int inline_try(op_t *op)
   if (op->wait && !st->inl_polled && npolled >= max_streams)
     return 0;
   /* A second op in a row that nobody waits for (kernel.launch_begin
-   * after kernel.launch_begin) is a client streaming work: the stream's
-   * executor launches it while the loop reads the next, where the loop
-   * alone would do both in turn (launch_throughput on an H100: 344k-357k
-   * launches/s so against 222k/s; a direct HIP process 335k-385k/s). A
-   * launch waited for, or the first after one that was, stays here:
-   * that is the round trip the loop saves. */
-  if (!op->wait && st->inl_async > 0)
-    return 0;
+   * after kernel.launch_begin), within STREAMED_NS of the first, is a
+   * client streaming work: the stream's executor launches it while the
+   * loop reads the next, where the loop alone would do both in turn
+   * (launch_throughput on an H100: 344k-357k launches/s so against
+   * 222k/s; a direct HIP process 335k-385k/s). A launch waited for, or
+   * the first after one that was or after a pause, stays here: that is
+   * the round trip the loop saves. */
+  if (!op->wait && st->inl_async > 0) {
+    if (util_now_ns() - st->inl_async_ns < STREAMED_NS)
+      return 0;
+    st->inl_async = 0;
+  }
   if (op->kind == OP_LAUNCH && drv->kernel_prints != NULL &&
       drv->kernel_prints(drv, op->kernel->fn))
     return 0;
@@ -136,7 +146,10 @@ static int inline_try(op_t *op)
   op->polled = 1;
   op_run_task(&op->t);
   if (op->t.err.code != 0 || !op->wait) {
-    st->inl_async += !op->wait;
+    if (!op->wait) {
+      st->inl_async++;
+      st->inl_async_ns = util_now_ns();
+    }
     task_complete_here(&op->t);
     return 1;
   }
