@@ -490,6 +490,19 @@ int harness_log_contains(const harness_daemon_t *d, const char *needle)
   return found;
 }
 
+int harness_log_count(const harness_daemon_t *d, const char *needle)
+{
+  size_t len = 0;
+  char *text = file_read(d->log, &len);
+  int n = 0;
+
+  for (const char *p = text; p != NULL && (p = strstr(p, needle)) != NULL;
+       p += strlen(needle))
+    n++;
+  free(text);
+  return n;
+}
+
 int harness_log_wait(const harness_daemon_t *d, const char *needle,
                      int timeout_ms)
 {

@@ -77,6 +77,8 @@ void harness_free(harness_daemon_t *d);
 
 /* @return 1 if the daemon's log contains @p needle, else 0. */
 int harness_log_contains(const harness_daemon_t *d, const char *needle);
+/* How many times the daemon's log contains @p needle. */
+int harness_log_count(const harness_daemon_t *d, const char *needle);
 /* Wait up to @p timeout_ms for the log to contain @p needle. @return 1/0. */
 int harness_log_wait(const harness_daemon_t *d, const char *needle,
                      int timeout_ms);
