@@ -316,9 +316,17 @@ void spin_budget_tune(void)
   __atomic_store_n(&p->limit, limit, __ATOMIC_RELAXED);
 }
 
+/* Has someone polled since the last sample, or polls now? *@p entered:
+ * the page's count of entries. */
+static int polled_since(const spin_page_t *p, uint32_t *entered)
+{
+  *entered = __atomic_load_n(&p->entered, __ATOMIC_RELAXED);
+  return *entered != spin.entered_seen ||
+         __atomic_load_n(&p->taken, __ATOMIC_RELAXED) != 0;
+}
+
 static void tune_cb(uv_timer_t *t)
 {
-  spin_page_t *p = spin.page;
   uint32_t entered;
 
   (void)t;
@@ -326,9 +334,7 @@ static void tune_cb(uv_timer_t *t)
    * load matters to no one, and idle sessions cost the listener nothing
    * but this look (reading /proc is most of a sample's cost). The limit
    * stays as it was until the next sample after polling resumes. */
-  entered = __atomic_load_n(&p->entered, __ATOMIC_RELAXED);
-  if (entered == spin.entered_seen &&
-      __atomic_load_n(&p->taken, __ATOMIC_RELAXED) == 0) {
+  if (!polled_since(spin.page, &entered)) {
     /* A second of that: the timer stops, and the housekeeping timer's
      * call of spin_tune_set() looks once a second, until polling resumes
      * (whose first second then runs on the limit of the last sample): a
@@ -346,6 +352,7 @@ static void tune_cb(uv_timer_t *t)
 void spin_tune_set(uv_loop_t *loop, int on)
 {
   spin_page_t *p = spin.page;
+  uint32_t entered;
 
   if (spin.used == NULL || p == NULL)
     return;
@@ -353,8 +360,7 @@ void spin_tune_set(uv_loop_t *loop, int on)
     /* Stopped while nobody polls (tune_cb): started again once someone
      * does. */
     if (on && !uv_is_active((uv_handle_t *)&spin.timer) &&
-        (__atomic_load_n(&p->entered, __ATOMIC_RELAXED) != spin.entered_seen ||
-         __atomic_load_n(&p->taken, __ATOMIC_RELAXED) != 0)) {
+        polled_since(p, &entered)) {
       spin.idle_ticks = 0;
       uv_timer_start(&spin.timer, tune_cb, 0, TUNE_MS);
     }

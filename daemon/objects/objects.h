@@ -123,10 +123,10 @@ typedef struct stream {
   task_t inl_park;                /* its wait handed to the executor */
   struct op *inl_parked;          /* the launches that wait covers */
   int inl_parking;                /* inl_park is queued */
-  unsigned inl_async;    /* ops made here that nobody waits for, since one
-                            that was waited for ended: one more soon after
-                            goes to the executor (submit.c) */
-  uint64_t inl_async_ns; /* when the last of them was made */
+  uint64_t inl_async_ns; /* when the loop last made an op here that nobody
+                            waits for; 0 once one that waited ended: one
+                            more soon after goes to the executor
+                            (submit.c) */
   int word;              /* its device completion word + 1; 0: none yet */
   int inl_marked;        /* each launch waited for is followed by a mark */
   unsigned inl_misses;   /* looks at the word since the driver was asked */

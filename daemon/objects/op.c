@@ -284,7 +284,7 @@ void op_done_task(task_t *t)
    * loop may make the next op itself again (submit.c). (A read made by
    * the loop without a wait has not waited: it does not count.) */
   if (op->wait || op->kind == OP_SYNC || (op->kind == OP_READ && !op->polled))
-    op->st->inl_async = 0;
+    op->st->inl_async_ns = 0;
   if (op->done.fn != NULL)
     op->done.fn(op->done.ctx, &r);
   if (op->kind == OP_READ && op->shm == NULL)

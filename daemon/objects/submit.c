@@ -22,7 +22,7 @@
  * A client that streams launches nobody waits for (kernel.launch_begin
  * after kernel.launch_begin, within STREAMED_NS) gets the first made here
  * and the next ones by the executor, which launches while the loop reads
- * on (inl_async).
+ * on (inl_async_ns).
  *
  * Order: a stream's ops reach the driver in the order they were
  * submitted. A launch is made here only while its stream's executor has
@@ -48,7 +48,7 @@
 #define ASK_EVERY 1024
 
 /* An op nobody waits for that comes within this long of the last one the
- * loop made on its stream is streamed work (inl_async). A client that
+ * loop made on its stream is streamed work (inl_async_ns). A client that
  * waits by other means (an event, stream.query) comes back later. */
 #define STREAMED_NS 20000
 
@@ -132,11 +132,9 @@ static int inline_try(op_t *op)
    * 222k/s; a direct HIP process 335k-385k/s). A launch waited for, or
    * the first after one that was or after a pause, stays here: that is
    * the round trip the loop saves. */
-  if (!op->wait && st->inl_async > 0) {
-    if (util_now_ns() - st->inl_async_ns < STREAMED_NS)
-      return 0;
-    st->inl_async = 0;
-  }
+  if (!op->wait && st->inl_async_ns != 0 &&
+      util_now_ns() - st->inl_async_ns < STREAMED_NS)
+    return 0;
   if (op->kind == OP_LAUNCH && drv->kernel_prints != NULL &&
       drv->kernel_prints(drv, op->kernel->fn))
     return 0;
@@ -146,10 +144,8 @@ static int inline_try(op_t *op)
   op->polled = 1;
   op_run_task(&op->t);
   if (op->t.err.code != 0 || !op->wait) {
-    if (!op->wait) {
-      st->inl_async++;
+    if (!op->wait)
       st->inl_async_ns = util_now_ns();
-    }
     task_complete_here(&op->t);
     return 1;
   }
@@ -191,7 +187,7 @@ static op_t *unlink_stream(stream_t **link, stream_t *st)
   *link = st->inl_next;
   st->inl_next = NULL;
   st->inl_polled = 0;
-  st->inl_async = 0;
+  st->inl_async_ns = 0;
   st->inl_head = st->inl_tail = NULL;
   npolled--;
   return ops;
