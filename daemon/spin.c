@@ -296,24 +296,32 @@ static int runnable_now(void)
   return (int)running;
 }
 
-void spin_budget_tune(void)
+void spin_budget_sample(int runnable, long online, int smooth)
 {
   spin_page_t *p = spin.page;
-  long online = sysconf(_SC_NPROCESSORS_ONLN);
-  int run = runnable_now();
   uint32_t taken, others, limit;
+  int32_t d;
   long free;
 
-  if (p == NULL || spin.used == NULL || run < 0 || online <= 0)
+  if (p == NULL || spin.used == NULL || runnable < 0 || online <= 0)
     return;
   taken = __atomic_load_n(&p->taken, __ATOMIC_RELAXED);
   /* The runnable tasks that are not spinning, this thread excepted. */
-  others = (uint32_t)run > taken + 1 ? (uint32_t)run - taken - 1 : 0;
-  /* Smoothed over about 4 samples: one sample sees an instant. */
-  spin.avg16 += ((int32_t)others * 16 - spin.avg16) / 4;
+  others = (uint32_t)runnable > taken + 1 ? (uint32_t)runnable - taken - 1 : 0;
+  /* Smoothed over about 4 samples: one sample sees an instant. A step
+   * too small to move the average by a quarter takes it all the way: the
+   * average of an idle host comes back to 0, not to 3/16 of a task, which
+   * would keep one place from the budget for good. */
+  d = (int32_t)others * 16 - spin.avg16;
+  spin.avg16 = smooth && d / 4 != 0 ? spin.avg16 + d / 4 : (int32_t)others * 16;
   free = online - (long)((spin.avg16 + 15) / 16);
   limit = free <= 0 ? 0 : (uint32_t)free < spin.cap ? (uint32_t)free : spin.cap;
   __atomic_store_n(&p->limit, limit, __ATOMIC_RELAXED);
+}
+
+void spin_budget_tune(void)
+{
+  spin_budget_sample(runnable_now(), sysconf(_SC_NPROCESSORS_ONLN), 1);
 }
 
 /* Has someone polled since the last sample, or polls now? *@p entered:
@@ -359,10 +367,18 @@ void spin_tune_set(uv_loop_t *loop, int on)
   if (on == spin.timer_on) {
     /* Stopped while nobody polls (tune_cb): started again once someone
      * does. */
-    if (on && !uv_is_active((uv_handle_t *)&spin.timer) &&
-        polled_since(p, &entered)) {
+    if (!on || uv_is_active((uv_handle_t *)&spin.timer))
+      return;
+    if (polled_since(p, &entered)) {
       spin.idle_ticks = 0;
       uv_timer_start(&spin.timer, tune_cb, 0, TUNE_MS);
+    } else if (__atomic_load_n(&p->limit, __ATOMIC_RELAXED) < spin.cap) {
+      /* Nobody polls, perhaps because the host was full when the timer
+       * stopped: at 0 places nobody can poll, and nobody would ever start
+       * the timer again. One look a second, taken as it is (a second is
+       * longer than the smoothing's window), gives the places back once
+       * the host has CPUs free again, without a wake of its own. */
+      spin_budget_sample(runnable_now(), sysconf(_SC_NPROCESSORS_ONLN), 0);
     }
     return;
   }

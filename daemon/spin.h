@@ -76,11 +76,17 @@ uint64_t spin_work_count(void);
  * the online CPUs. The owner of the budget calls it periodically while
  * sessions are open (spin_tune_start()). */
 void spin_budget_tune(void);
+/* What spin_budget_tune() does with its sample: @p runnable tasks of the
+ * host (this thread among them) on @p online CPUs; averaged with the last
+ * samples when @p smooth, else taken alone. Nothing when either is not
+ * known (negative). Loop thread of the budget's owner. */
+void spin_budget_sample(int runnable, long online, int smooth);
 /* Call spin_budget_tune() every 100 ms on @p loop while @p on is set
  * (skipped while nobody polls; after a second of that the timer stops,
  * and this call, made once a second by the housekeeping timer, starts it
- * again when someone polls), and restore the whole budget when it is
- * cleared (no session: nothing to share the CPUs with). Loop thread of
+ * again when someone polls, or, while fewer places than the cap are
+ * allowed, takes one sample itself), and restore the whole budget when it
+ * is cleared (no session: nothing to share the CPUs with). Loop thread of
  * the budget's owner. */
 void spin_tune_set(uv_loop_t *loop, int on);
 /* Close the tuning timer (at shutdown). */

@@ -5,6 +5,9 @@
  * helpers are in tests/lib/devices_util.h. */
 #include "config.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
+
 #include "devices_util.h"
 #include "run.h"
 #include "sanitize.h"
@@ -462,6 +465,77 @@ START_TEST(test_idle_sleeps)
 }
 END_TEST
 
+/* -------------------------------------------------------- the spin budget */
+
+/* spin.allowed of the daemon serving @p conn, or -1. */
+static int64_t spin_allowed(hipd_conn_t *conn)
+{
+  hipd_info_t *info = NULL;
+  uint64_t v = 0;
+  int rc = hipd_daemon_info(conn, &info);
+
+  if (rc == 0)
+    rc = hipd_info_uint(info, "spin.allowed", &v);
+  hipd_info_free(info);
+  return rc == 0 ? (int64_t)v : -1;
+}
+
+/* A host full for a moment takes every place of the spin budget
+ * (spin.allowed 0); once it is free again the places come back, with the
+ * session still open. At 0 nobody can poll, and the budget was sampled
+ * only after someone polled: it stayed at 0 until every session had
+ * closed. Now the listener's housekeeping looks once a second while fewer
+ * places than the cap are allowed. */
+START_TEST(test_spin_budget_recovers)
+{
+  enum { MAX_BURNERS = 256 };
+  static pid_t burners[MAX_BURNERS];
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  int nb = (int)(online * 4 < MAX_BURNERS ? online * 4 : MAX_BURNERS);
+  harness_daemon_t *d = harness_start("--cpu-devices", "1", "--busy-poll", "50",
+                                      "--spin-cpus", "2", NULL);
+  hipd_conn_t *conn = connect_to(d);
+  int64_t allowed = spin_allowed(conn);
+  long long t0;
+
+  ck_assert_int_ge(allowed, 0);
+  /* Four runnable tasks a CPU: none is free. */
+  for (int i = 0; i < nb; i++) {
+    burners[i] = fork();
+    ck_assert_int_ge(burners[i], 0);
+    if (burners[i] == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      for (;;)
+        __asm__ volatile("" ::: "memory");
+    }
+  }
+  /* Each daemon.info is work, after which the daemon polls while places
+   * are left, and the listener samples the host while someone polls. */
+  t0 = harness_now_ms();
+  while ((allowed = spin_allowed(conn)) != 0 && harness_now_ms() - t0 < 15000)
+    harness_sleep_ms(20);
+  for (int i = 0; i < nb; i++)
+    kill(burners[i], SIGKILL);
+  for (int i = 0; i < nb; i++)
+    waitpid(burners[i], NULL, 0);
+  ck_assert_msg(allowed == 0,
+                "with %d busy processes on %ld CPUs the spin budget still "
+                "allowed %lld places after 15 s",
+                nb, online, (long long)allowed);
+  /* The session stays open, and keeps asking. */
+  t0 = harness_now_ms();
+  while ((allowed = spin_allowed(conn)) == 0 && harness_now_ms() - t0 < 20000)
+    harness_sleep_ms(100);
+  ck_assert_msg(allowed > 0,
+                "the spin budget allowed no place 20 s after the host was "
+                "free again (%lld)",
+                (long long)allowed);
+  hipd_close(conn);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+END_TEST
+
 static Suite *devices_sessions_suite(void)
 {
   Suite *s = suite_create("devices_sessions");
@@ -485,6 +559,11 @@ static Suite *devices_sessions_suite(void)
    * on a timer: ThreadSanitizer's ten times a second.) */
   tcase_add_test(tc, test_idle_sleeps);
 #endif
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("spin");
+  tcase_set_timeout(tc, 90);
+  tcase_add_test(tc, test_spin_budget_recovers);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -902,6 +902,42 @@ START_TEST(test_spin_page_distrusted)
 }
 END_TEST
 
+/* The places allowed follow the host's runnable tasks: none on a full
+ * host, all of the cap again once it is idle, however long it was full
+ * (the smoothed average comes back to 0, not to a fraction of a task that
+ * keeps a place away for good), and at once from a sample taken alone. */
+START_TEST(test_spin_limit_follows_the_host)
+{
+  spin_stats_t st;
+  hipd_err_t err;
+
+  ck_assert_int_eq(spin_budget_create(4, 2, &err), 0);
+  for (int i = 0; i < 20; i++)
+    spin_budget_sample(100, 8, 1);
+  spin_get_stats(&st);
+  ck_assert_uint_eq(st.limit, 0);
+  /* This thread alone is runnable: 8 CPUs free, the cap of 4 allowed. */
+  for (int i = 0; i < 40; i++)
+    spin_budget_sample(1, 8, 1);
+  spin_get_stats(&st);
+  ck_assert_uint_eq(st.limit, 4);
+  /* Smoothed: one full sample takes some places, not all. */
+  spin_budget_sample(100, 8, 1);
+  spin_get_stats(&st);
+  ck_assert_uint_lt(st.limit, 4);
+  /* Alone, a sample sets the limit by itself. */
+  spin_budget_sample(100, 8, 0);
+  spin_get_stats(&st);
+  ck_assert_uint_eq(st.limit, 0);
+  spin_budget_sample(6, 8, 0);
+  spin_get_stats(&st);
+  ck_assert_uint_eq(st.limit, 3); /* 5 others on 8 CPUs */
+  spin_budget_sample(-1, 8, 0);   /* not known: unchanged */
+  spin_get_stats(&st);
+  ck_assert_uint_eq(st.limit, 3);
+}
+END_TEST
+
 /* A worker handed something that is not the budget never spins. */
 START_TEST(test_spin_attach_refused)
 {
@@ -950,6 +986,7 @@ static Suite *objects_suite(void)
   tcase_add_test(tc, test_spin_shared_and_reclaimed);
   tcase_add_test(tc, test_spin_attach_refused);
   tcase_add_test(tc, test_spin_page_distrusted);
+  tcase_add_test(tc, test_spin_limit_follows_the_host);
   tcase_add_test(tc, test_pool_bounded);
   tcase_add_test(tc, test_pool_fair);
   tcase_add_test(tc, test_pool_idle_threads_end);
