@@ -27,7 +27,7 @@
  * every process takes and gives back places in taken and in its slot.
  * A worker can write any of it: the listener reads back only what it
  * cannot keep itself (taken, a dead worker's slot), and keeps its own
- * nslots and cap (spin.nslots, spin.cap).
+ * nslots, cap and limit (spin.nslots, spin.cap, spin.limit).
  * taken has a cache line of its own: it is the one written at every spin. */
 typedef struct {
   uint32_t magic;
@@ -57,6 +57,7 @@ static struct {
   int32_t avg16;         /* other runnable tasks, a moving average x 16 */
   uint32_t entered_seen; /* page->entered at the last sample */
   uint32_t idle_ticks;   /* samples in a row that found nobody polling */
+  uint32_t limit;        /* the owner's: the limit it last set */
 } spin = {.fd = -1};
 
 static pthread_once_t private_once = PTHREAD_ONCE_INIT;
@@ -137,6 +138,7 @@ int spin_budget_create(uint32_t cap, uint32_t slots, hipd_err_t *err)
   p->nslots = slots;
   p->cap = p->limit = cap;
   p->magic = SPIN_MAGIC;
+  spin.limit = cap;
   spin.used[0] = 1;
   spin.nslots = slots;
   spin.cap = cap;
@@ -316,6 +318,7 @@ void spin_budget_sample(int runnable, long online, int smooth)
   spin.avg16 = smooth && d / 4 != 0 ? spin.avg16 + d / 4 : (int32_t)others * 16;
   free = online - (long)((spin.avg16 + 15) / 16);
   limit = free <= 0 ? 0 : (uint32_t)free < spin.cap ? (uint32_t)free : spin.cap;
+  spin.limit = limit;
   __atomic_store_n(&p->limit, limit, __ATOMIC_RELAXED);
 }
 
@@ -372,7 +375,7 @@ void spin_tune_set(uv_loop_t *loop, int on)
     if (polled_since(p, &entered)) {
       spin.idle_ticks = 0;
       uv_timer_start(&spin.timer, tune_cb, 0, TUNE_MS);
-    } else if (__atomic_load_n(&p->limit, __ATOMIC_RELAXED) < spin.cap) {
+    } else if (spin.limit < spin.cap) {
       /* Nobody polls, perhaps because the host was full when the timer
        * stopped: at 0 places nobody can poll, and nobody would ever start
        * the timer again. One look a second, taken as it is (a second is
@@ -396,6 +399,7 @@ void spin_tune_set(uv_loop_t *loop, int on)
   }
   uv_timer_stop(&spin.timer);
   spin.avg16 = 0;
+  spin.limit = spin.cap;
   __atomic_store_n(&p->limit, spin.cap, __ATOMIC_RELAXED);
 }
 
