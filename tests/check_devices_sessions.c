@@ -467,6 +467,19 @@ END_TEST
 
 /* -------------------------------------------------------- the spin budget */
 
+/* The host's runnable tasks now (/proc/loadavg's 4th field), this
+ * thread among them, or -1. */
+static int runnable_tasks(void)
+{
+  unsigned running = 0, total = 0;
+  FILE *f = fopen("/proc/loadavg", "r");
+  int n = f != NULL ? fscanf(f, "%*f %*f %*f %u/%u", &running, &total) : 0;
+
+  if (f != NULL)
+    fclose(f);
+  return n == 2 ? (int)running : -1;
+}
+
 /* spin.allowed of the daemon serving @p conn, or -1. */
 static int64_t spin_allowed(hipd_conn_t *conn)
 {
@@ -496,7 +509,7 @@ START_TEST(test_spin_budget_recovers)
                                       "--spin-cpus", "2", NULL);
   hipd_conn_t *conn = connect_to(d);
   int64_t allowed = spin_allowed(conn);
-  long long t0;
+  long long t0, free_since = -1;
 
   ck_assert_int_ge(allowed, 0);
   /* Four runnable tasks a CPU: none is free. */
@@ -522,14 +535,29 @@ START_TEST(test_spin_budget_recovers)
                 "with %d busy processes on %ld CPUs the spin budget still "
                 "allowed %lld places after 15 s",
                 nb, online, (long long)allowed);
-  /* The session stays open, and keeps asking. */
+  /* The session stays open, and keeps asking. The host may be busy with
+   * other work (CI runs tests side by side on two CPUs): then 0 places is
+   * right. So the budget must give a place back once this test has seen a
+   * CPU free in every look over 2.5 s: at most one runnable task a CPU,
+   * this thread among them, as the listener counts itself among its own. */
   t0 = harness_now_ms();
-  while ((allowed = spin_allowed(conn)) == 0 && harness_now_ms() - t0 < 20000)
+  while ((allowed = spin_allowed(conn)) == 0 && harness_now_ms() - t0 < 30000) {
+    int r = runnable_tasks();
+
+    if (r < 0 || r > online)
+      free_since = -1;
+    else if (free_since < 0)
+      free_since = harness_now_ms();
+    ck_assert_msg(free_since < 0 || harness_now_ms() - free_since < 2500,
+                  "the spin budget allowed no place while the host had a "
+                  "CPU free for 2.5 s (%ld CPUs)",
+                  online);
     harness_sleep_ms(100);
-  ck_assert_msg(allowed > 0,
-                "the spin budget allowed no place 20 s after the host was "
-                "free again (%lld)",
-                (long long)allowed);
+  }
+  if (allowed == 0)
+    fprintf(stderr,
+            "test_spin_budget_recovers: the host had no CPU free for 2.5 s "
+            "in 30 s: the recovery was not seen\n");
   hipd_close(conn);
   ck_assert_int_eq(harness_stop(d), 0);
   harness_free(d);
