@@ -74,7 +74,7 @@ uint64_t spin_work_count(void);
 /* Sample how many tasks of the host are runnable and set how many places
  * may be taken now: --spin-cpus, less what the other runnable tasks need of
  * the online CPUs. The owner of the budget calls it periodically while
- * sessions are open (spin_tune_start()). */
+ * sessions are open (spin_tune_set()). */
 void spin_budget_tune(void);
 /* What spin_budget_tune() does with its sample: @p runnable tasks of the
  * host (this thread among them) on @p online CPUs; averaged with the last
