@@ -730,6 +730,62 @@ START_TEST(test_cache_key_reused)
 }
 END_TEST
 
+/* A temporary file in the directory is another hipd's write in progress
+ * until it is old: a daemon starting beside it leaves it (removing it
+ * failed that write, or that daemon's start when it was its first key)
+ * and removes only those too old to be live. Then several daemons
+ * started at once on a fresh directory all start, with one key. */
+START_TEST(test_cache_temporary_files)
+{
+  static const char *const fresh[] = {".tmp-4242-beef", ".tmp-key-4243"};
+  char dir[256], path[400], key[300];
+  struct timespec old[2] = {{.tv_sec = time(NULL) - 3600},
+                            {.tv_sec = time(NULL) - 3600}};
+  harness_daemon_t *ds[3];
+  struct stat st;
+
+  cache_dir_make(dir, sizeof(dir));
+  stop_daemon(start_with_cache(dir)); /* makes the key */
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(path, sizeof(path), "%s/%s", dir, fresh[i]);
+    file_write(path, "partial", 7);
+  }
+  snprintf(path, sizeof(path), "%s/.tmp-4244-dead", dir);
+  file_write(path, "interrupted", 11);
+  ck_assert_int_eq(utimensat(AT_FDCWD, path, old, 0), 0);
+  stop_daemon(start_with_cache(dir));
+  ck_assert_msg(lstat(path, &st) != 0 && errno == ENOENT,
+                "%s, an hour old, was not removed", path);
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(path, sizeof(path), "%s/%s", dir, fresh[i]);
+    ck_assert_msg(lstat(path, &st) == 0,
+                  "%s, a write that may be in progress, was removed", path);
+    unlink(path);
+  }
+  cache_dir_remove(dir);
+
+  cache_dir_make(dir, sizeof(dir));
+  for (size_t i = 0; i < 3; i++) {
+    const char *args[] = {"--cpu-devices", "1", "--cache-dir", dir, NULL};
+
+    ds[i] = harness_spawn(NULL, args);
+    ck_assert_ptr_nonnull(ds[i]);
+  }
+  for (size_t i = 0; i < 3; i++) {
+    if (harness_wait_ready(ds[i], 20000) != 0)
+      harness_log_dump(ds[i]);
+    ck_assert_msg(ds[i]->pid != 0, "daemon %zu of 3 on %s did not start", i,
+                  dir);
+  }
+  for (size_t i = 0; i < 3; i++)
+    stop_daemon(ds[i]);
+  snprintf(key, sizeof(key), "%s/.hmac-key", dir);
+  ck_assert_int_eq(lstat(key, &st), 0);
+  ck_assert_int_eq(st.st_size, 32);
+  cache_dir_remove(dir);
+}
+END_TEST
+
 /* hipd on @p dir must refuse to start and say @p want. */
 static void start_refused(const char *dir, const char *want)
 {
@@ -815,6 +871,7 @@ static Suite *kernels_cache_suite(void)
   tcase_add_test(tc, test_cache_other_key);
   tcase_add_test(tc, test_cache_key_reused);
   tcase_add_test(tc, test_cache_dir_refused);
+  tcase_add_test(tc, test_cache_temporary_files);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -683,6 +683,28 @@ static int scanned_cmp(const void *a, const void *b)
   return x < y ? -1 : x > y;
 }
 
+/* How old a temporary file must be for the scan to take it for an
+ * interrupted write. Another hipd may share the directory (two daemons
+ * started on one cache, a restart beside a running test daemon): its
+ * writes in progress are temporary files too, and removing one between
+ * its creation and its rename or link fails that write, or that daemon's
+ * start when the file is its first key. A live write takes seconds. */
+#define TMP_STALE_SECONDS 600
+
+/* Remove the temporary file @p name if it is an interrupted write: its
+ * last change more than TMP_STALE_SECONDS away from now. */
+static void tmp_remove_stale(const char *name)
+{
+  struct stat st;
+  time_t now = time(NULL);
+
+  if (fstatat(disk.dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return;
+  if (st.st_mtime + TMP_STALE_SECONDS < now ||
+      st.st_mtime > now + TMP_STALE_SECONDS)
+    unlinkat(disk.dfd, name, 0);
+}
+
 /* Index the entries on disk, each with its owner (from its header) and
  * its last use (its mtime), oldest first: each owner's list is then built
  * in order, in O(n log n). An entry file that is a symbolic link, not a
@@ -710,7 +732,7 @@ static int dir_scan(hipd_err_t *err)
     size_t n = strlen(de->d_name);
 
     if (strncmp(de->d_name, ".tmp-", 5) == 0) {
-      unlinkat(disk.dfd, de->d_name, 0); /* an interrupted write */
+      tmp_remove_stale(de->d_name);
       continue;
     }
     if (n != 2 * CACHE_KEY_SIZE + strlen(SUFFIX) ||
