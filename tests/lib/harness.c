@@ -269,10 +269,20 @@ static void child_exec(const harness_daemon_t *d, pid_t parent,
   _exit(127);
 }
 
+/* Whether @p args name a cache directory. */
+static int has_cache_dir(const char *const *args)
+{
+  for (int i = 0; args != NULL && args[i] != NULL; i++)
+    if (strcmp(args[i], "--cache-dir") == 0 ||
+        strncmp(args[i], "--cache-dir=", 12) == 0)
+      return 1;
+  return 0;
+}
+
 harness_daemon_t *harness_spawn(const char *socket_path,
                                 const char *const *args)
 {
-  const char *argv[MAX_ARGS + 5];
+  const char *argv[MAX_ARGS + 7];
   harness_daemon_t *d = calloc(1, sizeof(*d));
   pid_t parent = getpid();
   int n = 0;
@@ -294,6 +304,12 @@ harness_daemon_t *harness_spawn(const char *socket_path,
   /* No hipd.conf of the machine's: a test that wants a file gives
    * --config FILE, which comes after and wins. */
   argv[n++] = "--no-config";
+  /* Never the machine's kernel cache (/var/cache/hipd as root): a test
+   * that wants a disk cache names a directory of its own. */
+  if (!has_cache_dir(args)) {
+    argv[n++] = "--cache-dir";
+    argv[n++] = "";
+  }
   for (int i = 0; args != NULL && args[i] != NULL && i < MAX_ARGS; i++)
     argv[n++] = args[i];
   argv[n] = NULL;

@@ -49,8 +49,9 @@ extern int harness_journal_stream;
 
 /* Start a daemon on a fresh socket with the NULL-terminated extra options
  * (after "--socket PATH --no-config": the machine's hipd.conf is not read
- * unless a test gives --config FILE) and wait until it accepts connections (20
- * s at most).
+ * unless a test gives --config FILE; and, unless the options name a
+ * --cache-dir, "--cache-dir ''": no disk cache, never the machine's) and
+ * wait until it accepts connections (20 s at most).
  * @return the daemon, or NULL (the reason and its log are printed). */
 harness_daemon_t *harness_start(const char *arg, ...);
 /* The same with an argv-style NULL-terminated array. */
