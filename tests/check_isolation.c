@@ -136,24 +136,17 @@ static harness_daemon_t *start_daemon(const char *arg, ...)
 {
   const char *args[48] = {"--socket-mode", "0666", "--devices", "cpu"};
   const char *const *iso = isolation_daemon_args();
-  int n = 4, has_cache = 0;
+  int n = 4;
   harness_daemon_t *d;
   va_list ap;
 
   for (int i = 0; iso[i] != NULL && n < 40; i++)
     args[n++] = iso[i];
   va_start(ap, arg);
-  for (const char *a = arg; a != NULL && n < 46; a = va_arg(ap, const char *)) {
-    if (strcmp(a, "--cache-dir") == 0)
-      has_cache = 1;
+  for (const char *a = arg; a != NULL && n < 46; a = va_arg(ap, const char *))
     args[n++] = a;
-  }
   va_end(ap);
-  /* Never the system's cache (/var/cache/hipd as root). */
-  if (!has_cache && n < 46) {
-    args[n++] = "--cache-dir";
-    args[n++] = "";
-  }
+  /* Without --cache-dir the harness gives '': never the machine's cache. */
   args[n] = NULL;
   setenv(SECRET_ENV, marker, 1);
   d = harness_startv(args);

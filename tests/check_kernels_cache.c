@@ -772,10 +772,11 @@ START_TEST(test_cache_temporary_files)
     ck_assert_ptr_nonnull(ds[i]);
   }
   for (size_t i = 0; i < 3; i++) {
-    if (harness_wait_ready(ds[i], 20000) != 0)
+    int ready = harness_wait_ready(ds[i], 20000);
+
+    if (ready != 0)
       harness_log_dump(ds[i]);
-    ck_assert_msg(ds[i]->pid != 0, "daemon %zu of 3 on %s did not start", i,
-                  dir);
+    ck_assert_msg(ready == 0, "daemon %zu of 3 on %s did not start", i, dir);
   }
   for (size_t i = 0; i < 3; i++)
     stop_daemon(ds[i]);
