@@ -99,12 +99,37 @@ void call_send(call_t *c)
   size_t len = c->out.size;
   char *data = msgpack_sbuffer_release(&c->out);
   stats_request(c->s, c->name, c->code);
-  if (c->on_cq)
+  if (c->early != RING_EARLY_NONE) {
+    /* Answered already, from the thread that saw its end. */
+    free(data);
+    free(c->tail);
+    if (c->early == RING_EARLY_WAKE)
+      ring_wake_socket(c->s);
+  } else if (c->on_cq) {
     ring_reply(c->s, c->msgid, data, len, c->tail, c->tail_len);
-  else
+  } else {
     session_send(c->s, data, len, c->tail, c->tail_len);
+  }
   c->tail = NULL;
+  ring_early_unref(c->early_ring);
+  c->early_ring = NULL;
   session_request_done(c->s);
+}
+
+int call_early_enable(call_t *d)
+{
+  if (!d->on_cq || d->early_ring != NULL)
+    return d->early_ring != NULL;
+  d->early_ring = ring_early_ref(d->s);
+  return d->early_ring != NULL;
+}
+
+int call_early_nil(call_t *d)
+{
+  if (d->early_ring == NULL || d->early != RING_EARLY_NONE)
+    return 0;
+  d->early = ring_reply_nil(d->early_ring, d->msgid);
+  return d->early != RING_EARLY_NONE;
 }
 
 call_t *call_defer(call_t *c)

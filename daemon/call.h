@@ -55,6 +55,11 @@ struct call {
   int deferred; /* call_defer() made a copy of this call */
   int via_ring; /* it came from the session's ring */
   int on_cq;    /* its answer goes to the ring's completions (ring.h) */
+  struct ring *early_ring; /* a deferred call that may be answered early:
+                              a reference on the ring (call_early_enable) */
+  int early; /* enum ring_early: what its early answer did (written by
+                the thread that sent it, read on the loop after the
+                completion that follows) */
 };
 
 /* Start the successful reply: pack exactly one value into the returned
@@ -74,6 +79,24 @@ int call_fail(call_t *c, int code, const char *fmt, ...)
 call_t *call_defer(call_t *c);
 /* Send a deferred call's answer and free it (on the loop thread). */
 void call_finish(call_t *c);
+
+/* Early answers. A deferred call whose answer would be nil, on a ring
+ * whose client sleeps on the futex doorbell, may be answered from the
+ * thread that saw its work end (objects.h's obj_early_t), so that the
+ * client is woken without waiting for the loop: call_early_enable() on the
+ * loop when it is deferred, call_early_nil() on that thread. The loop
+ * still finishes the call as usual (its counts, its session's
+ * bookkeeping); call_send() then sends nothing. */
+
+/* May deferred call @p d be answered early: it answers on its session's
+ * ring (on_cq) and the ring takes early answers (ring_early_ref). @return
+ * 1 with a ring reference kept in @p d (dropped by call_send), or 0.
+ * Loop thread. */
+int call_early_enable(call_t *d);
+/* Answer @p d with nil now, from any thread, once. @return 1 if it was
+ * answered (call_send() then sends nothing), 0 if not (the loop answers
+ * it as usual). */
+int call_early_nil(call_t *d);
 
 /* The error answer for a failed handle lookup (handles_get's code), naming
  * the handle @p what: "buffer 0x... was already freed". */

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE 1
 #include <errno.h>
 #include <msgpack.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +24,17 @@
 #endif
 
 struct ring {
-  shm_t *m;        /* the client's memfd, mapped */
-  ring_hdr_t *hdr; /* its header page */
-  ring_sqe_t *sq;  /* its queues */
+  /* Publishing a completion: the loop (ring_reply) and, for an answer
+   * sent early (ring_reply_nil), the thread that saw the device finish.
+   * It guards cq_tail, cq_res, completed, the slots from cq_tail on, and
+   * m and hdr, which ring_close() clears. */
+  pthread_mutex_t mu;
+  unsigned early_refs; /* early answers that may still come (loop thread);
+                        * the struct outlives ring_close() until 0 */
+  int closed;          /* ring_close() ran (loop thread) */
+  shm_t *m;            /* the client's memfd, mapped */
+  ring_hdr_t *hdr;     /* its header page */
+  ring_sqe_t *sq;      /* its queues */
   ring_cqe_t *cq;
   uint32_t entries;    /* slots per queue, a power of two */
   int futex;           /* the client sleeps on the futex doorbell */
@@ -37,6 +46,7 @@ struct ring {
   uint64_t completed;  /* completions published */
   uint64_t taken;      /* submissions run */
   uint64_t overflowed; /* of them, answered on the socket (no room) */
+  uint64_t early;      /* of the completions, published by ring_reply_nil */
   char why[160];       /* why the client broke the ring */
 };
 
@@ -76,6 +86,7 @@ int ring_open(session_t *s, int fd, uint64_t entries, int futex,
     rc = err_set(err, HIPD_ENOMEM, "out of memory");
     goto fail;
   }
+  pthread_mutex_init(&r->mu, NULL);
   r->m = m;
   r->hdr = m->addr;
   r->entries = (uint32_t)entries;
@@ -111,7 +122,7 @@ int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out,
               int *on_cq)
 {
   ring_t *r = s->ring;
-  uint32_t tail, head;
+  uint32_t tail, head, published;
 
   *out = NULL;
   *on_cq = 0;
@@ -142,23 +153,28 @@ int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out,
    * a submission held back (its `after`, --max-inflight) must not keep an
    * impossible head from being seen. */
   head = atomic_load_explicit(&r->hdr->cq_head, memory_order_acquire);
-  if (r->cq_tail - head > r->entries)
+  pthread_mutex_lock(&r->mu);
+  published = r->cq_tail;
+  pthread_mutex_unlock(&r->mu);
+  if (published - head > r->entries)
     return broken(r,
                   "protocol violation: ring completion head %llu is not "
                   "among the %llu completions published",
-                  head, r->cq_tail);
+                  head, published);
   if (r->pend.after > sock_requests)
     return RING_WAIT_SOCKET;
   if (s->inflight >= s->d->cfg.max_inflight)
     return RING_WAIT_INFLIGHT;
   /* Room for its answer: completions owed and not yet read by the client
    * stay under a ring's worth; beyond, the answer takes the socket. */
+  pthread_mutex_lock(&r->mu);
   if (r->cq_res - head < r->entries) {
     r->cq_res++;
     *on_cq = 1;
   } else {
     r->overflowed++;
   }
+  pthread_mutex_unlock(&r->mu);
   r->pending = 0;
   r->taken++;
   *out = &r->pend;
@@ -217,19 +233,41 @@ static void wake_client(session_t *s)
   session_send(s, msgpack_sbuffer_release(&sb), len, NULL, 0);
 }
 
+/* Write @p len bytes of @p data, then @p tail_len of @p tail, as the next
+ * completion, publish it and wake a client asleep on the futex doorbell.
+ * (r->mu, the ring open and a completion owed) @return 1 when the client
+ * sleeps on its socket and must be sent ring.wake, else 0. */
+static int publish(ring_t *r, const void *data, size_t len, const void *tail,
+                   size_t tail_len)
+{
+  ring_cqe_t *e = &r->cq[r->cq_tail & (r->entries - 1)];
+
+  memcpy(e->data, data, len);
+  if (tail != NULL)
+    memcpy(e->data + len, tail, tail_len);
+  e->len = (uint32_t)(len + tail_len);
+  e->flags = 0;
+  r->cq_tail++;
+  r->completed++;
+  atomic_store_explicit(&r->hdr->cq_tail, r->cq_tail, memory_order_seq_cst);
+  return proto_ring_wake_sleeper(&r->hdr->cq_wait, r->futex);
+}
+
 void ring_reply(session_t *s, uint32_t msgid, char *data, size_t len,
                 void *tail, size_t tail_len)
 {
   ring_t *r = s->ring;
-  ring_cqe_t *e;
+  int owed, wake;
 
   if (r == NULL || r->hdr == NULL || s->closing)
     goto out;
-  if (r->cq_tail == r->cq_res) {
+  pthread_mutex_lock(&r->mu);
+  owed = r->cq_tail != r->cq_res;
+  pthread_mutex_unlock(&r->mu);
+  if (!owed) {
     log_error(s->id, "a ring answer that no submission owes (dropped)");
     goto out;
   }
-  e = &r->cq[r->cq_tail & (r->entries - 1)];
   if (len + tail_len > RING_CQE_DATA) {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -252,19 +290,80 @@ void ring_reply(session_t *s, uint32_t msgid, char *data, size_t len,
       goto out;
     }
   }
-  memcpy(e->data, data, len);
-  if (tail != NULL)
-    memcpy(e->data + len, tail, tail_len);
-  e->len = (uint32_t)(len + tail_len);
-  e->flags = 0;
-  r->cq_tail++;
-  r->completed++;
-  atomic_store_explicit(&r->hdr->cq_tail, r->cq_tail, memory_order_seq_cst);
-  if (proto_ring_wake_sleeper(&r->hdr->cq_wait, r->futex))
+  pthread_mutex_lock(&r->mu);
+  wake = publish(r, data, len, tail, tail_len);
+  pthread_mutex_unlock(&r->mu);
+  if (wake)
     wake_client(s);
 out:
   free(data);
   free(tail);
+}
+
+ring_t *ring_early_ref(session_t *s)
+{
+  ring_t *r = s->ring;
+
+  if (r == NULL || r->hdr == NULL || !r->futex || s->closing)
+    return NULL;
+  r->early_refs++;
+  return r;
+}
+
+static void ring_free(ring_t *r)
+{
+  pthread_mutex_destroy(&r->mu);
+  free(r);
+}
+
+void ring_early_unref(ring_t *r)
+{
+  if (r != NULL && --r->early_refs == 0 && r->closed)
+    ring_free(r);
+}
+
+/* A msgpack writer into a fixed buffer (ring_reply_nil's few bytes). */
+typedef struct {
+  char b[32];
+  size_t n;
+} small_buf_t;
+
+static int small_write(void *data, const char *buf, size_t len)
+{
+  small_buf_t *sb = data;
+
+  if (len > sizeof(sb->b) - sb->n)
+    return -1;
+  memcpy(sb->b + sb->n, buf, len);
+  sb->n += len;
+  return 0;
+}
+
+int ring_reply_nil(ring_t *r, uint32_t msgid)
+{
+  small_buf_t sb = {.n = 0};
+  msgpack_packer pk;
+  int rc = 0;
+
+  msgpack_packer_init(&pk, &sb, small_write);
+  msgpack_pack_array(&pk, 4);
+  msgpack_pack_uint8(&pk, PROTO_RESPONSE);
+  msgpack_pack_uint32(&pk, msgid);
+  msgpack_pack_nil(&pk);
+  msgpack_pack_nil(&pk);
+  pthread_mutex_lock(&r->mu);
+  if (r->hdr != NULL && r->cq_tail != r->cq_res) {
+    rc = publish(r, sb.b, sb.n, NULL, 0) ? RING_EARLY_WAKE : RING_EARLY_SENT;
+    r->early++;
+  }
+  pthread_mutex_unlock(&r->mu);
+  return rc;
+}
+
+void ring_wake_socket(session_t *s)
+{
+  if (s->ring != NULL && s->ring->hdr != NULL && !s->closing)
+    wake_client(s);
 }
 
 void ring_nudge(session_t *s)
@@ -276,24 +375,40 @@ void ring_nudge(session_t *s)
 }
 
 void ring_counts(const session_t *s, uint64_t *entries, uint64_t *taken,
-                 uint64_t *completed, uint64_t *overflowed)
+                 uint64_t *completed, uint64_t *overflowed, uint64_t *early)
 {
   const ring_t *r = s->ring;
 
-  *entries = r != NULL ? r->entries : 0;
-  *taken = r != NULL ? r->taken : 0;
-  *completed = r != NULL ? r->completed : 0;
-  *overflowed = r != NULL ? r->overflowed : 0;
+  *entries = *taken = *completed = *overflowed = *early = 0;
+  if (r == NULL)
+    return;
+  *entries = r->entries;
+  *taken = r->taken;
+  pthread_mutex_lock((pthread_mutex_t *)&r->mu);
+  *completed = r->completed;
+  *overflowed = r->overflowed;
+  *early = r->early;
+  pthread_mutex_unlock((pthread_mutex_t *)&r->mu);
 }
 
 void ring_close(session_t *s)
 {
   ring_t *r = s->ring;
+  shm_t *m;
 
   if (r == NULL)
     return;
   ring_nudge(s); /* a client asleep looks at its socket, which closes */
   s->ring = NULL;
-  shm_unref_now(r->m);
-  free(r);
+  /* An early answer may be on its way from another thread: it finds the
+   * ring closed, and the struct goes with the last of them. */
+  pthread_mutex_lock(&r->mu);
+  m = r->m;
+  r->m = NULL;
+  r->hdr = NULL;
+  r->closed = 1;
+  pthread_mutex_unlock(&r->mu);
+  shm_unref_now(m);
+  if (r->early_refs == 0)
+    ring_free(r);
 }

@@ -8,7 +8,9 @@
  * indices), and publishing one completion. The transport polls the rings
  * and hands what it takes to dispatch (transport_ring.c); a call that came
  * from a ring is answered here (ring_reply(), from call.c). All on the loop
- * thread.
+ * thread, but ring_reply_nil(): a launch or a synchronisation waited for
+ * by a stream's thread is answered from that thread (call.h's early
+ * answers), so that the client's wake-up does not wait for the loop's.
  */
 #ifndef HIPD_RING_H
 #define HIPD_RING_H
@@ -75,14 +77,39 @@ void ring_wake(session_t *s);
 void ring_reply(session_t *s, uint32_t msgid, char *data, size_t len,
                 void *tail, size_t tail_len);
 
+/* What ring_reply_nil() did. */
+enum ring_early {
+  RING_EARLY_NONE = 0, /* nothing: the ring closed, or no answer is owed */
+  RING_EARLY_SENT = 1, /* the answer is published (and the client woken) */
+  RING_EARLY_WAKE = 2  /* published; the client sleeps on its socket and
+                        * the loop must send it ring.wake (ring_wake_socket) */
+};
+
+/* A reference on @p s's ring for answers from another thread
+ * (ring_reply_nil), or NULL when it takes none: no ring, a closing
+ * session, or a client that sleeps on its socket doorbell (whose wake-up
+ * the loop writes). The ring's memory stays until the last reference goes,
+ * even after ring_close(), which stops the answers. Loop thread. */
+ring_t *ring_early_ref(session_t *s);
+/* Drop a reference from ring_early_ref(). NULL is a no-op. Loop thread. */
+void ring_early_unref(ring_t *r);
+/* Any thread: publish the answer nil for @p msgid into one of the
+ * completions owed (ring_next()'s on_cq), and wake the client if it
+ * sleeps on the futex doorbell. The loop must then not answer the call
+ * again (call.c). @return an enum ring_early. */
+int ring_reply_nil(ring_t *r, uint32_t msgid);
+/* Send ring.wake on @p s's socket (RING_EARLY_WAKE). Loop thread. */
+void ring_wake_socket(session_t *s);
+
 /* The daemon is writing to @p s's socket: a client asleep on the futex
  * doorbell is woken to read it (nothing for a socket doorbell). */
 void ring_nudge(session_t *s);
 
 /* Counters for session.info: submissions taken, completions published,
- * submissions answered on the socket for want of room. */
+ * submissions answered on the socket for want of room, completions
+ * published early (ring_reply_nil). */
 void ring_counts(const session_t *s, uint64_t *entries, uint64_t *taken,
-                 uint64_t *completed, uint64_t *overflowed);
+                 uint64_t *completed, uint64_t *overflowed, uint64_t *early);
 
 /* At the session's teardown: unmap and free the ring (later answers of
  * its calls are dropped). */

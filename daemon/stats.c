@@ -120,7 +120,7 @@ static void busy_add(uint64_t *total, uint64_t *end, uint64_t t0, uint64_t t1)
 }
 
 void stats_op(session_t *s, int kind, int dev, int status, uint64_t bytes,
-              uint64_t t0, int waited)
+              uint64_t t0, uint64_t end, int waited)
 {
   stats_sess_t *ss = sess_of(s);
   grant_usage_t *gu = grants_usage_of(s);
@@ -175,7 +175,7 @@ void stats_op(session_t *s, int kind, int dev, int status, uint64_t bytes,
     ss->open_since[dev] = t0;
   if (!waited || ss->open_since[dev] == 0)
     return;
-  now = util_now_ns();
+  now = end != 0 ? end : util_now_ns();
   t0 = ss->open_since[dev];
   ss->open_since[dev] = 0;
   busy_add(&dc->busy_ns, &dc->busy_end, t0, now);

@@ -207,9 +207,11 @@ typedef struct stats_sess {
 void stats_request(struct session *s, const char *method, int code);
 /* An op of kind @p kind (op_kind_t) on device @p dev finished with
  * @p status, having moved @p bytes, submitted at @p t0_ns (util_now_ns),
- * @p waited: its completion includes the device's work. */
+ * ended at @p end_ns (0: now; an op answered early ended before its
+ * completion reached the loop), @p waited: its completion includes the
+ * device's work. */
 void stats_op(struct session *s, int kind, int dev, int status, uint64_t bytes,
-              uint64_t t0_ns, int waited);
+              uint64_t t0_ns, uint64_t end_ns, int waited);
 /* The session is torn down (res_release_all): its record goes. */
 void stats_session_end(struct session *s);
 

@@ -17,6 +17,7 @@
 
 #include "bufpool.h"
 #include "dispatch.h"
+#include "executor.h"
 #include "grants.h"
 #include "log.h"
 #include "loop_turn.h"
@@ -544,6 +545,10 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
   session_t *s = stream->data;
 
   (void)buf;
+  /* What a client was answered early (executor.h's quiet tasks) is
+   * finished before anything it sends next: its session's counts, its
+   * objects' references, its calls in flight. */
+  exec_bridge_run();
   if (nread == UV_ENOBUFS && s->in_starved) {
     input_wait(s); /* --max-input-bytes: its turn comes */
     return;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "executor.h"
 #include "log.h"
 #include "loop_turn.h"
 #include "ring.h"
@@ -256,6 +257,7 @@ static void rings_check_cb(uv_check_t *h)
   daemon_t *d = h->data;
   list_node_t *n, *next;
 
+  exec_bridge_run(); /* answered early: finished first (transport.c) */
   for (n = d->rings.next; n != &d->rings; n = next) {
     session_t *s = list_entry(n, session_t, ring_node);
     int rc;

@@ -136,7 +136,7 @@ static hipd_conn_t *connect_ring(const char *name)
 
 /* session.info's ring counts. */
 typedef struct {
-  int64_t entries, requests, completions, on_socket, all;
+  int64_t entries, requests, completions, on_socket, early, all;
 } ring_counts_t;
 
 static ring_counts_t ring_counts(hipd_conn_t *conn)
@@ -150,6 +150,7 @@ static ring_counts_t ring_counts(hipd_conn_t *conn)
   c.requests = info_int(info, "ring.requests");
   c.completions = info_int(info, "ring.completions");
   c.on_socket = info_int(info, "ring.answered_on_socket");
+  c.early = info_int(info, "ring.answered_early");
   c.all = info_int(info, "requests");
   hipd_info_free(info);
   return c;
@@ -194,7 +195,7 @@ static hipd_kernel_t compile_cpu(hipd_conn_t *conn, const char *src,
  * shared buffers, through hipd_* calls that go on the ring where they can:
  * the results are right, and session.info counts the ring's share. With
  * @p ring 0 ($HIPD_RING=0) the same on the socket alone. */
-static void transparent(int ring)
+static void transparent(int ring, int futex)
 {
   enum { N = 4096, BATCH = 200 };
   float *x = xmalloc(N * 4), *y = xmalloc(N * 4), *back = xmalloc(N * 4);
@@ -209,7 +210,7 @@ static void transparent(int ring)
   hipd_args_t *args = args_new();
   hipd_conn_t *conn;
   ring_counts_t c0, c1;
-  int dev = 0, idle = 0, done = 0, nring = 0, nall = 0;
+  int dev = 0, idle = 0, done = 0, nring = 0, nall = 0, nearly = 0;
 
   if (!ring)
     ck_assert_int_eq(setenv("HIPD_RING", "0", 1), 0);
@@ -239,6 +240,7 @@ static void transparent(int ring)
   /* A launch and its wait in one request (kernel.launch with wait). */
   OK(conn, hipd_kernel_run(conn, k, grid, block, 0, HIPD_STREAM_NULL, args));
   nring++;
+  nearly++;
   OK(conn, hipd_mem_read(conn, by, 0, back, N * 4));
   nall += 2;
   for (int i = 0; i < N; i++)
@@ -265,6 +267,7 @@ static void transparent(int ring)
   OK(conn, hipd_stream_synchronize(conn, st));
   nring += 12;
   nall += 12;
+  nearly += 4; /* the launches and the synchronisations */
   OK(conn, hipd_mem_read(conn, bo, 0, u, N * 4));
   nall++;
   ck_assert_uint_eq(u[0], 0xffffffffu);
@@ -300,6 +303,7 @@ static void transparent(int ring)
   OK(conn, hipd_mem_read(conn, by, 0, u, 64 * 64));
   nring += BATCH + 1;
   nall += BATCH + 2;
+  nearly++;
   for (int i = 0; i < 64 * 16; i++) {
     int c = i / 16, last = (BATCH - 1 - c) / 64 * 64 + c;
     ck_assert_msg(u[i] == (uint32_t)(last & 0xff) * 0x01010101u,
@@ -318,6 +322,10 @@ static void transparent(int ring)
     ck_assert_int_eq(c1.completions - c0.completions,
                      c1.requests - c0.requests);
     ck_assert_int_eq(c1.on_socket, 0);
+    /* On the CPU device every launch and synchronisation ends on its
+     * stream's thread, which answers it there with the futex doorbell
+     * (call.h's early answers); with the socket doorbell the loop does. */
+    ck_assert_int_eq(c1.early - c0.early, futex ? nearly : 0);
   } else {
     ck_assert_int_eq(c1.entries, 0);
     ck_assert_int_eq(c1.requests, 0);
@@ -342,13 +350,13 @@ static void transparent(int ring)
 
 START_TEST(test_transparent)
 {
-  transparent(1);
+  transparent(1, 1);
 }
 END_TEST
 
 START_TEST(test_transparent_off)
 {
-  transparent(0);
+  transparent(0, 0);
 }
 END_TEST
 
@@ -357,8 +365,116 @@ END_TEST
 START_TEST(test_transparent_socket_bell)
 {
   setenv("HIPD_RING_DOORBELL", RING_DOORBELL_SOCKET, 1);
-  transparent(1);
+  transparent(1, 0);
   unsetenv("HIPD_RING_DOORBELL");
+}
+END_TEST
+
+static void other_client_ok(const char *name);
+
+/* An answer a stream's thread sent early (call.h) is finished on the
+ * loop before anything its client sends next: right after each
+ * hipd_kernel_run, session.info on the socket finds no call in flight but
+ * itself, and the launches' effects are all there. */
+START_TEST(test_early_then_socket)
+{
+  enum { N = 300 };
+  hipd_conn_t *conn = connect_ring("ring-early");
+  hipd_buffer_t b = HIPD_BUFFER_NULL;
+  hipd_args_t *args;
+  hipd_info_t *info = NULL;
+  ring_counts_t c0, c1;
+  uint32_t got = 0, want = 0;
+  int dev = 0;
+
+  hipd_kernel_t k = compile_cpu(conn, MIX_SRC, "mix");
+  OK(conn, hipd_mem_alloc(conn, 0, 4, "uint32", &b));
+  OK(conn, hipd_mem_memset(conn, b, 0, 4, 0));
+  c0 = ring_counts(conn);
+  for (int i = 0; i < N; i++) {
+    args = args_new();
+    OK(conn, hipd_args_buffer(args, b, 0));
+    OK(conn, hipd_args_i32(args, 0));
+    OK(conn, hipd_args_i32(args, i));
+    OK(conn, hipd_kernel_run(conn, k, ONE3, ONE3, 0, HIPD_STREAM_NULL, args));
+    hipd_args_free(args);
+    want = want * 31u + (uint32_t)i;
+    OK(conn, hipd_session_info(conn, &info));
+    ck_assert_msg(info_int(info, "inflight") == 1,
+                  "launch %d: session.info found %lld calls in flight, not "
+                  "only itself",
+                  i, (long long)info_int(info, "inflight"));
+    hipd_info_free(info);
+  }
+  c1 = ring_counts(conn);
+  ck_assert_int_eq(c1.early - c0.early, N);
+  OK(conn, hipd_mem_read(conn, b, 0, &got, 4));
+  ck_assert_uint_eq(got, want);
+  OK(conn, hipd_mem_free(conn, b));
+  OK(conn, hipd_kernel_destroy(conn, k));
+  hipd_close(conn);
+  daemon_alive();
+}
+END_TEST
+
+/* A client of libhipd that launches without end, each launch answered
+ * early by its stream's thread; it says so after 200, then is killed. */
+static void early_child(int wfd)
+{
+  hipd_conn_t *conn = connect_named(shared, "early-killed", 20000);
+  hipd_buffer_t b = HIPD_BUFFER_NULL;
+  hipd_stream_t st = HIPD_STREAM_NULL;
+  hipd_kernel_t k = HIPD_KERNEL_NULL;
+  hipd_args_t *args = hipd_args_new();
+
+  if (args == NULL ||
+      hipd_kernel_compile_cached(conn, 0, MIX_SRC, "mix", NULL, &k, NULL) ||
+      hipd_mem_alloc(conn, 0, 4, "uint32", &b) ||
+      hipd_stream_create(conn, 0, &st) || hipd_args_buffer(args, b, 0) ||
+      hipd_args_i32(args, 0) || hipd_args_i32(args, 1))
+    _exit(3);
+  for (long long i = 0;; i++) {
+    if (hipd_kernel_launch(conn, k, ONE3, ONE3, 0, st, args) != 0)
+      _exit(4);
+    if (i == 200 && write(wfd, "R", 1) != 1)
+      _exit(2);
+  }
+}
+
+/* Killed while its stream's thread answers its launches early: the ring
+ * goes with its session while answers for it may still be on their way
+ * (ring.h's early references). The daemon goes on, and so does a client
+ * beside it. */
+START_TEST(test_early_killed_client)
+{
+  hipd_conn_t *conn = connect_named(shared, "beside-early-killed", 20000);
+  int64_t before = daemon_sessions(conn);
+
+  for (int round = 0; round < 4; round++) {
+    int fds[2], status = 0;
+    char c = 0;
+    pid_t pid;
+
+    ck_assert_int_eq(pipe(fds), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      early_child(fds[1]);
+    }
+    close(fds[1]);
+    ck_assert_msg(read(fds[0], &c, 1) == 1, "the launching child failed");
+    close(fds[0]);
+    usleep(500 * (unsigned)round);
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    wait_sessions(conn, before);
+    ping_ok(conn);
+  }
+  daemon_alive();
+  hipd_close(conn);
+  other_client_ok("after-early-killed");
 }
 END_TEST
 
@@ -2949,6 +3065,8 @@ static Suite *ring_suite(void)
   tcase_add_test(tc, test_futex_socket_sleeper);
   tcase_add_test(tc, test_order);
   tcase_add_test(tc, test_pipeline_deep);
+  tcase_add_test(tc, test_early_then_socket);
+  tcase_add_test(tc, test_early_killed_client);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("polled");
@@ -2957,12 +3075,15 @@ static Suite *ring_suite(void)
   tcase_add_test(tc, test_transparent);
   tcase_add_test(tc, test_order);
   tcase_add_test(tc, test_pipeline_deep);
+  tcase_add_test(tc, test_early_then_socket);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("workers");
   tcase_add_unchecked_fixture(tc, workers_setup, shared_stop);
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_transparent);
+  tcase_add_test(tc, test_early_then_socket);
+  tcase_add_test(tc, test_early_killed_client);
   suite_add_tcase(s, tc);
 
   /* One daemon for all: the last test checks what they left behind. None

@@ -132,8 +132,20 @@ static void op_answered(void *ctx, obj_result_t *r)
       break;
     }
   }
-  stats_op(c->s, p->kind, p->dev, r->status, p->bytes, p->t0_ns, p->waited);
+  stats_op(c->s, p->kind, p->dev, r->status, p->bytes, p->t0_ns, p->end_ns,
+           p->waited);
   meth_pending_finish(p);
+}
+
+/* On the op's executor thread: answer nil now (objects.h, call.h). */
+static int op_answer_early(void *ctx)
+{
+  meth_pending_t *p = ctx;
+
+  if (!call_early_nil(p->call))
+    return 0;
+  p->end_ns = util_now_ns();
+  return 1;
 }
 
 op_t *meth_op_prepare_deferred(call_t *d, op_kind_t kind, stream_t *st,
@@ -184,6 +196,12 @@ void meth_op_start(op_t *op)
     p->reply = METH_REPLY_BYTES;
   else if (op->kind == OP_QUERY)
     p->reply = METH_REPLY_IDLE;
+  /* A launch or a stream's synchronisation from a ring, not profiled:
+   * the thread that sees it end answers it (nil), so that its client's
+   * wake-up does not wait for the loop's. */
+  if ((op->kind == OP_LAUNCH || op->kind == OP_SYNC) && !op->timed &&
+      call_early_enable(p->call))
+    op->early = (obj_early_t){op_answer_early, p};
   if ((rc = op_submit(op)) != 0)
     meth_pending_fail(p, rc, "out of memory");
 }

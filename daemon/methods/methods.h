@@ -121,16 +121,17 @@
   X(buffer)                                                                    \
   X(stream)                                                                    \
   X(event)                                                                     \
-  X(kernel) X(shm) X(rest) X(hello) X(ping) X(log_level) X(session_kill) X(    \
-      grant_add) X(grant_revoke) X(session_profile) X(event_elapsed)           \
-      X(event_record) X(mem_alloc) X(mem_alloc_custom) X(mem_alloc_zero_copy)  \
-          X(mem_write) X(mem_write_async) X(mem_read) X(mem_read_async)        \
-              X(mem_copy) X(mem_copy_async) X(mem_memset) X(mem_memset_async)  \
-                  X(mem_shm) X(mem_shm_async) X(shm_create) X(ring_open)       \
-                      X(kernel_compile) X(kernel_launch) X(kernel_output)      \
-                          X(run_source) X(kernel_generate_source)              \
-                              X(kernel_compile_ir) X(intrinsics_find)          \
-                                  X(intrinsics_register)
+  X(kernel)                                                                    \
+  X(shm) X(rest) X(hello) X(ping) X(log_level) X(session_kill) X(grant_add)    \
+      X(grant_revoke) X(session_profile) X(event_elapsed) X(event_record)      \
+          X(mem_alloc) X(mem_alloc_custom) X(mem_alloc_zero_copy) X(mem_write) \
+              X(mem_write_async) X(mem_read) X(mem_read_async) X(mem_copy)     \
+                  X(mem_copy_async) X(mem_memset) X(mem_memset_async)          \
+                      X(mem_shm) X(mem_shm_async) X(shm_create) X(ring_open)   \
+                          X(kernel_compile) X(kernel_launch) X(kernel_output)  \
+                              X(run_source) X(kernel_generate_source)          \
+                                  X(kernel_compile_ir) X(intrinsics_find)      \
+                                      X(intrinsics_register)
 METH_SIGNATURES(METH_ARGS)
 
 /* ---- handlers ----
@@ -277,6 +278,7 @@ typedef struct meth_pending {
   uint8_t waited;  /* an op: it waits for the device */
   int dev;         /* an op: its stream's device */
   uint64_t t0_ns;  /* an op: when it was submitted */
+  uint64_t end_ns; /* an op answered early: when (its thread's clock) */
 } meth_pending_t;
 
 /* Defer @p c and wrap it. @return NULL when out of memory (@p c is then

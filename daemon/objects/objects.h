@@ -60,6 +60,20 @@ typedef struct obj_done {
   void *ctx;
 } obj_done_t;
 
+/* An op's early answer: @p fn(@p ctx) runs at most once, on the thread of
+ * the stream's executor that saw the op end without error (after its
+ * wait, for one that waits), as its completion is queued for the loop
+ * (executor.h's task_t.early: under the bridge's lock, so keep it short);
+ * never for an op the loop made and completes itself (submit.c). It
+ * returns 1 when it answered whoever waited (the caller's reply, made
+ * there: call.h's early answers), after which the completion need not
+ * wake the loop; 0 otherwise. obj_done_t still runs on the loop, as for
+ * every op. */
+typedef struct obj_early {
+  int (*fn)(void *ctx); /* NULL: none */
+  void *ctx;
+} obj_early_t;
+
 /* A task on an object: creation, destruction, event marks (internal to
  * the object layer; in the structs so that teardown never allocates). */
 typedef struct obj_task {
@@ -210,7 +224,8 @@ struct kernel;
 typedef struct op {
   task_t t;
   op_kind_t kind;
-  obj_done_t done; /* called once with the result */
+  obj_done_t done;   /* called once with the result */
+  obj_early_t early; /* the answer from the executor's thread, if any */
   stream_t *st;
   buffer_t *dst, *src;
   size_t dst_off, src_off, n;

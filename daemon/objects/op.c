@@ -124,6 +124,14 @@ static void op_refuse(op_t *op, int status)
   }
 }
 
+/* task_t.early of an op run by its executor. */
+static int op_answer_early(task_t *t)
+{
+  op_t *op = (op_t *)t;
+
+  return op->early.fn(op->early.ctx);
+}
+
 void op_run_task(task_t *t)
 {
   op_t *op = (op_t *)t;
@@ -236,6 +244,10 @@ out:
   for (int i = 0; i < 2; i++)
     if (op->pev[i] != NULL)
       drv->event_destroy(drv, dev, op->pev[i]);
+  /* On the stream's executor (not the loop: op->polled), a success is
+   * answered as it completes, without waiting for the loop (objects.h). */
+  if (rc == 0 && t->err.code == 0 && !op->polled && op->early.fn != NULL)
+    t->early = op_answer_early;
 }
 
 void op_discard(op_t *op)

@@ -12,6 +12,7 @@
 #include "admin/admin.h"
 #include "device.h"
 #include "drivers/cpu/cpu.h"
+#include "executor.h"
 #include "grants.h"
 #include "hipd.h"
 #include "kernels/kernels.h"
@@ -541,6 +542,9 @@ static const wire_handler_fn from_listener[WIRE_NMSG] = {
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 {
   (void)ch;
+  /* What its sessions were answered early (executor.h's quiet tasks) is
+   * counted before the listener sees this worker's figures. */
+  exec_bridge_run();
   if (m->type == PROTO_RESPONSE)
     on_response(m);
   else if (this_worker.stop_called)

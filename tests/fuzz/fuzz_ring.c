@@ -948,7 +948,7 @@ static void completion(client_t *c, uint32_t idx)
 static void observe(client_t *c)
 {
   uint32_t v, nsqh, ncqt, adv, room;
-  uint64_t ent = 0, runs = 0, completed = 0, ovf = 0;
+  uint64_t ent = 0, runs = 0, completed = 0, ovf = 0, early = 0;
   session_t *s;
 
   if (c->hdr == NULL || !c->ring_open)
@@ -984,7 +984,7 @@ static void observe(client_t *c)
    * counts them. */
   s = live_session();
   if (s != NULL && s->ring != NULL) {
-    ring_counts(s, &ent, &runs, &completed, &ovf);
+    ring_counts(s, &ent, &runs, &completed, &ovf, &early);
     FUZZ_CHECK(ent == c->E && runs >= c->runs_seen,
                "session.info's ring: entries %llu, %llu submissions run (%llu "
                "before)",
