@@ -39,7 +39,6 @@ static struct {
   int ready;           /* (mu) */
   int watched;         /* (mu) the loop looks at head itself: no wake-up */
   atomic_int queued;   /* head != NULL, for exec_bridge_pending() */
-  atomic_int quiet;    /* quiet tasks queued without waking the loop */
   task_t *abandoned;   /* (mu) completed after exec_bridge_close() */
 } bridge = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -76,7 +75,6 @@ static void bridge_cb(uv_async_t *a)
   list = bridge.head;
   bridge.head = bridge.tail = NULL;
   atomic_store_explicit(&bridge.queued, 0, memory_order_relaxed);
-  atomic_store_explicit(&bridge.quiet, 0, memory_order_relaxed);
   pthread_mutex_unlock(&bridge.mu);
   while (list != NULL) {
     task_t *t = list;
@@ -147,8 +145,6 @@ void task_expect(task_t *t)
 
 void task_complete(task_t *t)
 {
-  int quiet;
-
   t->next = NULL;
   pthread_mutex_lock(&bridge.mu);
   if (!bridge.ready) {
@@ -172,27 +168,12 @@ void task_complete(task_t *t)
   /* Under the lock, so that exec_bridge_close() cannot close the handle
    * between the check above and the wake-up, and so that a loop that
    * stops watching (exec_bridge_watch(0)) sees this task or was woken.
-   * A quiet task wakes nobody now (executor.h); bridge_flush() does if
-   * the loop has not come for it when its thread goes idle. */
-  quiet = t->early != NULL && t->early(t);
-  if (quiet && !bridge.watched)
-    atomic_store_explicit(&bridge.quiet, 1, memory_order_relaxed);
-  else if (!bridge.watched)
+   * An early answer (executor.h) goes out first: its client's wake-up
+   * starts before the loop's. */
+  if (t->early != NULL)
+    t->early(t);
+  if (!bridge.watched)
     uv_async_send(&bridge.async);
-  pthread_mutex_unlock(&bridge.mu);
-}
-
-/* Quiet tasks wait for the loop: wake it. Any thread. */
-static void bridge_flush(void)
-{
-  if (!atomic_load_explicit(&bridge.quiet, memory_order_relaxed))
-    return;
-  pthread_mutex_lock(&bridge.mu);
-  if (atomic_load_explicit(&bridge.quiet, memory_order_relaxed)) {
-    atomic_store_explicit(&bridge.quiet, 0, memory_order_relaxed);
-    if (bridge.ready && bridge.head != NULL && !bridge.watched)
-      uv_async_send(&bridge.async);
-  }
   pthread_mutex_unlock(&bridge.mu);
 }
 
@@ -255,11 +236,6 @@ void exec_set_busy_poll(uint32_t us)
 /* A thread beyond a pool's first ends after this long without work, so
  * that a worker's threads come back to their count after a burst. */
 #define IDLE_EXIT_NS (2ull * 1000 * 1000 * 1000)
-/* The longest a quiet task (executor.h) waits for the loop once the
- * thread that completed it has nothing to do: the client it answered
- * usually sends its next request well within it, which wakes the loop
- * anyway. */
-#define QUIET_NS (1000ull * 1000)
 
 enum { Q_IDLE, Q_READY, Q_RUNNING };
 
@@ -364,9 +340,6 @@ static void run_queue(exec_pool_t *p, executor_t *ex, int *bound)
     t->next = NULL;
     t->hold = 0;
     t->early = NULL;
-    /* Nothing this thread completed quietly waits behind a task that
-     * may block for long. */
-    bridge_flush();
     if (*bound != 0 || cur_unbound) {
       /* Not bound (the thread's first bind failed, or a task left it on
        * another device): bind again before each task, which fails only
@@ -402,25 +375,7 @@ static void run_queue(exec_pool_t *p, executor_t *ex, int *bound)
 static int wait_for_work(exec_pool_t *p)
 {
   while (p->ready == NULL && !p->stopping) {
-    uint64_t ns;
-
-    if (atomic_load_explicit(&bridge.quiet, memory_order_relaxed)) {
-      /* Quiet tasks wait for the loop: give it QUIET_NS to come. */
-      uint64_t q = util_now_ns() + QUIET_NS;
-      struct timespec qt = {.tv_sec = (time_t)(q / 1000000000ull),
-                            .tv_nsec = (long)(q % 1000000000ull)};
-
-      while (p->ready == NULL && !p->stopping)
-        if (pthread_cond_timedwait(&p->cv, &p->mu, &qt) != 0)
-          break;
-      if (p->ready != NULL || p->stopping)
-        break;
-      pthread_mutex_unlock(&p->mu);
-      bridge_flush();
-      pthread_mutex_lock(&p->mu);
-      continue;
-    }
-    ns = util_now_ns() + IDLE_EXIT_NS;
+    uint64_t ns = util_now_ns() + IDLE_EXIT_NS;
     struct timespec until = {.tv_sec = (time_t)(ns / 1000000000ull),
                              .tv_nsec = (long)(ns % 1000000000ull)};
 

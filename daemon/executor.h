@@ -43,16 +43,13 @@ struct task {
   int hold;     /* see run() */
   /* Set by run(), or NULL: the task's early answer. task_complete()
    * calls it once the task is queued for the loop, under the bridge's
-   * lock, on the completing thread (so that the loop, which takes the
-   * queue under that lock, never runs a request that follows the answer
-   * before the task's done()). It returns 1 when it answered whoever
-   * waited (objects.h's early answers): the task is then quiet, its
-   * done() need not run soon, and the loop is not woken for it. The loop
-   * runs it when it next wakes or polls (exec_bridge_run(), before a
-   * session's next request), or within QUIET_NS (executor.c) of the
-   * completing thread going idle, which then wakes it; and before that
-   * thread runs another task. */
-  int (*early)(task_t *t);
+   * lock, on the completing thread, before it wakes the loop: whoever
+   * waited for the work (objects.h's early answers) is told without
+   * waiting for the loop's wake-up, and the loop, which takes the queue
+   * under that lock, sees the task queued before anything that follows
+   * the answer (exec_bridge_run() before a session's next request runs
+   * its done() first). */
+  void (*early)(task_t *t);
   hipd_err_t err; /* err.code: 0 or a negative HIPD_E* code, set by run()
                    * (task_fail); err.msg: the message of a failure */
 };

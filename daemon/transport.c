@@ -545,9 +545,10 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
   session_t *s = stream->data;
 
   (void)buf;
-  /* What a client was answered early (executor.h's quiet tasks) is
-   * finished before anything it sends next: its session's counts, its
-   * objects' references, its calls in flight. */
+  /* What a client was answered early (call.h) is finished before
+   * anything it sends next: its session's counts, its objects'
+   * references, its calls in flight. The answer may reach the client,
+   * and its next request us, before the bridge's wake-up does. */
   exec_bridge_run();
   if (nread == UV_ENOBUFS && s->in_starved) {
     input_wait(s); /* --max-input-bytes: its turn comes */

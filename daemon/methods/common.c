@@ -138,14 +138,12 @@ static void op_answered(void *ctx, obj_result_t *r)
 }
 
 /* On the op's executor thread: answer nil now (objects.h, call.h). */
-static int op_answer_early(void *ctx)
+static void op_answer_early(void *ctx)
 {
   meth_pending_t *p = ctx;
 
-  if (!call_early_nil(p->call))
-    return 0;
-  p->end_ns = util_now_ns();
-  return 1;
+  if (call_early_nil(p->call))
+    p->end_ns = util_now_ns();
 }
 
 op_t *meth_op_prepare_deferred(call_t *d, op_kind_t kind, stream_t *st,

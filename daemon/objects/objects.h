@@ -64,13 +64,11 @@ typedef struct obj_done {
  * the stream's executor that saw the op end without error (after its
  * wait, for one that waits), as its completion is queued for the loop
  * (executor.h's task_t.early: under the bridge's lock, so keep it short);
- * never for an op the loop made and completes itself (submit.c). It
- * returns 1 when it answered whoever waited (the caller's reply, made
- * there: call.h's early answers), after which the completion need not
- * wake the loop; 0 otherwise. obj_done_t still runs on the loop, as for
- * every op. */
+ * never for an op the loop made and completes itself (submit.c). It may
+ * answer whoever waited (the caller's reply, made there: call.h's early
+ * answers). obj_done_t still runs on the loop, as for every op. */
 typedef struct obj_early {
-  int (*fn)(void *ctx); /* NULL: none */
+  void (*fn)(void *ctx); /* NULL: none */
   void *ctx;
 } obj_early_t;
 

@@ -125,11 +125,11 @@ static void op_refuse(op_t *op, int status)
 }
 
 /* task_t.early of an op run by its executor. */
-static int op_answer_early(task_t *t)
+static void op_answer_early(task_t *t)
 {
   op_t *op = (op_t *)t;
 
-  return op->early.fn(op->early.ctx);
+  op->early.fn(op->early.ctx);
 }
 
 void op_run_task(task_t *t)

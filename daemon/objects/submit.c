@@ -249,17 +249,15 @@ int op_inline_poll(void)
 }
 
 /* task_t.early of a park task: answer the launches its wait covered
- * (objects.h); the completion is quiet only if all of them were. The list
- * is the loop's again only in park_done(), which runs after this. */
-static int park_answer_early(task_t *t)
+ * (objects.h). The list is the loop's again only in park_done(), which
+ * runs after this. */
+static void park_answer_early(task_t *t)
 {
   stream_t *st = (stream_t *)((char *)t - offsetof(stream_t, inl_park));
-  int all = 1;
 
   for (op_t *op = st->inl_parked; op != NULL; op = (op_t *)op->t.next)
-    if (op->early.fn == NULL || !op->early.fn(op->early.ctx))
-      all = 0;
-  return all;
+    if (op->early.fn != NULL)
+      op->early.fn(op->early.ctx);
 }
 
 /* On the stream's executor: wait for the device. */

@@ -283,8 +283,8 @@ static const wire_handler_fn from_metrics[WIRE_NMSG] = {
 
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 {
-  /* --isolation none: this process's sessions' early answers counted
-   * first (executor.h's quiet tasks). */
+  /* --isolation none: this process's sessions' early answers (call.h)
+   * counted first. */
   exec_bridge_run();
   if (wire_dispatch(from_metrics, WIRE_FROM_METRICS, m, ch) != 0)
     ipc_break(ch, "unknown message");

@@ -542,8 +542,8 @@ static const wire_handler_fn from_listener[WIRE_NMSG] = {
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 {
   (void)ch;
-  /* What its sessions were answered early (executor.h's quiet tasks) is
-   * counted before the listener sees this worker's figures. */
+  /* What its sessions were answered early (call.h) is counted before
+   * the listener sees this worker's figures. */
   exec_bridge_run();
   if (m->type == PROTO_RESPONSE)
     on_response(m);
