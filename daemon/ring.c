@@ -123,6 +123,7 @@ int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out,
 {
   ring_t *r = s->ring;
   uint32_t tail, head, published;
+  int rc = RING_TAKEN;
 
   *out = NULL;
   *on_cq = 0;
@@ -153,28 +154,33 @@ int ring_next(session_t *s, uint64_t sock_requests, const ring_sqe_t **out,
    * a submission held back (its `after`, --max-inflight) must not keep an
    * impossible head from being seen. */
   head = atomic_load_explicit(&r->hdr->cq_head, memory_order_acquire);
+  /* One hold of the lock a submission: the completions published (by
+   * another thread too: ring_reply_nil) and the reservation. */
   pthread_mutex_lock(&r->mu);
   published = r->cq_tail;
-  pthread_mutex_unlock(&r->mu);
   if (published - head > r->entries)
-    return broken(r,
-                  "protocol violation: ring completion head %llu is not "
-                  "among the %llu completions published",
-                  head, published);
-  if (r->pend.after > sock_requests)
-    return RING_WAIT_SOCKET;
-  if (s->inflight >= s->d->cfg.max_inflight)
-    return RING_WAIT_INFLIGHT;
-  /* Room for its answer: completions owed and not yet read by the client
-   * stay under a ring's worth; beyond, the answer takes the socket. */
-  pthread_mutex_lock(&r->mu);
-  if (r->cq_res - head < r->entries) {
+    rc = HIPD_EPROTO;
+  else if (r->pend.after > sock_requests)
+    rc = RING_WAIT_SOCKET;
+  else if (s->inflight >= s->d->cfg.max_inflight)
+    rc = RING_WAIT_INFLIGHT;
+  else if (r->cq_res - head < r->entries) {
+    /* Room for its answer: completions owed and not yet read by the
+     * client stay under a ring's worth; beyond, the answer takes the
+     * socket. */
     r->cq_res++;
     *on_cq = 1;
   } else {
     r->overflowed++;
   }
   pthread_mutex_unlock(&r->mu);
+  if (rc == HIPD_EPROTO)
+    return broken(r,
+                  "protocol violation: ring completion head %llu is not "
+                  "among the %llu completions published",
+                  head, published);
+  if (rc != RING_TAKEN)
+    return rc;
   r->pending = 0;
   r->taken++;
   *out = &r->pend;
@@ -261,13 +267,6 @@ void ring_reply(session_t *s, uint32_t msgid, char *data, size_t len,
 
   if (r == NULL || r->hdr == NULL || s->closing)
     goto out;
-  pthread_mutex_lock(&r->mu);
-  owed = r->cq_tail != r->cq_res;
-  pthread_mutex_unlock(&r->mu);
-  if (!owed) {
-    log_error(s->id, "a ring answer that no submission owes (dropped)");
-    goto out;
-  }
   if (len + tail_len > RING_CQE_DATA) {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -291,8 +290,11 @@ void ring_reply(session_t *s, uint32_t msgid, char *data, size_t len,
     }
   }
   pthread_mutex_lock(&r->mu);
-  wake = publish(r, data, len, tail, tail_len);
+  owed = r->cq_tail != r->cq_res;
+  wake = owed && publish(r, data, len, tail, tail_len);
   pthread_mutex_unlock(&r->mu);
+  if (!owed)
+    log_error(s->id, "a ring answer that no submission owes (dropped)");
   if (wake)
     wake_client(s);
 out:
