@@ -241,6 +241,9 @@ static void on_metrics(void *ctx, const proto_msg_t *m, const void *args)
   scrape_t *s;
 
   (void)ctx;
+  /* --isolation none: this process's sessions' early answers (call.h)
+   * counted first. */
+  exec_bridge_run();
   if (args == NULL) {
     reply_error(m->msgid, HIPD_EPARAMS, "metrics: takes no params");
     return;
@@ -283,9 +286,6 @@ static const wire_handler_fn from_metrics[WIRE_NMSG] = {
 
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 {
-  /* --isolation none: this process's sessions' early answers (call.h)
-   * counted first. */
-  exec_bridge_run();
   if (wire_dispatch(from_metrics, WIRE_FROM_METRICS, m, ch) != 0)
     ipc_break(ch, "unknown message");
 }

@@ -360,6 +360,9 @@ static void on_report(void *ctx, const proto_msg_t *m, const void *args)
     stop_once("a malformed report message from the listener");
     return;
   }
+  /* What its sessions were answered early (call.h) is counted before
+   * the listener sees this worker's figures. */
+  exec_bridge_run();
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_response(&pk, m->msgid);
@@ -542,9 +545,6 @@ static const wire_handler_fn from_listener[WIRE_NMSG] = {
 static void on_msg(ipc_chan_t *ch, const proto_msg_t *m)
 {
   (void)ch;
-  /* What its sessions were answered early (call.h) is counted before
-   * the listener sees this worker's figures. */
-  exec_bridge_run();
   if (m->type == PROTO_RESPONSE)
     on_response(m);
   else if (this_worker.stop_called)
