@@ -24,24 +24,6 @@
 
 /* ------------------------------------------------------------- receiving */
 
-/* The few bytes of a kick, packed without an allocation. */
-typedef struct {
-  uint8_t p[32];
-  size_t len;
-} kick_buf_t;
-
-/* msgpack's writer into a kick_buf_t. */
-static int kick_write_cb(void *data, const char *buf, size_t len)
-{
-  kick_buf_t *k = data;
-
-  if (k->len + len > sizeof(k->p))
-    return -1;
-  memcpy(k->p + k->len, buf, len);
-  k->len += len;
-  return 0;
-}
-
 /* Complete @p call from the error object of its response (lock held). */
 static void call_complete_error(hipd_call_t *call, const msgpack_object *err)
 {
@@ -458,19 +440,19 @@ int conn_ring_reap(hipd_conn_t *conn)
 
 void conn_ring_kick(hipd_conn_t *conn)
 {
-  kick_buf_t k = {.len = 0};
+  proto_smallbuf_t k = {.len = 0};
   size_t off = 0;
   int64_t deadline =
       conn_deadline_after(conn->timeout_ms > 0 ? conn->timeout_ms : 10000);
   msgpack_packer pk;
   int e = 0;
 
-  msgpack_packer_init(&pk, &k, kick_write_cb);
+  msgpack_packer_init(&pk, &k, proto_smallbuf_write);
   proto_pack_notify(&pk, RING_KICK, 0);
   pthread_mutex_unlock(&conn->lock);
   while (off < k.len) {
     ssize_t n =
-        send(conn->fd, k.p + off, k.len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        send(conn->fd, k.b + off, k.len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       off += (size_t)n;
       continue;

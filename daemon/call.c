@@ -118,9 +118,8 @@ void call_send(call_t *c)
 
 int call_early_enable(call_t *d)
 {
-  if (!d->on_cq || d->early_ring != NULL)
-    return d->early_ring != NULL;
-  d->early_ring = ring_early_ref(d->s);
+  if (d->on_cq && d->early_ring == NULL)
+    d->early_ring = ring_early_ref(d->s);
   return d->early_ring != NULL;
 }
 

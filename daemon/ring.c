@@ -324,38 +324,18 @@ void ring_early_unref(ring_t *r)
     ring_free(r);
 }
 
-/* A msgpack writer into a fixed buffer (ring_reply_nil's few bytes). */
-typedef struct {
-  char b[32];
-  size_t n;
-} small_buf_t;
-
-static int small_write(void *data, const char *buf, size_t len)
-{
-  small_buf_t *sb = data;
-
-  if (len > sizeof(sb->b) - sb->n)
-    return -1;
-  memcpy(sb->b + sb->n, buf, len);
-  sb->n += len;
-  return 0;
-}
-
 int ring_reply_nil(ring_t *r, uint32_t msgid)
 {
-  small_buf_t sb = {.n = 0};
+  proto_smallbuf_t sb = {.len = 0};
   msgpack_packer pk;
   int rc = 0;
 
-  msgpack_packer_init(&pk, &sb, small_write);
-  msgpack_pack_array(&pk, 4);
-  msgpack_pack_uint8(&pk, PROTO_RESPONSE);
-  msgpack_pack_uint32(&pk, msgid);
-  msgpack_pack_nil(&pk);
+  msgpack_packer_init(&pk, &sb, proto_smallbuf_write);
+  proto_pack_response(&pk, msgid);
   msgpack_pack_nil(&pk);
   pthread_mutex_lock(&r->mu);
   if (r->hdr != NULL && r->cq_tail != r->cq_res) {
-    rc = publish(r, sb.b, sb.n, NULL, 0) ? RING_EARLY_WAKE : RING_EARLY_SENT;
+    rc = publish(r, sb.b, sb.len, NULL, 0) ? RING_EARLY_WAKE : RING_EARLY_SENT;
     r->early++;
   }
   pthread_mutex_unlock(&r->mu);

@@ -320,6 +320,17 @@ void proto_pack_request(msgpack_packer *pk, uint32_t msgid, const char *method,
   msgpack_pack_array(pk, nparams);
 }
 
+int proto_smallbuf_write(void *data, const char *buf, size_t len)
+{
+  proto_smallbuf_t *sb = data;
+
+  if (len > sizeof(sb->b) - sb->len)
+    return -1;
+  memcpy(sb->b + sb->len, buf, len);
+  sb->len += len;
+  return 0;
+}
+
 void proto_pack_response(msgpack_packer *pk, uint32_t msgid)
 {
   msgpack_pack_array(pk, 4);

@@ -83,6 +83,15 @@ int proto_msg_decode(const uint8_t *buf, size_t len, msgpack_zone *zone,
 
 /* ---- encoding: the caller owns the packer and its buffer ---- */
 
+/* A few bytes packed without an allocation (a kick, an answer of nil):
+ * msgpack_packer_init(&pk, &b, proto_smallbuf_write) on a zeroed one. */
+typedef struct {
+  char b[32];
+  size_t len;
+} proto_smallbuf_t;
+/* msgpack's writer into a proto_smallbuf_t (@p data): -1 when it is full. */
+int proto_smallbuf_write(void *data, const char *buf, size_t len);
+
 /* Pack the head of a request; the caller then packs exactly @p nparams
  * values. */
 void proto_pack_request(msgpack_packer *pk, uint32_t msgid, const char *method,

@@ -441,16 +441,23 @@ static void early_child(int wfd)
   }
 }
 
-/* Killed while its stream's thread answers its launches early: the ring
- * goes with its session while answers for it may still be on their way
- * (ring.h's early references). The daemon goes on, and so does a client
- * beside it. */
-START_TEST(test_early_killed_client)
+/* @p rounds times: fork a client, @p child(wfd), which writes a byte on wfd
+ * once it is busy, and SIGKILL it @p base_us + round * @p step_us later.
+ * Its session must go, and a client beside it (beside-@p name) and one
+ * after them all (after-@p name) are served. */
+static void kill_busy_children(const char *name, int rounds,
+                               void (*child)(int wfd), unsigned base_us,
+                               unsigned step_us)
 {
-  hipd_conn_t *conn = connect_named(shared, "beside-early-killed", 20000);
-  int64_t before = daemon_sessions(conn);
+  char beside[64], after[64];
+  hipd_conn_t *conn;
+  int64_t before;
 
-  for (int round = 0; round < 4; round++) {
+  snprintf(beside, sizeof(beside), "beside-%s", name);
+  snprintf(after, sizeof(after), "after-%s", name);
+  conn = connect_named(shared, beside, 20000);
+  before = daemon_sessions(conn);
+  for (int round = 0; round < rounds; round++) {
     int fds[2], status = 0;
     char c = 0;
     pid_t pid;
@@ -460,12 +467,13 @@ START_TEST(test_early_killed_client)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
       close(fds[0]);
-      early_child(fds[1]);
+      child(fds[1]);
+      _exit(0);
     }
     close(fds[1]);
-    ck_assert_msg(read(fds[0], &c, 1) == 1, "the launching child failed");
+    ck_assert_msg(read(fds[0], &c, 1) == 1, "%s: the child failed", name);
     close(fds[0]);
-    usleep(500 * (unsigned)round);
+    usleep(base_us + step_us * (unsigned)round);
     kill(pid, SIGKILL);
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
@@ -474,7 +482,16 @@ START_TEST(test_early_killed_client)
   }
   daemon_alive();
   hipd_close(conn);
-  other_client_ok("after-early-killed");
+  other_client_ok(after);
+}
+
+/* Killed while its stream's thread answers its launches early: the ring
+ * goes with its session while answers for it may still be on their way
+ * (ring.h's early references). The daemon goes on, and so does a client
+ * beside it. */
+START_TEST(test_early_killed_client)
+{
+  kill_busy_children("early-killed", 4, early_child, 0, 500);
 }
 END_TEST
 
@@ -2583,34 +2600,7 @@ static void killed_child(int wfd)
 
 START_TEST(test_killed_client)
 {
-  hipd_conn_t *conn = connect_named(shared, "beside-killed", 20000);
-  int64_t before = daemon_sessions(conn);
-
-  for (int round = 0; round < 3; round++) {
-    int fds[2], status = 0;
-    char c = 0;
-    pid_t pid;
-
-    ck_assert_int_eq(pipe(fds), 0);
-    pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-      close(fds[0]);
-      killed_child(fds[1]);
-    }
-    close(fds[1]);
-    ck_assert_int_eq(read(fds[0], &c, 1), 1);
-    close(fds[0]);
-    usleep(1000 * (1 + 7 * round));
-    kill(pid, SIGKILL);
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    wait_sessions(conn, before);
-    ping_ok(conn);
-  }
-  daemon_alive();
-  hipd_close(conn);
-  other_client_ok("after-killed");
+  kill_busy_children("killed", 3, killed_child, 1000, 7000);
 }
 END_TEST
 
