@@ -20,6 +20,7 @@
 #include "spin.h"
 #include "util/clock.h"
 #include "util/cpus.h"
+#include "util/futex.h"
 
 /* ---------------------------------------------------------------- bridge */
 
@@ -39,6 +40,7 @@ static struct {
   int ready;           /* (mu) */
   int watched;         /* (mu) the loop looks at head itself: no wake-up */
   atomic_int queued;   /* head != NULL, for exec_bridge_pending() */
+  atomic_int waking;   /* threads in uv_async_send() outside mu */
   task_t *abandoned;   /* (mu) completed after exec_bridge_close() */
 } bridge = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -131,6 +133,10 @@ void exec_bridge_close(void)
   was_ready = bridge.ready;
   bridge.ready = 0;
   pthread_mutex_unlock(&bridge.mu);
+  /* A thread that queued before ready went 0 may still be in its
+   * uv_async_send() (task_complete): one write, then it is done. */
+  while (atomic_load_explicit(&bridge.waking, memory_order_acquire) != 0)
+    util_cpu_relax();
   if (was_ready) {
     uv_close((uv_handle_t *)&bridge.async, NULL);
     uv_close((uv_handle_t *)&bridge.idle, NULL);
@@ -145,6 +151,8 @@ void task_expect(task_t *t)
 
 void task_complete(task_t *t)
 {
+  int wake;
+
   t->next = NULL;
   pthread_mutex_lock(&bridge.mu);
   if (!bridge.ready) {
@@ -172,9 +180,19 @@ void task_complete(task_t *t)
    * starts before the loop's. */
   if (t->early != NULL)
     t->early(t);
-  if (!bridge.watched)
-    uv_async_send(&bridge.async);
+  wake = !bridge.watched;
+  if (wake)
+    atomic_fetch_add_explicit(&bridge.waking, 1, memory_order_relaxed);
   pthread_mutex_unlock(&bridge.mu);
+  /* The wake-up outside the lock: a loop woken meanwhile (by the client
+   * that an early answer woke) takes the lock at once, where it would
+   * sleep on it through this write (a futex wait and wake a kernel, seen
+   * on every kernel of a worker that sleeps). exec_bridge_close() waits
+   * for it before it closes the handle. */
+  if (wake) {
+    uv_async_send(&bridge.async);
+    atomic_fetch_sub_explicit(&bridge.waking, 1, memory_order_release);
+  }
 }
 
 void task_complete_here(task_t *t)
@@ -246,7 +264,9 @@ static __thread int cur_unbound;
 
 struct exec_pool {
   pthread_mutex_t mu;
-  pthread_cond_t cv;              /* on CLOCK_MONOTONIC */
+  uint32_t wake_seq;              /* (mu to change) the futex threads sleep
+                                   * on: pool_sleep(), pool_wake() */
+  unsigned sleeping;              /* (mu) threads in pool_sleep() */
   executor_t *ready, *ready_tail; /* (mu) queues with work, none running;
                                    * ready is also read as a hint */
   unsigned max;                   /* threads at most */
@@ -369,25 +389,58 @@ static void run_queue(exec_pool_t *p, executor_t *ex, int *bound)
   }
 }
 
+/* Sleep until pool_wake(), for @p timeout_ns at most (< 0: no limit);
+ * it may return early: the caller looks again. Entered and left with
+ * p->mu held. The sequence is read under the lock, and every change a
+ * waker makes under it too: one that comes between the unlock and the
+ * sleep finds another value there, and the sleep returns at once. */
+static void pool_sleep(exec_pool_t *p, int64_t timeout_ns)
+{
+  uint32_t seq = __atomic_load_n(&p->wake_seq, __ATOMIC_RELAXED);
+
+  p->sleeping++;
+  pthread_mutex_unlock(&p->mu);
+  util_futex_wait(&p->wake_seq, seq, timeout_ns);
+  pthread_mutex_lock(&p->mu);
+  p->sleeping--;
+}
+
+/* Under p->mu: note that @p n sleeping threads must wake. @return what to
+ * pass to pool_wake_now() once the lock is left (0: none sleeps). */
+static int pool_wake(exec_pool_t *p, int n)
+{
+  if (p->sleeping == 0)
+    return 0;
+  __atomic_store_n(&p->wake_seq, p->wake_seq + 1, __ATOMIC_RELEASE);
+  return n;
+}
+
+/* After the unlock: a thread woken under the lock would wake only to
+ * sleep on it (a futex wait and two wakes more a task, and a second sleep
+ * of the woken thread). The pool outlives this (its owner calls it), and
+ * a thread that finds the queue taken meanwhile sleeps again. */
+static void pool_wake_now(exec_pool_t *p, int n)
+{
+  if (n > 0)
+    util_futex_wake(&p->wake_seq, n);
+}
+
 /* Sleep until a queue is ready or the pool stops, or for IDLE_EXIT_NS
  * without either while other threads remain. @return 1 if this thread
  * should end for idleness. (p->mu) */
 static int wait_for_work(exec_pool_t *p)
 {
   while (p->ready == NULL && !p->stopping) {
-    uint64_t ns = util_now_ns() + IDLE_EXIT_NS;
-    struct timespec until = {.tv_sec = (time_t)(ns / 1000000000ull),
-                             .tv_nsec = (long)(ns % 1000000000ull)};
+    uint64_t until = util_now_ns() + IDLE_EXIT_NS, now;
 
     /* The pool's last thread stays: it sleeps without a timer, so an
      * idle process has no wake-ups of its own. */
     if (p->nthreads <= 1) {
-      pthread_cond_wait(&p->cv, &p->mu);
+      pool_sleep(p, -1);
       continue;
     }
-    while (p->ready == NULL && !p->stopping)
-      if (pthread_cond_timedwait(&p->cv, &p->mu, &until) != 0)
-        break;
+    while (p->ready == NULL && !p->stopping && (now = util_now_ns()) < until)
+      pool_sleep(p, (int64_t)(until - now));
     if (p->ready == NULL && !p->stopping && p->nthreads > 1)
       return 1;
   }
@@ -533,7 +586,6 @@ void exec_wait_end(void)
 static void pool_free(exec_pool_t *p)
 {
   pthread_mutex_destroy(&p->mu);
-  pthread_cond_destroy(&p->cv);
   free(p);
 }
 
@@ -541,15 +593,10 @@ exec_pool_t *exec_pool_create(const char *name, unsigned max,
                               int (*bind)(void *), void *bind_arg)
 {
   exec_pool_t *p = max != 0 ? calloc(1, sizeof(*p)) : NULL;
-  pthread_condattr_t ca;
 
   if (p == NULL)
     return NULL;
   pthread_mutex_init(&p->mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&p->cv, &ca);
-  pthread_condattr_destroy(&ca);
   p->max = max;
   p->bind = bind;
   p->bind_arg = bind_arg;
@@ -567,10 +614,13 @@ exec_pool_t *exec_pool_create(const char *name, unsigned max,
  * (they are detached: they leave at idle times too). */
 static void pool_stop_wait(exec_pool_t *p)
 {
+  int wake;
+
   pthread_mutex_lock(&p->mu);
   __atomic_store_n(&p->stopping, 1, __ATOMIC_RELAXED);
-  pthread_cond_broadcast(&p->cv);
+  wake = pool_wake(p, INT32_MAX);
   pthread_mutex_unlock(&p->mu);
+  pool_wake_now(p, wake);
   while (__atomic_load_n(&p->live, __ATOMIC_ACQUIRE) != 0) {
     struct timespec ts = {0, 100 * 1000};
     nanosleep(&ts, NULL);
@@ -638,7 +688,7 @@ executor_t *exec_create(const char *name, int (*bind)(void *), void *bind_arg)
 void exec_submit(executor_t *ex, task_t *t)
 {
   exec_pool_t *p = ex->pool;
-  int grow = 0;
+  int grow = 0, wake = 0;
 
   t->next = NULL;
   err_clear(&t->err);
@@ -656,9 +706,10 @@ void exec_submit(executor_t *ex, task_t *t)
      * wait for the device): more threads, up to the pool's bound; beyond
      * it the queue waits its turn. */
     grow = pool_short(p);
-    pthread_cond_signal(&p->cv);
+    wake = pool_wake(p, 1);
   }
   pthread_mutex_unlock(&p->mu);
+  pool_wake_now(p, wake);
   if (grow)
     pool_grow(p);
 }
