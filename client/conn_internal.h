@@ -33,6 +33,7 @@ typedef struct conn_ring {
   ring_sqe_t *sq;
   ring_cqe_t *cq;
   uint32_t sq_tail; /* ours: submissions published */
+  uint32_t kicked;  /* sq_tail when we last rang the doorbell */
   uint32_t cq_head; /* ours: completions read */
   int futex;        /* the daemon wakes us by FUTEX_WAKE on cq_wait */
 } conn_ring_t;

@@ -449,6 +449,7 @@ void conn_ring_kick(hipd_conn_t *conn)
 
   msgpack_packer_init(&pk, &k, proto_smallbuf_write);
   proto_pack_notify(&pk, RING_KICK, 0);
+  conn->ring->kicked = conn->ring->sq_tail;
   pthread_mutex_unlock(&conn->lock);
   while (off < k.len) {
     ssize_t n =

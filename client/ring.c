@@ -93,6 +93,12 @@ int conn_ring_put(conn_ring_t *r, uint64_t after, const struct iovec *iov,
 
 int conn_ring_kick_wanted(const conn_ring_t *r)
 {
+  /* Once a submission: a kick sent for the last of them is in the socket,
+   * and the daemon runs the ring when it reads it (the sender's kick, and
+   * then the io owner's look before it waits, found the daemon asleep for
+   * the same submission: two kicks a kernel). */
+  if (r->kicked == r->sq_tail)
+    return 0;
   /* Published (or completions read) before this load: if the daemon
    * stopped polling and something waits, it must be told. */
   atomic_thread_fence(memory_order_seq_cst);

@@ -47,6 +47,7 @@ struct ring {
   uint64_t taken;      /* submissions run */
   uint64_t overflowed; /* of them, answered on the socket (no room) */
   uint64_t early;      /* of the completions, published by ring_reply_nil */
+  uint64_t kicks;      /* ring.kick notifications read (loop thread) */
   char why[160];       /* why the client broke the ring */
 };
 
@@ -356,21 +357,27 @@ void ring_nudge(session_t *s)
     proto_ring_wake_futex(&r->hdr->cq_wait);
 }
 
-void ring_counts(const session_t *s, uint64_t *entries, uint64_t *taken,
-                 uint64_t *completed, uint64_t *overflowed, uint64_t *early)
+void ring_counts(const session_t *s, ring_counts_t *out)
 {
   const ring_t *r = s->ring;
 
-  *entries = *taken = *completed = *overflowed = *early = 0;
+  *out = (ring_counts_t){0};
   if (r == NULL)
     return;
-  *entries = r->entries;
-  *taken = r->taken;
+  out->entries = r->entries;
+  out->taken = r->taken;
+  out->kicks = r->kicks;
   pthread_mutex_lock((pthread_mutex_t *)&r->mu);
-  *completed = r->completed;
-  *overflowed = r->overflowed;
-  *early = r->early;
+  out->completed = r->completed;
+  out->overflowed = r->overflowed;
+  out->early = r->early;
   pthread_mutex_unlock((pthread_mutex_t *)&r->mu);
+}
+
+void ring_kicked(session_t *s)
+{
+  if (s->ring != NULL)
+    s->ring->kicks++;
 }
 
 void ring_close(session_t *s)

@@ -105,11 +105,20 @@ void ring_wake_socket(session_t *s);
  * doorbell is woken to read it (nothing for a socket doorbell). */
 void ring_nudge(session_t *s);
 
-/* Counters for session.info: submissions taken, completions published,
- * submissions answered on the socket for want of room, completions
- * published early (ring_reply_nil). */
-void ring_counts(const session_t *s, uint64_t *entries, uint64_t *taken,
-                 uint64_t *completed, uint64_t *overflowed, uint64_t *early);
+/* A ring's counters, for session.info's "ring" map (PROTOCOL.md). */
+typedef struct {
+  uint64_t entries;    /* slots per queue, 0 without a ring */
+  uint64_t taken;      /* submissions run */
+  uint64_t completed;  /* completions published */
+  uint64_t overflowed; /* submissions answered on the socket, no room */
+  uint64_t early;      /* completions published early (ring_reply_nil) */
+  uint64_t kicks;      /* ring.kick notifications read (ring_kicked) */
+} ring_counts_t;
+
+/* Fill @p out with @p s's ring's counters (all 0 without a ring). */
+void ring_counts(const session_t *s, ring_counts_t *out);
+/* A ring.kick came from the client (transport_ring_kick): counted. */
+void ring_kicked(session_t *s);
 
 /* At the session's teardown: unmap and free the ring (later answers of
  * its calls are dropped). */

@@ -219,6 +219,7 @@ void transport_ring_kick(session_t *s)
 {
   if (s->ring == NULL || s->closing)
     return;
+  ring_kicked(s);
   ring_wake(s);
   poll_start(s);
   /* The ring is awake: the loop must look at it before it blocks, even

@@ -136,7 +136,7 @@ static hipd_conn_t *connect_ring(const char *name)
 
 /* session.info's ring counts. */
 typedef struct {
-  int64_t entries, requests, completions, on_socket, early, all;
+  int64_t entries, requests, completions, on_socket, early, kicks, all;
 } ring_counts_t;
 
 static ring_counts_t ring_counts(hipd_conn_t *conn)
@@ -151,6 +151,7 @@ static ring_counts_t ring_counts(hipd_conn_t *conn)
   c.completions = info_int(info, "ring.completions");
   c.on_socket = info_int(info, "ring.answered_on_socket");
   c.early = info_int(info, "ring.answered_early");
+  c.kicks = info_int(info, "ring.kicks");
   c.all = info_int(info, "requests");
   hipd_info_free(info);
   return c;
@@ -410,6 +411,53 @@ START_TEST(test_early_then_socket)
   ck_assert_int_eq(c1.early - c0.early, N);
   OK(conn, hipd_mem_read(conn, b, 0, &got, 4));
   ck_assert_uint_eq(got, want);
+  OK(conn, hipd_mem_free(conn, b));
+  OK(conn, hipd_kernel_destroy(conn, k));
+  hipd_close(conn);
+  daemon_alive();
+}
+END_TEST
+
+/* One ring.kick a submission at most. A client that waits sleeps (no
+ * spin here), and so does the daemon (--busy-poll 0): each launch finds
+ * it asleep and rings the doorbell as it submits; the waiting thread's
+ * look before it sleeps must not ring again for the same submission,
+ * whose kick is in the socket already (it did, for every launch: two
+ * system calls a kernel for the client, and a second notification for
+ * the daemon to read and decode). */
+START_TEST(test_one_kick_a_submission)
+{
+  enum { N = 200 };
+  hipd_conn_t *conn = connect_ring("ring-kicks");
+  hipd_buffer_t b = HIPD_BUFFER_NULL;
+  hipd_args_t *args;
+  ring_counts_t c0, c1;
+  int64_t kicks, subs;
+  int dev = 0;
+
+  hipd_kernel_t k = compile_cpu(conn, MIX_SRC, "mix");
+  OK(conn, hipd_mem_alloc(conn, 0, 4, "uint32", &b));
+  hipd_set_busy_poll(conn, 0);
+  c0 = ring_counts(conn);
+  for (int i = 0; i < N; i++) {
+    args = args_new();
+    OK(conn, hipd_args_buffer(args, b, 0));
+    OK(conn, hipd_args_i32(args, 0));
+    OK(conn, hipd_args_i32(args, i));
+    OK(conn, hipd_kernel_run(conn, k, ONE3, ONE3, 0, HIPD_STREAM_NULL, args));
+    hipd_args_free(args);
+  }
+  c1 = ring_counts(conn);
+  kicks = c1.kicks - c0.kicks;
+  subs = c1.requests - c0.requests;
+  ck_assert_msg(subs >= N, "%d launches, %lld submissions on the ring", N,
+                (long long)subs);
+  ck_assert_msg(kicks > 0,
+                "%d launches to a daemon that does not poll, and no "
+                "ring.kick",
+                N);
+  ck_assert_msg(kicks <= subs, "%lld ring.kick for %lld submissions",
+                (long long)kicks, (long long)subs);
   OK(conn, hipd_mem_free(conn, b));
   OK(conn, hipd_kernel_destroy(conn, k));
   hipd_close(conn);
@@ -3057,6 +3105,7 @@ static Suite *ring_suite(void)
   tcase_add_test(tc, test_pipeline_deep);
   tcase_add_test(tc, test_early_then_socket);
   tcase_add_test(tc, test_early_killed_client);
+  tcase_add_test(tc, test_one_kick_a_submission);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("polled");

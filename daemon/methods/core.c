@@ -231,7 +231,7 @@ int m_session_info(call_t *c)
                                      "buffers", "kernels", "shared_buffers"};
   session_t *s = c->s;
   const tenant_t *t = s->tenant;
-  uint64_t entries, taken, completed, overflowed, early;
+  ring_counts_t rc;
   pack_map_t m, sub;
 
   pack_map_begin(&m, call_result(c));
@@ -246,13 +246,14 @@ int m_session_info(call_t *c)
   pack_kv_u64(&m, "requests", s->requests);
   pack_kv_u64(&m, "inflight", s->inflight);
   /* Its ring (ring.open): slots per queue, submissions run, completions. */
-  ring_counts(s, &entries, &taken, &completed, &overflowed, &early);
+  ring_counts(s, &rc);
   pack_map_begin(&sub, pack_key(&m, "ring"));
-  pack_kv_u64(&sub, "entries", entries);
-  pack_kv_u64(&sub, "requests", taken);
-  pack_kv_u64(&sub, "completions", completed);
-  pack_kv_u64(&sub, "answered_on_socket", overflowed);
-  pack_kv_u64(&sub, "answered_early", early);
+  pack_kv_u64(&sub, "entries", rc.entries);
+  pack_kv_u64(&sub, "requests", rc.taken);
+  pack_kv_u64(&sub, "completions", rc.completed);
+  pack_kv_u64(&sub, "answered_on_socket", rc.overflowed);
+  pack_kv_u64(&sub, "answered_early", rc.early);
+  pack_kv_u64(&sub, "kicks", rc.kicks);
   pack_map_end(&sub);
   pack_map_begin(&sub, pack_key(&m, "resources"));
   pack_kv_u64(&sub, "handles", res_count(s, HANDLE_ANY));

@@ -948,7 +948,8 @@ static void completion(client_t *c, uint32_t idx)
 static void observe(client_t *c)
 {
   uint32_t v, nsqh, ncqt, adv, room;
-  uint64_t ent = 0, runs = 0, completed = 0, ovf = 0, early = 0;
+  ring_counts_t rc = {0};
+  uint64_t ent, runs, ovf;
   session_t *s;
 
   if (c->hdr == NULL || !c->ring_open)
@@ -984,7 +985,10 @@ static void observe(client_t *c)
    * counts them. */
   s = live_session();
   if (s != NULL && s->ring != NULL) {
-    ring_counts(s, &ent, &runs, &completed, &ovf, &early);
+    ring_counts(s, &rc);
+    ent = rc.entries;
+    runs = rc.taken;
+    ovf = rc.overflowed;
     FUZZ_CHECK(ent == c->E && runs >= c->runs_seen,
                "session.info's ring: entries %llu, %llu submissions run (%llu "
                "before)",
@@ -1052,9 +1056,9 @@ static void observe(client_t *c)
     c->d_seen_changes++;
   }
   if (s != NULL && s->ring != NULL)
-    FUZZ_CHECK((uint32_t)completed == c->d_cqt,
+    FUZZ_CHECK((uint32_t)rc.completed == c->d_cqt,
                "session.info's ring: %llu completions, cq_tail %u",
-               (unsigned long long)completed, c->d_cqt);
+               (unsigned long long)rc.completed, c->d_cqt);
   v = atomic_load_explicit(&c->hdr->cq_wait, memory_order_acquire);
   FUZZ_CHECK(v == c->cq_wait, "cq_wait is %u, the client left it %u", v,
              c->cq_wait);
