@@ -417,7 +417,9 @@ int conn_call_send(hipd_call_t *call, conn_decode_fn decode, conn_outs_t outs,
      * polling (an io owner that waits tells it otherwise). */
     if (conn_ring_kick_wanted(conn->ring) &&
         io_take_socket(conn, call, conn_deadline_after(timeout_ms))) {
-      conn_ring_kick(conn);
+      /* Once more: an io owner we waited for may have kicked for it. */
+      if (conn->ring != NULL && conn_ring_kick_wanted(conn->ring))
+        conn_ring_kick(conn);
       conn->io_busy = 0;
       pthread_cond_broadcast(&conn->cond);
     }

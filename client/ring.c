@@ -87,6 +87,10 @@ int conn_ring_put(conn_ring_t *r, uint64_t after, const struct iovec *iov,
   e->flags = 0;
   e->after = after;
   r->sq_tail++;
+  /* kicked names a tail already kicked for: never this new one, even
+   * after 2^32 submissions without a kick. */
+  if (r->kicked == r->sq_tail)
+    r->kicked = r->sq_tail - 1;
   atomic_store_explicit(&r->hdr->sq_tail, r->sq_tail, memory_order_seq_cst);
   return 1;
 }

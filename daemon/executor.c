@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -135,8 +136,14 @@ void exec_bridge_close(void)
   pthread_mutex_unlock(&bridge.mu);
   /* A thread that queued before ready went 0 may still be in its
    * uv_async_send() (task_complete): one write, then it is done. */
-  while (atomic_load_explicit(&bridge.waking, memory_order_acquire) != 0)
-    util_cpu_relax();
+  for (unsigned spins = 0;
+       atomic_load_explicit(&bridge.waking, memory_order_acquire) != 0;
+       spins++) {
+    if (spins % 1024 == 1023)
+      sched_yield(); /* the sender may have lost its CPU */
+    else
+      util_cpu_relax();
+  }
   if (was_ready) {
     uv_close((uv_handle_t *)&bridge.async, NULL);
     uv_close((uv_handle_t *)&bridge.idle, NULL);
@@ -173,11 +180,12 @@ void task_complete(task_t *t)
     bridge.head = t;
   bridge.tail = t;
   atomic_store_explicit(&bridge.queued, 1, memory_order_release);
-  /* Under the lock, so that exec_bridge_close() cannot close the handle
-   * between the check above and the wake-up, and so that a loop that
-   * stops watching (exec_bridge_watch(0)) sees this task or was woken.
-   * An early answer (executor.h) goes out first: its client's wake-up
-   * starts before the loop's. */
+  /* Decided under the lock, so that a loop that stops watching
+   * (exec_bridge_watch(0)) sees this task or is woken, and counted in
+   * waking under it, so that exec_bridge_close() cannot close the handle
+   * before the wake-up below. An early answer (executor.h) goes out
+   * first, under the lock: its client's wake-up starts before the
+   * loop's, and the loop cannot run (and free) the task meanwhile. */
   if (t->early != NULL)
     t->early(t);
   wake = !bridge.watched;
@@ -417,8 +425,9 @@ static int pool_wake(exec_pool_t *p, int n)
 
 /* After the unlock: a thread woken under the lock would wake only to
  * sleep on it (a futex wait and two wakes more a task, and a second sleep
- * of the woken thread). The pool outlives this (its owner calls it), and
- * a thread that finds the queue taken meanwhile sleeps again. */
+ * of the woken thread). The pool outlives this: its callers, exec_submit()
+ * and pool_stop_wait(), run on the loop thread, which alone frees pools.
+ * A thread that finds the queue taken meanwhile sleeps again. */
 static void pool_wake_now(exec_pool_t *p, int n)
 {
   if (n > 0)
