@@ -1615,10 +1615,10 @@ static void quiet_check(client_t *c)
   if (G.skip_idle || G.d.cfg.busy_poll_us != 0)
     return;
   for (int i = 0; i < 72 && !c->eof; i++) {
-    uint64_t changes = c->d_seen_changes;
+    uint64_t changes = c->d_seen_changes, msgs = c->sock_msgs;
     run_nowait(c);
-    if (c->d_seen_changes == changes && exec_outstanding() == 0 &&
-        uv_is_active((uv_handle_t *)&G.d.loop_awake))
+    if (c->d_seen_changes == changes && c->sock_msgs == msgs &&
+        exec_outstanding() == 0 && uv_is_active((uv_handle_t *)&G.d.loop_awake))
       runs++;
     else
       runs = 0;
@@ -1637,7 +1637,7 @@ static void drain(client_t *c)
   uint64_t max_after = 0, deadline = now_ns() + DRAIN_NS;
   int must_eof = 0, stuck = 0, idle_runs = 0, quiet = 0;
   uint64_t progress;
-  uint64_t changes = c->d_seen_changes;
+  uint64_t changes = c->d_seen_changes, msgs = c->sock_msgs;
   const char *cause = "";
 
   quiet_check(c);
@@ -1718,14 +1718,18 @@ static void drain(client_t *c)
       quiet++;
     else
       quiet = 0;
-    /* The idle property: nothing changes, and the loop would not block. */
-    if (c->d_seen_changes == changes && exec_outstanding() == 0 &&
-        G.d.cfg.busy_poll_us == 0 &&
+    /* The idle property: nothing changes, and the loop would not block.
+     * An answer on the socket is a change too: a loop that works through
+     * a burst of socket requests, a bounded number a turn, stays awake
+     * for the rest (a thousand ring.open found it, ring idle meanwhile). */
+    if (c->d_seen_changes == changes && c->sock_msgs == msgs &&
+        exec_outstanding() == 0 && G.d.cfg.busy_poll_us == 0 &&
         uv_is_active((uv_handle_t *)&G.d.loop_awake))
       idle_runs++;
     else
       idle_runs = 0;
     changes = c->d_seen_changes;
+    msgs = c->sock_msgs;
     FUZZ_CHECK(G.skip_idle || idle_runs < 64,
                "idle: the ring's state has not changed for %d loop "
                "iterations, yet it keeps the loop from blocking (--busy-poll "
