@@ -418,7 +418,7 @@ int conn_call_send(hipd_call_t *call, conn_decode_fn decode, conn_outs_t outs,
     if (conn_ring_kick_wanted(conn->ring) &&
         io_take_socket(conn, call, conn_deadline_after(timeout_ms))) {
       /* Once more: an io owner we waited for may have kicked for it. */
-      if (conn->ring != NULL && conn_ring_kick_wanted(conn->ring))
+      if (conn_ring_kick_wanted(conn->ring))
         conn_ring_kick(conn);
       conn->io_busy = 0;
       pthread_cond_broadcast(&conn->cond);

@@ -179,6 +179,21 @@ static const char MIX_SRC[] =
 
 static const uint32_t ONE3[3] = {1, 1, 1};
 
+/* hipd_kernel_run of MIX_SRC's mix on the null stream: out[0] mixed with
+ * @p v, waited for. */
+static void mix_run(hipd_conn_t *conn, hipd_kernel_t k, hipd_buffer_t out,
+                    int v)
+{
+  hipd_args_t *args = args_new();
+  int dev = 0;
+
+  OK(conn, hipd_args_buffer(args, out, 0));
+  OK(conn, hipd_args_i32(args, 0));
+  OK(conn, hipd_args_i32(args, v));
+  OK(conn, hipd_kernel_run(conn, k, ONE3, ONE3, 0, HIPD_STREAM_NULL, args));
+  hipd_args_free(args);
+}
+
 static hipd_kernel_t compile_cpu(hipd_conn_t *conn, const char *src,
                                  const char *name)
 {
@@ -382,7 +397,6 @@ START_TEST(test_early_then_socket)
   enum { N = 300 };
   hipd_conn_t *conn = connect_ring("ring-early");
   hipd_buffer_t b = HIPD_BUFFER_NULL;
-  hipd_args_t *args;
   hipd_info_t *info = NULL;
   ring_counts_t c0, c1;
   uint32_t got = 0, want = 0;
@@ -393,12 +407,7 @@ START_TEST(test_early_then_socket)
   OK(conn, hipd_mem_memset(conn, b, 0, 4, 0));
   c0 = ring_counts(conn);
   for (int i = 0; i < N; i++) {
-    args = args_new();
-    OK(conn, hipd_args_buffer(args, b, 0));
-    OK(conn, hipd_args_i32(args, 0));
-    OK(conn, hipd_args_i32(args, i));
-    OK(conn, hipd_kernel_run(conn, k, ONE3, ONE3, 0, HIPD_STREAM_NULL, args));
-    hipd_args_free(args);
+    mix_run(conn, k, b, i);
     want = want * 31u + (uint32_t)i;
     OK(conn, hipd_session_info(conn, &info));
     ck_assert_msg(info_int(info, "inflight") == 1,
@@ -430,7 +439,6 @@ START_TEST(test_one_kick_a_submission)
   enum { N = 200 };
   hipd_conn_t *conn = connect_ring("ring-kicks");
   hipd_buffer_t b = HIPD_BUFFER_NULL;
-  hipd_args_t *args;
   ring_counts_t c0, c1;
   int64_t kicks, subs;
   int dev = 0;
@@ -440,12 +448,7 @@ START_TEST(test_one_kick_a_submission)
   hipd_set_busy_poll(conn, 0);
   c0 = ring_counts(conn);
   for (int i = 0; i < N; i++) {
-    args = args_new();
-    OK(conn, hipd_args_buffer(args, b, 0));
-    OK(conn, hipd_args_i32(args, 0));
-    OK(conn, hipd_args_i32(args, i));
-    OK(conn, hipd_kernel_run(conn, k, ONE3, ONE3, 0, HIPD_STREAM_NULL, args));
-    hipd_args_free(args);
+    mix_run(conn, k, b, i);
   }
   c1 = ring_counts(conn);
   kicks = c1.kicks - c0.kicks;
