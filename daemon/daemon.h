@@ -106,7 +106,7 @@ typedef struct daemon_config {
   int loop_launch;          /* GPU streams the loop launches on itself */
   uint32_t stream_threads;  /* a device's stream pool; 0: auto (device.c) */
   uint32_t log_tenant_rate; /* lines a second about one uid; 0: no limit */
-  uint32_t spin_cpus;       /* spinners at once, all processes; 0: auto */
+  int spin_cpus;            /* spinners at once, all processes; -1: auto */
   int gpu_wait;             /* hip_driver_set_wait() mode */
   /* Per tenant (one uid, all its sessions together); 0: no limit. */
   uint64_t tenant_mem_quota;      /* device bytes */

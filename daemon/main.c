@@ -93,6 +93,24 @@ static void inline_prepare_cb(uv_prepare_t *h)
     op_inline_park();
 }
 
+/*
+ * May a loop that got no place of the spin budget still poll, for as
+ * long as --busy-poll, for the end of the kernels it launched itself and
+ * waits for? Yes, unless --gpu-wait asks device waits to yield or block.
+ * Otherwise they go to their streams' threads (inline_prepare_cb), which
+ * wait for the device spinning as much (the runtime's default spins
+ * while a process has no more contexts than the host has CPUs), but
+ * only after a wake-up of that thread, and end with a wake-up of the
+ * loop: two more a kernel, where every thread sleeps between kernels
+ * (one session a worker, sixteen tenants on sixteen CPUs). The poll
+ * stops as soon as no such kernel is left: it never waits for requests
+ * uncounted.
+ */
+static int own_wait(const daemon_t *d)
+{
+  return op_inline_waiting() && (d->cfg.gpu_wait == 0 || d->cfg.gpu_wait == 1);
+}
+
 static void run_loop(daemon_t *d)
 {
   uint64_t spin_ns = (uint64_t)d->cfg.busy_poll_us * 1000;
@@ -107,7 +125,7 @@ static void run_loop(daemon_t *d)
 
   for (;;) {
     uint64_t now, until, now_work;
-    int ready = 0, alive, busy;
+    int ready = 0, alive, busy, placed;
 
     d->loop_nowait = 1; /* this run does not block: rings stay awake */
     alive = uv_run(d->loop, UV_RUN_NOWAIT);
@@ -132,9 +150,11 @@ static void run_loop(daemon_t *d)
      * rings too, at the executors' completions, which come without
      * their wake-up while the bridge is watched (executor.h), and at the
      * streams of the launches the loop made itself. The loop's own
-     * descriptors cost a system call to look at: every 4th turn. Only
-     * with a place of the spin budget. */
-    if (busy && spin_enter()) {
+     * descriptors cost a system call to look at: every 4th turn. With a
+     * place of the spin budget; without one, only while a kernel the
+     * loop launched itself is waited for (own_wait()), and no longer. */
+    placed = busy && spin_enter();
+    if (placed || (busy && own_wait(d))) {
       exec_bridge_watch(1);
       for (unsigned turn = 0; !ready && util_now_ns() < until; turn++) {
         ready = exec_bridge_pending() || transport_rings_pending(d) ||
@@ -145,7 +165,8 @@ static void run_loop(daemon_t *d)
       }
       if (exec_bridge_watch(0))
         ready = 1;
-      spin_leave();
+      if (placed)
+        spin_leave();
     }
     exec_bridge_run();
     if (!ready && uv_run(d->loop, UV_RUN_ONCE) == 0)
@@ -670,14 +691,14 @@ int main(int argc, char **argv)
   op_inline_enable(d->cfg.busy_poll_us > 0 && d->role != ROLE_LISTENER
                        ? (unsigned)d->cfg.loop_launch
                        : 0);
-  if (d->cfg.spin_cpus == 0)
-    d->cfg.spin_cpus = spin_default_cpus();
+  if (d->cfg.spin_cpus < 0)
+    d->cfg.spin_cpus = (int)spin_default_cpus();
   if (d->role != ROLE_WORKER) {
     /* One budget for every process of this hipd: a worker per session at
      * most, and those still exiting. */
     hipd_err_t err;
-    if (spin_budget_create(d->cfg.spin_cpus, d->cfg.max_sessions + 64, &err) !=
-        0)
+    if (spin_budget_create((uint32_t)d->cfg.spin_cpus, d->cfg.max_sessions + 64,
+                           &err) != 0)
       log_warn(0, "hipd never busy-polls: %s", err.msg);
   }
 #ifdef HAVE_HIP

@@ -564,6 +564,95 @@ START_TEST(test_spin_budget_recovers)
 }
 END_TEST
 
+/* session.info's count of the ring's answers from a stream's thread. */
+static int64_t answered_early(hipd_conn_t *conn, int dev)
+{
+  hipd_info_t *info = NULL;
+  int64_t v;
+
+  OK(conn, hipd_session_info(conn, &info));
+  v = info_int(info, "ring.answered_early");
+  hipd_info_free(info);
+  return v;
+}
+
+/* With no place of the spin budget for anyone (--spin-cpus 0), a worker's
+ * loop that launched a kernel itself on a GPU still waits for its end,
+ * for up to --busy-poll, and answers it: the stream's thread would wait
+ * spinning as much, after a wake-up each way. Before, a loop without a
+ * place handed every launch it waited for to the stream's thread, which
+ * answered it (session.info's ring.answered_early). With --gpu-wait block
+ * it still does, which shows that the count tells the two apart. The
+ * kernels' results are checked on every device; the CPU device runs its
+ * kernels on the stream's threads whatever the budget. */
+static void own_waits_run(const char *gpu_wait)
+{
+  enum { N = 4096, RUNS = 200 };
+  static int out[N];
+  harness_daemon_t *d =
+      harness_start("--cpu-devices", "2", "--busy-poll", "100000",
+                    "--spin-cpus", "0", "--gpu-wait", gpu_wait, NULL);
+  hipd_conn_t *conn = connect_to(d);
+  int n = device_count(conn);
+  uint32_t grid[3] = {N / 256, 1, 1}, block[3] = {256, 1, 1};
+  hipd_info_t *info = NULL;
+  int dev = -1;
+
+  OK(conn, hipd_daemon_info(conn, &info));
+  ck_assert_int_eq(info_int(info, "spin.cpus"), 0);
+  hipd_info_free(info);
+  for (dev = 0; dev < n; dev++) {
+    hipd_kernel_t k = HIPD_KERNEL_NULL;
+    hipd_args_t *args = hipd_args_new();
+    hipd_buffer_t b = HIPD_BUFFER_NULL;
+    hipd_stream_t st = HIPD_STREAM_NULL;
+    int64_t early0, early;
+
+    OK(conn, hipd_stream_create(conn, dev, &st));
+    OK(conn, hipd_mem_alloc(conn, dev, N * sizeof(int), "int32", &b));
+    OK(conn, hipd_kernel_compile_cached(conn, dev, TESTUTIL_FILL_SRC, "fill",
+                                        NULL, &k, NULL));
+    early0 = answered_early(conn, dev);
+    for (int r = 0; r < RUNS; r++) {
+      hipd_args_clear(args);
+      hipd_args_buffer(args, b, 0);
+      hipd_args_i32(args, r);
+      hipd_args_i32(args, N);
+      OK(conn, hipd_kernel_run(conn, k, grid, block, 0, st, args));
+      if (r % 50 == 0 || r == RUNS - 1) {
+        OK(conn, hipd_mem_read(conn, b, 0, out, sizeof(out)));
+        ck_assert_int_eq(out[0], r);
+        ck_assert_int_eq(out[N - 1], r + N - 1);
+      }
+    }
+    early = answered_early(conn, dev) - early0;
+    if (!device_is_cpu(conn, dev) && strcmp(gpu_wait, "auto") == 0)
+      ck_assert_msg(early <= RUNS / 10,
+                    "device %d, no place to spin: %lld of %d kernels were "
+                    "handed to the stream's thread, which answered them",
+                    dev, (long long)early, RUNS);
+    else if (!device_is_cpu(conn, dev))
+      ck_assert_msg(early >= RUNS / 2,
+                    "device %d, --gpu-wait %s: only %lld of %d kernels "
+                    "were answered by the stream's thread",
+                    dev, gpu_wait, (long long)early, RUNS);
+    hipd_args_free(args);
+    OK(conn, hipd_kernel_destroy(conn, k));
+    OK(conn, hipd_mem_free(conn, b));
+    OK(conn, hipd_stream_destroy(conn, st));
+  }
+  hipd_close(conn);
+  ck_assert_int_eq(harness_stop(d), 0);
+  harness_free(d);
+}
+
+START_TEST(test_loop_waits_own_kernels)
+{
+  own_waits_run("auto");
+  own_waits_run("block");
+}
+END_TEST
+
 static Suite *devices_sessions_suite(void)
 {
   Suite *s = suite_create("devices_sessions");
@@ -592,6 +681,7 @@ static Suite *devices_sessions_suite(void)
   tc = tcase_create("spin");
   tcase_set_timeout(tc, 90);
   tcase_add_test(tc, test_spin_budget_recovers);
+  tcase_add_test(tc, test_loop_waits_own_kernels);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -353,9 +353,10 @@ const option_spec_t options_table[] = {
            "after each event, poll for the next one for\n"
            "US microseconds before sleeping (the loop\n"
            "and the device workers, as many at once as\n"
-           "--spin-cpus allow): lower latency for\n"
-           "a bounded amount of CPU (default: 50 with\n"
-           "8 or more CPUs, else 0)"),
+           "--spin-cpus allow; a loop without a place\n"
+           "still polls for its own launches' end):\n"
+           "lower latency for a bounded amount of CPU\n"
+           "(default: 50 with 8 or more CPUs, else 0)"),
     NUMBER("loop-launch", loop_launch, 0, 4096, 64, RESTART, "N",
            "while a worker's loop busy-polls, it launches\n"
            "kernels on up to N idle GPU streams itself\n"
@@ -366,12 +367,12 @@ const option_spec_t options_table[] = {
            "threads that run the work of a device's\n"
            "streams in each process, started as needed\n"
            "(default: the CPUs, 4 to 32)"),
-    /* 0: spin_default_cpus() (main.c). */
-    NUMBER("spin-cpus", spin_cpus, 0, 4096, 0, RESTART, "N",
+    /* -1: spin_default_cpus() (main.c). */
+    NUMBER("spin-cpus", spin_cpus, 0, 4096, -1, RESTART, "N",
            "threads of all hipd's processes together\n"
            "that may busy-poll at once, fewer while the\n"
            "host has fewer CPUs free (default: half the\n"
-           "CPUs with 8 or more, else 1)"),
+           "CPUs with 8 or more, else 1; 0: none)"),
     ENUM("isolation", isolation, isolation_names, ISOLATION_UID, RESTART,
          "MODE",
          "what shares a process: uid (default: one\n"
