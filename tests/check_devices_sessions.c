@@ -626,6 +626,11 @@ static void own_waits_run(const char *gpu_wait)
       }
     }
     early = answered_early(conn, dev) - early0;
+    fprintf(stderr,
+            "test_loop_waits_own_kernels: device %d (%s), --gpu-wait %s: "
+            "%lld of %d kernels answered by the stream's thread\n",
+            dev, device_is_cpu(conn, dev) ? "cpu" : "gpu", gpu_wait,
+            (long long)early, RUNS);
     if (!device_is_cpu(conn, dev) && strcmp(gpu_wait, "auto") == 0)
       ck_assert_msg(early <= RUNS / 10,
                     "device %d, no place to spin: %lld of %d kernels were "

@@ -14,7 +14,9 @@
  * The loop sees it by reading the stream's completion word (device.h),
  * which the device writes after each such op (a mark) when the loop
  * waited for no other stream as the stream's list began (mark()), or
- * else by asking the driver (stream_query). When the loop is about to sleep,
+ * else by asking the driver (stream_query). The loop polls for them with a
+ * place of the spin budget, or without one for up to --busy-poll (main.c's
+ * own_wait()). When the loop is about to sleep,
  * each stream still waited for is handed to its executor (one task that waits,
  * then completes the launches it covers through the bridge, which wakes the
  * loop), so a long kernel costs no polling.
