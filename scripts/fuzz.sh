@@ -3,7 +3,8 @@
 # scripts/fuzz.sh: build the fuzz targets of tests/fuzz as libFuzzer
 # programs (clang, ASan, UBSan) in _build-fuzz/ and run each for a bounded
 # time from a copy of its seed corpus. Fails if any target finds a crash, a
-# leak, a timeout or a property failure, and prints the reproducer's path.
+# leak, a timeout or a property failure, and prints the reproducer's path
+# and its bytes (base64).
 #
 # Usage: bash scripts/fuzz.sh [TARGET...]   (frame ir ir_json dispatch ipc ring; all)
 #   FUZZ_SECONDS=N   seconds per target (default 60)
@@ -45,6 +46,21 @@ for t in "${targets[@]}"; do progs+=("tests/fuzz/fuzz_$t"); done
 make -C "$BUILD" -j"$JOBS" "${progs[@]}" hipd-cpu-runner hipd-compile ||
   hipd_die "the fuzz build failed"
 
+# A reproducer in the log itself, so that a finding of a CI run, whose
+# clone and files are gone, can still be replayed: base64 of up to 64 KiB.
+print_input()
+{
+  local size
+  size=$(stat -c %s "$2")
+  if [ "$size" -gt 65536 ]; then
+    echo "fuzz_$1: the reproducer has $size bytes, too many to print"
+    return
+  fi
+  echo "fuzz_$1: the reproducer's $size bytes in base64 (base64 -d > FILE):"
+  base64 -w 76 "$2"
+  echo "fuzz_$1: end of the reproducer"
+}
+
 rm -rf "$OUT"
 failed=()
 for t in "${targets[@]}"; do
@@ -66,6 +82,7 @@ for t in "${targets[@]}"; do
     tail -n 40 "$dir/log" >&2
     for f in "${found[@]}"; do
       echo "fuzz_$t: reproducer: $f (run: $BUILD/tests/fuzz/fuzz_$t $f)" >&2
+      print_input "$t" "$f" >&2
     done
     [ "${#found[@]}" -gt 0 ] || echo "fuzz_$t: exit status $rc (log: $dir/log)" >&2
     failed+=("$t")
